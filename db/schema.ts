@@ -1,0 +1,310 @@
+/**
+ * The Postgres schema: definitions (users, tokens, projects, credentials, connectors, proxies),
+ * proxy status as a column, and the metrics history with its running totals and flush records.
+ * Migrations are generated from this file by drizzle-kit (`npm run db:generate`) and committed.
+ */
+import { sql } from "drizzle-orm";
+import {
+  bigint,
+  bigserial,
+  boolean,
+  check,
+  doublePrecision,
+  index,
+  integer,
+  jsonb,
+  pgTable,
+  primaryKey,
+  text,
+  timestamp,
+  uniqueIndex,
+  uuid,
+} from "drizzle-orm/pg-core";
+
+const createdAt = () => timestamp("created_at", { withTimezone: true }).notNull().defaultNow();
+const updatedAt = () => timestamp("updated_at", { withTimezone: true }).notNull().defaultNow();
+const id = () => uuid("id").primaryKey().defaultRandom();
+
+export const users = pgTable("users", {
+  id: id(),
+  username: text("username").notNull(),
+  passwordHash: text("password_hash").notNull(),
+  role: text("role").notNull(),
+  email: text("email"),
+  isActive: boolean("is_active").notNull().default(true),
+  createdAt: createdAt(),
+  updatedAt: updatedAt(),
+  lastLoginAt: timestamp("last_login_at", { withTimezone: true }),
+}, (t) => [
+  uniqueIndex("users_username_key").on(sql`lower(${t.username})`),
+  check("users_role_check", sql`${t.role} in ('admin', 'editor', 'viewer')`),
+]);
+
+export const apiTokens = pgTable("api_tokens", {
+  id: id(),
+  userId: uuid("user_id").notNull().references(() => users.id, { onDelete: "cascade" }),
+  name: text("name").notNull(),
+  /** SHA-256 of the token, hex. The token itself is shown once and never stored. */
+  tokenHash: text("token_hash").notNull(),
+  /** The first characters of the token, so an operator can tell tokens apart. */
+  tokenPrefix: text("token_prefix").notNull(),
+  createdAt: createdAt(),
+  expiresAt: timestamp("expires_at", { withTimezone: true }),
+  lastUsedAt: timestamp("last_used_at", { withTimezone: true }),
+  revokedAt: timestamp("revoked_at", { withTimezone: true }),
+}, (t) => [
+  uniqueIndex("api_tokens_token_hash_key").on(t.tokenHash),
+  index("api_tokens_user_id_idx").on(t.userId),
+]);
+
+export const projects = pgTable("projects", {
+  id: id(),
+  name: text("name").notNull(),
+  description: text("description").notNull().default(""),
+  /** The proxy username clients present (before any -option). */
+  username: text("username").notNull(),
+  /** The proxy password clients present. The feed carries only a keyed digest of it. */
+  password: text("password").notNull(),
+  strategy: text("strategy").notNull().default("round_robin"),
+  locationPolicy: text("location_policy").notNull().default("off"),
+  locationPreflight: text("location_preflight").notNull().default("off"),
+  /** Sliding life of a sticky session binding, unless the client's -sesstime- sets one. */
+  sessionTtlSeconds: integer("session_ttl_seconds").notNull().default(300),
+  stickyQuarantine: boolean("sticky_quarantine").notNull().default(false),
+  metricsRetentionDays: integer("metrics_retention_days").notNull().default(90),
+  connectionTimeoutSeconds: integer("connection_timeout_seconds").notNull().default(30),
+  maxRetries: integer("max_retries").notNull().default(2),
+  createdAt: createdAt(),
+  updatedAt: updatedAt(),
+}, (t) => [
+  uniqueIndex("projects_name_key").on(sql`lower(${t.name})`),
+  uniqueIndex("projects_username_key").on(sql`lower(${t.username})`),
+  check(
+    "projects_strategy_check",
+    sql`${t.strategy} in ('round_robin', 'random', 'least_used', 'health_based', 'sticky')`,
+  ),
+  check("projects_location_policy_check", sql`${t.locationPolicy} in ('off', 'warn', 'strict')`),
+  check(
+    "projects_location_preflight_check",
+    sql`${t.locationPreflight} in ('off', 'report', 'retry', 'reject')`,
+  ),
+]);
+
+export const credentials = pgTable("credentials", {
+  id: id(),
+  projectId: uuid("project_id").notNull().references(() => projects.id, { onDelete: "cascade" }),
+  name: text("name").notNull(),
+  /** The provider the credential is for: `static`, a vendor descriptor id, `aws`, `gcp`, `azure`. */
+  provider: text("provider").notNull(),
+  /** Provider fields, secrets included; never sent to a gateway unless a template reads them. */
+  config: jsonb("config").$type<Record<string, unknown>>().notNull().default({}),
+  createdAt: createdAt(),
+  updatedAt: updatedAt(),
+}, (t) => [
+  uniqueIndex("credentials_project_name_key").on(t.projectId, sql`lower(${t.name})`),
+]);
+
+export interface RateLimitConfig {
+  max_requests: number;
+  window_seconds: number;
+  quarantine_seconds_min: number;
+  quarantine_seconds_max: number;
+  sticky_quarantine: boolean;
+}
+
+export interface TrafficConfig {
+  limit_bytes: number | null;
+  period: "day" | "week" | "month";
+  reset_day: number;
+  action: "alert" | "block" | "interrupt";
+  warn_percent: number;
+  limit_status: 509 | 429;
+  price_per_gb: number | null;
+  currency: string;
+}
+
+export const connectors = pgTable("connectors", {
+  id: id(),
+  projectId: uuid("project_id").notNull().references(() => projects.id, { onDelete: "cascade" }),
+  credentialId: uuid("credential_id").references(() => credentials.id, { onDelete: "restrict" }),
+  name: text("name").notNull(),
+  /** static, vendor, provider_api or cloud. */
+  kind: text("kind").notNull(),
+  /** The provider behind a vendor, provider-API or cloud connector; `static` for static lists. */
+  provider: text("provider").notNull().default("static"),
+  enabled: boolean("enabled").notNull().default(true),
+  weight: integer("weight").notNull().default(1),
+  /** ISO 3166-1 alpha-2 codes this connector serves; empty means it declares none. */
+  countries: jsonb("countries").$type<string[]>().notNull().default([]),
+  domainAllow: jsonb("domain_allow").$type<string[]>().notNull().default([]),
+  domainDeny: jsonb("domain_deny").$type<string[]>().notNull().default([]),
+  healthcheckUrl: text("healthcheck_url"),
+  /** Kind-specific settings (a cloud connector's region and sizes, a vendor's pool shape). */
+  config: jsonb("config").$type<Record<string, unknown>>().notNull().default({}),
+  rateLimitConfig: jsonb("rate_limit_config").$type<RateLimitConfig>(),
+  trafficConfig: jsonb("traffic_config").$type<TrafficConfig>(),
+  trafficResetAt: timestamp("traffic_reset_at", { withTimezone: true }),
+  pendingDeletion: boolean("pending_deletion").notNull().default(false),
+  lastError: text("last_error"),
+  consecutiveErrors: integer("consecutive_errors").notNull().default(0),
+  createdAt: createdAt(),
+  updatedAt: updatedAt(),
+}, (t) => [
+  uniqueIndex("connectors_project_name_key").on(t.projectId, sql`lower(${t.name})`),
+  index("connectors_credential_id_idx").on(t.credentialId),
+  check("connectors_weight_check", sql`${t.weight} between 1 and 100`),
+  check(
+    "connectors_kind_check",
+    sql`${t.kind} in ('static', 'vendor', 'provider_api', 'cloud')`,
+  ),
+]);
+
+export const proxies = pgTable("proxies", {
+  id: id(),
+  projectId: uuid("project_id").notNull().references(() => projects.id, { onDelete: "cascade" }),
+  connectorId: uuid("connector_id").notNull().references(() => connectors.id, {
+    onDelete: "cascade",
+  }),
+  scheme: text("scheme").notNull(),
+  host: text("host").notNull(),
+  port: integer("port").notNull(),
+  username: text("username"),
+  password: text("password"),
+  country: text("country"),
+  /** Where the country came from: `manual`, `vendor`, `database`, `endpoint`. */
+  countrySource: text("country_source"),
+  metadata: jsonb("metadata").$type<Record<string, unknown>>().notNull().default({}),
+  /** Moved only by add, drain, terminate and the health job's compare-and-set. */
+  status: text("status").notNull().default("initializing"),
+  statusChangedAt: timestamp("status_changed_at", { withTimezone: true }).notNull().defaultNow(),
+  createdAt: createdAt(),
+  updatedAt: updatedAt(),
+}, (t) => [
+  // One row per address and login within a connector: the upload's duplicate rule.
+  uniqueIndex("proxies_identity_key").on(
+    t.connectorId,
+    t.scheme,
+    sql`lower(${t.host})`,
+    t.port,
+    sql`coalesce(${t.username}, '')`,
+  ),
+  index("proxies_project_created_idx").on(t.projectId, t.createdAt, t.id),
+  index("proxies_connector_created_idx").on(t.connectorId, t.createdAt, t.id),
+  index("proxies_project_status_idx").on(t.projectId, t.status),
+  check("proxies_scheme_check", sql`${t.scheme} in ('http', 'https', 'socks4', 'socks5')`),
+  check("proxies_port_check", sql`${t.port} between 1 and 65535`),
+  check(
+    "proxies_status_check",
+    sql`${t.status} in ('initializing', 'healthy', 'degraded', 'unhealthy', 'draining', 'terminating')`,
+  ),
+]);
+
+// ---------------------------------------------------------------------------------------------
+// Metrics history: six tables of one shape, each row one bucket of one entity. Buckets start at
+// floor(epoch / width) * width; the metrics flush writes minute rows, compaction folds them.
+
+const counts = () => ({
+  bucketStart: timestamp("bucket_start", { withTimezone: true }).notNull(),
+  bucketSeconds: integer("bucket_seconds").notNull(),
+  requests: bigint("requests", { mode: "number" }).notNull().default(0),
+  successes: bigint("successes", { mode: "number" }).notNull().default(0),
+  failures: bigint("failures", { mode: "number" }).notNull().default(0),
+  bytesSent: bigint("bytes_sent", { mode: "number" }).notNull().default(0),
+  bytesReceived: bigint("bytes_received", { mode: "number" }).notNull().default(0),
+  latencySumMs: doublePrecision("latency_sum_ms").notNull().default(0),
+});
+
+export const proxyMetrics = pgTable("proxy_metrics", {
+  id: bigserial("id", { mode: "number" }).primaryKey(),
+  projectId: uuid("project_id").notNull().references(() => projects.id, { onDelete: "cascade" }),
+  proxyId: uuid("proxy_id").notNull().references(() => proxies.id, { onDelete: "cascade" }),
+  status: text("status"),
+  ...counts(),
+}, (t) => [
+  index("proxy_metrics_entity_idx").on(t.proxyId, t.bucketStart),
+  index("proxy_metrics_tier_idx").on(t.projectId, t.bucketSeconds, t.bucketStart),
+]);
+
+export const projectMetrics = pgTable("project_metrics", {
+  id: bigserial("id", { mode: "number" }).primaryKey(),
+  projectId: uuid("project_id").notNull().references(() => projects.id, { onDelete: "cascade" }),
+  ...counts(),
+}, (t) => [
+  index("project_metrics_tier_idx").on(t.projectId, t.bucketSeconds, t.bucketStart),
+]);
+
+/** Outlives the proxies, so billing-period usage stays complete after rotations. */
+export const connectorMetrics = pgTable("connector_metrics", {
+  id: bigserial("id", { mode: "number" }).primaryKey(),
+  projectId: uuid("project_id").notNull().references(() => projects.id, { onDelete: "cascade" }),
+  connectorId: uuid("connector_id").notNull().references(() => connectors.id, {
+    onDelete: "cascade",
+  }),
+  ...counts(),
+}, (t) => [
+  index("connector_metrics_entity_idx").on(t.connectorId, t.bucketStart),
+  index("connector_metrics_tier_idx").on(t.projectId, t.bucketSeconds, t.bucketStart),
+]);
+
+/** One table for every tunnel protocol, keyed by device, without a foreign key. */
+export const tunnelDeviceMetrics = pgTable("tunnel_device_metrics", {
+  id: bigserial("id", { mode: "number" }).primaryKey(),
+  projectId: uuid("project_id").notNull().references(() => projects.id, { onDelete: "cascade" }),
+  deviceId: uuid("device_id").notNull(),
+  protocol: text("protocol").notNull(),
+  ...counts(),
+}, (t) => [
+  index("tunnel_device_metrics_entity_idx").on(t.deviceId, t.bucketStart),
+  index("tunnel_device_metrics_tier_idx").on(t.projectId, t.bucketSeconds, t.bucketStart),
+]);
+
+export const hostMetrics = pgTable("host_metrics", {
+  id: bigserial("id", { mode: "number" }).primaryKey(),
+  projectId: uuid("project_id").notNull().references(() => projects.id, { onDelete: "cascade" }),
+  connectorId: uuid("connector_id").references(() => connectors.id, { onDelete: "cascade" }),
+  host: text("host").notNull(),
+  ...counts(),
+}, (t) => [
+  index("host_metrics_entity_idx").on(t.projectId, t.host, t.bucketStart),
+  index("host_metrics_tier_idx").on(t.projectId, t.bucketSeconds, t.bucketStart),
+]);
+
+export const failureMetrics = pgTable("failure_metrics", {
+  id: bigserial("id", { mode: "number" }).primaryKey(),
+  projectId: uuid("project_id").notNull().references(() => projects.id, { onDelete: "cascade" }),
+  /** Null: refused before a proxy was chosen. */
+  connectorId: uuid("connector_id").references(() => connectors.id, { onDelete: "cascade" }),
+  kind: text("kind").notNull(),
+  vendorStatus: integer("vendor_status"),
+  bucketStart: timestamp("bucket_start", { withTimezone: true }).notNull(),
+  bucketSeconds: integer("bucket_seconds").notNull(),
+  count: bigint("count", { mode: "number" }).notNull().default(0),
+}, (t) => [
+  index("failure_metrics_tier_idx").on(t.projectId, t.bucketSeconds, t.bucketStart),
+]);
+
+/**
+ * All-time totals per entity, written in the history's transaction so the two never disagree.
+ * One table for proxies, projects and tunnel devices, without a foreign key; compaction deletes
+ * the totals of entities that are gone.
+ */
+export const metricTotals = pgTable("metric_totals", {
+  entityKind: text("entity_kind").notNull(),
+  entityId: uuid("entity_id").notNull(),
+  requests: bigint("requests", { mode: "number" }).notNull().default(0),
+  successes: bigint("successes", { mode: "number" }).notNull().default(0),
+  failures: bigint("failures", { mode: "number" }).notNull().default(0),
+  bytesSent: bigint("bytes_sent", { mode: "number" }).notNull().default(0),
+  bytesReceived: bigint("bytes_received", { mode: "number" }).notNull().default(0),
+  latencySumMs: doublePrecision("latency_sum_ms").notNull().default(0),
+  updatedAt: updatedAt(),
+}, (t) => [
+  primaryKey({ columns: [t.entityKind, t.entityId] }),
+  check("metric_totals_kind_check", sql`${t.entityKind} in ('proxy', 'project', 'tunnel_device')`),
+]);
+
+/** One row per committed metrics flush, named by its job entry's id; a redelivery finds it. */
+export const metricFlushes = pgTable("metric_flushes", {
+  flushId: text("flush_id").primaryKey(),
+  committedAt: timestamp("committed_at", { withTimezone: true }).notNull().defaultNow(),
+});

@@ -1,0 +1,129 @@
+/**
+ * The error catalogue: one class per failure a caller must tell apart, each with a stable code.
+ * Routes map codes to HTTP answers in one place (control/api/errors.ts); the gateway maps the
+ * upstream phases to proxy answers. Causes are chained with `cause`, never flattened into text.
+ */
+
+export const ErrorCode = {
+  // Domain errors, answered to API clients.
+  notFound: "OX_NOT_FOUND",
+  duplicate: "OX_DUPLICATE",
+  invalid: "OX_INVALID",
+  unauthorized: "OX_UNAUTHORIZED",
+  forbidden: "OX_FORBIDDEN",
+  conflict: "OX_CONFLICT",
+  // Stores that did not answer.
+  storeUnavailable: "OX_STORE_UNAVAILABLE",
+  // Migrations.
+  unknownRevision: "OX_UNKNOWN_REVISION",
+  // Upstream connection phases (the gateway and health checks).
+  upstreamConnect: "OX_UPSTREAM_CONNECT",
+  upstreamHandshake: "OX_UPSTREAM_HANDSHAKE",
+  upstreamFirstByte: "OX_UPSTREAM_FIRST_BYTE",
+  upstreamIdle: "OX_UPSTREAM_IDLE",
+  upstreamRefused: "OX_UPSTREAM_REFUSED",
+} as const;
+export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode];
+
+export class OctoproxError extends Error {
+  readonly code: ErrorCode;
+  constructor(code: ErrorCode, message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = "OctoproxError";
+    this.code = code;
+  }
+}
+
+export class NotFoundError extends OctoproxError {
+  readonly entity: string;
+  constructor(entity: string, message = `${entity} not found`) {
+    super(ErrorCode.notFound, message);
+    this.name = "NotFoundError";
+    this.entity = entity;
+  }
+}
+
+/** A unique name or username another row holds. `field` is the body field at fault. */
+export class DuplicateError extends OctoproxError {
+  readonly field: string;
+  constructor(field: string, message: string, options?: { cause?: unknown }) {
+    super(ErrorCode.duplicate, message, options);
+    this.name = "DuplicateError";
+    this.field = field;
+  }
+}
+
+export interface FieldIssue {
+  /** Dotted path of the field at fault, such as `body.port` or `query.limit`. */
+  field: string;
+  message: string;
+}
+
+/** A request that names fields at fault (422). */
+export class ValidationError extends OctoproxError {
+  readonly issues: readonly FieldIssue[];
+  constructor(issues: readonly FieldIssue[]) {
+    super(
+      ErrorCode.invalid,
+      issues.map((issue) => `${issue.field}: ${issue.message}`).join("; ") || "Invalid request",
+    );
+    this.name = "ValidationError";
+    this.issues = issues;
+  }
+}
+
+export class UnauthorizedError extends OctoproxError {
+  constructor(message = "Authentication required") {
+    super(ErrorCode.unauthorized, message);
+    this.name = "UnauthorizedError";
+  }
+}
+
+export class ForbiddenError extends OctoproxError {
+  constructor(message = "Your role does not allow this") {
+    super(ErrorCode.forbidden, message);
+    this.name = "ForbiddenError";
+  }
+}
+
+/** A request that contradicts the state it acts on (400), such as deleting oneself. */
+export class ConflictError extends OctoproxError {
+  constructor(message: string) {
+    super(ErrorCode.conflict, message);
+    this.name = "ConflictError";
+  }
+}
+
+export const Store = { postgres: "postgres", redis: "redis" } as const;
+export type Store = (typeof Store)[keyof typeof Store];
+
+/** A store did not answer. The message never carries SQL, parameters or the driver's text. */
+export class StoreUnavailableError extends OctoproxError {
+  readonly store: Store;
+  constructor(store: Store, options?: { cause?: unknown }) {
+    super(ErrorCode.storeUnavailable, `${store === "postgres" ? "Postgres" : "Redis"} unavailable`, options);
+    this.name = "StoreUnavailableError";
+    this.store = store;
+  }
+}
+
+export class UnknownRevisionError extends OctoproxError {
+  constructor(message: string) {
+    super(ErrorCode.unknownRevision, message);
+    this.name = "UnknownRevisionError";
+  }
+}
+
+/** How a log line names an error: its message, or its type's name when it has none. */
+export function errorText(error: unknown): string {
+  if (error instanceof Error) return error.message || error.name;
+  return String(error);
+}
+
+/** How stats and states label an error: its type's name, then its message. */
+export function errorLabel(error: unknown): string {
+  if (error instanceof Error) {
+    return error.message ? `${error.name}: ${error.message}` : error.name;
+  }
+  return String(error);
+}

@@ -1,0 +1,96 @@
+/**
+ * The one place Redis key and stream names are built. Every key lives under the configured
+ * prefix (`OCTOPROX_REDIS_PREFIX`, default `ox:`), so two installs or two test runs can share
+ * one Redis. Nothing else in the code base writes a key name by hand.
+ */
+import { JOB_KINDS, type JobKind } from "./roles.ts";
+
+/** The consumer group every work stream is taken through. */
+export const WORKERS_GROUP = "workers";
+
+/** Work streams as the System page names them: the job kinds, the sightings, the observations. */
+export type WorkStreamName = `jobs.${JobKind}` | "sightings" | "observations";
+
+export const WORK_STREAMS: readonly WorkStreamName[] = [
+  ...JOB_KINDS.map((kind) => `jobs.${kind}` as const),
+  "sightings",
+  "observations",
+];
+
+/** Caps applied with `XADD … MAXLEN ~`: they bound only a stream nobody takes. */
+export const STREAM_CAPS = {
+  changes: 10_000,
+  runtime: 10_000,
+  feed: 1_000,
+  work: 100_000,
+} as const;
+
+export type RedisKeys = ReturnType<typeof redisKeys>;
+
+export function redisKeys(prefix: string) {
+  const p = prefix;
+  return {
+    prefix: p,
+
+    // Event streams: an entry says what to read again.
+    changesStream: `${p}stream:changes`,
+    runtimeStream: `${p}stream:runtime`,
+    feedStream: `${p}stream:feed`,
+
+    // Work streams: an entry is the work itself.
+    jobStream: (kind: JobKind) => `${p}jobs:${kind}:stream`,
+    sightingsStream: `${p}stream:sightings`,
+    observationsStream: `${p}stream:observations`,
+    workStream(name: WorkStreamName): string {
+      if (name === "sightings") return this.sightingsStream;
+      if (name === "observations") return this.observationsStream;
+      return this.jobStream(name.slice("jobs.".length) as JobKind);
+    },
+
+    // The routing feed.
+    feedHead: `${p}feed:head`,
+    feedManifest: `${p}feed:manifest`,
+    feedSections: `${p}feed:sections`,
+
+    // The controller lease.
+    controllerLease: `${p}lease:controller`,
+
+    // Processes: a registry key per process (its life), a snapshot key (what it reports), and
+    // the index of process ids, pruned by index hygiene once a registry key has expired.
+    instanceIndex: `${p}instances`,
+    instance: (id: string) => `${p}instance:${id}`,
+    instanceSnapshot: (id: string) => `${p}instance:${id}:snapshot`,
+
+    // Batch identities: the highest batch Redis applied for a writer.
+    applied: (writer: string) => `${p}applied:${writer}`,
+
+    // Per-proxy soft state.
+    proxyHealth: (proxyId: string) => `${p}proxy:health:${proxyId}`,
+    proxyRequests: (proxyId: string) => `${p}proxy:requests:${proxyId}`,
+    proxyLastExit: (proxyId: string) => `${p}proxy:last_exit:${proxyId}`,
+    proxyQuarantined: `${p}proxy:quarantined`,
+
+    // Traffic decisions.
+    trafficBlocked: `${p}traffic:blocked`,
+    trafficPending: `${p}traffic:pending`,
+
+    // Per-key request state.
+    sticky: (projectId: string, sessionId: string) => `${p}sticky:${projectId}:${sessionId}`,
+    preflightVerdict: (projectId: string, proxyId: string) =>
+      `${p}preflight:${projectId}:${proxyId}`,
+
+    // Metric windows and their indexes; the metrics flush stages under the flush's id.
+    metricWindow: (kind: string, key: string) => `${p}metrics:${kind}:${key}`,
+    metricIndex: (kind: string) => `${p}metrics:index:${kind}`,
+    metricsTaken: (flushId: string) => `${p}metrics:taken:${flushId}`,
+    demand: (projectId: string, minute: number) => `${p}demand:${projectId}:${minute}`,
+
+    // Cloud scaling state.
+    autoscaler: (connectorId: string) => `${p}autoscaler:${connectorId}`,
+    scaleCreating: (connectorId: string) => `${p}scale:creating:${connectorId}`,
+
+    // Failure log and interception captures, per project.
+    failures: (projectId: string, kind: string) => `${p}failures:${projectId}:${kind}`,
+    mitmRequests: (projectId: string) => `${p}mitm:requests:${projectId}`,
+  };
+}

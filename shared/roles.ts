@@ -1,0 +1,98 @@
+/**
+ * Names every other module agrees on: the process roles and the job kinds.
+ * Imports nothing, so settings, the loop catalogue and the key catalogue can all use it.
+ */
+
+export const Role = {
+  api: "api",
+  controller: "controller",
+  worker: "worker",
+  all: "all",
+} as const;
+export type Role = (typeof Role)[keyof typeof Role];
+export const ROLES: readonly Role[] = Object.values(Role);
+
+/** The runtimes a process of each role runs, in start order (stopped in reverse). */
+export const ROLE_RUNTIMES: Readonly<Record<Role, readonly Exclude<Role, "all">[]>> = {
+  api: ["api"],
+  controller: ["controller"],
+  worker: ["worker"],
+  all: ["api", "controller", "worker"],
+};
+
+export const JobKind = {
+  health: "health",
+  sync: "sync",
+  provision: "provision",
+  reattribute: "reattribute",
+  enrich: "enrich",
+  scale: "scale",
+  traffic: "traffic",
+  metricsFlush: "metrics_flush",
+  compaction: "compaction",
+  snapshot: "snapshot",
+  geoUpdate: "geo_update",
+  tunnelLastSeen: "tunnel_last_seen",
+  indexHygiene: "index_hygiene",
+} as const;
+export type JobKind = (typeof JobKind)[keyof typeof JobKind];
+export const JOB_KINDS: readonly JobKind[] = Object.values(JobKind);
+
+export const ProxyStatus = {
+  initializing: "initializing",
+  healthy: "healthy",
+  degraded: "degraded",
+  unhealthy: "unhealthy",
+  draining: "draining",
+  terminating: "terminating",
+} as const;
+export type ProxyStatus = (typeof ProxyStatus)[keyof typeof ProxyStatus];
+export const PROXY_STATUSES: readonly ProxyStatus[] = Object.values(ProxyStatus);
+
+export const ProxyScheme = {
+  http: "http",
+  https: "https",
+  socks4: "socks4",
+  socks5: "socks5",
+} as const;
+export type ProxyScheme = (typeof ProxyScheme)[keyof typeof ProxyScheme];
+export const PROXY_SCHEMES: readonly ProxyScheme[] = Object.values(ProxyScheme);
+
+export const Strategy = {
+  roundRobin: "round_robin",
+  random: "random",
+  leastUsed: "least_used",
+  healthBased: "health_based",
+  sticky: "sticky",
+} as const;
+export type Strategy = (typeof Strategy)[keyof typeof Strategy];
+export const STRATEGIES: readonly Strategy[] = Object.values(Strategy);
+
+export const UserRole = {
+  admin: "admin",
+  editor: "editor",
+  viewer: "viewer",
+} as const;
+export type UserRole = (typeof UserRole)[keyof typeof UserRole];
+export const USER_ROLES: readonly UserRole[] = Object.values(UserRole);
+
+/** Connector kinds. Only `static` has behaviour so far; the others reserve their place in the model. */
+export const ConnectorKind = {
+  static: "static",
+  vendor: "vendor",
+  providerApi: "provider_api",
+  cloud: "cloud",
+} as const;
+export type ConnectorKind = (typeof ConnectorKind)[keyof typeof ConnectorKind];
+export const CONNECTOR_KINDS: readonly ConnectorKind[] = Object.values(ConnectorKind);
+
+/** What a change entry names: the kind of definition that changed. */
+export const ChangeKind = {
+  project: "project",
+  credential: "credential",
+  connector: "connector",
+  proxy: "proxy",
+  user: "user",
+  all: "all",
+} as const;
+export type ChangeKind = (typeof ChangeKind)[keyof typeof ChangeKind];

@@ -1,0 +1,40 @@
+/**
+ * Runs once before the suite: checks the test bed's stores answer, and drops the databases a
+ * crashed earlier run left behind.
+ */
+import postgres from "postgres";
+import { Redis } from "ioredis";
+import { TEST_ADMIN_DATABASE_URL, TEST_DATABASE_PREFIX, TEST_REDIS_URL } from "./stores.ts";
+
+export default async function setup(): Promise<void> {
+  const sql = postgres(TEST_ADMIN_DATABASE_URL, { max: 1, onnotice: () => {}, connect_timeout: 5 });
+  try {
+    const rows = await sql`select datname from pg_database where datname like ${
+      TEST_DATABASE_PREFIX + "%"
+    }`;
+    for (const row of rows) {
+      await sql.unsafe(`drop database if exists ${row.datname} with (force)`);
+    }
+  } catch (error) {
+    throw new Error(
+      `Tests need Postgres at ${TEST_ADMIN_DATABASE_URL} (set OCTOPROX_TEST_DATABASE_URL): ${
+        (error as Error).message
+      }`,
+    );
+  } finally {
+    await sql.end();
+  }
+  const redis = new Redis(TEST_REDIS_URL, { maxRetriesPerRequest: 1, lazyConnect: true });
+  try {
+    await redis.connect();
+    await redis.ping();
+  } catch (error) {
+    throw new Error(
+      `Tests need Redis at ${TEST_REDIS_URL} (set OCTOPROX_TEST_REDIS_URL): ${
+        (error as Error).message
+      }`,
+    );
+  } finally {
+    redis.disconnect();
+  }
+}

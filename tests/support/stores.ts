@@ -1,0 +1,98 @@
+/**
+ * The test bed's stores: the machine's Postgres and Redis (127.0.0.1:5432 and :6379 unless
+ * OCTOPROX_TEST_DATABASE_URL / OCTOPROX_TEST_REDIS_URL say otherwise). Each test file makes its
+ * own database and uses its own Redis key prefix, so files run side by side.
+ */
+import { randomBytes } from "node:crypto";
+import postgres from "postgres";
+import { Redis } from "ioredis";
+
+export const TEST_ADMIN_DATABASE_URL = process.env.OCTOPROX_TEST_DATABASE_URL ??
+  "postgres://postgres@127.0.0.1:5432/postgres";
+export const TEST_REDIS_URL = process.env.OCTOPROX_TEST_REDIS_URL ?? "redis://127.0.0.1:6379";
+
+/** Databases made by tests start with this, so a run can drop what a crashed run left. */
+export const TEST_DATABASE_PREFIX = "ox_t_";
+
+const token = (bytes = 4) => randomBytes(bytes).toString("hex");
+
+export function databaseUrl(adminUrl: string, database: string): string {
+  const url = new URL(adminUrl);
+  url.pathname = `/${database}`;
+  return url.toString();
+}
+
+export interface TestDatabase {
+  name: string;
+  url: string;
+  drop(): Promise<void>;
+}
+
+export async function createTestDatabase(adminUrl = TEST_ADMIN_DATABASE_URL): Promise<TestDatabase> {
+  const name = `${TEST_DATABASE_PREFIX}${token(6)}`;
+  const admin = postgres(adminUrl, { max: 1, onnotice: () => {} });
+  try {
+    await admin.unsafe(`create database ${name}`);
+  } finally {
+    await admin.end();
+  }
+  return {
+    name,
+    url: databaseUrl(adminUrl, name),
+    async drop() {
+      const sql = postgres(adminUrl, { max: 1, onnotice: () => {} });
+      try {
+        await sql.unsafe(`drop database if exists ${name} with (force)`);
+      } finally {
+        await sql.end();
+      }
+    },
+  };
+}
+
+/** A key prefix of its own for one test (or file). */
+export function testPrefix(): string {
+  return `oxt:${token(6)}:`;
+}
+
+/** Deletes every key under a prefix. */
+export async function deletePrefix(redisUrl: string, prefix: string): Promise<void> {
+  const redis = new Redis(redisUrl, { maxRetriesPerRequest: 1 });
+  try {
+    let cursor = "0";
+    do {
+      const [next, keys] = await redis.scan(cursor, "MATCH", `${prefix}*`, "COUNT", 1000);
+      cursor = next;
+      if (keys.length > 0) await redis.del(...keys);
+    } while (cursor !== "0");
+  } finally {
+    redis.disconnect();
+  }
+}
+
+/** Secrets for one test's processes. */
+export function testSecrets(): { internal: string; jwt: string } {
+  return { internal: token(32), jwt: token(32) };
+}
+
+/** Waits for a condition, polling, with a deadline; fails with what it was waiting for. */
+export async function waitUntil<T>(
+  check: () => T | Promise<T>,
+  options: { timeoutMs?: number; intervalMs?: number; what?: string } = {},
+): Promise<NonNullable<T>> {
+  const deadline = Date.now() + (options.timeoutMs ?? 10_000);
+  let lastError: unknown;
+  for (;;) {
+    try {
+      const value = await check();
+      if (value) return value as NonNullable<T>;
+    } catch (error) {
+      lastError = error;
+    }
+    if (Date.now() > deadline) {
+      const detail = lastError instanceof Error ? ` (last error: ${lastError.message})` : "";
+      throw new Error(`Timed out waiting for ${options.what ?? "a condition"}${detail}`);
+    }
+    await new Promise((r) => setTimeout(r, options.intervalMs ?? 50));
+  }
+}
