@@ -72,7 +72,10 @@ function sleep(ms: number, signal?: AbortSignal): Promise<void> {
   });
 }
 
-export async function migrate(databaseUrl: string, options: MigrateOptions = {}): Promise<MigrateResult> {
+export async function migrate(
+  databaseUrl: string,
+  options: MigrateOptions = {},
+): Promise<MigrateResult> {
   const migrations = await loadMigrations();
   const known = new Set(migrations.map((m) => m.tag));
   const sql = postgres(databaseUrl, {
@@ -87,7 +90,8 @@ export async function migrate(databaseUrl: string, options: MigrateOptions = {})
     try {
       let waitingLogged = false;
       for (;;) {
-        const [row] = await lock`select pg_try_advisory_lock(${MIGRATION_LOCK_KEY.toString()}::bigint) as ok`;
+        const [row] =
+          await lock`select pg_try_advisory_lock(${MIGRATION_LOCK_KEY.toString()}::bigint) as ok`;
         if (row.ok === true) {
           locked = true;
           break;

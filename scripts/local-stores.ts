@@ -156,7 +156,10 @@ export class LocalPostgres {
     if (!/^[a-z0-9_]+$/.test(name)) throw new Error(`Unsafe database name ${name}`);
     const psql = join(this.#bin, "psql");
     const args = ["-h", "127.0.0.1", "-p", String(this.port), "-U", "postgres", "-tAc"];
-    const { stdout } = await run(psql, [...args, `select 1 from pg_database where datname='${name}'`]);
+    const { stdout } = await run(psql, [
+      ...args,
+      `select 1 from pg_database where datname='${name}'`,
+    ]);
     if (stdout.trim() !== "1") await run(psql, [...args, `create database ${name}`]);
   }
 }
@@ -176,6 +179,11 @@ export interface LocalRedisOptions {
   port: number;
   /** Keep data across restarts (append-only file); tests keep nothing. */
   persist?: boolean;
+  /**
+   * Run in a process group of its own, so a Ctrl-C in the terminal reaches only its owner,
+   * which stops it after the processes that use it (`npm start`).
+   */
+  detached?: boolean;
 }
 
 /** A redis-server child process on 127.0.0.1. */
@@ -183,12 +191,14 @@ export class LocalRedis {
   readonly dir: string;
   readonly port: number;
   readonly persist: boolean;
+  readonly detached: boolean;
   #child: ChildProcess | undefined;
 
   constructor(options: LocalRedisOptions) {
     this.dir = resolve(options.dir);
     this.port = options.port;
     this.persist = options.persist ?? false;
+    this.detached = options.detached ?? false;
   }
 
   get url(): string {
@@ -220,13 +230,17 @@ export class LocalRedis {
       "--logfile",
       join(this.dir, "redis.log"),
     ];
-    const child = spawn(bin, args, { stdio: "ignore" });
+    const child = spawn(bin, args, { stdio: "ignore", detached: this.detached });
     this.#child = child;
-    await waitFor(async () => {
-      if (child.exitCode !== null) throw new Error(`redis-server exited with ${child.exitCode}`);
-      const { stdout } = await run("redis-cli", ["-p", String(this.port), "ping"]);
-      return stdout.trim() === "PONG";
-    }, 15_000, "Redis");
+    await waitFor(
+      async () => {
+        if (child.exitCode !== null) throw new Error(`redis-server exited with ${child.exitCode}`);
+        const { stdout } = await run("redis-cli", ["-p", String(this.port), "ping"]);
+        return stdout.trim() === "PONG";
+      },
+      15_000,
+      "Redis",
+    );
   }
 
   /** Stops the server; `kill` is a crash (SIGKILL), otherwise a clean shutdown. */

@@ -101,7 +101,11 @@ export type Store = (typeof Store)[keyof typeof Store];
 export class StoreUnavailableError extends OctoproxError {
   readonly store: Store;
   constructor(store: Store, options?: { cause?: unknown }) {
-    super(ErrorCode.storeUnavailable, `${store === "postgres" ? "Postgres" : "Redis"} unavailable`, options);
+    super(
+      ErrorCode.storeUnavailable,
+      `${store === "postgres" ? "Postgres" : "Redis"} unavailable`,
+      options,
+    );
     this.name = "StoreUnavailableError";
     this.store = store;
   }

@@ -15,7 +15,7 @@ import { withDeadline } from "./redis.ts";
 
 export interface ChangeEntry {
   kind: ChangeKind;
-  /** The id of what changed; `*` for a kind as a whole. */
+  /** The id of what changed (a comma-separated list for a batch write); `*` for a kind as a whole. */
   ref: string;
 }
 

@@ -14,7 +14,9 @@ export interface RequestContext {
   username?: string;
 }
 
-export const requestContext: AsyncLocalStorage<RequestContext> = new AsyncLocalStorage<RequestContext>();
+export const requestContext: AsyncLocalStorage<RequestContext> = new AsyncLocalStorage<
+  RequestContext
+>();
 
 /** Fields that may hold a secret, wherever a caller put them. */
 const REDACT = [
@@ -29,7 +31,7 @@ const REDACT = [
   "authorization",
   "*.authorization",
   "headers.authorization",
-  "headers[\"proxy-authorization\"]",
+  'headers["proxy-authorization"]',
   "databaseUrl",
   "redisUrl",
 ];

@@ -1,10 +1,15 @@
 /**
  * Runs once before the suite: checks the test bed's stores answer, and drops the databases a
- * crashed earlier run left behind.
+ * crashed earlier run left behind (hours old; a concurrent run's are left alone).
  */
 import postgres from "postgres";
 import { Redis } from "ioredis";
-import { TEST_ADMIN_DATABASE_URL, TEST_DATABASE_PREFIX, TEST_REDIS_URL } from "./stores.ts";
+import {
+  isStaleTestDatabase,
+  TEST_ADMIN_DATABASE_URL,
+  TEST_DATABASE_PREFIX,
+  TEST_REDIS_URL,
+} from "./stores.ts";
 
 export default async function setup(): Promise<void> {
   const sql = postgres(TEST_ADMIN_DATABASE_URL, { max: 1, onnotice: () => {}, connect_timeout: 5 });
@@ -12,7 +17,8 @@ export default async function setup(): Promise<void> {
     const rows = await sql`select datname from pg_database where datname like ${
       TEST_DATABASE_PREFIX + "%"
     }`;
-    for (const row of rows) {
+    // Only what a crashed run left: another run may be using the fresh ones.
+    for (const row of rows.filter((r) => isStaleTestDatabase(String(r.datname)))) {
       await sql.unsafe(`drop database if exists ${row.datname} with (force)`);
     }
   } catch (error) {

@@ -11,8 +11,18 @@ export const TEST_ADMIN_DATABASE_URL = process.env.OCTOPROX_TEST_DATABASE_URL ??
   "postgres://postgres@127.0.0.1:5432/postgres";
 export const TEST_REDIS_URL = process.env.OCTOPROX_TEST_REDIS_URL ?? "redis://127.0.0.1:6379";
 
-/** Databases made by tests start with this, so a run can drop what a crashed run left. */
+/** Databases made by tests start with this, then their creation time in epoch seconds. */
 export const TEST_DATABASE_PREFIX = "ox_t_";
+
+/** A test database older than this was left by a crashed run (no run lasts this long). */
+export const STALE_TEST_DATABASE_MS = 3 * 3_600_000;
+
+/** Whether a database name is a test database created longer ago than the stale age. */
+export function isStaleTestDatabase(name: string, nowMs = Date.now()): boolean {
+  const match = new RegExp(`^${TEST_DATABASE_PREFIX}(\\d+)_`).exec(name);
+  if (!match) return name.startsWith(TEST_DATABASE_PREFIX); // an older naming: always stale
+  return nowMs - Number(match[1]) * 1000 > STALE_TEST_DATABASE_MS;
+}
 
 const token = (bytes = 4) => randomBytes(bytes).toString("hex");
 
@@ -28,8 +38,11 @@ export interface TestDatabase {
   drop(): Promise<void>;
 }
 
-export async function createTestDatabase(adminUrl = TEST_ADMIN_DATABASE_URL): Promise<TestDatabase> {
-  const name = `${TEST_DATABASE_PREFIX}${token(6)}`;
+export async function createTestDatabase(
+  adminUrl = TEST_ADMIN_DATABASE_URL,
+): Promise<TestDatabase> {
+  // The creation time in the name lets a later run drop only what a crashed run left.
+  const name = `${TEST_DATABASE_PREFIX}${Math.floor(Date.now() / 1000)}_${token(4)}`;
   const admin = postgres(adminUrl, { max: 1, onnotice: () => {} });
   try {
     await admin.unsafe(`create database ${name}`);

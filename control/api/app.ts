@@ -1,0 +1,92 @@
+/**
+ * The admin API: every route of the registry under /api/v1, the public echo and home page, and
+ * the probes at the root. Each request runs inside its request context (so every log line names
+ * its request id), answers with X-Request-ID, and leaves one access log line.
+ */
+import { randomUUID } from "node:crypto";
+import { Hono } from "hono";
+import { requestContext } from "../core/logging.ts";
+import { probeRoutes } from "../node/probes.ts";
+import { authorize } from "./auth.ts";
+import "./context.ts";
+import type { ApiDeps } from "./deps.ts";
+import { errorResponse, notFoundResponse } from "./errors.ts";
+import { buildOpenApiDocument } from "./openapi.ts";
+import { defineRoute, mountRoutes, type Route } from "./registry.ts";
+import { authRoutes } from "./routes/auth.ts";
+import { connectorRoutes } from "./routes/connectors.ts";
+import { credentialRoutes } from "./routes/credentials.ts";
+import { projectRoutes } from "./routes/projects.ts";
+import { proxyRoutes } from "./routes/proxies.ts";
+import { publicRoutes } from "./routes/public.ts";
+import { tokenRoutes } from "./routes/tokens.ts";
+import { userRoutes } from "./routes/users.ts";
+
+/** A request id we take from the client: short and of safe characters, else we make one. */
+const SANE_REQUEST_ID = /^[A-Za-z0-9._-]{1,128}$/;
+
+export const OPENAPI_PATH = "/api/v1/openapi.json";
+
+/** Every route of the app, in mount order. */
+export function apiRoutes(deps: ApiDeps): Route[] {
+  const routes: Route[] = [
+    ...publicRoutes(),
+    ...authRoutes(deps),
+    ...tokenRoutes(deps),
+    ...userRoutes(deps),
+    ...projectRoutes(deps),
+    ...credentialRoutes(deps),
+    ...connectorRoutes(deps),
+    ...proxyRoutes(deps),
+  ];
+  let document: Record<string, unknown> | undefined;
+  routes.push(defineRoute({
+    method: "get",
+    path: OPENAPI_PATH,
+    tag: "public",
+    summary: "This API's OpenAPI 3.1 description",
+    access: "public",
+    responses: { 200: "The OpenAPI document" },
+    handler({ c }) {
+      // Built on first ask from the final list, this route included.
+      document ??= buildOpenApiDocument(routes, deps.process.version);
+      return c.json(document);
+    },
+  }));
+  return routes;
+}
+
+export function createApp(deps: ApiDeps): Hono {
+  const app = new Hono();
+  const logger = deps.logger;
+
+  app.use(async (c, next) => {
+    const offered = c.req.header("x-request-id");
+    const requestId = offered !== undefined && SANE_REQUEST_ID.test(offered)
+      ? offered
+      : randomUUID();
+    c.set("requestId", requestId);
+    c.header("X-Request-ID", requestId);
+    const startedMs = performance.now();
+    await requestContext.run({ requestId }, async () => {
+      await next();
+      logger.info({
+        method: c.req.method,
+        path: c.req.path,
+        status: c.res.status,
+        duration_ms: Math.round((performance.now() - startedMs) * 10) / 10,
+      }, "request");
+    });
+    // An answer built outside c.json (a thrown error's) still carries the id.
+    if (!c.res.headers.has("X-Request-ID")) c.res.headers.set("X-Request-ID", requestId);
+  });
+
+  app.onError((error, c) => errorResponse(error, c, logger));
+  app.notFound((c) => notFoundResponse(c));
+
+  app.route("/", probeRoutes(deps));
+  mountRoutes(app, apiRoutes(deps), {
+    authorize: (c, access) => authorize(deps, c, access),
+  });
+  return app;
+}

@@ -1,0 +1,125 @@
+/**
+ * Who asks, and whether their role may. A caller presents `Authorization: Bearer <token>`: a
+ * login's JWT (HS256, settings.jwtSecret) or an API token (`oxp_…`). Either way the user is read
+ * again on every request, so a deactivated user or a changed role takes effect at once.
+ */
+import type { Context } from "hono";
+import { jwtVerify, SignJWT } from "jose";
+import { ForbiddenError, UnauthorizedError } from "../../shared/errors.ts";
+import { UserRole } from "../../shared/roles.ts";
+import type { ControlSettings } from "../../shared/settings.ts";
+import { requestContext } from "../core/logging.ts";
+import type { ServiceDeps } from "../services/store.ts";
+import { isApiToken, resolveToken } from "../services/tokens.ts";
+import { activeUser, type UserRow } from "../services/users.ts";
+import type { AppEnv, Principal } from "./context.ts";
+
+const ISSUER = "octoprox";
+const AUDIENCE = "octoprox-api";
+
+/** Who may call a route: anyone, or a user of at least this role. */
+export type Access = "public" | UserRole;
+
+const RANK: Readonly<Record<UserRole, number>> = {
+  [UserRole.viewer]: 1,
+  [UserRole.editor]: 2,
+  [UserRole.admin]: 3,
+};
+
+/** The one role rule: admin ⊃ editor ⊃ viewer. */
+export function hasRole(principal: Principal, minimum: UserRole): boolean {
+  return RANK[principal.role] >= RANK[minimum];
+}
+
+export function requireRole(principal: Principal, minimum: UserRole): void {
+  if (!hasRole(principal, minimum)) {
+    throw new ForbiddenError(`This needs the ${minimum} role or higher; you are ${principal.role}`);
+  }
+}
+
+function jwtKey(settings: ControlSettings): Uint8Array {
+  return new TextEncoder().encode(settings.jwtSecret);
+}
+
+export async function issueAccessToken(
+  settings: ControlSettings,
+  user: Pick<UserRow, "id" | "role">,
+): Promise<{ accessToken: string; expiresInSeconds: number }> {
+  const expiresInSeconds = Math.floor(settings.jwtExpiryMs / 1000);
+  const accessToken = await new SignJWT({ role: user.role })
+    .setProtectedHeader({ alg: "HS256", typ: "JWT" })
+    .setSubject(user.id)
+    .setIssuer(ISSUER)
+    .setAudience(AUDIENCE)
+    .setIssuedAt()
+    .setExpirationTime(`${expiresInSeconds}s`)
+    .sign(jwtKey(settings));
+  return { accessToken, expiresInSeconds };
+}
+
+/** The user id a valid, unexpired JWT names, or undefined. */
+async function verifyAccessToken(
+  settings: ControlSettings,
+  token: string,
+): Promise<string | undefined> {
+  try {
+    const { payload } = await jwtVerify(token, jwtKey(settings), {
+      algorithms: ["HS256"],
+      issuer: ISSUER,
+      audience: AUDIENCE,
+    });
+    return typeof payload.sub === "string" ? payload.sub : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+const BEARER = /^Bearer\s+(\S+)\s*$/i;
+
+/** The caller behind the request's bearer token; UnauthorizedError when there is none. */
+export async function authenticate(deps: ServiceDeps, c: Context<AppEnv>): Promise<Principal> {
+  const header = c.req.header("authorization");
+  if (!header) throw new UnauthorizedError("Authentication required: send Authorization: Bearer");
+  const bearer = BEARER.exec(header)?.[1];
+  if (!bearer) throw new UnauthorizedError("The Authorization header must be Bearer <token>");
+
+  let principal: Principal | undefined;
+  if (isApiToken(bearer)) {
+    const found = await resolveToken(deps, bearer);
+    if (found) principal = toPrincipal(found.user, found.tokenId);
+  } else {
+    const userId = await verifyAccessToken(deps.settings, bearer);
+    const user = userId === undefined ? undefined : await activeUser(deps, userId);
+    if (user) principal = toPrincipal(user);
+  }
+  if (!principal) throw new UnauthorizedError("Invalid, expired or revoked token");
+
+  // Log lines of the rest of the request name the user.
+  const context = requestContext.getStore();
+  if (context) {
+    context.userId = principal.userId;
+    context.username = principal.username;
+  }
+  return principal;
+}
+
+function toPrincipal(user: UserRow, tokenId?: string): Principal {
+  return {
+    userId: user.id,
+    username: user.username,
+    role: user.role as UserRole,
+    ...(tokenId === undefined ? {} : { tokenId }),
+  };
+}
+
+/** Authenticates and checks the role a route needs; undefined for a public route. */
+export async function authorize(
+  deps: ServiceDeps,
+  c: Context<AppEnv>,
+  access: Access,
+): Promise<Principal | undefined> {
+  if (access === "public") return undefined;
+  const principal = await authenticate(deps, c);
+  requireRole(principal, access);
+  return principal;
+}

@@ -1,0 +1,126 @@
+/**
+ * How rows are shown to API clients: snake_case fields, dates as ISO strings (by JSON), and no
+ * secret a caller should not see: never a password hash or a token's hash, never a proxy's or
+ * a credential's password (a flag says whether one is set), and a project's proxy password only
+ * to roles that may hand it out.
+ */
+import { maskConfig } from "../services/credentials.ts";
+import type { ConnectorRow } from "../services/connectors.ts";
+import type { CredentialRow } from "../services/credentials.ts";
+import type { ProjectRow } from "../services/projects.ts";
+import type { ProxyRow } from "../services/proxies.ts";
+import { formatProxyUrl } from "../services/proxy-url.ts";
+import type { TokenRow } from "../services/tokens.ts";
+import type { UserRow } from "../services/users.ts";
+import type { ProxyScheme } from "../../shared/roles.ts";
+
+export function presentUser(row: UserRow) {
+  return {
+    id: row.id,
+    username: row.username,
+    role: row.role,
+    email: row.email,
+    is_active: row.isActive,
+    created_at: row.createdAt,
+    updated_at: row.updatedAt,
+    last_login_at: row.lastLoginAt,
+  };
+}
+
+export function presentToken(row: TokenRow) {
+  const expired = row.expiresAt !== null && row.expiresAt.getTime() <= Date.now();
+  return {
+    id: row.id,
+    user_id: row.userId,
+    name: row.name,
+    /** The token's first characters, to tell tokens apart; never the whole token. */
+    prefix: row.tokenPrefix,
+    created_at: row.createdAt,
+    expires_at: row.expiresAt,
+    last_used_at: row.lastUsedAt,
+    revoked_at: row.revokedAt,
+    active: row.revokedAt === null && !expired,
+  };
+}
+
+/** A project; `password` only when the caller may see it (editors and admins). */
+export function presentProject(row: ProjectRow, showPassword: boolean) {
+  return {
+    id: row.id,
+    name: row.name,
+    description: row.description,
+    username: row.username,
+    ...(showPassword ? { password: row.password } : {}),
+    strategy: row.strategy,
+    location_policy: row.locationPolicy,
+    location_preflight: row.locationPreflight,
+    session_ttl_seconds: row.sessionTtlSeconds,
+    sticky_quarantine: row.stickyQuarantine,
+    metrics_retention_days: row.metricsRetentionDays,
+    connection_timeout_seconds: row.connectionTimeoutSeconds,
+    max_retries: row.maxRetries,
+    created_at: row.createdAt,
+    updated_at: row.updatedAt,
+  };
+}
+
+export function presentCredential(row: CredentialRow) {
+  const { config, secretsSet } = maskConfig(row.provider, row.config);
+  return {
+    id: row.id,
+    project_id: row.projectId,
+    name: row.name,
+    provider: row.provider,
+    config,
+    ...Object.fromEntries(Object.entries(secretsSet).map(([field, set]) => [`has_${field}`, set])),
+    created_at: row.createdAt,
+    updated_at: row.updatedAt,
+  };
+}
+
+export function presentConnector(row: ConnectorRow, proxyCount: number) {
+  return {
+    id: row.id,
+    project_id: row.projectId,
+    name: row.name,
+    kind: row.kind,
+    provider: row.provider,
+    credential_id: row.credentialId,
+    enabled: row.enabled,
+    weight: row.weight,
+    countries: row.countries,
+    domain_allow: row.domainAllow,
+    domain_deny: row.domainDeny,
+    healthcheck_url: row.healthcheckUrl,
+    rate_limit_config: row.rateLimitConfig,
+    traffic_config: row.trafficConfig,
+    pending_deletion: row.pendingDeletion,
+    last_error: row.lastError,
+    consecutive_errors: row.consecutiveErrors,
+    proxy_count: proxyCount,
+    created_at: row.createdAt,
+    updated_at: row.updatedAt,
+  };
+}
+
+/** A proxy without its password: `url` carries the username only, `has_password` the rest. */
+export function presentProxy(row: ProxyRow) {
+  return {
+    id: row.id,
+    project_id: row.projectId,
+    connector_id: row.connectorId,
+    url: formatProxyUrl({ ...row, scheme: row.scheme as ProxyScheme }),
+    scheme: row.scheme,
+    host: row.host,
+    port: row.port,
+    username: row.username,
+    has_password: row.password !== null && row.password !== "",
+    country: row.country,
+    country_source: row.countrySource,
+    metadata: row.metadata,
+    status: row.status,
+    status_changed_at: row.statusChangedAt,
+    created_at: row.createdAt,
+    updated_at: row.updatedAt,
+  };
+}

@@ -1,0 +1,161 @@
+/**
+ * The route registry: each route is declared once (method, path, summary, who may call it, the
+ * schemas of its body and query, its answers) and that one declaration both mounts the route,
+ * with its authentication and validation, and writes its part of the OpenAPI document, so the
+ * document cannot drift from what the routes accept.
+ */
+import type { Context, Hono, MiddlewareHandler } from "hono";
+import { bodyLimit } from "hono/body-limit";
+import type * as v from "valibot";
+import { NotFoundError } from "../../shared/errors.ts";
+import type { Access } from "./auth.ts";
+import type { AppEnv, Principal } from "./context.ts";
+import { payloadTooLargeResponse } from "./errors.ts";
+import { type AnySchema, parseInput, parseJsonObject } from "./validation.ts";
+import { isUuid } from "../services/store.ts";
+
+export type Method = "get" | "post" | "put" | "patch" | "delete";
+
+type Output<TSchema> = TSchema extends AnySchema ? v.InferOutput<TSchema> : undefined;
+
+/** JSON bodies are small; an upload declares its own bound. */
+export const DEFAULT_MAX_BODY_BYTES = 1024 * 1024;
+
+export interface RouteInput<TAccess extends Access, TBody, TQuery> {
+  c: Context<AppEnv>;
+  body: Output<TBody>;
+  query: Output<TQuery>;
+  /** A text/plain body, for routes that declare `textBody`; "" otherwise. */
+  text: string;
+  /** Path parameters, each a uuid (anything else answered 404 before the handler). */
+  params: Readonly<Record<string, string>>;
+  principal: TAccess extends "public" ? undefined : Principal;
+}
+
+export interface RouteSpec<
+  TAccess extends Access,
+  TBody extends AnySchema | undefined,
+  TQuery extends AnySchema | undefined,
+> {
+  method: Method;
+  /** The Hono path, such as `/api/v1/projects/:id`; parameters are uuids. */
+  path: string;
+  tag: string;
+  summary: string;
+  description?: string;
+  access: TAccess;
+  body?: TBody;
+  /** A text/plain body instead of JSON, such as an upload. */
+  textBody?: { maxBytes: number; description: string };
+  query?: TQuery;
+  /** The answers by status, with what each means. Error answers are added to the doc. */
+  responses: Readonly<Record<number, string>>;
+  handler(input: RouteInput<TAccess, TBody, TQuery>): Response | Promise<Response>;
+}
+
+/** A declared route, its types erased: what the app mounts and the document describes. */
+export interface Route {
+  method: Method;
+  path: string;
+  tag: string;
+  summary: string;
+  description?: string;
+  access: Access;
+  body?: AnySchema;
+  textBody?: { maxBytes: number; description: string };
+  query?: AnySchema;
+  responses: Readonly<Record<number, string>>;
+  /** Path parameter names, in order. */
+  params: readonly string[];
+  run(c: Context<AppEnv>): Promise<Response>;
+}
+
+const SINGULAR: Readonly<Record<string, string>> = {
+  proxies: "Proxy",
+  users: "User",
+  tokens: "Token",
+  projects: "Project",
+  credentials: "Credential",
+  connectors: "Connector",
+};
+
+/** The entity a path parameter names: the collection before it (`/projects/:id` → Project). */
+export function paramEntity(path: string, param: string): string {
+  const segments = path.split("/");
+  const index = segments.indexOf(`:${param}`);
+  const collection = index > 0 ? segments[index - 1] : "";
+  return SINGULAR[collection] ?? "Resource";
+}
+
+export function pathParams(path: string): string[] {
+  return path.split("/").filter((s) => s.startsWith(":")).map((s) => s.slice(1));
+}
+
+export function defineRoute<
+  TAccess extends Access,
+  TBody extends AnySchema | undefined = undefined,
+  TQuery extends AnySchema | undefined = undefined,
+>(spec: RouteSpec<TAccess, TBody, TQuery>): Route {
+  const params = pathParams(spec.path);
+  return {
+    method: spec.method,
+    path: spec.path,
+    tag: spec.tag,
+    summary: spec.summary,
+    description: spec.description,
+    access: spec.access,
+    body: spec.body,
+    textBody: spec.textBody,
+    query: spec.query,
+    responses: spec.responses,
+    params,
+    async run(c) {
+      const values: Record<string, string> = {};
+      for (const name of params) {
+        const value = c.req.param(name) ?? "";
+        // A malformed id names no row: answer as for a missing one, before Postgres casts it.
+        if (!isUuid(value)) throw new NotFoundError(paramEntity(spec.path, name));
+        values[name] = value.toLowerCase();
+      }
+      const query = spec.query ? parseInput(spec.query, c.req.query(), "query") : undefined;
+      let body: unknown;
+      let text = "";
+      if (spec.textBody) text = await c.req.text();
+      else if (spec.body) body = parseInput(spec.body, parseJsonObject(await c.req.text()), "body");
+      // The schemas above produced exactly these types; the generic input cannot be spelled
+      // without the cast.
+      const input = {
+        c,
+        body,
+        query,
+        text,
+        params: values,
+        principal: c.get("principal"),
+      } as RouteInput<TAccess, TBody, TQuery>;
+      return await spec.handler(input);
+    },
+  };
+}
+
+export interface MountOptions {
+  /** Authenticates and checks the role; undefined for a public route. */
+  authorize(c: Context<AppEnv>, access: Access): Promise<Principal | undefined>;
+}
+
+/** Mounts routes: authentication first (401/403 before anything is read), then the body bound. */
+export function mountRoutes(app: Hono<AppEnv>, routes: readonly Route[], options: MountOptions) {
+  for (const route of routes) {
+    const handlers: MiddlewareHandler<AppEnv>[] = [];
+    if (route.access !== "public") {
+      handlers.push(async (c, next) => {
+        c.set("principal", await options.authorize(c, route.access));
+        await next();
+      });
+    }
+    if (route.method !== "get" && route.method !== "delete") {
+      const maxSize = route.textBody?.maxBytes ?? DEFAULT_MAX_BODY_BYTES;
+      handlers.push(bodyLimit({ maxSize, onError: (c) => payloadTooLargeResponse(c, maxSize) }));
+    }
+    app.on(route.method.toUpperCase(), [route.path], ...handlers, (c) => route.run(c));
+  }
+}

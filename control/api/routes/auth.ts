@@ -1,0 +1,48 @@
+/** Login and the caller's own identity. */
+import { UnauthorizedError } from "../../../shared/errors.ts";
+import { UserRole } from "../../../shared/roles.ts";
+import { getUser, verifyLogin } from "../../services/users.ts";
+import { issueAccessToken } from "../auth.ts";
+import type { ApiDeps } from "../deps.ts";
+import { defineRoute, type Route } from "../registry.ts";
+import { LoginBody } from "../schemas/auth.ts";
+import { presentUser } from "../present.ts";
+
+const V1 = "/api/v1";
+
+export function authRoutes(deps: ApiDeps): Route[] {
+  return [
+    defineRoute({
+      method: "post",
+      path: `${V1}/auth/login`,
+      tag: "auth",
+      summary: "Log in with a username and password",
+      description: "Answers a bearer JWT. Wrong credentials and inactive users get the same 401.",
+      access: "public",
+      body: LoginBody,
+      responses: { 200: '`{access_token, token_type: "bearer", expires_in}` (seconds)' },
+      async handler({ c, body }) {
+        const user = await verifyLogin(deps, body.username, body.password);
+        if (!user) throw new UnauthorizedError("Invalid username or password");
+        const { accessToken, expiresInSeconds } = await issueAccessToken(deps.settings, user);
+        return c.json({
+          access_token: accessToken,
+          token_type: "bearer",
+          expires_in: expiresInSeconds,
+        });
+      },
+    }),
+    defineRoute({
+      method: "get",
+      path: `${V1}/auth/me`,
+      tag: "auth",
+      summary: "Who the token belongs to",
+      access: UserRole.viewer,
+      responses: { 200: "The user, and `via` (`jwt` or `api_token`)" },
+      async handler({ c, principal }) {
+        const user = await getUser(deps, principal.userId);
+        return c.json({ ...presentUser(user), via: principal.tokenId ? "api_token" : "jwt" });
+      },
+    }),
+  ];
+}

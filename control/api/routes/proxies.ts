@@ -1,0 +1,149 @@
+/** Proxies of a project: paged listing, one at a time, and the upload of a list. */
+import { UserRole } from "../../../shared/roles.ts";
+import {
+  createProxy,
+  deleteProxy,
+  getProxy,
+  listProxies,
+  updateProxy,
+  uploadProxies,
+} from "../../services/proxies.ts";
+import type { ApiDeps } from "../deps.ts";
+import { presentProxy } from "../present.ts";
+import { defineRoute, type Route } from "../registry.ts";
+import {
+  CreateProxyBody,
+  ListProxiesQuery,
+  UpdateProxyBody,
+  UploadQuery,
+} from "../schemas/proxies.ts";
+
+const PROXIES = "/api/v1/projects/:id/proxies";
+
+/** An upload of 100,000 lines is about 5 MB; this leaves room for long credentials. */
+export const MAX_UPLOAD_BYTES = 32 * 1024 * 1024;
+
+const PASSWORD_NOTE = "Answers never carry a proxy's password: `url` and `username` show the " +
+  "login, `has_password` whether a password is set.";
+
+export function proxyRoutes(deps: ApiDeps): Route[] {
+  return [
+    defineRoute({
+      method: "get",
+      path: PROXIES,
+      tag: "proxies",
+      summary: "List a project's proxies, a page at a time",
+      description: `Ordered by creation. Filters combine. ${PASSWORD_NOTE}`,
+      access: UserRole.viewer,
+      query: ListProxiesQuery,
+      responses: { 200: "`{items, total, page, page_size}`" },
+      async handler({ c, params, query }) {
+        const { items, total } = await listProxies(deps, params.id, {
+          connectorId: query.connector_id,
+          status: query.status,
+          country: query.country,
+        }, { offset: (query.page - 1) * query.page_size, limit: query.page_size });
+        return c.json({
+          items: items.map(presentProxy),
+          total,
+          page: query.page,
+          page_size: query.page_size,
+        });
+      },
+    }),
+    defineRoute({
+      method: "post",
+      path: PROXIES,
+      tag: "proxies",
+      summary: "Add one proxy to a static connector",
+      description: "`url` is `scheme://[user:pass@]host:port` with scheme http, https, socks4 " +
+        "or socks5; user and password are percent-decoded; an IPv6 host goes in brackets. " +
+        `New proxies start as \`initializing\`. ${PASSWORD_NOTE}`,
+      access: UserRole.editor,
+      body: CreateProxyBody,
+      responses: {
+        201: "The proxy",
+        400: "The connector already has this proxy, or is not a static connector of the project",
+      },
+      async handler({ c, body, params }) {
+        const row = await createProxy(deps, params.id, {
+          connectorId: body.connector_id,
+          address: body.url,
+          country: body.country,
+          metadata: body.metadata,
+        });
+        return c.json(presentProxy(row), 201);
+      },
+    }),
+    defineRoute({
+      method: "post",
+      path: `${PROXIES}/upload`,
+      tag: "proxies",
+      summary: "Upload a list of proxies to a static connector",
+      description: "One `scheme://user:pass@host:port` a line, optionally followed by " +
+        "whitespace and a country code; blank lines and lines starting with # are skipped. " +
+        "Every good line lands in one transaction; each refused line is reported with its " +
+        "number and reason, and lines the connector already has (or an earlier line named) " +
+        "count as duplicates.",
+      access: UserRole.editor,
+      query: UploadQuery,
+      textBody: {
+        maxBytes: MAX_UPLOAD_BYTES,
+        description: "The list, text/plain, at most 32 MB",
+      },
+      responses: {
+        200: "`{total_lines, added, duplicates, refused, errors: [{line, reason}], " +
+          "duplicate_lines}`",
+        400: "The connector is not a static connector of the project",
+        413: "The body is larger than 32 MB",
+      },
+      async handler({ c, params, query, text }) {
+        return c.json(await uploadProxies(deps, params.id, query.connector_id, text));
+      },
+    }),
+    defineRoute({
+      method: "get",
+      path: `${PROXIES}/:pid`,
+      tag: "proxies",
+      summary: "Read a proxy",
+      description: PASSWORD_NOTE,
+      access: UserRole.viewer,
+      responses: { 200: "The proxy" },
+      async handler({ c, params }) {
+        return c.json(presentProxy(await getProxy(deps, params.id, params.pid)));
+      },
+    }),
+    defineRoute({
+      method: "patch",
+      path: `${PROXIES}/:pid`,
+      tag: "proxies",
+      summary: "Edit a proxy's address, country or metadata",
+      description: "`url` replaces the whole address, login included (a url without a " +
+        'password clears it). `country` "" or null clears it. `metadata` is replaced whole. ' +
+        "The status is the health checks' to move.",
+      access: UserRole.editor,
+      body: UpdateProxyBody,
+      responses: { 200: "The proxy", 400: "The connector already has a proxy at that address" },
+      async handler({ c, body, params }) {
+        const row = await updateProxy(deps, params.id, params.pid, {
+          address: body.url,
+          country: body.country,
+          metadata: body.metadata,
+        });
+        return c.json(presentProxy(row));
+      },
+    }),
+    defineRoute({
+      method: "delete",
+      path: `${PROXIES}/:pid`,
+      tag: "proxies",
+      summary: "Delete a proxy",
+      access: UserRole.editor,
+      responses: { 204: "Deleted" },
+      async handler({ c, params }) {
+        await deleteProxy(deps, params.id, params.pid);
+        return c.body(null, 204);
+      },
+    }),
+  ];
+}

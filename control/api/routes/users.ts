@@ -1,0 +1,126 @@
+/** Users (admins), and every user's own account. */
+import { UserRole } from "../../../shared/roles.ts";
+import {
+  createUser,
+  deleteUser,
+  getUser,
+  listUsers,
+  updateOwnAccount,
+  updateUser,
+} from "../../services/users.ts";
+import type { ApiDeps } from "../deps.ts";
+import { presentUser } from "../present.ts";
+import { defineRoute, type Route } from "../registry.ts";
+import { CreateUserBody, UpdateMeBody, UpdateUserBody } from "../schemas/users.ts";
+
+const USERS = "/api/v1/users";
+
+export function userRoutes(deps: ApiDeps): Route[] {
+  return [
+    // /users/me before /users/:id, which would otherwise take "me" as an id.
+    defineRoute({
+      method: "get",
+      path: `${USERS}/me`,
+      tag: "users",
+      summary: "Your own account",
+      access: UserRole.viewer,
+      responses: { 200: "Your user" },
+      async handler({ c, principal }) {
+        return c.json(presentUser(await getUser(deps, principal.userId)));
+      },
+    }),
+    defineRoute({
+      method: "patch",
+      path: `${USERS}/me`,
+      tag: "users",
+      summary: "Change your email or password",
+      description: "A new password needs `current_password`.",
+      access: UserRole.viewer,
+      body: UpdateMeBody,
+      responses: { 200: "Your user" },
+      async handler({ c, body, principal }) {
+        const row = await updateOwnAccount(deps, principal.userId, {
+          email: body.email,
+          password: body.password,
+          currentPassword: body.current_password,
+        });
+        return c.json(presentUser(row));
+      },
+    }),
+    defineRoute({
+      method: "get",
+      path: USERS,
+      tag: "users",
+      summary: "List users",
+      access: UserRole.admin,
+      responses: { 200: "Every user, oldest first" },
+      async handler({ c }) {
+        return c.json((await listUsers(deps)).map(presentUser));
+      },
+    }),
+    defineRoute({
+      method: "post",
+      path: USERS,
+      tag: "users",
+      summary: "Create a user",
+      description: "Usernames are unique regardless of case (400 naming `body.username`).",
+      access: UserRole.admin,
+      body: CreateUserBody,
+      responses: { 201: "The user", 400: "The username is taken" },
+      async handler({ c, body }) {
+        const row = await createUser(deps, {
+          username: body.username,
+          password: body.password,
+          role: body.role,
+          email: body.email,
+          isActive: body.is_active,
+        });
+        return c.json(presentUser(row), 201);
+      },
+    }),
+    defineRoute({
+      method: "get",
+      path: `${USERS}/:id`,
+      tag: "users",
+      summary: "Read a user",
+      access: UserRole.admin,
+      responses: { 200: "The user" },
+      async handler({ c, params }) {
+        return c.json(presentUser(await getUser(deps, params.id)));
+      },
+    }),
+    defineRoute({
+      method: "patch",
+      path: `${USERS}/:id`,
+      tag: "users",
+      summary: "Edit a user",
+      description: "An admin cannot change its own role or deactivate itself (400).",
+      access: UserRole.admin,
+      body: UpdateUserBody,
+      responses: { 200: "The user", 400: "The username is taken, or an edit of yourself" },
+      async handler({ c, body, params, principal }) {
+        const row = await updateUser(deps, principal.userId, params.id, {
+          username: body.username,
+          password: body.password,
+          role: body.role,
+          email: body.email,
+          isActive: body.is_active,
+        });
+        return c.json(presentUser(row));
+      },
+    }),
+    defineRoute({
+      method: "delete",
+      path: `${USERS}/:id`,
+      tag: "users",
+      summary: "Delete a user",
+      description: "An admin cannot delete itself (400). The user's API tokens go with it.",
+      access: UserRole.admin,
+      responses: { 204: "Deleted", 400: "You cannot delete yourself" },
+      async handler({ c, params, principal }) {
+        await deleteUser(deps, principal.userId, params.id);
+        return c.body(null, 204);
+      },
+    }),
+  ];
+}

@@ -1,0 +1,60 @@
+/**
+ * Field schemas more than one resource reads. Bodies are strict objects (an unknown key is a 422
+ * naming it, so a typo is caught rather than ignored); queries are plain objects of strings.
+ */
+import * as v from "valibot";
+
+/** A display name: trimmed, 1 to `max` characters. */
+export function nameField(max = 100) {
+  return v.pipe(
+    v.string("must be text"),
+    v.trim(),
+    v.minLength(1, "must not be empty"),
+    v.maxLength(max, `must be at most ${max} characters`),
+  );
+}
+
+export function textField(max: number) {
+  return v.pipe(v.string("must be text"), v.maxLength(max, `must be at most ${max} characters`));
+}
+
+export function integerField(min: number, max: number) {
+  const message = `must be a whole number from ${min} to ${max}`;
+  return v.pipe(
+    v.number(message),
+    v.integer(message),
+    v.minValue(min, message),
+    v.maxValue(max, message),
+  );
+}
+
+export const booleanField = v.boolean("must be true or false");
+
+export const uuidField = v.pipe(v.string("must be an id"), v.uuid("must be an id (a uuid)"));
+
+/** A field the server sets; sending it is an error rather than silently ignored. */
+export function readOnly(message = "is read-only") {
+  return v.optional(v.never(message));
+}
+
+/** A whole number in a query string, with its default. */
+export function queryInteger(min: number, max: number, defaultValue: number) {
+  const message = `must be a whole number from ${min} to ${max}`;
+  return v.optional(
+    v.pipe(
+      v.string(message),
+      v.description(`A whole number from ${min} to ${max}; ${defaultValue} when absent`),
+      v.regex(/^\d{1,10}$/, message),
+      v.transform(Number),
+      v.minValue(min, message),
+      v.maxValue(max, message),
+    ),
+    String(defaultValue),
+  );
+}
+
+/** A JSON object of anything (metadata). valibot's record would take an array as well. */
+export const jsonObjectField = v.custom<Record<string, unknown>>(
+  (value) => typeof value === "object" && value !== null && !Array.isArray(value),
+  "must be a JSON object",
+);

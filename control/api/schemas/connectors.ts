@@ -1,0 +1,185 @@
+/** Connector bodies, with the rate-limit and traffic settings they carry. */
+import * as v from "valibot";
+import { COUNTRY_HINT, normaliseCountry } from "../../../shared/countries.ts";
+import { CONNECTOR_KINDS, ConnectorKind } from "../../../shared/roles.ts";
+import type { RateLimitConfig, TrafficConfig } from "../../../db/schema.ts";
+import { booleanField, integerField, nameField, readOnly, uuidField } from "./common.ts";
+
+const MAX_LIST_ITEMS = 1000;
+
+const kind = v.pipe(
+  v.picklist(CONNECTOR_KINDS, `must be one of ${CONNECTOR_KINDS.join(", ")}`),
+  v.check(
+    (value) => value === ConnectorKind.static,
+    "only static connectors are available yet; vendor, provider_api and cloud connectors " +
+      "arrive in a later release",
+  ),
+);
+
+/** Country codes upper-cased (`uk` read as GB), deduplicated and sorted. */
+const countries = v.pipe(
+  v.array(
+    v.pipe(
+      v.string("must be text"),
+      v.check((value) => normaliseCountry(value) !== undefined, COUNTRY_HINT),
+      v.transform((value) => normaliseCountry(value) as string),
+    ),
+    "must be a list of country codes",
+  ),
+  v.maxLength(300, "lists too many countries"),
+  v.transform((codes) => [...new Set(codes)].sort()),
+);
+
+const HOST_LABEL = /^[a-z0-9_]([a-z0-9_-]{0,61}[a-z0-9_])?$/;
+
+/** Host names lower-cased; a leading `*.` or `.` is dropped (matching covers subdomains). */
+const domainList = v.pipe(
+  v.array(
+    v.pipe(
+      v.string("must be text"),
+      v.trim(),
+      v.toLowerCase(),
+      v.transform((value) => value.replace(/^\*?\./, "").replace(/\.$/, "")),
+      v.check(
+        (value) => value.length <= 253 && value.split(".").every((l) => HOST_LABEL.test(l)),
+        "must be a host name such as example.com",
+      ),
+    ),
+    "must be a list of host names",
+  ),
+  v.maxLength(MAX_LIST_ITEMS, `lists more than ${MAX_LIST_ITEMS} host names`),
+  v.transform((hosts) => [...new Set(hosts)].sort()),
+);
+
+const healthcheckUrl = v.nullable(
+  v.pipe(
+    v.string("must be text"),
+    v.trim(),
+    v.check((value) => {
+      try {
+        const url = new URL(value);
+        return url.protocol === "http:" || url.protocol === "https:";
+      } catch {
+        return false;
+      }
+    }, "must be an http:// or https:// URL"),
+  ),
+);
+
+const seconds = integerField(1, 86_400);
+
+/**
+ * Per-proxy request rate limit. Quarantine bounds default to the window (a tripped proxy rests
+ * at least as long as the window it filled); the max defaults to the min.
+ */
+export const RateLimitConfigSchema = v.pipe(
+  v.strictObject({
+    max_requests: integerField(1, 1_000_000_000),
+    window_seconds: seconds,
+    quarantine_seconds_min: v.optional(seconds),
+    quarantine_seconds_max: v.optional(seconds),
+    sticky_quarantine: v.optional(booleanField),
+  }),
+  v.forward(
+    v.check(
+      (input) =>
+        (input.quarantine_seconds_min ?? input.window_seconds) <=
+          (input.quarantine_seconds_max ?? Number.POSITIVE_INFINITY),
+      "must not be less than quarantine_seconds_min (which defaults to window_seconds)",
+    ),
+    ["quarantine_seconds_max"],
+  ),
+  v.transform((input): RateLimitConfig => {
+    const min = input.quarantine_seconds_min ?? input.window_seconds;
+    return {
+      max_requests: input.max_requests,
+      window_seconds: input.window_seconds,
+      quarantine_seconds_min: min,
+      quarantine_seconds_max: input.quarantine_seconds_max ?? min,
+      sticky_quarantine: input.sticky_quarantine ?? false,
+    };
+  }),
+);
+
+const PERIODS = ["day", "week", "month"] as const;
+const ACTIONS = ["alert", "block", "interrupt"] as const;
+const LIMIT_STATUSES = [509, 429] as const;
+
+/**
+ * Traffic limit and billing. Only limit fields are required to be sensible together: reset_day
+ * is 1-28 for a monthly period, 1 (Monday) to 7 for a weekly one, and ignored for a daily one.
+ */
+export const TrafficConfigSchema = v.pipe(
+  v.strictObject({
+    limit_bytes: v.optional(v.nullable(integerField(1, Number.MAX_SAFE_INTEGER))),
+    period: v.optional(v.picklist(PERIODS, `must be one of ${PERIODS.join(", ")}`)),
+    reset_day: v.optional(integerField(1, 28)),
+    action: v.optional(v.picklist(ACTIONS, `must be one of ${ACTIONS.join(", ")}`)),
+    warn_percent: v.optional(integerField(1, 100)),
+    limit_status: v.optional(v.picklist(LIMIT_STATUSES, "must be 509 or 429")),
+    price_per_gb: v.optional(
+      v.nullable(v.pipe(v.number("must be a number"), v.minValue(0, "must not be negative"))),
+    ),
+    currency: v.optional(
+      v.pipe(
+        v.string("must be text"),
+        v.trim(),
+        v.toUpperCase(),
+        v.regex(/^[A-Z]{3}$/, "must be a three-letter currency code such as USD"),
+      ),
+    ),
+  }),
+  v.forward(
+    v.check(
+      (input) => input.period !== "week" || (input.reset_day ?? 1) <= 7,
+      "must be from 1 (Monday) to 7 (Sunday) for a weekly period",
+    ),
+    ["reset_day"],
+  ),
+  v.transform((input): TrafficConfig => {
+    const period = input.period ?? "month";
+    return {
+      limit_bytes: input.limit_bytes ?? null,
+      period,
+      reset_day: period === "day" ? 1 : input.reset_day ?? 1,
+      action: input.action ?? "alert",
+      warn_percent: input.warn_percent ?? 80,
+      limit_status: input.limit_status ?? 509,
+      price_per_gb: input.price_per_gb ?? null,
+      currency: input.currency ?? "USD",
+    };
+  }),
+);
+
+const fields = {
+  name: nameField(),
+  credential_id: v.nullable(uuidField),
+  enabled: booleanField,
+  weight: integerField(1, 100),
+  countries,
+  domain_allow: domainList,
+  domain_deny: domainList,
+  healthcheck_url: healthcheckUrl,
+  rate_limit_config: v.nullable(RateLimitConfigSchema),
+  traffic_config: v.nullable(TrafficConfigSchema),
+};
+
+const serverFields = {
+  id: readOnly(),
+  pending_deletion: readOnly(),
+  created_at: readOnly(),
+  updated_at: readOnly(),
+};
+
+export const CreateConnectorBody = v.strictObject({
+  ...v.partial(v.strictObject(fields)).entries,
+  name: fields.name,
+  kind,
+  ...serverFields,
+});
+
+export const UpdateConnectorBody = v.strictObject({
+  ...v.partial(v.strictObject(fields)).entries,
+  kind: readOnly("cannot be changed; create another connector"),
+  ...serverFields,
+});

@@ -1,0 +1,62 @@
+/**
+ * The one way a request's input is read: a valibot schema over the JSON body or the query, and
+ * every issue at fault answered as a ValidationError naming `body.<path>` or `query.<path>`.
+ */
+import * as v from "valibot";
+import { type FieldIssue, ValidationError } from "../../shared/errors.ts";
+
+export type AnySchema = v.GenericSchema<unknown, unknown>;
+
+export type Where = "body" | "query";
+
+function fieldOf(where: Where, issue: v.BaseIssue<unknown>): string {
+  const keys = (issue.path ?? []).map((item) => String(item.key));
+  return [where, ...keys].join(".");
+}
+
+function messageOf(issue: v.BaseIssue<unknown>): string {
+  // A strict object reports an unknown key with the object's own message; say what it means.
+  if (issue.type === "strict_object" || issue.type === "strict_tuple") {
+    return issue.path?.length ? "is not a known field" : "must be a JSON object";
+  }
+  return issue.message;
+}
+
+/** The issues of a failed parse, one per field (the first message for each). */
+export function fieldIssues(where: Where, issues: readonly v.BaseIssue<unknown>[]): FieldIssue[] {
+  const byField = new Map<string, FieldIssue>();
+  for (const issue of issues) {
+    const field = fieldOf(where, issue);
+    if (!byField.has(field)) byField.set(field, { field, message: messageOf(issue) });
+  }
+  return [...byField.values()];
+}
+
+/** Parses input against a schema, or throws a ValidationError naming every field at fault. */
+export function parseInput<TSchema extends AnySchema>(
+  schema: TSchema,
+  input: unknown,
+  where: Where,
+): v.InferOutput<TSchema> {
+  const result = v.safeParse(schema, input, { abortEarly: false });
+  if (result.success) return result.output;
+  throw new ValidationError(fieldIssues(where, result.issues));
+}
+
+/** Reads a JSON object body; anything else is a 422 naming `body`. */
+export function parseJsonObject(text: string): Record<string, unknown> {
+  if (text.trim() === "") {
+    throw new ValidationError([{ field: "body", message: "is required (a JSON object)" }]);
+  }
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch {
+    throw new ValidationError([{ field: "body", message: "is not valid JSON" }]);
+  }
+  // Every body of this API is an object; an array would pass a strict object's key checks.
+  if (typeof value !== "object" || value === null || Array.isArray(value)) {
+    throw new ValidationError([{ field: "body", message: "must be a JSON object" }]);
+  }
+  return value as Record<string, unknown>;
+}

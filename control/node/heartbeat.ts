@@ -1,0 +1,230 @@
+/**
+ * The heartbeat: every interval a Postgres check (SELECT 1), then the process's snapshot
+ * written to Redis. It owns the store checks: readiness is read off what each store answered
+ * the last beat. The snapshot is for display and readiness only; nothing divides work by it.
+ *
+ * Keys, in one MULTI: the registry key (the process is listed while it lives; its value is
+ * {role, version, started_at, ttl_ms}), the snapshot key (what it reports; its age is read off
+ * its TTL, so no two hosts' clocks are compared) and the instance index. Both keys live three
+ * intervals, so a process that dies leaves the list soon.
+ */
+import type { Redis } from "ioredis";
+import type { Database } from "../../db/client.ts";
+import { errorText, Store, StoreUnavailableError } from "../../shared/errors.ts";
+import type { RedisKeys } from "../../shared/redis-keys.ts";
+import type { LoopSnapshot } from "../core/loops.ts";
+import { type CycleResult, PeriodicLoop } from "../core/loops.ts";
+import type { Logger } from "../core/logging.ts";
+import { DeadlineError, withDeadline } from "../core/redis.ts";
+import type { RuntimeSnapshot } from "../roles/runtime.ts";
+import type { LoopLagSnapshot } from "./loop-lag.ts";
+
+/** What one store last answered. */
+export interface StoreStatus {
+  ok: boolean;
+  last_ok_at: string | null;
+  /** Why the last check failed; null when it answered. */
+  error: string | null;
+}
+
+export type StoreStatuses = Record<Store, StoreStatus>;
+
+export interface ProcessLoopSnapshot extends LoopSnapshot {
+  /** `node` for the node's own loops, else the runtime that runs it. */
+  owner: string;
+}
+
+/** What a process reports: the heartbeat's snapshot JSON, also the source of /metrics. */
+export interface ProcessSnapshot {
+  instance: string;
+  role: string;
+  version: string;
+  pid: number;
+  hostname: string;
+  started_at: string;
+  beat_at: string;
+  ready: boolean;
+  reasons: string[];
+  stores: StoreStatuses;
+  loops: ProcessLoopSnapshot[];
+  runtimes: Record<string, RuntimeSnapshot>;
+  loop_lag: LoopLagSnapshot;
+}
+
+/** The parts of the snapshot the node knows; the heartbeat adds the stores and the time. */
+export type ProcessReport = Omit<ProcessSnapshot, "beat_at" | "stores">;
+
+/** How long a SELECT 1 may take before the beat counts it failed (it is left to finish). */
+export const POSTGRES_CHECK_TIMEOUT_MS = 2000;
+
+export interface HeartbeatOptions {
+  logger: Logger;
+  redis: Redis;
+  keys: RedisKeys;
+  database: Database;
+  instance: string;
+  role: string;
+  intervalMs: number;
+  /** The deadline of the Redis write (the request deadline). */
+  redisDeadlineMs: number;
+  postgresTimeoutMs?: number;
+  /** Builds the node's part of the snapshot at each beat. */
+  report(): ProcessReport;
+}
+
+/** A beat where a store did not answer: a failed run of the heartbeat. */
+export class StoreCheckError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = "StoreCheckError";
+  }
+}
+
+const neverAnswered = (): StoreStatus => ({ ok: false, last_ok_at: null, error: null });
+
+/** The text of a store failure: what the driver said, not our wrapper's "unavailable". */
+function failureText(error: unknown): string {
+  if (error instanceof StoreUnavailableError && error.cause !== undefined) {
+    return errorText(error.cause);
+  }
+  return errorText(error);
+}
+
+export class Heartbeat extends PeriodicLoop {
+  readonly #options: HeartbeatOptions;
+  readonly #stores: StoreStatuses = { postgres: neverAnswered(), redis: neverAnswered() };
+  /** The SELECT 1 still running, if one outlived its beat: at most one at a time. */
+  #postgresCheck: Promise<unknown> | undefined;
+  #wroteKeys = false;
+  readonly #firstBeat: Promise<void>;
+  #firstBeatDone: () => void = () => {};
+
+  constructor(options: HeartbeatOptions) {
+    super({ name: "heartbeat", logger: options.logger, intervalMs: options.intervalMs });
+    this.#options = options;
+    this.#firstBeat = new Promise((resolve) => (this.#firstBeatDone = resolve));
+  }
+
+  /** Resolves once the first beat has checked both stores, whatever they answered. */
+  get firstBeat(): Promise<void> {
+    return this.#firstBeat;
+  }
+
+  /** Whether a store answered the last beat. */
+  answered(store: Store): boolean {
+    return this.#stores[store].ok;
+  }
+
+  stores(): StoreStatuses {
+    return structuredClone(this.#stores);
+  }
+
+  /** TTL of both keys: three intervals, so one late beat never delists the process. */
+  get ttlMs(): number {
+    return this.intervalMs * 3;
+  }
+
+  protected override async cycle(): Promise<CycleResult> {
+    const problems: string[] = [];
+    const postgresError = await this.#checkPostgres();
+    if (postgresError !== undefined) problems.push(`postgres: ${postgresError}`);
+    const redisError = await this.#write();
+    if (redisError !== undefined) problems.push(`redis: ${redisError}`);
+    this.#firstBeatDone();
+    if (problems.length > 0) throw new StoreCheckError(problems.join("; "));
+  }
+
+  /** Withdraws the process's keys, so peers see it leave at once. Never raises. */
+  async withdraw(): Promise<void> {
+    if (!this.#wroteKeys) return;
+    const { redis, keys, instance, redisDeadlineMs, logger } = this.#options;
+    try {
+      await withDeadline(redisDeadlineMs, async () => {
+        const replies = await redis.multi()
+          .del(keys.instance(instance), keys.instanceSnapshot(instance))
+          .srem(keys.instanceIndex, instance)
+          .exec();
+        const failed = replies?.find(([error]) => error !== null);
+        if (!replies || failed) throw failed?.[0] ?? new Error("Transaction discarded");
+      });
+      this.#wroteKeys = false;
+    } catch (error) {
+      logger.warn(
+        { error: failureText(error) },
+        "Heartbeat keys not withdrawn; they expire on their own",
+      );
+    }
+  }
+
+  async #checkPostgres(): Promise<string | undefined> {
+    const status = this.#stores.postgres;
+    let error: string | undefined;
+    if (this.#postgresCheck) {
+      error = "the previous check has not finished";
+    } else {
+      const timeoutMs = this.#options.postgresTimeoutMs ?? POSTGRES_CHECK_TIMEOUT_MS;
+      const check = this.#options.database.sql`select 1`.then(() => {}, (e) => e);
+      this.#postgresCheck = check;
+      void check.finally(() => {
+        if (this.#postgresCheck === check) this.#postgresCheck = undefined;
+      });
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      const outcome = await Promise.race([
+        check,
+        new Promise<DeadlineError>((resolve) => {
+          timer = setTimeout(() => resolve(new DeadlineError(timeoutMs)), timeoutMs);
+        }),
+      ]);
+      clearTimeout(timer);
+      if (outcome !== undefined) error = failureText(outcome);
+    }
+    this.#note(status, error);
+    return error;
+  }
+
+  async #write(): Promise<string | undefined> {
+    const { redis, keys, instance, role, redisDeadlineMs, report } = this.#options;
+    const status = this.#stores.redis;
+    const now = new Date().toISOString();
+    // The snapshot says Redis answered: if the write fails, nobody reads it anyway.
+    const snapshot: ProcessSnapshot = {
+      ...report(),
+      beat_at: now,
+      stores: {
+        postgres: { ...this.#stores.postgres },
+        redis: { ok: true, last_ok_at: now, error: null },
+      },
+    };
+    // The registry value says how long both keys live, so a reader tells the snapshot's age
+    // from its remaining TTL alone.
+    const registry = JSON.stringify({
+      role,
+      version: snapshot.version,
+      started_at: snapshot.started_at,
+      ttl_ms: this.ttlMs,
+    });
+    let error: string | undefined;
+    try {
+      await withDeadline(redisDeadlineMs, async () => {
+        const replies = await redis.multi()
+          .set(keys.instance(instance), registry, "PX", this.ttlMs)
+          .set(keys.instanceSnapshot(instance), JSON.stringify(snapshot), "PX", this.ttlMs)
+          .sadd(keys.instanceIndex, instance)
+          .exec();
+        const failed = replies?.find(([e]) => e !== null);
+        if (!replies || failed) throw failed?.[0] ?? new Error("Transaction discarded");
+      });
+      this.#wroteKeys = true;
+    } catch (e) {
+      error = failureText(e);
+    }
+    this.#note(status, error);
+    return error;
+  }
+
+  #note(status: StoreStatus, error: string | undefined): void {
+    status.ok = error === undefined;
+    status.error = error ?? null;
+    if (error === undefined) status.last_ok_at = new Date().toISOString();
+  }
+}

@@ -1,0 +1,280 @@
+/**
+ * Proxies: the rows a connector routes to. Added one at a time or uploaded as a list, edited and
+ * deleted here only; their status moves only by add (initializing) and, later, drain, terminate
+ * and the health job. Every proxy write announces one change entry of kind `proxy` whose ref is
+ * the connector whose proxies changed, since the routing feed is built per connector.
+ */
+import { and, asc, count, eq, type SQL, sql } from "drizzle-orm";
+import type { Tx } from "../../db/client.ts";
+import { connectors, proxies } from "../../db/schema.ts";
+import { ConflictError } from "../../shared/errors.ts";
+import { ChangeKind, ConnectorKind, ProxyStatus } from "../../shared/roles.ts";
+import { changedFields } from "./diff.ts";
+import { parseProxyLine, type ProxyAddress, proxyIdentity } from "./proxy-url.ts";
+import { missingIn, requireProject } from "./scope.ts";
+import { read, type ServiceDeps, write } from "./store.ts";
+
+export type ProxyRow = typeof proxies.$inferSelect;
+
+/** Where a country came from when an operator typed it. */
+const MANUAL = "manual";
+/** Rows per INSERT of an upload: one statement of arrays each, all in the upload's transaction. */
+const UPLOAD_CHUNK_ROWS = 5000;
+
+const proxyChange = (connectorId: string) => ({ kind: ChangeKind.proxy, ref: connectorId });
+
+export interface ProxyFilter {
+  connectorId?: string;
+  status?: ProxyStatus;
+  country?: string;
+}
+
+export interface ProxyPage {
+  items: ProxyRow[];
+  total: number;
+}
+
+export interface NewProxy {
+  connectorId: string;
+  address: ProxyAddress;
+  country?: string | null;
+  metadata?: Record<string, unknown>;
+}
+
+export interface ProxyPatch {
+  /** Replaces scheme, host, port, username and password together. */
+  address?: ProxyAddress;
+  /** null clears the country. */
+  country?: string | null;
+  metadata?: Record<string, unknown>;
+}
+
+/**
+ * The connector proxies are added to: in this project, static (the only kind whose rows an
+ * operator writes) and not being deleted. Holds a key-share lock so it cannot vanish meanwhile.
+ */
+async function requireStaticConnector(
+  tx: Tx,
+  projectId: string,
+  connectorId: string,
+  field: string,
+): Promise<void> {
+  await requireProject(tx, projectId, { lock: true });
+  const [connector] = await tx.select({
+    kind: connectors.kind,
+    pending: connectors.pendingDeletion,
+  })
+    .from(connectors)
+    .where(and(eq(connectors.id, connectorId), eq(connectors.projectId, projectId)))
+    .for("key share");
+  if (!connector) throw new ConflictError(`${field}: no connector with this id in this project`);
+  if (connector.kind !== ConnectorKind.static) {
+    throw new ConflictError(`${field}: only static connectors take proxies by hand`);
+  }
+  if (connector.pending) throw new ConflictError(`${field}: the connector is being deleted`);
+}
+
+function filterOf(projectId: string, filter: ProxyFilter): SQL | undefined {
+  return and(
+    eq(proxies.projectId, projectId),
+    filter.connectorId === undefined ? undefined : eq(proxies.connectorId, filter.connectorId),
+    filter.status === undefined ? undefined : eq(proxies.status, filter.status),
+    filter.country === undefined ? undefined : eq(proxies.country, filter.country),
+  );
+}
+
+export function listProxies(
+  deps: ServiceDeps,
+  projectId: string,
+  filter: ProxyFilter,
+  page: { offset: number; limit: number },
+): Promise<ProxyPage> {
+  return read(deps, async (db) => {
+    await requireProject(db, projectId);
+    const where = filterOf(projectId, filter);
+    const [items, [{ total }]] = await Promise.all([
+      db.select().from(proxies).where(where)
+        .orderBy(asc(proxies.createdAt), asc(proxies.id))
+        .offset(page.offset).limit(page.limit),
+      db.select({ total: count() }).from(proxies).where(where),
+    ]);
+    return { items, total };
+  });
+}
+
+export function getProxy(deps: ServiceDeps, projectId: string, id: string): Promise<ProxyRow> {
+  return read(deps, async (db) => {
+    const [row] = await db.select().from(proxies)
+      .where(and(eq(proxies.projectId, projectId), eq(proxies.id, id)));
+    return row ?? missingIn(db, projectId, "Proxy");
+  });
+}
+
+export function createProxy(
+  deps: ServiceDeps,
+  projectId: string,
+  input: NewProxy,
+): Promise<ProxyRow> {
+  return write(deps, async (tx) => {
+    await requireStaticConnector(tx, projectId, input.connectorId, "connector_id");
+    const country = input.country ?? null;
+    const [row] = await tx.insert(proxies).values({
+      projectId,
+      connectorId: input.connectorId,
+      ...input.address,
+      country,
+      countrySource: country === null ? null : MANUAL,
+      metadata: input.metadata ?? {},
+      status: ProxyStatus.initializing,
+    }).returning();
+    return { result: row, change: proxyChange(input.connectorId) };
+  });
+}
+
+export function updateProxy(
+  deps: ServiceDeps,
+  projectId: string,
+  id: string,
+  patch: ProxyPatch,
+): Promise<ProxyRow> {
+  return write(deps, async (tx) => {
+    const [current] = await tx.select().from(proxies)
+      .where(and(eq(proxies.projectId, projectId), eq(proxies.id, id))).for("update");
+    if (!current) return missingIn(tx, projectId, "Proxy");
+    const changes = changedFields(current, {
+      ...patch.address,
+      country: patch.country,
+      countrySource: patch.country === undefined
+        ? undefined
+        : patch.country === null
+        ? null
+        : MANUAL,
+      metadata: patch.metadata,
+    });
+    if (!changes) return { result: current, change: null };
+    const [row] = await tx.update(proxies).set({ ...changes, updatedAt: sql`now()` })
+      .where(eq(proxies.id, id)).returning();
+    return { result: row, change: proxyChange(current.connectorId) };
+  });
+}
+
+export async function deleteProxy(deps: ServiceDeps, projectId: string, id: string) {
+  await write(deps, async (tx) => {
+    const [deleted] = await tx.delete(proxies)
+      .where(and(eq(proxies.projectId, projectId), eq(proxies.id, id)))
+      .returning({ connectorId: proxies.connectorId });
+    if (!deleted) return missingIn(tx, projectId, "Proxy");
+    return { result: undefined, change: proxyChange(deleted.connectorId) };
+  });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Upload
+
+export interface UploadReport {
+  total_lines: number;
+  added: number;
+  duplicates: number;
+  refused: number;
+  errors: { line: number; reason: string }[];
+  /** Lines whose proxy the connector already had, or an earlier line of the file named. */
+  duplicate_lines: number[];
+}
+
+interface GoodLine {
+  line: number;
+  identity: string;
+  address: ProxyAddress;
+  country: string | null;
+}
+
+/** Reads an upload: the good lines (first of each identity), the refused ones, the repeats. */
+export function readUpload(text: string) {
+  const lines = text.split(/\r?\n/);
+  // A final newline does not make one more line.
+  if (lines.length > 0 && lines[lines.length - 1] === "") lines.pop();
+  const good: GoodLine[] = [];
+  const errors: UploadReport["errors"] = [];
+  const repeated: number[] = [];
+  const seen = new Set<string>();
+  lines.forEach((text, index) => {
+    const line = index + 1;
+    const parsed = parseProxyLine(text);
+    if (parsed === undefined) return;
+    if (!parsed.ok) {
+      errors.push({ line, reason: parsed.reason });
+      return;
+    }
+    const identity = proxyIdentity(parsed.value.address);
+    if (seen.has(identity)) {
+      repeated.push(line);
+      return;
+    }
+    seen.add(identity);
+    good.push({ line, identity, ...parsed.value });
+  });
+  return { totalLines: lines.length, good, errors, repeated };
+}
+
+/** Inserts one chunk, skipping rows the connector has; answers the identities inserted. */
+async function insertChunk(
+  tx: Tx,
+  projectId: string,
+  connectorId: string,
+  chunk: readonly GoodLine[],
+): Promise<Set<string>> {
+  const column = <T>(pick: (line: GoodLine) => T) => sql.param(chunk.map(pick));
+  const rows = await tx.execute<Pick<ProxyRow, "scheme" | "host" | "port" | "username">>(sql`
+    insert into ${proxies}
+      (project_id, connector_id, scheme, host, port, username, password, country, country_source,
+       status)
+    select ${projectId}::uuid, ${connectorId}::uuid, t.scheme, t.host, t.port, t.username,
+      t.password, t.country, case when t.country is null then null else ${MANUAL} end,
+      ${ProxyStatus.initializing}
+    from unnest(
+      ${column((l) => l.address.scheme)}::text[],
+      ${column((l) => l.address.host)}::text[],
+      ${column((l) => l.address.port)}::int[],
+      ${column((l) => l.address.username)}::text[],
+      ${column((l) => l.address.password)}::text[],
+      ${column((l) => l.country)}::text[]
+    ) as t(scheme, host, port, username, password, country)
+    on conflict do nothing
+    returning scheme, host, port, username`);
+  return new Set(rows.map((row) => proxyIdentity(row)));
+}
+
+/**
+ * Adds every good line of an upload to a static connector, all in one transaction (in chunks
+ * of one INSERT each), and reports each refused line with its number and reason. Lines naming
+ * a proxy the connector already has, or one an earlier line named, count as duplicates.
+ */
+export async function uploadProxies(
+  deps: ServiceDeps,
+  projectId: string,
+  connectorId: string,
+  text: string,
+): Promise<UploadReport> {
+  const upload = readUpload(text);
+  const existing = await write(deps, async (tx) => {
+    await requireStaticConnector(tx, projectId, connectorId, "connector_id");
+    const skipped: number[] = [];
+    let added = 0;
+    for (let start = 0; start < upload.good.length; start += UPLOAD_CHUNK_ROWS) {
+      const chunk = upload.good.slice(start, start + UPLOAD_CHUNK_ROWS);
+      const inserted = await insertChunk(tx, projectId, connectorId, chunk);
+      added += inserted.size;
+      for (const line of chunk) if (!inserted.has(line.identity)) skipped.push(line.line);
+    }
+    return { result: skipped, change: added > 0 ? proxyChange(connectorId) : null };
+  });
+  const duplicateLines = [...upload.repeated, ...existing].sort((a, b) => a - b);
+  return {
+    total_lines: upload.totalLines,
+    added: upload.good.length - existing.length,
+    duplicates: duplicateLines.length,
+    refused: upload.errors.length,
+    errors: upload.errors,
+    duplicate_lines: duplicateLines,
+  };
+}

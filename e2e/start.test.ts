@@ -1,0 +1,132 @@
+/**
+ * `npm start` from a clean data folder: it starts its own Postgres and Redis, the control
+ * process reaches /ready, the first admin can log in with the password kept in secrets.json,
+ * and Ctrl-C (SIGINT) stops everything. A second start finds it all again.
+ */
+import { execFile } from "node:child_process";
+import { chmod, mkdtemp, readFile, rm, stat } from "node:fs/promises";
+import { createConnection } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { promisify } from "node:util";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { findFreePort, LocalPostgres } from "../scripts/local-stores.ts";
+import { waitUntil } from "../tests/support/stores.ts";
+import { killAll, readyStatus, spawnScript, waitWhileRunning } from "../tests/node/processes.ts";
+
+const run = promisify(execFile);
+
+let dataDir: string;
+let ports: { api: number; postgres: number; redis: number };
+const started: Array<ReturnType<typeof spawnScript>> = [];
+
+function listening(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const socket = createConnection({ host: "127.0.0.1", port });
+    socket.once("connect", () => {
+      socket.destroy();
+      resolve(true);
+    });
+    socket.once("error", () => resolve(false));
+  });
+}
+
+function startScript() {
+  const start = spawnScript("scripts/start.ts", {
+    OCTOPROX_DATA_DIR: dataDir,
+    OCTOPROX_API_HOST: "127.0.0.1",
+    OCTOPROX_API_PORT: String(ports.api),
+    OCTOPROX_LOCAL_POSTGRES_PORT: String(ports.postgres),
+    OCTOPROX_LOCAL_REDIS_PORT: String(ports.redis),
+  });
+  started.push(start);
+  return start;
+}
+
+async function login(password: string): Promise<Response> {
+  return await fetch(`http://127.0.0.1:${ports.api}/api/v1/auth/login`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({ username: "admin", password }),
+  });
+}
+
+beforeAll(async () => {
+  dataDir = await mkdtemp(join(tmpdir(), "octoprox-start-"));
+  // As root the local Postgres runs as the postgres user, which must reach the folder.
+  await chmod(dataDir, 0o755);
+  ports = {
+    api: await findFreePort(),
+    postgres: await findFreePort(),
+    redis: await findFreePort(),
+  };
+});
+
+afterAll(async () => {
+  // A start script left running stops its children and stores itself; killing it would not.
+  for (const start of started) await start.stop("SIGINT", 60_000);
+  await killAll();
+  // Whatever a failed test left running: the cluster, the Redis server.
+  await new LocalPostgres({ dir: join(dataDir, "postgres"), port: ports.postgres }).stop()
+    .catch(() => {});
+  await run("redis-cli", ["-p", String(ports.redis), "shutdown", "nosave"]).catch(() => {});
+  await rm(dataDir, { recursive: true, force: true });
+});
+
+describe("npm start", () => {
+  it("brings up a single instance from nothing and stops it all on Ctrl-C", async () => {
+    const start = startScript();
+    await waitWhileRunning(
+      start,
+      async () => (await readyStatus(`http://127.0.0.1:${ports.api}`)) === 200,
+      { timeoutMs: 150_000, intervalMs: 250, what: "/ready after npm start" },
+    );
+
+    const secrets = JSON.parse(await readFile(join(dataDir, "secrets.json"), "utf8")) as {
+      internal_secret: string;
+      jwt_secret: string;
+      admin_password: string;
+    };
+    expect(secrets.internal_secret).toMatch(/^[0-9a-f]{64}$/);
+    expect(secrets.jwt_secret).toMatch(/^[0-9a-f]{64}$/);
+    expect((await stat(join(dataDir, "secrets.json"))).mode & 0o777).toBe(0o600);
+    const local = JSON.parse(await readFile(join(dataDir, "local.json"), "utf8"));
+    expect(local).toMatchObject({
+      postgres: { port: ports.postgres },
+      redis: { port: ports.redis },
+    });
+
+    // The banner comes once the process is ready; it names the address and, this first
+    // time, the admin's password.
+    await waitUntil(() => start.stdout.some((line) => line.includes("Octoprox is running")), {
+      what: "the banner",
+    });
+    const output = start.stdout.join("\n");
+    expect(output).toContain(`http://127.0.0.1:${ports.api}/`);
+    expect(output).toContain(`admin / ${secrets.admin_password}`);
+
+    const response = await login(secrets.admin_password);
+    expect(response.status).toBe(200);
+    expect(await response.json()).toMatchObject({ token_type: "bearer" });
+
+    const exit = await start.stop("SIGINT", 60_000);
+    expect(exit.code).toBe(0);
+    for (const port of Object.values(ports)) expect(await listening(port)).toBe(false);
+
+    // A second start finds the cluster, the secrets and the admin, and shows no password.
+    const again = startScript();
+    await waitWhileRunning(
+      again,
+      async () => (await readyStatus(`http://127.0.0.1:${ports.api}`)) === 200,
+      { timeoutMs: 60_000, intervalMs: 250, what: "/ready after a second npm start" },
+    );
+    await waitUntil(() => again.stdout.some((line) => line.includes("Octoprox is running")), {
+      what: "the banner",
+    });
+    expect(again.stdout.join("\n")).not.toContain(secrets.admin_password);
+    expect((await login(secrets.admin_password)).status).toBe(200);
+
+    expect((await again.stop("SIGTERM", 60_000)).code).toBe(0);
+    for (const port of Object.values(ports)) expect(await listening(port)).toBe(false);
+  }, 300_000);
+});
