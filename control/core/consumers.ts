@@ -1,0 +1,521 @@
+/**
+ * Stream consumers, the two ways a loop reads Redis streams.
+ *
+ * - GroupConsumer takes a work stream through the group `workers`: reads batches while it has
+ *   room, runs them side by side, completes each once its handler returns, keeps running entries
+ *   alive and reclaims what dead consumers left, giving up at the delivery after the last allowed.
+ * - BroadcastFollower follows an event stream from a position of its own, kept in memory, and
+ *   reads in full at the start, after a gap, after a failed read and every reconcile interval.
+ */
+import type { Redis } from "ioredis";
+import type { WorkStreamName } from "../../shared/redis-keys.ts";
+import { errorText } from "../../shared/errors.ts";
+import { type CycleResult, Loop, type LoopOptions, sleep, UNCOUNTED } from "./loops.ts";
+import {
+  type ClaimedEntry,
+  compareIds,
+  complete,
+  ensureGroup,
+  isMissingGroup,
+  keepAlive,
+  readNew,
+  reclaimPage,
+  type StreamEntry,
+} from "./work-streams.ts";
+
+// ---------------------------------------------------------------------------------------------
+// Work streams
+
+/** What a handler gets: every entry's id, and each key once, in order. */
+export interface WorkBatch {
+  ids: string[];
+  keys: string[];
+  /** The highest delivery count among the batch's entries (1 for a first delivery). */
+  deliveries: number;
+}
+
+export interface GroupConsumerOptions extends LoopOptions {
+  /** The process's client: completions, reclaims and keep-alives. */
+  redis: Redis;
+  /** A connection of the consumer's own for its blocking read, which a stop disconnects. */
+  reader: Redis;
+  stream: string;
+  /** The name the System page and the logs know the stream by (`jobs.health`). */
+  streamName: WorkStreamName;
+  /** This process's consumer name, fresh for each process life. */
+  consumer: string;
+  /** The field an entry's key is in. */
+  keyField?: string;
+  batchSize: number;
+  concurrency: number;
+  claimTimeoutMs: number;
+  reclaimIntervalMs: number;
+  maxDeliveries: number;
+  stopGraceMs: number;
+  /** The longest a read blocks before the loop looks round again. */
+  blockMs?: number;
+}
+
+interface Running {
+  batch: WorkBatch;
+  done: Promise<void>;
+}
+
+export abstract class GroupConsumer extends Loop {
+  protected readonly options:
+    & GroupConsumerOptions
+    & Required<Pick<GroupConsumerOptions, "keyField" | "blockMs">>;
+  readonly #running = new Set<Running>();
+  readonly #inFlight = new Set<string>();
+  readonly #cancel = new AbortController();
+  #groupChecked = false;
+  #reclaimCursor = "0-0";
+  #reclaimTimer: ReturnType<typeof setInterval> | undefined;
+  #reclaiming: Promise<void> | undefined;
+  #batchFailures = 0;
+  #readPausedUntil = 0;
+  #roomFreed: (() => void) | undefined;
+  #dropped = 0;
+  #reclaimed = 0;
+
+  constructor(options: GroupConsumerOptions) {
+    super(options);
+    this.options = { keyField: "key", blockMs: 2000, ...options };
+  }
+
+  /** Does the work of one batch. Raising leaves the batch pending for a later delivery. */
+  protected abstract handle(batch: WorkBatch, signal: AbortSignal): Promise<void>;
+
+  /** What to do with a batch given up after its last delivery; logs its keys by default. */
+  protected giveUp(batch: WorkBatch, _signal: AbortSignal): Promise<void> {
+    this.logger.warn(
+      { stream: this.options.streamName, keys: batch.keys, deliveries: batch.deliveries },
+      "Giving up a batch after its last delivery",
+    );
+    return Promise.resolve();
+  }
+
+  get freeBatches(): number {
+    return this.options.concurrency - this.#running.size;
+  }
+
+  override start(): Promise<void> {
+    this.#reclaimTimer ??= setInterval(() => {
+      this.#reclaiming ??= this.#reclaimTick().finally(() => {
+        this.#reclaiming = undefined;
+      });
+    }, this.options.reclaimIntervalMs);
+    return super.start();
+  }
+
+  override snapshot() {
+    return {
+      ...super.snapshot(),
+      stream: this.options.streamName,
+      running_batches: this.#running.size,
+      in_flight: this.#inFlight.size,
+      dropped: this.#dropped,
+      reclaimed: this.#reclaimed,
+    };
+  }
+
+  /**
+   * Stops reading, gives running batches the stop grace, then leaves: what stays pending is
+   * reclaimed by another worker after the claim timeout. Nothing is handed back.
+   */
+  override async stop(): Promise<void> {
+    clearInterval(this.#reclaimTimer);
+    this.#roomFreed?.();
+    // A blocked read cannot be cancelled on its connection; closing the connection ends it.
+    this.options.reader.disconnect();
+    await super.stop();
+    await this.#reclaiming;
+    const running = [...this.#running].map((r) => r.done);
+    if (running.length > 0) {
+      const finished = await Promise.race([
+        Promise.allSettled(running).then(() => true),
+        sleep(this.options.stopGraceMs).then(() => false),
+      ]);
+      if (!finished) {
+        this.logger.warn(
+          { stream: this.options.streamName, batches: this.#running.size },
+          "Stop grace over; leaving running batches to be reclaimed",
+        );
+        this.#cancel.abort();
+      }
+    }
+  }
+
+  protected override async nextDuty(signal: AbortSignal): Promise<void> {
+    while (!signal.aborted) {
+      const pausedMs = this.#readPausedUntil - Date.now();
+      if (pausedMs > 0) {
+        await this.waitFor(pausedMs, signal);
+        continue;
+      }
+      if (this.freeBatches > 0) return;
+      await new Promise<void>((resolve) => {
+        this.#roomFreed = resolve;
+        signal.addEventListener("abort", () => resolve(), { once: true });
+      });
+      this.#roomFreed = undefined;
+    }
+  }
+
+  protected override async cycle(signal: AbortSignal): Promise<CycleResult> {
+    const { reader, stream, consumer, batchSize, blockMs } = this.options;
+    if (!this.#groupChecked) {
+      await this.#ensureGroup();
+      this.#groupChecked = true;
+    }
+    let entries: StreamEntry[];
+    try {
+      entries = await readNew(reader, stream, consumer, this.freeBatches * batchSize, blockMs);
+    } catch (error) {
+      if (signal.aborted) return UNCOUNTED;
+      if (isMissingGroup(error)) {
+        await this.#ensureGroup();
+        return UNCOUNTED;
+      }
+      throw error;
+    }
+    if (entries.length > 0) this.#dispatch(entries.map((e) => ({ ...e, deliveries: 1 })));
+    return UNCOUNTED;
+  }
+
+  async #ensureGroup(): Promise<void> {
+    const created = await ensureGroup(this.options.redis, this.options.stream);
+    if (created && this.#groupChecked) {
+      this.logger.warn(
+        { stream: this.options.streamName },
+        "Stream consumer group was missing; created again",
+      );
+    }
+  }
+
+  /** Splits entries into batches of each key once, and starts them. */
+  #dispatch(entries: readonly ClaimedEntry[]): void {
+    const { batchSize, keyField, maxDeliveries } = this.options;
+    const fresh = entries.filter((e) => e.deliveries <= maxDeliveries);
+    const spent = entries.filter((e) => e.deliveries > maxDeliveries);
+    for (const [group, givingUp] of [[fresh, false], [spent, true]] as const) {
+      for (let start = 0; start < group.length; start += batchSize) {
+        const slice = group.slice(start, start + batchSize);
+        const keys: string[] = [];
+        const seen = new Set<string>();
+        for (const entry of slice) {
+          const key = entry.fields[keyField];
+          if (key === undefined) {
+            this.logger.warn(
+              { stream: this.options.streamName, id: entry.id },
+              "Entry without a key; completed",
+            );
+            continue;
+          }
+          if (!seen.has(key)) {
+            seen.add(key);
+            keys.push(key);
+          }
+        }
+        const batch: WorkBatch = {
+          ids: slice.map((e) => e.id),
+          keys,
+          deliveries: Math.max(...slice.map((e) => e.deliveries)),
+        };
+        this.#run(batch, givingUp);
+      }
+    }
+  }
+
+  #run(batch: WorkBatch, givingUp: boolean): void {
+    for (const id of batch.ids) this.#inFlight.add(id);
+    const running: Running = { batch, done: Promise.resolve() };
+    running.done = (async () => {
+      const startedAt = Date.now();
+      try {
+        if (batch.keys.length > 0) {
+          if (givingUp) await this.giveUp(batch, this.#cancel.signal);
+          else await this.handle(batch, this.#cancel.signal);
+        }
+        await complete(this.options.redis, this.options.stream, batch.ids).catch((error) => {
+          // Sent once: the entry runs again after the claim timeout, which handlers allow.
+          this.logger.warn(
+            { stream: this.options.streamName, error: errorText(error) },
+            "Completion not taken by Redis; the batch may run again",
+          );
+        });
+        if (givingUp) this.#dropped += batch.ids.length;
+        this.#batchFailures = 0;
+        this.recordRun(startedAt);
+      } catch (error) {
+        this.#batchFailures += 1;
+        this.recordFailure(startedAt, error);
+        // A lasting cause must not pull the whole stream into pending: reads back off too.
+        this.#readPausedUntil = Date.now() + this.backoffDelayMs(this.#batchFailures, startedAt);
+      } finally {
+        for (const id of batch.ids) this.#inFlight.delete(id);
+        this.#running.delete(running);
+        this.#roomFreed?.();
+      }
+    })();
+    this.#running.add(running);
+  }
+
+  /** Keeps running entries alive, then reclaims idle ones in pages while there is room. */
+  async #reclaimTick(): Promise<void> {
+    const { redis, stream, consumer, claimTimeoutMs, batchSize } = this.options;
+    try {
+      await keepAlive(redis, stream, consumer, [...this.#inFlight]);
+    } catch (error) {
+      if (!isMissingGroup(error)) {
+        this.logger.warn({ error: errorText(error) }, "Keep-alive failed; tried at the next tick");
+      }
+    }
+    try {
+      // One XAUTOCLAIM scans ten pending entries for each it may take, so follow the cursor
+      // and repeat while pages come back full.
+      for (let pages = 0; pages < 100 && this.freeBatches > 0; pages++) {
+        const count = this.freeBatches * batchSize;
+        const page = await reclaimPage(
+          redis,
+          stream,
+          consumer,
+          claimTimeoutMs,
+          this.#reclaimCursor,
+          count,
+        );
+        this.#reclaimCursor = page.cursor;
+        if (page.entries.length > 0) {
+          this.#reclaimed += page.entries.length;
+          this.#dispatch(page.entries);
+        }
+        if (page.entries.length < count || page.cursor === "0-0") break;
+      }
+    } catch (error) {
+      if (isMissingGroup(error)) {
+        this.#reclaimCursor = "0-0";
+        return;
+      }
+      this.logger.warn({ error: errorText(error) }, "Reclaim check failed; tried at the next tick");
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Event streams
+
+export interface FollowedStream {
+  key: string;
+  /** The last id read, `0-0` before any. */
+  position: string;
+}
+
+export interface BroadcastFollowerOptions extends LoopOptions {
+  /** A connection of the follower's own for its blocking read, which a stop disconnects. */
+  reader: Redis;
+  streams: readonly string[];
+  reconcileIntervalMs: number;
+  blockMs?: number;
+}
+
+interface StreamInfo {
+  exists: boolean;
+  lastGeneratedId: string | undefined;
+  /** Redis 7: the highest id ever trimmed or deleted from the stream. */
+  maxDeletedId: string | undefined;
+}
+
+/**
+ * Follows event streams. A subclass reads everything it keeps in `readAll` and acts on new
+ * entries in `onEntries`. Positions are taken before each full read, so an entry published
+ * while it runs is read again rather than missed.
+ */
+export abstract class BroadcastFollower extends Loop {
+  protected readonly followOptions:
+    & BroadcastFollowerOptions
+    & Required<Pick<BroadcastFollowerOptions, "blockMs">>;
+  readonly #positions = new Map<string, string>();
+  #needsFullRead = true;
+  #fullReadReason = "start";
+  #nextReconcileAt = 0;
+  #fullReads = 0;
+
+  constructor(options: BroadcastFollowerOptions) {
+    super(options);
+    this.followOptions = { blockMs: 5000, ...options };
+  }
+
+  /** Reads in full everything the follower keeps. */
+  protected abstract readAll(signal: AbortSignal, reason: string): Promise<void>;
+
+  /** New entries on a followed stream; they only say what to read again. */
+  protected abstract onEntries(
+    stream: string,
+    entries: readonly StreamEntry[],
+    signal: AbortSignal,
+  ): Promise<void>;
+
+  /** Asks for a full read before the next entries (a new lead, for a leased follower). */
+  protected requestFullRead(reason: string): void {
+    this.#needsFullRead = true;
+    this.#fullReadReason = reason;
+    this.wake();
+  }
+
+  /** How long the next read may block; a subclass with a deadline of its own shortens it. */
+  protected blockMsNow(): number {
+    return this.followOptions.blockMs;
+  }
+
+  /** What cuts a read short besides the stop (a leased follower adds the end of its lead). */
+  protected readSignal(signal: AbortSignal): AbortSignal {
+    return signal;
+  }
+
+  positions(): Record<string, string> {
+    return Object.fromEntries(this.#positions);
+  }
+
+  override snapshot() {
+    return { ...super.snapshot(), positions: this.positions(), full_reads: this.#fullReads };
+  }
+
+  override async stop(): Promise<void> {
+    this.followOptions.reader.disconnect();
+    await super.stop();
+  }
+
+  protected override nextDuty(_signal: AbortSignal): Promise<void> {
+    return Promise.resolve();
+  }
+
+  protected override async cycle(signal: AbortSignal): Promise<CycleResult> {
+    if (this.#needsFullRead || Date.now() >= this.#nextReconcileAt) {
+      const reason = this.#needsFullRead ? this.#fullReadReason : "reconcile";
+      await this.#fullRead(signal, reason);
+      return true;
+    }
+    return await this.#follow(signal);
+  }
+
+  async #fullRead(signal: AbortSignal, reason: string): Promise<void> {
+    const { reader, streams } = this.followOptions;
+    // Positions first: whatever is published during the read is read again after it.
+    const pipeline = reader.pipeline();
+    for (const stream of streams) pipeline.xinfo("STREAM", stream);
+    const replies = (await pipeline.exec()) ?? [];
+    streams.forEach((stream, index) => {
+      const [error, info] = replies[index] ?? [];
+      this.#positions.set(stream, error ? "0-0" : parseInfo(info).lastGeneratedId ?? "0-0");
+    });
+    try {
+      await this.readAll(signal, reason);
+    } catch (error) {
+      this.#needsFullRead = true;
+      this.#fullReadReason = "failed full read";
+      throw error;
+    }
+    this.#needsFullRead = false;
+    this.#fullReads += 1;
+    // A full read for any reason puts the next reconcile off an interval.
+    this.#nextReconcileAt = Date.now() + this.followOptions.reconcileIntervalMs;
+  }
+
+  async #follow(signal: AbortSignal): Promise<CycleResult> {
+    const { reader, streams } = this.followOptions;
+    const untilReconcileMs = Math.max(1, this.#nextReconcileAt - Date.now());
+    const blockMs = Math.max(1, this.blockMsNow());
+    const pipeline = reader.pipeline();
+    for (const stream of streams) pipeline.xinfo("STREAM", stream);
+    pipeline.xread(
+      "COUNT",
+      1000,
+      "BLOCK",
+      Math.min(blockMs, untilReconcileMs),
+      "STREAMS",
+      ...streams,
+      ...streams.map((s) => this.#positions.get(s) ?? "0-0"),
+    );
+    const cut = this.readSignal(signal);
+    let replies: [Error | null, unknown][] | null | typeof ABORTED;
+    try {
+      // A read cut short is left to finish on its own connection; its reply is not used.
+      replies = await raceAbort(pipeline.exec(), cut);
+    } catch (error) {
+      if (cut.aborted) return UNCOUNTED;
+      this.requestFullRead("failed read");
+      throw error;
+    }
+    if (cut.aborted || replies === ABORTED) return UNCOUNTED;
+    if (!replies) throw new Error("Pipeline returned nothing");
+    const [readError, read] = replies[streams.length];
+    if (readError) {
+      this.requestFullRead("failed read");
+      throw readError;
+    }
+    // A gap (trimmed past our position, wiped, recreated) means entries may be lost: read all.
+    for (let i = 0; i < streams.length; i++) {
+      const position = this.#positions.get(streams[i]) ?? "0-0";
+      const [infoError, info] = replies[i];
+      if (hasGap(position, infoError ? MISSING : parseInfo(info))) {
+        this.requestFullRead("gap");
+        return UNCOUNTED;
+      }
+    }
+    const results = (read ?? []) as [string, [string, string[]][]][];
+    if (results.length === 0) return false;
+    for (const [stream, raw] of results) {
+      const entries = raw.map(([id, fields]) => {
+        const record: Record<string, string> = {};
+        for (let j = 0; j + 1 < fields.length; j += 2) record[fields[j]] = fields[j + 1];
+        return { id, fields: record };
+      });
+      if (entries.length === 0) continue;
+      await this.onEntries(stream, entries, signal);
+      this.#positions.set(stream, entries[entries.length - 1].id);
+    }
+    return true;
+  }
+}
+
+const ABORTED = Symbol("aborted");
+
+function raceAbort<T>(pending: Promise<T>, signal: AbortSignal): Promise<T | typeof ABORTED> {
+  if (signal.aborted) {
+    pending.catch(() => {});
+    return Promise.resolve(ABORTED);
+  }
+  return new Promise((resolve, reject) => {
+    const onAbort = () => {
+      pending.catch(() => {});
+      resolve(ABORTED);
+    };
+    signal.addEventListener("abort", onAbort, { once: true });
+    pending.then(resolve, reject).finally(() => signal.removeEventListener("abort", onAbort));
+  });
+}
+
+function parseInfo(info: unknown): StreamInfo {
+  const fields = new Map<string, unknown>();
+  const list = info as unknown[];
+  for (let i = 0; i + 1 < list.length; i += 2) fields.set(String(list[i]), list[i + 1]);
+  return {
+    exists: true,
+    lastGeneratedId: fields.get("last-generated-id") as string | undefined,
+    maxDeletedId: fields.get("max-deleted-entry-id") as string | undefined,
+  };
+}
+
+const MISSING: StreamInfo = { exists: false, lastGeneratedId: undefined, maxDeletedId: undefined };
+
+function hasGap(position: string, info: StreamInfo): boolean {
+  if (position === "0-0") return false;
+  // Wiped: the stream we had read from is gone.
+  if (!info.exists) return true;
+  // Recreated: its ids restarted below where we were.
+  if (info.lastGeneratedId !== undefined && compareIds(info.lastGeneratedId, position) < 0) {
+    return true;
+  }
+  // Trimmed or deleted past our position: entries we never read may be gone.
+  return info.maxDeletedId !== undefined && compareIds(info.maxDeletedId, position) > 0;
+}

@@ -1,0 +1,67 @@
+/**
+ * Which job kinds have a handler, and how a worker builds them. The catalogue declares every
+ * kind; a kind joins the producers and the runners once it is listed here.
+ */
+import type { Redis } from "ioredis";
+import type { Database } from "../../db/client.ts";
+import type { RedisKeys } from "../../shared/redis-keys.ts";
+import { type JobKind, JobKind as K } from "../../shared/roles.ts";
+import type { ControlSettings } from "../../shared/settings.ts";
+import type { ChangeLog } from "../core/changelog.ts";
+import type { Logger } from "../core/logging.ts";
+import { Semaphore } from "../core/semaphore.ts";
+import { applyStatusChanges } from "../services/proxy-status.ts";
+import { HealthCheckJob } from "./health.ts";
+import { IndexHygieneJob } from "./housekeeping.ts";
+import type { Job } from "./job.ts";
+
+export const HANDLED_KINDS: readonly JobKind[] = [K.health, K.indexHygiene];
+
+export interface JobDeps {
+  settings: ControlSettings;
+  database: Database;
+  redis: Redis;
+  keys: RedisKeys;
+  changes: ChangeLog;
+  logger: Logger;
+}
+
+/** Where workers check proxies against when a connector names no URL of its own. */
+export function echoUrl(settings: ControlSettings): string {
+  return settings.echoUrl ?? `http://127.0.0.1:${settings.apiPort}/echo`;
+}
+
+/** Builds the jobs of the kinds a worker takes that have a handler. */
+export function buildJobs(kinds: readonly JobKind[], deps: JobDeps): Job[] {
+  const jobs: Job[] = [];
+  for (const kind of kinds) {
+    switch (kind) {
+      case K.health:
+        jobs.push(
+          new HealthCheckJob({
+            db: deps.database.db,
+            redis: deps.redis,
+            keys: deps.keys,
+            logger: deps.logger.child({ job: kind }),
+            writeStatuses: (changes) => applyStatusChanges(deps, changes),
+            echoUrl: echoUrl(deps.settings),
+            timeoutMs: deps.settings.healthCheckTimeoutMs,
+            probes: new Semaphore(deps.settings.healthCheckConcurrency),
+          }),
+        );
+        break;
+      case K.indexHygiene:
+        jobs.push(
+          new IndexHygieneJob({
+            redis: deps.redis,
+            keys: deps.keys,
+            logger: deps.logger.child({ job: kind }),
+          }),
+        );
+        break;
+      default:
+        break;
+    }
+  }
+  return jobs;
+}

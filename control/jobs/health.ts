@@ -1,0 +1,328 @@
+/**
+ * The health job. A batch:
+ * 1. loads its proxies with their connectors in one query, leaving alone those that no longer
+ *    qualify (draining, terminating, a disabled connector's);
+ * 2. reads each proxy's soft health (the failures in a row so far);
+ * 3. requests the connector's check URL, else our echo endpoint, through each proxy, at most
+ *    `health_check_concurrency` at once per worker (one bound shared by every batch);
+ * 4. when checks of the echo endpoint failed, makes sure it answers at all: while it is down
+ *    those failures are not counted, so an echo outage marks nobody down;
+ * 5. writes every counted proxy's soft health with a day's expiry, then the statuses the checks
+ *    changed, as compare-and-set from the status loaded, in one transaction with one change
+ *    entry (through the proxies service, the one writer of proxy rows).
+ *
+ * A passing check makes a proxy healthy and clears its count; a proxy is degraded at its first
+ * failed check and unhealthy at the third in a row. A cloud instance stays initializing through
+ * failures in its first five minutes (they still count). A lost soft-health hash resumes the
+ * count where the stored status says it must at least be, so a wipe never makes a failing proxy
+ * look better.
+ */
+import { and, eq, inArray } from "drizzle-orm";
+import type { Redis } from "ioredis";
+import type { Db } from "../../db/client.ts";
+import { connectors, proxies } from "../../db/schema.ts";
+import type { RedisKeys } from "../../shared/redis-keys.ts";
+import { JobKind, ProxyStatus } from "../../shared/roles.ts";
+import { errorText } from "../../shared/errors.ts";
+import type { UpstreamScheme } from "../../shared/proxy-protocol/types.ts";
+import type { Logger } from "../core/logging.ts";
+import { Semaphore } from "../core/semaphore.ts";
+import { probe } from "../upstream/probe.ts";
+import type { StatusChange } from "../services/proxy-status.ts";
+import type { Job, WorkBatch } from "./job.ts";
+
+/** Soft health lives a day: long enough to outlast any interval, short enough to clean itself. */
+export const SOFT_HEALTH_TTL_SECONDS = 86_400;
+export const UNHEALTHY_AFTER_FAILURES = 3;
+export const CLOUD_GRACE_MS = 5 * 60_000;
+/** A check through any proxy that got the echo's answer this recently shows it up. */
+export const ECHO_FRESH_MS = 10_000;
+
+/** Writes status changes as compare-and-set in one transaction; returns how many applied. */
+export type StatusWriter = (changes: readonly StatusChange[]) => Promise<number>;
+
+export interface HealthJobOptions {
+  db: Db;
+  redis: Redis;
+  keys: RedisKeys;
+  logger: Logger;
+  writeStatuses: StatusWriter;
+  echoUrl: string;
+  timeoutMs: number;
+  /** The worker's probe bound, shared by all its health batches. */
+  probes: Semaphore;
+  now?: () => number;
+}
+
+interface Candidate {
+  id: string;
+  connectorId: string;
+  connectorKind: string;
+  scheme: string;
+  host: string;
+  port: number;
+  username: string | null;
+  password: string | null;
+  status: string;
+  createdAt: Date;
+  checkUrl: string | null;
+}
+
+interface Outcome {
+  candidate: Candidate;
+  ok: boolean;
+  latencyMs: number;
+  usesEcho: boolean;
+  error?: string;
+}
+
+/** The count a proxy's stored status says it has at least, when its soft health is gone. */
+export function floorFailures(status: string): number {
+  if (status === ProxyStatus.unhealthy) return UNHEALTHY_AFTER_FAILURES;
+  if (status === ProxyStatus.degraded) return 1;
+  return 0;
+}
+
+/** The status a proxy moves to after a check, by the rules above. */
+export function nextStatus(
+  current: string,
+  ok: boolean,
+  failures: number,
+  inCloudGrace: boolean,
+): string {
+  if (current === ProxyStatus.draining || current === ProxyStatus.terminating) return current;
+  if (ok) return ProxyStatus.healthy;
+  if (failures >= UNHEALTHY_AFTER_FAILURES) {
+    return inCloudGrace ? ProxyStatus.initializing : ProxyStatus.unhealthy;
+  }
+  if (inCloudGrace && current === ProxyStatus.initializing) return ProxyStatus.initializing;
+  return ProxyStatus.degraded;
+}
+
+export class HealthCheckJob implements Job {
+  readonly kind = JobKind.health;
+  readonly #o: HealthJobOptions;
+  readonly #echo: EchoMonitor;
+  readonly #echoUrl: URL;
+  #checks = 0;
+
+  constructor(options: HealthJobOptions) {
+    this.#o = options;
+    this.#echoUrl = new URL(options.echoUrl);
+    this.#echo = new EchoMonitor(this.#echoUrl, options.timeoutMs, options.logger, options.now);
+  }
+
+  get checks(): number {
+    return this.#checks;
+  }
+
+  async run(batch: WorkBatch, signal: AbortSignal): Promise<void> {
+    const candidates = await this.#load(batch.keys);
+    if (candidates.length === 0) return;
+    const failuresSoFar = await this.#softHealth(candidates);
+    const outcomes = await Promise.all(candidates.map((c) => this.#check(c, signal)));
+    this.#checks += outcomes.length;
+
+    // A stop cut the probes short: their failures say nothing about the proxies.
+    if (signal.aborted) throw signal.reason;
+    const echoFailed = outcomes.some((o) => !o.ok && o.usesEcho);
+    const echoUp = echoFailed ? await this.#echo.isUp() : true;
+    const now = (this.#o.now ?? Date.now)();
+    const counted = outcomes.filter((o) => o.ok || !o.usesEcho || echoUp);
+
+    const changes: StatusChange[] = [];
+    const pipeline = this.#o.redis.pipeline();
+    for (const outcome of counted) {
+      const { candidate } = outcome;
+      const failures = outcome.ok ? 0 : (failuresSoFar.get(candidate.id) ?? 0) + 1;
+      const key = this.#o.keys.proxyHealth(candidate.id);
+      pipeline.hset(key, {
+        failures,
+        latency_ms: outcome.ok ? Math.round(outcome.latencyMs) : "",
+        checked_at: now,
+        error: outcome.error ?? "",
+      });
+      pipeline.expire(key, SOFT_HEALTH_TTL_SECONDS);
+      const inGrace = candidate.connectorKind === "cloud" &&
+        now - candidate.createdAt.getTime() < CLOUD_GRACE_MS;
+      const to = nextStatus(candidate.status, outcome.ok, failures, inGrace);
+      if (to !== candidate.status) {
+        changes.push({
+          id: candidate.id,
+          connectorId: candidate.connectorId,
+          from: candidate.status,
+          to,
+        });
+      }
+    }
+    // Soft health first: a batch that fails after its probes keeps what the probes learned.
+    const replies = await pipeline.exec();
+    const failed = replies?.find(([error]) => error !== null);
+    if (failed) throw failed[0];
+    if (changes.length > 0) {
+      const applied = await this.#o.writeStatuses(changes);
+      for (const change of changes.filter((c) => c.to === ProxyStatus.unhealthy)) {
+        this.#o.logger.warn(
+          { proxy: change.id, connector: change.connectorId },
+          "Proxy marked unhealthy",
+        );
+      }
+      if (applied < changes.length) {
+        this.#o.logger.debug(
+          { changes: changes.length, applied },
+          "Some status changes lost their compare-and-set to a write that landed meanwhile",
+        );
+      }
+    }
+  }
+
+  async #load(ids: readonly string[]): Promise<Candidate[]> {
+    const uuid = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+    const valid = ids.filter((id) => uuid.test(id));
+    if (valid.length === 0) return [];
+    const rows = await this.#o.db
+      .select({
+        id: proxies.id,
+        connectorId: proxies.connectorId,
+        connectorKind: connectors.kind,
+        scheme: proxies.scheme,
+        host: proxies.host,
+        port: proxies.port,
+        username: proxies.username,
+        password: proxies.password,
+        status: proxies.status,
+        createdAt: proxies.createdAt,
+        checkUrl: connectors.healthcheckUrl,
+      })
+      .from(proxies)
+      .innerJoin(connectors, eq(connectors.id, proxies.connectorId))
+      .where(and(inArray(proxies.id, valid), eq(connectors.enabled, true)));
+    return rows.filter((row) =>
+      row.status !== ProxyStatus.draining && row.status !== ProxyStatus.terminating
+    );
+  }
+
+  async #softHealth(candidates: readonly Candidate[]): Promise<Map<string, number>> {
+    const pipeline = this.#o.redis.pipeline();
+    for (const c of candidates) pipeline.hget(this.#o.keys.proxyHealth(c.id), "failures");
+    const replies = (await pipeline.exec()) ?? [];
+    const counts = new Map<string, number>();
+    candidates.forEach((c, i) => {
+      const [error, value] = replies[i] ?? [];
+      if (error) throw error;
+      const stored = value === null || value === undefined ? undefined : Number(value);
+      // A lost hash resumes where the stored status says the count must at least be.
+      counts.set(c.id, Math.max(stored ?? 0, floorFailures(c.status)));
+    });
+    return counts;
+  }
+
+  async #check(candidate: Candidate, signal: AbortSignal): Promise<Outcome> {
+    const url = candidate.checkUrl ?? this.#o.echoUrl;
+    const usesEcho = candidate.checkUrl === null;
+    return await this.#o.probes.run(async () => {
+      const startedAt = performance.now();
+      try {
+        const result = await probe({
+          proxy: {
+            scheme: candidate.scheme as UpstreamScheme,
+            host: candidate.host,
+            port: candidate.port,
+            username: candidate.username ?? undefined,
+            password: candidate.password ?? undefined,
+          },
+          url: usesEcho ? this.#echoUrl : url,
+          timeoutMs: this.#o.timeoutMs,
+          signal,
+        });
+        if (usesEcho && result.ok) this.#echo.noteAnswer();
+        return {
+          candidate,
+          ok: result.ok,
+          latencyMs: result.latencyMs,
+          usesEcho,
+          error: result.ok ? undefined : `HTTP ${result.status}`,
+        };
+      } catch (error) {
+        return {
+          candidate,
+          ok: false,
+          latencyMs: performance.now() - startedAt,
+          usesEcho,
+          error: errorText(error),
+        };
+      }
+    });
+  }
+}
+
+/**
+ * Tells an echo outage from failing proxies. Any check whose echo answer came back recently
+ * shows it up; otherwise the worker asks it directly, at most once every ten seconds.
+ */
+export class EchoMonitor {
+  readonly #url: URL;
+  readonly #timeoutMs: number;
+  readonly #logger: Logger;
+  readonly #now: () => number;
+  #lastAnswerAt = Number.NEGATIVE_INFINITY;
+  #lastDirectAt = Number.NEGATIVE_INFINITY;
+  #lastDirectUp = true;
+  #down = false;
+  #direct: Promise<boolean> | undefined;
+
+  constructor(url: URL, timeoutMs: number, logger: Logger, now: () => number = Date.now) {
+    this.#url = url;
+    this.#timeoutMs = timeoutMs;
+    this.#logger = logger;
+    this.#now = now;
+  }
+
+  noteAnswer(): void {
+    this.#lastAnswerAt = this.#now();
+    this.#mark(true);
+  }
+
+  async isUp(): Promise<boolean> {
+    const now = this.#now();
+    if (now - this.#lastAnswerAt < ECHO_FRESH_MS) return true;
+    if (now - this.#lastDirectAt < ECHO_FRESH_MS) return this.#lastDirectUp;
+    this.#direct ??= this.#askDirectly().finally(() => {
+      this.#direct = undefined;
+    });
+    return await this.#direct;
+  }
+
+  async #askDirectly(): Promise<boolean> {
+    this.#lastDirectAt = this.#now();
+    let up: boolean;
+    try {
+      const response = await fetch(this.#url, {
+        signal: AbortSignal.timeout(Math.min(this.#timeoutMs, ECHO_FRESH_MS)),
+      });
+      await response.body?.cancel();
+      up = response.ok;
+    } catch {
+      up = false;
+    }
+    this.#lastDirectUp = up;
+    this.#mark(up);
+    return up;
+  }
+
+  #mark(up: boolean): void {
+    if (up && this.#down) {
+      this.#down = false;
+      this.#logger.info(
+        { url: this.#url.origin + this.#url.pathname },
+        "Echo endpoint answers again; its checks count again",
+      );
+    } else if (!up && !this.#down) {
+      this.#down = true;
+      this.#logger.warn(
+        { url: this.#url.origin + this.#url.pathname },
+        "Echo endpoint does not answer; failed checks of it are not counted",
+      );
+    }
+  }
+}

@@ -1,0 +1,84 @@
+/**
+ * Install-wide housekeeping kinds, each published once per period under the key `all`. None
+ * keeps a record of what it did: each checks what is needed and does it.
+ */
+import type { Redis } from "ioredis";
+import { type RedisKeys, WORK_STREAMS } from "../../shared/redis-keys.ts";
+import { JobKind } from "../../shared/roles.ts";
+import type { Logger } from "../core/logging.ts";
+import { consumersOf } from "../core/work-streams.ts";
+import { WORKERS_GROUP } from "../../shared/redis-keys.ts";
+import type { Job, WorkBatch } from "./job.ts";
+
+export interface IndexHygieneOptions {
+  redis: Redis;
+  keys: RedisKeys;
+  logger: Logger;
+  /** A consumer with nothing pending and idle this long belongs to a stopped process. */
+  stoppedConsumerIdleMs?: number;
+  now?: () => number;
+}
+
+/**
+ * index_hygiene, every minute, in steps; a failed step ends the run and the next minute's run
+ * repeats every step:
+ * 1. the instance index loses the members whose registry keys expired;
+ * 2. stopped consumers of the work streams (nothing pending, idle an hour) are removed; a live
+ *    worker resets its idle time at least every 20 seconds, and consumer names are fresh for
+ *    each process, so only stopped processes qualify;
+ * 3. ended quarantines are trimmed (readers skip them anyway).
+ * Traffic re-decisions join this job with the traffic job.
+ */
+export class IndexHygieneJob implements Job {
+  readonly kind = JobKind.indexHygiene;
+  readonly #o: IndexHygieneOptions;
+
+  constructor(options: IndexHygieneOptions) {
+    this.#o = options;
+  }
+
+  async run(_batch: WorkBatch): Promise<void> {
+    const pruned = await this.pruneInstances();
+    const removed = await this.removeStoppedConsumers();
+    const trimmed = await this.trimQuarantines();
+    if (pruned + removed + trimmed > 0) {
+      this.#o.logger.info({ pruned, removed, trimmed }, "Index hygiene removed stale entries");
+    }
+  }
+
+  async pruneInstances(): Promise<number> {
+    const { redis, keys } = this.#o;
+    const members = await redis.smembers(keys.instanceIndex);
+    if (members.length === 0) return 0;
+    const pipeline = redis.pipeline();
+    for (const id of members) pipeline.exists(keys.instance(id));
+    const replies = (await pipeline.exec()) ?? [];
+    const gone = members.filter((_, i) => {
+      const [error, exists] = replies[i] ?? [];
+      if (error) throw error;
+      return Number(exists) === 0;
+    });
+    if (gone.length > 0) await redis.srem(keys.instanceIndex, ...gone);
+    return gone.length;
+  }
+
+  async removeStoppedConsumers(): Promise<number> {
+    const { redis, keys } = this.#o;
+    const idleMs = this.#o.stoppedConsumerIdleMs ?? 3_600_000;
+    let removed = 0;
+    for (const name of WORK_STREAMS) {
+      const stream = keys.workStream(name);
+      for (const consumer of await consumersOf(redis, stream)) {
+        if (consumer.pending > 0 || consumer.idleMs < idleMs) continue;
+        await redis.xgroup("DELCONSUMER", stream, WORKERS_GROUP, consumer.name);
+        removed += 1;
+      }
+    }
+    return removed;
+  }
+
+  async trimQuarantines(): Promise<number> {
+    const now = (this.#o.now ?? Date.now)();
+    return await this.#o.redis.zremrangebyscore(this.#o.keys.proxyQuarantined, "-inf", now);
+  }
+}

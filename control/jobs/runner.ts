@@ -1,0 +1,57 @@
+/**
+ * A worker's job runner: one per kind it takes, a consumer of that kind's stream sized by the
+ * catalogue (batch size times concurrency is one worker's capacity for the kind).
+ */
+import type { Redis } from "ioredis";
+import type { RedisKeys } from "../../shared/redis-keys.ts";
+import type { ControlSettings } from "../../shared/settings.ts";
+import { GroupConsumer, type WorkBatch } from "../core/consumers.ts";
+import type { Logger } from "../core/logging.ts";
+import { JOB_CATALOGUE } from "./catalogue.ts";
+import type { Job } from "./job.ts";
+
+export interface JobRunnerOptions {
+  job: Job;
+  redis: Redis;
+  keys: RedisKeys;
+  settings: ControlSettings;
+  logger: Logger;
+  /** This process's consumer name. */
+  consumer: string;
+  /** Overrides the catalogue's concurrency (tests, benchmarks). */
+  concurrency?: number;
+}
+
+export class JobRunner extends GroupConsumer {
+  readonly #job: Job;
+
+  constructor(options: JobRunnerOptions) {
+    const spec = JOB_CATALOGUE[options.job.kind];
+    const { settings } = options;
+    super({
+      name: `job_runner_${spec.kind}`,
+      logger: options.logger,
+      redis: options.redis,
+      reader: options.redis.duplicate({ enableOfflineQueue: true }),
+      stream: options.keys.jobStream(spec.kind),
+      streamName: `jobs.${spec.kind}`,
+      consumer: options.consumer,
+      batchSize: spec.batchSize,
+      concurrency: options.concurrency ?? spec.concurrency(settings),
+      claimTimeoutMs: settings.claimTimeoutMs,
+      reclaimIntervalMs: settings.reclaimIntervalMs,
+      maxDeliveries: settings.maxDeliveries,
+      stopGraceMs: settings.stopGraceMs,
+    });
+    this.#job = options.job;
+  }
+
+  protected override handle(batch: WorkBatch, signal: AbortSignal): Promise<void> {
+    return this.#job.run(batch, signal);
+  }
+
+  protected override async giveUp(batch: WorkBatch, signal: AbortSignal): Promise<void> {
+    await super.giveUp(batch, signal);
+    await this.#job.giveUp?.(batch, signal);
+  }
+}

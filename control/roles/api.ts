@@ -1,0 +1,64 @@
+/**
+ * The api runtime: seeds the first admin, then serves the admin API (which mounts the probes)
+ * on the API port. A password it generated for the first admin is printed once, as one line on
+ * standard output and never through the logger, so it lands in no log store.
+ */
+import type { ApiDeps } from "../api/deps.ts";
+import { createApp } from "../api/app.ts";
+import { seedFirstAdmin } from "../services/users.ts";
+import { Store } from "../../shared/errors.ts";
+import { HttpServer } from "../node/http-server.ts";
+import { BaseRuntime, type RuntimeName } from "./runtime.ts";
+
+export interface ApiRuntimeOptions {
+  deps: ApiDeps;
+  /** Where the one line with a generated password goes; standard output by default. */
+  announce?: (line: string) => void;
+}
+
+export class ApiRuntime extends BaseRuntime {
+  readonly name: RuntimeName = "api";
+  // An api serves its reads without the soft state, so only Postgres keeps it from serving.
+  readonly stores: readonly Store[] = [Store.postgres];
+  readonly #deps: ApiDeps;
+  readonly #announce: (line: string) => void;
+  #server: HttpServer | undefined;
+
+  constructor(options: ApiRuntimeOptions) {
+    super({ logger: options.deps.logger });
+    this.#deps = options.deps;
+    this.#announce = options.announce ?? ((line) => process.stdout.write(`${line}\n`));
+  }
+
+  /** The address the API answers on, once started. */
+  get url(): string | undefined {
+    return this.#server?.url;
+  }
+
+  protected override async beforeLoops(): Promise<void> {
+    const seeded = await seedFirstAdmin(this.#deps);
+    if (seeded.created) {
+      this.logger.info({ username: seeded.username }, "First admin created");
+    }
+    if (seeded.generatedPassword !== undefined) {
+      this.#announce(
+        `Octoprox: first admin created: username ${seeded.username}, password ` +
+          `${seeded.generatedPassword} (shown this once; change it after logging in)`,
+      );
+    }
+  }
+
+  protected override afterLoops(): Promise<void> {
+    const { settings } = this.#deps;
+    this.#server = new HttpServer({
+      app: createApp(this.#deps),
+      host: settings.apiHost,
+      port: settings.apiPort,
+    });
+    return this.#server.start();
+  }
+
+  protected override async beforeLoopsStop(): Promise<void> {
+    await this.#server?.stop();
+  }
+}

@@ -1,0 +1,98 @@
+/**
+ * The controller runtime: the lease, kept before its loops start and released after they stop;
+ * the feed builder; one job producer per periodic kind that has a handler. Every loop but the
+ * lease waits for the lead in the process while this controller stands by.
+ */
+import { randomBytes } from "node:crypto";
+import type { Redis } from "ioredis";
+import type { Database } from "../../db/client.ts";
+import type { RedisKeys } from "../../shared/redis-keys.ts";
+import { Store } from "../../shared/errors.ts";
+import type { ControlSettings } from "../../shared/settings.ts";
+import type { Loop } from "../core/loops.ts";
+import { FeedBuilder } from "../controller/feed-builder.ts";
+import { ControllerLease } from "../controller/lease.ts";
+import { JobProducer } from "../controller/producers.ts";
+import { JOB_CATALOGUE } from "../jobs/catalogue.ts";
+import { HANDLED_KINDS } from "../jobs/handlers.ts";
+import { BaseRuntime, type RuntimeName, type RuntimeOptions } from "./runtime.ts";
+
+export interface ControllerRuntimeOptions extends RuntimeOptions {
+  settings: ControlSettings;
+  database: Database;
+  redis: Redis;
+  keys: RedisKeys;
+  instance: string;
+}
+
+export class ControllerRuntime extends BaseRuntime {
+  readonly name: RuntimeName = "controller";
+  readonly stores: readonly Store[] = [Store.postgres, Store.redis];
+  readonly lease: ControllerLease;
+  readonly feedBuilder: FeedBuilder;
+  readonly producers: readonly JobProducer[];
+
+  constructor(options: ControllerRuntimeOptions) {
+    super(options);
+    const { settings, redis, keys, logger } = options;
+    this.lease = new ControllerLease({
+      redis,
+      keys,
+      // Fresh for each process life, so a restarted controller never mistakes the key for its own.
+      holderId: `${options.instance}:${randomBytes(4).toString("hex")}`,
+      logger,
+      ttlMs: settings.controllerLeaseTtlMs,
+      refreshMs: settings.controllerLeaseRefreshMs,
+      pollMs: settings.controllerLeasePollMs,
+    });
+    this.feedBuilder = new FeedBuilder({
+      db: options.database.db,
+      redis,
+      keys,
+      lease: this.lease,
+      logger,
+      compileIntervalMs: settings.feedCompileIntervalMs,
+      reconcileIntervalMs: settings.reconcileIntervalMs,
+    });
+    const producers: JobProducer[] = [];
+    for (const kind of HANDLED_KINDS) {
+      const spec = JOB_CATALOGUE[kind];
+      const periodMs = spec.periodMs(settings);
+      if (periodMs === undefined) continue;
+      producers.push(
+        new JobProducer({
+          kind,
+          periodMs,
+          keys: spec.keyed ? () => this.feedBuilder.latest?.jobKeys.get(kind) : undefined,
+          redis,
+          redisKeys: keys,
+          lease: this.lease,
+          logger,
+        }),
+      );
+    }
+    this.producers = producers;
+  }
+
+  protected override beforeLoops(): Promise<void> {
+    this.lease.start();
+    return Promise.resolve();
+  }
+
+  protected override loops(): Loop[] {
+    return [this.feedBuilder, ...this.producers];
+  }
+
+  protected override afterLoopsStop(): Promise<void> {
+    return this.lease.stop();
+  }
+
+  override readiness(): string | undefined {
+    return super.readiness() ??
+      (this.lease.reachable ? undefined : "controller: lease unreachable");
+  }
+
+  protected override details(): Record<string, unknown> {
+    return { lease: this.lease.snapshot() };
+  }
+}

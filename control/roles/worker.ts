@@ -1,0 +1,52 @@
+/**
+ * The worker runtime: one job runner per kind it takes (OCTOPROX_WORKER_JOBS) that has a
+ * handler, each a consumer of its kind's stream under a consumer name fresh for this process
+ * life. It is unready while Redis does not answer, since it takes all its work from streams.
+ */
+import { randomBytes } from "node:crypto";
+import { Store } from "../../shared/errors.ts";
+import type { JobKind } from "../../shared/roles.ts";
+import type { Loop } from "../core/loops.ts";
+import { buildJobs, HANDLED_KINDS, type JobDeps } from "../jobs/handlers.ts";
+import { JobRunner } from "../jobs/runner.ts";
+import { BaseRuntime, type RuntimeName, type RuntimeOptions } from "./runtime.ts";
+
+export interface WorkerRuntimeOptions extends RuntimeOptions {
+  /** The job kinds this process takes (OCTOPROX_WORKER_JOBS). */
+  jobs: readonly JobKind[];
+  deps: JobDeps;
+  instance: string;
+}
+
+export class WorkerRuntime extends BaseRuntime {
+  readonly name: RuntimeName = "worker";
+  readonly stores: readonly Store[] = [Store.postgres, Store.redis];
+  readonly consumer: string;
+  readonly runners: readonly JobRunner[];
+  readonly #jobs: readonly JobKind[];
+
+  constructor(options: WorkerRuntimeOptions) {
+    super(options);
+    this.#jobs = options.jobs;
+    this.consumer = `${options.instance}:${randomBytes(4).toString("hex")}`;
+    const taken = options.jobs.filter((kind) => HANDLED_KINDS.includes(kind));
+    this.runners = buildJobs(taken, options.deps).map((job) =>
+      new JobRunner({
+        job,
+        redis: options.deps.redis,
+        keys: options.deps.keys,
+        settings: options.deps.settings,
+        logger: options.logger,
+        consumer: this.consumer,
+      })
+    );
+  }
+
+  protected override loops(): Loop[] {
+    return [...this.runners];
+  }
+
+  protected override details(): Record<string, unknown> {
+    return { jobs: [...this.#jobs], consumer: this.consumer };
+  }
+}

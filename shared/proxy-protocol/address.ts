@@ -1,0 +1,116 @@
+/** Host and port checks, and IP literal parsing, for the bytes a handshake sends. */
+
+/** Parses a dotted-quad IPv4 literal (decimal, no leading zeros) into 4 bytes. */
+export function parseIPv4(text: string): Uint8Array | undefined {
+  const parts = text.split(".");
+  if (parts.length !== 4) return undefined;
+  const bytes = new Uint8Array(4);
+  for (let index = 0; index < 4; index++) {
+    const part = parts[index];
+    if (!/^(0|[1-9][0-9]{0,2})$/.test(part)) return undefined;
+    const value = Number(part);
+    if (value > 255) return undefined;
+    bytes[index] = value;
+  }
+  return bytes;
+}
+
+/** Parses an IPv6 literal, with or without brackets, into 16 bytes. Zone ids are refused. */
+export function parseIPv6(text: string): Uint8Array | undefined {
+  let literal = text;
+  if (literal.startsWith("[") && literal.endsWith("]")) literal = literal.slice(1, -1);
+  if (!literal.includes(":") || literal.includes("%")) return undefined;
+  const words: number[] = [];
+  let tail: number[] = [];
+  const halves = literal.split("::");
+  if (halves.length > 2) return undefined;
+  const parseWords = (part: string, into: number[], allowIPv4: boolean): boolean => {
+    if (part === "") return true;
+    const groups = part.split(":");
+    for (let index = 0; index < groups.length; index++) {
+      const group = groups[index];
+      if (allowIPv4 && index === groups.length - 1 && group.includes(".")) {
+        const v4 = parseIPv4(group);
+        if (!v4) return false;
+        into.push((v4[0] << 8) | v4[1], (v4[2] << 8) | v4[3]);
+        continue;
+      }
+      if (!/^[0-9a-fA-F]{1,4}$/.test(group)) return false;
+      into.push(parseInt(group, 16));
+    }
+    return true;
+  };
+  if (halves.length === 1) {
+    if (!parseWords(halves[0], words, true) || words.length !== 8) return undefined;
+  } else {
+    if (!parseWords(halves[0], words, false) || !parseWords(halves[1], tail, true)) {
+      return undefined;
+    }
+    if (words.length + tail.length > 7) return undefined;
+    const zeros = new Array<number>(8 - words.length - tail.length).fill(0);
+    tail = zeros.concat(tail);
+    words.push(...tail);
+  }
+  const bytes = new Uint8Array(16);
+  for (let index = 0; index < 8; index++) {
+    bytes[index * 2] = words[index] >> 8;
+    bytes[index * 2 + 1] = words[index] & 0xff;
+  }
+  return bytes;
+}
+
+export function formatIPv4(bytes: Uint8Array): string {
+  return `${bytes[0]}.${bytes[1]}.${bytes[2]}.${bytes[3]}`;
+}
+
+/** Formats 16 bytes in the RFC 5952 form (lower case, longest zero run as ::). */
+export function formatIPv6(bytes: Uint8Array): string {
+  const words: number[] = [];
+  for (let index = 0; index < 8; index++) {
+    words.push((bytes[index * 2] << 8) | bytes[index * 2 + 1]);
+  }
+  let bestStart = -1;
+  let bestLength = 1;
+  for (let index = 0; index < 8;) {
+    if (words[index] !== 0) {
+      index++;
+      continue;
+    }
+    let end = index;
+    while (end < 8 && words[end] === 0) end++;
+    if (end - index > bestLength) {
+      bestStart = index;
+      bestLength = end - index;
+    }
+    index = end;
+  }
+  const hex = (from: number, to: number) =>
+    words.slice(from, to).map((word) => word.toString(16)).join(":");
+  if (bestStart < 0) return hex(0, 8);
+  return `${hex(0, bestStart)}::${hex(bestStart + bestLength, 8)}`;
+}
+
+// RFC 3986 reg-name characters: no spaces, CR/LF, slashes or '@', so a host cannot smuggle
+// header lines or a userinfo into a request line.
+const REG_NAME = /^[A-Za-z0-9\-._~!$&'()*+,;=]+$/;
+
+export const HostKind = { ipv4: "ipv4", ipv6: "ipv6", name: "name" } as const;
+export type HostKind = (typeof HostKind)[keyof typeof HostKind];
+
+/** What kind of host this is, or undefined when it is not a usable host at all. */
+export function hostKind(host: string): HostKind | undefined {
+  if (parseIPv4(host)) return HostKind.ipv4;
+  if (host.includes(":")) return parseIPv6(host) ? HostKind.ipv6 : undefined;
+  if (host.length === 0 || host.length > 255 || !REG_NAME.test(host)) return undefined;
+  return HostKind.name;
+}
+
+export function isValidPort(port: number): boolean {
+  return Number.isInteger(port) && port >= 1 && port <= 65535;
+}
+
+/** `host:port`, with brackets around an IPv6 literal (the CONNECT request-target form). */
+export function formatAuthority(host: string, port: number): string {
+  if (host.includes(":") && !host.startsWith("[")) return `[${host}]:${port}`;
+  return `${host}:${port}`;
+}

@@ -1,0 +1,145 @@
+/** An incremental parser of an HTTP/1.x response head (a proxy's answer, or a target's). */
+import { latin1Decode } from "./bytes.ts";
+import { HandshakeFailure, HandshakeProtocol, UpstreamHandshakeError } from "./errors.ts";
+
+/** The bound on a response head: a proxy that sends more is not speaking HTTP to us. */
+export const MAX_HEAD_BYTES = 16 * 1024;
+
+export interface ResponseHead {
+  /** "1.0" or "1.1". */
+  version: string;
+  status: number;
+  reason: string;
+  /** In order, names lower-cased, values trimmed. */
+  headers: Array<[name: string, value: string]>;
+}
+
+export interface ParsedHead {
+  head: ResponseHead;
+  /** How many bytes of the chunk just pushed belong to the head; the rest follow it. */
+  consumed: number;
+}
+
+/** The first value of a header (name in lower case), or undefined. */
+export function headerValue(head: ResponseHead, name: string): string | undefined {
+  for (const [key, value] of head.headers) if (key === name) return value;
+  return undefined;
+}
+
+const LF = 10;
+const CR = 13;
+const STATUS_LINE = /^HTTP\/(1\.[01]) ([0-9]{3})(?: (.*))?$/;
+
+function badReply(message: string): UpstreamHandshakeError {
+  return new UpstreamHandshakeError(HandshakeProtocol.http, HandshakeFailure.badReply, message);
+}
+
+/** Parses a complete head (status line through the empty line). */
+export function parseResponseHead(bytes: Uint8Array): ResponseHead {
+  const lines = latin1Decode(bytes).split("\n");
+  const trim = (line: string) => (line.endsWith("\r") ? line.slice(0, -1) : line);
+  const match = STATUS_LINE.exec(trim(lines[0]));
+  if (!match) throw badReply("Bad HTTP status line from upstream");
+  const headers: Array<[string, string]> = [];
+  for (let index = 1; index < lines.length; index++) {
+    const line = trim(lines[index]);
+    if (line === "") break;
+    if ((line[0] === " " || line[0] === "\t") && headers.length > 0) {
+      // Obsolete line folding: the line continues the previous value.
+      const last = headers[headers.length - 1];
+      last[1] = `${last[1]} ${line.trim()}`;
+      continue;
+    }
+    const colon = line.indexOf(":");
+    if (colon <= 0) throw badReply("Bad HTTP header line from upstream");
+    headers.push([line.slice(0, colon).trim().toLowerCase(), line.slice(colon + 1).trim()]);
+  }
+  return { version: match[1], status: Number(match[2]), reason: match[3] ?? "", headers };
+}
+
+/**
+ * Feed it chunks as they arrive; it answers the head once the empty line is seen, with how
+ * much of the last chunk it used. Only a head split across chunks is copied, and never more
+ * than `maxBytes`. Lines may end in CRLF or a bare LF.
+ */
+export class ResponseHeadParser {
+  readonly maxBytes: number;
+  #buffer: Uint8Array | undefined;
+  #length = 0;
+  // 0: inside a line; 1: just after LF; 2: after LF then CR.
+  #state = 0;
+
+  constructor(maxBytes: number = MAX_HEAD_BYTES) {
+    this.maxBytes = maxBytes;
+  }
+
+  /** Bytes held from earlier chunks. */
+  get bufferedBytes(): number {
+    return this.#length;
+  }
+
+  /**
+   * Scans `chunk`; answers the parsed head once complete, else undefined (push more).
+   * Throws UpstreamHandshakeError (head_too_large, bad_reply).
+   */
+  push(chunk: Uint8Array): ParsedHead | undefined {
+    let state = this.#state;
+    const room = this.maxBytes - this.#length;
+    const limit = Math.min(chunk.length, room);
+    let end = -1;
+    for (let index = 0; index < limit; index++) {
+      const byte = chunk[index];
+      if (byte === LF) {
+        if (state !== 0) {
+          end = index + 1;
+          break;
+        }
+        state = 1;
+      } else if (byte === CR) {
+        state = state === 1 ? 2 : 0;
+      } else {
+        state = 0;
+      }
+    }
+    if (end < 0) {
+      if (chunk.length >= room) {
+        throw new UpstreamHandshakeError(
+          HandshakeProtocol.http,
+          HandshakeFailure.headTooLarge,
+          `Upstream response head exceeds ${this.maxBytes} bytes`,
+        );
+      }
+      this.#state = state;
+      this.#append(chunk);
+      return undefined;
+    }
+    let headBytes: Uint8Array;
+    if (this.#length === 0) {
+      headBytes = chunk.subarray(0, end);
+    } else {
+      this.#append(chunk.subarray(0, end));
+      headBytes = this.#buffer!.subarray(0, this.#length);
+    }
+    const head = parseResponseHead(headBytes);
+    this.reset();
+    return { head, consumed: end };
+  }
+
+  /** Forgets everything, to parse another head (after a 1xx, or on a reused connection). */
+  reset(): void {
+    this.#buffer = undefined;
+    this.#length = 0;
+    this.#state = 0;
+  }
+
+  #append(bytes: Uint8Array): void {
+    const needed = this.#length + bytes.length;
+    if (!this.#buffer || this.#buffer.length < needed) {
+      const grown = new Uint8Array(Math.min(this.maxBytes, Math.max(needed, 1024, needed * 2)));
+      if (this.#buffer) grown.set(this.#buffer.subarray(0, this.#length));
+      this.#buffer = grown;
+    }
+    this.#buffer.set(bytes, this.#length);
+    this.#length = needed;
+  }
+}
