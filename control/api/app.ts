@@ -19,6 +19,7 @@ import { credentialRoutes } from "./routes/credentials.ts";
 import { projectRoutes } from "./routes/projects.ts";
 import { proxyRoutes } from "./routes/proxies.ts";
 import { publicRoutes } from "./routes/public.ts";
+import { systemRoutes } from "./routes/system.ts";
 import { tokenRoutes } from "./routes/tokens.ts";
 import { userRoutes } from "./routes/users.ts";
 
@@ -38,6 +39,7 @@ export function apiRoutes(deps: ApiDeps): Route[] {
     ...credentialRoutes(deps),
     ...connectorRoutes(deps),
     ...proxyRoutes(deps),
+    ...systemRoutes(deps),
   ];
   let document: Record<string, unknown> | undefined;
   routes.push(defineRoute({

@@ -8,6 +8,7 @@ import type { RedisKeys } from "../../shared/redis-keys.ts";
 import type { ControlSettings } from "../../shared/settings.ts";
 import type { ChangeLog } from "../core/changelog.ts";
 import type { Logger } from "../core/logging.ts";
+import type { JobQueue } from "../jobs/queue.ts";
 
 export interface Readiness {
   ready: boolean;
@@ -28,6 +29,7 @@ export interface ApiDeps {
   redis: Redis;
   keys: RedisKeys;
   changes: ChangeLog;
+  jobs: JobQueue;
   logger: Logger;
   process: ProcessInfo;
   /** The node's readiness, from its last heartbeat and its runtimes. */

@@ -12,6 +12,7 @@ import type { Logger } from "../core/logging.ts";
 import { Semaphore } from "../core/semaphore.ts";
 import { applyStatusChanges } from "../services/proxy-status.ts";
 import { HealthCheckJob } from "./health.ts";
+import type { JobQueue } from "./queue.ts";
 import { IndexHygieneJob } from "./housekeeping.ts";
 import type { Job } from "./job.ts";
 
@@ -23,6 +24,7 @@ export interface JobDeps {
   redis: Redis;
   keys: RedisKeys;
   changes: ChangeLog;
+  jobs: JobQueue;
   logger: Logger;
 }
 

@@ -26,6 +26,7 @@ import { ChangeLog } from "../core/changelog.ts";
 import { createLogger, type Logger } from "../core/logging.ts";
 import { sleep } from "../core/loops.ts";
 import { createRedis } from "../core/redis.ts";
+import { JobQueue } from "../jobs/queue.ts";
 import { TaskSet } from "../core/tasks.ts";
 import { VERSION } from "../core/version.ts";
 import { ApiRuntime } from "../roles/api.ts";
@@ -75,6 +76,8 @@ export class Node {
   readonly database: Database;
   readonly redis: Redis;
   readonly changes: ChangeLog;
+  /** Run-now requests, for writes that ask for a job after their commit. */
+  readonly jobs: JobQueue;
   readonly process: ProcessInfo;
   readonly runtimes: readonly RoleRuntime[];
 
@@ -119,6 +122,12 @@ export class Node {
       logger: this.logger,
       deadlineMs: settings.redisRequestTimeoutMs,
     });
+    this.jobs = new JobQueue({
+      redis: this.redis,
+      keys: this.keys,
+      logger: this.logger,
+      deadlineMs: settings.redisRequestTimeoutMs,
+    });
     this.runtimes = ROLE_RUNTIMES[settings.role].map((name) => this.#buildRuntime(name));
     this.#tasks = new TaskSet(this.logger);
     this.#lag = new LoopLagMonitor({ logger: this.logger });
@@ -143,6 +152,7 @@ export class Node {
       redis: this.redis,
       keys: this.keys,
       changes: this.changes,
+      jobs: this.jobs,
       logger: this.logger,
       process: this.process,
       readiness: () => this.readiness(),
@@ -333,6 +343,7 @@ export class Node {
             redis: this.redis,
             keys: this.keys,
             changes: this.changes,
+            jobs: this.jobs,
             logger: this.logger,
           },
         });

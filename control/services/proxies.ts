@@ -8,7 +8,7 @@ import { and, asc, count, eq, type SQL, sql } from "drizzle-orm";
 import type { Tx } from "../../db/client.ts";
 import { connectors, proxies } from "../../db/schema.ts";
 import { ConflictError } from "../../shared/errors.ts";
-import { ChangeKind, ConnectorKind, ProxyStatus } from "../../shared/roles.ts";
+import { ChangeKind, ConnectorKind, JobKind, ProxyStatus } from "../../shared/roles.ts";
 import { changedFields } from "./diff.ts";
 import { parseProxyLine, type ProxyAddress, proxyIdentity } from "./proxy-url.ts";
 import { missingIn, requireProject } from "./scope.ts";
@@ -110,12 +110,12 @@ export function getProxy(deps: ServiceDeps, projectId: string, id: string): Prom
   });
 }
 
-export function createProxy(
+export async function createProxy(
   deps: ServiceDeps,
   projectId: string,
   input: NewProxy,
 ): Promise<ProxyRow> {
-  return write(deps, async (tx) => {
+  const row = await write(deps, async (tx) => {
     await requireStaticConnector(tx, projectId, input.connectorId, "connector_id");
     const country = input.country ?? null;
     const [row] = await tx.insert(proxies).values({
@@ -129,6 +129,9 @@ export function createProxy(
     }).returning();
     return { result: row, change: proxyChange(input.connectorId) };
   });
+  // A proxy added is checked at once, not at its slot second.
+  await deps.jobs.request(JobKind.health, [row.id]);
+  return row;
 }
 
 export function updateProxy(
@@ -216,15 +219,15 @@ export function readUpload(text: string) {
   return { totalLines: lines.length, good, errors, repeated };
 }
 
-/** Inserts one chunk, skipping rows the connector has; answers the identities inserted. */
+/** Inserts one chunk, skipping rows the connector has; answers the ids inserted by identity. */
 async function insertChunk(
   tx: Tx,
   projectId: string,
   connectorId: string,
   chunk: readonly GoodLine[],
-): Promise<Set<string>> {
+): Promise<Map<string, string>> {
   const column = <T>(pick: (line: GoodLine) => T) => sql.param(chunk.map(pick));
-  const rows = await tx.execute<Pick<ProxyRow, "scheme" | "host" | "port" | "username">>(sql`
+  const rows = await tx.execute<Pick<ProxyRow, "id" | "scheme" | "host" | "port" | "username">>(sql`
     insert into ${proxies}
       (project_id, connector_id, scheme, host, port, username, password, country, country_source,
        status)
@@ -240,8 +243,8 @@ async function insertChunk(
       ${column((l) => l.country)}::text[]
     ) as t(scheme, host, port, username, password, country)
     on conflict do nothing
-    returning scheme, host, port, username`);
-  return new Set(rows.map((row) => proxyIdentity(row)));
+    returning id, scheme, host, port, username`);
+  return new Map(rows.map((row) => [proxyIdentity(row), row.id]));
 }
 
 /**
@@ -259,19 +262,24 @@ export async function uploadProxies(
   const existing = await write(deps, async (tx) => {
     await requireStaticConnector(tx, projectId, connectorId, "connector_id");
     const skipped: number[] = [];
-    let added = 0;
+    const addedIds: string[] = [];
     for (let start = 0; start < upload.good.length; start += UPLOAD_CHUNK_ROWS) {
       const chunk = upload.good.slice(start, start + UPLOAD_CHUNK_ROWS);
       const inserted = await insertChunk(tx, projectId, connectorId, chunk);
-      added += inserted.size;
+      addedIds.push(...inserted.values());
       for (const line of chunk) if (!inserted.has(line.identity)) skipped.push(line.line);
     }
-    return { result: skipped, change: added > 0 ? proxyChange(connectorId) : null };
+    return {
+      result: { skipped, addedIds },
+      change: addedIds.length > 0 ? proxyChange(connectorId) : null,
+    };
   });
-  const duplicateLines = [...upload.repeated, ...existing].sort((a, b) => a - b);
+  // Rows no check has judged yet are checked at once, not at their slot second.
+  await deps.jobs.request(JobKind.health, existing.addedIds);
+  const duplicateLines = [...upload.repeated, ...existing.skipped].sort((a, b) => a - b);
   return {
     total_lines: upload.totalLines,
-    added: upload.good.length - existing.length,
+    added: existing.addedIds.length,
     duplicates: duplicateLines.length,
     refused: upload.errors.length,
     errors: upload.errors,

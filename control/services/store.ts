@@ -7,12 +7,15 @@ import type { Database, Tx } from "../../db/client.ts";
 import { translatePostgresError } from "../../db/errors.ts";
 import type { ControlSettings } from "../../shared/settings.ts";
 import type { ChangeEntry, ChangeLog } from "../core/changelog.ts";
+import type { JobQueue } from "../jobs/queue.ts";
 
 /** What the services need: the part of the api's deps they touch. */
 export interface ServiceDeps {
   database: Database;
   changes: ChangeLog;
   settings: ControlSettings;
+  /** Runs asked for after a commit (a proxy added asks for its health check). */
+  jobs: JobQueue;
 }
 
 export interface WriteOutcome<T> {

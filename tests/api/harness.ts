@@ -11,6 +11,7 @@ import { migrate } from "../../db/migrate.ts";
 import { createApp } from "../../control/api/app.ts";
 import type { ApiDeps } from "../../control/api/deps.ts";
 import { ChangeLog } from "../../control/core/changelog.ts";
+import { JobQueue } from "../../control/jobs/queue.ts";
 import { createLogger } from "../../control/core/logging.ts";
 import { createRedis } from "../../control/core/redis.ts";
 import { createUser } from "../../control/services/users.ts";
@@ -120,12 +121,14 @@ export async function startHarness(options: HarnessOptions = {}): Promise<ApiHar
     retryDelayMs: 100,
     maxRetryDelayMs: 500,
   });
+  const jobs = new JobQueue({ redis, keys, logger, deadlineMs: settings.redisRequestTimeoutMs });
   const deps: ApiDeps = {
     settings,
     database,
     redis,
     keys,
     changes,
+    jobs,
     logger,
     process: {
       instance: "test",

@@ -1,0 +1,25 @@
+/** The System page's data: answered from the stores, the same whichever api answers. */
+import { UserRole } from "../../../shared/roles.ts";
+import { readSystemStats } from "../../core/system-stats.ts";
+import type { ApiDeps } from "../deps.ts";
+import { defineRoute, type Route } from "../registry.ts";
+
+export function systemRoutes(deps: ApiDeps): Route[] {
+  return [
+    defineRoute({
+      method: "get",
+      path: "/api/v1/system/stats",
+      tag: "system",
+      summary: "Every live process, the controller leading, and each work stream's depth",
+      description: "Read from Redis only: each process's last heartbeat (its loops and stores), " +
+        "the lease holder, and per work stream its length, pending entries, backlog (length " +
+        "less pending) and oldest entry's age on Redis's clock. A section Redis cannot answer " +
+        "carries its own error.",
+      access: UserRole.admin,
+      responses: { 200: "The processes, the leader and the work streams" },
+      async handler({ c }) {
+        return c.json(await readSystemStats(deps.redis, deps.keys));
+      },
+    }),
+  ];
+}
