@@ -1,14 +1,8 @@
 /**
- * What the admin API is built from. The node builds each of these once per process and hands
- * them to `createApp`; tests build the same from their own stores.
+ * What the admin API is built from: the process's shared parts, plus who it is and its
+ * readiness. The node builds them once per process; tests build the same from their own stores.
  */
-import type { Redis } from "ioredis";
-import type { Database } from "../../db/client.ts";
-import type { RedisKeys } from "../../shared/redis-keys.ts";
-import type { ControlSettings } from "../../shared/settings.ts";
-import type { ChangeLog } from "../core/changelog.ts";
-import type { Logger } from "../core/logging.ts";
-import type { JobQueue } from "../jobs/queue.ts";
+import type { ControlDeps } from "../core/deps.ts";
 
 export interface Readiness {
   ready: boolean;
@@ -23,14 +17,7 @@ export interface ProcessInfo {
   startedAt: string;
 }
 
-export interface ApiDeps {
-  settings: ControlSettings;
-  database: Database;
-  redis: Redis;
-  keys: RedisKeys;
-  changes: ChangeLog;
-  jobs: JobQueue;
-  logger: Logger;
+export interface ApiDeps extends ControlDeps {
   process: ProcessInfo;
   /** The node's readiness, from its last heartbeat and its runtimes. */
   readiness(): Readiness;

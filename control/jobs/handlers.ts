@@ -2,31 +2,19 @@
  * Which job kinds have a handler, and how a worker builds them. The catalogue declares every
  * kind; a kind joins the producers and the runners once it is listed here.
  */
-import type { Redis } from "ioredis";
-import type { Database } from "../../db/client.ts";
-import type { RedisKeys } from "../../shared/redis-keys.ts";
 import { type JobKind, JobKind as K } from "../../shared/roles.ts";
 import type { ControlSettings } from "../../shared/settings.ts";
-import type { ChangeLog } from "../core/changelog.ts";
-import type { Logger } from "../core/logging.ts";
+import type { ControlDeps } from "../core/deps.ts";
 import { Semaphore } from "../core/semaphore.ts";
 import { applyStatusChanges } from "../services/proxy-status.ts";
 import { HealthCheckJob } from "./health.ts";
-import type { JobQueue } from "./queue.ts";
 import { IndexHygieneJob } from "./housekeeping.ts";
 import type { Job } from "./job.ts";
 
 export const HANDLED_KINDS: readonly JobKind[] = [K.health, K.indexHygiene];
 
-export interface JobDeps {
-  settings: ControlSettings;
-  database: Database;
-  redis: Redis;
-  keys: RedisKeys;
-  changes: ChangeLog;
-  jobs: JobQueue;
-  logger: Logger;
-}
+/** What a worker's jobs are built from: the process's shared parts. */
+export type JobDeps = ControlDeps;
 
 /** Where workers check proxies against when a connector names no URL of its own. */
 export function echoUrl(settings: ControlSettings): string {

@@ -27,6 +27,7 @@ import { createLogger, type Logger } from "../core/logging.ts";
 import { sleep } from "../core/loops.ts";
 import { createRedis } from "../core/redis.ts";
 import { JobQueue } from "../jobs/queue.ts";
+import type { ControlDeps } from "../core/deps.ts";
 import { TaskSet } from "../core/tasks.ts";
 import { VERSION } from "../core/version.ts";
 import { ApiRuntime } from "../roles/api.ts";
@@ -144,8 +145,8 @@ export class Node {
     });
   }
 
-  /** What every route and runtime of the api is built from. */
-  get apiDeps(): ApiDeps {
+  /** The parts every runtime of this process shares. */
+  get deps(): ControlDeps {
     return {
       settings: this.settings,
       database: this.database,
@@ -154,9 +155,12 @@ export class Node {
       changes: this.changes,
       jobs: this.jobs,
       logger: this.logger,
-      process: this.process,
-      readiness: () => this.readiness(),
     };
+  }
+
+  /** What every route and runtime of the api is built from. */
+  get apiDeps(): ApiDeps {
+    return { ...this.deps, process: this.process, readiness: () => this.readiness() };
   }
 
   /** The address this process answers HTTP on, once started. */
@@ -337,15 +341,7 @@ export class Node {
           logger: this.logger,
           jobs: this.settings.workerJobs,
           instance: this.instance,
-          deps: {
-            settings: this.settings,
-            database: this.database,
-            redis: this.redis,
-            keys: this.keys,
-            changes: this.changes,
-            jobs: this.jobs,
-            logger: this.logger,
-          },
+          deps: this.deps,
         });
     }
   }

@@ -5,18 +5,14 @@
  */
 import type { Database, Tx } from "../../db/client.ts";
 import { translatePostgresError } from "../../db/errors.ts";
-import type { ControlSettings } from "../../shared/settings.ts";
-import type { ChangeEntry, ChangeLog } from "../core/changelog.ts";
-import type { JobQueue } from "../jobs/queue.ts";
+import type { ChangeEntry } from "../core/changelog.ts";
+import type { ControlDeps } from "../core/deps.ts";
 
-/** What the services need: the part of the api's deps they touch. */
-export interface ServiceDeps {
-  database: Database;
-  changes: ChangeLog;
-  settings: ControlSettings;
-  /** Runs asked for after a commit (a proxy added asks for its health check). */
-  jobs: JobQueue;
-}
+/**
+ * What the services need: the part of the process's deps they touch (the store, the change log,
+ * the settings, and the job queue for runs asked for after a commit).
+ */
+export type ServiceDeps = Pick<ControlDeps, "database" | "changes" | "settings" | "jobs">;
 
 export interface WriteOutcome<T> {
   result: T;
