@@ -12,7 +12,7 @@ import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { findFreePort, LocalPostgres } from "../scripts/local-stores.ts";
 import { waitUntil } from "../tests/support/stores.ts";
-import { killAll, readyStatus, spawnScript, waitWhileRunning } from "../tests/node/processes.ts";
+import { killAll, readyStatus, spawnScript, waitWhileRunning } from "../tests/support/processes.ts";
 
 const run = promisify(execFile);
 

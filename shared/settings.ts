@@ -179,7 +179,10 @@ const controlFields = {
   OCTOPROX_FEED_COMPILE_INTERVAL: seconds(1, 0.01, 3600),
   OCTOPROX_HEALTH_CHECK_INTERVAL: seconds(60, 1),
   OCTOPROX_HEALTH_CHECK_TIMEOUT: seconds(30, 0.1, 600),
-  OCTOPROX_HEALTH_CHECK_CONCURRENCY: integer(400, 1, 10_000),
+  // Probes in flight per worker. With 5% of proxies hanging until the timeout, nearly every
+  // health batch slot waits on a hung proxy, so a worker checks about 10 x this / timeout_s a
+  // second: 1000 gives ~330/s at the 30 s timeout (npm run bench -- health; docs/jobs.md).
+  OCTOPROX_HEALTH_CHECK_CONCURRENCY: integer(1000, 1, 10_000),
   OCTOPROX_IP_REFRESH_INTERVAL: seconds(3600, 1),
   OCTOPROX_METRICS_FLUSH_INTERVAL: seconds(60, 1),
   OCTOPROX_SCALE_INTERVAL: seconds(30, 1),

@@ -1,44 +1,378 @@
 /**
- * The controller's compile: every definition the controller publishes from, read in one
- * read-only REPEATABLE READ transaction so all of it comes from one snapshot however many
- * writers commit meanwhile. Each compile makes the keys the job producers publish, so no
- * producer reads Postgres.
+ * The controller's compile: every definition the feed carries, read in one read-only REPEATABLE
+ * READ transaction so all of it comes from one snapshot however many writers commit meanwhile.
+ * Each compile makes the feed's sections (global and one per connector, as JSON with their
+ * digests) and the keys the job producers publish, so no producer reads Postgres.
+ *
+ * Stable bytes: every object is written with its keys in the order of its schema in
+ * shared/feed/models.ts, and every list in one order (projects and connectors by id, proxies by
+ * creation time then id, country and domain lists sorted), so an unchanged definition compiles
+ * to the same JSON, keeps its digest and publishes nothing.
+ *
+ * The runtime section is not compiled from Postgres: it is a read of what other roles keep in
+ * Redis (`readRuntimeSection`), filtered to what the compile holds, and read again on every
+ * runtime entry without a compile.
  */
-import { and, asc, eq, notInArray } from "drizzle-orm";
+import { asc, eq, sql } from "drizzle-orm";
+import type { Redis } from "ioredis";
 import type { Db } from "../../db/client.ts";
-import { connectors, proxies } from "../../db/schema.ts";
-import { type JobKind, JobKind as K, ProxyStatus } from "../../shared/roles.ts";
+import { connectors, credentials, projects, proxies } from "../../db/schema.ts";
+import { type FeedKeys, passwordDigest, sectionDigest } from "../../shared/feed/codec.ts";
+import {
+  type ConnectorSection,
+  connectorSectionName,
+  type FeedConnector,
+  type FeedProject,
+  type FeedProxy,
+  GLOBAL_SECTION,
+  type GlobalSection,
+  type RuntimeSection,
+  SCHEMA_VERSION,
+} from "../../shared/feed/models.ts";
+import { fillPlaceholders } from "../../shared/feed/placeholders.ts";
+import type { RedisKeys } from "../../shared/redis-keys.ts";
+import {
+  type JobKind,
+  JobKind as K,
+  type ProxyScheme,
+  ProxyStatus,
+  STRATEGIES,
+  type Strategy,
+} from "../../shared/roles.ts";
+import type { Logger } from "../core/logging.ts";
+
+/** A section as the publisher takes it: its JSON and the digest of that JSON. */
+export interface SectionText {
+  readonly json: string;
+  readonly digest: string;
+}
 
 export interface Compiled {
   /** Wall-clock time the compile's snapshot was taken. */
   compiledAt: number;
-  /** The keys of each keyed periodic kind, in a stable order. */
+  /** The keys of each keyed periodic kind, in a stable order (health: the feed's order). */
   jobKeys: ReadonlyMap<JobKind, readonly string[]>;
+  /** The global section and one section per connector, by section name. */
+  sections: ReadonlyMap<string, SectionText>;
+  /** What the runtime section is filtered to. */
+  proxyIds: ReadonlySet<string>;
+  connectorIds: ReadonlySet<string>;
+}
+
+export interface CompileOptions {
+  keys: FeedKeys;
+  /** The install's default strategy (OCTOPROX_DEFAULT_STRATEGY). */
+  defaultStrategy: Strategy;
+  logger?: Logger;
 }
 
 /** Proxies leaving the pool are not checked: a check must never undo a drain. */
-const LEAVING = [ProxyStatus.draining, ProxyStatus.terminating];
+const LEAVING: ReadonlySet<string> = new Set([ProxyStatus.draining, ProxyStatus.terminating]);
+const KNOWN_STRATEGIES: ReadonlySet<string> = new Set(STRATEGIES);
 
-export async function compile(db: Db): Promise<Compiled> {
-  return await db.transaction(async (tx) => {
+type Config = Record<string, unknown>;
+
+export async function compile(db: Db, options: CompileOptions): Promise<Compiled> {
+  const read = await db.transaction(async (tx) => {
     const compiledAt = Date.now();
-    const health = await tx
-      .select({ id: proxies.id })
-      .from(proxies)
-      .innerJoin(connectors, eq(connectors.id, proxies.connectorId))
-      .where(and(eq(connectors.enabled, true), notInArray(proxies.status, LEAVING)))
-      .orderBy(asc(proxies.createdAt), asc(proxies.id));
+    const projectRows = await tx.select({
+      id: projects.id,
+      name: projects.name,
+      username: projects.username,
+      password: projects.password,
+      strategy: projects.strategy,
+      sessionTtlSeconds: projects.sessionTtlSeconds,
+      stickyQuarantine: projects.stickyQuarantine,
+      locationPolicy: projects.locationPolicy,
+      locationPreflight: projects.locationPreflight,
+      connectionTimeoutSeconds: projects.connectionTimeoutSeconds,
+      maxRetries: projects.maxRetries,
+    }).from(projects).orderBy(asc(projects.id));
+    const connectorRows = await tx.select({
+      id: connectors.id,
+      projectId: connectors.projectId,
+      credentialId: connectors.credentialId,
+      name: connectors.name,
+      kind: connectors.kind,
+      provider: connectors.provider,
+      enabled: connectors.enabled,
+      weight: connectors.weight,
+      countries: connectors.countries,
+      domainAllow: connectors.domainAllow,
+      domainDeny: connectors.domainDeny,
+      config: connectors.config,
+      rateLimit: connectors.rateLimitConfig,
+      traffic: connectors.trafficConfig,
+      pendingDeletion: connectors.pendingDeletion,
+    }).from(connectors).orderBy(asc(connectors.id));
+    const credentialRows = await tx.select({ id: credentials.id, config: credentials.config })
+      .from(credentials);
+    // Raw rows (no per-row mapping) in the connector index's order: 100,000 rows are most of a
+    // compile's time, so only what the feed carries is read, and metadata only for its one key.
+    const proxyRows = await tx.execute<RawProxy>(sql`
+      select ${proxies.id} as id, ${proxies.connectorId} as connector_id,
+        ${proxies.scheme} as scheme, ${proxies.host} as host, ${proxies.port} as port,
+        ${proxies.username} as username, ${proxies.password} as password,
+        ${proxies.country} as country, ${proxies.status} as status,
+        ${proxies.metadata} -> 'max_concurrency' as max_concurrency
+      from ${proxies}
+      order by ${proxies.connectorId}, ${proxies.createdAt}, ${proxies.id}`);
     const cloud = await tx
       .select({ id: connectors.id })
       .from(connectors)
       .where(eq(connectors.kind, "cloud"))
       .orderBy(asc(connectors.createdAt), asc(connectors.id));
-    const jobKeys = new Map<JobKind, readonly string[]>([
-      [K.health, health.map((row) => row.id)],
-      // Static connectors do not sync; provider connectors add their keys when they arrive.
-      [K.sync, []],
-      [K.scale, cloud.map((row) => row.id)],
-    ]);
-    return { compiledAt, jobKeys };
+    return { compiledAt, projectRows, connectorRows, credentialRows, proxyRows, cloud };
   }, { isolationLevel: "repeatable read", accessMode: "read only" });
+
+  const { keys, defaultStrategy, logger } = options;
+
+  // Global: projects by id, each password only as its keyed digest.
+  const feedProjects: FeedProject[] = await Promise.all(read.projectRows.map(async (row) => {
+    let strategy = row.strategy as Strategy;
+    if (!KNOWN_STRATEGIES.has(row.strategy)) {
+      warnOnce(logger, `strategy:${row.id}:${row.strategy}`, {
+        project_id: row.id,
+        strategy: row.strategy,
+        default_strategy: defaultStrategy,
+      }, "Unknown routing strategy served as the default");
+      strategy = defaultStrategy;
+    }
+    return {
+      id: row.id,
+      name: row.name,
+      username: row.username,
+      password_digest: await passwordDigest(keys, row.password),
+      strategy,
+      session_ttl_seconds: row.sessionTtlSeconds,
+      sticky_quarantine: row.stickyQuarantine,
+      location_policy: row.locationPolicy,
+      location_preflight: row.locationPreflight,
+      connection_timeout_seconds: row.connectionTimeoutSeconds,
+      max_retries: row.maxRetries,
+    };
+  }));
+  const global: GlobalSection = {
+    schema: SCHEMA_VERSION,
+    default_strategy: defaultStrategy,
+    projects: feedProjects,
+  };
+
+  // One section per connector, disabled and pending-deletion ones included (the router skips
+  // them); proxies grouped from the one ordered read.
+  const credentialConfigs = new Map<string, Config>(
+    read.credentialRows.map((row) => [row.id, row.config]),
+  );
+  const byConnector = new Map<string, RawProxy[]>();
+  for (const row of read.proxyRows) {
+    let list = byConnector.get(row.connector_id);
+    if (!list) byConnector.set(row.connector_id, list = []);
+    list.push(row);
+  }
+
+  const texts: [string, string][] = [[GLOBAL_SECTION, JSON.stringify(global)]];
+  const proxyIds = new Set<string>();
+  const connectorIds = new Set<string>();
+  const healthKeys: string[] = [];
+  for (const row of read.connectorRows) {
+    connectorIds.add(row.id);
+    const sources = {
+      connector: row.config,
+      credential: row.credentialId === null ? undefined : credentialConfigs.get(row.credentialId),
+    };
+    const rows = byConnector.get(row.id) ?? [];
+    const feedProxies: FeedProxy[] = new Array(rows.length);
+    for (let i = 0; i < rows.length; i++) {
+      const p = rows[i];
+      proxyIds.add(p.id);
+      if (row.enabled && !LEAVING.has(p.status)) healthKeys.push(p.id);
+      feedProxies[i] = {
+        id: p.id,
+        scheme: p.scheme as ProxyScheme,
+        host: p.host,
+        port: p.port,
+        username: fillPlaceholders(p.username, sources),
+        password: fillPlaceholders(p.password, sources),
+        country: p.country,
+        status: p.status as ProxyStatus,
+        max_concurrency: positiveInteger(p.max_concurrency),
+      };
+    }
+    const section: ConnectorSection = {
+      schema: SCHEMA_VERSION,
+      connector: feedConnector(row),
+      proxies: feedProxies,
+    };
+    texts.push([connectorSectionName(row.id), JSON.stringify(section)]);
+  }
+
+  const digests = await Promise.all(texts.map(([, json]) => sectionDigest(keys, json)));
+  const sections = new Map<string, SectionText>();
+  texts.forEach(([name, json], i) => sections.set(name, { json, digest: digests[i] }));
+
+  // Health keys in the feed's order (connector, then creation): stable, and no sort of 100,000
+  // rows; producers spread keys by their slot, so the order carries no meaning.
+  const jobKeys = new Map<JobKind, readonly string[]>([
+    [K.health, healthKeys],
+    // Static connectors do not sync; provider connectors add their keys when they arrive.
+    [K.sync, []],
+    [K.scale, read.cloud.map((row) => row.id)],
+  ]);
+  return { compiledAt: read.compiledAt, jobKeys, sections, proxyIds, connectorIds };
 }
+
+interface RawProxy {
+  [column: string]: unknown;
+  id: string;
+  connector_id: string;
+  scheme: string;
+  host: string;
+  port: number;
+  username: string | null;
+  password: string | null;
+  country: string | null;
+  status: string;
+  max_concurrency: unknown;
+}
+
+function positiveInteger(value: unknown): number | null {
+  return typeof value === "number" && Number.isInteger(value) && value > 0 ? value : null;
+}
+
+/** Sorted, without repeats: list order carries no meaning, so it must not move a digest. */
+function sortedSet(values: readonly unknown[] | null, normalise: (s: string) => string): string[] {
+  const out = new Set<string>();
+  for (const value of values ?? []) if (typeof value === "string") out.add(normalise(value));
+  return [...out].sort();
+}
+
+interface ConnectorRow {
+  id: string;
+  projectId: string;
+  name: string;
+  kind: string;
+  provider: string;
+  enabled: boolean;
+  weight: number;
+  countries: string[];
+  domainAllow: string[];
+  domainDeny: string[];
+  rateLimit: {
+    max_requests: number;
+    window_seconds: number;
+    quarantine_seconds_min: number;
+    quarantine_seconds_max: number;
+    sticky_quarantine: boolean;
+  } | null;
+  traffic: { action: string; limit_status: number } | null;
+  pendingDeletion: boolean;
+}
+
+/** The connector's routing fields, without its config, credential or error bookkeeping. */
+function feedConnector(row: ConnectorRow): FeedConnector {
+  const rate = row.rateLimit;
+  return {
+    id: row.id,
+    project_id: row.projectId,
+    name: row.name,
+    kind: row.kind,
+    provider: row.provider,
+    enabled: row.enabled,
+    pending_deletion: row.pendingDeletion,
+    weight: row.weight,
+    countries: sortedSet(row.countries, (s) => s.toUpperCase()),
+    domain_allow: sortedSet(row.domainAllow, (s) => s.toLowerCase()),
+    domain_deny: sortedSet(row.domainDeny, (s) => s.toLowerCase()),
+    rate_limit: rate
+      ? {
+        max_requests: rate.max_requests,
+        window_seconds: rate.window_seconds,
+        quarantine_seconds_min: rate.quarantine_seconds_min,
+        quarantine_seconds_max: rate.quarantine_seconds_max,
+        sticky_quarantine: rate.sticky_quarantine,
+      }
+      : null,
+    traffic: row.traffic
+      ? { action: row.traffic.action, limit_status: row.traffic.limit_status }
+      : null,
+  };
+}
+
+const warned = new Set<string>();
+
+/** Logs a condition once per process (it would otherwise repeat at every compile). */
+function warnOnce(
+  logger: Logger | undefined,
+  key: string,
+  fields: Record<string, unknown>,
+  message: string,
+): void {
+  if (!logger || warned.has(key)) return;
+  warned.add(key);
+  logger.warn(fields, message);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The runtime section: a read of Redis, not a compile.
+
+/** What the runtime section is filtered to: the ids the last compile holds. */
+export interface RuntimeFilter {
+  proxyIds: ReadonlySet<string>;
+  connectorIds: ReadonlySet<string>;
+}
+
+/**
+ * Reads the quarantines (those not ended by `nowMs`) and the traffic blocks as Redis holds them,
+ * filtered to what the compile holds, each list by id. A block is stored as a number (its end,
+ * epoch ms) or JSON `{"until_ms": …}`; anything else is skipped.
+ */
+export async function readRuntimeSection(
+  redis: Redis,
+  keys: Pick<RedisKeys, "proxyQuarantined" | "trafficBlocked">,
+  filter: RuntimeFilter,
+  nowMs: number = Date.now(),
+): Promise<RuntimeSection> {
+  const replies = await redis.multi()
+    .zrangebyscore(keys.proxyQuarantined, `(${nowMs}`, "+inf", "WITHSCORES")
+    .hgetall(keys.trafficBlocked)
+    .exec();
+  if (!replies) throw new Error("Runtime state read was discarded");
+  const [[zError, zReply], [hError, hReply]] = replies;
+  if (zError) throw zError;
+  if (hError) throw hError;
+  const flat = zReply as string[];
+  const quarantines: { proxy_id: string; until_ms: number }[] = [];
+  for (let i = 0; i + 1 < flat.length; i += 2) {
+    if (filter.proxyIds.has(flat[i])) {
+      quarantines.push({ proxy_id: flat[i], until_ms: Number(flat[i + 1]) });
+    }
+  }
+  const traffic_blocks: { connector_id: string; until_ms: number }[] = [];
+  for (const [connectorId, value] of Object.entries(hReply as Record<string, string>)) {
+    if (!filter.connectorIds.has(connectorId)) continue;
+    const untilMs = blockEnd(value);
+    if (untilMs !== undefined) {
+      traffic_blocks.push({ connector_id: connectorId, until_ms: untilMs });
+    }
+  }
+  quarantines.sort((a, b) => compareText(a.proxy_id, b.proxy_id));
+  traffic_blocks.sort((a, b) => compareText(a.connector_id, b.connector_id));
+  return { schema: SCHEMA_VERSION, quarantines, traffic_blocks };
+}
+
+function blockEnd(value: string): number | undefined {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(value);
+  } catch {
+    return undefined;
+  }
+  if (typeof parsed === "number" && Number.isFinite(parsed)) return parsed;
+  if (typeof parsed === "object" && parsed !== null) {
+    const until = (parsed as { until_ms?: unknown }).until_ms;
+    if (typeof until === "number" && Number.isFinite(until)) return until;
+  }
+  return undefined;
+}
+
+const compareText = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);

@@ -1,19 +1,30 @@
 /**
- * The feed builder, on the leading controller: follows the change stream and the runtime stream
- * and compiles. A change after a quiet spell is compiled at once; changes that arrive within the
- * compile interval of the last compile wait and are compiled together, however many. A new lead
- * compiles at once and publishes nothing before a compile of its own.
+ * The feed builder, on the leading controller: follows the change stream and the runtime stream,
+ * compiles and publishes. A change after a quiet spell is compiled at once; changes that arrive
+ * within the compile interval of the last compile wait and are compiled together, however many.
+ * A new lead compiles at once and publishes nothing before a compile of its own (a process that
+ * leads again while Postgres is away would otherwise roll the feed back to an older compile).
+ *
+ * Every runtime entry, whatever its kind, asks for the runtime section again: the builder reads
+ * the runtime state from Redis and publishes on the compile in hand, without reading Postgres.
+ * Each publish re-reads the runtime state, so the runtime section always matches the ids the
+ * compile holds; the publisher writes only the sections whose digest moved.
  */
 import type { Redis } from "ioredis";
 import type { Db } from "../../db/client.ts";
+import { deriveFeedKeys, type FeedKeys, sectionDigest } from "../../shared/feed/codec.ts";
+import { RUNTIME_SECTION } from "../../shared/feed/models.ts";
 import type { RedisKeys } from "../../shared/redis-keys.ts";
+import type { Strategy } from "../../shared/roles.ts";
+import { errorText } from "../../shared/errors.ts";
 import { BroadcastFollower } from "../core/consumers.ts";
 import type { Logger } from "../core/logging.ts";
 import type { CycleResult } from "../core/loops.ts";
 import type { StreamEntry } from "../core/work-streams.ts";
-import { compile, type Compiled } from "./compile.ts";
+import { compile, type Compiled, readRuntimeSection, type SectionText } from "./compile.ts";
 import type { ControllerLease } from "./lease.ts";
 import { awaitLead } from "./leased.ts";
+import { FeedPublisher, NotLeaderError, type PublishResult } from "./publisher.ts";
 
 export interface FeedBuilderOptions {
   db: Db;
@@ -23,18 +34,33 @@ export interface FeedBuilderOptions {
   logger: Logger;
   compileIntervalMs: number;
   reconcileIntervalMs: number;
+  /** OCTOPROX_INTERNAL_SECRET: the feed's keys are derived from it. */
+  internalSecret: string;
+  /** OCTOPROX_DEFAULT_STRATEGY: served for a project whose stored strategy no router has. */
+  defaultStrategy: Strategy;
   /** Told after every compile that worked (the producers read `latest` themselves). */
   onCompiled?: (compiled: Compiled) => void;
+  /** Told after every publish that worked, written or not. */
+  onPublished?: (result: PublishResult) => void;
 }
 
 export class FeedBuilder extends BroadcastFollower {
   readonly #o: FeedBuilderOptions;
+  #feedKeys: Promise<FeedKeys> | undefined;
+  #publisher: FeedPublisher | undefined;
   #term = 0;
   #leadSignal: AbortSignal | undefined;
   #dirty = false;
   #lastCompileAt = Number.NEGATIVE_INFINITY;
   #latest: Compiled | undefined;
+  /** The lease term the latest compile was made under: a new lead publishes only its own. */
+  #compiledTerm = 0;
+  /** A publish is owed: after a compile, on a runtime entry, or after a publish that failed. */
+  #publishOwed = false;
+  #publishProblem: string | undefined;
   #compiles = 0;
+  #publishes = 0;
+  #lastPublish: PublishResult | undefined;
 
   constructor(options: FeedBuilderOptions) {
     super({
@@ -52,12 +78,25 @@ export class FeedBuilder extends BroadcastFollower {
     return this.#latest;
   }
 
+  /**
+   * Why the feed cannot be published, while leading: set by a publish that failed and cleared
+   * by the next that works. Readiness reads it.
+   */
+  get publishProblem(): string | undefined {
+    return this.#o.lease.leading ? this.#publishProblem : undefined;
+  }
+
   override snapshot() {
     return {
       ...super.snapshot(),
       compiles: this.#compiles,
       compiled_at: this.#latest ? new Date(this.#latest.compiledAt).toISOString() : null,
       pending_changes: this.#dirty,
+      publishes: this.#publishes,
+      publish_owed: this.#publishOwed,
+      publish_problem: this.#publishProblem ?? null,
+      head_digest: this.#lastPublish?.headDigest ?? null,
+      sections: this.#latest ? this.#latest.sections.size + 1 : null,
     };
   }
 
@@ -76,16 +115,24 @@ export class FeedBuilder extends BroadcastFollower {
   }
 
   protected override blockMsNow(): number {
+    // An owed publish is retried at the next cycle, not after a whole blocked read.
+    if (this.#publishOwed && this.#canPublish()) return 1;
     if (!this.#dirty) return super.blockMsNow();
     return this.#lastCompileAt + this.#o.compileIntervalMs - Date.now();
   }
 
   protected override async readAll(): Promise<void> {
     await this.#compile();
+    // A full read (new lead, reconcile, gap) also checks every stored section opens to its
+    // digest: a section altered in place is otherwise invisible to the manifest check.
+    await this.#publish(true);
   }
 
-  protected override onEntries(_stream: string, entries: readonly StreamEntry[]): Promise<void> {
-    if (entries.length > 0) this.#dirty = true;
+  protected override onEntries(stream: string, entries: readonly StreamEntry[]): Promise<void> {
+    if (entries.length === 0) return Promise.resolve();
+    // Told apart by stream: every runtime entry asks for the runtime section again.
+    if (stream === this.#o.keys.runtimeStream) this.#publishOwed = true;
+    else this.#dirty = true;
     return Promise.resolve();
   }
 
@@ -94,22 +141,110 @@ export class FeedBuilder extends BroadcastFollower {
     const result = await super.cycle(signal);
     if (this.#dirty && Date.now() - this.#lastCompileAt >= this.#o.compileIntervalMs) {
       await this.#compile();
+      await this.#publish();
+      return true;
+    }
+    if (this.#publishOwed && this.#canPublish()) {
+      await this.#publish();
       return true;
     }
     return result;
+  }
+
+  #keys(): Promise<FeedKeys> {
+    this.#feedKeys ??= deriveFeedKeys(this.#o.internalSecret);
+    return this.#feedKeys;
+  }
+
+  /** Only on a compile of this lead's own term. */
+  #canPublish(): boolean {
+    return this.#latest !== undefined && this.#compiledTerm === this.#o.lease.term &&
+      this.#o.lease.leading;
   }
 
   async #compile(): Promise<void> {
     // Cleared first: a change read while the compile runs asks for the next one.
     this.#dirty = false;
     this.#lastCompileAt = Date.now();
+    const term = this.#o.lease.term;
     try {
-      this.#latest = await compile(this.#o.db);
+      this.#latest = await compile(this.#o.db, {
+        keys: await this.#keys(),
+        defaultStrategy: this.#o.defaultStrategy,
+        logger: this.logger,
+      });
     } catch (error) {
       this.#dirty = true;
       throw error;
     }
+    this.#compiledTerm = term;
     this.#compiles += 1;
+    this.#publishOwed = true;
     this.#o.onCompiled?.(this.#latest);
+  }
+
+  async #publish(verifySections = false): Promise<void> {
+    const compiled = this.#latest;
+    if (!compiled || !this.#canPublish()) return;
+    this.#publishOwed = false;
+    try {
+      const keys = await this.#keys();
+      const runtime = await readRuntimeSection(this.#o.redis, this.#o.keys, compiled);
+      const runtimeJson = JSON.stringify(runtime);
+      const sections = new Map<string, SectionText>(compiled.sections);
+      sections.set(RUNTIME_SECTION, {
+        json: runtimeJson,
+        digest: await sectionDigest(keys, runtimeJson),
+      });
+      this.#publisher ??= new FeedPublisher({
+        redis: this.#o.redis,
+        keys: this.#o.keys,
+        feedKeys: keys,
+        lease: this.#o.lease,
+      });
+      const result = await this.#publisher.publish(sections, compiled.compiledAt, {
+        verifySections,
+      });
+      this.#published(result);
+    } catch (error) {
+      if (error instanceof NotLeaderError) {
+        // The lease is marked lost; the next lead compiles and publishes afresh.
+        this.#publishProblem = undefined;
+        throw error;
+      }
+      this.#publishOwed = true;
+      this.#publishProblem = errorText(error);
+      throw error;
+    }
+  }
+
+  #published(result: PublishResult): void {
+    this.#publishes += 1;
+    this.#lastPublish = result;
+    if (this.#publishProblem !== undefined) {
+      this.logger.info({}, "Feed published again after failures");
+    }
+    this.#publishProblem = undefined;
+    if (result.headWasMissing) {
+      // A first start, a wiped Redis or a switch of release: the builder cannot tell them
+      // apart. The spec asks for a reattribute of every proxy here, owed until Redis takes it;
+      // no reattribute handler exists yet, so it is only logged.
+      // TODO(reattribute): append `key all` to the reattribute job stream once it has a handler.
+      this.logger.warn({ head_digest: result.headDigest }, "Feed head found gone; published whole");
+    } else if (result.rewrittenWhole !== undefined) {
+      this.logger.warn(
+        { reason: result.rewrittenWhole, head_digest: result.headDigest },
+        "Stored feed did not verify; published whole",
+      );
+    }
+    if (result.outcome !== "unchanged") {
+      this.logger.debug({
+        head_digest: result.headDigest,
+        written: result.written.length,
+        removed: result.removed.length,
+        appended: result.outcome === "appended",
+      }, "Feed published");
+    }
+    this.#o.onPublished?.(result);
   }
 }

@@ -83,6 +83,11 @@ export class ControllerLease {
     return { term: this.#term, signal: this.#lead.signal };
   }
 
+  /** The id this process writes into the lease key; fenced writes check the key still holds it. */
+  get holderId(): string {
+    return this.#o.holderId;
+  }
+
   /** Whether the keeper reached Redis on its last try (readiness). */
   get reachable(): boolean {
     return this.#failing === undefined;
@@ -225,13 +230,21 @@ export class ControllerLease {
 
   #extend(sentAt: number): void {
     this.#coverUntil = sentAt + this.#o.ttlMs;
+    this.#armCover();
+  }
+
+  /** Ends the lead when the cover runs out; timers may fire a little early, so it re-arms. */
+  #armCover(): void {
     clearTimeout(this.#coverTimer);
-    const remainingMs = Math.max(0, this.#coverUntil - this.#o.now());
+    const remainingMs = this.#coverUntil - this.#o.now();
     this.#coverTimer = setTimeout(() => {
-      if (this.#state === State.leading && this.#o.now() >= this.#coverUntil) {
+      if (this.#state !== State.leading) return;
+      if (this.#o.now() >= this.#coverUntil) {
         this.#end(State.lapsed, "no refresh worked within the lease's time to live");
+      } else {
+        this.#armCover();
       }
-    }, remainingMs);
+    }, Math.max(1, Math.ceil(remainingMs)));
   }
 
   #end(next: State, reason: string): void {

@@ -154,10 +154,15 @@ export abstract class GroupConsumer extends Loop {
         continue;
       }
       if (this.freeBatches > 0) return;
+      // The listener goes when the wait ends: the loop's signal lives as long as the process,
+      // and a consumer waits for room after every batch that fills it.
+      let onAbort: (() => void) | undefined;
       await new Promise<void>((resolve) => {
         this.#roomFreed = resolve;
-        signal.addEventListener("abort", () => resolve(), { once: true });
+        onAbort = resolve;
+        signal.addEventListener("abort", onAbort, { once: true });
       });
+      signal.removeEventListener("abort", onAbort!);
       this.#roomFreed = undefined;
     }
   }
@@ -246,6 +251,7 @@ export abstract class GroupConsumer extends Loop {
         });
         if (givingUp) this.#dropped += batch.ids.length;
         this.#batchFailures = 0;
+        this.#readPausedUntil = 0;
         this.recordRun(startedAt);
       } catch (error) {
         this.#batchFailures += 1;
@@ -446,7 +452,12 @@ export abstract class BroadcastFollower extends Loop {
       this.requestFullRead("failed read");
       throw error;
     }
-    if (cut.aborted || replies === ABORTED) return UNCOUNTED;
+    if (cut.aborted || replies === ABORTED) {
+      // A blocked read would hold the connection for its whole block time, and the next lead's
+      // full read would queue behind it: drop the connection (ioredis reconnects at once).
+      if (!signal.aborted) reader.disconnect(true);
+      return UNCOUNTED;
+    }
     if (!replies) throw new Error("Pipeline returned nothing");
     const [readError, read] = replies[streams.length];
     if (readError) {

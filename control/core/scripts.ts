@@ -40,7 +40,8 @@ export function scriptSources(): Map<string, ScriptSource> {
 export type ScriptName =
   | "lease_take"
   | "lease_refresh"
-  | "lease_release";
+  | "lease_release"
+  | "feed_publish";
 
 const defined = new WeakSet<Redis>();
 
@@ -52,12 +53,12 @@ function define(redis: Redis): void {
   defined.add(redis);
 }
 
-/** Runs a script by name with its keys and arguments. */
+/** Runs a script by name with its keys and arguments (Buffers pass as binary-safe bytes). */
 export async function runScript(
   redis: Redis,
   name: ScriptName,
   keys: readonly string[],
-  args: readonly (string | number)[],
+  args: readonly (string | number | Buffer)[],
 ): Promise<unknown> {
   define(redis);
   const source = scriptSources().get(name);
@@ -66,7 +67,9 @@ export async function runScript(
     throw new Error(`${name} takes ${source.numberOfKeys} keys, was given ${keys.length}`);
   }
   const command =
-    (redis as unknown as Record<string, (...a: (string | number)[]) => Promise<unknown>>)[name];
+    (redis as unknown as Record<string, (...a: (string | number | Buffer)[]) => Promise<unknown>>)[
+      name
+    ];
   return await command.call(redis, ...keys, ...args);
 }
 
@@ -86,5 +89,28 @@ export function leaseRefreshOutcome(reply: unknown): LeaseRefreshOutcome {
       return "other_holder";
     default:
       throw new Error(`Unexpected lease_refresh reply ${String(reply)}`);
+  }
+}
+
+export const FeedPublishReply = { appended: 1, written: 0, notLeader: -1, stale: -2 } as const;
+/**
+ * `appended`: written, and the head's digest changed so a stream entry woke the gateways;
+ * `written`: written with the head's digest unchanged (a repair); `not_leader`: the lease names
+ * another holder or none, nothing written; `stale`: the head moved since it was read.
+ */
+export type FeedPublishOutcome = "appended" | "written" | "not_leader" | "stale";
+
+export function feedPublishOutcome(reply: unknown): FeedPublishOutcome {
+  switch (Number(reply)) {
+    case FeedPublishReply.appended:
+      return "appended";
+    case FeedPublishReply.written:
+      return "written";
+    case FeedPublishReply.notLeader:
+      return "not_leader";
+    case FeedPublishReply.stale:
+      return "stale";
+    default:
+      throw new Error(`Unexpected feed_publish reply ${String(reply)}`);
   }
 }

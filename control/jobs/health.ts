@@ -5,8 +5,8 @@
  * 2. reads each proxy's soft health (the failures in a row so far);
  * 3. requests the connector's check URL, else our echo endpoint, through each proxy, at most
  *    `health_check_concurrency` at once per worker (one bound shared by every batch);
- * 4. when checks of the echo endpoint failed, makes sure it answers at all: while it is down
- *    those failures are not counted, so an echo outage marks nobody down;
+ * 4. when checks of the echo endpoint failed, makes sure it answered after they failed: while it
+ *    is down those failures are not counted, so an echo outage marks nobody down;
  * 5. writes every counted proxy's soft health with a day's expiry, then the statuses the checks
  *    changed, as compare-and-set from the status loaded, in one transaction with one change
  *    entry (through the proxies service, the one writer of proxy rows).
@@ -35,7 +35,7 @@ import type { Job, WorkBatch } from "./job.ts";
 export const SOFT_HEALTH_TTL_SECONDS = 86_400;
 export const UNHEALTHY_AFTER_FAILURES = 3;
 export const CLOUD_GRACE_MS = 5 * 60_000;
-/** A check through any proxy that got the echo's answer this recently shows it up. */
+/** A direct ask that found the echo down stands this long: an outage is asked about no more. */
 export const ECHO_FRESH_MS = 10_000;
 
 /** Writes status changes as compare-and-set in one transaction; returns how many applied. */
@@ -73,6 +73,8 @@ interface Outcome {
   ok: boolean;
   latencyMs: number;
   usesEcho: boolean;
+  /** When the check ended (the job's clock). */
+  endedAt: number;
   error?: string;
 }
 
@@ -116,6 +118,10 @@ export class HealthCheckJob implements Job {
     return this.#checks;
   }
 
+  #now(): number {
+    return (this.#o.now ?? Date.now)();
+  }
+
   async run(batch: WorkBatch, signal: AbortSignal): Promise<void> {
     const candidates = await this.#load(batch.keys);
     if (candidates.length === 0) return;
@@ -125,9 +131,12 @@ export class HealthCheckJob implements Job {
 
     // A stop cut the probes short: their failures say nothing about the proxies.
     if (signal.aborted) throw signal.reason;
-    const echoFailed = outcomes.some((o) => !o.ok && o.usesEcho);
-    const echoUp = echoFailed ? await this.#echo.isUp() : true;
-    const now = (this.#o.now ?? Date.now)();
+    const echoFailures = outcomes.filter((o) => !o.ok && o.usesEcho);
+    // Only an answer after the last of these failures tells a failing proxy from an echo
+    // outage: one from before could predate the outage.
+    const echoUp = echoFailures.length === 0 ||
+      await this.#echo.isUp(Math.max(...echoFailures.map((o) => o.endedAt)));
+    const now = this.#now();
     const counted = outcomes.filter((o) => o.ok || !o.usesEcho || echoUp);
 
     const changes: StatusChange[] = [];
@@ -241,6 +250,7 @@ export class HealthCheckJob implements Job {
           ok: result.ok,
           latencyMs: result.latencyMs,
           usesEcho,
+          endedAt: this.#now(),
           error: result.ok ? undefined : `HTTP ${result.status}`,
         };
       } catch (error) {
@@ -249,6 +259,7 @@ export class HealthCheckJob implements Job {
           ok: false,
           latencyMs: performance.now() - startedAt,
           usesEcho,
+          endedAt: this.#now(),
           error: errorText(error),
         };
       }
@@ -257,8 +268,13 @@ export class HealthCheckJob implements Job {
 }
 
 /**
- * Tells an echo outage from failing proxies. Any check whose echo answer came back recently
- * shows it up; otherwise the worker asks it directly, at most once every ten seconds.
+ * Tells an echo outage from failing proxies. Failed checks of the echo count only when it
+ * answered after they failed: through any proxy's check, else when the worker asks it directly.
+ * Evidence from before the failures is not enough, since the outage may have begun in between
+ * (with answers ten seconds old taken as proof, the first ten seconds of an outage counted every
+ * failure). A direct ask that found it down stands for ten seconds, so an outage is asked about
+ * at most once every ten seconds; while it answers, a direct ask is made only for failures no
+ * check's answer followed, one at a time.
  */
 export class EchoMonitor {
   readonly #url: URL;
@@ -283,14 +299,18 @@ export class EchoMonitor {
     this.#mark(true);
   }
 
-  async isUp(): Promise<boolean> {
-    const now = this.#now();
-    if (now - this.#lastAnswerAt < ECHO_FRESH_MS) return true;
-    if (now - this.#lastDirectAt < ECHO_FRESH_MS) return this.#lastDirectUp;
-    this.#direct ??= this.#askDirectly().finally(() => {
-      this.#direct = undefined;
-    });
-    return await this.#direct;
+  /** Whether the echo answered at or after `since` (the last failure to judge). */
+  async isUp(since: number): Promise<boolean> {
+    for (;;) {
+      if (this.#lastAnswerAt >= since) return true;
+      if (this.#lastDirectAt >= since) return this.#lastDirectUp;
+      if (!this.#lastDirectUp && this.#now() - this.#lastDirectAt < ECHO_FRESH_MS) return false;
+      // An ask in flight may have begun before `since`: wait for it, then judge again.
+      this.#direct ??= this.#askDirectly().finally(() => {
+        this.#direct = undefined;
+      });
+      await this.#direct;
+    }
   }
 
   async #askDirectly(): Promise<boolean> {

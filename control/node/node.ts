@@ -42,6 +42,7 @@ import {
 } from "./heartbeat.ts";
 import { HttpServer } from "./http-server.ts";
 import { LoopLagMonitor } from "./loop-lag.ts";
+import { callerIp } from "./echo.ts";
 import { probeRoutes } from "./probes.ts";
 
 export interface NodeOptions {
@@ -241,7 +242,9 @@ export class Node {
       if (!this.runtimes.some((runtime) => runtime instanceof ApiRuntime)) {
         // Controllers and workers still answer the probes on the API port.
         this.#probeServer = new HttpServer({
-          app: probeRoutes({ process: this.process, readiness: () => this.readiness() }),
+          app: probeRoutes({ process: this.process, readiness: () => this.readiness() })
+            // So a worker's default echo URL (its own port) answers its health checks.
+            .get("/echo", (c) => c.json({ ip: callerIp(c) })),
           host: this.settings.apiHost,
           port: this.settings.apiPort,
         });

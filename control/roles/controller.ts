@@ -53,6 +53,8 @@ export class ControllerRuntime extends BaseRuntime {
       logger,
       compileIntervalMs: settings.feedCompileIntervalMs,
       reconcileIntervalMs: settings.reconcileIntervalMs,
+      internalSecret: settings.internalSecret,
+      defaultStrategy: settings.defaultStrategy,
     });
     const producers: JobProducer[] = [];
     for (const kind of HANDLED_KINDS) {
@@ -88,8 +90,14 @@ export class ControllerRuntime extends BaseRuntime {
   }
 
   override readiness(): string | undefined {
+    // publishProblem is set only while leading: a standby publishes nothing and stays ready.
+    const problem = this.feedBuilder.publishProblem;
     return super.readiness() ??
-      (this.lease.reachable ? undefined : "controller: lease unreachable");
+      (!this.lease.reachable
+        ? "controller: lease unreachable"
+        : problem === undefined
+        ? undefined
+        : `controller: feed cannot be published: ${problem}`);
   }
 
   protected override details(): Record<string, unknown> {

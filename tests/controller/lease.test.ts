@@ -68,7 +68,8 @@ describe("controller lease", () => {
     const killedAt = performance.now();
     a.redis.disconnect();
     await waitUntil(() => b.lease.leading, { what: "b to lead", timeoutMs: 3000 });
-    expect(performance.now() - killedAt).toBeLessThan(1000 + 100 + 500);
+    // TTL plus a poll, with room for a loaded machine's scheduling.
+    expect(performance.now() - killedAt).toBeLessThan(1000 + 100 + 1500);
     // The dead holder's cover ran out on its own clock, so it no longer believes it leads.
     await waitUntil(() => !a.lease.leading, { what: "a's cover to run out" });
   });

@@ -6,7 +6,7 @@ import postgres from "postgres";
 import { afterAll, describe, expect, it } from "vitest";
 import { loadMigrations, migrate, MIGRATION_LOCK_KEY, MIGRATIONS_TABLE } from "../../db/migrate.ts";
 import { createTestDatabase, type TestDatabase, testPrefix, waitUntil } from "../support/stores.ts";
-import { killAll, spawnScript, startControl } from "./processes.ts";
+import { killAll, spawnScript, startControl } from "../support/processes.ts";
 
 const databases: TestDatabase[] = [];
 

@@ -16,7 +16,7 @@ import {
   testPrefix,
   waitUntil,
 } from "../support/stores.ts";
-import { killAll, readyStatus, startControl, waitForReady } from "./processes.ts";
+import { killAll, readyStatus, startControl, waitForReady } from "../support/processes.ts";
 
 let database: TestDatabase;
 let redis: LocalRedis;

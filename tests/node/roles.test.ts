@@ -15,7 +15,7 @@ import {
   testPrefix,
   waitUntil,
 } from "../support/stores.ts";
-import { killAll, startControl, waitForReady } from "./processes.ts";
+import { killAll, startControl, waitForReady } from "../support/processes.ts";
 
 let database: TestDatabase;
 let redis: Redis;

@@ -3,7 +3,7 @@
  * code 2 and one line on standard error naming the variable.
  */
 import { afterAll, describe, expect, it } from "vitest";
-import { controlEnv, killAll, spawnScript } from "./processes.ts";
+import { controlEnv, killAll, spawnScript } from "../support/processes.ts";
 
 afterAll(killAll);
 

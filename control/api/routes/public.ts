@@ -1,17 +1,6 @@
 /** Public routes outside the admin API proper: the echo and the placeholder home page. */
-import { getConnInfo } from "@hono/node-server/conninfo";
-import type { Context } from "hono";
-import { type AppEnv, nodeBindings } from "../context.ts";
+import { callerIp } from "../../node/echo.ts";
 import { defineRoute, type Route } from "../registry.ts";
-
-/** The address of the socket the request came in on; forwarding headers are not believed. */
-function callerIp(c: Context<AppEnv>): string | null {
-  // Without a Node socket (a test's app.request) there is no caller address to tell.
-  if (!nodeBindings(c)?.incoming) return null;
-  const address = getConnInfo(c).remote.address ?? null;
-  // An IPv4 client of a dual-stack listener shows as ::ffff:a.b.c.d.
-  return address?.startsWith("::ffff:") && address.includes(".") ? address.slice(7) : address;
-}
 
 const HOME_PAGE = `<!doctype html>
 <html lang="en">

@@ -5,7 +5,7 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { fileURLToPath } from "node:url";
 import { findFreePort } from "../../scripts/local-stores.ts";
-import { TEST_REDIS_URL, testSecrets, waitUntil } from "../support/stores.ts";
+import { TEST_REDIS_URL, testSecrets, waitUntil } from "./stores.ts";
 
 export const ROOT = fileURLToPath(new URL("../..", import.meta.url));
 

@@ -1,0 +1,371 @@
+/**
+ * A cluster of real control processes for one e2e test file: its own database (each process
+ * migrates it at start, through the migration lock), its own Redis key prefix, one set of
+ * secrets, and fast test settings. Tests drive the api over HTTP as an admin would and read
+ * Postgres and Redis through connections of their own.
+ */
+import { randomBytes } from "node:crypto";
+import postgres from "postgres";
+import { Redis } from "ioredis";
+import { redisKeys, WORKERS_GROUP } from "../../shared/redis-keys.ts";
+import { type ControlProcess, killAll, startControl } from "../../tests/support/processes.ts";
+import {
+  createTestDatabase,
+  deletePrefix,
+  TEST_REDIS_URL,
+  type TestDatabase,
+  testPrefix,
+  testSecrets,
+  waitUntil,
+} from "../../tests/support/stores.ts";
+
+/**
+ * Production loops, faster: checks every second that give up after 2 s, a lease that a standby
+ * takes within 0.2 s of its release and 3 s of its holder's death, claims after 1.5 s.
+ */
+export const FAST_SETTINGS: Readonly<Record<string, string>> = {
+  OCTOPROX_HEARTBEAT_INTERVAL: "0.2",
+  OCTOPROX_HEALTH_CHECK_INTERVAL: "1",
+  OCTOPROX_HEALTH_CHECK_TIMEOUT: "2",
+  OCTOPROX_HEALTH_CHECK_CONCURRENCY: "20",
+  OCTOPROX_CONTROLLER_LEASE_TTL: "3",
+  OCTOPROX_CONTROLLER_LEASE_REFRESH: "0.2",
+  OCTOPROX_CONTROLLER_LEASE_POLL: "0.2",
+  OCTOPROX_CLAIM_TIMEOUT: "1.5",
+  OCTOPROX_RECLAIM_INTERVAL: "0.3",
+  OCTOPROX_FEED_COMPILE_INTERVAL: "0.1",
+  OCTOPROX_INDEX_HYGIENE_INTERVAL: "1",
+  OCTOPROX_STOP_GRACE: "1",
+  OCTOPROX_LOG_LEVEL: "info",
+};
+
+export const ADMIN_USERNAME = "admin";
+
+export interface LogLine {
+  level: string;
+  msg: string;
+  [field: string]: unknown;
+}
+
+/** A control process of the cluster, with what the test needs to reach and judge it. */
+export interface Member extends ControlProcess {
+  role: string;
+  instance: string;
+  /** The JSON log lines so far. */
+  logs(): LogLine[];
+  /** Stops it; the cluster no longer counts its exit as a failure. */
+  stop(signal?: NodeJS.Signals, timeoutMs?: number): ReturnType<ControlProcess["stop"]>;
+}
+
+export interface ApiAnswer {
+  status: number;
+  // deno-lint-ignore no-explicit-any -- tests read answer fields freely; a wrong one fails.
+  body: any;
+}
+
+export interface ProxyRow {
+  status: string;
+  status_changed_at: Date;
+}
+
+export interface ClusterOptions {
+  /** Another Redis (a private server a test may wipe or stop); the test bed's otherwise. */
+  redisUrl?: string;
+  /** Settings every process of the cluster gets, over FAST_SETTINGS. */
+  env?: Record<string, string>;
+}
+
+export class Cluster {
+  readonly prefix = testPrefix();
+  readonly keys = redisKeys(this.prefix);
+  readonly redisUrl: string;
+  /** The test's own Redis connection. */
+  readonly redis: Redis;
+  readonly members: Member[] = [];
+  readonly #database: TestDatabase;
+  readonly #sql: postgres.Sql;
+  readonly #env: Record<string, string>;
+  readonly #secrets = testSecrets();
+  readonly #adminPassword = `pw-${randomBytes(8).toString("hex")}`;
+  readonly #stopped = new Set<Member>();
+  #token: string | undefined;
+  #api: Member | undefined;
+
+  private constructor(database: TestDatabase, options: ClusterOptions) {
+    this.#database = database;
+    this.redisUrl = options.redisUrl ?? TEST_REDIS_URL;
+    this.redis = new Redis(this.redisUrl, { maxRetriesPerRequest: 1 });
+    // A private Redis a test stops must not crash the test process with an unhandled error.
+    this.redis.on("error", () => {});
+    this.#sql = postgres(database.url, { max: 2, onnotice: () => {} });
+    this.#env = { ...FAST_SETTINGS, ...options.env };
+  }
+
+  static async create(options: ClusterOptions = {}): Promise<Cluster> {
+    return new Cluster(await createTestDatabase(), options);
+  }
+
+  /** The api process (the first started with role api or all). */
+  get api(): Member {
+    if (!this.#api) throw new Error("The cluster has no api process");
+    return this.#api;
+  }
+
+  /**
+   * Starts a process of `role` and waits until it is ready. `env` adds to the cluster's
+   * settings for this process alone.
+   */
+  async start(
+    role: string,
+    options: { instance?: string; env?: Record<string, string>; ready?: boolean } = {},
+  ): Promise<Member> {
+    const instance = options.instance ??
+      `e2e-${role}-${randomBytes(3).toString("hex")}`;
+    const control = await startControl({
+      databaseUrl: this.#database.url,
+      redisUrl: this.redisUrl,
+      prefix: this.prefix,
+      role,
+      instance,
+      extra: {
+        OCTOPROX_INTERNAL_SECRET: this.#secrets.internal,
+        OCTOPROX_JWT_SECRET: this.#secrets.jwt,
+        OCTOPROX_ADMIN_USERNAME: ADMIN_USERNAME,
+        OCTOPROX_ADMIN_PASSWORD: this.#adminPassword,
+        ...this.#env,
+        ...options.env,
+      },
+    });
+    const stop = control.stop;
+    const member: Member = {
+      ...control,
+      role,
+      instance,
+      logs: () => parseLogs(control.stdout),
+      stop: (signal, timeoutMs) => {
+        this.#stopped.add(member);
+        return stop(signal, timeoutMs);
+      },
+    };
+    this.members.push(member);
+    if ((role === "api" || role === "all") && !this.#api) this.#api = member;
+    if (options.ready !== false) await this.waitForReady(member);
+    return member;
+  }
+
+  async waitForReady(member: Member, timeoutMs = 30_000): Promise<void> {
+    await this.until(async () => {
+      try {
+        const response = await fetch(`${member.url}/ready`, { signal: AbortSignal.timeout(2000) });
+        await response.body?.cancel();
+        return response.status === 200;
+      } catch {
+        return false;
+      }
+    }, { timeoutMs, intervalMs: 50, what: `${member.instance} to be ready` });
+  }
+
+  /**
+   * Waits for a condition with a deadline; fails at once, with its output, when a process the
+   * test did not stop exits meanwhile.
+   */
+  async until<T>(
+    check: () => T | Promise<T>,
+    options: { timeoutMs?: number; intervalMs?: number; what?: string } = {},
+  ): Promise<NonNullable<T>> {
+    let cancelled = false;
+    const died = new Promise<never>((_, reject) => {
+      for (const member of this.members.filter((m) => !this.#stopped.has(m))) {
+        void member.exited.then((exit) => {
+          if (cancelled || this.#stopped.has(member)) return;
+          reject(
+            new Error(
+              `${member.instance} exited (${exit.code ?? exit.signal}) before ${
+                options.what ?? "the condition"
+              }:\n${member.stderr.join("\n")}\n${member.stdout.slice(-30).join("\n")}`,
+            ),
+          );
+        });
+      }
+    });
+    try {
+      return await Promise.race([waitUntil(check, { intervalMs: 25, ...options }), died]);
+    } finally {
+      cancelled = true;
+    }
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // The admin API, as a user drives it.
+
+  async request(method: string, path: string, body?: unknown): Promise<ApiAnswer> {
+    this.#token ??= await this.#login();
+    return await this.#fetch(method, path, body, this.#token);
+  }
+
+  async #login(): Promise<string> {
+    const answer = await this.#fetch("POST", "/api/v1/auth/login", {
+      username: ADMIN_USERNAME,
+      password: this.#adminPassword,
+    });
+    if (answer.status !== 200) throw new Error(`Admin login failed: ${JSON.stringify(answer)}`);
+    return answer.body.access_token as string;
+  }
+
+  async #fetch(method: string, path: string, body: unknown, token?: string): Promise<ApiAnswer> {
+    const headers: Record<string, string> = {};
+    if (token) headers.authorization = `Bearer ${token}`;
+    if (body !== undefined) headers["content-type"] = "application/json";
+    const response = await fetch(`${this.api.url}${path}`, {
+      method,
+      headers,
+      body: body === undefined ? undefined : JSON.stringify(body),
+      signal: AbortSignal.timeout(10_000),
+    });
+    const text = await response.text();
+    let parsed: unknown = text;
+    try {
+      parsed = JSON.parse(text);
+    } catch {
+      // Not JSON: keep the text.
+    }
+    return { status: response.status, body: parsed };
+  }
+
+  /** A project with one static connector; `checkUrl` is the connector's healthcheck_url. */
+  async createConnector(
+    checkUrl: string | null = null,
+  ): Promise<{ projectId: string; connectorId: string }> {
+    const name = `p${randomBytes(4).toString("hex")}`;
+    const project = await this.request("POST", "/api/v1/projects", { name, username: name });
+    if (project.status !== 201) throw new Error(`Project not created: ${JSON.stringify(project)}`);
+    const connector = await this.request("POST", `/api/v1/projects/${project.body.id}/connectors`, {
+      name: "static",
+      kind: "static",
+      healthcheck_url: checkUrl,
+    });
+    if (connector.status !== 201) {
+      throw new Error(`Connector not created: ${JSON.stringify(connector)}`);
+    }
+    return { projectId: project.body.id, connectorId: connector.body.id };
+  }
+
+  /** Adds a proxy through the API; answers its id. */
+  async addProxy(connector: { projectId: string; connectorId: string }, url: string) {
+    const answer = await this.request("POST", `/api/v1/projects/${connector.projectId}/proxies`, {
+      connector_id: connector.connectorId,
+      url,
+    });
+    if (answer.status !== 201) throw new Error(`Proxy not added: ${JSON.stringify(answer)}`);
+    return answer.body.id as string;
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // The stores, read directly.
+
+  async proxyRow(id: string): Promise<ProxyRow> {
+    const [row] = await this.#sql<ProxyRow[]>`
+      select status, status_changed_at from proxies where id = ${id}`;
+    if (!row) throw new Error(`No proxy ${id}`);
+    return row;
+  }
+
+  async status(id: string): Promise<string> {
+    return (await this.proxyRow(id)).status;
+  }
+
+  /** The proxy's soft health, or undefined when it has none. */
+  async softHealth(id: string): Promise<Record<string, string> | undefined> {
+    const hash = await this.redis.hgetall(this.keys.proxyHealth(id));
+    return Object.keys(hash).length === 0 ? undefined : hash;
+  }
+
+  /** Change entries after `afterId` (`-` for all). */
+  async changes(afterId = "-"): Promise<{ id: string; kind: string; ref: string }[]> {
+    const start = afterId === "-" ? "-" : `(${afterId}`;
+    const entries = await this.redis.xrange(this.keys.changesStream, start, "+");
+    return entries.map(([id, fields]) => {
+      const record: Record<string, string> = {};
+      for (let i = 0; i + 1 < fields.length; i += 2) record[fields[i]] = fields[i + 1];
+      return { id, kind: record.kind, ref: record.ref };
+    });
+  }
+
+  /** The newest change entry's id, `0-0` when there is none. */
+  async lastChangeId(): Promise<string> {
+    const [last] = await this.redis.xrevrange(this.keys.changesStream, "+", "-", "COUNT", 1);
+    return last?.[0] ?? "0-0";
+  }
+
+  /** How many entries a stream was ever given (Redis 7's XINFO STREAM entries-added). */
+  async entriesAdded(stream: string): Promise<number> {
+    try {
+      const info = (await this.redis.xinfo("STREAM", stream)) as unknown[];
+      const index = info.indexOf("entries-added");
+      return Number(info[index + 1]);
+    } catch {
+      return 0; // no stream yet
+    }
+  }
+
+  /** A stream's pending entries: [id, consumer, idle ms, deliveries]. */
+  async pending(stream: string): Promise<{ id: string; consumer: string; deliveries: number }[]> {
+    try {
+      const rows = (await this.redis.xpending(stream, WORKERS_GROUP, "-", "+", 100)) as [
+        string,
+        string,
+        number,
+        number,
+      ][];
+      return rows.map(([id, consumer, , deliveries]) => ({ id, consumer, deliveries }));
+    } catch {
+      return [];
+    }
+  }
+
+  /** A process's last heartbeat snapshot, from Redis. */
+  async snapshot(member: Member): Promise<Record<string, unknown> | undefined> {
+    const text = await this.redis.get(this.keys.instanceSnapshot(member.instance));
+    return text === null ? undefined : JSON.parse(text) as Record<string, unknown>;
+  }
+
+  /** The holder id in the lease key, or null. */
+  leaseHolder(): Promise<string | null> {
+    return this.redis.get(this.keys.controllerLease);
+  }
+
+  /** Prints each process's last output: called when a test failed. */
+  dump(): void {
+    for (const member of this.members) {
+      console.error(
+        `--- ${member.instance} (${member.role}) stderr:\n${member.stderr.slice(-20).join("\n")}` +
+          `\n--- stdout:\n${member.stdout.slice(-60).join("\n")}`,
+      );
+    }
+  }
+
+  /** Stops every process (SIGKILL for any a test left), then drops the database and keys. */
+  async close(): Promise<void> {
+    await Promise.all(
+      this.members.filter((m) => m.alive()).map((m) => m.stop("SIGTERM", 5_000)),
+    );
+    await killAll();
+    this.redis.disconnect();
+    await this.#sql.end({ timeout: 2 });
+    await deletePrefix(this.redisUrl, this.prefix).catch(() => {});
+    await this.#database.drop();
+  }
+}
+
+function parseLogs(stdout: readonly string[]): LogLine[] {
+  const lines: LogLine[] = [];
+  for (const text of stdout) {
+    if (!text.startsWith("{")) continue;
+    try {
+      lines.push(JSON.parse(text) as LogLine);
+    } catch {
+      // A partial line: skipped.
+    }
+  }
+  return lines;
+}

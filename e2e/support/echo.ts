@@ -1,0 +1,49 @@
+/**
+ * An echo endpoint the test controls, in place of the api's /echo: `GET /echo` answers
+ * `{"ip": ...}` while up, and 500 while `down` (an outage the workers must tell apart from
+ * failing proxies). Counts the requests it got, through proxies or directly.
+ */
+import http from "node:http";
+import type net from "node:net";
+import { plainAddress } from "./origin.ts";
+
+export interface Echo {
+  readonly url: string;
+  /** Requests answered so far, by the address they came from. */
+  readonly requests: ReadonlyMap<string, number>;
+  setUp(up: boolean): void;
+  close(): Promise<void>;
+}
+
+export async function startEcho(): Promise<Echo> {
+  let up = true;
+  const requests = new Map<string, number>();
+  const server = http.createServer((request, response) => {
+    const ip = plainAddress(request.socket.remoteAddress);
+    requests.set(ip, (requests.get(ip) ?? 0) + 1);
+    const body = JSON.stringify(up ? { ip } : { error: "echo down" });
+    response.writeHead(up ? 200 : 500, {
+      "content-type": "application/json",
+      "content-length": Buffer.byteLength(body),
+    });
+    response.end(body);
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(0, "127.0.0.1", () => resolve());
+  });
+  const { port } = server.address() as net.AddressInfo;
+  return {
+    url: `http://127.0.0.1:${port}/echo`,
+    requests,
+    setUp(next: boolean) {
+      up = next;
+    },
+    close() {
+      return new Promise<void>((resolve) => {
+        server.close(() => resolve());
+        server.closeAllConnections();
+      });
+    },
+  };
+}

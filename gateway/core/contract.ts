@@ -1,0 +1,134 @@
+/**
+ * The contract between the gateway's socket layer (listeners, relays, upstream dialing; Deno)
+ * and its routing core (snapshot, router, dispatch; runtime-neutral, covered under Node too).
+ * The socket layer asks the router who the client is and which upstream to use for one
+ * attempt, and reports how the attempt went; it knows nothing of projects or strategies.
+ */
+import type { ProxyScheme } from "../../shared/roles.ts";
+
+/** The options a client put in its username: `<user>[-cc-..][-st-..][-city-..][-sessid-..][-sesstime-..]`. */
+export interface UsernameOptions {
+  /** The project username, without options. */
+  user: string;
+  /** ISO 3166-1 alpha-2, upper case (`uk` already read as `GB`). */
+  country?: string;
+  /** The subdivision part of ISO 3166-2, upper case. */
+  state?: string;
+  /** A slug: ASCII lower case, `_` between words. */
+  city?: string;
+  sessionId?: string;
+  /** Minutes a sticky session lives after its last request (`-sesstime-`). */
+  sessionMinutes?: number;
+}
+
+/** Who a request is for, once authenticated. */
+export interface Client {
+  projectId: string;
+  options: UsernameOptions;
+}
+
+/**
+ * Why a request was not served, in the gateway's own words. `status` is the HTTP answer (the
+ * SOCKS listener maps it to a reply code); `proxyStatus` the RFC 9209 error token for the
+ * `Proxy-Status` header; `reason` a short plain-text sentence for the body (no secrets).
+ */
+export interface Refusal {
+  status: 400 | 403 | 407 | 429 | 431 | 502 | 503 | 504 | 509;
+  proxyStatus: string;
+  reason: string;
+  /** Why, as metering counts rejections (absent for answers that are no routing decision). */
+  rejection?: RejectionReason;
+}
+
+/** The rejection reasons metering counts (`request_rejected`), stable names. */
+export const RejectionReason = {
+  invalidLocation: "invalid_location",
+  unauthenticated: "unauthenticated",
+  destinationProhibited: "destination_prohibited",
+  noProxyAvailable: "no_proxy_available",
+  allProxiesDown: "all_proxies_down",
+  allProxiesQuarantined: "all_proxies_quarantined",
+  allProxiesBusy: "all_proxies_busy",
+  allProxiesTried: "all_proxies_tried",
+  trafficLimitExceeded: "traffic_limit_exceeded",
+  notReady: "not_ready",
+} as const;
+export type RejectionReason = (typeof RejectionReason)[keyof typeof RejectionReason];
+
+/** Tells the two answers of `Router.acquire` apart. */
+export function isRefusal(result: Allocation | Refusal): result is Refusal {
+  return (result as Partial<Refusal>).status !== undefined;
+}
+
+export type AuthResult = { ok: true; client: Client } | { ok: false; refusal: Refusal };
+
+export interface Target {
+  /** A host name (passed to the upstream unresolved) or an IP literal (IPv6 without brackets). */
+  host: string;
+  port: number;
+}
+
+/** The upstream proxy one attempt goes through: everything the dialer needs, nothing more. */
+export interface UpstreamChoice {
+  proxyId: string;
+  connectorId: string;
+  scheme: ProxyScheme;
+  host: string;
+  port: number;
+  username: string | null;
+  password: string | null;
+}
+
+/** The phase an attempt failed in, as the error catalogue names them. */
+export const FailurePhase = {
+  connect: "connect",
+  refused: "refused",
+  handshake: "handshake",
+  firstByte: "first_byte",
+  idle: "idle",
+  client: "client",
+} as const;
+export type FailurePhase = (typeof FailurePhase)[keyof typeof FailurePhase];
+
+export interface Outcome {
+  ok: boolean;
+  phase?: FailurePhase;
+  /** Connect-to-first-byte (or tunnel established) latency, for the strategies' outcomes. */
+  latencyMs?: number;
+}
+
+/**
+ * One reserved slot on one proxy (seed 001's Acquire/Commit/Release). `commit` turns the
+ * reservation into an active transfer exactly once (when the upstream answered); `release`
+ * ends it, committed or not. A second release does nothing but is counted as an error.
+ */
+export interface Allocation {
+  readonly upstream: UpstreamChoice;
+  commit(): void;
+  release(outcome: Outcome): void;
+}
+
+export interface Router {
+  /** False until the first feed is applied: the proxy listener stays closed meanwhile. */
+  readonly ready: boolean;
+  /** Checks `Proxy-Authorization` (Basic) and the username's options. */
+  authenticate(proxyAuthorization: string | null): Promise<AuthResult>;
+  /**
+   * Chooses the upstream for one attempt among eligible proxies, excluding those already tried
+   * for this request, and reserves a slot on it. Never waits on Postgres.
+   */
+  acquire(
+    client: Client,
+    target: Target,
+    exclude: ReadonlySet<string>,
+  ): Promise<Allocation | Refusal>;
+}
+
+/**
+ * Refuses destinations a proxy must never reach for a client (loopback, private, link-local,
+ * cloud metadata), by literal address and by the addresses a name resolves to, unless a CIDR
+ * of OCTOPROX_DESTINATION_ALLOW_CIDRS covers them.
+ */
+export interface DestinationGuard {
+  check(target: Target): Promise<Refusal | undefined>;
+}

@@ -1,0 +1,390 @@
+/**
+ * Dispatch: seed 001's Acquire/Commit/Release on per-proxy counts this gateway keeps.
+ *
+ * Every proxy in the snapshot has a slot, a small integer that indexes its counts in one
+ * `Int32Array`: `occupancy` (reserved + active, the one word the concurrency limit is checked
+ * and reserved on, so the check and the reservation are one compare-and-swap), `reserved`,
+ * `active`, and the outcomes the strategies of the next issue read (`ok`, `failed`, summed
+ * connect latency). Connectors have slots of their own with their transfers in flight.
+ *
+ * The arrays sit on a growable `SharedArrayBuffer` where the runtime has one, and every update is
+ * an `Atomics` operation, so isolates of one process can share exact counts. A slot is never given
+ * to another proxy in the life of the process: an allocation still out on a proxy that left the
+ * snapshot releases into the slot it took, and a proxy that leaves is forgotten (its id no longer
+ * maps to the slot) only once its counts are zero. The arrays grow by doubling; 100,000 proxies
+ * take 3.2 MB, and churn of a million proxies over a process's life 32 MB, which is why reusing
+ * slots (an epoch per slot) is left until short-lived pools need it.
+ */
+import type { Allocation, FailurePhase, Outcome, UpstreamChoice } from "./contract.ts";
+
+/** Field offsets inside a proxy's stride. */
+export const ProxyField = {
+  occupancy: 0,
+  reserved: 1,
+  active: 2,
+  ok: 3,
+  failed: 4,
+  /** Wraps as an unsigned 32-bit sum: readers take differences, which survive the wrap. */
+  latencyMsSum: 5,
+} as const;
+export const PROXY_STRIDE = 8;
+
+/** Misuse the invariants make harmless, counted so a bug shows in /metrics. */
+export const DispatchErrorKind = {
+  doubleRelease: 0,
+  doubleCommit: 1,
+  commitAfterRelease: 2,
+  /** A reservation lost its compare-and-swap race at the limit (not misuse; contention). */
+  reserveConflict: 3,
+} as const;
+export type DispatchErrorKind = (typeof DispatchErrorKind)[keyof typeof DispatchErrorKind];
+const ERROR_KINDS = 4;
+
+/** What strategies may read of the counts (never write). */
+export interface DispatchReader {
+  /** Reserved plus active transfers through the proxy on this gateway. */
+  inFlight(proxySlot: number): number;
+  reserved(proxySlot: number): number;
+  active(proxySlot: number): number;
+  okCount(proxySlot: number): number;
+  failedCount(proxySlot: number): number;
+  /** Unsigned 32-bit running sum of connect latency (ms) of successful outcomes. */
+  latencyMsSum(proxySlot: number): number;
+  connectorInFlight(connectorSlot: number): number;
+}
+
+// ---------------------------------------------------------------------------------------------
+
+interface GrowableSab extends SharedArrayBuffer {
+  grow(newByteLength: number): void;
+  readonly maxByteLength: number;
+}
+type GrowableSabConstructor = new (
+  byteLength: number,
+  options: { maxByteLength: number },
+) => GrowableSab;
+
+const CAN_SHARE = typeof SharedArrayBuffer === "function";
+const CAN_GROW_SHARED = CAN_SHARE && "grow" in SharedArrayBuffer.prototype;
+/** Address space reserved up front for a growable buffer (committed only as it grows). */
+const MAX_SHARED_BYTES = 1 << 28;
+
+/** An `Int32Array` that grows by doubling, shared and grown in place when the runtime can. */
+class CounterArray {
+  buffer: ArrayBufferLike;
+  /** A fixed-length view: length-tracking views over a growable buffer are slower to index. */
+  view: Int32Array;
+  private length: number;
+
+  constructor(initialLength: number) {
+    this.length = initialLength;
+    this.buffer = CounterArray.allocate(initialLength * 4);
+    this.view = new Int32Array(this.buffer, 0, initialLength);
+  }
+
+  get shared(): boolean {
+    return CAN_SHARE && this.buffer instanceof SharedArrayBuffer;
+  }
+
+  /** Makes room for index `length - 1`, keeping every count. */
+  ensure(length: number): void {
+    if (length <= this.length) return;
+    let next = Math.max(this.length, 16);
+    while (next < length) next *= 2;
+    const bytes = next * 4;
+    const buffer = this.buffer as Partial<GrowableSab>;
+    if (
+      typeof buffer.grow === "function" && buffer.maxByteLength !== undefined &&
+      bytes <= buffer.maxByteLength
+    ) {
+      buffer.grow(bytes);
+      this.view = new Int32Array(this.buffer, 0, next);
+    } else {
+      // No room to grow in place: copy (exact within one isolate; sharing isolates must re-map).
+      const copy = CounterArray.allocate(bytes);
+      const view = new Int32Array(copy, 0, next);
+      view.set(this.view);
+      this.buffer = copy;
+      this.view = view;
+    }
+    this.length = next;
+  }
+
+  private static allocate(bytes: number): ArrayBufferLike {
+    if (CAN_GROW_SHARED && bytes <= MAX_SHARED_BYTES) {
+      const Growable = SharedArrayBuffer as unknown as GrowableSabConstructor;
+      const buffer = new Growable(bytes, { maxByteLength: MAX_SHARED_BYTES });
+      if (buffer.maxByteLength === MAX_SHARED_BYTES) return buffer;
+    }
+    return CAN_SHARE ? new SharedArrayBuffer(bytes) : new ArrayBuffer(bytes);
+  }
+}
+
+/** Stable ids to slots; never reused, forgotten only when idle. */
+export class SlotTable {
+  private readonly slotOf = new Map<string, number>();
+  private readonly leaving = new Map<string, number>();
+  private next = 0;
+  private readonly onGrow: (slots: number) => void;
+  /** The build each slot was last assigned in, so a build finds the rows that left by slot. */
+  private seen = new Int32Array(16);
+  private build = 0;
+
+  constructor(onGrow: (slots: number) => void) {
+    this.onGrow = onGrow;
+  }
+
+  get size(): number {
+    return this.next;
+  }
+
+  /** Starts a snapshot build: `assignedThisBuild` answers for this one from now on. */
+  beginBuild(): void {
+    this.build++;
+  }
+
+  /** The id's slot, kept for as long as the id is in the snapshot (and after, while busy). */
+  assign(id: string): number {
+    let slot = this.slotOf.get(id);
+    if (slot === undefined) {
+      slot = this.next++;
+      this.slotOf.set(id, slot);
+      this.onGrow(this.next);
+      if (slot >= this.seen.length) {
+        const seen = new Int32Array(this.seen.length * 2);
+        seen.set(this.seen);
+        this.seen = seen;
+      }
+    } else if (this.leaving.size !== 0) {
+      this.leaving.delete(id);
+    }
+    this.seen[slot] = this.build;
+    return slot;
+  }
+
+  assignedThisBuild(slot: number): boolean {
+    return this.seen[slot] === this.build;
+  }
+
+  get(id: string): number | undefined {
+    return this.slotOf.get(id);
+  }
+
+  /** The id left the snapshot: forget it once `idle(slot)` says so. */
+  retire(id: string): void {
+    const slot = this.slotOf.get(id);
+    if (slot !== undefined) this.leaving.set(id, slot);
+  }
+
+  /** Forgets the leaving ids whose slot is idle; returns how many are still busy. */
+  sweep(idle: (slot: number) => boolean): number {
+    for (const [id, slot] of this.leaving) {
+      if (idle(slot)) {
+        this.leaving.delete(id);
+        if (this.slotOf.get(id) === slot) this.slotOf.delete(id);
+      }
+    }
+    return this.leaving.size;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+
+const LeaseState = { reserved: 0, active: 1, released: 2 } as const;
+type LeaseState = (typeof LeaseState)[keyof typeof LeaseState];
+
+export interface DispatchOptions {
+  /** Proxy slots to make room for at once (the first snapshot grows it anyway). */
+  initialProxySlots?: number;
+}
+
+export class Dispatch implements DispatchReader {
+  private readonly proxyCounts: CounterArray;
+  private readonly connectorCounts: CounterArray;
+  private readonly errorCounts: CounterArray;
+  readonly proxySlots: SlotTable;
+  readonly connectorSlots: SlotTable;
+
+  constructor(options: DispatchOptions = {}) {
+    this.proxyCounts = new CounterArray(
+      Math.max(16, options.initialProxySlots ?? 0) * PROXY_STRIDE,
+    );
+    this.connectorCounts = new CounterArray(16);
+    this.errorCounts = new CounterArray(ERROR_KINDS);
+    this.proxySlots = new SlotTable((n) => this.proxyCounts.ensure(n * PROXY_STRIDE));
+    this.connectorSlots = new SlotTable((n) => this.connectorCounts.ensure(n));
+  }
+
+  /** Whether the counts sit on a SharedArrayBuffer (so isolates can share them). */
+  get shared(): boolean {
+    return this.proxyCounts.shared;
+  }
+
+  /** The buffers, for an isolate that shares the counts (issue 5). */
+  get buffers(): {
+    proxies: ArrayBufferLike;
+    connectors: ArrayBufferLike;
+    errors: ArrayBufferLike;
+  } {
+    return {
+      proxies: this.proxyCounts.buffer,
+      connectors: this.connectorCounts.buffer,
+      errors: this.errorCounts.buffer,
+    };
+  }
+
+  /** Forgets proxies that left the snapshot and have nothing in flight; returns those still busy. */
+  sweep(): number {
+    return this.proxySlots.sweep((slot) => this.inFlight(slot) === 0);
+  }
+
+  /**
+   * Acquire: reserves one transfer on the proxy unless `limit` (> 0) transfers are already
+   * reserved or active there; undefined when it is full.
+   */
+  acquire(
+    upstream: UpstreamChoice,
+    proxySlot: number,
+    connectorSlot: number,
+    limit: number,
+  ): Lease | undefined {
+    const counts = this.proxyCounts.view;
+    const base = proxySlot * PROXY_STRIDE;
+    if (limit > 0) {
+      for (;;) {
+        const occupancy = Atomics.load(counts, base);
+        if (occupancy >= limit) return undefined;
+        if (Atomics.compareExchange(counts, base, occupancy, occupancy + 1) === occupancy) break;
+        Atomics.add(this.errorCounts.view, DispatchErrorKind.reserveConflict, 1);
+      }
+    } else {
+      Atomics.add(counts, base, 1);
+    }
+    Atomics.add(counts, base + ProxyField.reserved, 1);
+    Atomics.add(this.connectorCounts.view, connectorSlot, 1);
+    return new Lease(this, upstream, proxySlot, connectorSlot);
+  }
+
+  /** @internal Lease's commit: reserved turns active (occupancy unchanged). */
+  commitSlot(proxySlot: number): void {
+    const counts = this.proxyCounts.view;
+    const base = proxySlot * PROXY_STRIDE;
+    Atomics.sub(counts, base + ProxyField.reserved, 1);
+    Atomics.add(counts, base + ProxyField.active, 1);
+  }
+
+  /** @internal Lease's release: frees the reservation or the active transfer, records the outcome. */
+  releaseSlot(
+    proxySlot: number,
+    connectorSlot: number,
+    wasActive: boolean,
+    outcome: Outcome,
+  ): void {
+    const counts = this.proxyCounts.view;
+    const base = proxySlot * PROXY_STRIDE;
+    Atomics.sub(counts, base + (wasActive ? ProxyField.active : ProxyField.reserved), 1);
+    Atomics.sub(counts, base, 1);
+    Atomics.sub(this.connectorCounts.view, connectorSlot, 1);
+    if (outcome.ok) {
+      Atomics.add(counts, base + ProxyField.ok, 1);
+      if (outcome.latencyMs !== undefined) {
+        Atomics.add(counts, base + ProxyField.latencyMsSum, Math.round(outcome.latencyMs));
+      }
+    } else if (outcome.phase !== CLIENT_PHASE) {
+      // A client that went away says nothing about the proxy.
+      Atomics.add(counts, base + ProxyField.failed, 1);
+    }
+  }
+
+  /** @internal */
+  countError(kind: DispatchErrorKind): void {
+    Atomics.add(this.errorCounts.view, kind, 1);
+  }
+
+  errors(kind: DispatchErrorKind): number {
+    return Atomics.load(this.errorCounts.view, kind);
+  }
+
+  inFlight(proxySlot: number): number {
+    return Atomics.load(this.proxyCounts.view, proxySlot * PROXY_STRIDE);
+  }
+  reserved(proxySlot: number): number {
+    return Atomics.load(this.proxyCounts.view, proxySlot * PROXY_STRIDE + ProxyField.reserved);
+  }
+  active(proxySlot: number): number {
+    return Atomics.load(this.proxyCounts.view, proxySlot * PROXY_STRIDE + ProxyField.active);
+  }
+  okCount(proxySlot: number): number {
+    return Atomics.load(this.proxyCounts.view, proxySlot * PROXY_STRIDE + ProxyField.ok);
+  }
+  failedCount(proxySlot: number): number {
+    return Atomics.load(this.proxyCounts.view, proxySlot * PROXY_STRIDE + ProxyField.failed);
+  }
+  latencyMsSum(proxySlot: number): number {
+    return Atomics.load(
+      this.proxyCounts.view,
+      proxySlot * PROXY_STRIDE + ProxyField.latencyMsSum,
+    ) >>>
+      0;
+  }
+  connectorInFlight(connectorSlot: number): number {
+    return Atomics.load(this.connectorCounts.view, connectorSlot);
+  }
+}
+
+const CLIENT_PHASE: FailurePhase = "client";
+
+/**
+ * One reserved transfer on one proxy. Its state is its own (an allocation lives in one isolate),
+ * so commit and release are plain state changes around the shared counts.
+ */
+export class Lease implements Allocation {
+  readonly upstream: UpstreamChoice;
+  readonly proxySlot: number;
+  readonly connectorSlot: number;
+  private readonly dispatch: Dispatch;
+  private state: LeaseState = LeaseState.reserved;
+
+  constructor(
+    dispatch: Dispatch,
+    upstream: UpstreamChoice,
+    proxySlot: number,
+    connectorSlot: number,
+  ) {
+    this.dispatch = dispatch;
+    this.upstream = upstream;
+    this.proxySlot = proxySlot;
+    this.connectorSlot = connectorSlot;
+  }
+
+  get committed(): boolean {
+    return this.state === LeaseState.active;
+  }
+
+  get released(): boolean {
+    return this.state === LeaseState.released;
+  }
+
+  commit(): void {
+    if (this.state === LeaseState.reserved) {
+      this.state = LeaseState.active;
+      this.dispatch.commitSlot(this.proxySlot);
+    } else {
+      this.dispatch.countError(
+        this.state === LeaseState.active
+          ? DispatchErrorKind.doubleCommit
+          : DispatchErrorKind.commitAfterRelease,
+      );
+    }
+  }
+
+  release(outcome: Outcome): void {
+    if (this.state === LeaseState.released) {
+      this.dispatch.countError(DispatchErrorKind.doubleRelease);
+      return;
+    }
+    const wasActive = this.state === LeaseState.active;
+    this.state = LeaseState.released;
+    this.dispatch.releaseSlot(this.proxySlot, this.connectorSlot, wasActive, outcome);
+  }
+}

@@ -1,0 +1,111 @@
+/**
+ * Every answer the routing core gives instead of an upstream, in one place: status, the RFC 9209
+ * `Proxy-Status` error token and a short sentence for the body.
+ *
+ * Tokens: `http_request_error` for options the client wrote wrong, `http_request_denied` for
+ * credentials, `destination_ip_prohibited` for the guard, `destination_unavailable` when no
+ * upstream serves the request or every one is down (the next hop is what is unavailable; the
+ * status tells "none" (502) from "down" (503) apart), `connection_limit_reached` when upstreams
+ * exist but are resting (429) or at their concurrency limit (503). Traffic limits use the
+ * extension token `bandwidth_limit_exceeded`, as Octoprox clients already read it.
+ */
+import type { Refusal } from "./contract.ts";
+import { RejectionReason } from "./contract.ts";
+import type { UsernameOptions } from "./contract.ts";
+
+export const CREDENTIALS_REQUIRED =
+  "Valid project credentials required in Proxy-Authorization header";
+
+export const unauthenticated: Refusal = Object.freeze({
+  status: 407,
+  proxyStatus: "http_request_denied",
+  reason: CREDENTIALS_REQUIRED,
+  rejection: RejectionReason.unauthenticated,
+});
+
+export function badOptions(message: string): Refusal {
+  return {
+    status: 400,
+    proxyStatus: "http_request_error",
+    reason: message,
+    rejection: RejectionReason.invalidLocation,
+  };
+}
+
+export const notReady: Refusal = Object.freeze({
+  status: 503,
+  proxyStatus: "proxy_internal_error",
+  reason: "The gateway has no routing feed yet",
+  rejection: RejectionReason.notReady,
+});
+
+/** `DE`, `US, state NY`, `US, state NY, city new_york`; undefined when no place was asked. */
+export function describePlace(options: UsernameOptions): string | undefined {
+  if (options.country === undefined) return undefined;
+  let place = options.country;
+  if (options.state !== undefined) place += `, state ${options.state}`;
+  if (options.city !== undefined) place += `, city ${options.city}`;
+  return place;
+}
+
+export function noUpstream(options: UsernameOptions, domainExcluded: boolean): Refusal {
+  const place = describePlace(options);
+  const what = place === undefined
+    ? (domainExcluded ? "this domain" : "this project")
+    : (domainExcluded ? `${place} and this domain` : place);
+  return {
+    status: 502,
+    proxyStatus: "destination_unavailable",
+    reason: `No upstream proxy available for ${what}`,
+    rejection: RejectionReason.noProxyAvailable,
+  };
+}
+
+export const allDown: Refusal = Object.freeze({
+  status: 503,
+  proxyStatus: "destination_unavailable",
+  reason: "Every upstream proxy for this request is down",
+  rejection: RejectionReason.allProxiesDown,
+});
+
+export const allQuarantined: Refusal = Object.freeze({
+  status: 429,
+  proxyStatus: "connection_limit_reached",
+  reason: "All proxies are temporarily rate-limited. Retry later.",
+  rejection: RejectionReason.allProxiesQuarantined,
+});
+
+export const allBusy: Refusal = Object.freeze({
+  status: 503,
+  proxyStatus: "connection_limit_reached",
+  reason: "Every upstream proxy for this request is at its concurrency limit",
+  rejection: RejectionReason.allProxiesBusy,
+});
+
+/** Every usable proxy was already tried for this request (the caller's own error says more). */
+export const allTried: Refusal = Object.freeze({
+  status: 502,
+  proxyStatus: "destination_unavailable",
+  reason: "No other upstream proxy available for this request",
+  rejection: RejectionReason.allProxiesTried,
+});
+
+export function trafficLimited(status: 429 | 509): Refusal {
+  return {
+    status,
+    proxyStatus: "bandwidth_limit_exceeded",
+    reason: "Traffic limit reached for this project's upstream proxies",
+    rejection: RejectionReason.trafficLimitExceeded,
+  };
+}
+
+export function prohibitedDestination(host: string, address: string, kind: string): Refusal {
+  const what = host === address ? `${host} is` : `${host} resolves to ${address},`;
+  const article = /^[aeiou]/.test(kind) ? "an" : "a";
+  return {
+    status: 403,
+    proxyStatus: "destination_ip_prohibited",
+    reason: `Destination not allowed: ${what} ${article} ${kind} address`,
+    rejection: RejectionReason.destinationProhibited,
+  };
+}

@@ -1,0 +1,359 @@
+/**
+ * The router: who a client is (`authenticate`) and which upstream serves one attempt (`acquire`),
+ * answered from the snapshot in force and this gateway's own counts; it never waits on a store.
+ *
+ * acquire: eligibility first (connector enabled and not pending deletion, serving the place,
+ * letting the host through its domain filter, with a healthy row, not blocked by its traffic
+ * limit; rows not quarantined, not already tried for this request, under their concurrency
+ * limit), then the project's strategy picks the connector by weight and the proxy inside it, then
+ * dispatch reserves a slot on it. When nothing is chosen the answer says why (see refusals.ts).
+ */
+import type { Strategy } from "../../shared/roles.ts";
+import type { FeedSections } from "../../shared/feed/models.ts";
+import { parseUsername } from "../../shared/username.ts";
+import type { Allocation, AuthResult, Client, Refusal, Router, Target } from "./contract.ts";
+import { parseBasicAuth, timingSafeEqual } from "./basic-auth.ts";
+import { Dispatch } from "./dispatch.ts";
+import type { DeadlineTable } from "./id-table.ts";
+import { consoleLog, type CoreLog } from "./log.ts";
+import {
+  allBusy,
+  allDown,
+  allQuarantined,
+  allTried,
+  badOptions,
+  notReady,
+  noUpstream,
+  trafficLimited,
+  unauthenticated,
+} from "./refusals.ts";
+import {
+  buildSnapshot,
+  type ConnectorIndex,
+  normaliseHost,
+  placeKey,
+  type PlaceRows,
+  type ProjectEntry,
+  type ProxyEntry,
+  type RoutingSnapshot,
+} from "./snapshot.ts";
+import {
+  type Candidates,
+  random,
+  roundRobin,
+  type RoutingStrategy,
+  type Selection,
+  STRATEGY_FACTORIES,
+  type StrategyContext,
+  type StrategyDeps,
+  type StrategyFactory,
+} from "./strategy.ts";
+
+export interface RouterOptions {
+  /** Checks a password against a project's digest (the feed codec provides it). */
+  verifyPassword: (password: string, digest: string) => Promise<boolean>;
+  dispatch?: Dispatch;
+  log?: CoreLog;
+  random?: () => number;
+  nowMs?: () => number;
+  /** Strategies to add or replace (the next issue's, or tests'). */
+  strategies?: Readonly<Partial<Record<Strategy, StrategyFactory>>>;
+  /** Successful (digest, password) checks kept so the hot path rarely hashes. */
+  passwordCacheSize?: number;
+}
+
+/** How many times a selection that lost its reservation race is tried again. */
+const RESERVE_ATTEMPTS = 4;
+const EMPTY_IDS: ReadonlySet<string> = new Set();
+const NO_CONNECTORS: readonly ConnectorIndex[] = [];
+
+interface HeldStrategy {
+  /** The strategy the feed named (which may not be the one serving it). */
+  named: Strategy;
+  strategy: RoutingStrategy;
+}
+
+export class CoreRouter implements Router {
+  readonly dispatch: Dispatch;
+  private current: RoutingSnapshot | undefined;
+  private readonly verifyPassword: RouterOptions["verifyPassword"];
+  private readonly log: CoreLog;
+  private readonly random: () => number;
+  private readonly nowMs: () => number;
+  private readonly factories: Readonly<Partial<Record<Strategy, StrategyFactory>>>;
+  private readonly strategies = new Map<string, HeldStrategy>();
+  private readonly warnedStrategies = new Set<string>();
+  /** Password by digest, for checks that succeeded; oldest dropped first. */
+  private readonly passwords = new Map<string, string>();
+  private readonly passwordCacheSize: number;
+  /** Serves a request whose strategy raised. */
+  private readonly fallback: RoutingStrategy;
+
+  constructor(options: RouterOptions) {
+    this.verifyPassword = options.verifyPassword;
+    this.dispatch = options.dispatch ?? new Dispatch();
+    this.log = options.log ?? consoleLog;
+    this.random = options.random ?? Math.random;
+    this.nowMs = options.nowMs ?? Date.now;
+    this.factories = { ...STRATEGY_FACTORIES, ...options.strategies };
+    this.passwordCacheSize = options.passwordCacheSize ?? 1024;
+    this.fallback = random({ random: this.random, counts: this.dispatch, log: this.log });
+  }
+
+  get ready(): boolean {
+    return this.current !== undefined;
+  }
+
+  /** The snapshot in force (undefined before the first feed). */
+  get snapshot(): RoutingSnapshot | undefined {
+    return this.current;
+  }
+
+  /** Builds the next snapshot from a decoded feed, reusing what is unchanged, and swaps it in. */
+  apply(update: FeedSections): RoutingSnapshot {
+    const next = buildSnapshot(update, this.current, { dispatch: this.dispatch, log: this.log });
+    if (next.stats.projectsRebuilt) {
+      for (const projectId of this.strategies.keys()) {
+        if (!next.projectsById.has(projectId)) this.strategies.delete(projectId);
+      }
+    }
+    this.current = next;
+    return next;
+  }
+
+  authenticate(proxyAuthorization: string | null): Promise<AuthResult> {
+    const credentials = parseBasicAuth(proxyAuthorization);
+    if (credentials === undefined) return Promise.resolve({ ok: false, refusal: unauthenticated });
+    const parsed = parseUsername(credentials.username);
+    if (!parsed.ok) return Promise.resolve({ ok: false, refusal: badOptions(parsed.message) });
+    const snapshot = this.current;
+    if (snapshot === undefined) return Promise.resolve({ ok: false, refusal: notReady });
+    const project = snapshot.projectsByUsername.get(parsed.options.user);
+    if (project === undefined) return Promise.resolve({ ok: false, refusal: unauthenticated });
+    // ParsedUsername and the contract's UsernameOptions are one shape; this assignment keeps them so.
+    const client: Client = { projectId: project.id, options: parsed.options };
+    const digest = project.passwordDigest;
+    const known = this.passwords.get(digest);
+    if (known !== undefined && timingSafeEqual(known, credentials.password)) {
+      return Promise.resolve({ ok: true, client });
+    }
+    return this.verify(credentials.password, digest, client);
+  }
+
+  private async verify(password: string, digest: string, client: Client): Promise<AuthResult> {
+    let ok = false;
+    try {
+      ok = await this.verifyPassword(password, digest);
+    } catch {
+      ok = false;
+    }
+    if (!ok) return { ok: false, refusal: unauthenticated };
+    if (!this.passwords.has(digest) && this.passwords.size >= this.passwordCacheSize) {
+      const oldest = this.passwords.keys().next();
+      if (oldest.done !== true) this.passwords.delete(oldest.value);
+    }
+    this.passwords.set(digest, password);
+    return { ok: true, client };
+  }
+
+  acquire(
+    client: Client,
+    target: Target,
+    exclude: ReadonlySet<string>,
+  ): Promise<Allocation | Refusal> {
+    return Promise.resolve(this.acquireNow(client, target, exclude));
+  }
+
+  /**
+   * `acquire` without the Promise when the strategy answers synchronously (every strategy but
+   * sticky): the socket layer may call it to save a microtask on the hot path.
+   */
+  acquireNow(
+    client: Client,
+    target: Target,
+    exclude: ReadonlySet<string> = EMPTY_IDS,
+  ): Allocation | Refusal | Promise<Allocation | Refusal> {
+    const snapshot = this.current;
+    if (snapshot === undefined) return notReady;
+    const project = snapshot.projectsById.get(client.projectId);
+    if (project === undefined) return unauthenticated;
+    const options = client.options;
+    const nowMs = this.nowMs();
+    const host = normaliseHost(target.host);
+    const blocked = snapshot.runtime.blockedUntilMs;
+
+    let choices: PlaceRows[] | undefined;
+    let domainExcluded = false;
+    let down = false;
+    let limitStatus: 429 | 509 | undefined;
+    for (const connector of snapshot.connectorsByProject.get(project.id) ?? NO_CONNECTORS) {
+      if (!connector.takesRequests) continue;
+      const place = connector.rowsFor(options);
+      if (place.present === 0) continue;
+      if (!connector.allowsHost(host)) {
+        domainExcluded = true;
+        continue;
+      }
+      if (place.rows.length === 0) {
+        down = true;
+        continue;
+      }
+      if (blocked.size !== 0) {
+        const untilMs = blocked.get(connector.id);
+        if (untilMs !== undefined && untilMs > nowMs) {
+          limitStatus ??= connector.limitStatus;
+          continue;
+        }
+      }
+      (choices ??= []).push(place);
+    }
+    if (choices === undefined) {
+      if (limitStatus !== undefined) return trafficLimited(limitStatus);
+      if (down) return allDown;
+      return noUpstream(options, domainExcluded);
+    }
+
+    const attempt = new Attempt(this.dispatch, snapshot, choices, exclude, nowMs);
+    const strategy = this.strategyFor(project);
+    const context: StrategyContext = {
+      project,
+      options,
+      placeKey: placeKey(options),
+      target,
+      counts: this.dispatch,
+      nowMs,
+    };
+    const result = attempt.run(strategy, context);
+    if (!(result instanceof Promise)) return result;
+    // A strategy is meant to fail open itself (sticky places a session afresh when Redis fails);
+    // one that raises anyway still gets the request served.
+    return result.catch((error: unknown) => {
+      if (!this.warnedStrategies.has(`failed:${strategy.name}`)) {
+        this.warnedStrategies.add(`failed:${strategy.name}`);
+        this.log.warn("Routing strategy failed: request placed at random", {
+          strategy: strategy.name,
+          error: error instanceof Error ? error.message : String(error),
+        });
+      }
+      return attempt.run(this.fallback, context);
+    });
+  }
+
+  /**
+   * The project's strategy object, built on its first request and kept until the feed names
+   * another. A strategy this gateway has no implementation of yet is served as round_robin, with
+   * one warning: the compiler is meant to be the one place that picks a default (routers have no
+   * fallback in the spec), so this covers only strategies the next issue adds.
+   */
+  private strategyFor(project: ProjectEntry): RoutingStrategy {
+    const held = this.strategies.get(project.id);
+    if (held !== undefined && held.named === project.strategy) return held.strategy;
+    let factory = this.factories[project.strategy];
+    if (factory === undefined) {
+      const key = `${project.id}:${project.strategy}`;
+      if (!this.warnedStrategies.has(key)) {
+        this.warnedStrategies.add(key);
+        this.log.warn("Routing strategy not available yet: served as round_robin", {
+          project: project.id,
+          strategy: project.strategy,
+        });
+      }
+      factory = this.factories.round_robin ?? roundRobin;
+    }
+    const deps: StrategyDeps = { random: this.random, counts: this.dispatch, log: this.log };
+    const strategy = factory(deps);
+    this.strategies.set(project.id, { named: project.strategy, strategy });
+    return strategy;
+  }
+}
+
+/** One acquire's candidates: the usable test, reservation and, when nothing is left, the refusal. */
+class Attempt implements Candidates {
+  readonly choices: readonly PlaceRows[];
+  readonly usable: (proxy: ProxyEntry) => boolean;
+  private readonly dispatch: Dispatch;
+  private readonly exclude: ReadonlySet<string>;
+  private readonly quarantineUntilMs: DeadlineTable;
+  private readonly nowMs: number;
+  /** Proxies whose reservation was lost to a concurrent request (another isolate or await). */
+  private lost: Set<string> | undefined;
+
+  constructor(
+    dispatch: Dispatch,
+    snapshot: RoutingSnapshot,
+    choices: readonly PlaceRows[],
+    exclude: ReadonlySet<string>,
+    nowMs: number,
+  ) {
+    this.dispatch = dispatch;
+    this.choices = choices;
+    this.exclude = exclude;
+    this.quarantineUntilMs = snapshot.runtime.quarantineUntilMs;
+    this.nowMs = nowMs;
+    this.usable = (proxy) => !this.excluded(proxy) && !this.quarantined(proxy) && !this.full(proxy);
+  }
+
+  run(
+    strategy: RoutingStrategy,
+    context: StrategyContext,
+    attempts = RESERVE_ATTEMPTS,
+  ): Allocation | Refusal | Promise<Allocation | Refusal> {
+    for (let left = attempts; left > 0; left--) {
+      const selection = strategy.select(this, context);
+      if (selection instanceof Promise) {
+        return selection.then((proxy) => {
+          const done = this.reserve(proxy);
+          return done ?? this.run(strategy, context, left - 1);
+        });
+      }
+      const done = this.reserve(selection);
+      if (done !== undefined) return done;
+    }
+    return this.refusal();
+  }
+
+  /** An allocation, the refusal when nothing was selected, or undefined to select again. */
+  private reserve(proxy: Selection): Allocation | Refusal | undefined {
+    if (proxy === undefined) return this.refusal();
+    const lease = this.dispatch.acquire(
+      proxy,
+      proxy.slot,
+      proxy.connectorSlot,
+      proxy.maxConcurrency,
+    );
+    if (lease !== undefined) return lease;
+    (this.lost ??= new Set()).add(proxy.id);
+    return undefined;
+  }
+
+  private excluded(proxy: ProxyEntry): boolean {
+    return (this.exclude.size !== 0 && this.exclude.has(proxy.id)) ||
+      (this.lost !== undefined && this.lost.has(proxy.id));
+  }
+
+  private quarantined(proxy: ProxyEntry): boolean {
+    if (this.quarantineUntilMs.size === 0) return false;
+    const untilMs = this.quarantineUntilMs.get(proxy.id, proxy.idHash);
+    return untilMs !== undefined && untilMs > this.nowMs;
+  }
+
+  private full(proxy: ProxyEntry): boolean {
+    return proxy.maxConcurrency !== 0 && this.dispatch.inFlight(proxy.slot) >= proxy.maxConcurrency;
+  }
+
+  /** Why no healthy row of an eligible connector could take the request (the slow path). */
+  private refusal(): Refusal {
+    let quarantined = 0;
+    let busy = 0;
+    for (const choice of this.choices) {
+      for (const proxy of choice.rows) {
+        if (this.exclude.has(proxy.id)) continue;
+        if (this.quarantined(proxy)) quarantined++;
+        else if (this.full(proxy) || this.lost?.has(proxy.id) === true) busy++;
+      }
+    }
+    if (busy !== 0) return allBusy;
+    if (quarantined !== 0) return allQuarantined;
+    return allTried;
+  }
+}

@@ -1,0 +1,412 @@
+/**
+ * The gateway's feed follower. It follows the feed stream with a blocking read from its own
+ * position, but whatever wakes it (an entry, the periodic re-check, a retry) it reads the head
+ * as it stands then, never an entry's content:
+ *
+ * 1. GET the head. No head: keep what was applied. A head of another schema (a controller of
+ *    another release during an upgrade): ignored the same way. The applied digest: done.
+ * 2. The head and the manifest in one MULTI; the head's digest must be the manifest's HMAC under
+ *    this process's secret.
+ * 3. The sections whose digest differs from the applied copy, in one HMGET inside a MULTI with
+ *    the head again: a head that moved meanwhile means a newer compile landed (its own entry
+ *    wakes the follower), so the read starts over.
+ * 4. Each fetched section is opened, its JSON digested against the manifest, and parsed.
+ * 5. A complete feed goes to `apply`: fetched sections new, every other section the very object
+ *    applied before, so the snapshot can keep its index.
+ *
+ * Anything that fails applies nothing (never a partial, missing or unverifiable feed); the read
+ * is retried with back-off from the head. Only the current head is ever applied, so a lost or
+ * repeated entry costs one read at most.
+ *
+ * Runtime-neutral: runs under Deno in the gateway and under Node in the tests. It takes the
+ * Redis client (ioredis) and a logger; it makes one duplicate connection for its blocking read.
+ */
+import type { Redis } from "ioredis";
+import {
+  constantTimeEqual,
+  FeedIntegrityError,
+  type FeedKeys,
+  manifestDigest,
+  open,
+  sectionDigest,
+} from "../../shared/feed/codec.ts";
+import { readHead, readManifest } from "../../shared/feed/manifest.ts";
+import {
+  type ConnectorSection,
+  type FeedSections,
+  GLOBAL_SECTION,
+  type GlobalSection,
+  type Manifest,
+  RUNTIME_SECTION,
+  type RuntimeSection,
+} from "../../shared/feed/models.ts";
+import { connectorIdOf, parseSection } from "../../shared/feed/sections.ts";
+import type { RedisKeys } from "../../shared/redis-keys.ts";
+
+/** What the follower logs through: pino's `(fields, message)` shape. */
+export interface FeedLogger {
+  info(fields: Record<string, unknown>, message: string): void;
+  warn(fields: Record<string, unknown>, message: string): void;
+  error(fields: Record<string, unknown>, message: string): void;
+}
+
+/** One verified, complete feed, handed to `apply`. */
+export interface FeedUpdate {
+  /** The head's digest this update brings the gateway to. */
+  digest: string;
+  /** The compile's wall-clock time (display only). */
+  compiledAtMs: number;
+  /** Every section; those not in `changed` are the very objects of the last update. */
+  sections: FeedSections;
+  /** Section names fetched for this update (new or changed). */
+  changed: ReadonlySet<string>;
+  /** Connector ids whose sections left the feed since the last update. */
+  removedConnectors: ReadonlySet<string>;
+  /** The first feed this process applies. */
+  first: boolean;
+}
+
+export interface FeedFollowerOptions {
+  /** The process's client: the head, manifest and section reads. */
+  redis: Redis;
+  keys: Pick<RedisKeys, "feedHead" | "feedManifest" | "feedSections" | "feedStream">;
+  feedKeys: FeedKeys;
+  logger: FeedLogger;
+  /** Applies a verified feed; raising counts a failure and the read is retried. */
+  apply: (update: FeedUpdate) => void | Promise<void>;
+  /** The head is read at least this often, entry or not (a net for lost entries). */
+  recheckIntervalMs?: number;
+  /** Waits after a failed read: the first, doubling to the last. */
+  backoff?: { initialMs?: number; maxMs?: number };
+}
+
+export interface FeedFollowerStats {
+  ready: boolean;
+  applied_digest: string | null;
+  applied_at: string | null;
+  compiled_at: string | null;
+  applies: number;
+  /** Sections fetched and opened over the process's life (unchanged ones are never fetched). */
+  sections_fetched: number;
+  head_reads: number;
+  failures: number;
+  consecutive_failures: number;
+  last_error: string | null;
+  /** What the follower is waiting out, when not failing: a missing head or another schema. */
+  holding: string | null;
+}
+
+/** What one read of the head came to. */
+export type SyncOutcome = "applied" | "current" | "no_head" | "other_schema" | "moved";
+
+interface Applied {
+  digest: string;
+  compiledAtMs: number;
+  manifest: Manifest;
+  sections: FeedSections;
+}
+
+/** How often a read that found the head moving starts over before waiting for the entry. */
+const MOVED_ATTEMPTS = 3;
+
+export class FeedFollower {
+  readonly #o: FeedFollowerOptions;
+  readonly #recheckMs: number;
+  readonly #backoff: { initialMs: number; maxMs: number };
+  #reader: Redis | undefined;
+  #task: Promise<void> | undefined;
+  #stopping = new AbortController();
+  #stopped: Promise<void> | undefined;
+  #applied: Applied | undefined;
+  #appliedAtMs: number | undefined;
+  #position: string | undefined;
+  #applies = 0;
+  #sectionsFetched = 0;
+  #headReads = 0;
+  #failures = 0;
+  #consecutiveFailures = 0;
+  #lastError: string | undefined;
+  #holding: string | undefined;
+  /** A sync in hand: concurrent callers (the loop, `syncNow`) share it. */
+  #syncing: Promise<SyncOutcome> | undefined;
+
+  constructor(options: FeedFollowerOptions) {
+    this.#o = options;
+    this.#recheckMs = options.recheckIntervalMs ?? 30_000;
+    this.#backoff = {
+      initialMs: options.backoff?.initialMs ?? 500,
+      maxMs: options.backoff?.maxMs ?? 15_000,
+    };
+  }
+
+  /** True once the first feed is applied; stays true (a gateway keeps its last feed). */
+  get ready(): boolean {
+    return this.#applied !== undefined;
+  }
+
+  /** The feed applied last, if any. */
+  get sections(): FeedSections | undefined {
+    return this.#applied?.sections;
+  }
+
+  stats(): FeedFollowerStats {
+    const applied = this.#applied;
+    return {
+      ready: applied !== undefined,
+      applied_digest: applied?.digest ?? null,
+      applied_at: this.#appliedAtMs === undefined
+        ? null
+        : new Date(this.#appliedAtMs).toISOString(),
+      compiled_at: applied ? new Date(applied.compiledAtMs).toISOString() : null,
+      applies: this.#applies,
+      sections_fetched: this.#sectionsFetched,
+      head_reads: this.#headReads,
+      failures: this.#failures,
+      consecutive_failures: this.#consecutiveFailures,
+      last_error: this.#lastError ?? null,
+      holding: this.#holding ?? null,
+    };
+  }
+
+  /** Starts following; a second call does nothing, and a stopped follower does not restart. */
+  start(): void {
+    if (this.#task || this.#stopping.signal.aborted) return;
+    this.#reader = this.#o.redis.duplicate();
+    // Errors surface on the commands; an 'error' event nobody hears must not end the process.
+    this.#reader.on("error", () => {});
+    this.#task = this.#run(this.#stopping.signal).catch((error) => {
+      this.#o.logger.error({ error: text(error) }, "Feed follower stopped on an error");
+    });
+  }
+
+  /** Stops following and closes the follower's own connection. Never raises; safe twice. */
+  stop(): Promise<void> {
+    this.#stopped ??= (async () => {
+      this.#stopping.abort();
+      // A blocked read cannot be cancelled on its connection; closing the connection ends it.
+      this.#reader?.disconnect();
+      await this.#task;
+      await this.#syncing?.catch(() => {});
+    })();
+    return this.#stopped;
+  }
+
+  /** Reads the head now and applies a new feed if there is one (also what the loop runs). */
+  syncNow(): Promise<SyncOutcome> {
+    this.#syncing ??= this.#sync().finally(() => {
+      this.#syncing = undefined;
+    });
+    return this.#syncing;
+  }
+
+  async #run(signal: AbortSignal): Promise<void> {
+    const reader = this.#reader!;
+    while (!signal.aborted) {
+      try {
+        // The position is taken before the head is read: an entry appended after it wakes the
+        // blocked read below, so no publish can fall between the read and the wait.
+        this.#position ??= await this.#tail(reader);
+        // A head that kept moving is left to the entry of the compile that moved it, which
+        // wakes the read below at once (it came after the position).
+        await this.syncNow();
+        this.#succeeded();
+        const reply = await reader.xread(
+          "COUNT",
+          1000,
+          "BLOCK",
+          this.#recheckMs,
+          "STREAMS",
+          this.#o.keys.feedStream,
+          this.#position,
+        );
+        const entries = reply?.[0]?.[1];
+        if (entries && entries.length > 0) this.#position = entries[entries.length - 1][0];
+      } catch (error) {
+        if (signal.aborted) return;
+        this.#failed(error);
+        await sleep(this.#delayMs(), signal);
+      }
+    }
+  }
+
+  /** The id of the stream's last entry, `0-0` when it has none. */
+  async #tail(reader: Redis): Promise<string> {
+    const last = await reader.xrevrange(this.#o.keys.feedStream, "+", "-", "COUNT", 1);
+    return last[0]?.[0] ?? "0-0";
+  }
+
+  async #sync(): Promise<SyncOutcome> {
+    for (let attempt = 1;; attempt++) {
+      const outcome = await this.#syncOnce();
+      if (outcome !== "moved" || attempt >= MOVED_ATTEMPTS) return outcome;
+    }
+  }
+
+  async #syncOnce(): Promise<SyncOutcome> {
+    const { redis, keys, feedKeys } = this.#o;
+    this.#headReads += 1;
+    const headText = await redis.get(keys.feedHead);
+    if (headText === null) {
+      this.#hold("no head", "No feed head in Redis; keeping the feed applied");
+      return "no_head";
+    }
+    const read = readHead(headText);
+    if (read.kind === "other_schema") {
+      this.#hold(
+        `feed schema ${String(read.schema)}`,
+        "Feed head of another schema ignored; keeping the feed applied",
+      );
+      return "other_schema";
+    }
+    if (read.kind === "invalid") throw new FeedIntegrityError(`Feed head: ${read.problem}`);
+    this.#holding = undefined;
+    const head = read.head;
+    const applied = this.#applied;
+    if (applied && head.digest === applied.digest) return "current";
+
+    // The head and the manifest together, so the manifest is the one the head names.
+    const [headAgain, manifestText] = await execAll<[string | null, string | null]>(
+      redis.multi().get(keys.feedHead).get(keys.feedManifest),
+    );
+    if (headAgain !== headText) return "moved";
+    if (manifestText === null) throw new FeedIntegrityError("Feed head without a manifest");
+    if (!constantTimeEqual(await manifestDigest(feedKeys, manifestText), head.digest)) {
+      throw new FeedIntegrityError("Feed manifest does not verify with this secret");
+    }
+    const manifest = readManifest(manifestText);
+    if (!manifest) throw new FeedIntegrityError("Feed manifest does not match its model");
+    const listed = manifest.sections;
+    if (!Object.hasOwn(listed, GLOBAL_SECTION) || !Object.hasOwn(listed, RUNTIME_SECTION)) {
+      // A feed without them is partial or empty: never applied.
+      throw new FeedIntegrityError("Feed manifest lacks its global or runtime section");
+    }
+
+    const wanted = Object.keys(listed).filter((name) =>
+      applied?.manifest.sections[name] !== listed[name]
+    );
+    let fetched: (Uint8Array | null)[] = [];
+    if (wanted.length > 0) {
+      const [headThird, values] = await execAll<[string | null, (Uint8Array | null)[]]>(
+        redis.multi().get(keys.feedHead).hmgetBuffer(keys.feedSections, ...wanted),
+      );
+      if (headThird !== headText) return "moved";
+      fetched = values;
+    }
+    const opened = await Promise.all(wanted.map(async (name, i) => {
+      const bytes = fetched[i];
+      if (bytes === null || bytes === undefined) {
+        throw new FeedIntegrityError(`Feed section ${name} is listed but missing`);
+      }
+      const json = await open(feedKeys, bytes);
+      if (!constantTimeEqual(await sectionDigest(feedKeys, json), listed[name])) {
+        throw new FeedIntegrityError(`Feed section ${name} does not match its digest`);
+      }
+      return parseSection(name, json);
+    }));
+    this.#sectionsFetched += opened.length;
+
+    let global: GlobalSection | undefined = applied?.sections.global;
+    let runtime: RuntimeSection | undefined = applied?.sections.runtime;
+    const fresh = new Map<string, ConnectorSection>();
+    for (const parsed of opened) {
+      if (parsed.kind === "global") global = parsed.section;
+      else if (parsed.kind === "runtime") runtime = parsed.section;
+      else fresh.set(parsed.connectorId, parsed.section);
+    }
+    const connectors = new Map<string, ConnectorSection>();
+    for (const name of Object.keys(listed).sort()) {
+      const id = connectorIdOf(name);
+      if (id === undefined) continue;
+      const section = fresh.get(id) ?? applied?.sections.connectors.get(id);
+      if (!section) throw new FeedIntegrityError(`Feed section ${name} could not be carried over`);
+      connectors.set(id, section);
+    }
+    if (!global || !runtime) {
+      throw new FeedIntegrityError("Feed lacks its global or runtime section");
+    }
+    const removedConnectors = new Set<string>();
+    for (const id of applied?.sections.connectors.keys() ?? []) {
+      if (!connectors.has(id)) removedConnectors.add(id);
+    }
+    const sections: FeedSections = { global, runtime, connectors };
+    await this.#o.apply({
+      digest: head.digest,
+      compiledAtMs: head.compiled_at,
+      sections,
+      changed: new Set(wanted),
+      removedConnectors,
+      first: applied === undefined,
+    });
+    this.#applied = { digest: head.digest, compiledAtMs: head.compiled_at, manifest, sections };
+    this.#appliedAtMs = Date.now();
+    this.#applies += 1;
+    if (applied === undefined) {
+      this.#o.logger.info({ digest: head.digest, sections: wanted.length }, "First feed applied");
+    }
+    return "applied";
+  }
+
+  /** Logs once per spell what the follower is waiting out. */
+  #hold(reason: string, message: string): void {
+    if (this.#holding === reason) return;
+    this.#holding = reason;
+    this.#o.logger.warn({ reason, applied: this.#applied?.digest ?? null }, message);
+  }
+
+  #succeeded(): void {
+    if (this.#consecutiveFailures > 0) {
+      this.#o.logger.info({ failures: this.#consecutiveFailures }, "Feed reads recovered");
+    }
+    this.#consecutiveFailures = 0;
+  }
+
+  #failed(error: unknown): void {
+    this.#failures += 1;
+    this.#consecutiveFailures += 1;
+    const message = text(error);
+    // One line per streak and cause: a lasting fault must not flood the log.
+    if (message !== this.#lastError || this.#consecutiveFailures === 1) {
+      this.#o.logger.error(
+        {
+          error: message,
+          failures: this.#consecutiveFailures,
+          applied: this.#applied?.digest ?? null,
+        },
+        "Feed read failed; keeping the feed applied",
+      );
+    }
+    this.#lastError = message;
+  }
+
+  #delayMs(): number {
+    const { initialMs, maxMs } = this.#backoff;
+    return Math.min(maxMs, initialMs * 2 ** Math.min(this.#consecutiveFailures - 1, 30));
+  }
+}
+
+/** Runs a MULTI and returns its replies, raising the first command's error. */
+async function execAll<T extends unknown[]>(
+  multi: { exec(): Promise<[Error | null, unknown][] | null> },
+): Promise<T> {
+  const replies = await multi.exec();
+  if (!replies) throw new Error("Feed read transaction was discarded");
+  for (const [error] of replies) if (error) throw error;
+  return replies.map(([, value]) => value) as T;
+}
+
+function text(error: unknown): string {
+  return error instanceof Error ? error.message || error.name : String(error);
+}
+
+function sleep(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    if (signal.aborted) return resolve();
+    const done = () => {
+      clearTimeout(timer);
+      signal.removeEventListener("abort", done);
+      resolve();
+    };
+    const timer = setTimeout(done, ms);
+    signal.addEventListener("abort", done, { once: true });
+  });
+}

@@ -1,0 +1,137 @@
+/**
+ * What the routing feed carries: the sections the controller compiles and every gateway
+ * applies. Runtime-neutral (Node and Deno). The schemas are valibot, since a section is input
+ * to the gateway like any other; `SCHEMA_VERSION` lets a gateway ignore a feed of another
+ * release during an upgrade.
+ *
+ * Sections:
+ * - `global`: the projects (each password only as a keyed digest) and install-wide settings;
+ * - `connector:<id>`: one connector with its proxies, credentials filled, status as stored;
+ * - `runtime`: the quarantines and traffic blocks of the moment.
+ * Every list is in a stable order, so unchanged definitions compile to the same bytes.
+ */
+import * as v from "valibot";
+import { PROXY_SCHEMES, PROXY_STATUSES, STRATEGIES } from "../roles.ts";
+
+export const SCHEMA_VERSION = 1;
+
+export const GLOBAL_SECTION = "global";
+export const RUNTIME_SECTION = "runtime";
+export const CONNECTOR_SECTION_PREFIX = "connector:";
+export const connectorSectionName = (connectorId: string) =>
+  `${CONNECTOR_SECTION_PREFIX}${connectorId}`;
+
+// ---------------------------------------------------------------------------------------------
+
+export const FeedProjectSchema = v.object({
+  id: v.string(),
+  name: v.string(),
+  /** The proxy username clients present, as stored (matched case-sensitively). */
+  username: v.string(),
+  /** Hex HMAC-SHA256 of the password under the feed's password key (see codec.ts). */
+  password_digest: v.string(),
+  strategy: v.picklist(STRATEGIES),
+  session_ttl_seconds: v.number(),
+  sticky_quarantine: v.boolean(),
+  location_policy: v.string(),
+  location_preflight: v.string(),
+  connection_timeout_seconds: v.number(),
+  max_retries: v.number(),
+});
+export type FeedProject = v.InferOutput<typeof FeedProjectSchema>;
+
+export const GlobalSectionSchema = v.object({
+  schema: v.literal(SCHEMA_VERSION),
+  default_strategy: v.picklist(STRATEGIES),
+  /** By id. */
+  projects: v.array(FeedProjectSchema),
+});
+export type GlobalSection = v.InferOutput<typeof GlobalSectionSchema>;
+
+export const FeedConnectorSchema = v.object({
+  id: v.string(),
+  project_id: v.string(),
+  name: v.string(),
+  kind: v.string(),
+  provider: v.string(),
+  enabled: v.boolean(),
+  pending_deletion: v.boolean(),
+  /** 1-100: the connector's share among the eligible connectors of its project. */
+  weight: v.number(),
+  /** ISO 3166-1 alpha-2, upper case, sorted; empty when it declares none. */
+  countries: v.array(v.string()),
+  /** Lower-case host names; a rule matches the name and every name under it. */
+  domain_allow: v.array(v.string()),
+  domain_deny: v.array(v.string()),
+  rate_limit: v.nullable(v.object({
+    max_requests: v.number(),
+    window_seconds: v.number(),
+    quarantine_seconds_min: v.number(),
+    quarantine_seconds_max: v.number(),
+    sticky_quarantine: v.boolean(),
+  })),
+  /** What a client hears while the connector is blocked by its traffic limit. */
+  traffic: v.nullable(v.object({
+    action: v.string(),
+    limit_status: v.number(),
+  })),
+});
+export type FeedConnector = v.InferOutput<typeof FeedConnectorSchema>;
+
+export const FeedProxySchema = v.object({
+  id: v.string(),
+  scheme: v.picklist(PROXY_SCHEMES),
+  host: v.string(),
+  port: v.number(),
+  /** Credentials with every placeholder filled; null when the proxy takes none. */
+  username: v.nullable(v.string()),
+  password: v.nullable(v.string()),
+  /** ISO 3166-1 alpha-2 when known. */
+  country: v.nullable(v.string()),
+  status: v.picklist(PROXY_STATUSES),
+  /** At most this many requests at once through the proxy on one gateway; null: no limit. */
+  max_concurrency: v.nullable(v.number()),
+});
+export type FeedProxy = v.InferOutput<typeof FeedProxySchema>;
+
+export const ConnectorSectionSchema = v.object({
+  schema: v.literal(SCHEMA_VERSION),
+  connector: FeedConnectorSchema,
+  /** By creation time, then id. */
+  proxies: v.array(FeedProxySchema),
+});
+export type ConnectorSection = v.InferOutput<typeof ConnectorSectionSchema>;
+
+export const RuntimeSectionSchema = v.object({
+  schema: v.literal(SCHEMA_VERSION),
+  /** Proxies resting until `until_ms` (epoch ms), by proxy id; ended ones are left out. */
+  quarantines: v.array(v.object({ proxy_id: v.string(), until_ms: v.number() })),
+  /** Connectors blocked by their traffic limit until `until_ms`, by connector id. */
+  traffic_blocks: v.array(v.object({ connector_id: v.string(), until_ms: v.number() })),
+});
+export type RuntimeSection = v.InferOutput<typeof RuntimeSectionSchema>;
+
+/** The manifest: every section's name and the digest of its JSON, names sorted. */
+export const ManifestSchema = v.object({
+  schema: v.literal(SCHEMA_VERSION),
+  sections: v.record(v.string(), v.string()),
+});
+export type Manifest = v.InferOutput<typeof ManifestSchema>;
+
+/** The head: one small key every gateway GETs; its digest is the manifest's HMAC. */
+export const HeadSchema = v.object({
+  schema: v.literal(SCHEMA_VERSION),
+  /** Hex HMAC-SHA256 of the manifest's JSON under the digest key. */
+  digest: v.string(),
+  /** Wall-clock ms of the compile's snapshot (display only; nothing compares clocks). */
+  compiled_at: v.number(),
+});
+export type Head = v.InferOutput<typeof HeadSchema>;
+
+/** A decoded, verified feed: what the gateway's snapshot is built from. */
+export interface FeedSections {
+  global: GlobalSection;
+  runtime: RuntimeSection;
+  /** By connector id. */
+  connectors: ReadonlyMap<string, ConnectorSection>;
+}

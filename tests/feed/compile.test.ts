@@ -1,0 +1,255 @@
+/**
+ * The compile over a real schema: the sections it makes, their order, what it leaves out, and
+ * the same bytes (so the same digests) for unchanged definitions. Also the runtime section's
+ * read of Redis.
+ */
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { compile, readRuntimeSection } from "../../control/controller/compile.ts";
+import { passwordDigest } from "../../shared/feed/codec.ts";
+import type { ConnectorSection, GlobalSection } from "../../shared/feed/models.ts";
+import { JobKind } from "../../shared/roles.ts";
+import {
+  type FeedBed,
+  feedBed,
+  type FeedDatabase,
+  feedDatabase,
+  insertConnector,
+  insertCredential,
+  insertProject,
+  insertProxy,
+} from "./support.ts";
+
+let db: FeedDatabase;
+let bed: FeedBed;
+const ids: Record<string, string> = {};
+
+beforeAll(async () => {
+  db = await feedDatabase();
+  bed = await feedBed();
+  const sql = db.database.sql;
+  ids.shop = await insertProject(sql, { name: "Shop", username: "shop", password: "pw-shop-1" });
+  ids.labs = await insertProject(sql, { name: "Labs", username: "labs", password: "pw-labs-1" });
+  ids.cred = await insertCredential(sql, ids.shop, {
+    user: "acct-7",
+    pass: "vendor-secret",
+    zone: "dc",
+    api_token: "never-shipped",
+  });
+  ids.main = await insertConnector(sql, ids.shop, {
+    name: "main",
+    countries: ["us", "DE", "de"],
+    domainAllow: ["Example.com", "a.org"],
+    weight: 5,
+  });
+  ids.vendor = await insertConnector(sql, ids.shop, {
+    name: "vendor",
+    credentialId: ids.cred,
+    config: { zone: "residential", empty: "" },
+  });
+  ids.off = await insertConnector(sql, ids.labs, { name: "off", enabled: false });
+  ids.leaving = await insertConnector(sql, ids.labs, { name: "leaving", pendingDeletion: true });
+  // Inserted out of creation order: the section lists them oldest first.
+  ids.p2 = await insertProxy(sql, ids.shop, ids.main, {
+    host: "10.0.0.2",
+    ageSeconds: 20,
+    metadata: { max_concurrency: 4, note: "not shipped" },
+  });
+  ids.p1 = await insertProxy(sql, ids.shop, ids.main, {
+    host: "10.0.0.1",
+    ageSeconds: 30,
+    username: "u1",
+    password: "p1",
+    country: "DE",
+    status: "degraded",
+    metadata: { max_concurrency: "9" },
+  });
+  ids.p3 = await insertProxy(sql, ids.shop, ids.main, {
+    host: "10.0.0.3",
+    ageSeconds: 10,
+    status: "draining",
+    metadata: { max_concurrency: 0 },
+  });
+  ids.v1 = await insertProxy(sql, ids.shop, ids.vendor, {
+    host: "gw.vendor.test",
+    port: 7000,
+    scheme: "socks5",
+    username: "{user}-zone-{zone}-{missing}",
+    password: "{pass}{empty}",
+  });
+  ids.o1 = await insertProxy(sql, ids.labs, ids.off, { host: "10.1.0.1" });
+});
+
+afterAll(async () => {
+  await bed?.close();
+  await db?.close();
+});
+
+function options() {
+  return { keys: bed.feedKeys, defaultStrategy: "random" as const };
+}
+
+describe("compile", () => {
+  it("makes one global section and one per connector, in a stable order", async () => {
+    const compiled = await compile(db.database.db, options());
+    const connectorIds = [ids.main, ids.vendor, ids.off, ids.leaving].sort();
+    expect([...compiled.sections.keys()]).toEqual([
+      "global",
+      ...connectorIds.map((id) => `connector:${id}`),
+    ]);
+
+    const global = JSON.parse(compiled.sections.get("global")!.json) as GlobalSection;
+    expect(global.default_strategy).toBe("random");
+    expect(global.projects.map((p) => p.id)).toEqual([ids.shop, ids.labs].sort());
+    const shop = global.projects.find((p) => p.id === ids.shop)!;
+    expect(Object.keys(shop)).toEqual([
+      "id",
+      "name",
+      "username",
+      "password_digest",
+      "strategy",
+      "session_ttl_seconds",
+      "sticky_quarantine",
+      "location_policy",
+      "location_preflight",
+      "connection_timeout_seconds",
+      "max_retries",
+    ]);
+    expect(shop.password_digest).toBe(await passwordDigest(bed.feedKeys, "pw-shop-1"));
+    // The password itself is never in the feed.
+    expect(compiled.sections.get("global")!.json).not.toContain("pw-shop-1");
+
+    const main = JSON.parse(
+      compiled.sections.get(`connector:${ids.main}`)!.json,
+    ) as ConnectorSection;
+    expect(main.connector).toMatchObject({
+      id: ids.main,
+      project_id: ids.shop,
+      enabled: true,
+      weight: 5,
+      countries: ["DE", "US"],
+      domain_allow: ["a.org", "example.com"],
+      rate_limit: null,
+      traffic: null,
+    });
+    expect(main.proxies.map((p) => p.id)).toEqual([ids.p1, ids.p2, ids.p3]);
+    expect(main.proxies[0]).toEqual({
+      id: ids.p1,
+      scheme: "http",
+      host: "10.0.0.1",
+      port: 3128,
+      username: "u1",
+      password: "p1",
+      country: "DE",
+      status: "degraded",
+      max_concurrency: null,
+    });
+    expect(main.proxies.map((p) => p.max_concurrency)).toEqual([null, 4, null]);
+    expect(main.proxies[2].status).toBe("draining");
+    expect(compiled.sections.get(`connector:${ids.main}`)!.json).not.toContain("not shipped");
+
+    const vendor = JSON.parse(
+      compiled.sections.get(`connector:${ids.vendor}`)!.json,
+    ) as ConnectorSection;
+    // Connector config wins (zone), the credential fills the rest, unfilled ones stay.
+    expect(vendor.proxies[0].username).toBe("acct-7-zone-residential-{missing}");
+    expect(vendor.proxies[0].password).toBe("vendor-secret{empty}");
+    expect(compiled.sections.get(`connector:${ids.vendor}`)!.json).not.toContain("never-shipped");
+
+    // Disabled and pending-deletion connectors are in the feed; the router skips them.
+    const off = JSON.parse(compiled.sections.get(`connector:${ids.off}`)!.json) as ConnectorSection;
+    expect(off.connector.enabled).toBe(false);
+    const leaving = JSON.parse(
+      compiled.sections.get(`connector:${ids.leaving}`)!.json,
+    ) as ConnectorSection;
+    expect(leaving.connector.pending_deletion).toBe(true);
+    expect(leaving.proxies).toEqual([]);
+
+    // Job keys: proxies of enabled connectors not leaving the pool, in the feed's order.
+    const byConnector = [[ids.main, [ids.p1, ids.p2]], [ids.vendor, [ids.v1]]] as const;
+    expect(compiled.jobKeys.get(JobKind.health)).toEqual(
+      [...byConnector].sort((a, b) => (a[0] < b[0] ? -1 : 1)).flatMap(([, keys]) => keys),
+    );
+    expect(compiled.proxyIds.size).toBe(5);
+    expect(compiled.connectorIds.size).toBe(4);
+  });
+
+  it("compiles unchanged definitions to the same bytes, and a change to one section only", async () => {
+    const first = await compile(db.database.db, options());
+    const second = await compile(db.database.db, options());
+    for (const [name, text] of first.sections) {
+      expect(second.sections.get(name)).toEqual(text);
+    }
+    await db.database.sql`update proxies set status = 'unhealthy' where id = ${ids.p2}`;
+    try {
+      const third = await compile(db.database.db, options());
+      const moved = [...first.sections].filter(([name, text]) =>
+        third.sections.get(name)!.digest !== text.digest
+      ).map(([name]) => name);
+      expect(moved).toEqual([`connector:${ids.main}`]);
+    } finally {
+      await db.database.sql`update proxies set status = 'healthy' where id = ${ids.p2}`;
+    }
+  });
+
+  it("serves a stored strategy no router has as the install's default, logged once", async () => {
+    const sql = db.database.sql;
+    // The check constraint guards the column; a row from an older release can still hold one.
+    await sql`alter table projects drop constraint projects_strategy_check`;
+    await sql`update projects set strategy = 'fastest' where id = ${ids.labs}`;
+    try {
+      const compileLogged = () => compile(db.database.db, { ...options(), logger: bed.logger });
+      const compiled = await compileLogged();
+      await compileLogged();
+      const global = JSON.parse(compiled.sections.get("global")!.json) as GlobalSection;
+      expect(global.projects.find((p) => p.id === ids.labs)!.strategy).toBe("random");
+      expect(
+        bed.lines.filter((l) => l.msg === "Unknown routing strategy served as the default"),
+      ).toHaveLength(1);
+    } finally {
+      await sql`update projects set strategy = 'round_robin' where id = ${ids.labs}`;
+    }
+  });
+});
+
+describe("runtime section", () => {
+  it("reads live quarantines and traffic blocks, filtered to what the compile holds", async () => {
+    const compiled = await compile(db.database.db, options());
+    const now = Date.now();
+    await bed.redis.zadd(
+      bed.keys.proxyQuarantined,
+      now + 60_000,
+      ids.p2,
+      now + 30_000,
+      ids.p1,
+      now - 1000,
+      ids.v1,
+      now + 60_000,
+      "gone-proxy",
+    );
+    await bed.redis.hset(bed.keys.trafficBlocked, {
+      [ids.vendor]: JSON.stringify({ until_ms: now + 5000 }),
+      [ids.main]: String(now + 9000),
+      [ids.off]: "not json",
+      "gone-connector": String(now + 9000),
+    });
+    const runtime = await readRuntimeSection(bed.redis, bed.keys, compiled, now);
+    expect(runtime.quarantines).toEqual(
+      [
+        { proxy_id: ids.p1, until_ms: now + 30_000 },
+        { proxy_id: ids.p2, until_ms: now + 60_000 },
+      ].sort((a, b) => (a.proxy_id < b.proxy_id ? -1 : 1)),
+    );
+    expect(runtime.traffic_blocks).toEqual(
+      [
+        { connector_id: ids.main, until_ms: now + 9000 },
+        { connector_id: ids.vendor, until_ms: now + 5000 },
+      ].sort((a, b) => (a.connector_id < b.connector_id ? -1 : 1)),
+    );
+    await bed.redis.del(bed.keys.proxyQuarantined, bed.keys.trafficBlocked);
+    expect(await readRuntimeSection(bed.redis, bed.keys, compiled, now)).toEqual({
+      schema: 1,
+      quarantines: [],
+      traffic_blocks: [],
+    });
+  });
+});

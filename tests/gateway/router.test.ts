@@ -1,0 +1,448 @@
+/** The router: credentials, eligibility, weights, strategies, exclusions and every refusal. */
+import { describe, expect, it } from "vitest";
+import { CoreRouter } from "../../gateway/core/router.ts";
+import {
+  type Allocation,
+  isRefusal,
+  type Refusal,
+  RejectionReason,
+} from "../../gateway/core/contract.ts";
+import type { RoutingStrategy } from "../../gateway/core/strategy.ts";
+import type { FeedSections } from "../../shared/feed/models.ts";
+import {
+  basic,
+  client,
+  connector,
+  digestOf,
+  emptyRuntime,
+  feed,
+  project,
+  proxy,
+  section,
+  target,
+  verifyPassword,
+} from "./fixtures.ts";
+
+const NOW = 1_700_000_000_000;
+
+function routerFor(
+  sections: FeedSections,
+  extra: Partial<ConstructorParameters<typeof CoreRouter>[0]> = {},
+) {
+  const warnings: string[] = [];
+  const router = new CoreRouter({
+    verifyPassword,
+    nowMs: () => NOW,
+    log: { warn: (message) => warnings.push(message) },
+    ...extra,
+  });
+  router.apply(sections);
+  return { router, warnings };
+}
+
+async function pick(
+  router: CoreRouter,
+  c = client(),
+  host = "example.com",
+  exclude = new Set<string>(),
+) {
+  const result = await router.acquire(c, target(host), exclude);
+  if (isRefusal(result)) throw new Error(`refused: ${result.status} ${result.reason}`);
+  result.release({ ok: true });
+  return result.upstream;
+}
+
+async function refusal(
+  router: CoreRouter,
+  c = client(),
+  host = "example.com",
+  exclude = new Set<string>(),
+) {
+  const result = await router.acquire(c, target(host), exclude);
+  if (!isRefusal(result)) {
+    result.release({ ok: true });
+    throw new Error(`served by ${result.upstream.proxyId}`);
+  }
+  return result;
+}
+
+function tally(values: readonly string[]) {
+  const counts = new Map<string, number>();
+  for (const v of values) counts.set(v, (counts.get(v) ?? 0) + 1);
+  return counts;
+}
+
+describe("authenticate", () => {
+  it("reads Basic credentials and the username's options", async () => {
+    const { router } = routerFor(feed([section("c", ["x"])]));
+    const result = await router.authenticate(basic("shop-cc-uk-sessid-42"));
+    expect(result).toEqual({
+      ok: true,
+      client: { projectId: "p1", options: { user: "shop", country: "GB", sessionId: "42" } },
+    });
+  });
+
+  it.each([
+    ["no header", null],
+    ["another scheme", "Bearer abc"],
+    ["bad base64", "Basic !!!"],
+    ["no colon", `Basic ${btoa("shop")}`],
+    ["unknown project", basic("nobody")],
+    ["wrong password", basic("shop", "wrong-password")],
+  ])("%s: 407", async (_, header) => {
+    const { router } = routerFor(feed([section("c", ["x"])]));
+    expect(await router.authenticate(header)).toEqual({
+      ok: false,
+      refusal: {
+        status: 407,
+        proxyStatus: "http_request_denied",
+        reason: "Valid project credentials required in Proxy-Authorization header",
+        rejection: RejectionReason.unauthenticated,
+      },
+    });
+  });
+
+  it("bad options: 400 with the grammar's message", async () => {
+    const { router } = routerFor(feed([section("c", ["x"])]));
+    expect(await router.authenticate(basic("shop-st-ny"))).toEqual({
+      ok: false,
+      refusal: {
+        status: 400,
+        proxyStatus: "http_request_error",
+        reason: "State and city targeting need a country: add -cc-<code>, such as user-cc-us-st-ny",
+        rejection: RejectionReason.invalidLocation,
+      },
+    });
+  });
+
+  it("checks a password once, then from the cache until the digest changes", async () => {
+    let checks = 0;
+    const counting = (password: string, digest: string) => {
+      checks++;
+      return verifyPassword(password, digest);
+    };
+    const { router } = routerFor(feed([section("c", ["x"])]), { verifyPassword: counting });
+    for (let i = 0; i < 5; i++) expect((await router.authenticate(basic("shop"))).ok).toBe(true);
+    expect(checks).toBe(1);
+    expect((await router.authenticate(basic("shop", "wrong-one"))).ok).toBe(false);
+    expect(checks).toBe(2);
+    const changed = feed([section("c", ["x"])], {
+      projects: [project({ password_digest: digestOf("new-pass") })],
+    });
+    router.apply(changed);
+    expect((await router.authenticate(basic("shop"))).ok).toBe(false);
+    expect((await router.authenticate(basic("shop", "new-pass"))).ok).toBe(true);
+    expect(checks).toBe(4);
+  });
+
+  it("answers 503 before the first feed and says it is not ready", async () => {
+    const router = new CoreRouter({ verifyPassword });
+    expect(router.ready).toBe(false);
+    const result = await router.authenticate(basic("shop"));
+    expect(result.ok === false && result.refusal.status).toBe(503);
+  });
+});
+
+describe("choosing an upstream", () => {
+  it("round_robin visits every proxy of a connector in turn", async () => {
+    const { router } = routerFor(feed([section("c", ["x1", "x2", "x3", "x4"])]));
+    const seen = [];
+    for (let i = 0; i < 8; i++) seen.push((await pick(router)).proxyId);
+    expect(seen).toEqual(["x1", "x2", "x3", "x4", "x1", "x2", "x3", "x4"]);
+  });
+
+  it("round_robin keeps a cursor per place", async () => {
+    const { router } = routerFor(feed([section("c", [
+      proxy("de1", { country: "DE" }),
+      proxy("us1", { country: "US" }),
+      proxy("de2", { country: "DE" }),
+    ])]));
+    const de = client({ user: "shop", country: "DE" });
+    expect((await pick(router, de)).proxyId).toBe("de1");
+    expect((await pick(router)).proxyId).toBe("de1");
+    expect((await pick(router, de)).proxyId).toBe("de2");
+    expect((await pick(router)).proxyId).toBe("us1");
+  });
+
+  it("weights 1 and 3 give about 25% and 75% (round_robin exactly, smooth: A A B A)", async () => {
+    const sections = [
+      section(connector("light", { weight: 1 }), ["l1", "l2"]),
+      section(connector("heavy", { weight: 3 }), ["h1", "h2"]),
+    ];
+    const { router } = routerFor(feed(sections));
+    const order = [];
+    for (let i = 0; i < 400; i++) order.push((await pick(router)).connectorId);
+    expect(order.slice(0, 4)).toEqual(["heavy", "heavy", "light", "heavy"]);
+    expect(tally(order).get("heavy")).toBe(300);
+
+    const random =
+      routerFor(feed(sections, { projects: [project({ strategy: "random" })] })).router;
+    const drawn = [];
+    for (let i = 0; i < 4000; i++) drawn.push((await pick(random)).connectorId);
+    expect(tally(drawn).get("heavy")! / 4000).toBeCloseTo(0.75, 1);
+  });
+
+  it("equal weights split about 50/50 however many rows each connector has", async () => {
+    const sections = [
+      section("ten", Array.from({ length: 10 }, (_, i) => `t${i}`)),
+      section("one", ["o1"]),
+    ];
+    for (const strategy of ["round_robin", "random"] as const) {
+      const { router } = routerFor(feed(sections, { projects: [project({ strategy })] }));
+      const picks = [];
+      for (let i = 0; i < 2000; i++) picks.push((await pick(router)).connectorId);
+      expect(tally(picks).get("one")! / 2000).toBeCloseTo(0.5, 1);
+    }
+  });
+
+  it("random spreads over every row", async () => {
+    const rows = Array.from({ length: 10 }, (_, i) => `r${i}`);
+    const { router } = routerFor(
+      feed([section("c", rows)], { projects: [project({ strategy: "random" })] }),
+    );
+    const picks = [];
+    for (let i = 0; i < 5000; i++) picks.push((await pick(router)).proxyId);
+    const counts = tally(picks);
+    expect(counts.size).toBe(10);
+    for (const n of counts.values()) expect(n).toBeGreaterThan(350);
+  });
+
+  it("excluded proxies (already tried for this request) are skipped: a retry takes another", async () => {
+    const { router } = routerFor(feed([section("c", ["x1", "x2", "x3"])]));
+    const first = await pick(router);
+    const retry = await pick(router, client(), "example.com", new Set([first.proxyId]));
+    expect(retry.proxyId).not.toBe(first.proxyId);
+    const third = await pick(
+      router,
+      client(),
+      "example.com",
+      new Set([first.proxyId, retry.proxyId]),
+    );
+    expect([first.proxyId, retry.proxyId]).not.toContain(third.proxyId);
+    const none = await refusal(router, client(), "example.com", new Set(["x1", "x2", "x3"]));
+    expect(none).toMatchObject({ status: 502, rejection: RejectionReason.allProxiesTried });
+  });
+
+  it("skips disabled, pending-deletion and unhealthy, and only the project's own connectors", async () => {
+    const { router } = routerFor(feed([
+      section(connector("off", { enabled: false }), ["off1"]),
+      section(connector("deleting", { pending_deletion: true }), ["del1"]),
+      section("mixed", [proxy("sick", { status: "degraded" }), "good"]),
+      section(connector("other", { project_id: "p2" }), ["theirs"]),
+    ]));
+    for (let i = 0; i < 5; i++) expect((await pick(router)).proxyId).toBe("good");
+  });
+
+  it("skips quarantined proxies and traffic-blocked connectors, and lets them back when it ends", async () => {
+    const runtime = {
+      ...emptyRuntime(),
+      quarantines: [{ proxy_id: "a1", until_ms: NOW + 1000 }, {
+        proxy_id: "a2",
+        until_ms: NOW - 1,
+      }],
+      traffic_blocks: [{ connector_id: "b", until_ms: NOW + 1000 }],
+    };
+    const { router } = routerFor(
+      feed([section("a", ["a1", "a2"]), section("b", ["b1"])], { runtime }),
+    );
+    for (let i = 0; i < 4; i++) expect((await pick(router)).proxyId).toBe("a2");
+  });
+
+  it("honours a proxy's concurrency limit and moves on to the next", async () => {
+    const { router } = routerFor(
+      feed([section("c", [proxy("one", { max_concurrency: 1 }), "two"])]),
+    );
+    const held = await router.acquire(client(), target(), new Set());
+    expect(isRefusal(held) || held.upstream.proxyId).toBe("one");
+    for (let i = 0; i < 3; i++) expect((await pick(router)).proxyId).toBe("two");
+    (held as Allocation).release({ ok: true });
+  });
+
+  it("serves a strategy it has no implementation of yet as round_robin, warning once", async () => {
+    const { router, warnings } = routerFor(feed([section("c", ["x1", "x2"])], {
+      projects: [project({ strategy: "least_used" })],
+    }));
+    expect((await pick(router)).proxyId).toBe("x1");
+    expect((await pick(router)).proxyId).toBe("x2");
+    expect(warnings).toEqual(["Routing strategy not available yet: served as round_robin"]);
+  });
+
+  it("takes asynchronous strategies (sticky's shape), and selects again when a reservation is lost", async () => {
+    const asyncFirst: RoutingStrategy = {
+      name: "sticky",
+      select: (candidates) => Promise.resolve(candidates.choices[0].rows.find(candidates.usable)),
+    };
+    const { router } = routerFor(
+      feed([section("c", [proxy("x1", { max_concurrency: 1 }), "x2"])], {
+        projects: [project({ strategy: "sticky" })],
+      }),
+      { strategies: { sticky: () => asyncFirst } },
+    );
+    const result = router.acquireNow(client(), target());
+    expect(result).toBeInstanceOf(Promise);
+    const first = (await result) as Allocation;
+    expect(first.upstream.proxyId).toBe("x1");
+    expect((await pick(router)).proxyId).toBe("x2");
+    first.release({ ok: true });
+
+    // A strategy that ignores `usable` and returns a full proxy loses the race and is asked again.
+    let calls = 0;
+    const stubborn: RoutingStrategy = {
+      name: "sticky",
+      select: (candidates) => {
+        calls++;
+        return calls === 1 ? candidates.choices[0].rows[0] : candidates.choices[0].rows[1];
+      },
+    };
+    const r2 = routerFor(
+      feed([section("c", [proxy("x1", { max_concurrency: 1 }), "x2"])], {
+        projects: [project({ strategy: "sticky" })],
+      }),
+      { strategies: { sticky: () => stubborn } },
+    ).router;
+    const hold = r2.dispatch.acquire(
+      r2.snapshot!.connectors.get("c")!.proxies[0],
+      r2.snapshot!.connectors.get("c")!.proxies[0].slot,
+      r2.snapshot!.connectors.get("c")!.slot,
+      1,
+    )!;
+    expect((await pick(r2)).proxyId).toBe("x2");
+    expect(calls).toBe(2);
+    hold.release({ ok: true });
+  });
+
+  it("the sync path answers without a Promise for the built-in strategies", () => {
+    const { router } = routerFor(feed([section("c", ["x1"])]));
+    const result = router.acquireNow(client(), target());
+    expect(result).not.toBeInstanceOf(Promise);
+    (result as Allocation).release({ ok: true });
+  });
+});
+
+describe("refusals", () => {
+  const expectRefusal = (r: Refusal, status: number, proxyStatus: string, reason: string) =>
+    expect(r).toMatchObject({ status, proxyStatus, reason });
+
+  it("502 naming the country when nothing serves it (never widened)", async () => {
+    const { router } = routerFor(feed([section(connector("c", { countries: ["US"] }), [
+      proxy("us1", { country: "US" }),
+    ])]));
+    expectRefusal(
+      await refusal(router, client({ user: "shop", country: "DE" })),
+      502,
+      "destination_unavailable",
+      "No upstream proxy available for DE",
+    );
+  });
+
+  it("502 naming state and city", async () => {
+    const { router } = routerFor(feed([section("c", [proxy("us1", { country: "US" })])]));
+    expectRefusal(
+      await refusal(router, client({ user: "shop", country: "US", state: "NY", city: "new_york" })),
+      502,
+      "destination_unavailable",
+      "No upstream proxy available for US, state NY, city new_york",
+    );
+  });
+
+  it("502 with 'and this domain' when the domain filter excluded the rest", async () => {
+    const { router } = routerFor(feed([
+      section(connector("c", { domain_deny: ["blocked.test"] }), [proxy("de1", { country: "DE" })]),
+    ]));
+    expectRefusal(
+      await refusal(router, client({ user: "shop", country: "DE" }), "www.blocked.test"),
+      502,
+      "destination_unavailable",
+      "No upstream proxy available for DE and this domain",
+    );
+    expectRefusal(
+      await refusal(router, client(), "blocked.test"),
+      502,
+      "destination_unavailable",
+      "No upstream proxy available for this domain",
+    );
+  });
+
+  it("502 for a project without connectors", async () => {
+    const { router } = routerFor(feed([]));
+    expect((await refusal(router)).reason).toBe("No upstream proxy available for this project");
+  });
+
+  it("503 when every proxy that serves the request is down", async () => {
+    const { router } = routerFor(feed([section("c", [
+      proxy("x1", { status: "unhealthy" }),
+      proxy("x2", { status: "initializing" }),
+    ])]));
+    expectRefusal(
+      await refusal(router),
+      503,
+      "destination_unavailable",
+      "Every upstream proxy for this request is down",
+    );
+  });
+
+  it("429 when every eligible proxy is quarantined", async () => {
+    const runtime = { ...emptyRuntime(), quarantines: [{ proxy_id: "x1", until_ms: NOW + 5 }] };
+    const { router } = routerFor(feed([section("c", ["x1"])], { runtime }));
+    expectRefusal(
+      await refusal(router),
+      429,
+      "connection_limit_reached",
+      "All proxies are temporarily rate-limited. Retry later.",
+    );
+  });
+
+  it("the connector's limit status when every connector that could serve is traffic-blocked", async () => {
+    const runtime = {
+      ...emptyRuntime(),
+      traffic_blocks: [{ connector_id: "a", until_ms: NOW + 5 }, {
+        connector_id: "b",
+        until_ms: NOW + 5,
+      }],
+    };
+    const blocked =
+      routerFor(feed([section("a", ["a1"]), section("b", ["b1"])], { runtime })).router;
+    expect(await refusal(blocked)).toMatchObject({
+      status: 509,
+      proxyStatus: "bandwidth_limit_exceeded",
+      rejection: RejectionReason.trafficLimitExceeded,
+    });
+    const tooMany = routerFor(feed([
+      section(connector("a", { traffic: { action: "block", limit_status: 429 } }), ["a1"]),
+    ], { runtime })).router;
+    expect((await refusal(tooMany)).status).toBe(429);
+  });
+
+  it("503 when every eligible proxy is at its concurrency limit", async () => {
+    const { router } = routerFor(feed([section("c", [proxy("x1", { max_concurrency: 1 })])]));
+    const held = (await router.acquire(client(), target(), new Set())) as Allocation;
+    expect(await refusal(router)).toMatchObject({
+      status: 503,
+      proxyStatus: "connection_limit_reached",
+      rejection: RejectionReason.allProxiesBusy,
+    });
+    held.release({ ok: true });
+    expect((await pick(router)).proxyId).toBe("x1");
+  });
+
+  it("407 when the client's project left the feed since it authenticated", async () => {
+    const { router } = routerFor(feed([section("c", ["x1"])]));
+    expect((await refusal(router, client({ user: "gone" }, "p-gone"))).status).toBe(407);
+  });
+});
+
+describe("a strategy that raises", () => {
+  it("still has the request served, at random, with one warning", async () => {
+    const failing: RoutingStrategy = {
+      name: "sticky",
+      select: () => Promise.reject(new Error("redis away")),
+    };
+    const { router, warnings } = routerFor(
+      feed([section("c", ["x1", "x2"])], { projects: [project({ strategy: "sticky" })] }),
+      { strategies: { sticky: () => failing } },
+    );
+    expect(["x1", "x2"]).toContain((await pick(router)).proxyId);
+    expect(["x1", "x2"]).toContain((await pick(router)).proxyId);
+    expect(warnings).toEqual(["Routing strategy failed: request placed at random"]);
+  });
+});
