@@ -19,7 +19,8 @@ import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
 import { errorText } from "../shared/errors.ts";
-import { parseControlSettings, SettingsError } from "../shared/settings.ts";
+import { parseControlSettings, parseGatewaySettings, SettingsError } from "../shared/settings.ts";
+import { DENO_BIN, DENO_ENV, gatewayRunArgs } from "./gateway-command.ts";
 import { ensureStorePackages, findFreePort, LocalPostgres, LocalRedis } from "./local-stores.ts";
 
 const ROOT = fileURLToPath(new URL("..", import.meta.url));
@@ -27,6 +28,8 @@ const PREFERRED_PORTS = { postgres: 54329, redis: 63799 } as const;
 const DATABASE_NAME = "octoprox";
 /** How long a child may take to stop before it is killed: its own grace, and some. */
 const CHILD_STOP_MARGIN_MS = 15_000;
+/** The gateway closes its listeners and waits for its connections' handlers, boundedly. */
+const GATEWAY_STOP_TIMEOUT_MS = 30_000;
 const isRoot = () => typeof process.getuid === "function" && process.getuid() === 0;
 const run = promisify(execFile);
 
@@ -375,7 +378,12 @@ async function main(): Promise<void> {
     OCTOPROX_JWT_SECRET: jwtSecret,
     OCTOPROX_ADMIN_PASSWORD: adminPassword,
   };
-  // One entry per process of the instance, in start order; the gateway joins this list.
+  const gatewaySettings = parseGatewaySettings({
+    ...process.env,
+    OCTOPROX_REDIS_URL: stores.redisUrl,
+    OCTOPROX_INTERNAL_SECRET: internalSecret,
+  });
+  // One entry per process of the instance, in start order.
   const specs: ChildSpec[] = [
     {
       name: "control",
@@ -384,6 +392,20 @@ async function main(): Promise<void> {
       env: controlEnv,
       readyUrl: `http://127.0.0.1:${apiPort}/ready`,
       stopTimeoutMs: parseControlSettings(controlEnv).stopGraceMs + CHILD_STOP_MARGIN_MS,
+    },
+    {
+      // Ready once it applied its first feed, which the controller publishes at once.
+      name: "gateway",
+      command: DENO_BIN,
+      args: gatewayRunArgs(),
+      env: {
+        ...process.env,
+        ...DENO_ENV,
+        OCTOPROX_REDIS_URL: stores.redisUrl,
+        OCTOPROX_INTERNAL_SECRET: internalSecret,
+      },
+      readyUrl: `http://127.0.0.1:${gatewaySettings.statusPort}/ready`,
+      stopTimeoutMs: GATEWAY_STOP_TIMEOUT_MS,
     },
   ];
 
@@ -407,6 +429,9 @@ async function main(): Promise<void> {
   say("");
   say("  Octoprox is running.");
   say(`    Dashboard and API   ${url}`);
+  say(
+    `    Proxy (HTTP)        http://<project username>:<password>@127.0.0.1:${gatewaySettings.proxyPort}`,
+  );
   say(`    First admin         ${login}`);
   say(`    Data                ${shown(dataDir)}`);
   say("    Stop                Ctrl-C");

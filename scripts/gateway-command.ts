@@ -1,0 +1,30 @@
+/**
+ * How a gateway process is run from this checkout: Deno (the npm package's binary) with the
+ * permissions the gateway needs and nothing more. `npm start`, the tests and the build use this
+ * one list, so a permission the gateway gains is granted everywhere at once.
+ */
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+
+export const ROOT = join(dirname(fileURLToPath(import.meta.url)), "..");
+export const DENO_BIN = join(ROOT, "node_modules", ".bin", "deno");
+export const GATEWAY_ENTRY = join(ROOT, "gateway", "main.ts");
+
+/**
+ * The network; OCTOPROX_* variables only (other lookups, such as a library's DEBUG, read as
+ * unset); the host name (its default instance name). No file access.
+ */
+export const GATEWAY_PERMISSIONS: readonly string[] = [
+  "--allow-net",
+  "--allow-env=OCTOPROX_*",
+  "--ignore-env",
+  "--allow-sys=hostname",
+];
+
+/** `deno run` arguments for the gateway. */
+export function gatewayRunArgs(): string[] {
+  return ["run", ...GATEWAY_PERMISSIONS, GATEWAY_ENTRY];
+}
+
+/** The environment every Deno process we start gets: no update check against the internet. */
+export const DENO_ENV = { DENO_NO_UPDATE_CHECK: "1", NO_COLOR: "1" } as const;
