@@ -1,0 +1,75 @@
+/**
+ * The gateway process (Deno):
+ *
+ *   DENO_NO_UPDATE_CHECK=1 deno run --allow-net --allow-env=OCTOPROX_* --ignore-env \
+ *     --allow-sys=hostname gateway/main.ts
+ *
+ * Settings first (a bad or missing one: one line naming it, exit 2), then the status listener,
+ * the routing core and its feed follower; the proxy listener binds once the first feed is
+ * applied. SIGTERM or SIGINT stops it and exits 0; a second signal exits at once with 1.
+ */
+import { parseGatewaySettings, SETTING_NAMES, SettingsError } from "../shared/settings.ts";
+import type { GatewaySettings } from "../shared/settings.ts";
+import { GatewayProcess, runUntilSignal } from "./net/gateway.ts";
+import { createLogger } from "./net/log.ts";
+import { buildRoutingCore } from "./net/wiring.ts";
+
+function fail(message: string, code: number): never {
+  console.error(`octoprox-gateway: ${message}`);
+  Deno.exit(code);
+}
+
+/**
+ * Only OCTOPROX_* variables are read, one by one: the process may read no others
+ * (--allow-env=OCTOPROX_*; --ignore-env answers libraries' other lookups with undefined).
+ */
+function readEnvironment(): Record<string, string | undefined> {
+  const env: Record<string, string | undefined> = {};
+  for (const name of SETTING_NAMES) env[name] = Deno.env.get(name);
+  return env;
+}
+
+function instanceName(settings: GatewaySettings): string {
+  if (settings.instanceId) return settings.instanceId;
+  let host = "gateway";
+  try {
+    host = Deno.hostname().split(".")[0].replace(/[^A-Za-z0-9_-]/g, "") || host;
+  } catch {
+    // No sys permission for the host name: the random part still tells processes apart.
+  }
+  const suffix = crypto.getRandomValues(new Uint8Array(3));
+  return `${host}-${[...suffix].map((byte) => byte.toString(16).padStart(2, "0")).join("")}`;
+}
+
+let settings: GatewaySettings;
+try {
+  settings = parseGatewaySettings(readEnvironment());
+} catch (error) {
+  if (error instanceof SettingsError) fail(error.message, 2);
+  throw error;
+}
+
+const instance = instanceName(settings);
+const logger = createLogger({ level: settings.logLevel, instance });
+
+// A stray rejection is a bug to fix, not a reason to drop every tunnel on this gateway.
+globalThis.addEventListener("unhandledrejection", (event) => {
+  event.preventDefault();
+  logger.error("Unhandled rejection", { error: event.reason });
+});
+
+let gateway: GatewayProcess;
+try {
+  const core = await buildRoutingCore(settings, logger, instance);
+  gateway = new GatewayProcess({ settings, instance, logger, core });
+  await gateway.start();
+} catch (error) {
+  logger.fatal("Start failed", { error });
+  await logger.flush();
+  fail(`start failed: ${error instanceof Error ? error.message : String(error)}`, 1);
+}
+logger.info("Gateway started; the proxy port opens with the first feed", {
+  proxyPort: settings.proxyPort,
+  statusPort: gateway.statusAddr?.port,
+});
+await runUntilSignal(gateway, logger);

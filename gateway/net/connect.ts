@@ -1,0 +1,163 @@
+/**
+ * CONNECT tunnels: authenticate, guard, acquire, dial the upstream and run its handshake; on
+ * success commit, answer `200 Connection established` and relay both ways until the tunnel
+ * ends. Seed 001 section 7.2: another proxy may be tried only before the tunnel is up (up to
+ * 2 distinct proxies); once the client heard 200, a failure only ends the tunnel.
+ */
+import {
+  type Allocation,
+  type Client,
+  FailurePhase,
+  isRefusal,
+  type Outcome,
+  type Target,
+} from "../core/contract.ts";
+import { CONNECTION_ESTABLISHED } from "./answers.ts";
+import { describeFailure, type Failure } from "./failures.ts";
+import { safely, type TransferMeter } from "./hooks.ts";
+import { clientKeepsAlive, HeadError, parseConnectTarget, type RequestHead } from "./http-parse.ts";
+import { relay, RelayEnd } from "./relay.ts";
+import { RequestKind, RequestOutcome } from "./metrics.ts";
+import type { ClientSession } from "./session.ts";
+import { dialUpstream, type UpstreamLink } from "./upstream.ts";
+
+const MAX_ATTEMPTS = 2;
+
+/** Handles one CONNECT; resolves whether the client's connection serves another request. */
+export async function handleConnect(session: ClientSession, head: RequestHead): Promise<boolean> {
+  const kind = RequestKind.connect;
+  const method = head.method;
+  let target: Target;
+  try {
+    target = parseConnectTarget(head.target);
+  } catch (error) {
+    const reason = error instanceof HeadError ? error.message : "Bad CONNECT target";
+    await session.answer(
+      { status: 400, proxyStatus: "http_request_error", reason },
+      { keepAlive: false, kind, method },
+    );
+    return false;
+  }
+  // A CONNECT has no body: a refused one leaves the connection usable.
+  const keepAfterRefusal = clientKeepsAlive(head);
+  const client = await session.authenticate(head, kind, keepAfterRefusal, target);
+  if (client === undefined) return keepAfterRefusal;
+  const ctx = session.ctx;
+  const denied = await ctx.guard.check(target);
+  if (denied) {
+    await session.refuse(denied, { keepAlive: keepAfterRefusal, kind, method }, client, target);
+    return keepAfterRefusal;
+  }
+
+  const exclude = new Set<string>();
+  let failure: Failure | undefined;
+  for (let attempt = 0; attempt < MAX_ATTEMPTS; attempt++) {
+    const acquired = await ctx.router.acquire(client, target, exclude);
+    if (isRefusal(acquired)) {
+      if (failure) break;
+      await session.refuse(acquired, { keepAlive: keepAfterRefusal, kind, method }, client, target);
+      return keepAfterRefusal;
+    }
+    exclude.add(acquired.upstream.proxyId);
+    if (attempt > 0) ctx.metrics.retries++;
+    const startedMs = Date.now();
+    let link: UpstreamLink;
+    try {
+      link = await dialUpstream({
+        upstream: acquired.upstream,
+        target,
+        tunnel: true,
+        timeoutMs: ctx.limits.connectTimeoutMs,
+        maxHeadBytes: ctx.limits.maxHeaderBytes,
+        signal: session.signal,
+      });
+    } catch (error) {
+      failure = describeFailure(error);
+      releaseOnce(session, acquired, { ok: false, phase: failure.phase });
+      ctx.metrics.upstreamFailure(failure.phase);
+      ctx.logger.debug("CONNECT attempt failed", { error, phase: failure.phase });
+      if (session.signal.aborted || session.client.closed) return false;
+      continue;
+    }
+    await tunnel(session, { client, target, allocation: acquired, link, startedMs });
+    return false;
+  }
+  await session.answer(failure!.answer, { keepAlive: keepAfterRefusal, kind, method });
+  return keepAfterRefusal && !session.client.closed;
+}
+
+function releaseOnce(session: ClientSession, allocation: Allocation, outcome: Outcome): void {
+  try {
+    allocation.release(outcome);
+  } catch (error) {
+    session.ctx.logger.error("Allocation release failed", { error });
+  }
+}
+
+interface TunnelRequest {
+  client: Client;
+  target: Target;
+  allocation: Allocation;
+  link: UpstreamLink;
+  startedMs: number;
+}
+
+/** The tunnel is up: commit, answer 200, relay. Releases the allocation exactly once. */
+async function tunnel(session: ClientSession, request: TunnelRequest): Promise<void> {
+  const ctx = session.ctx;
+  const { allocation, link } = request;
+  const latencyMs = Date.now() - request.startedMs;
+  let outcome: Outcome = { ok: true, latencyMs };
+  let meter: TransferMeter | undefined;
+  session.attach(link.leg);
+  try {
+    allocation.commit();
+    meter = safely(() =>
+      ctx.hooks?.begin({
+        kind: "connect",
+        client: request.client,
+        target: request.target,
+        upstream: allocation.upstream,
+        latencyMs,
+      })
+    );
+    try {
+      await session.client.write(CONNECTION_ESTABLISHED);
+    } catch {
+      outcome = { ok: false, phase: FailurePhase.client, latencyMs };
+      ctx.metrics.request(RequestKind.connect, RequestOutcome.broken, 200);
+      return;
+    }
+    ctx.metrics.request(RequestKind.connect, RequestOutcome.relayed, 200);
+    ctx.metrics.tunnelsOpen++;
+    try {
+      const result = await relay(session.client, link.leg, {
+        pool: ctx.pool,
+        clientLeftover: session.takePending(),
+        upstreamLeftover: link.leftover,
+        signal: session.signal,
+        onBytes: (toUpstreamBytes, toClientBytes) => {
+          ctx.metrics.countBytes(toUpstreamBytes, toClientBytes);
+          if (meter) meter.bytes(toUpstreamBytes, toClientBytes);
+        },
+      });
+      if (result.end === RelayEnd.upstream) {
+        outcome = { ok: false, phase: FailurePhase.idle, latencyMs };
+        ctx.metrics.upstreamFailure(FailurePhase.idle);
+      }
+    } finally {
+      ctx.metrics.tunnelsOpen--;
+    }
+  } catch (error) {
+    ctx.logger.error("Tunnel failed", { error });
+    outcome = { ok: false, phase: FailurePhase.client, latencyMs };
+  } finally {
+    session.attach(undefined);
+    link.leg.close();
+    releaseOnce(session, allocation, outcome);
+    if (meter) {
+      const finished = meter;
+      safely(() => finished.finish(outcome));
+    }
+  }
+}

@@ -1,0 +1,174 @@
+/**
+ * The gateway process around its socket layer, shared by gateway/main.ts and the tests'
+ * entry: the status listener first, then the routing core (feed follower), the proxy listener
+ * bound once the first feed is applied; stopping closes the proxy listener (cancelling the
+ * connections in flight and waiting for their handlers), then the core, then the status
+ * listener, then flushes the log.
+ */
+import type { GatewaySettings } from "../../shared/settings.ts";
+import type { DestinationGuard, Router } from "../core/contract.ts";
+import { startStatusServer, type StatusServer } from "../status.ts";
+import type { TransferHooks } from "./hooks.ts";
+import { ProxyListener } from "./listener.ts";
+import type { Logger } from "./log.ts";
+import { GatewayMetrics } from "./metrics.ts";
+
+/** What the socket layer needs of the routing core and the feed follower behind it. */
+export interface RoutingCore {
+  router: Router;
+  guard: DestinationGuard;
+  /** Resolves once the first feed is applied: the proxy port is bound then. */
+  firstApplied: Promise<void>;
+  /** Starts following the feed (returns once started, not once applied). */
+  start(): void | Promise<void>;
+  /** Stops the follower and whatever else the core runs; never rejects. */
+  stop(): Promise<void>;
+  /** Lines of Prometheus text the core adds to /metrics (its own names). */
+  metrics?(): string;
+  /** Reasons, besides a missing first feed, the gateway is unready (e.g. none). */
+  unready?(): string[];
+  hooks?: TransferHooks;
+}
+
+export interface GatewayProcessOptions {
+  settings: GatewaySettings;
+  instance: string;
+  logger: Logger;
+  core: RoutingCore;
+}
+
+export class GatewayProcess {
+  readonly metrics = new GatewayMetrics();
+  readonly #options: GatewayProcessOptions;
+  readonly #listener: ProxyListener;
+  #status: StatusServer | undefined;
+  #stopping: Promise<void> | undefined;
+  /** Resolves with the exit code once the process stopped (or failed to bind). */
+  readonly finished: Promise<number>;
+  #finish: (code: number) => void = () => {};
+
+  constructor(options: GatewayProcessOptions) {
+    this.#options = options;
+    const { settings, logger, core } = options;
+    this.#listener = new ProxyListener({
+      hostname: settings.host,
+      port: settings.proxyPort,
+      maxClientConnections: settings.maxClientConnections,
+      maxHeaderBytes: settings.maxHeaderBytes,
+      clientIdleTimeoutMs: settings.clientIdleTimeoutMs,
+      connectTimeoutMs: settings.connectTimeoutMs,
+      router: core.router,
+      guard: core.guard,
+      logger,
+      metrics: this.metrics,
+      hooks: core.hooks,
+    });
+    this.metrics.addGauge("octoprox_gateway_ready", () => (this.unready() ? 0 : 1));
+    this.metrics.addGauge("octoprox_gateway_log_lines_dropped", () => logger.droppedLines);
+    this.finished = new Promise((resolve) => {
+      this.#finish = resolve;
+    });
+  }
+
+  get proxyAddr(): Deno.NetAddr | undefined {
+    return this.#listener.addr;
+  }
+
+  get statusAddr(): Deno.NetAddr | undefined {
+    return this.#status?.addr;
+  }
+
+  /** Undefined when ready; else why not. */
+  unready(): string[] | undefined {
+    if (this.#stopping) return ["stopping"];
+    const reasons: string[] = [];
+    if (!this.#options.core.router.ready) reasons.push("no routing feed applied yet");
+    else if (!this.#listener.bound) reasons.push("proxy listener not bound");
+    const extra = this.#options.core.unready?.() ?? [];
+    reasons.push(...extra);
+    return reasons.length === 0 ? undefined : reasons;
+  }
+
+  /** Starts the status listener and the core; the proxy port follows the first feed. */
+  async start(): Promise<void> {
+    const { settings, logger, core, instance } = this.#options;
+    this.#status = startStatusServer({
+      hostname: settings.host,
+      port: settings.statusPort,
+      instance,
+      logger,
+      unready: () => this.unready(),
+      metrics: () => this.metrics.render() + (core.metrics?.() ?? ""),
+    });
+    logger.info("Status listener bound", {
+      host: this.#status.addr.hostname,
+      port: this.#status.addr.port,
+    });
+    await core.start();
+    core.firstApplied.then(
+      () => this.#bind(),
+      (error) => this.#fail("The routing core failed before its first feed", error),
+    );
+  }
+
+  #bind(): void {
+    if (this.#stopping) return;
+    const { logger } = this.#options;
+    try {
+      const addr = this.#listener.start();
+      logger.info("Proxy listener bound", { host: addr.hostname, port: addr.port });
+    } catch (error) {
+      this.#fail("Could not bind the proxy listener", error);
+    }
+  }
+
+  #fail(message: string, error: unknown): void {
+    this.#options.logger.fatal(message, { error });
+    void this.stop(1);
+  }
+
+  /** Stops everything in order; every step runs even if one fails. Safe to call again. */
+  stop(code = 0): Promise<void> {
+    this.#stopping ??= this.#stop(code);
+    return this.#stopping;
+  }
+
+  async #stop(code: number): Promise<void> {
+    const { logger, core } = this.#options;
+    logger.info("Stopping", { sessions: this.#listener.sessions });
+    const step = async (name: string, run: () => Promise<void>) => {
+      try {
+        await run();
+      } catch (error) {
+        logger.error(`Stop step failed: ${name}`, { error });
+      }
+    };
+    await step("proxy listener", () => this.#listener.close());
+    await step("routing core", () => core.stop());
+    await step("status listener", () => this.#status?.close() ?? Promise.resolve());
+    logger.info("Stopped");
+    await logger.flush();
+    this.#finish(code);
+  }
+}
+
+/**
+ * Stops on SIGTERM or SIGINT and exits with the stop's code; a second signal exits at once
+ * with 1. Resolves never: the process exits.
+ */
+export async function runUntilSignal(gateway: GatewayProcess, logger: Logger): Promise<never> {
+  let signalled = false;
+  const onSignal = (signal: Deno.Signal) => {
+    if (signalled) {
+      console.error(`octoprox-gateway: ${signal} again; exiting without finishing the stop`);
+      Deno.exit(1);
+    }
+    signalled = true;
+    logger.info("Stop requested", { signal });
+    void gateway.stop(0);
+  };
+  Deno.addSignalListener("SIGTERM", () => onSignal("SIGTERM"));
+  Deno.addSignalListener("SIGINT", () => onSignal("SIGINT"));
+  const code = await gateway.finished;
+  Deno.exit(code);
+}

@@ -1,0 +1,103 @@
+/**
+ * What crosses the gateway of a forwarded exchange's heads. Hop-by-hop fields (RFC 9110
+ * section 7.6.1) and every `Proxy-*` field stop here in both directions, as do the names a
+ * `Connection` field lists; the framing fields (Content-Length, Transfer-Encoding, Trailer)
+ * always pass, so a `Connection` list cannot unframe a body. The only Proxy-Authorization that
+ * leaves is the upstream's own credential.
+ */
+import type { HeaderField, RequestHead } from "./http-parse.ts";
+import type { ResponseHead } from "./http-response.ts";
+
+const HOP_BY_HOP = new Set([
+  "connection",
+  "keep-alive",
+  "proxy-connection",
+  "te",
+  "upgrade",
+]);
+
+const FRAMING = new Set(["content-length", "transfer-encoding", "trailer"]);
+
+/** The names a message's Connection fields list, lower case. */
+export function connectionTokens(headers: readonly HeaderField[]): Set<string> {
+  const tokens = new Set<string>();
+  for (const field of headers) {
+    if (field.lower !== "connection") continue;
+    for (const part of field.value.split(",")) {
+      const token = part.trim().toLowerCase();
+      if (token !== "") tokens.add(token);
+    }
+  }
+  return tokens;
+}
+
+/** Whether a field stops at the gateway. */
+export function isHopByHop(lower: string, listed: ReadonlySet<string>): boolean {
+  if (FRAMING.has(lower)) return false;
+  return HOP_BY_HOP.has(lower) || lower.startsWith("proxy-") || listed.has(lower);
+}
+
+/** Bytes of a string of code points 0-255 (heads are decoded one byte to one code point). */
+export function latin1Encode(text: string): Uint8Array {
+  const bytes = new Uint8Array(text.length);
+  for (let index = 0; index < text.length; index++) bytes[index] = text.charCodeAt(index) & 0xff;
+  return bytes;
+}
+
+export interface UpstreamRequestOptions {
+  /** `absolute` for an HTTP proxy, `origin` inside a tunnel (SOCKS upstreams). */
+  form: "absolute" | "origin";
+  /** The upstream's `Proxy-Authorization` value (absolute form only). */
+  proxyAuthorization?: string;
+}
+
+/**
+ * The head sent upstream: the client's method and fields minus hop-by-hop ones, Host from the
+ * URL (RFC 9112 section 3.2.2: a proxy ignores the client's Host for absolute-form), Expect
+ * dropped (the gateway answers 100-continue itself), and `Connection: close`, since the
+ * upstream connection serves this one exchange.
+ */
+export function encodeUpstreamRequestHead(
+  head: RequestHead,
+  target: { authority: string; path: string },
+  options: UpstreamRequestOptions,
+): Uint8Array {
+  const listed = connectionTokens(head.headers);
+  const requestTarget = options.form === "absolute"
+    ? `http://${target.authority}${target.path}`
+    : target.path;
+  let text =
+    `${head.method} ${requestTarget} HTTP/${head.version}\r\nHost: ${target.authority}\r\n`;
+  if (options.form === "absolute" && options.proxyAuthorization) {
+    text += `Proxy-Authorization: ${options.proxyAuthorization}\r\n`;
+  }
+  for (const field of head.headers) {
+    if (field.lower === "host" || field.lower === "expect") continue;
+    if (isHopByHop(field.lower, listed)) continue;
+    text += `${field.name}: ${field.value}\r\n`;
+  }
+  text += "Connection: close\r\n\r\n";
+  return latin1Encode(text);
+}
+
+/**
+ * The head sent to the client: the upstream's status and fields minus hop-by-hop ones, and
+ * our own Connection field for the client's connection.
+ */
+export function encodeClientResponseHead(
+  head: ResponseHead,
+  clientVersion: "1.0" | "1.1",
+  keepAlive: boolean,
+): Uint8Array {
+  const listed = connectionTokens(head.headers);
+  const reason = head.reason === "" ? "" : ` ${head.reason}`;
+  let text = `HTTP/1.1 ${head.status}${reason}\r\n`;
+  for (const field of head.headers) {
+    if (isHopByHop(field.lower, listed)) continue;
+    text += `${field.name}: ${field.value}\r\n`;
+  }
+  if (!keepAlive) text += "Connection: close\r\n";
+  else if (clientVersion === "1.0") text += "Connection: keep-alive\r\n";
+  text += "\r\n";
+  return latin1Encode(text);
+}

@@ -1,0 +1,460 @@
+/**
+ * Plain HTTP through the gateway: an absolute-URI request from the client goes to one upstream
+ * (absolute form with the upstream's credential for http/https proxies, origin form inside a
+ * tunnel for SOCKS ones), its answer comes back with hop-by-hop fields stripped and the body
+ * relayed byte for byte (Content-Length, chunked, or until close). Seed 001 section 7.2: a GET
+ * or HEAD without a body is tried on up to 2 distinct proxies while nothing reached the
+ * client; other methods are tried once.
+ *
+ * `Expect: 100-continue` is answered by the gateway itself once an upstream is connected (and
+ * not sent on); any other expectation gets 417.
+ */
+import { EMPTY_BYTES } from "../../shared/proxy-protocol/bytes.ts";
+import { basicProxyAuthorization } from "../../shared/proxy-protocol/http-request.ts";
+import { UpstreamFirstByteError, UpstreamIdleError } from "../../shared/proxy-protocol/errors.ts";
+import {
+  type Allocation,
+  type Client,
+  FailurePhase,
+  isRefusal,
+  type Outcome,
+} from "../core/contract.ts";
+import { CONTINUE_100 } from "./answers.ts";
+import { ChunkedError, ChunkedScanner } from "./chunked.ts";
+import { ClientBodyError, ClientGoneError, describeFailure, type Failure } from "./failures.ts";
+import { encodeClientResponseHead, encodeUpstreamRequestHead } from "./headers.ts";
+import { safely, type TransferMeter } from "./hooks.ts";
+import {
+  BodyKind,
+  clientKeepsAlive,
+  type ForwardTarget,
+  HeadError,
+  headerValue,
+  parseAbsoluteTarget,
+  type RequestFraming,
+  requestFraming,
+  type RequestHead,
+} from "./http-parse.ts";
+import {
+  ResponseBody,
+  type ResponseFraming,
+  responseFraming,
+  type ResponseHead,
+  responseHeadReader,
+} from "./http-response.ts";
+import type { Leg } from "./leg.ts";
+import { RequestKind, RequestOutcome } from "./metrics.ts";
+import type { ClientSession } from "./session.ts";
+import { dialUpstream } from "./upstream.ts";
+
+const MAX_ATTEMPTS = 2;
+const RETRYABLE_METHODS = new Set(["GET", "HEAD"]);
+
+/** Handles one forward request; resolves whether the client's connection serves another. */
+export async function handleForward(session: ClientSession, head: RequestHead): Promise<boolean> {
+  const kind = RequestKind.http;
+  const method = head.method;
+  let target: ForwardTarget;
+  let framing: RequestFraming;
+  try {
+    target = parseAbsoluteTarget(head.target);
+    framing = requestFraming(head);
+  } catch (error) {
+    const status = error instanceof HeadError ? error.status : 400;
+    const reason = error instanceof Error ? error.message : "Bad request";
+    await session.answer(
+      { status, proxyStatus: "http_request_error", reason },
+      { keepAlive: false, kind, method },
+    );
+    return false;
+  }
+  const hasBody = framing.kind !== BodyKind.none;
+  const expect = headerValue(head, "expect");
+  const expectsContinue = expect !== null && expect.trim().toLowerCase() === "100-continue";
+  if (expect !== null && !expectsContinue) {
+    await session.answer(
+      { status: 417, proxyStatus: "http_request_error", reason: "Unsupported expectation" },
+      { keepAlive: false, kind, method },
+    );
+    return false;
+  }
+  // A refusal leaves the body unread: the connection serves another request only without one.
+  const keepAfterRefusal = clientKeepsAlive(head) && !hasBody;
+  const client = await session.authenticate(head, kind, keepAfterRefusal, target);
+  if (client === undefined) return keepAfterRefusal;
+  const ctx = session.ctx;
+  const denied = await ctx.guard.check(target);
+  if (denied) {
+    await session.refuse(denied, { keepAlive: keepAfterRefusal, kind, method }, client, target);
+    return keepAfterRefusal;
+  }
+
+  const attempts = RETRYABLE_METHODS.has(method) && !hasBody ? MAX_ATTEMPTS : 1;
+  const exclude = new Set<string>();
+  let failure: Failure | undefined;
+  for (let attempt = 0; attempt < attempts; attempt++) {
+    const acquired = await ctx.router.acquire(client, target, exclude);
+    if (isRefusal(acquired)) {
+      if (failure) break;
+      await session.refuse(acquired, { keepAlive: keepAfterRefusal, kind, method }, client, target);
+      return keepAfterRefusal;
+    }
+    exclude.add(acquired.upstream.proxyId);
+    if (attempt > 0) ctx.metrics.retries++;
+    const result = await exchange(session, {
+      head,
+      target,
+      framing,
+      client,
+      allocation: acquired,
+      expectsContinue,
+    });
+    if (result.ok) return result.keepAlive;
+    failure = result.failure;
+    if (failure.phase !== FailurePhase.client) ctx.metrics.upstreamFailure(failure.phase);
+    if (failure.internal) {
+      ctx.logger.error("Forward attempt failed", { error: result.error, phase: failure.phase });
+    } else {
+      ctx.logger.debug("Forward attempt failed", { error: result.error, phase: failure.phase });
+    }
+    if (!result.answerable) {
+      ctx.metrics.request(kind, RequestOutcome.broken, 0);
+      return false;
+    }
+    // Retrying waits out another deadline: a proxy that timed out answering is not retried.
+    if (!result.retryable || session.signal.aborted) break;
+  }
+  const answer = failure!.answer;
+  await session.answer(answer, {
+    keepAlive: keepAfterRefusal && failure!.phase !== FailurePhase.client,
+    kind,
+    method,
+  });
+  return keepAfterRefusal && !session.client.closed;
+}
+
+interface ExchangeRequest {
+  head: RequestHead;
+  target: ForwardTarget;
+  framing: RequestFraming;
+  client: Client;
+  allocation: Allocation;
+  expectsContinue: boolean;
+}
+
+type ExchangeResult =
+  | { ok: true; keepAlive: boolean }
+  | {
+    ok: false;
+    failure: Failure;
+    error: unknown;
+    /** Nothing final reached the client: an answer of ours can still be sent. */
+    answerable: boolean;
+    /** And nothing of the request was consumed, so another proxy may get it. */
+    retryable: boolean;
+  };
+
+/** One attempt through one upstream. Releases the allocation exactly once, on every path. */
+async function exchange(session: ClientSession, request: ExchangeRequest): Promise<ExchangeResult> {
+  const ctx = session.ctx;
+  const { head, target, framing, allocation } = request;
+  const upstream = allocation.upstream;
+  const startedMs = Date.now();
+  let released = false;
+  const release = (outcome: Outcome) => {
+    if (released) return;
+    released = true;
+    try {
+      allocation.release(outcome);
+    } catch (error) {
+      ctx.logger.error("Allocation release failed", { error });
+    }
+  };
+  let meter: TransferMeter | undefined;
+  let leg: Leg | undefined;
+  let buffer: Uint8Array | undefined;
+  let answered = false;
+  let bodyRead = false;
+  let latencyMs: number | undefined;
+  try {
+    const tunnel = upstream.scheme === "socks4" || upstream.scheme === "socks5";
+    const link = await dialUpstream({
+      upstream,
+      target,
+      tunnel,
+      timeoutMs: ctx.limits.connectTimeoutMs,
+      maxHeadBytes: ctx.limits.maxHeaderBytes,
+      signal: session.signal,
+    });
+    leg = link.leg;
+    session.attach(leg);
+    const proxyAuthorization = !tunnel && upstream.username !== null
+      ? basicProxyAuthorization({ username: upstream.username, password: upstream.password ?? "" })
+      : undefined;
+    const requestHead = encodeUpstreamRequestHead(head, target, {
+      form: tunnel ? "origin" : "absolute",
+      proxyAuthorization,
+    });
+    buffer = session.pool.take();
+    let sent = requestHead.length;
+    if (framing.kind === BodyKind.none) {
+      await writeUpstream(leg, requestHead);
+    } else {
+      if (request.expectsContinue) await writeClient(session, CONTINUE_100);
+      bodyRead = true;
+      session.idleWatch = true;
+      sent += await sendRequestBody(session, leg, framing, requestHead, buffer);
+    }
+    ctx.metrics.countBytes(sent, 0);
+
+    // Waiting for the answer: the connect timeout bounds it, not the idle check.
+    session.idleWatch = false;
+    leg.setDeadline(ctx.limits.connectTimeoutMs);
+    const { response, leftover } = await readResponseHead(leg, buffer, ctx.limits.maxHeaderBytes);
+    leg.clearDeadline();
+    allocation.commit();
+    latencyMs = Date.now() - startedMs;
+    meter = safely(() =>
+      ctx.hooks?.begin({
+        kind: "http",
+        client: request.client,
+        target,
+        upstream,
+        latencyMs: latencyMs!,
+      })
+    );
+    if (meter && sent > 0) safely(() => meter!.bytes(sent, 0));
+
+    const bodyFraming = responseFraming(response, head.method);
+    const keepAlive = clientKeepsAlive(head) && bodyFraming.kind !== ResponseBody.close;
+    const responseHead = encodeClientResponseHead(response, head.version, keepAlive);
+    session.idleWatch = true;
+    answered = true;
+    await sendResponse(session, leg, bodyFraming, responseHead, leftover, buffer, meter);
+    const outcome: Outcome = { ok: true, latencyMs };
+    release(outcome);
+    if (meter) safely(() => meter!.finish(outcome));
+    ctx.metrics.request(RequestKind.http, RequestOutcome.relayed, response.status);
+    return { ok: true, keepAlive };
+  } catch (error) {
+    let failure = describeFailure(error);
+    if (session.idleFired && answered) {
+      failure = describeFailure(new UpstreamIdleError("Transfer idle", { timedOut: true }));
+    }
+    const outcome: Outcome = { ok: false, phase: failure.phase, latencyMs };
+    release(outcome);
+    if (meter) safely(() => meter!.finish(outcome));
+    const answerable = !answered && !session.client.closed;
+    const retryable = answerable && !bodyRead &&
+      !(failure.phase === FailurePhase.firstByte && failure.timedOut) &&
+      failure.phase !== FailurePhase.client;
+    return { ok: false, failure, error, answerable, retryable };
+  } finally {
+    // Every path: a failure above may skip the release only if it threw inside release.
+    if (!released) release({ ok: false, phase: FailurePhase.client });
+    session.idleWatch = false;
+    session.attach(undefined);
+    leg?.close();
+    // The leg is closed and every read on it was awaited: the buffer is free again.
+    if (buffer) session.pool.give(buffer);
+  }
+}
+
+async function writeUpstream(leg: Leg, bytes: Uint8Array): Promise<void> {
+  try {
+    await leg.write(bytes);
+  } catch (error) {
+    throw new UpstreamFirstByteError("Upstream proxy closed the connection before the request", {
+      timedOut: leg.timedOut,
+      cause: error,
+    });
+  }
+}
+
+async function writeClient(session: ClientSession, bytes: Uint8Array): Promise<void> {
+  try {
+    await session.client.write(bytes);
+  } catch (error) {
+    throw new ClientGoneError("Client closed the connection", { cause: error });
+  }
+}
+
+async function readClient(session: ClientSession, buffer: Uint8Array): Promise<Uint8Array> {
+  let count: number | null;
+  try {
+    count = await session.client.read(buffer);
+  } catch (error) {
+    throw new ClientGoneError("Client connection failed mid-request", { cause: error });
+  }
+  if (count === null) throw new ClientGoneError("Client closed the connection mid-request");
+  return buffer.subarray(0, count);
+}
+
+/**
+ * Sends the request head and its body as the client frames it, the head and the first body
+ * bytes in one write. Bytes past the body's end are kept for the next request.
+ */
+async function sendRequestBody(
+  session: ClientSession,
+  leg: Leg,
+  framing: RequestFraming,
+  requestHead: Uint8Array,
+  buffer: Uint8Array,
+): Promise<number> {
+  const scanner = framing.kind === BodyKind.chunked
+    ? new ChunkedScanner({ maxTrailerBytes: session.ctx.limits.maxHeaderBytes })
+    : undefined;
+  let remaining = framing.lengthBytes;
+  let sent = 0;
+  let prefix: Uint8Array | undefined = requestHead;
+  let chunk = session.takePending();
+  for (;;) {
+    if (chunk.length === 0) chunk = await readClient(session, buffer);
+    let take: number;
+    if (scanner) {
+      let end: number;
+      try {
+        end = scanner.push(chunk);
+      } catch (error) {
+        throw new ClientBodyError(error instanceof ChunkedError ? error.message : "Bad body");
+      }
+      take = end < 0 ? chunk.length : end;
+    } else {
+      take = Math.min(chunk.length, remaining);
+      remaining -= take;
+    }
+    const body = chunk.subarray(0, take);
+    let out = body;
+    if (prefix) {
+      out = new Uint8Array(prefix.length + body.length);
+      out.set(prefix, 0);
+      out.set(body, prefix.length);
+      prefix = undefined;
+    }
+    await writeUpstream(leg, out);
+    sent += body.length;
+    const finished = scanner ? scanner.done : remaining === 0;
+    if (finished) {
+      // A pipelined request's bytes: copied when they sit in the pooled buffer.
+      const rest = chunk.subarray(take);
+      if (rest.length > 0) session.setPending(rest.buffer === buffer.buffer ? rest.slice() : rest);
+      return sent;
+    }
+    chunk = EMPTY_BYTES;
+  }
+}
+
+/** Reads until a final (non-1xx) response head; interim answers are dropped. */
+async function readResponseHead(
+  leg: Leg,
+  buffer: Uint8Array,
+  maxHeadBytes: number,
+): Promise<{ response: ResponseHead; leftover: Uint8Array }> {
+  const reader = responseHeadReader(maxHeadBytes);
+  let chunk: Uint8Array = EMPTY_BYTES;
+  for (;;) {
+    if (chunk.length === 0) {
+      let count: number | null;
+      try {
+        count = await leg.read(buffer);
+      } catch (error) {
+        throw new UpstreamFirstByteError(
+          leg.timedOut ? "Upstream answer timed out" : "Upstream connection failed",
+          { timedOut: leg.timedOut, cause: error },
+        );
+      }
+      if (count === null) {
+        throw new UpstreamFirstByteError("Upstream proxy closed the connection without answering");
+      }
+      chunk = buffer.subarray(0, count);
+    }
+    const parsed = reader.push(chunk);
+    if (!parsed) {
+      chunk = EMPTY_BYTES;
+      continue;
+    }
+    chunk = chunk.subarray(parsed.consumed);
+    if (parsed.head.status >= 100 && parsed.head.status < 200) {
+      if (parsed.head.status === 101) {
+        throw new UpstreamFirstByteError("Upstream switched protocols unasked");
+      }
+      continue;
+    }
+    return { response: parsed.head, leftover: chunk };
+  }
+}
+
+/** Writes the response head and relays its body; the head goes out with the first bytes. */
+async function sendResponse(
+  session: ClientSession,
+  leg: Leg,
+  framing: ResponseFraming,
+  responseHead: Uint8Array,
+  leftover: Uint8Array,
+  buffer: Uint8Array,
+  meter: TransferMeter | undefined,
+): Promise<void> {
+  const metrics = session.ctx.metrics;
+  const scanner = framing.kind === ResponseBody.chunked
+    ? new ChunkedScanner({ lenient: true, maxTrailerBytes: session.ctx.limits.maxHeaderBytes })
+    : undefined;
+  let remaining = framing.lengthBytes;
+  let prefix: Uint8Array | undefined = responseHead;
+  let chunk = leftover;
+  let finished = framing.kind === ResponseBody.none;
+  for (;;) {
+    let body: Uint8Array = EMPTY_BYTES;
+    if (!finished && chunk.length > 0) {
+      if (framing.kind === ResponseBody.length) {
+        const take = Math.min(chunk.length, remaining);
+        remaining -= take;
+        body = chunk.subarray(0, take);
+        finished = remaining === 0;
+      } else if (scanner) {
+        let end: number;
+        try {
+          end = scanner.push(chunk);
+        } catch (error) {
+          throw new UpstreamIdleError(
+            error instanceof Error ? error.message : "Bad chunked body from upstream",
+          );
+        }
+        body = end < 0 ? chunk : chunk.subarray(0, end);
+        finished = end >= 0;
+      } else {
+        body = chunk;
+      }
+    }
+    let out = body;
+    if (prefix) {
+      if (body.length === 0) {
+        out = prefix;
+      } else {
+        out = new Uint8Array(prefix.length + body.length);
+        out.set(prefix, 0);
+        out.set(body, prefix.length);
+      }
+      prefix = undefined;
+    }
+    if (out.length > 0) {
+      metrics.countBytes(0, out.length);
+      if (meter) safely(() => meter.bytes(0, out.length));
+      await writeClient(session, out);
+    }
+    if (finished) return;
+    let count: number | null;
+    try {
+      count = await leg.read(buffer);
+    } catch (error) {
+      throw new UpstreamIdleError("Upstream connection failed mid-answer", {
+        timedOut: session.idleFired,
+        cause: error,
+      });
+    }
+    if (count === null) {
+      if (framing.kind === ResponseBody.close) return;
+      throw new UpstreamIdleError("Upstream closed the connection mid-answer");
+    }
+    chunk = buffer.subarray(0, count);
+  }
+}

@@ -1,0 +1,328 @@
+/**
+ * The client side of HTTP/1.x: an incremental request-head reader, the request's body framing
+ * (RFC 9112 section 6) and the two request-target forms a proxy takes (absolute-form for
+ * forwarding, authority-form for CONNECT). Strict where leniency lets requests be smuggled:
+ * obsolete line folding, whitespace before a colon, Content-Length beside Transfer-Encoding and
+ * conflicting lengths are refused with 400.
+ */
+import { hostKind, isValidPort } from "../../shared/proxy-protocol/address.ts";
+import { latin1Decode } from "../../shared/proxy-protocol/bytes.ts";
+import type { Target } from "../core/contract.ts";
+
+/** A request the gateway answers itself, status and a short reason, then closes. */
+export class HeadError extends Error {
+  readonly status: 400 | 431;
+  constructor(status: 400 | 431, message: string) {
+    super(message);
+    this.name = "HeadError";
+    this.status = status;
+  }
+}
+
+export interface HeaderField {
+  /** As the client wrote it (forwarded in its case). */
+  readonly name: string;
+  /** Lower case, for lookups. */
+  readonly lower: string;
+  readonly value: string;
+}
+
+export interface RequestHead {
+  readonly method: string;
+  readonly target: string;
+  readonly version: "1.0" | "1.1";
+  readonly headers: readonly HeaderField[];
+}
+
+/** More header fields than any real client sends: a head with more is refused (431). */
+export const MAX_HEADER_FIELDS = 256;
+
+const LF = 10;
+const CR = 13;
+const TOKEN = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
+const REQUEST_LINE = /^([!#$%&'*+.^_`|~0-9A-Za-z-]+) (\S+) HTTP\/1\.([01])$/;
+// Field values: anything but NUL and CR (LF cannot occur, lines are split on it).
+const BAD_VALUE = /[\0\r]/;
+
+function bad(message: string): HeadError {
+  return new HeadError(400, message);
+}
+
+/** Parses a complete head (request line through the empty line). Throws HeadError. */
+export function parseRequestHead(bytes: Uint8Array): RequestHead {
+  const lines = latin1Decode(bytes).split("\n");
+  const trim = (line: string) => (line.endsWith("\r") ? line.slice(0, -1) : line);
+  const match = REQUEST_LINE.exec(trim(lines[0]));
+  if (!match) throw bad("Malformed request line");
+  const headers: HeaderField[] = [];
+  for (let index = 1; index < lines.length; index++) {
+    const line = trim(lines[index]);
+    if (line === "") break;
+    if (line[0] === " " || line[0] === "\t") throw bad("Folded header lines are not accepted");
+    const colon = line.indexOf(":");
+    if (colon <= 0) throw bad("Malformed header line");
+    const name = line.slice(0, colon);
+    if (!TOKEN.test(name)) throw bad("Malformed header name");
+    const value = line.slice(colon + 1).trim();
+    if (BAD_VALUE.test(value)) throw bad("Malformed header value");
+    if (headers.length >= MAX_HEADER_FIELDS) {
+      throw new HeadError(431, "Too many header fields");
+    }
+    headers.push({ name, lower: name.toLowerCase(), value });
+  }
+  return {
+    method: match[1],
+    target: match[2],
+    version: match[3] === "0" ? "1.0" : "1.1",
+    headers,
+  };
+}
+
+/**
+ * Feed it bytes as they arrive; it answers the head once the empty line is seen. Only a head
+ * split across reads is copied, never more than `maxBytes` of it. Lines may end in CRLF or LF.
+ */
+export class HeadReader<T> {
+  readonly maxBytes: number;
+  readonly #parse: (bytes: Uint8Array) => T;
+  readonly #tooLarge: () => Error;
+  #buffer: Uint8Array | undefined;
+  #length = 0;
+  // 0: inside a line; 1: just after LF; 2: after LF then CR.
+  #state = 0;
+  // Still before the first line: empty lines there are skipped (RFC 9112 section 2.2).
+  #atStart = true;
+
+  constructor(maxBytes: number, parse: (bytes: Uint8Array) => T, tooLarge: () => Error) {
+    this.maxBytes = maxBytes;
+    this.#parse = parse;
+    this.#tooLarge = tooLarge;
+  }
+
+  /** Whether anything of a head has arrived (a clean end of stream is one between messages). */
+  get started(): boolean {
+    return !this.#atStart || this.#length > 0;
+  }
+
+  /** Answers the head and how much of `chunk` it took, or undefined (push more). */
+  push(chunk: Uint8Array): { head: T; consumed: number } | undefined {
+    let start = 0;
+    if (this.#atStart) {
+      while (start < chunk.length && (chunk[start] === CR || chunk[start] === LF)) start++;
+      if (start === chunk.length) return undefined;
+      this.#atStart = false;
+    }
+    let state = this.#state;
+    const room = this.maxBytes - this.#length;
+    const limit = Math.min(chunk.length, start + room);
+    let end = -1;
+    for (let index = start; index < limit; index++) {
+      const byte = chunk[index];
+      if (byte === LF) {
+        if (state !== 0) {
+          end = index + 1;
+          break;
+        }
+        state = 1;
+      } else if (byte === CR) {
+        state = state === 1 ? 2 : 0;
+      } else {
+        state = 0;
+      }
+    }
+    if (end < 0) {
+      if (chunk.length - start >= room) throw this.#tooLarge();
+      this.#state = state;
+      this.#append(chunk.subarray(start));
+      return undefined;
+    }
+    let headBytes: Uint8Array;
+    if (this.#length === 0) {
+      headBytes = chunk.subarray(start, end);
+    } else {
+      this.#append(chunk.subarray(start, end));
+      headBytes = this.#buffer!.subarray(0, this.#length);
+    }
+    const head = this.#parse(headBytes);
+    this.reset();
+    return { head, consumed: end };
+  }
+
+  /** Forgets everything, for the next message on the connection. */
+  reset(): void {
+    this.#buffer = undefined;
+    this.#length = 0;
+    this.#state = 0;
+    this.#atStart = true;
+  }
+
+  #append(bytes: Uint8Array): void {
+    if (bytes.length === 0) return;
+    const needed = this.#length + bytes.length;
+    if (!this.#buffer || this.#buffer.length < needed) {
+      const grown = new Uint8Array(Math.min(this.maxBytes, Math.max(needed * 2, 1024)));
+      if (this.#buffer) grown.set(this.#buffer.subarray(0, this.#length));
+      this.#buffer = grown;
+    }
+    this.#buffer.set(bytes, this.#length);
+    this.#length = needed;
+  }
+}
+
+/** The client's request heads, bounded by OCTOPROX_MAX_HEADER_BYTES (431 beyond). */
+export function requestHeadReader(maxBytes: number): HeadReader<RequestHead> {
+  return new HeadReader(
+    maxBytes,
+    parseRequestHead,
+    () => new HeadError(431, `Request head larger than ${maxBytes} bytes`),
+  );
+}
+
+/** Every value of a header (name in lower case), in order. */
+export function headerValues(head: RequestHead, lower: string): string[] {
+  const values: string[] = [];
+  for (const field of head.headers) if (field.lower === lower) values.push(field.value);
+  return values;
+}
+
+/** The first value of a header (name in lower case), or null. */
+export function headerValue(head: RequestHead, lower: string): string | null {
+  for (const field of head.headers) if (field.lower === lower) return field.value;
+  return null;
+}
+
+/** The comma-separated tokens of every value of a header, lower case. */
+export function headerTokens(head: RequestHead, lower: string): Set<string> {
+  const tokens = new Set<string>();
+  for (const value of headerValues(head, lower)) {
+    for (const part of value.split(",")) {
+      const token = part.trim().toLowerCase();
+      if (token !== "") tokens.add(token);
+    }
+  }
+  return tokens;
+}
+
+export const BodyKind = { none: "none", length: "length", chunked: "chunked" } as const;
+export type BodyKind = (typeof BodyKind)[keyof typeof BodyKind];
+
+export interface RequestFraming {
+  kind: BodyKind;
+  /** Bytes of a `length` body. */
+  lengthBytes: number;
+}
+
+const NO_BODY: RequestFraming = Object.freeze({ kind: BodyKind.none, lengthBytes: 0 });
+const CHUNKED: RequestFraming = Object.freeze({ kind: BodyKind.chunked, lengthBytes: 0 });
+
+/** How the request's body is delimited. Throws HeadError (400) where it is ambiguous. */
+export function requestFraming(head: RequestHead): RequestFraming {
+  const encodings = headerValues(head, "transfer-encoding");
+  const lengths = headerValues(head, "content-length");
+  if (encodings.length > 0) {
+    if (head.version === "1.0") throw bad("Transfer-Encoding is not allowed in HTTP/1.0");
+    if (lengths.length > 0) throw bad("Content-Length and Transfer-Encoding together");
+    const codings = encodings.join(",").split(",").map((part) => part.trim().toLowerCase());
+    if (
+      codings[codings.length - 1] !== "chunked" || codings.indexOf("chunked") !== codings.length - 1
+    ) {
+      throw bad("A request body must end with the chunked transfer coding");
+    }
+    return CHUNKED;
+  }
+  if (lengths.length === 0) return NO_BODY;
+  let length: number | undefined;
+  for (const value of lengths.join(",").split(",")) {
+    const text = value.trim();
+    if (!/^[0-9]{1,15}$/.test(text)) throw bad("Malformed Content-Length");
+    const parsed = Number(text);
+    if (length !== undefined && parsed !== length) throw bad("Conflicting Content-Length values");
+    length = parsed;
+  }
+  return length === 0 ? NO_BODY : { kind: BodyKind.length, lengthBytes: length! };
+}
+
+/** Whether the client wants the connection kept after this exchange. */
+export function clientKeepsAlive(head: RequestHead): boolean {
+  const tokens = headerTokens(head, "connection");
+  const proxyTokens = headerTokens(head, "proxy-connection");
+  if (tokens.has("close") || proxyTokens.has("close")) return false;
+  if (head.version === "1.1") return true;
+  return tokens.has("keep-alive") || proxyTokens.has("keep-alive");
+}
+
+export interface ForwardTarget extends Target {
+  /** The authority as the client wrote it, for the Host header and the absolute-form line. */
+  authority: string;
+  /** The origin-form target: path and query, never empty, no fragment. */
+  path: string;
+}
+
+/** Splits `host[:port]` or `[v6][:port]`; the host comes back without brackets. */
+function parseAuthority(authority: string, defaultPort: number): Target {
+  let host: string;
+  let portText: string | undefined;
+  if (authority.startsWith("[")) {
+    const close = authority.indexOf("]");
+    if (close < 0) throw bad("Malformed IPv6 address in the request target");
+    host = authority.slice(1, close);
+    const rest = authority.slice(close + 1);
+    if (rest !== "") {
+      if (!rest.startsWith(":")) throw bad("Malformed request target");
+      portText = rest.slice(1);
+    }
+    if (!host.includes(":") || hostKind(host) !== "ipv6") throw bad("Malformed IPv6 address");
+  } else {
+    const colon = authority.indexOf(":");
+    if (colon >= 0) {
+      host = authority.slice(0, colon);
+      portText = authority.slice(colon + 1);
+    } else {
+      host = authority;
+    }
+    const kind = hostKind(host);
+    if (kind === undefined || kind === "ipv6") throw bad("Malformed host in the request target");
+  }
+  let port = defaultPort;
+  if (portText !== undefined && portText !== "") {
+    if (!/^[0-9]{1,5}$/.test(portText)) throw bad("Malformed port in the request target");
+    port = Number(portText);
+  }
+  if (!isValidPort(port)) throw bad("Port out of range in the request target");
+  return { host, port };
+}
+
+/** Reads `http://authority/path?query` (absolute-form). Throws HeadError (400). */
+export function parseAbsoluteTarget(target: string): ForwardTarget {
+  const scheme = /^([A-Za-z][A-Za-z0-9+.-]*):\/\//.exec(target);
+  if (!scheme) {
+    throw bad("A proxy request needs an absolute URL (http://host/path) or CONNECT");
+  }
+  const name = scheme[1].toLowerCase();
+  if (name === "https") throw bad("Use CONNECT for https:// URLs");
+  if (name !== "http") throw bad(`Unsupported URL scheme ${name}`);
+  const rest = target.slice(scheme[0].length);
+  let end = rest.length;
+  for (const stop of ["/", "?", "#"]) {
+    const at = rest.indexOf(stop);
+    if (at >= 0 && at < end) end = at;
+  }
+  const authority = rest.slice(0, end);
+  if (authority.includes("@")) throw bad("Credentials in the URL are not accepted");
+  if (authority === "") throw bad("The URL has no host");
+  const { host, port } = parseAuthority(authority, 80);
+  let path = rest.slice(end);
+  const fragment = path.indexOf("#");
+  if (fragment >= 0) path = path.slice(0, fragment);
+  if (path === "") path = "/";
+  else if (path[0] === "?") path = `/${path}`;
+  return { host, port, authority, path };
+}
+
+/** Reads CONNECT's `host:port` (authority-form; 443 when no port). Throws HeadError (400). */
+export function parseConnectTarget(target: string): Target {
+  if (target.includes("/") || target.includes("@")) {
+    throw bad("CONNECT takes host:port");
+  }
+  return parseAuthority(target, 443);
+}

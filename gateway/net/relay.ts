@@ -1,0 +1,133 @@
+/**
+ * The tunnel relay: two explicit read/write loops, one per direction, each with its own
+ * reusable buffer. An end of stream is passed on as a half-close (a peer that finished sending
+ * may still read the answer); the relay ends when both directions ended, or as soon as either
+ * leg fails. Then the failed leg closes at once and the other once its write under way is
+ * taken, waiting at most 5 s (a peer that stopped reading never takes it).
+ */
+import type { BufferPool } from "./buffers.ts";
+import { CLOSE_DRAIN_MS, type Leg } from "./leg.ts";
+
+export interface RelayOptions {
+  pool: BufferPool;
+  /** Bytes the client sent that are already the target's (after its CONNECT head). */
+  clientLeftover?: Uint8Array;
+  /** Bytes that came after the upstream's handshake reply. */
+  upstreamLeftover?: Uint8Array;
+  /** Called for each chunk handed on, before it is written (a chunk cut mid-write counts). */
+  onBytes?: (toUpstreamBytes: number, toClientBytes: number) => void;
+  /** Ends the relay at once (the gateway stopping). */
+  signal?: AbortSignal;
+  drainMs?: number;
+}
+
+export const RelayEnd = {
+  /** Both directions ended with an end of stream. */
+  done: "done",
+  client: "client_failed",
+  upstream: "upstream_failed",
+  cancelled: "cancelled",
+} as const;
+export type RelayEnd = (typeof RelayEnd)[keyof typeof RelayEnd];
+
+export interface RelayResult {
+  end: RelayEnd;
+  toUpstreamBytes: number;
+  toClientBytes: number;
+}
+
+export async function relay(
+  client: Leg,
+  upstream: Leg,
+  options: RelayOptions,
+): Promise<RelayResult> {
+  const drainMs = options.drainMs ?? CLOSE_DRAIN_MS;
+  const onBytes = options.onBytes;
+  let end: RelayEnd = RelayEnd.done;
+  let ending = false;
+  let toUpstreamBytes = 0;
+  let toClientBytes = 0;
+  const closing: Promise<void>[] = [];
+
+  const fail = (failed: Leg, reason: RelayEnd) => {
+    if (ending) return;
+    ending = true;
+    end = reason;
+    failed.close();
+    const other = failed === client ? upstream : client;
+    closing.push(other.closeAfterWrites(drainMs));
+  };
+  const cancel = () => {
+    if (!ending) {
+      ending = true;
+      end = RelayEnd.cancelled;
+    }
+    client.close();
+    upstream.close();
+  };
+  if (options.signal?.aborted) cancel();
+  options.signal?.addEventListener("abort", cancel, { once: true });
+
+  const pump = async (
+    from: Leg,
+    to: Leg,
+    buffer: Uint8Array,
+    first: Uint8Array | undefined,
+    toUpstream: boolean,
+  ): Promise<void> => {
+    const fromEnd = from === client ? RelayEnd.client : RelayEnd.upstream;
+    const toEnd = to === client ? RelayEnd.client : RelayEnd.upstream;
+    let chunk = first;
+    for (;;) {
+      if (chunk === undefined || chunk.length === 0) {
+        let count: number | null;
+        try {
+          count = await from.read(buffer);
+        } catch {
+          fail(from, fromEnd);
+          return;
+        }
+        if (count === null) {
+          await to.closeWrite();
+          return;
+        }
+        chunk = buffer.subarray(0, count);
+      }
+      if (toUpstream) toUpstreamBytes += chunk.length;
+      else toClientBytes += chunk.length;
+      if (onBytes) {
+        try {
+          if (toUpstream) onBytes(chunk.length, 0);
+          else onBytes(0, chunk.length);
+        } catch {
+          // A meter's fault must not end the tunnel.
+        }
+      }
+      try {
+        await to.write(chunk);
+      } catch {
+        fail(to, toEnd);
+        return;
+      }
+      chunk = undefined;
+    }
+  };
+
+  const upBuffer = options.pool.take();
+  const downBuffer = options.pool.take();
+  try {
+    await Promise.all([
+      pump(client, upstream, upBuffer, options.clientLeftover, true),
+      pump(upstream, client, downBuffer, options.upstreamLeftover, false),
+    ]);
+    await Promise.all(closing);
+  } finally {
+    options.signal?.removeEventListener("abort", cancel);
+    client.close();
+    upstream.close();
+    // Both loops are over: no read into these buffers is pending any more.
+    options.pool.give(upBuffer);
+    options.pool.give(downBuffer);
+  }
+  return { end, toUpstreamBytes, toClientBytes };
+}

@@ -1,0 +1,250 @@
+/**
+ * One client connection: reads request heads one after another (keep-alive), answers what it
+ * must refuse itself, and hands each request to the forwarder or the CONNECT handler. Nothing
+ * here throws out of `run`: a malformed request gets 400 and a close, never a stack trace.
+ */
+import { EMPTY_BYTES } from "../../shared/proxy-protocol/bytes.ts";
+import type { Client, DestinationGuard, Refusal, Router, Target } from "../core/contract.ts";
+import { type Answer, encodeAnswer } from "./answers.ts";
+import type { BufferPool } from "./buffers.ts";
+import { handleConnect } from "./connect.ts";
+import type { TransferHooks } from "./hooks.ts";
+import { safely } from "./hooks.ts";
+import { handleForward } from "./http-forward.ts";
+import {
+  HeadError,
+  headerValue,
+  type HeadReader,
+  type RequestHead,
+  requestHeadReader,
+} from "./http-parse.ts";
+import { Leg, tuneTcp } from "./leg.ts";
+import type { Logger } from "./log.ts";
+import { type GatewayMetrics, RequestKind, RequestOutcome } from "./metrics.ts";
+
+export interface NetLimits {
+  maxHeaderBytes: number;
+  clientIdleTimeoutMs: number;
+  connectTimeoutMs: number;
+}
+
+/** What every session shares: the routing core, limits, counters and buffers. */
+export interface NetContext {
+  router: Router;
+  guard: DestinationGuard;
+  logger: Logger;
+  metrics: GatewayMetrics;
+  hooks: TransferHooks | undefined;
+  pool: BufferPool;
+  limits: NetLimits;
+}
+
+// Small: an idle keep-alive connection holds it; bodies and tunnels read into pooled buffers.
+const HEAD_BUFFER_BYTES = 4096;
+
+export class ClientSession {
+  readonly ctx: NetContext;
+  readonly client: Leg;
+  readonly #abort = new AbortController();
+  readonly #headBuffer = new Uint8Array(HEAD_BUFFER_BYTES);
+  readonly #reader: HeadReader<RequestHead>;
+  /** Bytes read from the client and not used yet (a view; see `takePending`). */
+  #pending: Uint8Array = EMPTY_BYTES;
+  #upstream: Leg | undefined;
+  #headStartedMs = 0;
+  /** Idle checks apply (reading a head or a body); off while a deadline of its own runs. */
+  idleWatch = true;
+  #idleFired = false;
+
+  constructor(conn: Deno.Conn, ctx: NetContext) {
+    tuneTcp(conn);
+    this.client = new Leg(conn);
+    this.ctx = ctx;
+    this.#reader = requestHeadReader(ctx.limits.maxHeaderBytes);
+  }
+
+  /** Aborted when the session is cancelled (the gateway stopping). */
+  get signal(): AbortSignal {
+    return this.#abort.signal;
+  }
+
+  /** The idle check closed the session. */
+  get idleFired(): boolean {
+    return this.#idleFired;
+  }
+
+  async run(): Promise<void> {
+    try {
+      await this.#serve();
+    } catch (error) {
+      // Handlers catch their own failures; this is a bug's last stop, not a client's doing.
+      this.ctx.logger.error("Client session failed", { error });
+    } finally {
+      this.#upstream?.close();
+      this.client.close();
+    }
+  }
+
+  /** Ends the session at once: pending reads and writes are aborted. Safe to call again. */
+  cancel(): void {
+    this.#abort.abort();
+    this.#upstream?.close();
+    this.client.close();
+  }
+
+  /** Closes an idle session: no read or write finished for `idleMs`, or a head dragging on. */
+  checkIdle(nowMs: number, idleMs: number): void {
+    if (!this.idleWatch || this.client.closed) return;
+    const upstream = this.#upstream;
+    const last = upstream && upstream.lastActivityMs > this.client.lastActivityMs
+      ? upstream.lastActivityMs
+      : this.client.lastActivityMs;
+    const slowHead = this.#headStartedMs > 0 && nowMs - this.#headStartedMs > idleMs;
+    if (nowMs - last > idleMs || slowHead) {
+      this.#idleFired = true;
+      this.ctx.logger.debug("Idle client connection closed", { slowHead });
+      this.#upstream?.close();
+      this.client.close();
+    }
+  }
+
+  /** The upstream leg of the exchange under way, so cancel and idle checks reach it. */
+  attach(leg: Leg | undefined): void {
+    this.#upstream = leg;
+  }
+
+  /** Takes the unread client bytes (a view of a buffer no read will touch until it is used). */
+  takePending(): Uint8Array {
+    const pending = this.#pending;
+    this.#pending = EMPTY_BYTES;
+    return pending;
+  }
+
+  /** Puts back client bytes past what an exchange used (a pipelined request's). */
+  setPending(bytes: Uint8Array): void {
+    this.#pending = bytes;
+  }
+
+  async #serve(): Promise<void> {
+    for (;;) {
+      this.idleWatch = true;
+      let head: RequestHead | null;
+      try {
+        head = await this.#readHead();
+      } catch (error) {
+        if (error instanceof HeadError) {
+          await this.answer(
+            { status: error.status, proxyStatus: "http_request_error", reason: error.message },
+            { keepAlive: false, kind: RequestKind.http },
+          );
+        }
+        return;
+      }
+      if (head === null) return;
+      this.idleWatch = false;
+      const keep = head.method === "CONNECT"
+        ? await handleConnect(this, head)
+        : await handleForward(this, head);
+      if (!keep || this.client.closed) return;
+    }
+  }
+
+  /** The next request head; null when the client closed (or failed) between requests. */
+  async #readHead(): Promise<RequestHead | null> {
+    for (;;) {
+      if (this.#pending.length > 0) {
+        const chunk = this.#pending;
+        this.#pending = EMPTY_BYTES;
+        const parsed = this.#reader.push(chunk);
+        if (parsed) {
+          this.#headStartedMs = 0;
+          this.#pending = chunk.subarray(parsed.consumed);
+          return parsed.head;
+        }
+      }
+      if (this.#reader.started && this.#headStartedMs === 0) this.#headStartedMs = Date.now();
+      let count: number | null;
+      try {
+        count = await this.client.read(this.#headBuffer);
+      } catch {
+        return null;
+      }
+      if (count === null) return null;
+      this.#pending = this.#headBuffer.subarray(0, count);
+    }
+  }
+
+  /**
+   * Authenticates the request; on refusal answers it (keeping the connection when
+   * `keepAlive`) and resolves undefined.
+   */
+  async authenticate(
+    head: RequestHead,
+    kind: RequestKind,
+    keepAlive: boolean,
+    target: Target,
+  ): Promise<Client | undefined> {
+    let refusal: Refusal;
+    try {
+      const result = await this.ctx.router.authenticate(headerValue(head, "proxy-authorization"));
+      if (result.ok) return result.client;
+      refusal = result.refusal;
+    } catch (error) {
+      this.ctx.logger.error("Authentication failed with an error", { error });
+      await this.answer(
+        { status: 500, proxyStatus: "proxy_internal_error", reason: "Gateway error" },
+        { keepAlive: false, kind, method: head.method },
+      );
+      return undefined;
+    }
+    await this.refuse(refusal, { keepAlive, kind, method: head.method }, undefined, target);
+    return undefined;
+  }
+
+  /** Answers a refusal of the routing core (and tells metering). */
+  async refuse(
+    refusal: Refusal,
+    options: { keepAlive: boolean; kind: RequestKind; method?: string },
+    client: Client | undefined,
+    target: Target | undefined,
+  ): Promise<void> {
+    const hooks = this.ctx.hooks;
+    if (hooks?.rejected) safely(() => hooks.rejected!(refusal, client, target));
+    await this.answer(refusal, options);
+  }
+
+  /**
+   * Sends one of our own answers. Without keep-alive the connection then closes, lingering
+   * so the answer is read before any reset.
+   */
+  async answer(
+    answer: Answer,
+    options: {
+      keepAlive: boolean;
+      kind: RequestKind;
+      method?: string;
+      outcome?: RequestOutcome;
+    },
+  ): Promise<void> {
+    const outcome = options.outcome ??
+      (answer.status >= 500 ? RequestOutcome.failed : RequestOutcome.refused);
+    this.ctx.metrics.request(options.kind, outcome, answer.status);
+    const keepAlive = options.keepAlive && !this.client.closed;
+    try {
+      await this.client.write(encodeAnswer(answer, { keepAlive, method: options.method }));
+    } catch {
+      this.client.close();
+      return;
+    }
+    if (!keepAlive) {
+      // Whatever was unread is dropped with the connection.
+      this.#pending = EMPTY_BYTES;
+      await this.client.lingerClose(this.#headBuffer);
+    }
+  }
+
+  /** A pooled buffer for a body or a tunnel, and its return once no read into it is pending. */
+  get pool(): BufferPool {
+    return this.ctx.pool;
+  }
+}

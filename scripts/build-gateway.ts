@@ -1,0 +1,73 @@
+/**
+ * `npm run build:gateway`: the gateway as one executable, dist/octoprox-gateway, made by
+ * `deno compile` with the permissions the gateway runs with (and nothing more).
+ *
+ * The code is bundled (`--bundle`, esbuild inside Deno) and node_modules left out: the bundle
+ * holds the few packages the gateway imports (ioredis, valibot), where embedding the folder
+ * would add the control plane's 180 MB.
+ *
+ * `deno compile` needs Deno's runtime build (denort) for the target, which it downloads from
+ * dl.deno.land the first time. Where that cannot be reached, the build stops with one line
+ * saying so; set DENORT_BIN to a denort binary of the same Deno version to build offline.
+ */
+import { spawn } from "node:child_process";
+import { existsSync, mkdirSync } from "node:fs";
+import { dirname, join, relative } from "node:path";
+import {
+  DENO_BIN as DENO,
+  DENO_ENV,
+  GATEWAY_ENTRY,
+  GATEWAY_PERMISSIONS,
+  ROOT,
+} from "./gateway-command.ts";
+
+const OUTPUT = join(ROOT, "dist", "octoprox-gateway");
+
+function fail(message: string): never {
+  process.stderr.write(`build:gateway: ${message}\n`);
+  process.exit(1);
+}
+
+const denort = process.env.DENORT_BIN;
+if (denort !== undefined && denort !== "" && !existsSync(denort)) {
+  fail(`DENORT_BIN is set to ${denort}, which does not exist`);
+}
+
+mkdirSync(dirname(OUTPUT), { recursive: true });
+const args = [
+  "compile",
+  "--bundle",
+  "--exclude",
+  "node_modules",
+  "--output",
+  OUTPUT,
+  // The permissions are compiled in: the binary runs with these and no others.
+  ...GATEWAY_PERMISSIONS,
+  relative(ROOT, GATEWAY_ENTRY),
+];
+const child = spawn(DENO, args, {
+  cwd: ROOT,
+  env: { ...process.env, ...DENO_ENV },
+  stdio: ["ignore", "inherit", "pipe"],
+});
+let stderr = "";
+child.stderr!.setEncoding("utf8").on("data", (text: string) => {
+  stderr += text;
+});
+child.once("error", (error) => fail(`could not run ${DENO}: ${error.message} (npm install?)`));
+child.once("exit", (code) => {
+  if (code === 0) {
+    process.stdout.write(`build:gateway: wrote ${relative(ROOT, OUTPUT)}\n`);
+    return;
+  }
+  const download = /https:\/\/dl\.deno\.land\/\S+denort\S*\.zip/.exec(stderr);
+  if (download && /error sending request|dns error|Connect|timed out|status/i.test(stderr)) {
+    fail(
+      `deno compile could not download Deno's runtime build (${download[0]}); this machine ` +
+        "cannot reach dl.deno.land. Build where it can, or set DENORT_BIN to that denort " +
+        "binary (unzipped) and run again.",
+    );
+  }
+  process.stderr.write(stderr);
+  fail(`deno compile failed (exit code ${code ?? "signal"})`);
+});
