@@ -4,16 +4,18 @@
  * Every proxy in the snapshot has a slot, a small integer that indexes its counts in one
  * `Int32Array`: `occupancy` (reserved + active, the one word the concurrency limit is checked
  * and reserved on, so the check and the reservation are one compare-and-swap), `reserved`,
- * `active`, and the outcomes the strategies of the next issue read (`ok`, `failed`, summed
- * connect latency). Connectors have slots of their own with their transfers in flight.
+ * `active`, and the outcomes health_based reads (`ok`, `failed`, summed connect latency, since the
+ * gateway started or the proxy last joined the snapshot). Connectors have slots of their own with
+ * their transfers in flight (least_used reads both).
  *
  * The arrays sit on a growable `SharedArrayBuffer` where the runtime has one, and every update is
  * an `Atomics` operation, so isolates of one process can share exact counts. A slot is never given
  * to another proxy in the life of the process: an allocation still out on a proxy that left the
  * snapshot releases into the slot it took, and a proxy that leaves is forgotten (its id no longer
- * maps to the slot) only once its counts are zero. The arrays grow by doubling; 100,000 proxies
- * take 3.2 MB, and churn of a million proxies over a process's life 32 MB, which is why reusing
- * slots (an epoch per slot) is left until short-lived pools need it.
+ * maps to the slot) only once its counts are zero; its outcomes are cleared as it leaves, so one
+ * that comes back (to the same slot, while still busy) starts unmeasured. The arrays grow by
+ * doubling; 100,000 proxies take 3.2 MB, and churn of a million proxies over a process's life
+ * 32 MB, which is why reusing slots (an epoch per slot) is left until short-lived pools need it.
  */
 import type { Allocation, FailurePhase, Outcome, UpstreamChoice } from "./contract.ts";
 
@@ -126,12 +128,14 @@ export class SlotTable {
   private readonly leaving = new Map<string, number>();
   private next = 0;
   private readonly onGrow: (slots: number) => void;
+  private readonly onRetire: (slot: number) => void;
   /** The build each slot was last assigned in, so a build finds the rows that left by slot. */
   private seen = new Int32Array(16);
   private build = 0;
 
-  constructor(onGrow: (slots: number) => void) {
+  constructor(onGrow: (slots: number) => void, onRetire: (slot: number) => void = () => {}) {
     this.onGrow = onGrow;
+    this.onRetire = onRetire;
   }
 
   get size(): number {
@@ -173,7 +177,9 @@ export class SlotTable {
   /** The id left the snapshot: forget it once `idle(slot)` says so. */
   retire(id: string): void {
     const slot = this.slotOf.get(id);
-    if (slot !== undefined) this.leaving.set(id, slot);
+    if (slot === undefined) return;
+    this.leaving.set(id, slot);
+    this.onRetire(slot);
   }
 
   /** Forgets the leaving ids whose slot is idle; returns how many are still busy. */
@@ -211,7 +217,10 @@ export class Dispatch implements DispatchReader {
     );
     this.connectorCounts = new CounterArray(16);
     this.errorCounts = new CounterArray(ERROR_KINDS);
-    this.proxySlots = new SlotTable((n) => this.proxyCounts.ensure(n * PROXY_STRIDE));
+    this.proxySlots = new SlotTable(
+      (n) => this.proxyCounts.ensure(n * PROXY_STRIDE),
+      (slot) => this.forgetOutcomes(slot),
+    );
     this.connectorSlots = new SlotTable((n) => this.connectorCounts.ensure(n));
   }
 
@@ -294,6 +303,15 @@ export class Dispatch implements DispatchReader {
       // A client that went away says nothing about the proxy.
       Atomics.add(counts, base + ProxyField.failed, 1);
     }
+  }
+
+  /** A proxy left the snapshot: what it was measured at no longer counts (health_based). */
+  private forgetOutcomes(proxySlot: number): void {
+    const counts = this.proxyCounts.view;
+    const base = proxySlot * PROXY_STRIDE;
+    Atomics.store(counts, base + ProxyField.ok, 0);
+    Atomics.store(counts, base + ProxyField.failed, 0);
+    Atomics.store(counts, base + ProxyField.latencyMsSum, 0);
   }
 
   /** @internal */

@@ -16,6 +16,8 @@ import { parseBasicAuth, timingSafeEqual } from "./basic-auth.ts";
 import { Dispatch } from "./dispatch.ts";
 import type { DeadlineTable } from "./id-table.ts";
 import { consoleLog, type CoreLog } from "./log.ts";
+import { HeldTasks } from "../sticky/held-tasks.ts";
+import type { StickyStore } from "../sticky/store.ts";
 import {
   allBusy,
   allDown,
@@ -43,11 +45,22 @@ import {
   roundRobin,
   type RoutingStrategy,
   type Selection,
+  type StickyDeps,
   STRATEGY_FACTORIES,
   type StrategyContext,
   type StrategyDeps,
   type StrategyFactory,
 } from "./strategy.ts";
+
+/** Sticky sessions' shared side (the gateway passes its Redis store). */
+export interface StickyOptions {
+  /** Where bindings are shared between gateways (gateway/sticky/redis-store.ts). */
+  store?: StickyStore;
+  /** Deadline of a binding's read on the request path (OCTOPROX_REDIS_REQUEST_TIMEOUT, 2 s). */
+  requestTimeoutMs?: number;
+  /** Sessions one project keeps in memory on this gateway (100,000 unless said). */
+  maxSessions?: number;
+}
 
 export interface RouterOptions {
   /** Checks a password against a project's digest (the feed codec provides it). */
@@ -56,8 +69,11 @@ export interface RouterOptions {
   log?: CoreLog;
   random?: () => number;
   nowMs?: () => number;
-  /** Strategies to add or replace (the next issue's, or tests'). */
+  /** Strategies to add or replace (tests'). */
   strategies?: Readonly<Partial<Record<Strategy, StrategyFactory>>>;
+  sticky?: StickyOptions;
+  /** Background work the strategies start (sticky's binding writes); `drain` waits for it. */
+  held?: HeldTasks;
   /** Successful (digest, password) checks kept so the hot path rarely hashes. */
   passwordCacheSize?: number;
 }
@@ -75,6 +91,8 @@ interface HeldStrategy {
 
 export class CoreRouter implements Router {
   readonly dispatch: Dispatch;
+  /** The strategies' background writes: the gateway's stop awaits `drain()`. */
+  readonly held: HeldTasks;
   private current: RoutingSnapshot | undefined;
   private readonly verifyPassword: RouterOptions["verifyPassword"];
   private readonly log: CoreLog;
@@ -88,6 +106,7 @@ export class CoreRouter implements Router {
   private readonly passwordCacheSize: number;
   /** Serves a request whose strategy raised. */
   private readonly fallback: RoutingStrategy;
+  private readonly stickyDeps: StickyDeps;
 
   constructor(options: RouterOptions) {
     this.verifyPassword = options.verifyPassword;
@@ -97,7 +116,14 @@ export class CoreRouter implements Router {
     this.nowMs = options.nowMs ?? Date.now;
     this.factories = { ...STRATEGY_FACTORIES, ...options.strategies };
     this.passwordCacheSize = options.passwordCacheSize ?? 1024;
-    this.fallback = random({ random: this.random, counts: this.dispatch, log: this.log });
+    this.held = options.held ?? new HeldTasks();
+    this.stickyDeps = { ...options.sticky, held: this.held };
+    this.fallback = random({ random: this.random });
+  }
+
+  /** Waits for the strategies' background writes (sticky bindings); never rejects. */
+  drain(): Promise<void> {
+    return this.held.drain();
   }
 
   get ready(): boolean {
@@ -241,9 +267,9 @@ export class CoreRouter implements Router {
 
   /**
    * The project's strategy object, built on its first request and kept until the feed names
-   * another. A strategy this gateway has no implementation of yet is served as round_robin, with
-   * one warning: the compiler is meant to be the one place that picks a default (routers have no
-   * fallback in the spec), so this covers only strategies the next issue adds.
+   * another. A strategy this router has no implementation of (only when `options.strategies`
+   * takes one away) is served as round_robin, with one warning: the compiler is meant to be the
+   * one place that picks a default.
    */
   private strategyFor(project: ProjectEntry): RoutingStrategy {
     const held = this.strategies.get(project.id);
@@ -260,7 +286,12 @@ export class CoreRouter implements Router {
       }
       factory = this.factories.round_robin ?? roundRobin;
     }
-    const deps: StrategyDeps = { random: this.random, counts: this.dispatch, log: this.log };
+    const deps: StrategyDeps = {
+      random: this.random,
+      counts: this.dispatch,
+      log: this.log,
+      sticky: this.stickyDeps,
+    };
     const strategy = factory(deps);
     this.strategies.set(project.id, { named: project.strategy, strategy });
     return strategy;

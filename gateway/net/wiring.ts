@@ -11,6 +11,7 @@ import type { GatewaySettings } from "../../shared/settings.ts";
 import { createDestinationGuard } from "../core/guard.ts";
 import { CoreRouter } from "../core/router.ts";
 import { FeedFollower, type FeedLogger } from "../feed/follower.ts";
+import { RedisStickyStore } from "../sticky/redis-store.ts";
 import type { RoutingCore } from "./gateway.ts";
 import type { Logger } from "./log.ts";
 
@@ -41,14 +42,6 @@ export async function buildRoutingCore(
   instance: string,
 ): Promise<RoutingCore> {
   const feedKeys = await deriveFeedKeys(settings.internalSecret);
-  const router = new CoreRouter({
-    verifyPassword: (password, digest) => verifyPassword(feedKeys, password, digest),
-    log: { warn: (message, fields) => logger.warn(message, fields) },
-  });
-  const guard = createDestinationGuard({
-    allowCidrs: settings.destinationAllowCidrs,
-    resolve: resolveAddresses,
-  });
   const redis = new Redis(settings.redisUrl, {
     connectionName: `octoprox-gateway:${instance}`,
     // Commands wait for a connection at most one reconnect; the follower retries with back-off.
@@ -59,6 +52,20 @@ export async function buildRoutingCore(
   });
   // Errors surface on the commands; an unheard 'error' event must not end the process.
   redis.on("error", () => {});
+  const keys = redisKeys(settings.redisPrefix);
+  const router = new CoreRouter({
+    verifyPassword: (password, digest) => verifyPassword(feedKeys, password, digest),
+    log: { warn: (message, fields) => logger.warn(message, fields) },
+    // Sticky bindings in Redis, read under the request deadline and written by held tasks.
+    sticky: {
+      store: new RedisStickyStore(redis, keys),
+      requestTimeoutMs: settings.redisRequestTimeoutMs,
+    },
+  });
+  const guard = createDestinationGuard({
+    allowCidrs: settings.destinationAllowCidrs,
+    resolve: resolveAddresses,
+  });
 
   let markApplied: () => void = () => {};
   const firstApplied = new Promise<void>((resolve) => {
@@ -66,7 +73,7 @@ export async function buildRoutingCore(
   });
   const follower = new FeedFollower({
     redis,
-    keys: redisKeys(settings.redisPrefix),
+    keys,
     feedKeys,
     logger: feedLogger(logger),
     apply: (update) => {
@@ -89,6 +96,8 @@ export async function buildRoutingCore(
     start: () => follower.start(),
     async stop() {
       await follower.stop();
+      // Sticky binding writes still under way, each bounded by the request deadline.
+      await router.drain();
       redis.disconnect();
     },
     metrics() {

@@ -4,7 +4,8 @@
  *   npx tsx scripts/bench/gateway-core.ts [--proxies 100000] [--connectors 20] [--iterations 1000000]
  *
  * Measures the snapshot build from a decoded feed, a one-connector update, a runtime-section
- * change, and dispatch (acquire, commit, release) per operation. Decoding sections is the feed's
+ * change, and dispatch (acquire, commit, release) per operation, under round_robin and then under
+ * least_used, health_based and sticky. Decoding sections is the feed's
  * part and is not timed here: every section below is already an object, as the follower hands
  * them over.
  */
@@ -15,6 +16,7 @@ import type { ConnectorSection, FeedProxy, FeedSections } from "../../shared/fee
 import { CoreRouter } from "../../gateway/core/router.ts";
 import { buildSnapshot } from "../../gateway/core/snapshot.ts";
 import { type Allocation, type Client, isRefusal } from "../../gateway/core/contract.ts";
+import type { Strategy } from "../../shared/roles.ts";
 
 const { values: args } = parseArgs({
   options: {
@@ -258,6 +260,85 @@ rows.push([
   "300 MB rss",
   "",
 ]);
+
+// --- the other strategies ---------------------------------------------------------------------
+// After the memory row, so what they hold open does not count there.
+// The same cycle under each strategy (the project's strategy changed by a global section, as the
+// feed would), sequential like the rows above; least_used also with transfers held open, where
+// its idle probes miss and it ranks the whole list.
+function useStrategy(strategy: Strategy): void {
+  const projects = current.global.projects.map((p) => ({ ...p, strategy }));
+  current = { ...current, global: { ...current.global, projects } };
+  router.apply(current);
+}
+
+function percentiles(clientOf: (i: number) => Client, iterations: number): [number, number] {
+  const run = (i: number) => {
+    const result = router.acquireNow(clientOf(i), targetHost, noneExcluded);
+    if (result instanceof Promise || isRefusal(result)) {
+      throw new Error("bench expects a sync allocation");
+    }
+    result.commit();
+    result.release({ ok: true, latencyMs: 5 });
+  };
+  for (let i = 0; i < 50_000; i++) run(i);
+  const times = new Float64Array(iterations);
+  for (let i = 0; i < iterations; i++) {
+    const start = performance.now();
+    run(i);
+    times[i] = performance.now() - start;
+  }
+  times.sort();
+  return [times[iterations >> 1], times[Math.floor(iterations * 0.99)]];
+}
+
+const STRATEGY_ITERATIONS = Math.max(1000, Math.floor(ITERATIONS / 5));
+const sessions: Client[] = Array.from({ length: 10_000 }, (_, i) => ({
+  projectId: "bench",
+  options: { user: "bench", sessionId: `session-${i}` },
+}));
+const strategyRows: [string, Strategy, (i: number) => Client][] = [
+  ["least_used", "least_used", (i) => clients[i & 3]],
+  ["health_based", "health_based", (i) => clients[i & 3]],
+  ["sticky, 10,000 sessions in memory (no Redis)", "sticky", (i) => sessions[i % sessions.length]],
+];
+for (const [label, strategy, clientOf] of strategyRows) {
+  useStrategy(strategy);
+  const [p50, p99] = percentiles(clientOf, STRATEGY_ITERATIONS);
+  report(`${label}: dispatch p50`, p50, 0.02, "µs");
+  report(`${label}: dispatch p99`, p99, 0.02, "µs");
+}
+
+// least_used with transfers open on every other proxy, then on every proxy.
+useStrategy("least_used");
+const busy: Allocation[] = [];
+const holdOpen = (every: number) => {
+  for (const index of router.snapshot!.connectors.values()) {
+    for (let i = 0; i < index.proxies.length; i += every) {
+      const entry = index.proxies[i];
+      const lease = router.dispatch.acquire(entry, entry.slot, entry.connectorSlot, 0);
+      if (lease !== undefined) busy.push(lease);
+    }
+  }
+};
+holdOpen(2);
+let [busyP50, busyP99] = percentiles((i) => clients[i & 3], STRATEGY_ITERATIONS);
+rows.push([
+  `least_used, half the proxies busy: p50 / p99`,
+  `${(busyP50 * 1000).toFixed(2)} / ${(busyP99 * 1000).toFixed(2)} µs`,
+  "",
+  "",
+]);
+holdOpen(1);
+[busyP50, busyP99] = percentiles((i) => clients[i & 3], Math.floor(STRATEGY_ITERATIONS / 10));
+rows.push([
+  `least_used, every proxy busy (ranked by 32 probes): p50 / p99`,
+  `${(busyP50 * 1000).toFixed(2)} / ${(busyP99 * 1000).toFixed(2)} µs`,
+  "",
+  "",
+]);
+for (const lease of busy) lease.release({ ok: true });
+useStrategy("round_robin");
 
 const widths = [0, 1, 2, 3].map((c) =>
   Math.max(...rows.map((r) => r[c].length), ["what", "measured", "budget", ""][c].length)
