@@ -1,0 +1,77 @@
+/**
+ * One meter per transfer. It holds the keys of the rows the transfer counts into and the bytes
+ * not reported yet; it reports them once they reach the report size, when the publisher cuts a
+ * window (so a running transfer's bytes reach Redis every interval), and when it finishes. A
+ * meter finishes once: a second finish, and bytes after the first, count nothing.
+ */
+import type { Outcome } from "../core/contract.ts";
+import type { TransferMeter } from "../net/hooks.ts";
+
+/** The rows one transfer counts into (full Redis keys). */
+export interface MeterKeys {
+  proxy: string;
+  project: string;
+  connector: string;
+  host: string;
+  /** The host row beyond the host cap: this project and connector's `(other)`. */
+  otherHost: string;
+}
+
+/** Where a meter's counts go: the metering that made it. */
+export interface MeterSink {
+  readonly reportBytes: number;
+  report(meter: Meter): void;
+  finish(meter: Meter, outcome: Outcome): void;
+  finishedTwice(): void;
+}
+
+export class Meter implements TransferMeter {
+  readonly keys: MeterKeys;
+  /** Connect-to-first-byte latency the transfer began with. */
+  readonly latencyMs: number;
+  /** Bytes not reported yet, client to upstream and upstream to client. */
+  unreportedSentBytes = 0;
+  unreportedReceivedBytes = 0;
+  #finished = false;
+  readonly #sink: MeterSink;
+
+  constructor(sink: MeterSink, keys: MeterKeys, latencyMs: number) {
+    this.#sink = sink;
+    this.keys = keys;
+    this.latencyMs = latencyMs;
+  }
+
+  get finished(): boolean {
+    return this.#finished;
+  }
+
+  bytes(toUpstreamBytes: number, toClientBytes: number): void {
+    try {
+      if (this.#finished) return;
+      if (toUpstreamBytes > 0 && Number.isFinite(toUpstreamBytes)) {
+        this.unreportedSentBytes += toUpstreamBytes;
+      }
+      if (toClientBytes > 0 && Number.isFinite(toClientBytes)) {
+        this.unreportedReceivedBytes += toClientBytes;
+      }
+      if (this.unreportedSentBytes + this.unreportedReceivedBytes >= this.#sink.reportBytes) {
+        this.#sink.report(this);
+      }
+    } catch {
+      // The byte path must never fail for metering.
+    }
+  }
+
+  finish(outcome: Outcome): void {
+    try {
+      if (this.#finished) {
+        this.#sink.finishedTwice();
+        return;
+      }
+      this.#finished = true;
+      this.#sink.finish(this, outcome);
+    } catch {
+      // A transfer's end must never fail for metering.
+    }
+  }
+}

@@ -1,0 +1,330 @@
+/**
+ * RequestMetering: the socket layer's transfer hooks, counting into memory, and the batch
+ * publisher that adds the counts to Redis every interval (5 s) in one script call.
+ *
+ * Counted per proxy, project, connector and destination host: requests, successes, failures,
+ * bytes sent (client to upstream), bytes received (upstream to client) and summed latency, when
+ * a transfer finishes (bytes also while it runs); per project and minute, the demand (transfers
+ * begun and rejections); per project and reason, the rejections. The receivers touch only memory
+ * and never throw. In-flight counts and the strategies' outcomes are dispatch's, not metering's.
+ *
+ * Runtime-neutral: the caller passes the Redis client and the script's source (gateway/metering/
+ * lua.ts under Deno).
+ */
+import type { Client, Outcome, Refusal, Target } from "../core/contract.ts";
+import type { TransferHooks, TransferStart } from "../net/hooks.ts";
+import {
+  ConnectorWindows,
+  demandMinute,
+  HostWindows,
+  OTHER_HOST,
+  ProjectWindows,
+  ProxyWindows,
+  RejectionWindows,
+} from "../../shared/metric-windows.ts";
+import type { RedisKeys } from "../../shared/redis-keys.ts";
+import { type ApplyLives, applyPart, cutParts, DEFAULT_LIVES, type MeteringPart } from "./apply.ts";
+import {
+  DEFAULT_CAPS,
+  DemandField,
+  type MeteringCaps,
+  MeteringWindow,
+  type OverflowCounts,
+  RejectionField,
+  TransferField,
+} from "./deltas.ts";
+import { Meter, type MeterKeys, type MeterSink } from "./meter.ts";
+import { BatchPublisher, type PublisherLogger, type PublisherStats } from "./publisher.ts";
+import type { LuaScript, ScriptClient } from "./scripts.ts";
+
+/** Production cadence; tests shorten it through the option. */
+export const METERING_INTERVAL_MS = 5_000;
+/** A running transfer reports its bytes at least this often (and at every cut). */
+export const REPORT_BYTES = 1 << 20;
+/** Hashes per script call: a window under this is one round trip. */
+export const MAX_ROWS_PER_PART = 10_000;
+/** A DNS name is at most 253 characters; longer targets are cut so a row stays small. */
+const MAX_HOST_CHARS = 255;
+
+export interface RequestMeteringOptions {
+  redis: ScriptClient;
+  keys: RedisKeys;
+  /** shared/lua/metering_apply.lua, registered. */
+  script: LuaScript;
+  /** This gateway's instance id; the writer id adds a random suffix per process. */
+  instance: string;
+  intervalMs?: number;
+  /** A send without a reply by then leaves its part owed (default: the interval). */
+  sendTimeoutMs?: number;
+  /** The final attempt a close makes (default 5 s). */
+  closeTimeoutMs?: number;
+  reportBytes?: number;
+  caps?: Partial<MeteringCaps>;
+  maxRowsPerPart?: number;
+  lives?: Partial<ApplyLives>;
+  /** The clock demand minutes are read from. */
+  now?: () => number;
+  logger?: PublisherLogger;
+  /** Told of every part Redis confirmed, in order (tests and diagnostics). */
+  onConfirmed?: (part: MeteringPart) => void;
+}
+
+export interface MeteringStats extends PublisherStats, OverflowCounts {
+  writer: string;
+  metersOpen: number;
+  pendingRows: number;
+  finishedTwice: number;
+  /** Refusals of a client not known yet (no project to count them under). */
+  rejectionsWithoutProject: number;
+  /** Parts a close could not send. */
+  partsAbandoned: number;
+  /** Increments Redis refused inside an applied part (a foreign write of another type). */
+  incrementsRefused: number;
+}
+
+function randomSuffix(): string {
+  const bytes = crypto.getRandomValues(new Uint8Array(4));
+  return [...bytes].map((byte) => byte.toString(16).padStart(2, "0")).join("");
+}
+
+/** Lower case, without IPv6 brackets or a root dot, and of bounded length. */
+export function normaliseHost(host: string): string {
+  let text = host.toLowerCase();
+  if (text.startsWith("[") && text.endsWith("]")) text = text.slice(1, -1);
+  if (text.endsWith(".") && text.length > 1) text = text.slice(0, -1);
+  return text.slice(0, MAX_HOST_CHARS) || "(none)";
+}
+
+export class RequestMetering implements TransferHooks {
+  readonly writer: string;
+  readonly #keys: RedisKeys;
+  readonly #caps: MeteringCaps;
+  readonly #now: () => number;
+  readonly #open = new Set<Meter>();
+  readonly #overflow: OverflowCounts = { hostsFolded: 0, rowsDropped: 0 };
+  readonly #publisher: BatchPublisher<MeteringPart>;
+  readonly #sink: MeterSink;
+  #window: MeteringWindow;
+  #nextNumber = 1;
+  #finishedTwice = 0;
+  #rejectionsWithoutProject = 0;
+  #partsAbandoned = 0;
+  #incrementsRefused = 0;
+
+  constructor(options: RequestMeteringOptions) {
+    const intervalMs = options.intervalMs ?? METERING_INTERVAL_MS;
+    const maxRowsPerPart = options.maxRowsPerPart ?? MAX_ROWS_PER_PART;
+    const lives: ApplyLives = { ...DEFAULT_LIVES, ...options.lives };
+    this.writer = `${options.instance}:${randomSuffix()}`;
+    this.#keys = options.keys;
+    this.#caps = { ...DEFAULT_CAPS, ...options.caps };
+    this.#now = options.now ?? Date.now;
+    this.#window = new MeteringWindow(this.#caps, this.#overflow);
+    const appliedKey = options.keys.applied(this.writer);
+    this.#sink = {
+      reportBytes: options.reportBytes ?? REPORT_BYTES,
+      report: (meter) => this.#report(meter),
+      finish: (meter, outcome) => this.#finish(meter, outcome),
+      finishedTwice: () => {
+        this.#finishedTwice++;
+      },
+    };
+    this.#publisher = new BatchPublisher<MeteringPart>({
+      name: "request_metering",
+      intervalMs,
+      sendTimeoutMs: options.sendTimeoutMs ?? intervalMs,
+      closeTimeoutMs: options.closeTimeoutMs ?? 5_000,
+      cut: () => this.#cut(maxRowsPerPart),
+      send: async (part) => {
+        const result = await applyPart(
+          options.redis,
+          options.script,
+          options.keys,
+          appliedKey,
+          part,
+          lives,
+        );
+        if (result.refused > 0) {
+          this.#incrementsRefused += result.refused;
+          options.logger?.error("Redis refused metering increments; those counts are lost", {
+            refused: result.refused,
+            batch: part.number,
+          });
+        }
+      },
+      confirmed: options.onConfirmed,
+      abandoned: (parts) => {
+        this.#partsAbandoned += parts.length;
+      },
+      logger: options.logger,
+    });
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // Receivers: memory only, never throwing.
+
+  begin(start: TransferStart): Meter | undefined {
+    try {
+      const { projectId } = start.client;
+      const { proxyId, connectorId } = start.upstream;
+      const keys = this.#keys;
+      const host = normaliseHost(start.target.host);
+      const meterKeys: MeterKeys = {
+        proxy: keys.metricWindow(ProxyWindows.name, ProxyWindows.formatKey(proxyId)),
+        project: keys.metricWindow(ProjectWindows.name, ProjectWindows.formatKey(projectId)),
+        connector: keys.metricWindow(
+          ConnectorWindows.name,
+          ConnectorWindows.formatKey(connectorId),
+        ),
+        host: keys.metricWindow(
+          HostWindows.name,
+          HostWindows.formatKey({ projectId, connectorId, host }),
+        ),
+        otherHost: keys.metricWindow(
+          HostWindows.name,
+          HostWindows.formatKey({ projectId, connectorId, host: OTHER_HOST }),
+        ),
+      };
+      const latencyMs = Number.isFinite(start.latencyMs) ? Math.max(0, start.latencyMs) : 0;
+      const meter = new Meter(this.#sink, meterKeys, latencyMs);
+      this.#demand(projectId, DemandField.requests);
+      this.#open.add(meter);
+      return meter;
+    } catch {
+      return undefined;
+    }
+  }
+
+  rejected(refusal: Refusal, client: Client | undefined, _target: Target | undefined): void {
+    try {
+      // A refusal without a reason is no routing decision (a malformed request): not demand.
+      const reason = refusal.rejection;
+      if (reason === undefined) return;
+      if (!client) {
+        this.#rejectionsWithoutProject++;
+        return;
+      }
+      const { projectId } = client;
+      this.#demand(projectId, DemandField.rejections);
+      const key = this.#keys.metricWindow(
+        RejectionWindows.name,
+        RejectionWindows.formatKey({ projectId, reason }),
+      );
+      const row = this.#window.kinds.rejection.row(key);
+      if (row) row[RejectionField.rejections] += 1;
+    } catch {
+      // Never raise on the request path.
+    }
+  }
+
+  #demand(projectId: string, field: number): void {
+    const key = this.#keys.demand(projectId, demandMinute(this.#now()));
+    const row = this.#window.kinds.demand.row(key);
+    if (row) row[field] += 1;
+  }
+
+  /** Adds a meter's unreported bytes to the window's rows. */
+  #report(meter: Meter): void {
+    const sent = meter.unreportedSentBytes;
+    const received = meter.unreportedReceivedBytes;
+    if (sent === 0 && received === 0) return;
+    meter.unreportedSentBytes = 0;
+    meter.unreportedReceivedBytes = 0;
+    for (const row of this.#rows(meter)) {
+      if (!row) continue;
+      row[TransferField.bytes_sent] += sent;
+      row[TransferField.bytes_received] += received;
+    }
+  }
+
+  #finish(meter: Meter, outcome: Outcome): void {
+    this.#open.delete(meter);
+    this.#report(meter);
+    const latencyMs = outcome.latencyMs !== undefined && Number.isFinite(outcome.latencyMs)
+      ? Math.max(0, outcome.latencyMs)
+      : meter.latencyMs;
+    const result = outcome.ok ? TransferField.successes : TransferField.failures;
+    for (const row of this.#rows(meter)) {
+      if (!row) continue;
+      row[TransferField.requests] += 1;
+      row[result] += 1;
+      row[TransferField.latency_sum_ms] += latencyMs;
+    }
+  }
+
+  #rows(meter: Meter): (number[] | undefined)[] {
+    const kinds = this.#window.kinds;
+    return [
+      kinds.proxy.row(meter.keys.proxy),
+      kinds.project.row(meter.keys.project),
+      kinds.connector.row(meter.keys.connector),
+      kinds.host.row(meter.keys.host, meter.keys.otherHost),
+    ];
+  }
+
+  /** Running transfers report first, so each window carries their bytes so far. */
+  #cut(maxRowsPerPart: number): MeteringPart[] {
+    for (const meter of this.#open) this.#report(meter);
+    const window = this.#window;
+    if (window.rows === 0) return [];
+    this.#window = new MeteringWindow(this.#caps, this.#overflow);
+    return cutParts(window, maxRowsPerPart, () => this.#nextNumber++);
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // Lifecycle.
+
+  /** Starts publishing every interval. */
+  start(): void {
+    this.#publisher.start();
+  }
+
+  /** Sends what is owed and pending now (tests); true when nothing is owed afterwards. */
+  publishNow(): Promise<boolean> {
+    return this.#publisher.publishNow();
+  }
+
+  /**
+   * Stops the loop and makes one final attempt, under the close deadline, at what is owed and
+   * pending. Safe twice; never rejects. Call it after the listeners closed, so every transfer's
+   * meter has finished.
+   */
+  close(): Promise<void> {
+    return this.#publisher.close();
+  }
+
+  stats(): MeteringStats {
+    return {
+      ...this.#publisher.stats(),
+      ...this.#overflow,
+      writer: this.writer,
+      metersOpen: this.#open.size,
+      pendingRows: this.#window.rows,
+      finishedTwice: this.#finishedTwice,
+      rejectionsWithoutProject: this.#rejectionsWithoutProject,
+      partsAbandoned: this.#partsAbandoned,
+      incrementsRefused: this.#incrementsRefused,
+    };
+  }
+
+  /** Prometheus text for the gateway's /metrics. */
+  metrics(): string {
+    const s = this.stats();
+    const line = (name: string, type: "counter" | "gauge", value: number, labels = "") =>
+      `# TYPE ${name} ${type}\n${name}${labels} ${value}`;
+    return [
+      "# TYPE octoprox_gateway_metering_sends_total counter",
+      `octoprox_gateway_metering_sends_total{result="confirmed"} ${s.confirmed}`,
+      `octoprox_gateway_metering_sends_total{result="failed"} ${s.failures}`,
+      line("octoprox_gateway_metering_consecutive_failures", "gauge", s.consecutiveFailures),
+      line("octoprox_gateway_metering_owed_parts", "gauge", s.owedParts),
+      line("octoprox_gateway_metering_pending_rows", "gauge", s.pendingRows),
+      line("octoprox_gateway_metering_meters_open", "gauge", s.metersOpen),
+      line("octoprox_gateway_metering_hosts_folded_total", "counter", s.hostsFolded),
+      line("octoprox_gateway_metering_rows_dropped_total", "counter", s.rowsDropped),
+      line("octoprox_gateway_metering_parts_abandoned_total", "counter", s.partsAbandoned),
+      line("octoprox_gateway_metering_increments_refused_total", "counter", s.incrementsRefused),
+      "",
+    ].join("\n");
+  }
+}
