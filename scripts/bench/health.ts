@@ -1,0 +1,424 @@
+/**
+ * Suite `health`: one real worker process checking 10,000 proxies of which 5% hang until the
+ * check timeout. Budget: at least 150 checks a second, and memory that stays flat.
+ *
+ * Set-up: a fresh database (migrated), one project and static connector, and 10,000 proxy rows
+ * inserted directly. The rows point at real upstream proxies on loopback, every one of them in
+ * a child process of its own so the worker is measured alone: two tinyproxy instances (HTTP)
+ * and our fault proxy passing traffic (SOCKS5) share 95% of the rows, our fault proxy in `hang`
+ * mode takes every twentieth. Each row has a login of its own (the proxies take any login), so
+ * 10,000 distinct rows need only four upstreams. The connector names no check URL, so every
+ * check asks our local origin's `/echo`, as most connectors do (OCTOPROX_ECHO_URL), and the
+ * echo-outage check runs on every batch with a hung proxy.
+ *
+ * One worker process (`control/main.ts`, role worker, health jobs only, every setting at its
+ * default unless BENCH_HEALTH_* says otherwise). Each run feeds the health stream as a producer
+ * would, only faster: keys arrive spread out (1.5 x the proxies per check timeout) until the
+ * worker is saturated, then a backlog of 1,000 to 1,500 unread keys is kept, going round the
+ * proxies in a fresh random order each pass. Spreading the start matters: keys appended all at
+ * once start every batch at once, and since a batch with a hung proxy ends a timeout later, the
+ * worker would then complete its work in bursts a timeout apart. Checks are counted from the
+ * worker's side: entries are deleted once handled, so entries appended less the stream's length
+ * are the checks done. The rate is taken over whole check timeouts (at least 30 s) from a
+ * timeout plus 2 s after the start, when the first hung checks have ended; whatever rhythm is
+ * left repeats once a timeout, so a window of whole timeouts averages it out. Then the feed
+ * stops and the stream drains. The worker's CPU over the window is read from /proc, its RSS
+ * every 250 ms throughout, and the runs go one after another on the same worker, so a leak would
+ * show as growth from run to run. At the end every proxy must have been checked, and the suite
+ * reports how many fail (the hanging ones).
+ *
+ * Overrides (environment): BENCH_HEALTH_PROXIES, BENCH_HEALTH_TIMEOUT (seconds),
+ * BENCH_HEALTH_CONCURRENCY (probes), BENCH_VERBOSE=1 (completions per 5 s per run).
+ */
+import { Redis } from "ioredis";
+import postgres from "postgres";
+import { appendWork } from "../../control/core/work-streams.ts";
+import { migrate } from "../../db/migrate.ts";
+import { redisKeys, WORKERS_GROUP } from "../../shared/redis-keys.ts";
+import { JobKind } from "../../shared/roles.ts";
+import { startControl, waitForReady } from "../../tests/support/processes.ts";
+import { testSettings } from "../../tests/support/settings.ts";
+import {
+  createTestDatabase,
+  deletePrefix,
+  TEST_REDIS_URL,
+  testPrefix,
+} from "../../tests/support/stores.ts";
+import {
+  cpuMillis,
+  cpuMillisOf,
+  MB,
+  median,
+  residentBytes,
+  type Row,
+  sleep,
+  type Suite,
+  type SuiteContext,
+} from "./suite.ts";
+import { startUpstreams } from "./upstreams.ts";
+
+const CHECKS_PER_SECOND_BUDGET = 150;
+const HANG_EVERY = 20; // 5%
+/** RSS growth allowed from the first run's peak to the last run's: flat, within noise. */
+const RSS_GROWTH_BUDGET_MB = 25;
+
+/** The feed's tick: the stream is read (and topped up) every 250 ms. */
+const TICK_MS = 250;
+/** Keys fed per check timeout while ramping, as a multiple of the proxies. */
+const RAMP_FACTOR = 1.5;
+/** Once the backlog reaches BACKLOG_LOW the worker is saturated; it is kept near BACKLOG_HIGH. */
+const BACKLOG_LOW = 1000;
+const BACKLOG_HIGH = 1500;
+/** The measured window: whole check timeouts, at least this long. */
+const MIN_WINDOW_MS = 30_000;
+
+interface RunResult {
+  rate: number;
+  cpuShare: number;
+  upstreamCpuShare: number;
+  peakRss: number;
+  endRss: number;
+  /** The backlog never ran out during the window. */
+  saturated: boolean;
+}
+
+interface Sample {
+  at: number;
+  /** Entries completed (appended and deleted) so far. */
+  completed: number;
+  cpuMs: number;
+  upstreamCpuMs: number;
+}
+
+/** Appends the proxies' keys in turn, each pass in a fresh random order. */
+class Feeder {
+  readonly #ids: readonly string[];
+  #order: string[] = [];
+  #next = 0;
+  appended = 0;
+
+  constructor(ids: readonly string[]) {
+    this.#ids = ids;
+  }
+
+  async append(redis: Redis, stream: string, count: number): Promise<void> {
+    const keys: string[] = [];
+    while (keys.length < count) {
+      if (this.#next >= this.#order.length) {
+        this.#order = shuffled(this.#ids);
+        this.#next = 0;
+      }
+      keys.push(this.#order[this.#next++]);
+    }
+    await appendWork(redis, stream, keys.map((key) => ({ key })));
+    this.appended += keys.length;
+  }
+}
+
+function envNumber(name: string): number | undefined {
+  const raw = process.env[name];
+  if (raw === undefined || raw === "") return undefined;
+  const value = Number(raw);
+  if (!Number.isFinite(value) || value <= 0) throw new Error(`${name} must be a positive number`);
+  return value;
+}
+
+function shuffled<T>(items: readonly T[]): T[] {
+  const out = [...items];
+  for (let i = out.length - 1; i > 0; i--) {
+    const j = Math.floor(Math.random() * (i + 1));
+    [out[i], out[j]] = [out[j], out[i]];
+  }
+  return out;
+}
+
+async function run(context: SuiteContext): Promise<Row[]> {
+  const proxiesWanted = envNumber("BENCH_HEALTH_PROXIES") ?? 10_000;
+  const timeoutOverride = envNumber("BENCH_HEALTH_TIMEOUT");
+  const concurrencyOverride = envNumber("BENCH_HEALTH_CONCURRENCY");
+  const verbose = process.env.BENCH_VERBOSE === "1";
+  const defaults = testSettings({ prefix: "unused:" });
+  const timeoutMs = timeoutOverride !== undefined
+    ? timeoutOverride * 1000
+    : defaults.healthCheckTimeoutMs;
+  const probes = concurrencyOverride ?? defaults.healthCheckConcurrency;
+
+  const cleanups: (() => Promise<void>)[] = [];
+  try {
+    context.log("health: starting upstream proxies and origin in a child process");
+    const upstreams = await startUpstreams();
+    cleanups.push(() => upstreams.close());
+
+    const database = await createTestDatabase();
+    cleanups.push(() => database.drop());
+    await migrate(database.url);
+    const sql = postgres(database.url, { max: 2, onnotice: () => {} });
+    cleanups.push(() => sql.end());
+
+    const [project] = await sql`
+      insert into projects (name, username, password)
+      values ('bench', 'bench', 'bench-password') returning id`;
+    const [connector] = await sql`
+      insert into connectors (project_id, name, kind, provider)
+      values (${project.id}, 'bench-static', 'static', 'static') returning id`;
+    const passing = [
+      { scheme: "http", port: upstreams.tinyproxies[0] },
+      { scheme: "http", port: upstreams.tinyproxies[1] },
+      { scheme: "socks5", port: upstreams.pass },
+    ];
+    const rows = Array.from({ length: proxiesWanted }, (_, i) => {
+      const hangs = i % HANG_EVERY === HANG_EVERY - 1;
+      const target = hangs ? { scheme: "http", port: upstreams.hang } : passing[i % 3];
+      return {
+        project_id: project.id as string,
+        connector_id: connector.id as string,
+        scheme: target.scheme,
+        host: "127.0.0.1",
+        port: target.port,
+        username: `bench-${i}`,
+        password: "bench",
+        status: "healthy",
+      };
+    });
+    const ids: string[] = [];
+    for (let start = 0; start < rows.length; start += 1000) {
+      const inserted = await sql`insert into proxies ${
+        sql(rows.slice(start, start + 1000))
+      } returning id`;
+      ids.push(...inserted.map((r) => r.id as string));
+    }
+    const hanging = rows.filter((r) => r.port === upstreams.hang).length;
+    context.log(
+      `health: ${ids.length} proxies (${hanging} hang), timeout ${timeoutMs / 1000} s, ` +
+        `${probes} probes per worker, ${context.runs} runs`,
+    );
+
+    const prefix = testPrefix();
+    const keys = redisKeys(prefix);
+    const stream = keys.jobStream(JobKind.health);
+    const redis = new Redis(TEST_REDIS_URL);
+    cleanups.push(async () => {
+      await deletePrefix(TEST_REDIS_URL, prefix);
+      redis.disconnect();
+    });
+
+    const worker = await startControl({
+      databaseUrl: database.url,
+      prefix,
+      role: "worker",
+      extra: {
+        OCTOPROX_WORKER_JOBS: "health",
+        OCTOPROX_ECHO_URL: `http://127.0.0.1:${upstreams.origin}/echo`,
+        OCTOPROX_HEARTBEAT_INTERVAL: undefined,
+        OCTOPROX_HEALTH_CHECK_TIMEOUT: timeoutOverride?.toString(),
+        OCTOPROX_HEALTH_CHECK_CONCURRENCY: concurrencyOverride?.toString(),
+      },
+    });
+    cleanups.push(async () => {
+      await worker.stop("SIGTERM", Math.max(20_000, timeoutMs + 10_000));
+    });
+    await waitForReady(worker);
+    const pid = worker.child.pid!;
+
+    // RSS throughout, every 250 ms.
+    let rssNow = (await residentBytes(pid)) ?? 0;
+    let rssPeak = 0;
+    const sampler = setInterval(() => {
+      void residentBytes(pid).then((bytes) => {
+        if (bytes === undefined) return;
+        rssNow = bytes;
+        rssPeak = Math.max(rssPeak, bytes);
+      });
+    }, 250);
+    cleanups.push(() => Promise.resolve(clearInterval(sampler)));
+    await sleep(2000);
+    const rssStart = rssNow;
+
+    const results: RunResult[] = [];
+    const feeder = new Feeder(ids);
+    const windowMs = timeoutMs * Math.max(1, Math.ceil(MIN_WINDOW_MS / timeoutMs));
+    const rampPerSecond = (RAMP_FACTOR * ids.length) / (timeoutMs / 1000);
+    for (let runIndex = 1; runIndex <= context.runs; runIndex++) {
+      rssPeak = rssNow;
+      const startedAt = Date.now();
+      let lastTick = startedAt;
+      let saturated = false;
+      let start: Sample | undefined;
+      let end: Sample | undefined;
+      let starvedInWindow = false;
+      const samples: Sample[] = [];
+      const deadline = startedAt + timeoutMs + windowMs + 5 * 60_000;
+      // Feed and count, every tick, until one window past the first check timeout.
+      while (end === undefined) {
+        await sleep(TICK_MS);
+        if (!worker.alive()) {
+          throw new Error(`worker exited:\n${worker.stderr.slice(-20).join("\n")}`);
+        }
+        const [length, pending] = await streamDepth(redis, stream);
+        const now = Date.now();
+        const backlog = length - pending;
+        // Entries are deleted once handled: what was appended and is gone was checked.
+        const sample: Sample = {
+          at: now,
+          completed: feeder.appended - length,
+          cpuMs: (await cpuMillis(pid)) ?? 0,
+          upstreamCpuMs: await cpuMillisOf(upstreams.allPids),
+        };
+        samples.push(sample);
+        if (!saturated && backlog >= BACKLOG_LOW) saturated = true;
+        if (start === undefined && now >= startedAt + timeoutMs + 2000) start = sample;
+        else if (start !== undefined) {
+          if (backlog <= 0) starvedInWindow = true;
+          if (now - start.at >= windowMs) end = sample;
+        }
+        if (now > deadline) throw new Error("health run did not reach its window");
+        // Ramp as a producer would (spread out, so batches start at spread-out moments),
+        // then keep a backlog so the worker never waits for work.
+        const wanted = saturated
+          ? Math.max(0, BACKLOG_HIGH - backlog)
+          : Math.round((rampPerSecond * (now - lastTick)) / 1000);
+        lastTick = now;
+        if (wanted > 0) await feeder.append(redis, stream, wanted);
+      }
+      // Then let it drain: the last hung checks end a timeout later.
+      for (;;) {
+        await sleep(TICK_MS);
+        const [length] = await streamDepth(redis, stream);
+        if (length === 0) break;
+        if (Date.now() > deadline + 10 * 60_000) {
+          throw new Error(`health stream not drained: ${length} entries left`);
+        }
+      }
+      const first = start!;
+      const spanMs = end.at - first.at;
+      const result: RunResult = {
+        rate: ((end.completed - first.completed) / spanMs) * 1000,
+        cpuShare: (end.cpuMs - first.cpuMs) / spanMs,
+        upstreamCpuShare: (end.upstreamCpuMs - first.upstreamCpuMs) / spanMs,
+        peakRss: rssPeak,
+        endRss: rssNow,
+        saturated: !starvedInWindow,
+      };
+      results.push(result);
+      context.log(
+        `health run ${runIndex}: ${result.rate.toFixed(0)} checks/s over ` +
+          `${(spanMs / 1000).toFixed(1)} s from ${((first.at - startedAt) / 1000).toFixed(0)} s` +
+          `${result.saturated ? "" : " (the worker ran out of work: a lower bound)"}; ` +
+          `worker CPU ${(result.cpuShare * 100).toFixed(0)}% of a core, upstreams ` +
+          `${(result.upstreamCpuShare * 100).toFixed(0)}%; RSS peak ` +
+          `${(rssPeak / MB).toFixed(0)} MB, after the drain ${(rssNow / MB).toFixed(0)} MB; ` +
+          `${feeder.appended} keys appended so far`,
+      );
+      if (verbose) context.log(`  checks per 5 s: ${perInterval(samples, startedAt, 5000)}`);
+    }
+    await sleep(3000);
+    const rssEnd = rssNow;
+
+    // Every proxy was checked, and exactly the hanging ones failed.
+    const pipeline = redis.pipeline();
+    for (const id of ids) pipeline.hmget(keys.proxyHealth(id), "checked_at", "failures");
+    const replies = (await pipeline.exec()) ?? [];
+    let checked = 0;
+    let failing = 0;
+    for (const [error, value] of replies) {
+      if (error) throw error;
+      const [checkedAt, failures] = value as [string | null, string | null];
+      if (checkedAt !== null) checked += 1;
+      if (Number(failures) > 0) failing += 1;
+    }
+    context.log(`health: ${checked} proxies checked, ${failing} failing (${hanging} hang)`);
+    if (checked < ids.length) throw new Error(`only ${checked} of ${ids.length} proxies checked`);
+
+    const firstRun = results[0];
+    const lastRun = results[results.length - 1];
+    const conditions = `${ids.length} proxies, ${(100 / HANG_EVERY).toFixed(0)}% hang ` +
+      `${timeoutMs / 1000} s, ${probes} probes`;
+    return [
+      {
+        figure: `health: checks/s, one worker (${conditions})`,
+        value: median(results.map((r) => r.rate)),
+        unit: "/s",
+        budget: { op: ">=", limit: CHECKS_PER_SECOND_BUDGET },
+        runs: results.map((r) => r.rate),
+      },
+      {
+        figure: "health: worker CPU while checking",
+        value: median(results.map((r) => r.cpuShare * 100)),
+        unit: "% core",
+        runs: results.map((r) => r.cpuShare * 100),
+      },
+      {
+        figure: "health: upstream side CPU (child + tinyproxies)",
+        value: median(results.map((r) => r.upstreamCpuShare * 100)),
+        unit: "% core",
+        runs: results.map((r) => r.upstreamCpuShare * 100),
+      },
+      {
+        figure: "health: proxies failing after the runs (the hanging ones)",
+        value: failing,
+        unit: `of ${ids.length}`,
+      },
+      {
+        figure: "health: worker RSS idle before the first run",
+        value: rssStart / MB,
+        unit: "MB",
+      },
+      {
+        figure: "health: worker RSS peak, per run",
+        value: Math.max(...results.map((r) => r.peakRss)) / MB,
+        unit: "MB",
+        runs: results.map((r) => r.peakRss / MB),
+      },
+      {
+        figure: "health: worker RSS growth, first run's peak to last run's",
+        value: (lastRun.peakRss - firstRun.peakRss) / MB,
+        unit: "MB",
+        budget: { op: "<=", limit: RSS_GROWTH_BUDGET_MB },
+      },
+      {
+        figure: "health: worker RSS idle after the last run",
+        value: rssEnd / MB,
+        unit: "MB",
+      },
+    ];
+  } finally {
+    for (const cleanup of cleanups.reverse()) {
+      await cleanup().catch((error) => context.log(`health: cleanup failed: ${error}`));
+    }
+  }
+}
+
+/** The stream's length and the group's pending count. */
+async function streamDepth(redis: Redis, stream: string): Promise<[number, number]> {
+  const replies = (await redis.pipeline().xlen(stream).xinfo("GROUPS", stream).exec()) ?? [];
+  const [lengthError, length] = replies[0] ?? [];
+  if (lengthError) throw lengthError;
+  let pending = 0;
+  const [groupsError, groups] = replies[1] ?? [];
+  if (!groupsError && Array.isArray(groups)) {
+    for (const group of groups as unknown[][]) {
+      const info = new Map<string, unknown>();
+      for (let i = 0; i + 1 < group.length; i += 2) info.set(String(group[i]), group[i + 1]);
+      if (info.get("name") === WORKERS_GROUP) pending = Number(info.get("pending") ?? 0);
+    }
+  }
+  return [Number(length), pending];
+}
+
+/** Completions per interval from the start, for a look at the worker's rhythm. */
+function perInterval(samples: readonly Sample[], from: number, intervalMs: number): string {
+  const counts: number[] = [];
+  let previous = 0;
+  for (const sample of samples) {
+    const index = Math.floor((sample.at - from) / intervalMs);
+    counts[index] = (counts[index] ?? 0) + sample.completed - previous;
+    previous = sample.completed;
+  }
+  return Array.from(counts, (count) => count ?? 0).join(" ");
+}
+
+export const healthSuite: Suite = {
+  name: "health",
+  description: "one worker checking 10,000 proxies, 5% hanging until the check timeout",
+  run,
+};

@@ -1,0 +1,125 @@
+/**
+ * `npm run bench`: runs the benchmark suites and prints one table (figure, value, budget,
+ * pass/fail). Every figure with a budget is a median of several runs. Benchmarks send traffic
+ * to loopback only, and need the test bed's Postgres and Redis (and tinyproxy).
+ *
+ *   npm run bench                         every suite
+ *   npm run bench -- health               one suite (or several: health producers)
+ *   npm run bench -- --runs 5 health      runs per figure (at least 3 by default)
+ *   npm run bench -- --list               the suites
+ *
+ * A later issue adds a suite by writing a module that exports a `Suite` (suite.ts) and listing
+ * it in SUITES below. The exit status is 1 when a figure misses its budget or a suite fails.
+ */
+import { availableParallelism, loadavg } from "node:os";
+import { parseArgs } from "node:util";
+import { healthSuite } from "./health.ts";
+import { producersSuite } from "./producers.ts";
+import { formatNumber, passes, type Row, type Suite } from "./suite.ts";
+
+/** Every suite, in the order a full run takes them. */
+export const SUITES: readonly Suite[] = [producersSuite, healthSuite];
+
+interface Line {
+  suite: string;
+  row?: Row;
+  error?: string;
+}
+
+function budgetText(row: Row): string {
+  if (!row.budget) return "";
+  return `${row.budget.op} ${formatNumber(row.budget.limit, row.digits)} ${row.unit}`;
+}
+
+function valueText(row: Row): string {
+  const value = `${formatNumber(row.value, row.digits)} ${row.unit}`;
+  if (!row.runs || row.runs.length < 2) return value;
+  return `${value} (runs ${row.runs.map((r) => formatNumber(r, row.digits)).join(", ")})`;
+}
+
+function table(lines: readonly Line[]): string {
+  const cells = lines.map((line) => {
+    if (line.error !== undefined) return [`${line.suite}: suite failed`, line.error, "", "FAIL"];
+    const row = line.row!;
+    const verdict = passes(row);
+    return [
+      row.figure,
+      valueText(row),
+      budgetText(row),
+      verdict === undefined ? "" : verdict ? "pass" : "FAIL",
+    ];
+  });
+  const header = ["figure", "value (median)", "budget", "result"];
+  const widths = header.map((h, i) => Math.max(h.length, ...cells.map((c) => c[i].length)));
+  const format = (c: string[]) => `| ${c.map((cell, i) => cell.padEnd(widths[i])).join(" | ")} |`;
+  return [
+    format(header),
+    `|${widths.map((w) => "-".repeat(w + 2)).join("|")}|`,
+    ...cells.map(format),
+  ].join("\n");
+}
+
+function loadText(): string {
+  return loadavg().map((l) => l.toFixed(2)).join(" / ");
+}
+
+async function main(): Promise<void> {
+  const { values, positionals } = parseArgs({
+    allowPositionals: true,
+    options: {
+      runs: { type: "string", default: "3" },
+      list: { type: "boolean", default: false },
+    },
+  });
+  if (values.list) {
+    for (const suite of SUITES) console.log(`${suite.name.padEnd(12)} ${suite.description}`);
+    return;
+  }
+  const runs = Number(values.runs);
+  if (!Number.isInteger(runs) || runs < 1) throw new Error("--runs must be a positive integer");
+  const unknown = positionals.filter((name) => !SUITES.some((s) => s.name === name));
+  if (unknown.length > 0) {
+    throw new Error(
+      `Unknown suite ${unknown.join(", ")}; suites: ${SUITES.map((s) => s.name).join(", ")}`,
+    );
+  }
+  const chosen = positionals.length === 0
+    ? SUITES
+    : SUITES.filter((suite) => positionals.includes(suite.name));
+
+  const log = (message: string) => process.stderr.write(`${message}\n`);
+  const lines: Line[] = [];
+  for (const suite of chosen) {
+    const started = performance.now();
+    log(`== ${suite.name}: ${suite.description}`);
+    try {
+      const rows = await suite.run({ runs, log });
+      lines.push(...rows.map((row) => ({ suite: suite.name, row })));
+    } catch (error) {
+      log(`${suite.name} failed: ${error instanceof Error ? error.stack : String(error)}`);
+      lines.push({
+        suite: suite.name,
+        error: error instanceof Error ? error.message.split("\n")[0] : String(error),
+      });
+    }
+    log(
+      `== ${suite.name} took ${((performance.now() - started) / 1000).toFixed(0)} s ` +
+        `(load average ${loadText()})`,
+    );
+  }
+  console.log(table(lines));
+  // Shared machines skew CPU figures: say how busy this one was.
+  console.log(`${availableParallelism()} cores; load average at the end ${loadText()}`);
+  const failed = lines.some((line) => line.error !== undefined || passes(line.row!) === false);
+  process.exitCode = failed ? 1 : 0;
+}
+
+try {
+  await main();
+} catch (error) {
+  // A bad argument: one line, no stack.
+  process.stderr.write(`bench: ${error instanceof Error ? error.message : String(error)}\n`);
+  process.exitCode = 2;
+}
+// Clients a suite left open must not keep the process alive once the table is out.
+process.exit(process.exitCode ?? 0);

@@ -1,0 +1,170 @@
+/**
+ * Suite `producers`: what the job stream costs the controller. Budget: 20,000 health keys
+ * published in one period cost under 1% of a core.
+ *
+ * A real JobProducer for `health` with 20,000 keys and the default 60 s period, under a real
+ * ControllerLease (default TTL, refresh and poll) on a prefix of its own, runs in this process,
+ * which does nothing else meanwhile. Each run is one whole period, from one period boundary (an
+ * epoch second divisible by the period) to the next, so every slot second is published exactly
+ * once within it; its cost is this process's CPU time (process.cpuUsage, user plus system) over
+ * the wall time, as a share of one core. The lease's own refreshes are counted in, as they are on
+ * a controller. One whole period before the runs is left out: it warms the code up (the first
+ * minute after a start costs two to three times a steady one, once per process life). Before the
+ * producer starts, the same process with the lease alone is measured for 20 s, after 10 s to
+ * settle from its own start: the baseline the producer adds to. Nothing consumes the stream meanwhile;
+ * its length cap is Redis's work, not the controller's.
+ *
+ * Overrides (environment): BENCH_PRODUCER_KEYS, BENCH_PRODUCER_PERIOD (seconds).
+ */
+import { randomUUID } from "node:crypto";
+import { Writable } from "node:stream";
+import { Redis } from "ioredis";
+import { ControllerLease } from "../../control/controller/lease.ts";
+import { JobProducer } from "../../control/controller/producers.ts";
+import { createLogger } from "../../control/core/logging.ts";
+import { redisKeys } from "../../shared/redis-keys.ts";
+import { JobKind } from "../../shared/roles.ts";
+import { testSettings } from "../../tests/support/settings.ts";
+import { deletePrefix, TEST_REDIS_URL, testPrefix } from "../../tests/support/stores.ts";
+import { median, type Row, sleep, type Suite, type SuiteContext } from "./suite.ts";
+
+const CPU_SHARE_BUDGET_PERCENT = 1;
+const SETTLE_MS = 10_000;
+const BASELINE_MS = 20_000;
+
+function envInteger(name: string, fallback: number): number {
+  const raw = process.env[name];
+  if (raw === undefined || raw === "") return fallback;
+  const value = Number(raw);
+  if (!Number.isInteger(value) || value <= 0) throw new Error(`${name} must be a positive integer`);
+  return value;
+}
+
+/** CPU milliseconds this process has used so far. */
+function cpuNowMs(): number {
+  const usage = process.cpuUsage();
+  return (usage.user + usage.system) / 1000;
+}
+
+/** Sleeps until just past the next epoch second divisible by `periodSeconds`. */
+async function untilBoundary(periodSeconds: number): Promise<number> {
+  const periodMs = periodSeconds * 1000;
+  const next = Math.ceil((Date.now() + 1) / periodMs) * periodMs;
+  // A few milliseconds past the boundary, as the producer's own cycle lands there too.
+  await sleep(next - Date.now() + 5);
+  return next;
+}
+
+async function run(context: SuiteContext): Promise<Row[]> {
+  const keyCount = envInteger("BENCH_PRODUCER_KEYS", 20_000);
+  const defaults = testSettings({ prefix: "unused:" });
+  const periodSeconds = envInteger(
+    "BENCH_PRODUCER_PERIOD",
+    Math.round(defaults.healthCheckIntervalMs / 1000),
+  );
+  const prefix = testPrefix();
+  const keys = redisKeys(prefix);
+  const redis = new Redis(TEST_REDIS_URL);
+  // A real logger, writing nowhere: the producer logs nothing on a good run anyway.
+  const logger = createLogger({
+    level: "info",
+    instance: "bench",
+    role: "controller",
+    destination: new Writable({ write: (_chunk, _encoding, callback) => callback() }),
+  });
+  const lease = new ControllerLease({
+    redis,
+    keys,
+    holderId: `bench-${randomUUID()}`,
+    logger,
+    ttlMs: defaults.controllerLeaseTtlMs,
+    refreshMs: defaults.controllerLeaseRefreshMs,
+    pollMs: defaults.controllerLeasePollMs,
+  });
+  const healthKeys = Array.from({ length: keyCount }, () => randomUUID());
+  const producer = new JobProducer({
+    kind: JobKind.health,
+    periodMs: periodSeconds * 1000,
+    keys: () => healthKeys,
+    redis,
+    redisKeys: keys,
+    lease,
+    logger,
+  });
+  try {
+    lease.start();
+    const waited = Date.now();
+    while (!lease.leading) {
+      if (Date.now() - waited > 30_000) throw new Error("the bench lease was never taken");
+      await sleep(50);
+    }
+    context.log(
+      `producers: lease alone for ${BASELINE_MS / 1000} s, then a warm-up period and ` +
+        `${context.runs} periods of ` +
+        `${periodSeconds} s with ${keyCount} keys`,
+    );
+    // Let the start's own garbage and compilation settle before the baseline.
+    await sleep(SETTLE_MS);
+    const baseCpu = cpuNowMs();
+    const baseStart = performance.now();
+    await sleep(BASELINE_MS);
+    const baseline = (cpuNowMs() - baseCpu) / (performance.now() - baseStart) * 100;
+
+    void producer.start();
+    // The first period may start mid-way, and the next one warms the code up (the first
+    // minute costs two to three times a steady one): runs are whole periods after both.
+    await untilBoundary(periodSeconds);
+    context.log("producers: one period of warm-up");
+    await untilBoundary(periodSeconds);
+    const shares: number[] = [];
+    const published: number[] = [];
+    for (let runIndex = 1; runIndex <= context.runs; runIndex++) {
+      const cpuBefore = cpuNowMs();
+      const wallBefore = performance.now();
+      const publishedBefore = producer.snapshot().published;
+      await untilBoundary(periodSeconds);
+      const cpuMs = cpuNowMs() - cpuBefore;
+      const wallMs = performance.now() - wallBefore;
+      const count = producer.snapshot().published - publishedBefore;
+      shares.push((cpuMs / wallMs) * 100);
+      published.push(count);
+      context.log(
+        `producers run ${runIndex}: ${count} keys in ${(wallMs / 1000).toFixed(1)} s, ` +
+          `${cpuMs.toFixed(0)} ms CPU = ${((cpuMs / wallMs) * 100).toFixed(3)}% of a core`,
+      );
+    }
+    return [
+      {
+        figure: `producers: controller CPU, ${keyCount} health keys per ${periodSeconds} s period`,
+        value: median(shares),
+        unit: "% core",
+        budget: { op: "<=", limit: CPU_SHARE_BUDGET_PERCENT },
+        runs: shares,
+        digits: 3,
+      },
+      {
+        figure: "producers: of which the lease alone (baseline)",
+        value: baseline,
+        unit: "% core",
+        digits: 3,
+      },
+      {
+        figure: "producers: keys published per period",
+        value: median(published),
+        unit: "keys",
+        runs: published,
+      },
+    ];
+  } finally {
+    await producer.stop();
+    await lease.stop();
+    await deletePrefix(TEST_REDIS_URL, prefix);
+    redis.disconnect();
+  }
+}
+
+export const producersSuite: Suite = {
+  name: "producers",
+  description: "controller CPU for 20,000 health keys published over one period",
+  run,
+};

@@ -1,0 +1,95 @@
+/**
+ * What a benchmark suite is, and the helpers suites share: medians, a process's resident memory
+ * and CPU time read from /proc, and a log line on standard error (the table goes to standard
+ * output).
+ */
+import { readFile } from "node:fs/promises";
+
+/** A budget a figure is held to: at least or at most `limit`. */
+export interface Budget {
+  op: ">=" | "<=";
+  limit: number;
+}
+
+/** One line of the table. A row without a budget is information and never fails. */
+export interface Row {
+  figure: string;
+  value: number;
+  unit: string;
+  budget?: Budget;
+  /** The runs the value is the median of, shown beside it. */
+  runs?: number[];
+  /** Digits after the point (default: 0 from 100 up, 1 from 10, else 2). */
+  digits?: number;
+}
+
+export interface SuiteContext {
+  /** Runs per figure (the table shows their median); at least 3 unless asked otherwise. */
+  runs: number;
+  /** A progress line on standard error. */
+  log(message: string): void;
+}
+
+export interface Suite {
+  name: string;
+  /** One line for `npm run bench -- --list`. */
+  description: string;
+  run(context: SuiteContext): Promise<Row[]>;
+}
+
+export function passes(row: Row): boolean | undefined {
+  if (!row.budget || !Number.isFinite(row.value)) return row.budget ? false : undefined;
+  return row.budget.op === ">=" ? row.value >= row.budget.limit : row.value <= row.budget.limit;
+}
+
+export function median(values: readonly number[]): number {
+  if (values.length === 0) return Number.NaN;
+  const sorted = [...values].sort((a, b) => a - b);
+  const middle = Math.floor(sorted.length / 2);
+  return sorted.length % 2 === 1 ? sorted[middle] : (sorted[middle - 1] + sorted[middle]) / 2;
+}
+
+export function formatNumber(value: number, digits?: number): string {
+  if (!Number.isFinite(value)) return String(value);
+  const d = digits ?? (Math.abs(value) >= 100 ? 0 : Math.abs(value) >= 10 ? 1 : 2);
+  return value.toLocaleString("en-US", { minimumFractionDigits: d, maximumFractionDigits: d });
+}
+
+export const MB = 1024 * 1024;
+
+/** Linux clock ticks per second for /proc/<pid>/stat times (USER_HZ: 100 on every arch). */
+const CLOCK_TICKS = 100;
+
+/** A process's resident set (VmRSS) in bytes, or undefined once it is gone. */
+export async function residentBytes(pid: number): Promise<number | undefined> {
+  try {
+    const status = await readFile(`/proc/${pid}/status`, "utf8");
+    const match = /^VmRSS:\s+(\d+)\s+kB$/m.exec(status);
+    return match ? Number(match[1]) * 1024 : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** A process's CPU time so far (user plus system), in milliseconds, or undefined once gone. */
+export async function cpuMillis(pid: number): Promise<number | undefined> {
+  try {
+    const stat = await readFile(`/proc/${pid}/stat`, "utf8");
+    // The command name may hold spaces and parentheses: fields count from its closing one.
+    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+    const ticks = Number(fields[11]) + Number(fields[12]); // utime, stime (fields 14 and 15)
+    return (ticks / CLOCK_TICKS) * 1000;
+  } catch {
+    return undefined;
+  }
+}
+
+/** Total CPU milliseconds of several processes (those gone count nothing). */
+export async function cpuMillisOf(pids: readonly number[]): Promise<number> {
+  const times = await Promise.all(pids.map(cpuMillis));
+  return times.reduce<number>((sum, t) => sum + (t ?? 0), 0);
+}
+
+export function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
