@@ -7,11 +7,17 @@
  * Settings first (a bad or missing one: one line naming it, exit 2), then the status listener,
  * the routing core and its feed follower; the proxy listener binds once the first feed is
  * applied. SIGTERM or SIGINT stops it and exits 0; a second signal exits at once with 1.
+ *
+ * OCTOPROX_GATEWAY_ISOLATES isolates serve the process (0: one per core): this one, which also
+ * follows the feed, and workers beside it (gateway/net/isolates.ts). 1, the default, serves from
+ * this one alone.
  */
 import { parseGatewaySettings, SETTING_NAMES, SettingsError } from "../shared/settings.ts";
 import type { GatewaySettings } from "../shared/settings.ts";
+import { ConnectionBudget } from "./net/budget.ts";
 import { GatewayProcess, runUntilSignal } from "./net/gateway.ts";
-import { createLogger } from "./net/log.ts";
+import { IsolatePool } from "./net/isolates.ts";
+import { createLogger, serialWriter } from "./net/log.ts";
 import { buildRoutingCore } from "./net/wiring.ts";
 
 function fail(message: string, code: number): never {
@@ -50,7 +56,24 @@ try {
 }
 
 const instance = instanceName(settings);
-const logger = createLogger({ level: settings.logLevel, instance });
+const isolates = settings.isolates === 0
+  ? Math.max(1, navigator.hardwareConcurrency || 1)
+  : settings.isolates;
+// Worker isolates' lines come through this isolate, written whole and in order with its own.
+const stdout = serialWriter((bytes) => Deno.stdout.write(bytes));
+const logger = createLogger({ level: settings.logLevel, instance, write: stdout });
+const lineEncoder = new TextEncoder();
+/** Worker lines not written yet, bounded as a logger's own queue is (the rest are dropped). */
+const MAX_PENDING_WORKER_LOG_BYTES = 4 * 1024 * 1024;
+let pendingWorkerLogBytes = 0;
+function writeWorkerLines(text: string): void {
+  const bytes = lineEncoder.encode(text);
+  if (pendingWorkerLogBytes + bytes.length > MAX_PENDING_WORKER_LOG_BYTES) return;
+  pendingWorkerLogBytes += bytes.length;
+  void stdout(bytes).catch(() => {}).finally(() => {
+    pendingWorkerLogBytes -= bytes.length;
+  });
+}
 
 // A stray rejection is a bug to fix, not a reason to drop every tunnel on this gateway.
 globalThis.addEventListener("unhandledrejection", (event) => {
@@ -61,7 +84,22 @@ globalThis.addEventListener("unhandledrejection", (event) => {
 let gateway: GatewayProcess;
 try {
   const core = await buildRoutingCore(settings, logger, instance);
-  gateway = new GatewayProcess({ settings, instance, logger, core });
+  let pool: IsolatePool | undefined;
+  const budget = new ConnectionBudget(settings.maxClientConnections);
+  if (isolates > 1) {
+    pool = new IsolatePool({
+      workers: isolates - 1,
+      settings,
+      instance,
+      logger,
+      writeLines: writeWorkerLines,
+      dispatch: core.router.dispatch,
+      budget,
+    });
+    const workers = pool;
+    core.shareWith((delta) => workers.share(delta));
+  }
+  gateway = new GatewayProcess({ settings, instance, logger, core, isolates: pool, budget });
   await gateway.start();
 } catch (error) {
   logger.fatal("Start failed", { error });
@@ -71,5 +109,6 @@ try {
 logger.info("Gateway started; the proxy port opens with the first feed", {
   proxyPort: settings.proxyPort,
   statusPort: gateway.statusAddr?.port,
+  isolates,
 });
 await runUntilSignal(gateway, logger);

@@ -13,7 +13,8 @@ export interface StatusServerOptions {
   logger: Logger;
   /** Undefined when ready, else the reasons it is not. */
   unready(): string[] | undefined;
-  metrics(): string;
+  /** The text, or a Promise of it (the other isolates of the process are asked for theirs). */
+  metrics(): string | Promise<string>;
 }
 
 export interface StatusServer {
@@ -26,7 +27,9 @@ const JSON_TYPE = { "content-type": "application/json" };
 
 export function startStatusServer(options: StatusServerOptions): StatusServer {
   const startedAt = new Date().toISOString();
-  const handler = (request: Request): Response => {
+  const metricsResponse = (text: string) =>
+    new Response(text, { headers: { "content-type": "text/plain; version=0.0.4; charset=utf-8" } });
+  const handler = (request: Request): Response | Promise<Response> => {
     if (request.method !== "GET" && request.method !== "HEAD") {
       return new Response("Method not allowed\n", { status: 405, headers: { allow: "GET, HEAD" } });
     }
@@ -45,10 +48,10 @@ export function startStatusServer(options: StatusServerOptions): StatusServer {
           ? Response.json({ status: "ready" })
           : Response.json({ status: "unready", reasons }, { status: 503 });
       }
-      case "/metrics":
-        return new Response(options.metrics(), {
-          headers: { "content-type": "text/plain; version=0.0.4; charset=utf-8" },
-        });
+      case "/metrics": {
+        const text = options.metrics();
+        return typeof text === "string" ? metricsResponse(text) : text.then(metricsResponse);
+      }
       default:
         return Response.json({ error: "not found" }, { status: 404 });
     }

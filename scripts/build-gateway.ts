@@ -18,6 +18,7 @@ import {
   DENO_ENV,
   GATEWAY_ENTRY,
   GATEWAY_PERMISSIONS,
+  GATEWAY_WORKER_ENTRY,
   ROOT,
 } from "./gateway-command.ts";
 
@@ -41,6 +42,9 @@ const args = [
   "node_modules",
   "--output",
   OUTPUT,
+  // Worker isolates load this entry by URL, which the module graph does not follow.
+  "--include",
+  relative(ROOT, GATEWAY_WORKER_ENTRY),
   // The permissions are compiled in: the binary runs with these and no others.
   ...GATEWAY_PERMISSIONS,
   relative(ROOT, GATEWAY_ENTRY),

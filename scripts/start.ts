@@ -432,6 +432,11 @@ async function main(): Promise<void> {
   say(
     `    Proxy (HTTP)        http://<project username>:<password>@127.0.0.1:${gatewaySettings.proxyPort}`,
   );
+  if (gatewaySettings.socksEnabled) {
+    say(
+      `    Proxy (SOCKS5)      socks5h://<project username>:<password>@127.0.0.1:${gatewaySettings.socksPort}`,
+    );
+  }
   say(`    First admin         ${login}`);
   say(`    Data                ${shown(dataDir)}`);
   say("    Stop                Ctrl-C");

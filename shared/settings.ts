@@ -221,6 +221,10 @@ const gatewayFields = {
   OCTOPROX_MAX_HEADER_BYTES: integer(32_768, 1024, 1_048_576),
   OCTOPROX_CLIENT_IDLE_TIMEOUT: seconds(60, 1, 86_400),
   OCTOPROX_CONNECT_TIMEOUT: seconds(30, 0.1, 600),
+  // Isolates (threads) one gateway process serves from; 0: one per core. 1 by default: on the
+  // measured hosts more isolates did not serve more, and each adds a snapshot's memory
+  // (docs/gateway.md, "Every core").
+  OCTOPROX_GATEWAY_ISOLATES: integer(1, 0, 256),
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -295,6 +299,8 @@ export const GatewaySettingsSchema = v.pipe(
     maxHeaderBytes: e.OCTOPROX_MAX_HEADER_BYTES,
     clientIdleTimeoutMs: e.OCTOPROX_CLIENT_IDLE_TIMEOUT,
     connectTimeoutMs: e.OCTOPROX_CONNECT_TIMEOUT,
+    /** 1 (default): one isolate; 0: one per core (the process resolves it); n: n isolates. */
+    isolates: e.OCTOPROX_GATEWAY_ISOLATES,
   })),
 );
 export type GatewaySettings = v.InferOutput<typeof GatewaySettingsSchema>;

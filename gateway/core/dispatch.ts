@@ -77,11 +77,21 @@ class CounterArray {
   /** A fixed-length view: length-tracking views over a growable buffer are slower to index. */
   view: Int32Array;
   private length: number;
+  /** Over another isolate's buffer, which that isolate grows: `ensure` only re-views it. */
+  private following = false;
 
   constructor(initialLength: number) {
     this.length = initialLength;
     this.buffer = CounterArray.allocate(initialLength * 4);
     this.view = new Int32Array(this.buffer, 0, initialLength);
+  }
+
+  /** Counts on `buffer` from now on (another isolate's, which it grows and this one follows). */
+  adopt(buffer: SharedArrayBuffer): void {
+    this.following = true;
+    this.buffer = buffer;
+    this.length = Math.floor(buffer.byteLength / 4);
+    this.view = new Int32Array(buffer, 0, this.length);
   }
 
   get shared(): boolean {
@@ -91,6 +101,14 @@ class CounterArray {
   /** Makes room for index `length - 1`, keeping every count. */
   ensure(length: number): void {
     if (length <= this.length) return;
+    if (this.following) {
+      // The owner grew the shared buffer before handing the slots over: view what it has now.
+      const available = Math.floor(this.buffer.byteLength / 4);
+      if (available < length) throw new Error("Shared dispatch counts are smaller than a slot");
+      this.view = new Int32Array(this.buffer, 0, available);
+      this.length = available;
+      return;
+    }
     let next = Math.max(this.length, 16);
     while (next < length) next *= 2;
     const bytes = next * 4;
@@ -132,6 +150,11 @@ export class SlotTable {
   /** The build each slot was last assigned in, so a build finds the rows that left by slot. */
   private seen = new Int32Array(16);
   private build = 0;
+  /**
+   * Slots another isolate assigned (the main one, which numbers them for the process), handed
+   * over with the feed update they serve; set only on a following table.
+   */
+  private presets: Map<string, number> | undefined;
 
   constructor(onGrow: (slots: number) => void, onRetire: (slot: number) => void = () => {}) {
     this.onGrow = onGrow;
@@ -147,8 +170,28 @@ export class SlotTable {
     this.build++;
   }
 
+  /**
+   * Makes `assign` take slots from `preset` from now on instead of numbering them: isolates that
+   * share counts indexed by slot must agree on every slot, so one isolate numbers them.
+   */
+  follow(): void {
+    this.presets ??= new Map();
+  }
+
+  /** Slots the numbering isolate gave (a following table only), for the builds to come. */
+  preset(entries: Iterable<readonly [string, number]>): void {
+    if (this.presets === undefined) throw new Error("preset on a table that numbers its own slots");
+    for (const [id, slot] of entries) this.presets.set(id, slot);
+  }
+
+  /** Drops the presets once a build used them. */
+  clearPresets(): void {
+    this.presets?.clear();
+  }
+
   /** The id's slot, kept for as long as the id is in the snapshot (and after, while busy). */
   assign(id: string): number {
+    if (this.presets !== undefined) return this.assignPreset(id, this.presets);
     let slot = this.slotOf.get(id);
     if (slot === undefined) {
       slot = this.next++;
@@ -161,6 +204,26 @@ export class SlotTable {
       }
     } else if (this.leaving.size !== 0) {
       this.leaving.delete(id);
+    }
+    this.seen[slot] = this.build;
+    return slot;
+  }
+
+  private assignPreset(id: string, presets: ReadonlyMap<string, number>): number {
+    const slot = presets.get(id);
+    if (slot === undefined) throw new Error(`No slot was handed over for ${id}`);
+    this.slotOf.set(id, slot);
+    if (this.leaving.size !== 0) this.leaving.delete(id);
+    if (slot >= this.next) {
+      this.next = slot + 1;
+      this.onGrow(this.next);
+    }
+    if (slot >= this.seen.length) {
+      let length = this.seen.length * 2;
+      while (length <= slot) length *= 2;
+      const seen = new Int32Array(length);
+      seen.set(this.seen);
+      this.seen = seen;
     }
     this.seen[slot] = this.build;
     return slot;
@@ -202,6 +265,18 @@ type LeaseState = (typeof LeaseState)[keyof typeof LeaseState];
 export interface DispatchOptions {
   /** Proxy slots to make room for at once (the first snapshot grows it anyway). */
   initialProxySlots?: number;
+  /**
+   * Count on another isolate's buffers (its `buffers`) and take slots from it (`follow`): a
+   * worker isolate of a gateway process shares the main isolate's exact counts.
+   */
+  follow?: DispatchBuffers;
+}
+
+/** The shared buffers of one process's counts. */
+export interface DispatchBuffers {
+  proxies: SharedArrayBuffer;
+  connectors: SharedArrayBuffer;
+  errors: SharedArrayBuffer;
 }
 
 export class Dispatch implements DispatchReader {
@@ -222,6 +297,40 @@ export class Dispatch implements DispatchReader {
       (slot) => this.forgetOutcomes(slot),
     );
     this.connectorSlots = new SlotTable((n) => this.connectorCounts.ensure(n));
+    if (options.follow !== undefined) {
+      this.adopt(options.follow);
+      // The numbering isolate forgets a departed proxy's outcomes, once for the process.
+      this.proxySlots = new SlotTable((n) => this.proxyCounts.ensure(n * PROXY_STRIDE));
+      this.proxySlots.follow();
+      this.connectorSlots.follow();
+    }
+  }
+
+  /** Counts on these buffers (a following isolate; the owner may have replaced one). */
+  adopt(buffers: DispatchBuffers): void {
+    this.proxyCounts.adopt(buffers.proxies);
+    this.connectorCounts.adopt(buffers.connectors);
+    this.errorCounts.adopt(buffers.errors);
+  }
+
+  /**
+   * A following isolate's part of a feed update: the buffers as they are now and the slots the
+   * numbering isolate gave the rows and connectors this update indexes.
+   */
+  follow(
+    buffers: DispatchBuffers,
+    proxySlots: Iterable<readonly [string, number]>,
+    connectorSlots: Iterable<readonly [string, number]>,
+  ): void {
+    this.adopt(buffers);
+    this.proxySlots.preset(proxySlots);
+    this.connectorSlots.preset(connectorSlots);
+  }
+
+  /** The slots handed over were used by a build. */
+  followed(): void {
+    this.proxySlots.clearPresets();
+    this.connectorSlots.clearPresets();
   }
 
   /** Whether the counts sit on a SharedArrayBuffer (so isolates can share them). */

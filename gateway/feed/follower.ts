@@ -224,9 +224,41 @@ export class FeedFollower {
       } catch (error) {
         if (signal.aborted) return;
         this.#failed(error);
-        await sleep(this.#delayMs(), signal);
+        await this.#backOff(reader, signal);
       }
     }
+  }
+
+  /**
+   * Waits out the back-off after a failed read, but a new entry on the feed stream ends the
+   * wait: a refused feed (forged, or written under another secret) must not hold back the next
+   * good publish for a back-off of up to 15 s. When the stream cannot be read either (Redis
+   * away), the rest of the back-off is slept.
+   */
+  async #backOff(reader: Redis, signal: AbortSignal): Promise<void> {
+    const delayMs = this.#delayMs();
+    const until = Date.now() + delayMs;
+    if (this.#position !== undefined) {
+      try {
+        const reply = await reader.xread(
+          "COUNT",
+          1000,
+          "BLOCK",
+          delayMs,
+          "STREAMS",
+          this.#o.keys.feedStream,
+          this.#position,
+        );
+        const entries = reply?.[0]?.[1];
+        if (entries && entries.length > 0) {
+          this.#position = entries[entries.length - 1][0];
+          return;
+        }
+      } catch {
+        // Counted by the read that follows, which fails the same way.
+      }
+    }
+    await sleep(Math.max(0, until - Date.now()), signal);
   }
 
   /** The id of the stream's last entry, `0-0` when it has none. */

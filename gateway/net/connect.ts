@@ -2,7 +2,8 @@
  * CONNECT tunnels: authenticate, guard, acquire, dial the upstream and run its handshake; on
  * success commit, answer `200 Connection established` and relay both ways until the tunnel
  * ends. Seed 001 section 7.2: another proxy may be tried only before the tunnel is up (up to
- * 2 distinct proxies); once the client heard 200, a failure only ends the tunnel.
+ * 2 distinct proxies); once the client heard 200, a failure only ends the tunnel. The SOCKS5
+ * listener opens its tunnels with the same `dialTunnel` and `runTunnel`.
  */
 import {
   type Allocation,
@@ -10,6 +11,7 @@ import {
   FailurePhase,
   isRefusal,
   type Outcome,
+  type Refusal,
   type Target,
 } from "../core/contract.ts";
 import { CONNECTION_ESTABLISHED } from "./answers.ts";
@@ -18,7 +20,8 @@ import { safely, type TransferMeter } from "./hooks.ts";
 import { clientKeepsAlive, HeadError, parseConnectTarget, type RequestHead } from "./http-parse.ts";
 import { relay, RelayEnd } from "./relay.ts";
 import { RequestKind, RequestOutcome } from "./metrics.ts";
-import type { ClientSession } from "./session.ts";
+import type { Leg } from "./leg.ts";
+import type { ClientSession, NetContext } from "./session.ts";
 import { dialUpstream, type UpstreamLink } from "./upstream.ts";
 
 const MAX_ATTEMPTS = 2;
@@ -49,14 +52,76 @@ export async function handleConnect(session: ClientSession, head: RequestHead): 
     return keepAfterRefusal;
   }
 
+  const dial = await dialTunnel(session, client, target);
+  switch (dial.kind) {
+    case "refused":
+      await session.refuse(
+        dial.refusal,
+        { keepAlive: keepAfterRefusal, kind, method },
+        client,
+        target,
+      );
+      return keepAfterRefusal;
+    case "gone":
+      return false;
+    case "failed":
+      await session.answer(dial.failure.answer, { keepAlive: keepAfterRefusal, kind, method });
+      return keepAfterRefusal && !session.client.closed;
+    case "up":
+      await runTunnel(session, {
+        client,
+        target,
+        allocation: dial.allocation,
+        link: dial.link,
+        startedMs: dial.startedMs,
+        established: CONNECTION_ESTABLISHED,
+        kind,
+      });
+      return false;
+  }
+}
+
+/**
+ * What a tunnel needs of the client's session: the HTTP session's CONNECT and the SOCKS5
+ * session share the dialing and the relay below.
+ */
+export interface TunnelSession {
+  readonly ctx: NetContext;
+  readonly client: Leg;
+  /** Aborted when the session is cancelled (the gateway stopping). */
+  readonly signal: AbortSignal;
+  /** The client's bytes read past its request (they are the target's). */
+  takePending(): Uint8Array;
+  /** The upstream leg under way, so cancelling the session reaches it. */
+  attach(leg: Leg | undefined): void;
+}
+
+/** How dialing a tunnel ended: up, refused by the router, every attempt failed, or the client left. */
+export type TunnelDial =
+  | { kind: "up"; allocation: Allocation; link: UpstreamLink; startedMs: number }
+  | { kind: "refused"; refusal: Refusal }
+  | { kind: "failed"; failure: Failure; error: unknown }
+  | { kind: "gone" };
+
+/**
+ * Acquires an upstream and opens the tunnel through it, trying another proxy while the tunnel
+ * is not up (at most MAX_ATTEMPTS distinct ones). Every attempt that failed is released here;
+ * an `up` result hands its allocation (reserved, not committed) to the caller.
+ */
+export async function dialTunnel(
+  session: TunnelSession,
+  client: Client,
+  target: Target,
+): Promise<TunnelDial> {
+  const ctx = session.ctx;
   const exclude = new Set<string>();
   let failure: Failure | undefined;
+  let lastError: unknown;
   for (let attempt = 0; attempt < MAX_ATTEMPTS; attempt++) {
     const acquired = await ctx.router.acquire(client, target, exclude);
     if (isRefusal(acquired)) {
       if (failure) break;
-      await session.refuse(acquired, { keepAlive: keepAfterRefusal, kind, method }, client, target);
-      return keepAfterRefusal;
+      return { kind: "refused", refusal: acquired };
     }
     exclude.add(acquired.upstream.proxyId);
     if (attempt > 0) ctx.metrics.retries++;
@@ -73,20 +138,19 @@ export async function handleConnect(session: ClientSession, head: RequestHead): 
       });
     } catch (error) {
       failure = describeFailure(error);
+      lastError = error;
       releaseOnce(session, acquired, { ok: false, phase: failure.phase });
       ctx.metrics.upstreamFailure(failure.phase);
       ctx.logger.debug("CONNECT attempt failed", { error, phase: failure.phase });
-      if (session.signal.aborted || session.client.closed) return false;
+      if (session.signal.aborted || session.client.closed) return { kind: "gone" };
       continue;
     }
-    await tunnel(session, { client, target, allocation: acquired, link, startedMs });
-    return false;
+    return { kind: "up", allocation: acquired, link, startedMs };
   }
-  await session.answer(failure!.answer, { keepAlive: keepAfterRefusal, kind, method });
-  return keepAfterRefusal && !session.client.closed;
+  return { kind: "failed", failure: failure!, error: lastError };
 }
 
-function releaseOnce(session: ClientSession, allocation: Allocation, outcome: Outcome): void {
+function releaseOnce(session: TunnelSession, allocation: Allocation, outcome: Outcome): void {
   try {
     allocation.release(outcome);
   } catch (error) {
@@ -94,16 +158,19 @@ function releaseOnce(session: ClientSession, allocation: Allocation, outcome: Ou
   }
 }
 
-interface TunnelRequest {
+export interface TunnelRequest {
   client: Client;
   target: Target;
   allocation: Allocation;
   link: UpstreamLink;
   startedMs: number;
+  /** What tells the client its tunnel is up (`200 Connection established`, a SOCKS5 reply). */
+  established: Uint8Array;
+  kind: RequestKind;
 }
 
-/** The tunnel is up: commit, answer 200, relay. Releases the allocation exactly once. */
-async function tunnel(session: ClientSession, request: TunnelRequest): Promise<void> {
+/** The tunnel is up: commit, tell the client, relay. Releases the allocation exactly once. */
+export async function runTunnel(session: TunnelSession, request: TunnelRequest): Promise<void> {
   const ctx = session.ctx;
   const { allocation, link } = request;
   const latencyMs = Date.now() - request.startedMs;
@@ -122,13 +189,13 @@ async function tunnel(session: ClientSession, request: TunnelRequest): Promise<v
       })
     );
     try {
-      await session.client.write(CONNECTION_ESTABLISHED);
+      await session.client.write(request.established);
     } catch {
       outcome = { ok: false, phase: FailurePhase.client, latencyMs };
-      ctx.metrics.request(RequestKind.connect, RequestOutcome.broken, 200);
+      ctx.metrics.request(request.kind, RequestOutcome.broken, 200);
       return;
     }
-    ctx.metrics.request(RequestKind.connect, RequestOutcome.relayed, 200);
+    ctx.metrics.request(request.kind, RequestOutcome.relayed, 200);
     ctx.metrics.tunnelsOpen++;
     try {
       const result = await relay(session.client, link.leg, {

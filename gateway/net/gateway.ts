@@ -1,15 +1,21 @@
 /**
  * The gateway process around its socket layer, shared by gateway/main.ts and the tests'
  * entry: the status listener first, then the routing core (feed follower), the proxy listener
- * bound once the first feed is applied; stopping closes the proxy listener (cancelling the
- * connections in flight and waiting for their handlers), then the core, then the status
- * listener, then flushes the log.
+ * and the SOCKS5 listener (unless OCTOPROX_SOCKS_ENABLED is false) bound once the first feed is
+ * applied; stopping closes both listeners (cancelling the connections in flight and waiting for
+ * their handlers), then the core, then the status listener, then flushes the log.
+ *
+ * With worker isolates (gateway/net/isolates.ts) the main isolate binds first, with SO_REUSEPORT,
+ * and the workers then bind the ports it got; they stop with its listeners, and /metrics sums
+ * their counters with its own.
  */
 import type { GatewaySettings } from "../../shared/settings.ts";
 import type { DestinationGuard, Router } from "../core/contract.ts";
 import { startStatusServer, type StatusServer } from "../status.ts";
 import type { TransferHooks } from "./hooks.ts";
-import { ProxyListener } from "./listener.ts";
+import { ConnectionBudget } from "./budget.ts";
+import type { IsolatePool } from "./isolates.ts";
+import { ListenerProtocol, ProxyListener, type ProxyListenerOptions } from "./listener.ts";
 import type { Logger } from "./log.ts";
 import { GatewayMetrics } from "./metrics.ts";
 
@@ -35,12 +41,18 @@ export interface GatewayProcessOptions {
   instance: string;
   logger: Logger;
   core: RoutingCore;
+  /** Worker isolates serving beside this one (started by `start`); none: one isolate. */
+  isolates?: IsolatePool;
+  /** The process's connection budget, when worker isolates share it. */
+  budget?: ConnectionBudget;
 }
 
 export class GatewayProcess {
   readonly metrics = new GatewayMetrics();
   readonly #options: GatewayProcessOptions;
   readonly #listener: ProxyListener;
+  /** The SOCKS5 listener; undefined when OCTOPROX_SOCKS_ENABLED is false. */
+  readonly #socks: ProxyListener | undefined;
   #status: StatusServer | undefined;
   #stopping: Promise<void> | undefined;
   /** Resolves with the exit code once the process stopped (or failed to bind). */
@@ -50,7 +62,7 @@ export class GatewayProcess {
   constructor(options: GatewayProcessOptions) {
     this.#options = options;
     const { settings, logger, core } = options;
-    this.#listener = new ProxyListener({
+    const shared: ProxyListenerOptions = {
       hostname: settings.host,
       port: settings.proxyPort,
       maxClientConnections: settings.maxClientConnections,
@@ -62,7 +74,18 @@ export class GatewayProcess {
       logger,
       metrics: this.metrics,
       hooks: core.hooks,
-    });
+      // One OCTOPROX_MAX_CLIENT_CONNECTIONS for both listeners (and every isolate's).
+      budget: options.budget ?? new ConnectionBudget(settings.maxClientConnections),
+      reusePort: options.isolates !== undefined,
+    };
+    this.#listener = new ProxyListener(shared);
+    this.#socks = settings.socksEnabled
+      ? new ProxyListener({
+        ...shared,
+        port: settings.socksPort,
+        protocol: ListenerProtocol.socks5,
+      })
+      : undefined;
     this.metrics.addGauge("octoprox_gateway_ready", () => (this.unready() ? 0 : 1));
     this.metrics.addGauge("octoprox_gateway_log_lines_dropped", () => logger.droppedLines);
     this.finished = new Promise((resolve) => {
@@ -72,6 +95,10 @@ export class GatewayProcess {
 
   get proxyAddr(): Deno.NetAddr | undefined {
     return this.#listener.addr;
+  }
+
+  get socksAddr(): Deno.NetAddr | undefined {
+    return this.#socks?.addr;
   }
 
   get statusAddr(): Deno.NetAddr | undefined {
@@ -84,6 +111,9 @@ export class GatewayProcess {
     const reasons: string[] = [];
     if (!this.#options.core.router.ready) reasons.push("no routing feed applied yet");
     else if (!this.#listener.bound) reasons.push("proxy listener not bound");
+    else if (this.#socks !== undefined && !this.#socks.bound) {
+      reasons.push("SOCKS5 listener not bound");
+    }
     const extra = this.#options.core.unready?.() ?? [];
     reasons.push(...extra);
     return reasons.length === 0 ? undefined : reasons;
@@ -98,17 +128,32 @@ export class GatewayProcess {
       instance,
       logger,
       unready: () => this.unready(),
-      metrics: () => this.metrics.render() + (core.metrics?.() ?? ""),
+      metrics: () => this.#renderMetrics(),
     });
     logger.info("Status listener bound", {
       host: this.#status.addr.hostname,
       port: this.#status.addr.port,
     });
+    // The workers build their cores before the first feed, which they get with the main's.
+    await this.#options.isolates?.start();
     await core.start();
     core.firstApplied.then(
       () => this.#bind(),
       (error) => this.#fail("The routing core failed before its first feed", error),
     );
+  }
+
+  #renderMetrics(): string | Promise<string> {
+    const { core, isolates } = this.#options;
+    const coreLines = () => {
+      try {
+        return core.metrics?.() ?? "";
+      } catch {
+        return "";
+      }
+    };
+    if (isolates === undefined) return this.metrics.render() + coreLines();
+    return isolates.snapshots().then((others) => this.metrics.render(others) + coreLines());
   }
 
   #bind(): void {
@@ -119,7 +164,25 @@ export class GatewayProcess {
       logger.info("Proxy listener bound", { host: addr.hostname, port: addr.port });
     } catch (error) {
       this.#fail("Could not bind the proxy listener", error);
+      return;
     }
+    let socksPort: number | null = null;
+    if (this.#socks !== undefined) {
+      try {
+        const addr = this.#socks.start();
+        socksPort = addr.port;
+        logger.info("SOCKS5 listener bound", { host: addr.hostname, port: addr.port });
+      } catch (error) {
+        this.#fail("Could not bind the SOCKS5 listener", error);
+        return;
+      }
+    }
+    const isolates = this.#options.isolates;
+    const proxyPort = this.#listener.addr?.port;
+    if (isolates === undefined || proxyPort === undefined) return;
+    void isolates.bind(proxyPort, socksPort).then((bound) => {
+      logger.info("Worker isolates bound", { isolates: bound + 1 });
+    });
   }
 
   #fail(message: string, error: unknown): void {
@@ -135,7 +198,9 @@ export class GatewayProcess {
 
   async #stop(code: number): Promise<void> {
     const { logger, core } = this.#options;
-    logger.info("Stopping", { sessions: this.#listener.sessions });
+    logger.info("Stopping", {
+      sessions: this.#listener.sessions + (this.#socks?.sessions ?? 0),
+    });
     const step = async (name: string, run: () => Promise<void>) => {
       try {
         await run();
@@ -143,7 +208,12 @@ export class GatewayProcess {
         logger.error(`Stop step failed: ${name}`, { error });
       }
     };
-    await step("proxy listener", () => this.#listener.close());
+    // Both at once: each waits up to STOP_WAIT_MS for its handlers.
+    await Promise.all([
+      step("proxy listener", () => this.#listener.close()),
+      step("SOCKS5 listener", () => this.#socks?.close() ?? Promise.resolve()),
+      step("worker isolates", () => this.#options.isolates?.stop() ?? Promise.resolve()),
+    ]);
     await step("routing core", () => core.stop());
     await step("status listener", () => this.#status?.close() ?? Promise.resolve());
     logger.info("Stopped");

@@ -1,16 +1,23 @@
 /**
- * The proxy listener. It is bound only when `start` is called (once the first feed is applied:
- * until then the port refuses connections, so a balancer sends clients to a gateway that can
- * route them). Connections over OCTOPROX_MAX_CLIENT_CONNECTIONS are closed at once rather than
- * queued; one sweep a second closes idle ones. `close` stops accepting, cancels every session
- * and waits, bounded, for their handlers (which release their allocations).
+ * A client listener: the HTTP proxy listener, or (with `protocol: "socks5"`) the SOCKS5 one. It
+ * is bound only when `start` is called (once the first feed is applied: until then the port
+ * refuses connections, so a balancer sends clients to a gateway that can route them).
+ * Connections over OCTOPROX_MAX_CLIENT_CONNECTIONS (one budget for every listener of the
+ * process) are closed at once rather than queued; one sweep a second closes idle ones. `close`
+ * stops accepting, cancels every session and waits, bounded, for their handlers (which release
+ * their allocations).
  */
+import { ConnectionBudget } from "./budget.ts";
 import { BufferPool } from "./buffers.ts";
 import type { TransferHooks } from "./hooks.ts";
 import type { Logger } from "./log.ts";
 import type { GatewayMetrics } from "./metrics.ts";
 import { ClientSession, type NetContext, type NetLimits } from "./session.ts";
+import { Socks5Session } from "./socks5-listener.ts";
 import type { DestinationGuard, Router } from "../core/contract.ts";
+
+export const ListenerProtocol = { http: "http", socks5: "socks5" } as const;
+export type ListenerProtocol = (typeof ListenerProtocol)[keyof typeof ListenerProtocol];
 
 export interface ProxyListenerOptions extends NetLimits {
   hostname: string;
@@ -21,6 +28,20 @@ export interface ProxyListenerOptions extends NetLimits {
   logger: Logger;
   metrics: GatewayMetrics;
   hooks?: TransferHooks;
+  /** What clients speak on this port (default HTTP). */
+  protocol?: ListenerProtocol;
+  /** The process's connection budget, shared with its other listeners (default: its own). */
+  budget?: ConnectionBudget;
+  /** SO_REUSEPORT, so isolates of one process each accept on the same port (Linux). */
+  reusePort?: boolean;
+}
+
+/** What the listener runs per connection. */
+interface ServedConnection {
+  run(): Promise<void>;
+  /** Ends it at once; safe to call again. */
+  cancel(): void;
+  checkIdle(nowMs: number, idleMs: number): void;
 }
 
 const SWEEP_INTERVAL_MS = 1_000;
@@ -30,7 +51,8 @@ export const STOP_WAIT_MS = 5_000;
 export class ProxyListener {
   readonly #options: ProxyListenerOptions;
   readonly #ctx: NetContext;
-  readonly #sessions = new Map<ClientSession, Promise<void>>();
+  readonly #sessions = new Map<ServedConnection, Promise<void>>();
+  readonly #budget: ConnectionBudget;
   #listener: Deno.Listener<Deno.TcpConn, Deno.NetAddr> | undefined;
   #accepting: Promise<void> | undefined;
   #sweeper: ReturnType<typeof setInterval> | undefined;
@@ -38,6 +60,7 @@ export class ProxyListener {
 
   constructor(options: ProxyListenerOptions) {
     this.#options = options;
+    this.#budget = options.budget ?? new ConnectionBudget(options.maxClientConnections);
     this.#ctx = {
       router: options.router,
       guard: options.guard,
@@ -66,14 +89,18 @@ export class ProxyListener {
     return this.#sessions.size;
   }
 
-  /** Binds the proxy port and starts accepting. Throws when the port cannot be bound. */
-  start(): Deno.NetAddr {
+  /**
+   * Binds the port and starts accepting. Throws when the port cannot be bound. `port` replaces
+   * the configured one (an isolate binding the port the first one got for port 0).
+   */
+  start(port: number = this.#options.port): Deno.NetAddr {
     if (this.#closing) throw new Error("The proxy listener is closed");
     if (this.#listener) return this.#listener.addr;
     const listener = Deno.listen({
       hostname: this.#options.hostname,
-      port: this.#options.port,
+      port,
       transport: "tcp",
+      ...(this.#options.reusePort === true ? { reusePort: true } : {}),
     });
     this.#listener = listener;
     this.#accepting = this.#acceptLoop(listener);
@@ -129,8 +156,24 @@ export class ProxyListener {
         await new Promise((resolve) => setTimeout(resolve, backoffMs));
         continue;
       }
-      if (this.#closing || this.#sessions.size >= this.#options.maxClientConnections) {
+      if (this.#closing || !this.#budget.take()) {
         metrics.connectionsRejected++;
+        try {
+          conn.close();
+        } catch {
+          // Gone already.
+        }
+        continue;
+      }
+      let session: ServedConnection;
+      try {
+        session = this.#options.protocol === ListenerProtocol.socks5
+          ? new Socks5Session(conn, this.#ctx)
+          : new ClientSession(conn, this.#ctx);
+      } catch (error) {
+        // A bug, not the client's doing: the budget's share goes back, the loop goes on.
+        this.#budget.give();
+        logger.error("Could not start a client session", { error });
         try {
           conn.close();
         } catch {
@@ -140,9 +183,9 @@ export class ProxyListener {
       }
       metrics.connectionsAccepted++;
       metrics.connectionsOpen++;
-      const session = new ClientSession(conn, this.#ctx);
       const handler = session.run().finally(() => {
         this.#sessions.delete(session);
+        this.#budget.give();
         metrics.connectionsOpen--;
       });
       this.#sessions.set(session, handler);

@@ -163,3 +163,23 @@ export const silentLogger: Logger = createLogger({
   instance: "silent",
   write: (bytes) => Promise.resolve(bytes.length),
 });
+
+/**
+ * A writer that runs one whole write at a time, in call order: the main isolate's own lines and
+ * those its worker isolates send it share standard output without cutting into each other.
+ */
+export function serialWriter(
+  write: (bytes: Uint8Array) => Promise<number>,
+): (bytes: Uint8Array) => Promise<number> {
+  let tail: Promise<unknown> = Promise.resolve();
+  return (bytes) => {
+    const done = tail.then(async () => {
+      let rest = bytes;
+      while (rest.length > 0) rest = rest.subarray(await write(rest));
+      return bytes.length;
+    });
+    // A failed write (standard output gone) must not stop the ones after it from trying.
+    tail = done.catch(() => {});
+    return done;
+  };
+}

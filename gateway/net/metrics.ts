@@ -4,7 +4,8 @@
  * outcomes, phases, status codes), never hosts, projects or proxies.
  */
 
-export const RequestKind = { http: "http", connect: "connect" } as const;
+/** `socks5`: a SOCKS5 CONNECT, counted with the status its HTTP twin would have had. */
+export const RequestKind = { http: "http", connect: "connect", socks5: "socks5" } as const;
 export type RequestKind = (typeof RequestKind)[keyof typeof RequestKind];
 
 export const RequestOutcome = {
@@ -18,6 +19,21 @@ export const RequestOutcome = {
   broken: "broken",
 } as const;
 export type RequestOutcome = (typeof RequestOutcome)[keyof typeof RequestOutcome];
+
+/** One isolate's counters as plain data, summed into the process's /metrics. */
+export interface MetricsSnapshot {
+  /** Which isolate of the process (0 is the main one). */
+  isolate: number;
+  connectionsOpen: number;
+  connectionsAccepted: number;
+  connectionsRejected: number;
+  tunnelsOpen: number;
+  retries: number;
+  toUpstreamBytes: number;
+  toClientBytes: number;
+  requests: [string, number][];
+  failures: [string, number][];
+}
 
 export class GatewayMetrics {
   connectionsOpen = 0;
@@ -53,7 +69,33 @@ export class GatewayMetrics {
     this.#extra.set(name, read);
   }
 
-  render(): string {
+  snapshot(isolate: number): MetricsSnapshot {
+    return {
+      isolate,
+      connectionsOpen: this.connectionsOpen,
+      connectionsAccepted: this.connectionsAccepted,
+      connectionsRejected: this.connectionsRejected,
+      tunnelsOpen: this.tunnelsOpen,
+      retries: this.retries,
+      toUpstreamBytes: this.toUpstreamBytes,
+      toClientBytes: this.toClientBytes,
+      requests: [...this.#requests],
+      failures: [...this.#failures],
+    };
+  }
+
+  /** The Prometheus text, these counters plus `others` (the process's other isolates'). */
+  render(others: readonly MetricsSnapshot[] = []): string {
+    const sum = (pick: (m: MetricsSnapshot) => number, own: number) =>
+      others.reduce((total, other) => total + pick(other), own);
+    const merge = (own: Map<string, number>, pick: (m: MetricsSnapshot) => [string, number][]) => {
+      if (others.length === 0) return [...own];
+      const merged = new Map(own);
+      for (const other of others) {
+        for (const [key, value] of pick(other)) merged.set(key, (merged.get(key) ?? 0) + value);
+      }
+      return [...merged];
+    };
     const lines: string[] = [];
     const metric = (name: string, type: string, help: string, samples: [string, number][]) => {
       lines.push(`# HELP ${name} ${help}`, `# TYPE ${name} ${type}`);
@@ -62,33 +104,45 @@ export class GatewayMetrics {
       }
     };
     metric("octoprox_gateway_connections_open", "gauge", "Client connections open.", [
-      ["", this.connectionsOpen],
+      ["", sum((m) => m.connectionsOpen, this.connectionsOpen)],
     ]);
+    if (others.length > 0) {
+      // How evenly SO_REUSEPORT spreads connections over the isolates.
+      metric(
+        "octoprox_gateway_isolate_connections_open",
+        "gauge",
+        "Client connections open, by isolate of the process.",
+        [
+          ['isolate="0"', this.connectionsOpen],
+          ...others.map((m): [string, number] => [`isolate="${m.isolate}"`, m.connectionsOpen]),
+        ],
+      );
+    }
     metric("octoprox_gateway_connections_total", "counter", "Client connections by result.", [
-      ['result="accepted"', this.connectionsAccepted],
-      ['result="rejected"', this.connectionsRejected],
+      ['result="accepted"', sum((m) => m.connectionsAccepted, this.connectionsAccepted)],
+      ['result="rejected"', sum((m) => m.connectionsRejected, this.connectionsRejected)],
     ]);
-    metric("octoprox_gateway_tunnels_open", "gauge", "CONNECT tunnels relaying now.", [
-      ["", this.tunnelsOpen],
+    metric("octoprox_gateway_tunnels_open", "gauge", "Tunnels (CONNECT, SOCKS5) relaying now.", [
+      ["", sum((m) => m.tunnelsOpen, this.tunnelsOpen)],
     ]);
     metric(
       "octoprox_gateway_requests_total",
       "counter",
       "Requests by kind, outcome and the status answered.",
-      [...this.#requests],
+      merge(this.#requests, (m) => m.requests),
     );
     metric(
       "octoprox_gateway_upstream_failures_total",
       "counter",
       "Failed upstream attempts by phase.",
-      [...this.#failures],
+      merge(this.#failures, (m) => m.failures),
     );
     metric("octoprox_gateway_retries_total", "counter", "Attempts retried on another proxy.", [
-      ["", this.retries],
+      ["", sum((m) => m.retries, this.retries)],
     ]);
     metric("octoprox_gateway_relay_bytes_total", "counter", "Bytes relayed, by direction.", [
-      ['direction="to_upstream"', this.toUpstreamBytes],
-      ['direction="to_client"', this.toClientBytes],
+      ['direction="to_upstream"', sum((m) => m.toUpstreamBytes, this.toUpstreamBytes)],
+      ['direction="to_client"', sum((m) => m.toClientBytes, this.toClientBytes)],
     ]);
     for (const [name, read] of this.#extra) {
       let value: number;

@@ -3,16 +3,28 @@
  * destination guard (gateway/core/guard.ts) and the feed follower (gateway/feed/follower.ts)
  * over one Redis client. The gateway reads only Redis (OCTOPROX_REDIS_URL, its prefix) and the
  * internal secret the feed keys derive from; never Postgres.
+ *
+ * `buildIsolateCore` is what every isolate serving the process builds for itself (the main one
+ * and each worker of gateway/net/isolates.ts): whatever a router, guard or hooks need per isolate
+ * (a Redis client for sticky bindings, say) belongs there. The feed follower runs once per
+ * process, in the main isolate, which hands each applied feed to the others (`shareWith`).
  */
 import { Redis } from "ioredis";
 import { deriveFeedKeys, verifyPassword } from "../../shared/feed/codec.ts";
+import type { FeedSections } from "../../shared/feed/models.ts";
 import { redisKeys } from "../../shared/redis-keys.ts";
 import type { GatewaySettings } from "../../shared/settings.ts";
+import type { DestinationGuard } from "../core/contract.ts";
+import type { Dispatch } from "../core/dispatch.ts";
+import { type SectionsDelta, sectionsDelta } from "../core/feed-share.ts";
 import { createDestinationGuard } from "../core/guard.ts";
 import { CoreRouter } from "../core/router.ts";
 import { FeedFollower, type FeedLogger } from "../feed/follower.ts";
+import { loadMeteringScript } from "../metering/lua.ts";
+import { RequestMetering } from "../metering/metering.ts";
 import { RedisStickyStore } from "../sticky/redis-store.ts";
 import type { RoutingCore } from "./gateway.ts";
+import type { TransferHooks } from "./hooks.ts";
 import type { Logger } from "./log.ts";
 
 /** Every address a name resolves to (A and AAAA), for the guard; none when it does not. */
@@ -36,14 +48,9 @@ function feedLogger(logger: Logger): FeedLogger {
   };
 }
 
-export async function buildRoutingCore(
-  settings: GatewaySettings,
-  logger: Logger,
-  instance: string,
-): Promise<RoutingCore> {
-  const feedKeys = await deriveFeedKeys(settings.internalSecret);
+function connectRedis(settings: GatewaySettings, name: string): Redis {
   const redis = new Redis(settings.redisUrl, {
-    connectionName: `octoprox-gateway:${instance}`,
+    connectionName: name,
     // Commands wait for a connection at most one reconnect; the follower retries with back-off.
     maxRetriesPerRequest: 1,
     connectTimeout: 5_000,
@@ -52,10 +59,45 @@ export async function buildRoutingCore(
   });
   // Errors surface on the commands; an unheard 'error' event must not end the process.
   redis.on("error", () => {});
+  return redis;
+}
+
+/** What one isolate serves with. */
+export interface IsolateCore {
+  router: CoreRouter;
+  guard: DestinationGuard;
+  hooks?: TransferHooks;
+  /** This isolate's request metering (its own batch writer), also its hooks. */
+  metering: RequestMetering;
+  /** Stops what the core runs and holds (the router's held tasks, its own Redis client). */
+  stop(): Promise<void>;
+}
+
+export interface IsolateCoreOptions {
+  /** The counts to route on: a worker's follows the main isolate's (dispatch.ts `follow`). */
+  dispatch?: Dispatch;
+  /** A Redis client to use (the main isolate's, shared with the follower); else its own. */
+  redis?: Redis;
+  /** Tells the isolates of one process apart in Redis client names (0 is the main one). */
+  isolate?: number;
+}
+
+/** The router, guard and hooks of one isolate (the main one, or a worker). */
+export async function buildIsolateCore(
+  settings: GatewaySettings,
+  logger: Logger,
+  instance: string,
+  options: IsolateCoreOptions = {},
+): Promise<IsolateCore> {
+  const feedKeys = await deriveFeedKeys(settings.internalSecret);
+  const ownRedis = options.redis === undefined;
+  const redis = options.redis ??
+    connectRedis(settings, `octoprox-gateway:${instance}:${options.isolate ?? 0}`);
   const keys = redisKeys(settings.redisPrefix);
   const router = new CoreRouter({
     verifyPassword: (password, digest) => verifyPassword(feedKeys, password, digest),
     log: { warn: (message, fields) => logger.warn(message, fields) },
+    ...(options.dispatch !== undefined ? { dispatch: options.dispatch } : {}),
     // Sticky bindings in Redis, read under the request deadline and written by held tasks.
     sticky: {
       store: new RedisStickyStore(redis, keys),
@@ -66,6 +108,57 @@ export async function buildRoutingCore(
     allowCidrs: settings.destinationAllowCidrs,
     resolve: resolveAddresses,
   });
+  // Counts in memory per proxy, project, connector and host; one round trip every 5 s. Each
+  // isolate is a writer of its own, so its batches are applied once whatever the others do.
+  const metering = new RequestMetering({
+    redis,
+    keys,
+    script: await loadMeteringScript(),
+    instance: `${instance}:${options.isolate ?? 0}`,
+    logger,
+  });
+  metering.start();
+  return {
+    router,
+    guard,
+    hooks: metering,
+    metering,
+    async stop() {
+      try {
+        // Sticky binding writes still under way, each bounded by the request deadline.
+        await router.drain();
+        // The listeners closed first, so every meter has finished: send what is owed.
+        await metering.close();
+      } finally {
+        if (ownRedis) redis.disconnect();
+      }
+    },
+  };
+}
+
+/** The main isolate's core: its own isolate core plus the feed follower, once per process. */
+export interface WiredCore extends RoutingCore {
+  readonly router: CoreRouter;
+  /**
+   * Hands every feed applied from now on (as its delta) to `receiver`, before the first one
+   * binds the listeners: the process's other isolates build their snapshots from it.
+   */
+  shareWith(receiver: (delta: SectionsDelta) => void): void;
+}
+
+export async function buildRoutingCore(
+  settings: GatewaySettings,
+  logger: Logger,
+  instance: string,
+): Promise<WiredCore> {
+  const feedKeys = await deriveFeedKeys(settings.internalSecret);
+  const redis = connectRedis(settings, `octoprox-gateway:${instance}`);
+  const keys = redisKeys(settings.redisPrefix);
+  const isolate = await buildIsolateCore(settings, logger, instance, { redis });
+  const { router, guard } = isolate;
+  let share: ((delta: SectionsDelta) => void) | undefined;
+  /** The sections the other isolates have: each delta is taken against them. */
+  let shared: FeedSections | undefined;
 
   let markApplied: () => void = () => {};
   const firstApplied = new Promise<void>((resolve) => {
@@ -79,6 +172,15 @@ export async function buildRoutingCore(
     apply: (update) => {
       const started = performance.now();
       const snapshot = router.apply(update.sections);
+      if (share !== undefined) {
+        try {
+          share(sectionsDelta(shared, snapshot));
+          shared = snapshot.sections;
+        } catch (error) {
+          // The other isolates keep their last feed; the next delta is taken against it.
+          logger.error("Handing the feed to the other isolates failed", { error });
+        }
+      }
       logger.info(update.first ? "First feed applied" : "Feed applied", {
         digest: update.digest.slice(0, 16),
         changed: update.changed.size,
@@ -92,13 +194,19 @@ export async function buildRoutingCore(
   return {
     router,
     guard,
+    hooks: isolate.hooks,
     firstApplied,
+    shareWith(receiver) {
+      share = receiver;
+    },
     start: () => follower.start(),
     async stop() {
-      await follower.stop();
-      // Sticky binding writes still under way, each bounded by the request deadline.
-      await router.drain();
-      redis.disconnect();
+      try {
+        await follower.stop();
+        await isolate.stop();
+      } finally {
+        redis.disconnect();
+      }
     },
     metrics() {
       const stats = follower.stats();
@@ -110,7 +218,7 @@ export async function buildRoutingCore(
         "# TYPE octoprox_gateway_feed_consecutive_failures gauge",
         `octoprox_gateway_feed_consecutive_failures ${stats.consecutive_failures}`,
         "",
-      ].join("\n");
+      ].join("\n") + isolate.metering.metrics();
     },
   };
 }

@@ -89,7 +89,9 @@ async function texts(keys: FeedKeys, content: Record<string, unknown>) {
   return out;
 }
 
-async function setup(options: { followerSecret?: string } = {}) {
+async function setup(
+  options: { followerSecret?: string; backoff?: { initialMs: number; maxMs: number } } = {},
+) {
   const bed: FeedBed = await feedBed();
   cleanups.push(() => bed.close());
   await bed.lead();
@@ -112,7 +114,7 @@ async function setup(options: { followerSecret?: string } = {}) {
     apply: (update) => {
       updates.push(update);
     },
-    backoff: { initialMs: 50, maxMs: 200 },
+    backoff: options.backoff ?? { initialMs: 50, maxMs: 200 },
   });
   cleanups.push(async () => {
     await follower.stop();
@@ -235,6 +237,41 @@ describe("feed follower", () => {
     expect(t.updates).toHaveLength(1);
     expect(t.logLines.some((l) => l.message === "Feed read failed; keeping the feed applied"))
       .toBe(true);
+  });
+
+  it("reads a publish that follows a refused feed at once, not after its back-off", async () => {
+    // A back-off far longer than the test's deadline: only the stream entry can wake it.
+    const t = await setup({ backoff: { initialMs: 30_000, maxMs: 30_000 } });
+    const content = {
+      global: globalSection(),
+      runtime: runtimeSection(),
+      "connector:a": connector("a", ["10.0.0.1"]),
+    };
+    await t.publish(content);
+    t.follower.start();
+    await waitUntil(() => t.follower.ready);
+
+    const forger = await deriveFeedKeys(testSecrets().internal);
+    const forgedManifest = manifestJson(new Map([["global", "00"], ["runtime", "00"]]));
+    const forgedDigest = await manifestDigest(forger, forgedManifest);
+    const { redis, keys } = t.bed;
+    await redis.set(keys.feedManifest, forgedManifest);
+    await redis.set(keys.feedHead, headJson(forgedDigest, Date.now()));
+    await redis.xadd(keys.feedStream, "*", "digest", forgedDigest);
+    await waitUntil(() => t.follower.stats().failures === 1, { what: "the refusal" });
+
+    // The genuine publish rewrites the feed whole and appends its entry, which ends the wait.
+    const repaired = await t.publish({
+      ...content,
+      "connector:a": connector("a", ["10.0.0.2"]),
+    });
+    expect(repaired.rewrittenWhole).toBeDefined();
+    await waitUntil(() => t.follower.stats().applied_digest === repaired.headDigest, {
+      timeoutMs: 5_000,
+      what: "the publish after the refusal",
+    });
+    expect(t.follower.stats().failures).toBe(1);
+    expect(t.follower.sections!.connectors.get("a")!.proxies[0].host).toBe("10.0.0.2");
   });
 
   it("refuses a listed section sealed with another secret, then applies the repaired feed", async () => {

@@ -71,6 +71,7 @@ export function gatewayEnv(extra: Record<string, string> = {}): Record<string, s
     OCTOPROX_INTERNAL_SECRET: "test-secret-test-secret-test-secret-0123",
     OCTOPROX_GATEWAY_HOST: "127.0.0.1",
     OCTOPROX_PROXY_PORT: "0",
+    OCTOPROX_SOCKS_PORT: "0",
     OCTOPROX_GATEWAY_STATUS_PORT: "0",
     OCTOPROX_LOG_LEVEL: "info",
     ...extra,

@@ -42,7 +42,19 @@ export function spawnScript(
   env: Record<string, string | undefined>,
   args: string[] = [],
 ): Spawned {
-  const child = spawn(process.execPath, ["--import", "tsx", entry, ...args], {
+  return spawnCommand(process.execPath, ["--import", "tsx", entry, ...args], env);
+}
+
+/**
+ * Runs any program from the checkout's root (a gateway under Deno, say) with the parent's
+ * environment minus its OCTOPROX_* variables, plus `env`; kept in the registry killAll empties.
+ */
+export function spawnCommand(
+  command: string,
+  args: readonly string[],
+  env: Record<string, string | undefined>,
+): Spawned {
+  const child = spawn(command, args, {
     cwd: ROOT,
     env: { ...cleanEnv(), ...env },
     stdio: ["ignore", "pipe", "pipe"],

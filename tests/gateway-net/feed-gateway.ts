@@ -1,0 +1,262 @@
+/**
+ * The real gateway (gateway/main.ts under Deno, with the permissions `npm start` and the build
+ * use) on a feed the real publisher writes into Redis, for tests that need real routing
+ * (usernames with options, countries, concurrency limits): a feed described in a few lines, a
+ * gateway whose ports are read from its log, and a raw SOCKS5 client.
+ */
+import { type ChildProcess, spawn } from "node:child_process";
+import type { SectionText } from "../../control/controller/compile.ts";
+import { FeedPublisher } from "../../control/controller/publisher.ts";
+import { passwordDigest, sectionDigest } from "../../shared/feed/codec.ts";
+import { SCHEMA_VERSION } from "../../shared/feed/models.ts";
+import type { FeedBed } from "../feed/support.ts";
+import { waitFor } from "../../e2e/support/wait.ts";
+import { DENO_BIN, gatewayRunArgs } from "../../scripts/gateway-command.ts";
+import { gatewayEnv, type LogLine, RawConnection, ROOT } from "./support.ts";
+
+export interface FeedProjectSpec {
+  id: string;
+  username: string;
+  password: string;
+  strategy?: string;
+}
+
+export interface FeedProxySpec {
+  id: string;
+  scheme: "http" | "https" | "socks4" | "socks5";
+  host: string;
+  port: number;
+  country?: string | null;
+  maxConcurrency?: number | null;
+}
+
+export interface FeedConnectorSpec {
+  id: string;
+  projectId: string;
+  countries?: string[];
+  proxies: FeedProxySpec[];
+}
+
+/** Publishes a feed of these projects and connectors (fenced by the bed's lease). */
+export async function publishFeed(
+  bed: FeedBed,
+  spec: { projects: FeedProjectSpec[]; connectors: FeedConnectorSpec[] },
+): Promise<void> {
+  const projects = await Promise.all(spec.projects.map(async (project) => ({
+    id: project.id,
+    name: project.id,
+    username: project.username,
+    password_digest: await passwordDigest(bed.feedKeys, project.password),
+    strategy: project.strategy ?? "round_robin",
+    session_ttl_seconds: 300,
+    sticky_quarantine: false,
+    location_policy: "off",
+    location_preflight: "off",
+    connection_timeout_seconds: 30,
+    max_retries: 2,
+  })));
+  const content: Record<string, unknown> = {
+    global: { schema: SCHEMA_VERSION, default_strategy: "round_robin", projects },
+    runtime: { schema: SCHEMA_VERSION, quarantines: [], traffic_blocks: [] },
+  };
+  for (const connector of spec.connectors) {
+    content[`connector:${connector.id}`] = {
+      schema: SCHEMA_VERSION,
+      connector: {
+        id: connector.id,
+        project_id: connector.projectId,
+        name: connector.id,
+        kind: "static",
+        provider: "static",
+        enabled: true,
+        pending_deletion: false,
+        weight: 1,
+        countries: connector.countries ?? [],
+        domain_allow: [],
+        domain_deny: [],
+        rate_limit: null,
+        traffic: null,
+      },
+      proxies: connector.proxies.map((proxy) => ({
+        id: proxy.id,
+        scheme: proxy.scheme,
+        host: proxy.host,
+        port: proxy.port,
+        username: null,
+        password: null,
+        country: proxy.country ?? null,
+        status: "healthy",
+        max_concurrency: proxy.maxConcurrency ?? null,
+      })),
+    };
+  }
+  const sections = new Map<string, SectionText>();
+  for (const [name, value] of Object.entries(content)) {
+    const json = JSON.stringify(value);
+    sections.set(name, { json, digest: await sectionDigest(bed.feedKeys, json) });
+  }
+  const publisher = new FeedPublisher({
+    redis: bed.redis,
+    keys: bed.keys,
+    feedKeys: bed.feedKeys,
+    lease: bed.lease,
+  });
+  await publisher.publish(sections, Date.now());
+}
+
+export interface FeedGateway {
+  readonly child: ChildProcess;
+  readonly statusPort: number;
+  /** Read from the log once bound (after the first feed). */
+  proxyPort(): Promise<number>;
+  socksPort(): Promise<number>;
+  lines(): LogLine[];
+  /** The first log line with this message (waits for it). */
+  line(msg: string, timeoutMs?: number): Promise<LogLine>;
+  output(): string;
+  /** One series' value from /metrics (0 when absent). */
+  metric(series: string): Promise<number>;
+  /** SIGTERM; resolves the exit code. */
+  stop(): Promise<number | null>;
+}
+
+/** Starts gateway/main.ts on the bed's Redis prefix, every port 0 (read from the log). */
+export async function startFeedGateway(
+  bed: FeedBed,
+  env: Record<string, string> = {},
+): Promise<FeedGateway> {
+  const child = spawn(DENO_BIN, gatewayRunArgs(), {
+    cwd: ROOT,
+    env: gatewayEnv({
+      OCTOPROX_REDIS_URL: process.env.OCTOPROX_TEST_REDIS_URL ?? "redis://127.0.0.1:6379",
+      OCTOPROX_REDIS_PREFIX: bed.prefix,
+      OCTOPROX_INTERNAL_SECRET: bed.secret,
+      ...env,
+    }),
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  let output = "";
+  let partial = "";
+  const parsed: LogLine[] = [];
+  child.stdout!.setEncoding("utf8").on("data", (text: string) => {
+    output += text;
+    partial += text;
+    const lines = partial.split("\n");
+    partial = lines.pop() ?? "";
+    for (const line of lines) {
+      if (line.trim() === "") continue;
+      try {
+        parsed.push(JSON.parse(line) as LogLine);
+      } catch {
+        parsed.push({ msg: `unparsed: ${line}`, level: "raw" });
+      }
+    }
+  });
+  child.stderr!.setEncoding("utf8").on("data", (text: string) => (output += text));
+  const exited = new Promise<number | null>((resolve) => child.once("exit", resolve));
+  const line = (msg: string, timeoutMs = 20_000) =>
+    waitFor(() => {
+      if (child.exitCode !== null) throw new Error(`gateway exited: ${output}`);
+      return parsed.find((entry) => entry.msg === msg);
+    }, { timeoutMs, intervalMs: 10, message: `the gateway's "${msg}"` });
+  const statusPort = Number((await line("Status listener bound")).port);
+  return {
+    child,
+    statusPort,
+    proxyPort: async () => Number((await line("Proxy listener bound")).port),
+    socksPort: async () => Number((await line("SOCKS5 listener bound")).port),
+    lines: () => parsed,
+    line,
+    output: () => output,
+    async metric(series: string) {
+      const text = await (await fetch(`http://127.0.0.1:${statusPort}/metrics`)).text();
+      for (const entry of text.split("\n")) {
+        if (entry.startsWith(`${series} `)) return Number(entry.slice(series.length + 1));
+      }
+      return 0;
+    },
+    async stop() {
+      if (child.exitCode === null && child.signalCode === null) child.kill("SIGTERM");
+      const timer = setTimeout(() => child.kill("SIGKILL"), 15_000);
+      const code = await exited;
+      clearTimeout(timer);
+      return code;
+    },
+  };
+}
+
+// ---------------------------------------------------------------------------------------------
+// A raw SOCKS5 client, so a test chooses the command and the address type itself.
+
+export const SocksAtyp = { ipv4: 1, domain: 3, ipv6: 4 } as const;
+
+/** VER CMD RSV ATYP DST.ADDR DST.PORT. */
+export function socksRequest(
+  command: number,
+  atyp: number,
+  address: Buffer,
+  port: number,
+): Buffer {
+  const portBytes = Buffer.from([port >> 8, port & 0xff]);
+  const addressBytes = atyp === SocksAtyp.domain
+    ? Buffer.concat([Buffer.from([address.length]), address])
+    : address;
+  return Buffer.concat([Buffer.from([5, command, 0, atyp]), addressBytes, portBytes]);
+}
+
+export function ipv4Bytes(text: string): Buffer {
+  return Buffer.from(text.split(".").map(Number));
+}
+
+/** 16 bytes of an IPv6 literal (full or with one `::`). */
+export function ipv6Bytes(text: string): Buffer {
+  const [head, tail] = text.split("::");
+  const words = (
+    part: string | undefined,
+  ) => (part ? part.split(":").map((w) => parseInt(w, 16)) : []);
+  const left = words(head);
+  const right = words(tail);
+  const all = [...left, ...new Array<number>(8 - left.length - right.length).fill(0), ...right];
+  const bytes = Buffer.alloc(16);
+  all.forEach((word, index) => bytes.writeUInt16BE(word, index * 2));
+  return bytes;
+}
+
+export interface SocksOpen {
+  connection: RawConnection;
+  /** The method the server chose. */
+  method: number;
+  /** The RFC 1929 status; undefined when the method was not username/password. */
+  authStatus?: number;
+  /** The reply code to the request; undefined when it never came. */
+  reply?: number;
+}
+
+/**
+ * Greets (offering `methods`), authenticates with `username:password`, sends `request`, and
+ * reads the reply's head. On success the connection is the tunnel.
+ */
+export async function socksOpen(
+  port: number,
+  credentials: { username: string; password: string },
+  request: Buffer,
+  methods: number[] = [2],
+): Promise<SocksOpen> {
+  const connection = await RawConnection.open(port);
+  connection.write(Buffer.from([5, methods.length, ...methods]));
+  const [, method] = await connection.take(2);
+  if (method !== 2) return { connection, method };
+  const user = Buffer.from(credentials.username);
+  const pass = Buffer.from(credentials.password);
+  connection.write(
+    Buffer.concat([Buffer.from([1, user.length]), user, Buffer.from([pass.length]), pass]),
+  );
+  const [, authStatus] = await connection.take(2);
+  if (authStatus !== 0) return { connection, method, authStatus };
+  connection.write(request);
+  const head = await connection.take(4);
+  const rest = head[3] === 4 ? 16 + 2 : head[3] === 3 ? 1 + 2 : 4 + 2;
+  const tail = await connection.take(head[3] === 3 ? 1 : rest);
+  if (head[3] === 3) await connection.take(tail[0] + 2);
+  return { connection, method, authStatus, reply: head[1] };
+}
