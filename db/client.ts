@@ -28,6 +28,10 @@ export function createDatabase(url: string, options: DatabaseOptions = {}): Data
     max: options.poolSize ?? 10,
     idle_timeout: 30,
     connect_timeout: Math.max(1, Math.ceil((options.connectTimeoutMs ?? 2000) / 1000)),
+    // The driver's default reconnect delay grows to 20 s, and queries queue behind it: a route
+    // would hang instead of answering 503, and recovery would lag the database by as much.
+    // Short and capped, a query in an outage fails within a second and the pool heals at once.
+    backoff: (retries: number) => Math.min(0.05 * 2 ** retries, 0.5),
     onnotice: () => {},
     connection: { application_name: options.applicationName ?? "octoprox" },
   });

@@ -8,10 +8,20 @@ import { randomBytes } from "node:crypto";
 import postgres from "postgres";
 import { Redis } from "ioredis";
 import { redisKeys, WORKERS_GROUP } from "../../shared/redis-keys.ts";
-import { type ControlProcess, killAll, startControl } from "../../tests/support/processes.ts";
+import { deriveFeedKeys, type FeedKeys } from "../../shared/feed/codec.ts";
+import { DENO_BIN, DENO_ENV, gatewayRunArgs } from "../../scripts/gateway-command.ts";
+import {
+  type ControlProcess,
+  killAll,
+  spawnCommand,
+  type Spawned,
+  startControl,
+  waitWhileRunning,
+} from "../../tests/support/processes.ts";
 import {
   createTestDatabase,
   deletePrefix,
+  TEST_ADMIN_DATABASE_URL,
   TEST_REDIS_URL,
   type TestDatabase,
   testPrefix,
@@ -71,8 +81,38 @@ export interface ProxyRow {
 export interface ClusterOptions {
   /** Another Redis (a private server a test may wipe or stop); the test bed's otherwise. */
   redisUrl?: string;
+  /**
+   * Another Postgres server (its admin URL) to make the cluster's database on: a private one a
+   * test may stop. The test bed's otherwise.
+   */
+  databaseAdminUrl?: string;
   /** Settings every process of the cluster gets, over FAST_SETTINGS. */
   env?: Record<string, string>;
+}
+
+/** A gateway of the cluster: gateway/main.ts under Deno, as `npm start` runs it. */
+export interface Gateway extends Member {
+  /** The proxy listener's port; throws while it is not bound (before the first feed). */
+  readonly proxyPort: number;
+  /** `http://<username>:<password>@127.0.0.1:<proxy port>`, for `curl -x`. */
+  proxyUrl(username: string, password: string): string;
+  /** One series' value from /metrics (labels included in `series`); 0 when absent. */
+  metric(series: string): Promise<number>;
+}
+
+export interface GatewayOptions {
+  instance?: string;
+  /**
+   * OCTOPROX_DESTINATION_ALLOW_CIDRS: 127.0.0.0/8 unless told (the test bed's origins are on
+   * loopback); null starts the gateway without an allow list.
+   */
+  allowCidrs?: string | null;
+  /** The proxy port; 0 (any free port, read from the log once bound) unless told. */
+  proxyPort?: number;
+  /** Settings for this gateway alone. */
+  env?: Record<string, string>;
+  /** Wait for /ready (the first feed applied, the proxy port bound); default true. */
+  ready?: boolean;
 }
 
 export class Cluster {
@@ -83,6 +123,7 @@ export class Cluster {
   readonly redis: Redis;
   readonly members: Member[] = [];
   readonly #database: TestDatabase;
+  readonly #privateDatabase: boolean;
   readonly #sql: postgres.Sql;
   readonly #env: Record<string, string>;
   readonly #secrets = testSecrets();
@@ -93,6 +134,7 @@ export class Cluster {
 
   private constructor(database: TestDatabase, options: ClusterOptions) {
     this.#database = database;
+    this.#privateDatabase = options.databaseAdminUrl !== undefined;
     this.redisUrl = options.redisUrl ?? TEST_REDIS_URL;
     this.redis = new Redis(this.redisUrl, { maxRetriesPerRequest: 1 });
     // A private Redis a test stops must not crash the test process with an unhandled error.
@@ -102,7 +144,10 @@ export class Cluster {
   }
 
   static async create(options: ClusterOptions = {}): Promise<Cluster> {
-    return new Cluster(await createTestDatabase(), options);
+    return new Cluster(
+      await createTestDatabase(options.databaseAdminUrl ?? TEST_ADMIN_DATABASE_URL),
+      options,
+    );
   }
 
   /** The api process (the first started with role api or all). */
@@ -136,6 +181,14 @@ export class Cluster {
         ...options.env,
       },
     });
+    const member = this.#member(control, role, instance);
+    if ((role === "api" || role === "all") && !this.#api) this.#api = member;
+    if (options.ready !== false) await this.waitForReady(member);
+    return member;
+  }
+
+  /** Counts a process in the cluster: its exit fails `until`, `close` stops it. */
+  #member(control: ControlProcess, role: string, instance: string): Member {
     const stop = control.stop;
     const member: Member = {
       ...control,
@@ -148,9 +201,79 @@ export class Cluster {
       },
     };
     this.members.push(member);
-    if ((role === "api" || role === "all") && !this.#api) this.#api = member;
-    if (options.ready !== false) await this.waitForReady(member);
     return member;
+  }
+
+  /**
+   * Starts a gateway on this cluster's Redis, prefix and internal secret, with the command
+   * `npm start` uses (scripts/gateway-command.ts), both listeners on 127.0.0.1. Answers once
+   * its status listener is up, and by default once it is ready.
+   */
+  async startGateway(options: GatewayOptions = {}): Promise<Gateway> {
+    const instance = options.instance ?? `e2e-gateway-${randomBytes(3).toString("hex")}`;
+    const allowCidrs = options.allowCidrs === undefined ? "127.0.0.0/8" : options.allowCidrs;
+    const spawned: Spawned = spawnCommand(DENO_BIN, gatewayRunArgs(), {
+      ...DENO_ENV,
+      OCTOPROX_REDIS_URL: this.redisUrl,
+      OCTOPROX_REDIS_PREFIX: this.prefix,
+      OCTOPROX_INTERNAL_SECRET: this.#secrets.internal,
+      OCTOPROX_INSTANCE_ID: instance,
+      OCTOPROX_GATEWAY_HOST: "127.0.0.1",
+      OCTOPROX_PROXY_PORT: String(options.proxyPort ?? 0),
+      // Port 0: each listener takes a free port and logs it, so no two gateways collide.
+      OCTOPROX_GATEWAY_STATUS_PORT: "0",
+      OCTOPROX_SOCKS_PORT: "0",
+      OCTOPROX_CONNECT_TIMEOUT: "5",
+      OCTOPROX_LOG_LEVEL: "info",
+      ...(allowCidrs === null ? {} : { OCTOPROX_DESTINATION_ALLOW_CIDRS: allowCidrs }),
+      ...options.env,
+    });
+    const bound = (message: string) =>
+      parseLogs(spawned.stdout).find((line) => line.msg === message)?.port as
+        | number
+        | undefined;
+    const statusPort = await waitWhileRunning(spawned, () => bound("Status listener bound"), {
+      timeoutMs: 30_000,
+      intervalMs: 20,
+      what: `${instance}'s status listener`,
+    });
+    const url = `http://127.0.0.1:${statusPort}`;
+    const member = this.#member({ ...spawned, port: statusPort, url }, "gateway", instance);
+    const proxyPort = (): number => {
+      const port = options.proxyPort || bound("Proxy listener bound");
+      if (!port) throw new Error(`${instance} has not bound its proxy port yet`);
+      return port;
+    };
+    const extra = {
+      proxyUrl: (username: string, password: string): string =>
+        `http://${encodeURIComponent(username)}:${
+          encodeURIComponent(password)
+        }@127.0.0.1:${proxyPort()}`,
+      async metric(series: string): Promise<number> {
+        const response = await fetch(`${url}/metrics`, { signal: AbortSignal.timeout(5_000) });
+        for (const line of (await response.text()).split("\n")) {
+          if (line.startsWith(`${series} `)) return Number(line.slice(series.length + 1));
+        }
+        return 0;
+      },
+    };
+    const gateway = Object.defineProperty(Object.assign(member, extra), "proxyPort", {
+      get: proxyPort,
+      enumerable: true,
+    }) as Gateway;
+    if (options.ready !== false) {
+      await this.waitForReady(gateway);
+      // Logged just before /ready can answer 200; read back so `proxyPort` holds from here.
+      await this.until(() => bound("Proxy listener bound"), {
+        what: `${instance}'s proxy listener`,
+      });
+    }
+    return gateway;
+  }
+
+  /** The feed's keys under this cluster's internal secret (a test forging a feed needs them). */
+  feedKeys(): Promise<FeedKeys> {
+    return deriveFeedKeys(this.#secrets.internal);
   }
 
   async waitForReady(member: Member, timeoutMs = 30_000): Promise<void> {
@@ -353,7 +476,9 @@ export class Cluster {
     this.redis.disconnect();
     await this.#sql.end({ timeout: 2 });
     await deletePrefix(this.redisUrl, this.prefix).catch(() => {});
-    await this.#database.drop();
+    // A private server goes with its folder: a test that failed may have left it stopped.
+    if (this.#privateDatabase) await this.#database.drop().catch(() => {});
+    else await this.#database.drop();
   }
 }
 
