@@ -231,6 +231,7 @@ export class HealthCheckJob implements Job {
     const usesEcho = candidate.checkUrl === null;
     return await this.#o.probes.run(async () => {
       const startedAt = performance.now();
+      const askedAt = this.#now();
       try {
         const result = await probe({
           proxy: {
@@ -244,7 +245,7 @@ export class HealthCheckJob implements Job {
           timeoutMs: this.#o.timeoutMs,
           signal,
         });
-        if (usesEcho && result.ok) this.#echo.noteAnswer();
+        if (usesEcho && result.ok) this.#echo.noteAnswer(askedAt);
         return {
           candidate,
           ok: result.ok,
@@ -294,8 +295,13 @@ export class EchoMonitor {
     this.#now = now;
   }
 
-  noteAnswer(): void {
-    this.#lastAnswerAt = this.#now();
+  /**
+   * A check through a proxy got the echo's answer. `askedAt` is when that check was sent: the
+   * answer was made after it, while one read back later may have been made before an outage
+   * began, and so proves nothing about failures that ended in between.
+   */
+  noteAnswer(askedAt: number): void {
+    this.#lastAnswerAt = Math.max(this.#lastAnswerAt, askedAt);
     this.#mark(true);
   }
 

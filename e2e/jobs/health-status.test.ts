@@ -100,28 +100,31 @@ describe("health status by the checks", () => {
     const requestsBefore = [...echo.requests.values()].reduce((a, b) => a + b, 0);
 
     echo.setUp(false);
-    const outageAt = Date.now();
-    await cluster.until(
-      () =>
-        worker.logs().some((line) =>
-          line.msg === "Echo endpoint does not answer; failed checks of it are not counted"
-        ),
-      { what: "the worker to log the echo outage" },
-    );
-    // Four periods of checks, more than the three failures that would make a proxy unhealthy.
-    const watchUntil = outageAt + 4_000;
-    while (Date.now() < watchUntil) {
-      for (const id of ids) {
-        expect(await cluster.status(id)).toBe("healthy");
-        expect((await cluster.softHealth(id))?.failures).toBe("0");
+    try {
+      const outageAt = Date.now();
+      await cluster.until(
+        () =>
+          worker.logs().some((line) =>
+            line.msg === "Echo endpoint does not answer; failed checks of it are not counted"
+          ),
+        { what: "the worker to log the echo outage" },
+      );
+      // Four periods of checks, more than the three failures that would make a proxy unhealthy.
+      const watchUntil = outageAt + 4_000;
+      while (Date.now() < watchUntil) {
+        for (const id of ids) {
+          expect(await cluster.status(id)).toBe("healthy");
+          expect((await cluster.softHealth(id))?.failures).toBe("0");
+        }
+        await new Promise((resolve) => setTimeout(resolve, 100));
       }
-      await new Promise((resolve) => setTimeout(resolve, 100));
+      // The checks did go on through the proxies (each asked the echo, which said 500).
+      const requestsDuring = [...echo.requests.values()].reduce((a, b) => a + b, 0);
+      expect(requestsDuring - requestsBefore).toBeGreaterThanOrEqual(2 * ids.length);
+    } finally {
+      // Whatever happened, the next test finds the echo answering.
+      echo.setUp(true);
     }
-    // The checks did go on through the proxies (each asked the echo, which said 500).
-    const requestsDuring = [...echo.requests.values()].reduce((a, b) => a + b, 0);
-    expect(requestsDuring - requestsBefore).toBeGreaterThanOrEqual(2 * ids.length);
-
-    echo.setUp(true);
     await cluster.until(
       () =>
         worker.logs().some((line) =>

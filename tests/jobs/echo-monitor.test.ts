@@ -37,7 +37,7 @@ describe("the echo monitor", () => {
   it("takes no answer from before a failure as proof: the outage may have begun between", async () => {
     const m = monitor();
     echo.setUp(true);
-    m.echoMonitor.noteAnswer();
+    m.echoMonitor.noteAnswer(m.advance(0));
     echo.setUp(false);
     const failedAt = m.advance(500);
     const before = m.asks();
@@ -48,15 +48,27 @@ describe("the echo monitor", () => {
     );
   });
 
-  it("takes an answer after the failure as proof, asking nothing", async () => {
+  it("takes an answer to a check sent after the failure as proof, asking nothing", async () => {
     const m = monitor();
     echo.setUp(true);
     const failedAt = m.advance(100);
-    m.advance(100);
-    m.echoMonitor.noteAnswer();
+    m.echoMonitor.noteAnswer(m.advance(100));
     const before = m.asks();
     expect(await m.echoMonitor.isUp(failedAt)).toBe(true);
     expect(m.asks()).toBe(before);
+  });
+
+  it("takes no answer to a check sent before the failure as proof, though it came back after", async () => {
+    const m = monitor();
+    echo.setUp(false);
+    const sentAt = m.advance(0);
+    const failedAt = m.advance(100);
+    m.advance(100);
+    // The slow check's answer arrives now, but was made before the failure: it proves nothing.
+    m.echoMonitor.noteAnswer(sentAt);
+    const before = m.asks();
+    expect(await m.echoMonitor.isUp(failedAt)).toBe(false);
+    expect(m.asks() - before).toBe(1);
   });
 
   it("asks an outage once every ten seconds, and again once it is over", async () => {
