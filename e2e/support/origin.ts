@@ -2,7 +2,8 @@
  * A local HTTP(S) origin for tests behind proxies. Routes:
  *   GET /ip, /echo      {"ip": "<the address the request came from>"} (a proxy's exit)
  *   GET /headers        {"headers": {...}} as received
- *   GET /bytes/<n>      n bytes ("x"), with Content-Length
+ *   GET /bytes/<n>      n bytes ("x"), with Content-Length (any method; a request body is
+ *                       read whole before the answer)
  *   GET /status/<code>  that status, a short body
  *   GET /chunked        a chunked body in several writes
  *   GET /slow           a head at once, then `?chunks=` (5) chunks every `?delayMs=` (100)
@@ -80,11 +81,17 @@ export async function startOrigin(options: OriginOptions = {}): Promise<Origin> 
         return json(response, 200, { headers: request.headers });
       case "bytes": {
         const size = Math.min(Number(parts[1] ?? 0) || 0, MAX_BYTES);
-        response.writeHead(200, {
-          "content-type": "application/octet-stream",
-          "content-length": size,
+        // A request's body (a POST's) is read whole first: answering and closing with body
+        // bytes unread would reset the connection under the proxy still sending them.
+        request.resume();
+        request.once("end", () => {
+          response.writeHead(200, {
+            "content-type": "application/octet-stream",
+            "content-length": size,
+          });
+          response.end(Buffer.alloc(size, "x"));
         });
-        return response.end(Buffer.alloc(size, "x"));
+        return;
       }
       case "status": {
         const status = Number(parts[1]);

@@ -24,6 +24,11 @@ export interface TinyproxyOptions {
   logLevel?: "Critical" | "Error" | "Warning" | "Notice" | "Connect" | "Info";
   /** How long to wait for tinyproxy to accept connections (default 10 s). */
   startTimeoutMs?: number;
+  /**
+   * The port to listen on: a restart on the port an earlier instance had, so the proxy's URL
+   * stays the same. A free port otherwise.
+   */
+  port?: number;
 }
 
 export interface Tinyproxy {
@@ -123,7 +128,7 @@ export async function startTinyproxy(options: TinyproxyOptions = {}): Promise<Ti
   try {
     // A free port can be taken between the check and tinyproxy's bind: try a few.
     for (let attempt = 1;; attempt++) {
-      port = await freePort();
+      port = options.port ?? await freePort();
       await writeFile(configPath, config(options, port, logPath));
       output = "";
       const started = spawn(TINYPROXY_BIN, ["-d", "-c", configPath], {
