@@ -13,6 +13,7 @@ import {
 import { fillPlaceholders } from "../../shared/feed/placeholders.ts";
 import { parseSection } from "../../shared/feed/sections.ts";
 import { SCHEMA_VERSION } from "../../shared/feed/models.ts";
+import { connector as feedConnector } from "../gateway/fixtures.ts";
 import { testSecrets } from "../support/stores.ts";
 
 const SECTION = JSON.stringify({
@@ -118,21 +119,7 @@ describe("section models", () => {
     status: "healthy",
     max_concurrency: null,
   };
-  const connector = {
-    id: "c1",
-    project_id: "p",
-    name: "n",
-    kind: "static",
-    provider: "static",
-    enabled: true,
-    pending_deletion: false,
-    weight: 1,
-    countries: [],
-    domain_allow: [],
-    domain_deny: [],
-    rate_limit: null,
-    traffic: null,
-  };
+  const connector = feedConnector("c1", { project_id: "p", name: "n" });
   const section = (proxies: unknown[]) =>
     JSON.stringify({ schema: SCHEMA_VERSION, connector, proxies });
 

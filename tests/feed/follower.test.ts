@@ -19,6 +19,7 @@ import {
 import { headJson, manifestJson } from "../../shared/feed/manifest.ts";
 import { SCHEMA_VERSION } from "../../shared/feed/models.ts";
 import { TEST_REDIS_URL, testSecrets, waitUntil } from "../support/stores.ts";
+import { connector as feedConnector } from "../gateway/fixtures.ts";
 import { type FeedBed, feedBed } from "./support.ts";
 
 const cleanups: (() => Promise<void> | void)[] = [];
@@ -28,21 +29,7 @@ afterEach(async () => {
 
 const connector = (id: string, hosts: string[]) => ({
   schema: SCHEMA_VERSION,
-  connector: {
-    id,
-    project_id: "p",
-    name: id,
-    kind: "static",
-    provider: "static",
-    enabled: true,
-    pending_deletion: false,
-    weight: 1,
-    countries: [],
-    domain_allow: [],
-    domain_deny: [],
-    rate_limit: null,
-    traffic: null,
-  },
+  connector: feedConnector(id, { project_id: "p" }),
   proxies: hosts.map((host, i) => ({
     id: `${id}-${i}`,
     scheme: "http",

@@ -16,6 +16,7 @@ import { freePort, portAccepts, waitFor } from "../../e2e/support/wait.ts";
 import { type FeedBed, feedBed } from "../feed/support.ts";
 import { DENO_BIN, gatewayRunArgs } from "../../scripts/gateway-command.ts";
 import { curl, gatewayEnv, ROOT } from "./support.ts";
+import { connector } from "../gateway/fixtures.ts";
 import { spawn } from "node:child_process";
 
 let bed: FeedBed;
@@ -81,21 +82,7 @@ async function publish(): Promise<void> {
     runtime: { schema: SCHEMA_VERSION, quarantines: [], traffic_blocks: [] },
     "connector:c1": {
       schema: SCHEMA_VERSION,
-      connector: {
-        id: "c1",
-        project_id: "p1",
-        name: "static",
-        kind: "static",
-        provider: "static",
-        enabled: true,
-        pending_deletion: false,
-        weight: 1,
-        countries: [],
-        domain_allow: [],
-        domain_deny: [],
-        rate_limit: null,
-        traffic: null,
-      },
+      connector: connector("c1", { name: "static" }),
       proxies: tinyproxies.map((tinyproxy, index) => ({
         id: `x${index}`,
         scheme: "http",
