@@ -1,10 +1,10 @@
 /**
  * `npm run bench`: runs the benchmark suites and prints one table (figure, value, budget,
  * pass/fail). Every figure with a budget is a median of several runs. Benchmarks send traffic
- * to loopback only, and need the test bed's Postgres and Redis (and tinyproxy).
+ * to loopback only, and need the test bed's Postgres and Redis (and tinyproxy and Squid).
  *
  *   npm run bench                         every suite
- *   npm run bench -- health               one suite (or several: health producers)
+ *   npm run bench -- throughput           one suite (or several: gateway-core feed memory)
  *   npm run bench -- --runs 5 health      runs per figure (at least 3 by default)
  *   npm run bench -- --list               the suites
  *
@@ -13,12 +13,23 @@
  */
 import { availableParallelism, loadavg } from "node:os";
 import { parseArgs } from "node:util";
+import { feedSuite } from "./feed.ts";
+import { gatewayCoreSuite } from "./gateway-core.ts";
 import { healthSuite } from "./health.ts";
+import { memorySuite } from "./memory.ts";
 import { producersSuite } from "./producers.ts";
+import { throughputSuite } from "./throughput.ts";
 import { formatNumber, passes, type Row, type Suite } from "./suite.ts";
 
 /** Every suite, in the order a full run takes them. */
-export const SUITES: readonly Suite[] = [producersSuite, healthSuite];
+export const SUITES: readonly Suite[] = [
+  gatewayCoreSuite,
+  feedSuite,
+  throughputSuite,
+  memorySuite,
+  producersSuite,
+  healthSuite,
+];
 
 interface Line {
   suite: string;
@@ -28,7 +39,8 @@ interface Line {
 
 function budgetText(row: Row): string {
   if (!row.budget) return "";
-  return `${row.budget.op} ${formatNumber(row.budget.limit, row.digits)} ${row.unit}`;
+  const limit = row.budget.limit.toLocaleString("en-US", { maximumFractionDigits: 3 });
+  return `${row.budget.op} ${limit} ${row.unit}`;
 }
 
 function valueText(row: Row): string {
@@ -38,8 +50,11 @@ function valueText(row: Row): string {
 }
 
 function table(lines: readonly Line[]): string {
+  const details = lines.some((line) => line.row?.detail !== undefined);
   const cells = lines.map((line) => {
-    if (line.error !== undefined) return [`${line.suite}: suite failed`, line.error, "", "FAIL"];
+    if (line.error !== undefined) {
+      return [`${line.suite}: suite failed`, line.error, "", "FAIL", ...(details ? [""] : [])];
+    }
     const row = line.row!;
     const verdict = passes(row);
     return [
@@ -47,9 +62,10 @@ function table(lines: readonly Line[]): string {
       valueText(row),
       budgetText(row),
       verdict === undefined ? "" : verdict ? "pass" : "FAIL",
+      ...(details ? [row.detail ?? ""] : []),
     ];
   });
-  const header = ["figure", "value (median)", "budget", "result"];
+  const header = ["figure", "value (median)", "budget", "result", ...(details ? ["detail"] : [])];
   const widths = header.map((h, i) => Math.max(h.length, ...cells.map((c) => c[i].length)));
   const format = (c: string[]) => `| ${c.map((cell, i) => cell.padEnd(widths[i])).join(" | ")} |`;
   return [

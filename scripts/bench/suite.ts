@@ -5,9 +5,9 @@
  */
 import { readFile } from "node:fs/promises";
 
-/** A budget a figure is held to: at least or at most `limit`. */
+/** A budget a figure is held to: at least, above, or at most `limit`. */
 export interface Budget {
-  op: ">=" | "<=";
+  op: ">=" | ">" | "<=";
   limit: number;
 }
 
@@ -21,6 +21,8 @@ export interface Row {
   runs?: number[];
   /** Digits after the point (default: 0 from 100 up, 1 from 10, else 2). */
   digits?: number;
+  /** What goes with the figure (latencies, CPU, errors), in the table's last column. */
+  detail?: string;
 }
 
 export interface SuiteContext {
@@ -39,7 +41,14 @@ export interface Suite {
 
 export function passes(row: Row): boolean | undefined {
   if (!row.budget || !Number.isFinite(row.value)) return row.budget ? false : undefined;
-  return row.budget.op === ">=" ? row.value >= row.budget.limit : row.value <= row.budget.limit;
+  switch (row.budget.op) {
+    case ">=":
+      return row.value >= row.budget.limit;
+    case ">":
+      return row.value > row.budget.limit;
+    case "<=":
+      return row.value <= row.budget.limit;
+  }
 }
 
 export function median(values: readonly number[]): number {
@@ -88,6 +97,19 @@ export async function cpuMillis(pid: number): Promise<number | undefined> {
 export async function cpuMillisOf(pids: readonly number[]): Promise<number> {
   const times = await Promise.all(pids.map(cpuMillis));
   return times.reduce<number>((sum, t) => sum + (t ?? 0), 0);
+}
+
+/**
+ * The whole machine's CPU time so far from /proc/stat, in milliseconds: busy (everything but
+ * idle and iowait) and total, summed over every core.
+ */
+export async function machineCpuMillis(): Promise<{ busy: number; total: number }> {
+  const stat = await readFile("/proc/stat", "utf8");
+  const fields = stat.slice(0, stat.indexOf("\n")).trim().split(/\s+/).slice(1).map(Number);
+  // user nice system idle iowait irq softirq steal (guest time is already in user).
+  const total = fields.slice(0, 8).reduce((sum, n) => sum + n, 0);
+  const idle = fields[3] + fields[4];
+  return { busy: ((total - idle) / CLOCK_TICKS) * 1000, total: (total / CLOCK_TICKS) * 1000 };
 }
 
 export function sleep(ms: number): Promise<void> {

@@ -1,0 +1,156 @@
+/**
+ * proxy-loadgen's pure parts: the histogram's buckets and percentiles, the command line, and
+ * the incremental response reader.
+ */
+import { describe, expect, it } from "vitest";
+import { bucketOf, bucketUpperBound, Histogram } from "../../scripts/loadgen/histogram.ts";
+import {
+  parseCommandLine,
+  parseDuration,
+  toCommandLine,
+  UsageError,
+} from "../../scripts/loadgen/options.ts";
+import { ProtocolError, ResponseReader } from "../../scripts/loadgen/response.ts";
+
+describe("histogram", () => {
+  it("keeps small values exact and large ones within 1/64", () => {
+    for (const value of [0, 1, 63, 127]) expect(bucketUpperBound(bucketOf(value))).toBe(value);
+    for (const value of [128, 129, 1000, 65_535, 1_234_567, 2 ** 31 + 5, 9e12]) {
+      const upper = bucketUpperBound(bucketOf(value));
+      expect(upper).toBeGreaterThanOrEqual(value);
+      expect((upper - value) / value).toBeLessThan(1 / 64);
+    }
+  });
+
+  it("numbers its buckets without gaps or overlaps", () => {
+    let previous = -1;
+    const jumps: number[] = [];
+    for (let value = 0; value < 1 << 20; value++) {
+      const bucket = bucketOf(value);
+      if (bucket !== previous && bucket !== previous + 1) jumps.push(value);
+      if (bucket !== previous && bucketUpperBound(previous) !== value - 1) jumps.push(value);
+      previous = bucket;
+    }
+    expect(jumps).toEqual([]);
+  });
+
+  it("answers percentiles as bucket upper bounds, never above the maximum", () => {
+    const histogram = new Histogram();
+    for (let i = 1; i <= 1000; i++) histogram.record(i);
+    expect(histogram.count).toBe(1000);
+    expect(histogram.percentile(0.5)).toBeGreaterThanOrEqual(500);
+    expect(histogram.percentile(0.5)).toBeLessThan(500 * (1 + 1 / 64));
+    expect(histogram.percentile(0.99)).toBeGreaterThanOrEqual(990);
+    expect(histogram.percentile(1)).toBe(1000);
+    expect(histogram.max).toBe(1000);
+    expect(histogram.mean).toBeCloseTo(500.5);
+    const other = new Histogram();
+    other.record(5000);
+    histogram.merge(other);
+    expect(histogram.max).toBe(5000);
+    expect(new Histogram().percentile(0.99)).toBe(0);
+  });
+});
+
+describe("command line", () => {
+  it("reads the proxy's login, the scenario and the limits", () => {
+    const { options, json } = parseCommandLine([
+      "--proxy",
+      "http://us%40er:p%3Ass@127.0.0.1:8080",
+      "--url",
+      "http://127.0.0.1:9000/x?y=1",
+      "--scenario",
+      "connect",
+      "--requests",
+      "500",
+      "--concurrency",
+      "16",
+      "--rate",
+      "2000",
+      "--header",
+      "X-A: 1",
+      "--header",
+      "X-A: 2",
+      "--json",
+    ]);
+    expect(json).toBe(true);
+    expect(options.proxy).toEqual({
+      host: "127.0.0.1",
+      port: 8080,
+      authorization: `Basic ${Buffer.from("us@er:p:ss").toString("base64")}`,
+    });
+    expect(options.scenario).toBe("connect");
+    expect(options.requests).toBe(500);
+    expect(options.durationMs).toBeUndefined();
+    expect(options.concurrency).toBe(16);
+    expect(options.rate).toBe(2000);
+    expect(options.headers).toEqual([["X-A", "1"], ["X-A", "2"]]);
+    // And back: the child process gets the same options.
+    expect(parseCommandLine(toCommandLine(options)).options).toEqual(options);
+  });
+
+  it("defaults to ten seconds of keep-alive HTTP, and refuses nonsense", () => {
+    const { options } = parseCommandLine(["--proxy", "127.0.0.1:3128", "--url", "http://o/"]);
+    expect(options.scenario).toBe("http");
+    expect(options.durationMs).toBe(10_000);
+    expect(options.proxy.authorization).toBeUndefined();
+    expect(parseDuration("250ms", "x")).toBe(250);
+    expect(parseDuration("1.5m", "x")).toBe(90_000);
+    expect(parseDuration("7", "x")).toBe(7000);
+    const bad = [
+      ["--url", "http://o/"],
+      ["--proxy", "http://p:1", "--url", "http://o/", "--requests", "5", "--duration", "1s"],
+      ["--proxy", "http://p:1", "--url", "http://o/", "--scenario", "socks"],
+      ["--proxy", "http://p:1", "--url", "http://o/", "--concurrency", "0"],
+      ["--proxy", "http://p", "--url", "http://o/"],
+      ["--proxy", "http://p:1", "--url", "https://o/"],
+      ["--proxy", "http://p:1", "--url", "http://o/", "--header", "nocolon"],
+      ["--proxy", "http://p:1", "--url", "http://o/", "--bogus"],
+    ];
+    for (const argv of bad) expect(() => parseCommandLine(argv)).toThrow(UsageError);
+  });
+});
+
+describe("response reader", () => {
+  const feedAll = (reader: ResponseReader, text: string, step: number) => {
+    const bytes = Buffer.from(text, "latin1");
+    let used = 0;
+    for (let i = 0; i < bytes.length && !reader.done; i += step) {
+      used += reader.feed(bytes.subarray(i, Math.min(bytes.length, i + step)));
+    }
+    return used;
+  };
+
+  it("reads Content-Length and chunked bodies fed a byte at a time", () => {
+    const plain = "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello";
+    const chunked = "HTTP/1.1 404 Not Found\r\nTransfer-Encoding: chunked\r\n\r\n" +
+      "5;x=y\r\nhello\r\n3\r\nabc\r\n0\r\nTrailer: 1\r\n\r\n";
+    for (const step of [1, 3, 1000]) {
+      const a = new ResponseReader();
+      expect(feedAll(a, `${plain}EXTRA`, step)).toBeLessThanOrEqual(plain.length + step);
+      expect([a.done, a.status, a.keepAlive]).toEqual([true, 200, true]);
+      const b = new ResponseReader();
+      feedAll(b, chunked, step);
+      expect([b.done, b.status]).toEqual([true, 404]);
+    }
+  });
+
+  it("tells a closing connection, an interim answer and a tunnel's start", () => {
+    const closing = new ResponseReader();
+    closing.feed(Buffer.from("HTTP/1.0 200 OK\r\n\r\nuntil close"));
+    expect([closing.done, closing.untilClose, closing.keepAlive]).toEqual([false, true, false]);
+    expect(closing.end()).toBe(true);
+    const interim = new ResponseReader();
+    interim.feed(Buffer.from("HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 204 No Content\r\n\r\n"));
+    expect([interim.done, interim.status]).toEqual([true, 204]);
+    const tunnel = new ResponseReader({ connect: true });
+    const used = tunnel.feed(Buffer.from("HTTP/1.1 200 Connection established\r\n\r\nTLS"));
+    expect([tunnel.done, used]).toEqual([true, 39]);
+    const refused = new ResponseReader({ connect: true });
+    refused.feed(
+      Buffer.from("HTTP/1.1 407 Auth\r\nContent-Length: 2\r\nConnection: close\r\n\r\n"),
+    );
+    expect([refused.done, refused.status, refused.keepAlive]).toEqual([false, 407, false]);
+    expect(() => new ResponseReader().feed(Buffer.from("SSH-2.0\r\n\r\n"))).toThrow(ProtocolError);
+  });
+});
