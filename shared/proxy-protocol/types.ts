@@ -1,14 +1,13 @@
 /** What every upstream handshake needs to know about the proxy and the target behind it. */
+import { ProxyScheme } from "../roles.ts";
 
-export const UpstreamScheme = {
-  http: "http",
-  /** HTTP proxy spoken over TLS to the proxy itself. */
-  https: "https",
-  /** SOCKS4, with the 4a form for host names. */
-  socks4: "socks4",
-  socks5: "socks5",
-} as const;
-export type UpstreamScheme = (typeof UpstreamScheme)[keyof typeof UpstreamScheme];
+/**
+ * The schemes an upstream proxy speaks are the proxy schemes of the definitions (one list):
+ * `https` is an HTTP proxy spoken over TLS to the proxy itself; `socks4` uses the 4a form for
+ * host names.
+ */
+export const UpstreamScheme = ProxyScheme;
+export type UpstreamScheme = ProxyScheme;
 
 export interface UpstreamProxy {
   scheme: UpstreamScheme;
