@@ -7,6 +7,7 @@
  */
 import { hostKind, isValidPort } from "../../shared/proxy-protocol/address.ts";
 import { latin1Decode } from "../../shared/proxy-protocol/bytes.ts";
+import { scanHeadEnd } from "../../shared/proxy-protocol/http-head.ts";
 import type { Target } from "../core/contract.ts";
 
 /** A request the gateway answers itself, status and a short reason, then closes. */
@@ -112,24 +113,9 @@ export class HeadReader<T> {
       if (start === chunk.length) return undefined;
       this.#atStart = false;
     }
-    let state = this.#state;
     const room = this.maxBytes - this.#length;
     const limit = Math.min(chunk.length, start + room);
-    let end = -1;
-    for (let index = start; index < limit; index++) {
-      const byte = chunk[index];
-      if (byte === LF) {
-        if (state !== 0) {
-          end = index + 1;
-          break;
-        }
-        state = 1;
-      } else if (byte === CR) {
-        state = state === 1 ? 2 : 0;
-      } else {
-        state = 0;
-      }
-    }
+    const { end, state } = scanHeadEnd(chunk, start, limit, this.#state);
     if (end < 0) {
       if (chunk.length - start >= room) throw this.#tooLarge();
       this.#state = state;

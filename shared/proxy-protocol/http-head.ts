@@ -28,6 +28,32 @@ export function headerValue(head: ResponseHead, name: string): string | undefine
 
 const LF = 10;
 const CR = 13;
+
+/**
+ * Finds the end of an HTTP head (the blank line, CRLF CRLF or a bare LF LF) in
+ * `chunk[start, limit)`, carrying `state` across chunks: 0 mid-line, 1 after a line's LF, 2 after
+ * a CR that followed it. Answers the index just past the head's last byte (-1 when not there yet)
+ * and the state to carry into the next chunk. One scanner for request and response heads alike.
+ */
+export function scanHeadEnd(
+  chunk: Uint8Array,
+  start: number,
+  limit: number,
+  state: number,
+): { end: number; state: number } {
+  for (let index = start; index < limit; index++) {
+    const byte = chunk[index];
+    if (byte === LF) {
+      if (state !== 0) return { end: index + 1, state };
+      state = 1;
+    } else if (byte === CR) {
+      state = state === 1 ? 2 : 0;
+    } else {
+      state = 0;
+    }
+  }
+  return { end: -1, state };
+}
 const STATUS_LINE = /^HTTP\/(1\.[01]) ([0-9]{3})(?: (.*))?$/;
 
 function badReply(message: string): UpstreamHandshakeError {
@@ -83,24 +109,9 @@ export class ResponseHeadParser {
    * Throws UpstreamHandshakeError (head_too_large, bad_reply).
    */
   push(chunk: Uint8Array): ParsedHead | undefined {
-    let state = this.#state;
     const room = this.maxBytes - this.#length;
     const limit = Math.min(chunk.length, room);
-    let end = -1;
-    for (let index = 0; index < limit; index++) {
-      const byte = chunk[index];
-      if (byte === LF) {
-        if (state !== 0) {
-          end = index + 1;
-          break;
-        }
-        state = 1;
-      } else if (byte === CR) {
-        state = state === 1 ? 2 : 0;
-      } else {
-        state = 0;
-      }
-    }
+    const { end, state } = scanHeadEnd(chunk, 0, limit, this.#state);
     if (end < 0) {
       if (chunk.length >= room) {
         throw new UpstreamHandshakeError(
