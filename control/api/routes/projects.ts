@@ -1,4 +1,5 @@
 /** Projects. */
+import type * as v from "valibot";
 import { UserRole } from "../../../shared/roles.ts";
 import {
   createProject,
@@ -13,6 +14,24 @@ import { presentProject } from "../present.ts";
 import { defineRoute, type Route } from "../registry.ts";
 import { CreateProjectBody, UpdateProjectBody } from "../schemas/projects.ts";
 import type { Principal } from "../context.ts";
+
+/** A project body's fields under the service's names: one mapping for create and edit. */
+function projectFields(body: v.InferOutput<typeof UpdateProjectBody>) {
+  return {
+    name: body.name,
+    username: body.username,
+    password: body.password,
+    description: body.description,
+    strategy: body.strategy,
+    locationPolicy: body.location_policy,
+    locationPreflight: body.location_preflight,
+    sessionTtlSeconds: body.session_ttl_seconds,
+    stickyQuarantine: body.sticky_quarantine,
+    metricsRetentionDays: body.metrics_retention_days,
+    connectionTimeoutSeconds: body.connection_timeout_seconds,
+    maxRetries: body.max_retries,
+  };
+}
 
 const PROJECTS = "/api/v1/projects";
 
@@ -49,20 +68,9 @@ export function projectRoutes(deps: ApiDeps): Route[] {
       body: CreateProjectBody,
       responses: { 201: "The project", 400: "The name or username is taken" },
       async handler({ c, body }) {
-        const row = await createProject(deps, {
-          name: body.name,
-          username: body.username,
-          password: body.password,
-          description: body.description,
-          strategy: body.strategy,
-          locationPolicy: body.location_policy,
-          locationPreflight: body.location_preflight,
-          sessionTtlSeconds: body.session_ttl_seconds,
-          stickyQuarantine: body.sticky_quarantine,
-          metricsRetentionDays: body.metrics_retention_days,
-          connectionTimeoutSeconds: body.connection_timeout_seconds,
-          maxRetries: body.max_retries,
-        });
+        // The fields a create requires, as the create body's schema guarantees them.
+        const required = { name: body.name, username: body.username };
+        const row = await createProject(deps, { ...projectFields(body), ...required });
         return c.json(presentProject(row, true), 201);
       },
     }),
@@ -87,20 +95,7 @@ export function projectRoutes(deps: ApiDeps): Route[] {
       body: UpdateProjectBody,
       responses: { 200: "The project", 400: "The name or username is taken" },
       async handler({ c, body, params }) {
-        const row = await updateProject(deps, params.id, {
-          name: body.name,
-          username: body.username,
-          password: body.password,
-          description: body.description,
-          strategy: body.strategy,
-          locationPolicy: body.location_policy,
-          locationPreflight: body.location_preflight,
-          sessionTtlSeconds: body.session_ttl_seconds,
-          stickyQuarantine: body.sticky_quarantine,
-          metricsRetentionDays: body.metrics_retention_days,
-          connectionTimeoutSeconds: body.connection_timeout_seconds,
-          maxRetries: body.max_retries,
-        });
+        const row = await updateProject(deps, params.id, projectFields(body));
         return c.json(presentProject(row, true));
       },
     }),
