@@ -9,9 +9,10 @@
  * the upstream to the client.
  * - A forwarded HTTP exchange: the request as the gateway wrote it upstream (its head as
  *   rewritten: the client's request line and fields minus the hop-by-hop ones, here the
- *   client's `Proxy-Authorization`, plus `Connection: close`, since the upstream connection
- *   serves this exchange alone; then the body byte for byte), and the answer as the gateway
- *   wrote it to the client (head and body): exactly what the client read on its socket.
+ *   client's `Proxy-Authorization`, plus `Connection: keep-alive`, since the gateway keeps its
+ *   connections to HTTP upstreams for the next request; then the body byte for byte), and the
+ *   answer as the gateway wrote it to the client (head and body): exactly what the client
+ *   read on its socket.
  * - A CONNECT tunnel: the bytes relayed each way once the tunnel is up; the client's CONNECT
  *   head and the gateway's `200 Connection established` are the gateway's own, not relayed.
  * - The gateway's own answers (a refusal) are no transfer: counted as rejections and demand.
@@ -63,7 +64,7 @@ const COUNTRIES = ["DE", "FR"];
 const DE = 0;
 const FR = 1;
 /** What the gateway adds to every request head it sends an HTTP upstream. */
-const UPSTREAM_CONNECTION_FIELD = "Connection: close\r\n";
+const UPSTREAM_CONNECTION_FIELD = "Connection: keep-alive\r\n";
 
 let folder: string;
 let redis: LocalRedis;

@@ -49,13 +49,19 @@ export interface UpstreamRequestOptions {
   form: "absolute" | "origin";
   /** The upstream's `Proxy-Authorization` value (absolute form only). */
   proxyAuthorization?: string;
+  /**
+   * `Connection: keep-alive` (a pooled connection to an HTTP proxy) rather than
+   * `Connection: close` (a tunnel serving this one exchange).
+   */
+  keepAlive?: boolean;
 }
 
 /**
  * The head sent upstream: the client's method and fields minus hop-by-hop ones, Host from the
  * URL (RFC 9112 section 3.2.2: a proxy ignores the client's Host for absolute-form), Expect
- * dropped (the gateway answers 100-continue itself), and `Connection: close`, since the
- * upstream connection serves this one exchange.
+ * dropped (the gateway answers 100-continue itself), and our own Connection field:
+ * `keep-alive` for an HTTP proxy (gateway/net/upstream-pool.ts keeps the connection), `close`
+ * inside a SOCKS tunnel, which serves this one exchange.
  */
 export function encodeUpstreamRequestHead(
   head: RequestHead,
@@ -76,7 +82,9 @@ export function encodeUpstreamRequestHead(
     if (isHopByHop(field.lower, listed)) continue;
     text += `${field.name}: ${field.value}\r\n`;
   }
-  text += "Connection: close\r\n\r\n";
+  text += options.keepAlive === true
+    ? "Connection: keep-alive\r\n\r\n"
+    : "Connection: close\r\n\r\n";
   return latin1Encode(text);
 }
 

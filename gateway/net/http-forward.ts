@@ -6,6 +6,11 @@
  * or HEAD without a body is tried on up to 2 distinct proxies while nothing reached the
  * client; other methods are tried once.
  *
+ * Connections to http and https proxies are kept between requests (gateway/net/upstream-pool.ts):
+ * one goes back to the pool after a cleanly framed HTTP/1.1 answer read to its end. A GET or
+ * HEAD without a body whose pooled connection closes before any answer byte is sent once more
+ * on a new connection to the same proxy (not counted as a retry: the proxy did nothing wrong).
+ *
  * `Expect: 100-continue` is answered by the gateway itself once an upstream is connected (and
  * not sent on); any other expectation gets 417.
  */
@@ -22,7 +27,11 @@ import {
 import { CONTINUE_100 } from "./answers.ts";
 import { ChunkedError, ChunkedScanner } from "./chunked.ts";
 import { ClientBodyError, ClientGoneError, describeFailure, type Failure } from "./failures.ts";
-import { encodeClientResponseHead, encodeUpstreamRequestHead } from "./headers.ts";
+import {
+  connectionTokens,
+  encodeClientResponseHead,
+  encodeUpstreamRequestHead,
+} from "./headers.ts";
 import { safely, type TransferMeter } from "./hooks.ts";
 import {
   BodyKind,
@@ -46,6 +55,7 @@ import type { Leg } from "./leg.ts";
 import { RequestKind, RequestOutcome } from "./metrics.ts";
 import type { ClientSession } from "./session.ts";
 import { dialUpstream } from "./upstream.ts";
+import { upstreamPoolKey } from "./upstream-pool.ts";
 
 const MAX_ATTEMPTS = 2;
 const RETRYABLE_METHODS = new Set(["GET", "HEAD"]);
@@ -176,42 +186,81 @@ async function exchange(session: ClientSession, request: ExchangeRequest): Promi
   let answered = false;
   let bodyRead = false;
   let latencyMs: number | undefined;
+  let keepLeg = false;
   try {
     const tunnel = upstream.scheme === "socks4" || upstream.scheme === "socks5";
-    const link = await dialUpstream({
-      upstream,
-      target,
-      tunnel,
-      timeoutMs: ctx.limits.connectTimeoutMs,
-      maxHeadBytes: ctx.limits.maxHeaderBytes,
-      signal: session.signal,
-    });
-    leg = link.leg;
-    session.attach(leg);
+    // HTTP(S) proxies: a keep-alive connection of the pool when one is idle (SOCKS: a tunnel).
+    const poolKey = tunnel ? undefined : upstreamPoolKey(upstream);
     const proxyAuthorization = !tunnel && upstream.username !== null
       ? basicProxyAuthorization({ username: upstream.username, password: upstream.password ?? "" })
       : undefined;
     const requestHead = encodeUpstreamRequestHead(head, target, {
       form: tunnel ? "origin" : "absolute",
       proxyAuthorization,
+      keepAlive: !tunnel,
     });
     buffer = session.pool.take();
-    let sent = requestHead.length;
-    if (framing.kind === BodyKind.none) {
-      await writeUpstream(leg, requestHead);
-    } else {
-      if (request.expectsContinue) await writeClient(session, CONTINUE_100);
-      bodyRead = true;
-      session.idleWatch = true;
-      sent += await sendRequestBody(session, leg, framing, requestHead, buffer);
-    }
-    ctx.metrics.countBytes(sent, 0);
+    // A pooled leg the upstream closed meanwhile fails before any answer byte: a GET or HEAD
+    // without a body then goes once more, on a fresh connection; nothing else is sent twice.
+    let staleRetry = RETRYABLE_METHODS.has(head.method) && framing.kind === BodyKind.none;
+    let sent = 0;
+    let response: ResponseHead;
+    let leftover: Uint8Array;
+    for (;;) {
+      let reused = false;
+      leg = poolKey !== undefined ? ctx.upstreams.take(poolKey) : undefined;
+      if (leg !== undefined) {
+        reused = true;
+      } else {
+        const link = await dialUpstream({
+          upstream,
+          target,
+          tunnel,
+          timeoutMs: ctx.limits.connectTimeoutMs,
+          maxHeadBytes: ctx.limits.maxHeaderBytes,
+          signal: session.signal,
+        });
+        leg = link.leg;
+      }
+      session.attach(leg);
+      const progress = { received: false };
+      try {
+        sent = requestHead.length;
+        if (framing.kind === BodyKind.none) {
+          await writeUpstream(leg, requestHead);
+        } else {
+          if (request.expectsContinue) await writeClient(session, CONTINUE_100);
+          bodyRead = true;
+          session.idleWatch = true;
+          sent += await sendRequestBody(session, leg, framing, requestHead, buffer);
+        }
+        ctx.metrics.countBytes(sent, 0);
 
-    // Waiting for the answer: the connect timeout bounds it, not the idle check.
-    session.idleWatch = false;
-    leg.setDeadline(ctx.limits.connectTimeoutMs);
-    const { response, leftover } = await readResponseHead(leg, buffer, ctx.limits.maxHeaderBytes);
-    leg.clearDeadline();
+        // Waiting for the answer: the connect timeout bounds it, not the idle check.
+        session.idleWatch = false;
+        leg.setDeadline(ctx.limits.connectTimeoutMs);
+        ({ response, leftover } = await readResponseHead(
+          leg,
+          buffer,
+          ctx.limits.maxHeaderBytes,
+          progress,
+        ));
+        leg.clearDeadline();
+        break;
+      } catch (error) {
+        const stale = reused && staleRetry && !progress.received && !leg.timedOut &&
+          error instanceof UpstreamFirstByteError && !session.signal.aborted &&
+          !session.client.closed;
+        if (!stale) throw error;
+        staleRetry = false;
+        session.attach(undefined);
+        leg.close();
+        leg = undefined;
+        ctx.logger.debug("Pooled upstream connection was closed; retrying on a new one", {
+          error,
+        });
+      }
+    }
     allocation.commit();
     latencyMs = Date.now() - startedMs;
     meter = safely(() =>
@@ -230,7 +279,21 @@ async function exchange(session: ClientSession, request: ExchangeRequest): Promi
     const responseHead = encodeClientResponseHead(response, head.version, keepAlive);
     session.idleWatch = true;
     answered = true;
-    await sendResponse(session, leg, bodyFraming, responseHead, leftover, buffer, meter);
+    const clean = await sendResponse(
+      session,
+      leg,
+      bodyFraming,
+      responseHead,
+      leftover,
+      buffer,
+      meter,
+    );
+    // Back to the pool only when the answer ended exactly where its framing says, on a
+    // persistent HTTP/1.1 connection the upstream did not ask to close.
+    keepLeg = poolKey !== undefined && clean && bodyFraming.kind !== ResponseBody.close &&
+      response.version === "1.1" && head.version === "1.1" &&
+      !connectionTokens(response.headers).has("close") && !leg.closed &&
+      !session.signal.aborted;
     const outcome: Outcome = { ok: true, latencyMs };
     release(outcome);
     if (meter) safely(() => meter!.finish(outcome));
@@ -254,8 +317,13 @@ async function exchange(session: ClientSession, request: ExchangeRequest): Promi
     if (!released) release({ ok: false, phase: FailurePhase.client });
     session.idleWatch = false;
     session.attach(undefined);
-    leg?.close();
-    // The leg is closed and every read on it was awaited: the buffer is free again.
+    if (keepLeg && leg !== undefined) {
+      session.ctx.upstreams.give(upstreamPoolKey(upstream), leg);
+    } else {
+      leg?.close();
+    }
+    // Every read on the leg was awaited (closed, or pooled with a read of its own): the buffer
+    // is free again.
     if (buffer) session.pool.give(buffer);
   }
 }
@@ -349,6 +417,7 @@ async function readResponseHead(
   leg: Leg,
   buffer: Uint8Array,
   maxHeadBytes: number,
+  progress: { received: boolean },
 ): Promise<{ response: ResponseHead; leftover: Uint8Array }> {
   const reader = responseHeadReader(maxHeadBytes);
   let chunk: Uint8Array = EMPTY_BYTES;
@@ -366,6 +435,7 @@ async function readResponseHead(
       if (count === null) {
         throw new UpstreamFirstByteError("Upstream proxy closed the connection without answering");
       }
+      if (count > 0) progress.received = true;
       chunk = buffer.subarray(0, count);
     }
     const parsed = reader.push(chunk);
@@ -384,7 +454,11 @@ async function readResponseHead(
   }
 }
 
-/** Writes the response head and relays its body; the head goes out with the first bytes. */
+/**
+ * Writes the response head and relays its body; the head goes out with the first bytes.
+ * Resolves true when the body ended by its framing with no byte past it (the connection can
+ * serve another request), false when it ended with the upstream's close or with bytes left.
+ */
 async function sendResponse(
   session: ClientSession,
   leg: Leg,
@@ -393,7 +467,7 @@ async function sendResponse(
   leftover: Uint8Array,
   buffer: Uint8Array,
   meter: TransferMeter | undefined,
-): Promise<void> {
+): Promise<boolean> {
   const metrics = session.ctx.metrics;
   const scanner = framing.kind === ResponseBody.chunked
     ? new ChunkedScanner({ lenient: true, maxTrailerBytes: session.ctx.limits.maxHeaderBytes })
@@ -402,6 +476,7 @@ async function sendResponse(
   let prefix: Uint8Array | undefined = responseHead;
   let chunk = leftover;
   let finished = framing.kind === ResponseBody.none;
+  let surplus = finished ? chunk.length : 0;
   for (;;) {
     let body: Uint8Array = EMPTY_BYTES;
     if (!finished && chunk.length > 0) {
@@ -410,6 +485,7 @@ async function sendResponse(
         remaining -= take;
         body = chunk.subarray(0, take);
         finished = remaining === 0;
+        if (finished) surplus = chunk.length - take;
       } else if (scanner) {
         let end: number;
         try {
@@ -421,6 +497,7 @@ async function sendResponse(
         }
         body = end < 0 ? chunk : chunk.subarray(0, end);
         finished = end >= 0;
+        if (finished) surplus = chunk.length - end;
       } else {
         body = chunk;
       }
@@ -441,7 +518,7 @@ async function sendResponse(
       if (meter) safely(() => meter.bytes(0, out.length));
       await writeClient(session, out);
     }
-    if (finished) return;
+    if (finished) return surplus === 0;
     let count: number | null;
     try {
       count = await leg.read(buffer);
@@ -452,7 +529,7 @@ async function sendResponse(
       });
     }
     if (count === null) {
-      if (framing.kind === ResponseBody.close) return;
+      if (framing.kind === ResponseBody.close) return false;
       throw new UpstreamIdleError("Upstream closed the connection mid-answer");
     }
     chunk = buffer.subarray(0, count);

@@ -36,6 +36,13 @@ export function tuneTcp(conn: Deno.Conn): void {
   }
 }
 
+interface ParkedRead {
+  count: number | null;
+  bytes: Uint8Array;
+  failed?: boolean;
+  error?: unknown;
+}
+
 export class Leg {
   readonly conn: Deno.Conn;
   /** When the last read or write finished (ms since the epoch), for idle checks. */
@@ -44,6 +51,9 @@ export class Leg {
   #writing: Promise<void> | undefined;
   #timer: ReturnType<typeof setTimeout> | undefined;
   #timedOut = false;
+  /** A read started while the leg waited idle in the upstream pool; the next `read` takes it. */
+  #parked: Promise<ParkedRead> | undefined;
+  #parkedDone = false;
 
   constructor(conn: Deno.Conn) {
     this.conn = conn;
@@ -64,8 +74,42 @@ export class Leg {
     return this.#writing !== undefined;
   }
 
+  /** The parked read ended (the peer closed, failed, or sent bytes) and nobody took it yet. */
+  get parkedDone(): boolean {
+    return this.#parked !== undefined && this.#parkedDone;
+  }
+
+  /**
+   * Starts a read while the leg waits idle (gateway/net/upstream-pool.ts), so the peer closing
+   * it is seen at once; resolves when that read ended, never rejects. The next `read` gets its
+   * result (bytes, end of stream or failure) as if it had made it.
+   */
+  park(): Promise<void> {
+    const bytes = new Uint8Array(1);
+    this.#parkedDone = false;
+    const parked = this.conn.read(bytes).then(
+      (count): ParkedRead => ({ count, bytes }),
+      (error): ParkedRead => ({ count: null, bytes, failed: true, error }),
+    );
+    this.#parked = parked;
+    return parked.then(() => {
+      if (this.#parked === parked) this.#parkedDone = true;
+    });
+  }
+
   /** Reads into `buffer`: the count read, or null at the peer's end of stream. Throws on failure. */
   async read(buffer: Uint8Array): Promise<number | null> {
+    const parked = this.#parked;
+    if (parked !== undefined) {
+      this.#parked = undefined;
+      this.#parkedDone = false;
+      const result = await parked;
+      this.lastActivityMs = Date.now();
+      if (result.failed) throw result.error;
+      if (result.count === null || result.count === 0) return result.count;
+      buffer.set(result.bytes.subarray(0, result.count));
+      return result.count;
+    }
     const count = await this.conn.read(buffer);
     this.lastActivityMs = Date.now();
     return count;

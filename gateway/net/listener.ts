@@ -5,7 +5,7 @@
  * Connections over OCTOPROX_MAX_CLIENT_CONNECTIONS (one budget for every listener of the
  * process) are closed at once rather than queued; one sweep a second closes idle ones. `close`
  * stops accepting, cancels every session and waits, bounded, for their handlers (which release
- * their allocations).
+ * their allocations), then closes the idle upstream connections of forwarded requests.
  */
 import { ConnectionBudget } from "./budget.ts";
 import { BufferPool } from "./buffers.ts";
@@ -14,6 +14,7 @@ import type { Logger } from "./log.ts";
 import type { GatewayMetrics } from "./metrics.ts";
 import { ClientSession, type NetContext, type NetLimits } from "./session.ts";
 import { Socks5Session } from "./socks5-listener.ts";
+import { UpstreamPool } from "./upstream-pool.ts";
 import type { DestinationGuard, Router } from "../core/contract.ts";
 
 export const ListenerProtocol = { http: "http", socks5: "socks5" } as const;
@@ -68,6 +69,7 @@ export class ProxyListener {
       metrics: options.metrics,
       hooks: options.hooks,
       pool: new BufferPool(),
+      upstreams: new UpstreamPool(),
       limits: {
         maxHeaderBytes: options.maxHeaderBytes,
         clientIdleTimeoutMs: options.clientIdleTimeoutMs,
@@ -133,6 +135,8 @@ export class ProxyListener {
       }),
     ]);
     clearTimeout(timer);
+    // Handlers done (or given up on): a leg given back later is closed by the closed pool.
+    this.#ctx.upstreams.close();
     if (!waited) {
       this.#options.logger.warn("Connection handlers still running at stop", {
         sessions: this.#sessions.size,

@@ -21,6 +21,7 @@ import {
 import { Leg, tuneTcp } from "./leg.ts";
 import type { Logger } from "./log.ts";
 import { type GatewayMetrics, RequestKind, RequestOutcome } from "./metrics.ts";
+import type { UpstreamPool } from "./upstream-pool.ts";
 
 export interface NetLimits {
   maxHeaderBytes: number;
@@ -36,6 +37,8 @@ export interface NetContext {
   metrics: GatewayMetrics;
   hooks: TransferHooks | undefined;
   pool: BufferPool;
+  /** Idle keep-alive connections to HTTP(S) upstream proxies, for forwarded requests. */
+  upstreams: UpstreamPool;
   limits: NetLimits;
 }
 

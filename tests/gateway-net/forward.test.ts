@@ -14,6 +14,7 @@ import {
   proxyStatusError,
   RawConnection,
   type RawOrigin,
+  type RawResponse,
   startGateway,
   startRawOrigin,
   type TestGateway,
@@ -269,6 +270,137 @@ describe("HTTP forward", () => {
     } finally {
       expect(await viaHanging.stop()).toBe(0);
       await hanging.close();
+    }
+  });
+});
+
+describe("HTTP forward: keep-alive upstream connections", () => {
+  // A keep-alive forward proxy of the test's own (tinyproxy closes after each answer): it
+  // answers absolute-form requests itself and counts its connections.
+  let upstream: RawOrigin;
+  let viaPool: TestGateway;
+
+  beforeAll(async () => {
+    upstream = await startRawOrigin((request, info) => {
+      const text = request.toString("latin1");
+      // The second request on a connection gets no answer: the connection just closes.
+      if (text.includes("/drop-second ") && info.index > 0) return { bytes: "", close: true };
+      const body = `conn ${info.connection} req ${info.index}`;
+      const close = text.includes("/close-answer ") ? "Connection: close\r\n" : "";
+      return {
+        bytes: `HTTP/1.1 200 OK\r\nContent-Length: ${body.length}\r\n${close}\r\n${body}`,
+      };
+    });
+    viaPool = await startGateway({
+      upstreams: [{ id: "keepalive", scheme: "http", host: "127.0.0.1", port: upstream.port }],
+    });
+  });
+
+  afterAll(async () => {
+    const code = await viaPool?.stop();
+    await upstream?.close();
+    expect(code).toBe(0);
+  });
+
+  async function get(connection: RawConnection, path: string): Promise<RawResponse> {
+    connection.write(
+      `GET http://127.0.0.1:9/${path.slice(1)} HTTP/1.1\r\nHost: x\r\n` +
+        `Proxy-Authorization: ${PROXY_AUTH}\r\n\r\n`,
+    );
+    return await connection.readResponse();
+  }
+
+  it("serves several requests of one client over one upstream connection", async () => {
+    const from = viaPool.lines().length;
+    const before = upstream.connections;
+    const requestsBefore = upstream.requests.length;
+    const connection = await RawConnection.open(viaPool.proxyPort);
+    try {
+      for (let index = 0; index < 3; index++) {
+        const response = await get(connection, "/same");
+        expect(response.status).toBe(200);
+        expect(response.body.toString()).toBe(`conn ${before} req ${index}`);
+      }
+    } finally {
+      connection.destroy();
+    }
+    expect(upstream.connections).toBe(before + 1);
+    for (const request of upstream.requests.slice(requestsBefore)) {
+      const head = request.toString("latin1");
+      expect(head).toContain("\r\nConnection: keep-alive\r\n");
+      expect(head).not.toMatch(/connection: close/i);
+    }
+    // Dispatch stays per request: one acquire and one release each.
+    await viaPool.waitForLine(() => releasesSince(viaPool, from).length === 3);
+    expect(releasesSince(viaPool, from).map((line) => line.ok)).toEqual([true, true, true]);
+  });
+
+  it("opens a new connection once the upstream closed the idle one", async () => {
+    const connection = await RawConnection.open(viaPool.proxyPort);
+    try {
+      expect((await get(connection, "/warm")).status).toBe(200);
+      const before = upstream.connections;
+      upstream.dropConnections();
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      const response = await get(connection, "/after-drop");
+      expect(response.status).toBe(200);
+      expect(response.body.toString()).toBe(`conn ${before} req 0`);
+      expect(upstream.connections).toBe(before + 1);
+    } finally {
+      connection.destroy();
+    }
+  });
+
+  it("retries a GET once on a new connection when a pooled one closes unanswered", async () => {
+    const connection = await RawConnection.open(viaPool.proxyPort);
+    try {
+      expect((await get(connection, "/warm")).status).toBe(200);
+      const before = upstream.connections;
+      const requestsBefore = upstream.requests.length;
+      // Sent on the pooled connection, which closes without an answer: tried again anew.
+      const response = await get(connection, "/drop-second");
+      expect(response.status).toBe(200);
+      expect(response.body.toString()).toBe(`conn ${before} req 0`);
+      expect(upstream.connections).toBe(before + 1);
+      expect(upstream.requests.length).toBe(requestsBefore + 2);
+    } finally {
+      connection.destroy();
+    }
+  });
+
+  it("does not send a POST again when its pooled connection closes unanswered", async () => {
+    const connection = await RawConnection.open(viaPool.proxyPort);
+    try {
+      expect((await get(connection, "/warm")).status).toBe(200);
+      const before = upstream.connections;
+      const requestsBefore = upstream.requests.length;
+      connection.write(
+        `POST http://127.0.0.1:9/drop-second HTTP/1.1\r\nHost: x\r\n` +
+          `Proxy-Authorization: ${PROXY_AUTH}\r\nContent-Length: 3\r\n\r\nabc`,
+      );
+      const response = await connection.readResponse();
+      expect(response.status).toBe(502);
+      expect(upstream.connections).toBe(before);
+      const posts = upstream.requests.slice(requestsBefore);
+      expect(posts.map((request) => request.toString("latin1").split(" ")[0])).toEqual(["POST"]);
+    } finally {
+      connection.destroy();
+    }
+  });
+
+  it("does not keep a connection the upstream answered with Connection: close", async () => {
+    const connection = await RawConnection.open(viaPool.proxyPort);
+    try {
+      // Whichever connection serves it, it is not kept: each next request opens a new one.
+      expect((await get(connection, "/close-answer")).status).toBe(200);
+      const before = upstream.connections;
+      const second = await get(connection, "/close-answer");
+      expect(second.body.toString()).toBe(`conn ${before} req 0`);
+      const third = await get(connection, "/after-close");
+      expect(third.body.toString()).toBe(`conn ${before + 1} req 0`);
+      expect(upstream.connections).toBe(before + 2);
+    } finally {
+      connection.destroy();
     }
   });
 });

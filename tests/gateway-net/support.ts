@@ -395,7 +395,17 @@ export interface RawOrigin {
   readonly port: number;
   /** Every request as received (head and body bytes, exactly). */
   readonly requests: Buffer[];
+  /** Connections accepted so far. */
+  readonly connections: number;
+  /** Closes every connection open now (the server keeps listening). */
+  dropConnections(): void;
   close(): Promise<void>;
+}
+
+/** Where a request came: its connection's number (from 0) and its own on it (from 0). */
+export interface RawRequestInfo {
+  connection: number;
+  index: number;
 }
 
 /**
@@ -403,11 +413,14 @@ export interface RawOrigin {
  * (raw bytes; the connection closes after when `close` is set).
  */
 export async function startRawOrigin(
-  respond: (request: Buffer) => { bytes: Buffer | string; close?: boolean },
+  respond: (request: Buffer, info: RawRequestInfo) => { bytes: Buffer | string; close?: boolean },
 ): Promise<RawOrigin> {
   const requests: Buffer[] = [];
   const sockets = new Set<net.Socket>();
+  let connections = 0;
   const server = net.createServer((socket) => {
+    const connection = connections++;
+    let index = 0;
     sockets.add(socket);
     socket.once("close", () => sockets.delete(socket));
     socket.on("error", () => socket.destroy());
@@ -431,7 +444,7 @@ export async function startRawOrigin(
         const request = buffer.subarray(0, total);
         buffer = buffer.subarray(total);
         requests.push(request);
-        const answer = respond(request);
+        const answer = respond(request, { connection, index: index++ });
         socket.write(answer.bytes);
         if (answer.close) {
           socket.end();
@@ -445,6 +458,12 @@ export async function startRawOrigin(
   return {
     port,
     requests,
+    get connections() {
+      return connections;
+    },
+    dropConnections: () => {
+      for (const socket of sockets) socket.destroy();
+    },
     close: () =>
       new Promise<void>((resolve) => {
         for (const socket of sockets) socket.destroy();
