@@ -15,7 +15,7 @@ import { startStatusServer, type StatusServer } from "../status.ts";
 import type { TransferHooks } from "./hooks.ts";
 import { ConnectionBudget } from "./budget.ts";
 import type { IsolatePool } from "./isolates.ts";
-import { ListenerProtocol, ProxyListener, type ProxyListenerOptions } from "./listener.ts";
+import { buildListeners, type ProxyListener } from "./listener.ts";
 import type { Logger } from "./log.ts";
 import { GatewayMetrics } from "./metrics.ts";
 
@@ -62,30 +62,17 @@ export class GatewayProcess {
   constructor(options: GatewayProcessOptions) {
     this.#options = options;
     const { settings, logger, core } = options;
-    const shared: ProxyListenerOptions = {
-      hostname: settings.host,
-      port: settings.proxyPort,
-      maxClientConnections: settings.maxClientConnections,
-      maxHeaderBytes: settings.maxHeaderBytes,
-      clientIdleTimeoutMs: settings.clientIdleTimeoutMs,
-      connectTimeoutMs: settings.connectTimeoutMs,
+    const listeners = buildListeners(settings, {
       router: core.router,
       guard: core.guard,
+      hooks: core.hooks,
       logger,
       metrics: this.metrics,
-      hooks: core.hooks,
-      // One OCTOPROX_MAX_CLIENT_CONNECTIONS for both listeners (and every isolate's).
       budget: options.budget ?? new ConnectionBudget(settings.maxClientConnections),
       reusePort: options.isolates !== undefined,
-    };
-    this.#listener = new ProxyListener(shared);
-    this.#socks = settings.socksEnabled
-      ? new ProxyListener({
-        ...shared,
-        port: settings.socksPort,
-        protocol: ListenerProtocol.socks5,
-      })
-      : undefined;
+    });
+    this.#listener = listeners.http;
+    this.#socks = listeners.socks;
     this.metrics.addGauge("octoprox_gateway_ready", () => (this.unready() ? 0 : 1));
     this.metrics.addGauge("octoprox_gateway_log_lines_dropped", () => logger.droppedLines);
     this.finished = new Promise((resolve) => {

@@ -15,12 +15,12 @@ import { SectionsMirror } from "../core/feed-share.ts";
 import type { CoreRouter } from "../core/router.ts";
 import { ConnectionBudget } from "./budget.ts";
 import type { FromWorker, ToWorker } from "./isolate-messages.ts";
-import { ListenerProtocol, ProxyListener, type ProxyListenerOptions } from "./listener.ts";
+import { buildListeners, type IsolateListeners } from "./listener.ts";
 import { createLogger, type Logger } from "./log.ts";
 import { GatewayMetrics } from "./metrics.ts";
 import { buildIsolateCore, type IsolateCore } from "./wiring.ts";
 
-interface WorkerState {
+interface WorkerState extends IsolateListeners {
   index: number;
   logger: Logger;
   core: IsolateCore;
@@ -28,8 +28,6 @@ interface WorkerState {
   dispatch: Dispatch;
   mirror: SectionsMirror;
   metrics: GatewayMetrics;
-  http: ProxyListener;
-  socks: ProxyListener | undefined;
 }
 
 let state: WorkerState | undefined;
@@ -61,21 +59,15 @@ async function init(message: Extract<ToWorker, { type: "init" }>): Promise<void>
   const dispatch = new Dispatch({ follow: message.dispatch });
   const core = await buildIsolateCore(settings, logger, instance, { dispatch, isolate: index });
   const metrics = new GatewayMetrics();
-  const shared: ProxyListenerOptions = {
-    hostname: settings.host,
-    port: settings.proxyPort,
-    maxClientConnections: settings.maxClientConnections,
-    maxHeaderBytes: settings.maxHeaderBytes,
-    clientIdleTimeoutMs: settings.clientIdleTimeoutMs,
-    connectTimeoutMs: settings.connectTimeoutMs,
+  const listeners = buildListeners(settings, {
     router: core.router,
     guard: core.guard,
+    hooks: core.hooks,
     logger,
     metrics,
-    hooks: core.hooks,
     budget: new ConnectionBudget(settings.maxClientConnections, message.budget),
     reusePort: true,
-  };
+  });
   state = {
     index,
     logger,
@@ -84,14 +76,7 @@ async function init(message: Extract<ToWorker, { type: "init" }>): Promise<void>
     dispatch,
     mirror: new SectionsMirror(),
     metrics,
-    http: new ProxyListener(shared),
-    socks: settings.socksEnabled
-      ? new ProxyListener({
-        ...shared,
-        port: settings.socksPort,
-        protocol: ListenerProtocol.socks5,
-      })
-      : undefined,
+    ...listeners,
   };
   post({ type: "ready" });
 }

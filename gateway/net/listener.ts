@@ -16,6 +16,7 @@ import { ClientSession, type NetContext, type NetLimits } from "./session.ts";
 import { Socks5Session } from "./socks5-listener.ts";
 import { UpstreamPool } from "./upstream-pool.ts";
 import type { DestinationGuard, Router } from "../core/contract.ts";
+import type { GatewaySettings } from "../../shared/settings.ts";
 
 export const ListenerProtocol = { http: "http", socks5: "socks5" } as const;
 export type ListenerProtocol = (typeof ListenerProtocol)[keyof typeof ListenerProtocol];
@@ -35,6 +36,49 @@ export interface ProxyListenerOptions extends NetLimits {
   budget?: ConnectionBudget;
   /** SO_REUSEPORT, so isolates of one process each accept on the same port (Linux). */
   reusePort?: boolean;
+}
+
+/** What one isolate serves on: the HTTP proxy listener and, when enabled, the SOCKS5 one. */
+export interface IsolateListeners {
+  http: ProxyListener;
+  socks: ProxyListener | undefined;
+}
+
+export interface IsolateListenerParts {
+  router: Router;
+  guard: DestinationGuard;
+  hooks?: TransferHooks;
+  logger: Logger;
+  metrics: GatewayMetrics;
+  /** One OCTOPROX_MAX_CLIENT_CONNECTIONS for both listeners (and every isolate's). */
+  budget: ConnectionBudget;
+  reusePort: boolean;
+}
+
+/** Builds an isolate's listeners from the settings: both share the bounds and the budget. */
+export function buildListeners(
+  settings: GatewaySettings,
+  parts: IsolateListenerParts,
+): IsolateListeners {
+  const shared: ProxyListenerOptions = {
+    hostname: settings.host,
+    port: settings.proxyPort,
+    maxClientConnections: settings.maxClientConnections,
+    maxHeaderBytes: settings.maxHeaderBytes,
+    clientIdleTimeoutMs: settings.clientIdleTimeoutMs,
+    connectTimeoutMs: settings.connectTimeoutMs,
+    ...parts,
+  };
+  return {
+    http: new ProxyListener(shared),
+    socks: settings.socksEnabled
+      ? new ProxyListener({
+        ...shared,
+        port: settings.socksPort,
+        protocol: ListenerProtocol.socks5,
+      })
+      : undefined,
+  };
 }
 
 /** What the listener runs per connection. */

@@ -9,13 +9,12 @@ import { type ChildProcess, spawn } from "node:child_process";
 import { chmod, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import type { SectionText } from "../../control/controller/compile.ts";
-import { FeedPublisher } from "../../control/controller/publisher.ts";
 import { freePort, portAccepts, waitFor } from "../../e2e/support/wait.ts";
-import { passwordDigest, sectionDigest } from "../../shared/feed/codec.ts";
+import { passwordDigest } from "../../shared/feed/codec.ts";
 import type { FeedProxy } from "../../shared/feed/models.ts";
 import { SCHEMA_VERSION } from "../../shared/feed/models.ts";
-import type { FeedBed } from "../../tests/feed/support.ts";
+import { type FeedBed, publishFeedContent } from "../../tests/feed/support.ts";
+import { connector as feedConnector } from "../../tests/gateway/fixtures.ts";
 import { DENO_BIN, DENO_ENV, gatewayRunArgs, ROOT } from "../gateway-command.ts";
 
 export interface Service {
@@ -250,36 +249,11 @@ export async function publishFeed(
   for (const connector of spec.connectors) {
     content.set(`connector:${connector.id}`, {
       schema: SCHEMA_VERSION,
-      connector: {
-        id: connector.id,
-        project_id: connector.projectId,
-        name: connector.id,
-        kind: "static",
-        provider: "static",
-        enabled: true,
-        pending_deletion: false,
-        weight: 1,
-        countries: [],
-        domain_allow: [],
-        domain_deny: [],
-        rate_limit: null,
-        traffic: null,
-      },
+      connector: feedConnector(connector.id, { project_id: connector.projectId }),
       proxies: connector.proxies,
     });
   }
-  const sections = new Map<string, SectionText>();
-  for (const [name, value] of content) {
-    const json = JSON.stringify(value);
-    sections.set(name, { json, digest: await sectionDigest(bed.feedKeys, json) });
-  }
-  const publisher = new FeedPublisher({
-    redis: bed.redis,
-    keys: bed.keys,
-    feedKeys: bed.feedKeys,
-    lease: bed.lease,
-  });
-  await publisher.publish(sections, Date.now());
+  await publishFeedContent(bed, content);
 }
 
 export interface GatewayService extends Service {

@@ -7,7 +7,9 @@ import { Redis } from "ioredis";
 import { createDatabase, type Database } from "../../db/client.ts";
 import { migrate } from "../../db/migrate.ts";
 import { ControllerLease } from "../../control/controller/lease.ts";
-import { deriveFeedKeys, type FeedKeys } from "../../shared/feed/codec.ts";
+import { deriveFeedKeys, type FeedKeys, sectionDigest } from "../../shared/feed/codec.ts";
+import type { SectionText } from "../../control/controller/compile.ts";
+import { FeedPublisher } from "../../control/controller/publisher.ts";
 import { type RedisKeys, redisKeys } from "../../shared/redis-keys.ts";
 import { type CapturedLine, captureLogger } from "../support/logger.ts";
 import {
@@ -183,4 +185,27 @@ export async function insertProxy(
       now() - make_interval(secs => ${fields.ageSeconds ?? 0}))
     returning id`;
   return row.id as string;
+}
+
+/**
+ * Publishes a hand-made feed (section name → section object) through the real fenced publisher,
+ * digesting each section as the controller would: how tests and benches give a gateway a feed
+ * without a control plane.
+ */
+export async function publishFeedContent(
+  bed: FeedBed,
+  content: Iterable<[string, unknown]>,
+): Promise<void> {
+  const sections = new Map<string, SectionText>();
+  for (const [name, value] of content) {
+    const json = JSON.stringify(value);
+    sections.set(name, { json, digest: await sectionDigest(bed.feedKeys, json) });
+  }
+  const publisher = new FeedPublisher({
+    redis: bed.redis,
+    keys: bed.keys,
+    feedKeys: bed.feedKeys,
+    lease: bed.lease,
+  });
+  await publisher.publish(sections, Date.now());
 }

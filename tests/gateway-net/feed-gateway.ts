@@ -5,12 +5,11 @@
  * gateway whose ports are read from its log, and a raw SOCKS5 client.
  */
 import { type ChildProcess, spawn } from "node:child_process";
-import type { SectionText } from "../../control/controller/compile.ts";
-import { FeedPublisher } from "../../control/controller/publisher.ts";
-import { passwordDigest, sectionDigest } from "../../shared/feed/codec.ts";
+import { passwordDigest } from "../../shared/feed/codec.ts";
 import { SCHEMA_VERSION } from "../../shared/feed/models.ts";
-import type { FeedBed } from "../feed/support.ts";
+import { type FeedBed, publishFeedContent } from "../feed/support.ts";
 import { waitFor } from "../../e2e/support/wait.ts";
+import { connector as feedConnector } from "../gateway/fixtures.ts";
 import { DENO_BIN, gatewayRunArgs } from "../../scripts/gateway-command.ts";
 import { gatewayEnv, type LogLine, RawConnection, ROOT } from "./support.ts";
 
@@ -62,21 +61,10 @@ export async function publishFeed(
   for (const connector of spec.connectors) {
     content[`connector:${connector.id}`] = {
       schema: SCHEMA_VERSION,
-      connector: {
-        id: connector.id,
+      connector: feedConnector(connector.id, {
         project_id: connector.projectId,
-        name: connector.id,
-        kind: "static",
-        provider: "static",
-        enabled: true,
-        pending_deletion: false,
-        weight: 1,
         countries: connector.countries ?? [],
-        domain_allow: [],
-        domain_deny: [],
-        rate_limit: null,
-        traffic: null,
-      },
+      }),
       proxies: connector.proxies.map((proxy) => ({
         id: proxy.id,
         scheme: proxy.scheme,
@@ -90,18 +78,7 @@ export async function publishFeed(
       })),
     };
   }
-  const sections = new Map<string, SectionText>();
-  for (const [name, value] of Object.entries(content)) {
-    const json = JSON.stringify(value);
-    sections.set(name, { json, digest: await sectionDigest(bed.feedKeys, json) });
-  }
-  const publisher = new FeedPublisher({
-    redis: bed.redis,
-    keys: bed.keys,
-    feedKeys: bed.feedKeys,
-    lease: bed.lease,
-  });
-  await publisher.publish(sections, Date.now());
+  await publishFeedContent(bed, Object.entries(content));
 }
 
 export interface FeedGateway {

@@ -6,14 +6,12 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { ChildProcess } from "node:child_process";
-import type { SectionText } from "../../control/controller/compile.ts";
-import { FeedPublisher } from "../../control/controller/publisher.ts";
-import { passwordDigest, sectionDigest } from "../../shared/feed/codec.ts";
+import { passwordDigest } from "../../shared/feed/codec.ts";
 import { SCHEMA_VERSION } from "../../shared/feed/models.ts";
 import { type Origin, startOrigin } from "../../e2e/support/origin.ts";
 import { startTinyproxy, type Tinyproxy } from "../../e2e/support/tinyproxy.ts";
 import { freePort, portAccepts, waitFor } from "../../e2e/support/wait.ts";
-import { type FeedBed, feedBed } from "../feed/support.ts";
+import { type FeedBed, feedBed, publishFeedContent } from "../feed/support.ts";
 import { DENO_BIN, gatewayRunArgs } from "../../scripts/gateway-command.ts";
 import { curl, gatewayEnv, ROOT } from "./support.ts";
 import { connector } from "../gateway/fixtures.ts";
@@ -96,18 +94,7 @@ async function publish(): Promise<void> {
       })),
     },
   };
-  const sections = new Map<string, SectionText>();
-  for (const [name, value] of Object.entries(content)) {
-    const json = JSON.stringify(value);
-    sections.set(name, { json, digest: await sectionDigest(bed.feedKeys, json) });
-  }
-  const publisher = new FeedPublisher({
-    redis: bed.redis,
-    keys: bed.keys,
-    feedKeys: bed.feedKeys,
-    lease: bed.lease,
-  });
-  await publisher.publish(sections, Date.now());
+  await publishFeedContent(bed, Object.entries(content));
 }
 
 describe("gateway/main.ts", () => {
