@@ -2,6 +2,7 @@
  * Helpers for the socket-layer tests: a real gateway process under Deno (the fixture entry),
  * curl, and a raw HTTP/1.1 client over a Node socket that keeps every byte it read.
  */
+import { testCertificate } from "../../e2e/support/certs.ts";
 import { type ChildProcess, execFile, spawn } from "node:child_process";
 import net from "node:net";
 import { dirname, join } from "node:path";
@@ -486,100 +487,33 @@ export interface TlsFront {
 }
 
 /**
- * TLS in front of a plain TCP port: an `https` proxy made of a plain one. Its certificate is a
- * leaf for localhost signed by a CA made here, which is what Deno's TLS (rustls) accepts.
+ * TLS in front of a plain TCP port: an `https` proxy made of a plain one, with the test bed's
+ * CA-signed localhost certificate (e2e/support/certs.ts).
  */
 export async function startTlsFront(targetPort: number): Promise<TlsFront> {
-  const { mkdtemp, readFile, rm } = await import("node:fs/promises");
-  const { tmpdir } = await import("node:os");
-  const { promisify } = await import("node:util");
   const tls = await import("node:tls");
-  const run = promisify(execFile);
-  const dir = await mkdtemp(join(tmpdir(), "ox-gw-tls-"));
-  const path = (name: string) => join(dir, name);
-  try {
-    await run("openssl", [
-      "req",
-      "-x509",
-      "-newkey",
-      "ec",
-      "-pkeyopt",
-      "ec_paramgen_curve:prime256v1",
-      "-nodes",
-      "-days",
-      "2",
-      "-subj",
-      "/CN=octoprox test CA",
-      "-keyout",
-      path("ca.key"),
-      "-out",
-      path("ca.pem"),
-    ]);
-    await run("openssl", [
-      "req",
-      "-newkey",
-      "ec",
-      "-pkeyopt",
-      "ec_paramgen_curve:prime256v1",
-      "-nodes",
-      "-subj",
-      "/CN=localhost",
-      "-keyout",
-      path("leaf.key"),
-      "-out",
-      path("leaf.csr"),
-    ]);
-    const extensions = path("leaf.ext");
-    await import("node:fs/promises").then((fs) =>
-      fs.writeFile(
-        extensions,
-        "basicConstraints=critical,CA:FALSE\nsubjectAltName=DNS:localhost,IP:127.0.0.1\n",
-      )
-    );
-    await run("openssl", [
-      "x509",
-      "-req",
-      "-in",
-      path("leaf.csr"),
-      "-CA",
-      path("ca.pem"),
-      "-CAkey",
-      path("ca.key"),
-      "-CAcreateserial",
-      "-days",
-      "2",
-      "-extfile",
-      extensions,
-      "-out",
-      path("leaf.pem"),
-    ]);
-    const [caPem, cert, key] = await Promise.all(
-      ["ca.pem", "leaf.pem", "leaf.key"].map((name) => readFile(path(name), "utf8")),
-    );
-    const sockets = new Set<net.Socket>();
-    const server = tls.createServer({ cert, key }, (secure) => {
-      const plain = net.connect({ host: "127.0.0.1", port: targetPort });
-      for (const socket of [secure, plain]) {
-        sockets.add(socket);
-        socket.once("close", () => sockets.delete(socket));
-        socket.on("error", () => {
-          secure.destroy();
-          plain.destroy();
-        });
-      }
-      secure.pipe(plain).pipe(secure);
-    });
-    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-    return {
-      port: (server.address() as net.AddressInfo).port,
-      caPem,
-      close: () =>
-        new Promise<void>((resolve) => {
-          for (const socket of sockets) socket.destroy();
-          server.close(() => resolve());
-        }),
-    };
-  } finally {
-    await rm(dir, { recursive: true, force: true });
-  }
+  const { cert, key, ca: caPem } = await testCertificate();
+  const sockets = new Set<net.Socket>();
+  const server = tls.createServer({ cert, key }, (secure) => {
+    const plain = net.connect({ host: "127.0.0.1", port: targetPort });
+    for (const socket of [secure, plain]) {
+      sockets.add(socket);
+      socket.once("close", () => sockets.delete(socket));
+      socket.on("error", () => {
+        secure.destroy();
+        plain.destroy();
+      });
+    }
+    secure.pipe(plain).pipe(secure);
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  return {
+    port: (server.address() as net.AddressInfo).port,
+    caPem,
+    close: () =>
+      new Promise<void>((resolve) => {
+        for (const socket of sockets) socket.destroy();
+        server.close(() => resolve());
+      }),
+  };
 }
