@@ -108,11 +108,18 @@ export interface Allocation {
   release(outcome: Outcome): void;
 }
 
+/**
+ * An answer that may be ready at once. The request path asks the core several questions per
+ * request, nearly always answered from memory: a Promise for each would cost every request a
+ * few microtasks for nothing, so callers await only what is a Promise.
+ */
+export type MaybePromise<T> = T | Promise<T>;
+
 export interface Router {
   /** False until the first feed is applied: the proxy listener stays closed meanwhile. */
   readonly ready: boolean;
   /** Checks `Proxy-Authorization` (Basic) and the username's options. */
-  authenticate(proxyAuthorization: string | null): Promise<AuthResult>;
+  authenticate(proxyAuthorization: string | null): MaybePromise<AuthResult>;
   /**
    * Chooses the upstream for one attempt among eligible proxies, excluding those already tried
    * for this request, and reserves a slot on it. Never waits on Postgres.
@@ -121,7 +128,7 @@ export interface Router {
     client: Client,
     target: Target,
     exclude: ReadonlySet<string>,
-  ): Promise<Allocation | Refusal>;
+  ): MaybePromise<Allocation | Refusal>;
 }
 
 /**
@@ -130,5 +137,5 @@ export interface Router {
  * of OCTOPROX_DESTINATION_ALLOW_CIDRS covers them.
  */
 export interface DestinationGuard {
-  check(target: Target): Promise<Refusal | undefined>;
+  check(target: Target): MaybePromise<Refusal | undefined>;
 }

@@ -15,7 +15,7 @@
  * The guard cannot see what the upstream itself will resolve a name to (DNS rebinding between the
  * two lookups); a lookup's verdict is cached for a short while, which narrows nothing further.
  */
-import type { DestinationGuard, Refusal, Target } from "./contract.ts";
+import type { DestinationGuard, MaybePromise, Refusal, Target } from "./contract.ts";
 import {
   type Cidr,
   embeddedIPv4,
@@ -117,18 +117,16 @@ export class AddressGuard implements DestinationGuard {
     this.nowMs = options.nowMs ?? Date.now;
   }
 
-  check(target: Target): Promise<Refusal | undefined> {
+  check(target: Target): MaybePromise<Refusal | undefined> {
     const host = normaliseHost(target.host);
     const literal = parseIp(host);
-    if (literal !== undefined) return Promise.resolve(this.verdict(host, host, literal));
+    if (literal !== undefined) return this.verdict(host, host, literal);
     if (host === "localhost" || host.endsWith(".localhost")) {
-      return Promise.resolve(this.verdict(host, LOCALHOST, LOCALHOST_ADDRESS));
+      return this.verdict(host, LOCALHOST, LOCALHOST_ADDRESS);
     }
-    if (this.resolve === undefined) return Promise.resolve(undefined);
+    if (this.resolve === undefined) return undefined;
     const cached = this.verdicts.get(host);
-    if (cached !== undefined && cached.untilMs > this.nowMs()) {
-      return Promise.resolve(cached.refusal);
-    }
+    if (cached !== undefined && cached.untilMs > this.nowMs()) return cached.refusal;
     let lookup = this.pending.get(host);
     if (lookup === undefined) {
       lookup = this.lookUp(host, this.resolve).finally(() => this.pending.delete(host));

@@ -11,7 +11,15 @@
 import type { Strategy } from "../../shared/roles.ts";
 import type { FeedSections } from "../../shared/feed/models.ts";
 import { parseUsername } from "../../shared/username.ts";
-import type { Allocation, AuthResult, Client, Refusal, Router, Target } from "./contract.ts";
+import type {
+  Allocation,
+  AuthResult,
+  Client,
+  MaybePromise,
+  Refusal,
+  Router,
+  Target,
+} from "./contract.ts";
 import { parseBasicAuth, timingSafeEqual } from "./basic-auth.ts";
 import { Dispatch } from "./dispatch.ts";
 import type { DeadlineTable } from "./id-table.ts";
@@ -104,6 +112,11 @@ export class CoreRouter implements Router {
   /** Password by digest, for checks that succeeded; oldest dropped first. */
   private readonly passwords = new Map<string, string>();
   private readonly passwordCacheSize: number;
+  /** Accepted Proxy-Authorization values and their answer, under the snapshot that gave it. */
+  private readonly accepted = new Map<
+    string,
+    { snapshot: RoutingSnapshot; result: AuthResult }
+  >();
   /** Serves a request whose strategy raised. */
   private readonly fallback: RoutingStrategy;
   private readonly stickyDeps: StickyDeps;
@@ -147,23 +160,38 @@ export class CoreRouter implements Router {
     return next;
   }
 
-  authenticate(proxyAuthorization: string | null): Promise<AuthResult> {
-    const credentials = parseBasicAuth(proxyAuthorization);
-    if (credentials === undefined) return Promise.resolve({ ok: false, refusal: unauthenticated });
-    const parsed = parseUsername(credentials.username);
-    if (!parsed.ok) return Promise.resolve({ ok: false, refusal: badOptions(parsed.message) });
+  authenticate(proxyAuthorization: string | null): MaybePromise<AuthResult> {
     const snapshot = this.current;
-    if (snapshot === undefined) return Promise.resolve({ ok: false, refusal: notReady });
+    // A keep-alive client sends the same header with every request: its answer under this
+    // snapshot is kept (a new snapshot, which may change passwords or names, asks afresh).
+    if (proxyAuthorization !== null && snapshot !== undefined) {
+      const accepted = this.accepted.get(proxyAuthorization);
+      if (accepted !== undefined && accepted.snapshot === snapshot) return accepted.result;
+    }
+    const credentials = parseBasicAuth(proxyAuthorization);
+    if (credentials === undefined) return { ok: false, refusal: unauthenticated };
+    const parsed = parseUsername(credentials.username);
+    if (!parsed.ok) return { ok: false, refusal: badOptions(parsed.message) };
+    if (snapshot === undefined) return { ok: false, refusal: notReady };
     const project = snapshot.projectsByUsername.get(parsed.options.user);
-    if (project === undefined) return Promise.resolve({ ok: false, refusal: unauthenticated });
+    if (project === undefined) return { ok: false, refusal: unauthenticated };
     // ParsedUsername and the contract's UsernameOptions are one shape; this assignment keeps them so.
     const client: Client = { projectId: project.id, options: parsed.options };
     const digest = project.passwordDigest;
     const known = this.passwords.get(digest);
     if (known !== undefined && timingSafeEqual(known, credentials.password)) {
-      return Promise.resolve({ ok: true, client });
+      return this.accept(proxyAuthorization!, snapshot, client);
     }
-    return this.verify(credentials.password, digest, client);
+    return this.verify(credentials.password, digest, client).then((result) =>
+      result.ok ? this.accept(proxyAuthorization!, snapshot, result.client) : result
+    );
+  }
+
+  private accept(header: string, snapshot: RoutingSnapshot, client: Client): AuthResult {
+    const result: AuthResult = { ok: true, client };
+    if (this.accepted.size >= this.passwordCacheSize) this.accepted.clear();
+    this.accepted.set(header, { snapshot, result });
+    return result;
   }
 
   private async verify(password: string, digest: string, client: Client): Promise<AuthResult> {
@@ -186,14 +214,11 @@ export class CoreRouter implements Router {
     client: Client,
     target: Target,
     exclude: ReadonlySet<string>,
-  ): Promise<Allocation | Refusal> {
-    return Promise.resolve(this.acquireNow(client, target, exclude));
+  ): MaybePromise<Allocation | Refusal> {
+    return this.acquireNow(client, target, exclude);
   }
 
-  /**
-   * `acquire` without the Promise when the strategy answers synchronously (every strategy but
-   * sticky): the socket layer may call it to save a microtask on the hot path.
-   */
+  /** `acquire`, with nothing excluded unless said (the benchmarks' entry). */
   acquireNow(
     client: Client,
     target: Target,

@@ -32,6 +32,9 @@ export class Meter implements TransferMeter {
   /** Bytes not reported yet, client to upstream and upstream to client. */
   unreportedSentBytes = 0;
   unreportedReceivedBytes = 0;
+  /** The metering's cache of this transfer's rows, and the window they belong to. */
+  rows: (number[] | undefined)[] | undefined;
+  rowsWindow: object | undefined;
   #finished = false;
   readonly #sink: MeterSink;
 

@@ -45,6 +45,10 @@ export const REPORT_BYTES = 1 << 20;
 export const MAX_ROWS_PER_PART = 10_000;
 /** A DNS name is at most 253 characters; longer targets are cut so a row stays small. */
 const MAX_HOST_CHARS = 255;
+/** Row keys kept per upstream row and project, one entry per destination host. */
+const MAX_CACHED_HOSTS = 1024;
+/** Projects whose demand key for the current minute is kept. */
+const MAX_CACHED_PROJECTS = 4096;
 
 export interface RequestMeteringOptions {
   redis: ScriptClient;
@@ -101,6 +105,8 @@ export class RequestMetering implements TransferHooks {
   readonly #caps: MeteringCaps;
   readonly #now: () => number;
   readonly #open = new Set<Meter>();
+  readonly #keyCache = new WeakMap<object, Map<string, Map<string, MeterKeys>>>();
+  readonly #demandKeys = new Map<string, { minute: number; key: string }>();
   readonly #overflow: OverflowCounts = { hostsFolded: 0, rowsDropped: 0 };
   readonly #publisher: BatchPublisher<MeteringPart>;
   readonly #sink: MeterSink;
@@ -165,34 +171,61 @@ export class RequestMetering implements TransferHooks {
 
   begin(start: TransferStart): Meter | undefined {
     try {
-      const { projectId } = start.client;
-      const { proxyId, connectorId } = start.upstream;
-      const keys = this.#keys;
-      const host = normaliseHost(start.target.host);
-      const meterKeys: MeterKeys = {
-        proxy: keys.metricWindow(ProxyWindows.name, ProxyWindows.formatKey(proxyId)),
-        project: keys.metricWindow(ProjectWindows.name, ProjectWindows.formatKey(projectId)),
-        connector: keys.metricWindow(
-          ConnectorWindows.name,
-          ConnectorWindows.formatKey(connectorId),
-        ),
-        host: keys.metricWindow(
-          HostWindows.name,
-          HostWindows.formatKey({ projectId, connectorId, host }),
-        ),
-        otherHost: keys.metricWindow(
-          HostWindows.name,
-          HostWindows.formatKey({ projectId, connectorId, host: OTHER_HOST }),
-        ),
-      };
+      const projectId = start.client.projectId;
       const latencyMs = Number.isFinite(start.latencyMs) ? Math.max(0, start.latencyMs) : 0;
-      const meter = new Meter(this.#sink, meterKeys, latencyMs);
+      const meter = new Meter(this.#sink, this.#keysFor(start), latencyMs);
       this.#demand(projectId, DemandField.requests);
       this.#open.add(meter);
       return meter;
     } catch {
       return undefined;
     }
+  }
+
+  /**
+   * A transfer's row keys, built once per upstream row, project and host: the same few keys
+   * come back request after request, and building five strings each time is most of begin's
+   * cost. Kept per snapshot row object, so a feed that replaces the row drops them.
+   */
+  #keysFor(start: TransferStart): MeterKeys {
+    const { projectId } = start.client;
+    const upstream = start.upstream;
+    let byProject = this.#keyCache.get(upstream);
+    if (byProject === undefined) {
+      byProject = new Map();
+      this.#keyCache.set(upstream, byProject);
+    }
+    let byHost = byProject.get(projectId);
+    if (byHost === undefined) {
+      byHost = new Map();
+      byProject.set(projectId, byHost);
+    }
+    const rawHost = start.target.host;
+    const cached = byHost.get(rawHost);
+    if (cached !== undefined) return cached;
+    const { proxyId, connectorId } = upstream;
+    const keys = this.#keys;
+    const host = normaliseHost(rawHost);
+    const meterKeys: MeterKeys = {
+      proxy: keys.metricWindow(ProxyWindows.name, ProxyWindows.formatKey(proxyId)),
+      project: keys.metricWindow(ProjectWindows.name, ProjectWindows.formatKey(projectId)),
+      connector: keys.metricWindow(
+        ConnectorWindows.name,
+        ConnectorWindows.formatKey(connectorId),
+      ),
+      host: keys.metricWindow(
+        HostWindows.name,
+        HostWindows.formatKey({ projectId, connectorId, host }),
+      ),
+      otherHost: keys.metricWindow(
+        HostWindows.name,
+        HostWindows.formatKey({ projectId, connectorId, host: OTHER_HOST }),
+      ),
+    };
+    // Bounded: a client walking many hosts through one proxy starts the map afresh.
+    if (byHost.size >= MAX_CACHED_HOSTS) byHost.clear();
+    byHost.set(rawHost, meterKeys);
+    return meterKeys;
   }
 
   rejected(refusal: Refusal, client: Client | undefined, _target: Target | undefined): void {
@@ -218,8 +251,16 @@ export class RequestMetering implements TransferHooks {
   }
 
   #demand(projectId: string, field: number): void {
-    const key = this.#keys.demand(projectId, demandMinute(this.#now()));
-    const row = this.#window.kinds.demand.row(key);
+    const minute = demandMinute(this.#now());
+    let demand = this.#demandKeys.get(projectId);
+    if (demand === undefined || demand.minute !== minute) {
+      if (demand === undefined && this.#demandKeys.size >= MAX_CACHED_PROJECTS) {
+        this.#demandKeys.clear();
+      }
+      demand = { minute, key: this.#keys.demand(projectId, minute) };
+      this.#demandKeys.set(projectId, demand);
+    }
+    const row = this.#window.kinds.demand.row(demand.key);
     if (row) row[field] += 1;
   }
 
@@ -252,14 +293,20 @@ export class RequestMetering implements TransferHooks {
     }
   }
 
+  /** The meter's rows in the current window (looked up once per window, not per report). */
   #rows(meter: Meter): (number[] | undefined)[] {
-    const kinds = this.#window.kinds;
-    return [
+    const window = this.#window;
+    if (meter.rowsWindow === window && meter.rows !== undefined) return meter.rows;
+    const kinds = window.kinds;
+    const rows = [
       kinds.proxy.row(meter.keys.proxy),
       kinds.project.row(meter.keys.project),
       kinds.connector.row(meter.keys.connector),
       kinds.host.row(meter.keys.host, meter.keys.otherHost),
     ];
+    meter.rows = rows;
+    meter.rowsWindow = window;
+    return rows;
   }
 
   /** Running transfers report first, so each window carries their bytes so far. */

@@ -43,10 +43,12 @@ export async function handleConnect(session: ClientSession, head: RequestHead): 
   }
   // A CONNECT has no body: a refused one leaves the connection usable.
   const keepAfterRefusal = clientKeepsAlive(head);
-  const client = await session.authenticate(head, kind, keepAfterRefusal, target);
+  let client = session.authenticate(head, kind, keepAfterRefusal, target);
+  if (client instanceof Promise) client = await client;
   if (client === undefined) return keepAfterRefusal;
   const ctx = session.ctx;
-  const denied = await ctx.guard.check(target);
+  let denied = ctx.guard.check(target);
+  if (denied instanceof Promise) denied = await denied;
   if (denied) {
     await session.refuse(denied, { keepAlive: keepAfterRefusal, kind, method }, client, target);
     return keepAfterRefusal;
@@ -118,7 +120,8 @@ export async function dialTunnel(
   let failure: Failure | undefined;
   let lastError: unknown;
   for (let attempt = 0; attempt < MAX_ATTEMPTS; attempt++) {
-    const acquired = await ctx.router.acquire(client, target, exclude);
+    let acquired = ctx.router.acquire(client, target, exclude);
+    if (acquired instanceof Promise) acquired = await acquired;
     if (isRefusal(acquired)) {
       if (failure) break;
       return { kind: "refused", refusal: acquired };

@@ -37,11 +37,49 @@ export function isHopByHop(lower: string, listed: ReadonlySet<string>): boolean 
   return HOP_BY_HOP.has(lower) || lower.startsWith("proxy-") || listed.has(lower);
 }
 
-/** Bytes of a string of code points 0-255 (heads are decoded one byte to one code point). */
-export function latin1Encode(text: string): Uint8Array {
-  const bytes = new Uint8Array(text.length);
+const encoder = new TextEncoder();
+const NON_ASCII = /[\u0080-\uffff]/;
+
+/**
+ * Bytes of a string of code points 0-255 (heads are decoded one byte to one code point). With
+ * `into` large enough they are written there and the answer is a view of its start: a typed
+ * array costs the runtime far more to allocate than to fill, and heads go out per request.
+ */
+export function latin1Encode(text: string, into?: Uint8Array): Uint8Array {
+  const bytes = into !== undefined && into.length >= text.length
+    ? into.subarray(0, text.length)
+    : new Uint8Array(text.length);
+  // ASCII (nearly every head) is the same bytes in UTF-8, which the runtime encodes natively.
+  if (!NON_ASCII.test(text)) {
+    encoder.encodeInto(text, bytes);
+    return bytes;
+  }
   for (let index = 0; index < text.length; index++) bytes[index] = text.charCodeAt(index) & 0xff;
   return bytes;
+}
+
+/**
+ * `head` followed by `body` in one array for one write: in `scratch` when `head` is a view of
+ * its start (as `latin1Encode` writes it) and both fit, else in a new array.
+ */
+export function joinHeadAndBody(
+  head: Uint8Array,
+  body: Uint8Array,
+  scratch: Uint8Array | undefined,
+): Uint8Array {
+  if (body.length === 0) return head;
+  const total = head.length + body.length;
+  if (
+    scratch !== undefined && head.buffer === scratch.buffer &&
+    head.byteOffset === scratch.byteOffset && total <= scratch.length
+  ) {
+    scratch.set(body, head.length);
+    return scratch.subarray(0, total);
+  }
+  const out = new Uint8Array(total);
+  out.set(head, 0);
+  out.set(body, head.length);
+  return out;
 }
 
 export interface UpstreamRequestOptions {
@@ -67,6 +105,7 @@ export function encodeUpstreamRequestHead(
   head: RequestHead,
   target: { authority: string; path: string },
   options: UpstreamRequestOptions,
+  into?: Uint8Array,
 ): Uint8Array {
   const listed = connectionTokens(head.headers);
   const requestTarget = options.form === "absolute"
@@ -85,7 +124,7 @@ export function encodeUpstreamRequestHead(
   text += options.keepAlive === true
     ? "Connection: keep-alive\r\n\r\n"
     : "Connection: close\r\n\r\n";
-  return latin1Encode(text);
+  return latin1Encode(text, into);
 }
 
 /**
@@ -96,6 +135,7 @@ export function encodeClientResponseHead(
   head: ResponseHead,
   clientVersion: "1.0" | "1.1",
   keepAlive: boolean,
+  into?: Uint8Array,
 ): Uint8Array {
   const listed = connectionTokens(head.headers);
   const reason = head.reason === "" ? "" : ` ${head.reason}`;
@@ -107,5 +147,5 @@ export function encodeClientResponseHead(
   if (!keepAlive) text += "Connection: close\r\n";
   else if (clientVersion === "1.0") text += "Connection: keep-alive\r\n";
   text += "\r\n";
-  return latin1Encode(text);
+  return latin1Encode(text, into);
 }

@@ -23,6 +23,7 @@ import {
   FailurePhase,
   isRefusal,
   type Outcome,
+  type UpstreamChoice,
 } from "../core/contract.ts";
 import { CONTINUE_100 } from "./answers.ts";
 import { ChunkedError, ChunkedScanner } from "./chunked.ts";
@@ -31,6 +32,7 @@ import {
   connectionTokens,
   encodeClientResponseHead,
   encodeUpstreamRequestHead,
+  joinHeadAndBody,
 } from "./headers.ts";
 import { safely, type TransferMeter } from "./hooks.ts";
 import {
@@ -58,6 +60,23 @@ import { dialUpstream } from "./upstream.ts";
 import { upstreamPoolKey } from "./upstream-pool.ts";
 
 const MAX_ATTEMPTS = 2;
+
+// Per upstream object (immutable snapshot rows): the header is built once, not per request.
+const authorizations = new WeakMap<UpstreamChoice, string>();
+
+/** The `Proxy-Authorization` value for an HTTP(S) upstream with a credential. */
+function upstreamAuthorization(upstream: UpstreamChoice): string | undefined {
+  if (upstream.username === null) return undefined;
+  let value = authorizations.get(upstream);
+  if (value === undefined) {
+    value = basicProxyAuthorization({
+      username: upstream.username,
+      password: upstream.password ?? "",
+    });
+    authorizations.set(upstream, value);
+  }
+  return value;
+}
 const RETRYABLE_METHODS = new Set(["GET", "HEAD"]);
 
 /** Handles one forward request; resolves whether the client's connection serves another. */
@@ -90,10 +109,12 @@ export async function handleForward(session: ClientSession, head: RequestHead): 
   }
   // A refusal leaves the body unread: the connection serves another request only without one.
   const keepAfterRefusal = clientKeepsAlive(head) && !hasBody;
-  const client = await session.authenticate(head, kind, keepAfterRefusal, target);
+  let client = session.authenticate(head, kind, keepAfterRefusal, target);
+  if (client instanceof Promise) client = await client;
   if (client === undefined) return keepAfterRefusal;
   const ctx = session.ctx;
-  const denied = await ctx.guard.check(target);
+  let denied = ctx.guard.check(target);
+  if (denied instanceof Promise) denied = await denied;
   if (denied) {
     await session.refuse(denied, { keepAlive: keepAfterRefusal, kind, method }, client, target);
     return keepAfterRefusal;
@@ -103,7 +124,8 @@ export async function handleForward(session: ClientSession, head: RequestHead): 
   const exclude = new Set<string>();
   let failure: Failure | undefined;
   for (let attempt = 0; attempt < attempts; attempt++) {
-    const acquired = await ctx.router.acquire(client, target, exclude);
+    let acquired = ctx.router.acquire(client, target, exclude);
+    if (acquired instanceof Promise) acquired = await acquired;
     if (isRefusal(acquired)) {
       if (failure) break;
       await session.refuse(acquired, { keepAlive: keepAfterRefusal, kind, method }, client, target);
@@ -191,14 +213,13 @@ async function exchange(session: ClientSession, request: ExchangeRequest): Promi
     const tunnel = upstream.scheme === "socks4" || upstream.scheme === "socks5";
     // HTTP(S) proxies: a keep-alive connection of the pool when one is idle (SOCKS: a tunnel).
     const poolKey = tunnel ? undefined : upstreamPoolKey(upstream);
-    const proxyAuthorization = !tunnel && upstream.username !== null
-      ? basicProxyAuthorization({ username: upstream.username, password: upstream.password ?? "" })
-      : undefined;
+    const proxyAuthorization = tunnel ? undefined : upstreamAuthorization(upstream);
+    // In the session's scratch, left alone until the request is sent (a stale retry resends it).
     const requestHead = encodeUpstreamRequestHead(head, target, {
       form: tunnel ? "origin" : "absolute",
       proxyAuthorization,
       keepAlive: !tunnel,
-    });
+    }, session.scratch);
     buffer = session.pool.take();
     // A pooled leg the upstream closed meanwhile fails before any answer byte: a GET or HEAD
     // without a body then goes once more, on a fresh connection; nothing else is sent twice.
@@ -276,7 +297,12 @@ async function exchange(session: ClientSession, request: ExchangeRequest): Promi
 
     const bodyFraming = responseFraming(response, head.method);
     const keepAlive = clientKeepsAlive(head) && bodyFraming.kind !== ResponseBody.close;
-    const responseHead = encodeClientResponseHead(response, head.version, keepAlive);
+    const responseHead = encodeClientResponseHead(
+      response,
+      head.version,
+      keepAlive,
+      session.scratch,
+    );
     session.idleWatch = true;
     answered = true;
     const clean = await sendResponse(
@@ -394,9 +420,7 @@ async function sendRequestBody(
     const body = chunk.subarray(0, take);
     let out = body;
     if (prefix) {
-      out = new Uint8Array(prefix.length + body.length);
-      out.set(prefix, 0);
-      out.set(body, prefix.length);
+      out = joinHeadAndBody(prefix, body, session.scratch);
       prefix = undefined;
     }
     await writeUpstream(leg, out);
@@ -504,13 +528,7 @@ async function sendResponse(
     }
     let out = body;
     if (prefix) {
-      if (body.length === 0) {
-        out = prefix;
-      } else {
-        out = new Uint8Array(prefix.length + body.length);
-        out.set(prefix, 0);
-        out.set(body, prefix.length);
-      }
+      out = joinHeadAndBody(prefix, body, session.scratch);
       prefix = undefined;
     }
     if (out.length > 0) {

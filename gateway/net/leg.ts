@@ -38,10 +38,15 @@ export function tuneTcp(conn: Deno.Conn): void {
 
 interface ParkedRead {
   count: number | null;
-  bytes: Uint8Array;
   failed?: boolean;
   error?: unknown;
 }
+
+/**
+ * What a parked read may take: an answer's head (and a small body) arrives in one read, so the
+ * exchange that takes the leg does not read again for it.
+ */
+const PARK_BUFFER_BYTES = 4096;
 
 export class Leg {
   readonly conn: Deno.Conn;
@@ -49,11 +54,19 @@ export class Leg {
   lastActivityMs: number;
   #closed = false;
   #writing: Promise<void> | undefined;
+  #writeNumber = 0;
+  /** When the deadline passes (ms since the epoch), 0 when none is set. */
+  #deadlineAtMs = 0;
+  /** The timer enforcing it: it may fire early (a deadline moved later), and then re-arms. */
   #timer: ReturnType<typeof setTimeout> | undefined;
+  #timerAtMs = 0;
   #timedOut = false;
   /** A read started while the leg waited idle in the upstream pool; the next `read` takes it. */
   #parked: Promise<ParkedRead> | undefined;
   #parkedDone = false;
+  #parkBuffer: Uint8Array | undefined;
+  /** Parked bytes that did not fit the buffer of the read that took them. */
+  #leftover: Uint8Array | undefined;
 
   constructor(conn: Deno.Conn) {
     this.conn = conn;
@@ -85,11 +98,12 @@ export class Leg {
    * result (bytes, end of stream or failure) as if it had made it.
    */
   park(): Promise<void> {
-    const bytes = new Uint8Array(1);
+    // One buffer per leg: a leg parks again only after the read that took the last one.
+    const bytes = this.#parkBuffer ??= new Uint8Array(PARK_BUFFER_BYTES);
     this.#parkedDone = false;
     const parked = this.conn.read(bytes).then(
-      (count): ParkedRead => ({ count, bytes }),
-      (error): ParkedRead => ({ count: null, bytes, failed: true, error }),
+      (count): ParkedRead => ({ count }),
+      (error): ParkedRead => ({ count: null, failed: true, error }),
     );
     this.#parked = parked;
     return parked.then(() => {
@@ -99,6 +113,13 @@ export class Leg {
 
   /** Reads into `buffer`: the count read, or null at the peer's end of stream. Throws on failure. */
   async read(buffer: Uint8Array): Promise<number | null> {
+    const leftover = this.#leftover;
+    if (leftover !== undefined) {
+      const count = Math.min(buffer.length, leftover.length);
+      buffer.set(leftover.subarray(0, count));
+      this.#leftover = count < leftover.length ? leftover.subarray(count) : undefined;
+      return count;
+    }
     const parked = this.#parked;
     if (parked !== undefined) {
       this.#parked = undefined;
@@ -106,9 +127,17 @@ export class Leg {
       const result = await parked;
       this.lastActivityMs = Date.now();
       if (result.failed) throw result.error;
-      if (result.count === null || result.count === 0) return result.count;
-      buffer.set(result.bytes.subarray(0, result.count));
-      return result.count;
+      const count = result.count;
+      if (count === null || count === 0) return count;
+      const parkBuffer = this.#parkBuffer!;
+      if (count <= buffer.length) {
+        buffer.set(count === parkBuffer.length ? parkBuffer : parkBuffer.subarray(0, count));
+        return count;
+      }
+      // A caller's buffer smaller than what was parked: what does not fit is read first next.
+      buffer.set(parkBuffer.subarray(0, buffer.length));
+      this.#leftover = parkBuffer.slice(buffer.length, count);
+      return buffer.length;
     }
     const count = await this.conn.read(buffer);
     this.lastActivityMs = Date.now();
@@ -116,24 +145,26 @@ export class Leg {
   }
 
   /** Writes all of `bytes` (Deno may take a part per call). Throws on failure. */
-  async write(bytes: Uint8Array): Promise<void> {
-    const writing = this.#writeAll(bytes);
+  write(bytes: Uint8Array): Promise<void> {
+    if (bytes.length === 0) return Promise.resolve();
+    const writing = this.#writeAll(bytes, ++this.#writeNumber);
     this.#writing = writing;
-    try {
-      await writing;
-    } finally {
-      this.#writing = undefined;
-      this.lastActivityMs = Date.now();
-    }
+    return writing;
   }
 
-  async #writeAll(bytes: Uint8Array): Promise<void> {
-    let view = bytes;
-    while (view.length > 0) {
-      const written = await this.conn.write(view);
-      view = view.subarray(written);
-      // Progress, for the idle check: a slow reader still taking bytes is not idle.
-      this.lastActivityMs = Date.now();
+  async #writeAll(bytes: Uint8Array, number: number): Promise<void> {
+    try {
+      let view = bytes;
+      for (;;) {
+        const written = await this.conn.write(view);
+        // Progress, for the idle check: a slow reader still taking bytes is not idle.
+        this.lastActivityMs = Date.now();
+        if (written === view.length) return;
+        view = view.subarray(written);
+      }
+    } finally {
+      // Runs after `write` stored this promise: the first await above always yields.
+      if (this.#writeNumber === number) this.#writing = undefined;
     }
   }
 
@@ -149,6 +180,7 @@ export class Leg {
 
   /** Closes at once, aborting pending reads and writes. Safe to call again. */
   close(): void {
+    this.#deadlineAtMs = 0;
     if (this.#timer !== undefined) {
       clearTimeout(this.#timer);
       this.#timer = undefined;
@@ -195,20 +227,42 @@ export class Leg {
     }
   }
 
-  /** Closes the leg when `ms` pass before `clearDeadline`; `timedOut` then says so. */
+  /**
+   * Closes the leg when `ms` pass before `clearDeadline`; `timedOut` then says so. Setting and
+   * clearing is cheap (a leg on the request path does both per request): the timer is only
+   * replaced when the deadline comes sooner than it fires, and one firing early re-arms.
+   */
   setDeadline(ms: number): void {
-    if (this.#timer !== undefined) clearTimeout(this.#timer);
-    this.#timer = setTimeout(() => {
-      this.#timer = undefined;
-      if (this.#closed) return;
-      this.#timedOut = true;
-      this.close();
-    }, ms);
+    if (this.#closed) return;
+    const now = Date.now();
+    const atMs = now + ms;
+    this.#deadlineAtMs = atMs;
+    if (this.#timer !== undefined) {
+      if (this.#timerAtMs <= atMs) return;
+      clearTimeout(this.#timer);
+    }
+    this.#arm(now, atMs);
   }
 
   clearDeadline(): void {
-    if (this.#timer === undefined) return;
-    clearTimeout(this.#timer);
-    this.#timer = undefined;
+    this.#deadlineAtMs = 0;
   }
+
+  #arm(nowMs: number, atMs: number): void {
+    this.#timerAtMs = atMs;
+    this.#timer = setTimeout(this.#fire, atMs - nowMs);
+  }
+
+  readonly #fire = (): void => {
+    this.#timer = undefined;
+    const atMs = this.#deadlineAtMs;
+    if (this.#closed || atMs === 0) return;
+    const now = Date.now();
+    if (atMs > now) {
+      this.#arm(now, atMs);
+      return;
+    }
+    this.#timedOut = true;
+    this.close();
+  };
 }

@@ -4,7 +4,15 @@
  * here throws out of `run`: a malformed request gets 400 and a close, never a stack trace.
  */
 import { EMPTY_BYTES } from "../../shared/proxy-protocol/bytes.ts";
-import type { Client, DestinationGuard, Refusal, Router, Target } from "../core/contract.ts";
+import type {
+  AuthResult,
+  Client,
+  DestinationGuard,
+  MaybePromise,
+  Refusal,
+  Router,
+  Target,
+} from "../core/contract.ts";
 import { type Answer, encodeAnswer } from "./answers.ts";
 import type { BufferPool } from "./buffers.ts";
 import { handleConnect } from "./connect.ts";
@@ -44,6 +52,8 @@ export interface NetContext {
 
 // Small: an idle keep-alive connection holds it; bodies and tunnels read into pooled buffers.
 const HEAD_BUFFER_BYTES = 4096;
+/** Room for the heads a forwarded exchange sends, with the first body bytes after them. */
+const SCRATCH_BYTES = 4096;
 
 export class ClientSession {
   readonly ctx: NetContext;
@@ -58,6 +68,7 @@ export class ClientSession {
   /** Idle checks apply (reading a head or a body); off while a deadline of its own runs. */
   idleWatch = true;
   #idleFired = false;
+  #scratch: Uint8Array | undefined;
 
   constructor(conn: Deno.Conn, ctx: NetContext) {
     tuneTcp(conn);
@@ -179,28 +190,39 @@ export class ClientSession {
 
   /**
    * Authenticates the request; on refusal answers it (keeping the connection when
-   * `keepAlive`) and resolves undefined.
+   * `keepAlive`) and gives undefined. Answers at once when the router does (the usual case).
    */
-  async authenticate(
+  authenticate(
     head: RequestHead,
     kind: RequestKind,
     keepAlive: boolean,
     target: Target,
-  ): Promise<Client | undefined> {
-    let refusal: Refusal;
+  ): MaybePromise<Client | undefined> {
+    const failed = (error: unknown) => this.#authenticationFailed(error, head.method, kind);
+    let result: MaybePromise<AuthResult>;
     try {
-      const result = await this.ctx.router.authenticate(headerValue(head, "proxy-authorization"));
-      if (result.ok) return result.client;
-      refusal = result.refusal;
+      result = this.ctx.router.authenticate(headerValue(head, "proxy-authorization"));
     } catch (error) {
-      this.ctx.logger.error("Authentication failed with an error", { error });
-      await this.answer(
-        { status: 500, proxyStatus: "proxy_internal_error", reason: "Gateway error" },
-        { keepAlive: false, kind, method: head.method },
-      );
-      return undefined;
+      return failed(error);
     }
-    await this.refuse(refusal, { keepAlive, kind, method: head.method }, undefined, target);
+    const settle = (auth: AuthResult): MaybePromise<Client | undefined> => {
+      if (auth.ok) return auth.client;
+      return this.refuse(auth.refusal, { keepAlive, kind, method: head.method }, undefined, target)
+        .then(() => undefined);
+    };
+    return result instanceof Promise ? result.then(settle, failed) : settle(result);
+  }
+
+  async #authenticationFailed(
+    error: unknown,
+    method: string,
+    kind: RequestKind,
+  ): Promise<undefined> {
+    this.ctx.logger.error("Authentication failed with an error", { error });
+    await this.answer(
+      { status: 500, proxyStatus: "proxy_internal_error", reason: "Gateway error" },
+      { keepAlive: false, kind, method },
+    );
     return undefined;
   }
 
@@ -244,6 +266,14 @@ export class ClientSession {
       this.#pending = EMPTY_BYTES;
       await this.client.lingerClose(this.#headBuffer);
     }
+  }
+
+  /**
+   * The session's own buffer for the heads an exchange sends (built there rather than in a new
+   * array each time: typed arrays are costly to allocate). One exchange at a time uses it.
+   */
+  get scratch(): Uint8Array {
+    return this.#scratch ??= new Uint8Array(SCRATCH_BYTES);
   }
 
   /** A pooled buffer for a body or a tunnel, and its return once no read into it is pending. */

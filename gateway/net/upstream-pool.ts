@@ -27,16 +27,24 @@ interface IdleEntry {
   gone: boolean;
 }
 
+// Per upstream object: a snapshot's rows are immutable and live until the next feed replaces them.
+const poolKeys = new WeakMap<UpstreamChoice, string>();
+
 /** The pool key: one upstream proxy as dialed, credential included. */
 export function upstreamPoolKey(upstream: UpstreamChoice): string {
-  return JSON.stringify([
-    upstream.proxyId,
-    upstream.scheme,
-    upstream.host,
-    upstream.port,
-    upstream.username,
-    upstream.password,
-  ]);
+  let key = poolKeys.get(upstream);
+  if (key === undefined) {
+    key = JSON.stringify([
+      upstream.proxyId,
+      upstream.scheme,
+      upstream.host,
+      upstream.port,
+      upstream.username,
+      upstream.password,
+    ]);
+    poolKeys.set(upstream, key);
+  }
+  return key;
 }
 
 export class UpstreamPool {

@@ -274,6 +274,8 @@ describe("HTTP forward", () => {
   });
 });
 
+const BIG_BODY_BYTES = 200 * 1024;
+
 describe("HTTP forward: keep-alive upstream connections", () => {
   // A keep-alive forward proxy of the test's own (tinyproxy closes after each answer): it
   // answers absolute-form requests itself and counts its connections.
@@ -285,6 +287,13 @@ describe("HTTP forward: keep-alive upstream connections", () => {
       const text = request.toString("latin1");
       // The second request on a connection gets no answer: the connection just closes.
       if (text.includes("/drop-second ") && info.index > 0) return { bytes: "", close: true };
+      // No answer at all, the connection left open: the gateway's answer timeout must act.
+      if (text.includes("/hang ")) return { bytes: "" };
+      if (text.includes("/big ")) {
+        // Larger than what an idle pooled connection's pending read takes at once.
+        const big = "0123456789abcdef".repeat(BIG_BODY_BYTES / 16);
+        return { bytes: `HTTP/1.1 200 OK\r\nContent-Length: ${big.length}\r\n\r\n${big}` };
+      }
       const body = `conn ${info.connection} req ${info.index}`;
       const close = text.includes("/close-answer ") ? "Connection: close\r\n" : "";
       return {
@@ -385,6 +394,48 @@ describe("HTTP forward: keep-alive upstream connections", () => {
       expect(posts.map((request) => request.toString("latin1").split(" ")[0])).toEqual(["POST"]);
     } finally {
       connection.destroy();
+    }
+  });
+
+  it("relays a large answer whole over a reused connection", async () => {
+    const connection = await RawConnection.open(viaPool.proxyPort);
+    try {
+      expect((await get(connection, "/warm")).status).toBe(200);
+      const before = upstream.connections;
+      for (let index = 0; index < 2; index++) {
+        const response = await get(connection, "/big");
+        expect(response.status).toBe(200);
+        expect(response.body.length).toBe(BIG_BODY_BYTES);
+        expect(response.body.toString()).toBe("0123456789abcdef".repeat(BIG_BODY_BYTES / 16));
+      }
+      expect((await get(connection, "/after-big")).body.toString()).toMatch(/^conn \d+ req 3$/);
+      expect(upstream.connections).toBe(before);
+    } finally {
+      connection.destroy();
+    }
+  });
+
+  it("gives a request on a reused connection its whole answer timeout", async () => {
+    const timeoutMs = 1_000;
+    const short = await startGateway({
+      upstreams: [{ id: "keepalive", scheme: "http", host: "127.0.0.1", port: upstream.port }],
+      env: { OCTOPROX_CONNECT_TIMEOUT: String(timeoutMs / 1000) },
+    });
+    const connection = await RawConnection.open(short.proxyPort);
+    try {
+      // The first answer leaves the connection pooled with its deadline's timer still set.
+      expect((await get(connection, "/warm")).status).toBe(200);
+      // Most of a timeout later, a request the upstream never answers on that same connection:
+      // it gets a timeout of its own, not what was left of the first one's.
+      await new Promise((resolve) => setTimeout(resolve, timeoutMs * 0.6));
+      const sent = Date.now();
+      const response = await get(connection, "/hang");
+      expect(response.status).toBe(504);
+      expect(proxyStatusError(response)).toBe("connection_timeout");
+      expect(Date.now() - sent).toBeGreaterThanOrEqual(timeoutMs - 50);
+    } finally {
+      connection.destroy();
+      expect(await short.stop()).toBe(0);
     }
   });
 

@@ -135,6 +135,17 @@ describe("authenticate", () => {
     expect(checks).toBe(4);
   });
 
+  it("asks afresh under a new snapshot: a project gone since refuses a header it accepted", async () => {
+    const { router } = routerFor(feed([section("c", ["x"])]));
+    const header = basic("shop-cc-us");
+    const first = await router.authenticate(header);
+    expect(first.ok && first.client.options.country).toBe("US");
+    expect((await router.authenticate(header)).ok).toBe(true);
+    router.apply(feed([section("c", ["x"])], { projects: [] }));
+    const after = await router.authenticate(header);
+    expect(after.ok === false && after.refusal.status).toBe(407);
+  });
+
   it("answers 503 before the first feed and says it is not ready", async () => {
     const router = new CoreRouter({ verifyPassword });
     expect(router.ready).toBe(false);
