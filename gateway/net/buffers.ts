@@ -5,6 +5,11 @@
  */
 
 export const RELAY_BUFFER_BYTES = 32 * 1024;
+/**
+ * A client connection's head buffer: small, since an idle keep-alive connection holds it, and
+ * pooled, since a new typed array costs the runtime more than a whole head's parse.
+ */
+export const HEAD_BUFFER_BYTES = 4096;
 
 export class BufferPool {
   readonly sizeBytes: number;

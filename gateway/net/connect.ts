@@ -130,6 +130,8 @@ export async function dialTunnel(
     if (attempt > 0) ctx.metrics.retries++;
     const startedMs = Date.now();
     let link: UpstreamLink;
+    // Every read into it is awaited by the dial, which has settled when it goes back.
+    const buffer = ctx.pool.take();
     try {
       link = await dialUpstream({
         upstream: acquired.upstream,
@@ -138,6 +140,7 @@ export async function dialTunnel(
         timeoutMs: ctx.limits.connectTimeoutMs,
         maxHeadBytes: ctx.limits.maxHeaderBytes,
         signal: session.signal,
+        buffer,
       });
     } catch (error) {
       failure = describeFailure(error);
@@ -147,6 +150,8 @@ export async function dialTunnel(
       ctx.logger.debug("CONNECT attempt failed", { error, phase: failure.phase });
       if (session.signal.aborted || session.client.closed) return { kind: "gone" };
       continue;
+    } finally {
+      ctx.pool.give(buffer);
     }
     return { kind: "up", allocation: acquired, link, startedMs };
   }

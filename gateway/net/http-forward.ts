@@ -240,6 +240,7 @@ async function exchange(session: ClientSession, request: ExchangeRequest): Promi
           timeoutMs: ctx.limits.connectTimeoutMs,
           maxHeadBytes: ctx.limits.maxHeaderBytes,
           signal: session.signal,
+          buffer,
         });
         leg = link.leg;
       }

@@ -40,41 +40,93 @@ export const MAX_HEADER_FIELDS = 256;
 
 const LF = 10;
 const CR = 13;
-const TOKEN = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
-const REQUEST_LINE = /^([!#$%&'*+.^_`|~0-9A-Za-z-]+) (\S+) HTTP\/1\.([01])$/;
-// Field values: anything but NUL and CR (LF cannot occur, lines are split on it).
-const BAD_VALUE = /[\0\r]/;
+const SPACE = 32;
+const TAB = 9;
+
+/** RFC 9110 token characters, by code (ASCII only). */
+const TOKEN_CHARS: readonly boolean[] = (() => {
+  const table = new Array<boolean>(128).fill(false);
+  const mark = (code: number) => (table[code] = true);
+  for (const char of "!#$%&'*+-.^_`|~") mark(char.charCodeAt(0));
+  for (let code = 48; code <= 57; code++) mark(code);
+  for (let code = 65; code <= 90; code++) mark(code);
+  for (let code = 97; code <= 122; code++) mark(code);
+  return table;
+})();
+
+/** Whether `text[start, end)` is a non-empty token. */
+export function isTokenRange(text: string, start: number, end: number): boolean {
+  if (start >= end) return false;
+  for (let index = start; index < end; index++) {
+    const code = text.charCodeAt(index);
+    if (code >= 128 || !TOKEN_CHARS[code]) return false;
+  }
+  return true;
+}
+
+/** Whether `text[start, end)` is non-empty and holds no white space (as the pattern \S reads it). */
+function isVisibleRange(text: string, start: number, end: number): boolean {
+  if (start >= end) return false;
+  for (let index = start; index < end; index++) {
+    const code = text.charCodeAt(index);
+    if ((code >= TAB && code <= CR) || code === SPACE || code === 0xa0) return false;
+  }
+  return true;
+}
+
+/** Where the line starting at `from` ends, without its LF and a CR before it: [end, next]. */
+export function lineBounds(text: string, from: number): [end: number, next: number] {
+  let next = text.indexOf("\n", from);
+  if (next < 0) next = text.length;
+  const end = next > from && text.charCodeAt(next - 1) === CR ? next - 1 : next;
+  return [end, next + 1];
+}
 
 function bad(message: string): HeadError {
   return new HeadError(400, message);
 }
 
-/** Parses a complete head (request line through the empty line). Throws HeadError. */
+/**
+ * Parses a complete head (request line through the empty line). Throws HeadError. One pass
+ * over the decoded head, by index: every request comes through here.
+ */
 export function parseRequestHead(bytes: Uint8Array): RequestHead {
-  const lines = latin1Decode(bytes).split("\n");
-  const trim = (line: string) => (line.endsWith("\r") ? line.slice(0, -1) : line);
-  const match = REQUEST_LINE.exec(trim(lines[0]));
-  if (!match) throw bad("Malformed request line");
+  const text = latin1Decode(bytes);
+  // Request line: method SP target SP HTTP/1.x, nothing else.
+  const [lineEnd, afterLine] = lineBounds(text, 0);
+  const firstSpace = text.indexOf(" ");
+  const secondSpace = firstSpace < 0 ? -1 : text.indexOf(" ", firstSpace + 1);
+  if (
+    firstSpace < 0 || secondSpace < 0 || secondSpace >= lineEnd ||
+    !isTokenRange(text, 0, firstSpace) || !isVisibleRange(text, firstSpace + 1, secondSpace)
+  ) {
+    throw bad("Malformed request line");
+  }
+  const version = text.slice(secondSpace + 1, lineEnd);
+  if (version !== "HTTP/1.1" && version !== "HTTP/1.0") throw bad("Malformed request line");
   const headers: HeaderField[] = [];
-  for (let index = 1; index < lines.length; index++) {
-    const line = trim(lines[index]);
-    if (line === "") break;
-    if (line[0] === " " || line[0] === "\t") throw bad("Folded header lines are not accepted");
-    const colon = line.indexOf(":");
-    if (colon <= 0) throw bad("Malformed header line");
-    const name = line.slice(0, colon);
-    if (!TOKEN.test(name)) throw bad("Malformed header name");
-    const value = line.slice(colon + 1).trim();
-    if (BAD_VALUE.test(value)) throw bad("Malformed header value");
+  let position = afterLine;
+  while (position < text.length) {
+    const [end, next] = lineBounds(text, position);
+    if (end === position) break;
+    const first = text.charCodeAt(position);
+    if (first === SPACE || first === TAB) throw bad("Folded header lines are not accepted");
+    const colon = text.indexOf(":", position);
+    if (colon <= position || colon >= end) throw bad("Malformed header line");
+    if (!isTokenRange(text, position, colon)) throw bad("Malformed header name");
+    const value = text.slice(colon + 1, end).trim();
+    if (value.includes("\0") || value.includes("\r")) throw bad("Malformed header value");
     if (headers.length >= MAX_HEADER_FIELDS) {
       throw new HeadError(431, "Too many header fields");
     }
+    const name = text.slice(position, colon);
     headers.push({ name, lower: name.toLowerCase(), value });
+    position = next;
   }
   return {
-    method: match[1],
-    target: match[2],
-    version: match[3] === "0" ? "1.0" : "1.1",
+    method: text.slice(0, firstSpace),
+    target: text.slice(firstSpace + 1, secondSpace),
+    version: version === "HTTP/1.0" ? "1.0" : "1.1",
     headers,
   };
 }

@@ -9,7 +9,7 @@ import {
   HandshakeProtocol,
   UpstreamHandshakeError,
 } from "../../shared/proxy-protocol/errors.ts";
-import { type HeaderField, HeadReader } from "./http-parse.ts";
+import { type HeaderField, HeadReader, isTokenRange, lineBounds } from "./http-parse.ts";
 
 export interface ResponseHead {
   readonly version: "1.0" | "1.1";
@@ -18,41 +18,69 @@ export interface ResponseHead {
   readonly headers: HeaderField[];
 }
 
-const STATUS_LINE = /^HTTP\/1\.([01]) ([0-9]{3})(?: (.*))?$/;
-const TOKEN = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
-
 function badReply(message: string): UpstreamHandshakeError {
   return new UpstreamHandshakeError(HandshakeProtocol.http, HandshakeFailure.badReply, message);
 }
 
+/** Reads `HTTP/1.x NNN[ reason]`; undefined when the line is anything else. */
+function parseStatusLine(
+  text: string,
+  end: number,
+): { version: "1.0" | "1.1"; status: number; reason: string } | undefined {
+  if (end < 12 || !text.startsWith("HTTP/1.") || text.charCodeAt(8) !== 32) return undefined;
+  const minor = text.charCodeAt(7);
+  if (minor !== 48 && minor !== 49) return undefined;
+  let status = 0;
+  for (let index = 9; index < 12; index++) {
+    const digit = text.charCodeAt(index) - 48;
+    if (digit < 0 || digit > 9) return undefined;
+    status = status * 10 + digit;
+  }
+  if (end > 12 && text.charCodeAt(12) !== 32) return undefined;
+  const reason = end > 12 ? text.slice(13, end) : "";
+  // A CR inside would split the status line the client reads.
+  if (reason.includes("\r")) return undefined;
+  return { version: minor === 48 ? "1.0" : "1.1", status, reason };
+}
+
+/** Parses a complete head (status line through the empty line), by index in one pass. */
 export function parseResponseHead(bytes: Uint8Array): ResponseHead {
-  const lines = latin1Decode(bytes).split("\n");
-  const trim = (line: string) => (line.endsWith("\r") ? line.slice(0, -1) : line);
-  const match = STATUS_LINE.exec(trim(lines[0]));
-  if (!match) throw badReply("Bad HTTP status line from upstream");
+  const text = latin1Decode(bytes);
+  const [lineEnd, afterLine] = lineBounds(text, 0);
+  const statusLine = parseStatusLine(text, lineEnd);
+  if (!statusLine) throw badReply("Bad HTTP status line from upstream");
   const headers: HeaderField[] = [];
-  for (let index = 1; index < lines.length; index++) {
-    const line = trim(lines[index]);
-    if (line === "") break;
-    if ((line[0] === " " || line[0] === "\t") && headers.length > 0) {
+  let position = afterLine;
+  while (position < text.length) {
+    const [end, next] = lineBounds(text, position);
+    if (end === position) break;
+    const first = text.charCodeAt(position);
+    if ((first === 32 || first === 9) && headers.length > 0) {
       // Obsolete folding: the line continues the previous value (sent on as one line).
       const last = headers[headers.length - 1];
-      headers[headers.length - 1] = { ...last, value: `${last.value} ${line.trim()}` };
+      const more = text.slice(position, end).trim();
+      headers[headers.length - 1] = { ...last, value: `${last.value} ${more}` };
+      position = next;
       continue;
     }
-    const colon = line.indexOf(":");
-    const name = colon > 0 ? line.slice(0, colon).trimEnd() : "";
-    if (!TOKEN.test(name)) throw badReply("Bad HTTP header line from upstream");
-    const value = line.slice(colon + 1).trim();
+    const colon = text.indexOf(":", position);
+    let nameEnd = colon > position && colon < end ? colon : position;
+    // White space before the colon is tolerated from an upstream (not from a client).
+    while (nameEnd > position) {
+      const code = text.charCodeAt(nameEnd - 1);
+      if (code !== 32 && code !== 9) break;
+      nameEnd--;
+    }
+    if (!isTokenRange(text, position, nameEnd)) {
+      throw badReply("Bad HTTP header line from upstream");
+    }
+    const value = text.slice(colon + 1, end).trim();
     if (value.includes("\r") || value.includes("\0")) throw badReply("Bad HTTP header value");
+    const name = text.slice(position, nameEnd);
     headers.push({ name, lower: name.toLowerCase(), value });
+    position = next;
   }
-  return {
-    version: match[1] === "0" ? "1.0" : "1.1",
-    status: Number(match[2]),
-    reason: match[3] ?? "",
-    headers,
-  };
+  return { ...statusLine, headers };
 }
 
 export function responseHeadReader(maxBytes: number): HeadReader<ResponseHead> {

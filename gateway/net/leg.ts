@@ -24,13 +24,17 @@ export function settlesWithin(promise: Promise<unknown>, ms: number): Promise<bo
   });
 }
 
-/** Turns on TCP keepalive and no-delay where the connection is TCP (a TLS one is set before). */
+/**
+ * How old a leg is when its TCP keepalive goes on (Leg.keepAlive). Probes start only after a
+ * minute of silence (infra/sysctl), so switching it on a few seconds in changes nothing a peer
+ * sees, and spares the many short connections (most tunnels) a system call each.
+ */
+export const KEEPALIVE_AFTER_MS = 5_000;
+
+/** Turns on no-delay where the connection is TCP (a TLS one is set before). */
 export function tuneTcp(conn: Deno.Conn): void {
-  const tcp = conn as Partial<Deno.TcpConn>;
   try {
-    // Deno sets keepalive on or off only: the probe timing is the kernel's (docs/gateway.md).
-    tcp.setKeepAlive?.(true);
-    tcp.setNoDelay?.(true);
+    (conn as Partial<Deno.TcpConn>).setNoDelay?.(true);
   } catch {
     // A connection that closed meanwhile: its next read says so.
   }
@@ -50,7 +54,7 @@ const PARK_BUFFER_BYTES = 4096;
 
 export class Leg {
   readonly conn: Deno.Conn;
-  /** When the last read or write finished (ms since the epoch), for idle checks. */
+  /** When the last read started or write ended (ms since the epoch), for idle checks. */
   lastActivityMs: number;
   #closed = false;
   #writing: Promise<void> | undefined;
@@ -65,6 +69,7 @@ export class Leg {
   #parked: Promise<ParkedRead> | undefined;
   #parkedDone = false;
   #parkBuffer: Uint8Array | undefined;
+  #keptAlive = false;
   /** Parked bytes that did not fit the buffer of the read that took them. */
   #leftover: Uint8Array | undefined;
 
@@ -75,6 +80,20 @@ export class Leg {
 
   get closed(): boolean {
     return this.#closed;
+  }
+
+  /**
+   * Turns TCP keepalive on, once (a TLS leg's TCP beneath it is not reached: Deno does not
+   * expose it). Deno sets it on or off only: probe timing is the kernel's (docs/gateway.md).
+   */
+  keepAlive(): void {
+    if (this.#keptAlive || this.#closed) return;
+    this.#keptAlive = true;
+    try {
+      (this.conn as Partial<Deno.TcpConn>).setKeepAlive?.(true);
+    } catch {
+      // Closed meanwhile.
+    }
   }
 
   /** The deadline passed and closed the leg (as opposed to the peer, or our own cancel). */
@@ -112,7 +131,16 @@ export class Leg {
   }
 
   /** Reads into `buffer`: the count read, or null at the peer's end of stream. Throws on failure. */
-  async read(buffer: Uint8Array): Promise<number | null> {
+  read(buffer: Uint8Array): Promise<number | null> {
+    if (this.#leftover !== undefined || this.#parked !== undefined) return this.#readKept(buffer);
+    // Stamped as the read starts rather than when it ends (which would take an async step per
+    // read): every loop reads again as soon as its last read or write ended.
+    this.lastActivityMs = Date.now();
+    return this.conn.read(buffer);
+  }
+
+  /** A read served from what the parked read took. */
+  async #readKept(buffer: Uint8Array): Promise<number | null> {
     const leftover = this.#leftover;
     if (leftover !== undefined) {
       const count = Math.min(buffer.length, leftover.length);
@@ -139,9 +167,7 @@ export class Leg {
       this.#leftover = parkBuffer.slice(buffer.length, count);
       return buffer.length;
     }
-    const count = await this.conn.read(buffer);
-    this.lastActivityMs = Date.now();
-    return count;
+    return this.read(buffer);
   }
 
   /** Writes all of `bytes` (Deno may take a part per call). Throws on failure. */

@@ -8,8 +8,9 @@
  * their allocations), then closes the idle upstream connections of forwarded requests.
  */
 import { ConnectionBudget } from "./budget.ts";
-import { BufferPool } from "./buffers.ts";
+import { BufferPool, HEAD_BUFFER_BYTES } from "./buffers.ts";
 import type { TransferHooks } from "./hooks.ts";
+import { KEEPALIVE_AFTER_MS } from "./leg.ts";
 import type { Logger } from "./log.ts";
 import type { GatewayMetrics } from "./metrics.ts";
 import { ClientSession, type NetContext, type NetLimits } from "./session.ts";
@@ -83,10 +84,14 @@ export function buildListeners(
 
 /** What the listener runs per connection. */
 interface ServedConnection {
+  /** When the connection was accepted (ms since the epoch). */
+  readonly openedMs: number;
   run(): Promise<void>;
   /** Ends it at once; safe to call again. */
   cancel(): void;
   checkIdle(nowMs: number, idleMs: number): void;
+  /** Turns TCP keepalive on for its legs (those not on yet). */
+  keepAlive(): void;
 }
 
 const SWEEP_INTERVAL_MS = 1_000;
@@ -113,6 +118,7 @@ export class ProxyListener {
       metrics: options.metrics,
       hooks: options.hooks,
       pool: new BufferPool(),
+      heads: new BufferPool(HEAD_BUFFER_BYTES),
       upstreams: new UpstreamPool(),
       limits: {
         maxHeaderBytes: options.maxHeaderBytes,
@@ -246,6 +252,7 @@ export class ProxyListener {
     // A throw in a timer would end the process: one session's fault stays its own.
     for (const session of this.#sessions.keys()) {
       try {
+        if (now - session.openedMs >= KEEPALIVE_AFTER_MS) session.keepAlive();
         session.checkIdle(now, idleMs);
       } catch (error) {
         this.#options.logger.error("Idle check failed", { error });

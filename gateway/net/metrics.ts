@@ -35,6 +35,19 @@ export interface MetricsSnapshot {
   failures: [string, number][];
 }
 
+/** The kind and outcome labels of every request count, built once. */
+const REQUEST_LABELS = Object.fromEntries(
+  Object.values(RequestKind).map((kind) => [
+    kind,
+    Object.fromEntries(
+      Object.values(RequestOutcome).map((outcome) => [
+        outcome,
+        `kind="${kind}",outcome="${outcome}"`,
+      ]),
+    ),
+  ]),
+) as Record<RequestKind, Record<RequestOutcome, string>>;
+
 export class GatewayMetrics {
   connectionsOpen = 0;
   connectionsAccepted = 0;
@@ -44,14 +57,29 @@ export class GatewayMetrics {
   retries = 0;
   toUpstreamBytes = 0;
   toClientBytes = 0;
-  readonly #requests = new Map<string, number>();
+  /** Counts by kind and outcome, then by status: no label string is built per request. */
+  readonly #requests = new Map<string, Map<number, number>>();
   readonly #failures = new Map<string, number>();
   /** Extra gauges and counters others add (the feed follower, the logger). */
   readonly #extra = new Map<string, () => number>();
 
   request(kind: RequestKind, outcome: RequestOutcome, status: number): void {
-    const key = `kind="${kind}",outcome="${outcome}",status="${status}"`;
-    this.#requests.set(key, (this.#requests.get(key) ?? 0) + 1);
+    const labels = REQUEST_LABELS[kind][outcome];
+    let byStatus = this.#requests.get(labels);
+    if (byStatus === undefined) {
+      byStatus = new Map();
+      this.#requests.set(labels, byStatus);
+    }
+    byStatus.set(status, (byStatus.get(status) ?? 0) + 1);
+  }
+
+  /** Request counts as label sets, as /metrics writes them. */
+  #requestSamples(): [string, number][] {
+    const samples: [string, number][] = [];
+    for (const [labels, byStatus] of this.#requests) {
+      for (const [status, count] of byStatus) samples.push([`${labels},status="${status}"`, count]);
+    }
+    return samples;
   }
 
   upstreamFailure(phase: string): void {
@@ -79,7 +107,7 @@ export class GatewayMetrics {
       retries: this.retries,
       toUpstreamBytes: this.toUpstreamBytes,
       toClientBytes: this.toClientBytes,
-      requests: [...this.#requests],
+      requests: this.#requestSamples(),
       failures: [...this.#failures],
     };
   }
@@ -88,7 +116,10 @@ export class GatewayMetrics {
   render(others: readonly MetricsSnapshot[] = []): string {
     const sum = (pick: (m: MetricsSnapshot) => number, own: number) =>
       others.reduce((total, other) => total + pick(other), own);
-    const merge = (own: Map<string, number>, pick: (m: MetricsSnapshot) => [string, number][]) => {
+    const merge = (
+      own: Iterable<[string, number]>,
+      pick: (m: MetricsSnapshot) => [string, number][],
+    ) => {
       if (others.length === 0) return [...own];
       const merged = new Map(own);
       for (const other of others) {
@@ -129,7 +160,7 @@ export class GatewayMetrics {
       "octoprox_gateway_requests_total",
       "counter",
       "Requests by kind, outcome and the status answered.",
-      merge(this.#requests, (m) => m.requests),
+      merge(this.#requestSamples(), (m) => m.requests),
     );
     metric(
       "octoprox_gateway_upstream_failures_total",

@@ -45,13 +45,13 @@ export interface NetContext {
   metrics: GatewayMetrics;
   hooks: TransferHooks | undefined;
   pool: BufferPool;
+  /** Client connections' head buffers (HEAD_BUFFER_BYTES). */
+  heads: BufferPool;
   /** Idle keep-alive connections to HTTP(S) upstream proxies, for forwarded requests. */
   upstreams: UpstreamPool;
   limits: NetLimits;
 }
 
-// Small: an idle keep-alive connection holds it; bodies and tunnels read into pooled buffers.
-const HEAD_BUFFER_BYTES = 4096;
 /** Room for the heads a forwarded exchange sends, with the first body bytes after them. */
 const SCRATCH_BYTES = 4096;
 
@@ -59,7 +59,8 @@ export class ClientSession {
   readonly ctx: NetContext;
   readonly client: Leg;
   readonly #abort = new AbortController();
-  readonly #headBuffer = new Uint8Array(HEAD_BUFFER_BYTES);
+  readonly openedMs = Date.now();
+  readonly #headBuffer: Uint8Array;
   readonly #reader: HeadReader<RequestHead>;
   /** Bytes read from the client and not used yet (a view; see `takePending`). */
   #pending: Uint8Array = EMPTY_BYTES;
@@ -74,6 +75,7 @@ export class ClientSession {
     tuneTcp(conn);
     this.client = new Leg(conn);
     this.ctx = ctx;
+    this.#headBuffer = ctx.heads.take();
     this.#reader = requestHeadReader(ctx.limits.maxHeaderBytes);
   }
 
@@ -96,6 +98,9 @@ export class ClientSession {
     } finally {
       this.#upstream?.close();
       this.client.close();
+      // Every read into it was awaited by #serve; pending bytes in it are dropped with the session.
+      this.#pending = EMPTY_BYTES;
+      this.ctx.heads.give(this.#headBuffer);
     }
   }
 
@@ -120,6 +125,11 @@ export class ClientSession {
       this.#upstream?.close();
       this.client.close();
     }
+  }
+
+  keepAlive(): void {
+    this.client.keepAlive();
+    this.#upstream?.keepAlive();
   }
 
   /** The upstream leg of the exchange under way, so cancel and idle checks reach it. */

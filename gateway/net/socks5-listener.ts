@@ -53,6 +53,7 @@ function basicHeader(username: Uint8Array, password: Uint8Array): string {
 export class Socks5Session implements TunnelSession {
   readonly ctx: NetContext;
   readonly client: Leg;
+  readonly openedMs = Date.now();
   readonly #abort = new AbortController();
   readonly #buffer = new Uint8Array(HANDSHAKE_BUFFER_BYTES);
   /** Unparsed client bytes: `#buffer[#start, #end)`. */
@@ -92,6 +93,11 @@ export class Socks5Session implements TunnelSession {
 
   /** The handshake has its own deadline and a tunnel is exempt, as CONNECT's: nothing to do. */
   checkIdle(_nowMs: number, _idleMs: number): void {}
+
+  keepAlive(): void {
+    this.client.keepAlive();
+    this.#upstream?.keepAlive();
+  }
 
   attach(leg: Leg | undefined): void {
     this.#upstream = leg;

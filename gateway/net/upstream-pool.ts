@@ -102,6 +102,8 @@ export class UpstreamPool {
     }
     const entry: IdleEntry = { leg, sinceMs: Date.now(), gone: false };
     entries.push(entry);
+    // A pooled connection lives long: keepalive finds a peer that vanished while it waits.
+    leg.keepAlive();
     leg.park().then(() => {
       // Closed by the upstream, failed, or bytes nobody asked for: not reusable.
       if (entry.gone) return;

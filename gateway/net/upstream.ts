@@ -15,6 +15,7 @@ import {
 import { createClientHandshake, handshakeProtocol } from "../../shared/proxy-protocol/handshake.ts";
 import type { UpstreamProxy } from "../../shared/proxy-protocol/types.ts";
 import type { Target, UpstreamChoice } from "../core/contract.ts";
+import { watchDeadline } from "./deadlines.ts";
 import { Leg, tuneTcp } from "./leg.ts";
 
 export interface DialRequest {
@@ -30,6 +31,11 @@ export interface DialRequest {
   maxHeadBytes: number;
   /** The client's session ending (or the gateway stopping) gives the attempt up. */
   signal?: AbortSignal;
+  /**
+   * Where a tunnel's handshake answer is read (a pooled buffer, free again once the dial
+   * settled); without it the dial allocates one.
+   */
+  buffer?: Uint8Array;
 }
 
 export interface UpstreamLink {
@@ -64,10 +70,10 @@ export async function dialUpstream(request: DialRequest): Promise<UpstreamLink> 
     controller.abort();
     leg?.close();
   };
-  const timer = setTimeout(() => {
+  const deadline = watchDeadline(request.timeoutMs, () => {
     expired = true;
     abort();
-  }, request.timeoutMs);
+  });
   signal?.addEventListener("abort", abort, { once: true });
   const timeoutError = (cause?: unknown) =>
     new UpstreamConnectError("Connection to upstream proxy timed out", { timedOut: true, cause });
@@ -125,7 +131,7 @@ export async function dialUpstream(request: DialRequest): Promise<UpstreamLink> 
     if (expired) throw timeoutError(error);
     throw new UpstreamConnectError("Could not reach the upstream proxy", { cause: error });
   } finally {
-    clearTimeout(timer);
+    deadline.cancel();
     signal?.removeEventListener("abort", abort);
   }
 }
@@ -153,7 +159,7 @@ async function runHandshake(
         "Upstream proxy closed the connection during the handshake",
         { cause },
       );
-  const buffer = new Uint8Array(HANDSHAKE_BUFFER_BYTES);
+  const buffer = request.buffer ?? new Uint8Array(HANDSHAKE_BUFFER_BYTES);
   try {
     await leg.write(handshake.start());
   } catch (error) {

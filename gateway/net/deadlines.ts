@@ -1,0 +1,55 @@
+/**
+ * Deadlines for dials to upstream proxies, watched by one shared ticker rather than a timer per
+ * dial: a runtime timer costs a new CONNECT more than the rest of its JavaScript, and nearly
+ * every dial ends long before its deadline. A deadline fires at most DEADLINE_TICK_MS late. The
+ * ticker runs only while a deadline is watched, and never keeps the process alive by itself.
+ */
+
+export const DEADLINE_TICK_MS = 50;
+
+export interface Deadline {
+  /** Stops watching; safe to call again, and after the deadline fired. */
+  cancel(): void;
+}
+
+interface Entry extends Deadline {
+  readonly atMs: number;
+  readonly onExpire: () => void;
+}
+
+const watched = new Set<Entry>();
+let ticker: ReturnType<typeof setInterval> | undefined;
+
+function tick(): void {
+  const now = Date.now();
+  for (const entry of watched) {
+    if (entry.atMs > now) continue;
+    watched.delete(entry);
+    try {
+      entry.onExpire();
+    } catch {
+      // A timer callback that throws would end the process: an expiry's fault stays its own.
+    }
+  }
+  if (watched.size === 0 && ticker !== undefined) {
+    clearInterval(ticker);
+    ticker = undefined;
+  }
+}
+
+/** Calls `onExpire` once `ms` have passed, unless cancelled before. */
+export function watchDeadline(ms: number, onExpire: () => void): Deadline {
+  const entry: Entry = {
+    atMs: Date.now() + ms,
+    onExpire,
+    cancel: () => {
+      watched.delete(entry);
+    },
+  };
+  watched.add(entry);
+  if (ticker === undefined) {
+    ticker = setInterval(tick, DEADLINE_TICK_MS);
+    Deno.unrefTimer(ticker);
+  }
+  return entry;
+}
