@@ -115,6 +115,9 @@ export interface Allocation {
  */
 export type MaybePromise<T> = T | Promise<T>;
 
+/** The `exclude` of a first attempt: no proxy tried yet. */
+export const NOTHING_TRIED: ReadonlySet<string> = new Set();
+
 export interface Router {
   /** False until the first feed is applied: the proxy listener stays closed meanwhile. */
   readonly ready: boolean;

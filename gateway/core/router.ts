@@ -10,15 +10,17 @@
  */
 import type { Strategy } from "../../shared/roles.ts";
 import type { FeedSections } from "../../shared/feed/models.ts";
+import { BoundedMap } from "../../shared/bounded-map.ts";
 import { parseUsername } from "../../shared/username.ts";
-import type {
-  Allocation,
-  AuthResult,
-  Client,
-  MaybePromise,
-  Refusal,
-  Router,
-  Target,
+import {
+  type Allocation,
+  type AuthResult,
+  type Client,
+  type MaybePromise,
+  NOTHING_TRIED,
+  type Refusal,
+  type Router,
+  type Target,
 } from "./contract.ts";
 import { parseBasicAuth, timingSafeEqual } from "./basic-auth.ts";
 import { Dispatch } from "./dispatch.ts";
@@ -88,7 +90,6 @@ export interface RouterOptions {
 
 /** How many times a selection that lost its reservation race is tried again. */
 const RESERVE_ATTEMPTS = 4;
-const EMPTY_IDS: ReadonlySet<string> = new Set();
 const NO_CONNECTORS: readonly ConnectorIndex[] = [];
 
 interface HeldStrategy {
@@ -113,10 +114,10 @@ export class CoreRouter implements Router {
   private readonly passwords = new Map<string, string>();
   private readonly passwordCacheSize: number;
   /** Accepted Proxy-Authorization values and their answer, under the snapshot that gave it. */
-  private readonly accepted = new Map<
+  private readonly accepted: BoundedMap<
     string,
     { snapshot: RoutingSnapshot; result: AuthResult }
-  >();
+  >;
   /** Serves a request whose strategy raised. */
   private readonly fallback: RoutingStrategy;
   private readonly stickyDeps: StickyDeps;
@@ -129,6 +130,7 @@ export class CoreRouter implements Router {
     this.nowMs = options.nowMs ?? Date.now;
     this.factories = { ...STRATEGY_FACTORIES, ...options.strategies };
     this.passwordCacheSize = options.passwordCacheSize ?? 1024;
+    this.accepted = new BoundedMap(this.passwordCacheSize);
     this.held = options.held ?? new HeldTasks();
     this.stickyDeps = { ...options.sticky, held: this.held };
     this.fallback = random({ random: this.random });
@@ -189,7 +191,6 @@ export class CoreRouter implements Router {
 
   private accept(header: string, snapshot: RoutingSnapshot, client: Client): AuthResult {
     const result: AuthResult = { ok: true, client };
-    if (this.accepted.size >= this.passwordCacheSize) this.accepted.clear();
     this.accepted.set(header, { snapshot, result });
     return result;
   }
@@ -222,7 +223,7 @@ export class CoreRouter implements Router {
   acquireNow(
     client: Client,
     target: Target,
-    exclude: ReadonlySet<string> = EMPTY_IDS,
+    exclude: ReadonlySet<string> = NOTHING_TRIED,
   ): Allocation | Refusal | Promise<Allocation | Refusal> {
     const snapshot = this.current;
     if (snapshot === undefined) return notReady;

@@ -22,6 +22,7 @@ import {
   ProxyWindows,
   RejectionWindows,
 } from "../../shared/metric-windows.ts";
+import { BoundedMap } from "../../shared/bounded-map.ts";
 import type { RedisKeys } from "../../shared/redis-keys.ts";
 import { type ApplyLives, applyPart, cutParts, DEFAULT_LIVES, type MeteringPart } from "./apply.ts";
 import {
@@ -105,8 +106,10 @@ export class RequestMetering implements TransferHooks {
   readonly #caps: MeteringCaps;
   readonly #now: () => number;
   readonly #open = new Set<Meter>();
-  readonly #keyCache = new WeakMap<object, Map<string, Map<string, MeterKeys>>>();
-  readonly #demandKeys = new Map<string, { minute: number; key: string }>();
+  readonly #keyCache = new WeakMap<object, Map<string, BoundedMap<string, MeterKeys>>>();
+  readonly #demandKeys = new BoundedMap<string, { minute: number; key: string }>(
+    MAX_CACHED_PROJECTS,
+  );
   readonly #overflow: OverflowCounts = { hostsFolded: 0, rowsDropped: 0 };
   readonly #publisher: BatchPublisher<MeteringPart>;
   readonly #sink: MeterSink;
@@ -197,7 +200,8 @@ export class RequestMetering implements TransferHooks {
     }
     let byHost = byProject.get(projectId);
     if (byHost === undefined) {
-      byHost = new Map();
+      // Bounded: a client walking many hosts through one proxy starts it afresh.
+      byHost = new BoundedMap(MAX_CACHED_HOSTS);
       byProject.set(projectId, byHost);
     }
     const rawHost = start.target.host;
@@ -222,8 +226,6 @@ export class RequestMetering implements TransferHooks {
         HostWindows.formatKey({ projectId, connectorId, host: OTHER_HOST }),
       ),
     };
-    // Bounded: a client walking many hosts through one proxy starts the map afresh.
-    if (byHost.size >= MAX_CACHED_HOSTS) byHost.clear();
     byHost.set(rawHost, meterKeys);
     return meterKeys;
   }
@@ -254,9 +256,6 @@ export class RequestMetering implements TransferHooks {
     const minute = demandMinute(this.#now());
     let demand = this.#demandKeys.get(projectId);
     if (demand === undefined || demand.minute !== minute) {
-      if (demand === undefined && this.#demandKeys.size >= MAX_CACHED_PROJECTS) {
-        this.#demandKeys.clear();
-      }
       demand = { minute, key: this.#keys.demand(projectId, minute) };
       this.#demandKeys.set(projectId, demand);
     }

@@ -10,6 +10,7 @@ import {
   type Client,
   FailurePhase,
   isRefusal,
+  NOTHING_TRIED,
   type Outcome,
   type Refusal,
   type Target,
@@ -116,17 +117,18 @@ export async function dialTunnel(
   target: Target,
 ): Promise<TunnelDial> {
   const ctx = session.ctx;
-  const exclude = new Set<string>();
+  // Built only for a second attempt: most requests are served by their first.
+  let exclude: Set<string> | undefined;
   let failure: Failure | undefined;
   let lastError: unknown;
   for (let attempt = 0; attempt < MAX_ATTEMPTS; attempt++) {
-    let acquired = ctx.router.acquire(client, target, exclude);
+    let acquired = ctx.router.acquire(client, target, exclude ?? NOTHING_TRIED);
     if (acquired instanceof Promise) acquired = await acquired;
     if (isRefusal(acquired)) {
       if (failure) break;
       return { kind: "refused", refusal: acquired };
     }
-    exclude.add(acquired.upstream.proxyId);
+    if (attempt + 1 < MAX_ATTEMPTS) (exclude ??= new Set()).add(acquired.upstream.proxyId);
     if (attempt > 0) ctx.metrics.retries++;
     const startedMs = Date.now();
     let link: UpstreamLink;
@@ -210,13 +212,14 @@ export async function runTunnel(session: TunnelSession, request: TunnelRequest):
         pool: ctx.pool,
         clientLeftover: session.takePending(),
         upstreamLeftover: link.leftover,
-        signal: session.signal,
+        // No signal: cancelling the session closes both legs (the upstream one is attached).
         onBytes: (toUpstreamBytes, toClientBytes) => {
           ctx.metrics.countBytes(toUpstreamBytes, toClientBytes);
           if (meter) meter.bytes(toUpstreamBytes, toClientBytes);
         },
       });
-      if (result.end === RelayEnd.upstream) {
+      // Legs closed by a cancelled session (the gateway stopping) are not the upstream's fault.
+      if (result.end === RelayEnd.upstream && !session.signal.aborted) {
         outcome = { ok: false, phase: FailurePhase.idle, latencyMs };
         ctx.metrics.upstreamFailure(FailurePhase.idle);
       }

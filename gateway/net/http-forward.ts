@@ -22,6 +22,7 @@ import {
   type Client,
   FailurePhase,
   isRefusal,
+  NOTHING_TRIED,
   type Outcome,
   type UpstreamChoice,
 } from "../core/contract.ts";
@@ -121,17 +122,18 @@ export async function handleForward(session: ClientSession, head: RequestHead): 
   }
 
   const attempts = RETRYABLE_METHODS.has(method) && !hasBody ? MAX_ATTEMPTS : 1;
-  const exclude = new Set<string>();
+  // Built only for a second attempt: most requests are served by their first.
+  let exclude: Set<string> | undefined;
   let failure: Failure | undefined;
   for (let attempt = 0; attempt < attempts; attempt++) {
-    let acquired = ctx.router.acquire(client, target, exclude);
+    let acquired = ctx.router.acquire(client, target, exclude ?? NOTHING_TRIED);
     if (acquired instanceof Promise) acquired = await acquired;
     if (isRefusal(acquired)) {
       if (failure) break;
       await session.refuse(acquired, { keepAlive: keepAfterRefusal, kind, method }, client, target);
       return keepAfterRefusal;
     }
-    exclude.add(acquired.upstream.proxyId);
+    if (attempt + 1 < attempts) (exclude ??= new Set()).add(acquired.upstream.proxyId);
     if (attempt > 0) ctx.metrics.retries++;
     const result = await exchange(session, {
       head,

@@ -7,7 +7,7 @@
  */
 import { hostKind, isValidPort } from "../../shared/proxy-protocol/address.ts";
 import { latin1Decode } from "../../shared/proxy-protocol/bytes.ts";
-import { scanHeadEnd } from "../../shared/proxy-protocol/http-head.ts";
+import { lineBounds, scanHeadEnd } from "../../shared/proxy-protocol/http-head.ts";
 import type { Target } from "../core/contract.ts";
 
 /** A request the gateway answers itself, status and a short reason, then closes. */
@@ -72,14 +72,6 @@ function isVisibleRange(text: string, start: number, end: number): boolean {
     if ((code >= TAB && code <= CR) || code === SPACE || code === 0xa0) return false;
   }
   return true;
-}
-
-/** Where the line starting at `from` ends, without its LF and a CR before it: [end, next]. */
-export function lineBounds(text: string, from: number): [end: number, next: number] {
-  let next = text.indexOf("\n", from);
-  if (next < 0) next = text.length;
-  const end = next > from && text.charCodeAt(next - 1) === CR ? next - 1 : next;
-  return [end, next + 1];
 }
 
 function bad(message: string): HeadError {

@@ -9,7 +9,8 @@ import {
   HandshakeProtocol,
   UpstreamHandshakeError,
 } from "../../shared/proxy-protocol/errors.ts";
-import { type HeaderField, HeadReader, isTokenRange, lineBounds } from "./http-parse.ts";
+import { lineBounds } from "../../shared/proxy-protocol/http-head.ts";
+import { type HeaderField, HeadReader, isTokenRange } from "./http-parse.ts";
 
 export interface ResponseHead {
   readonly version: "1.0" | "1.1";

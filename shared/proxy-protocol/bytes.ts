@@ -18,6 +18,15 @@ export function utf8Decode(bytes: Uint8Array): string {
  * "latin1" is really windows-1252, which remaps 0x80-0x9f.
  */
 export function latin1Decode(bytes: Uint8Array): string {
+  // ASCII, as nearly every head is, reads the same in UTF-8, which the runtime decodes natively.
+  let ascii = true;
+  for (let index = 0; index < bytes.length; index++) {
+    if (bytes[index] >= 0x80) {
+      ascii = false;
+      break;
+    }
+  }
+  if (ascii) return utf8Decoder.decode(bytes);
   let text = "";
   for (let offset = 0; offset < bytes.length; offset += 4096) {
     text += String.fromCharCode.apply(

@@ -60,25 +60,40 @@ function badReply(message: string): UpstreamHandshakeError {
   return new UpstreamHandshakeError(HandshakeProtocol.http, HandshakeFailure.badReply, message);
 }
 
-/** Parses a complete head (status line through the empty line). */
+/** Where the line starting at `from` ends, without its LF and a CR before it: [end, next]. */
+export function lineBounds(text: string, from: number): [end: number, next: number] {
+  let next = text.indexOf("\n", from);
+  if (next < 0) next = text.length;
+  const end = next > from && text.charCodeAt(next - 1) === CR ? next - 1 : next;
+  return [end, next + 1];
+}
+
+/** Parses a complete head (status line through the empty line), by index in one pass. */
 export function parseResponseHead(bytes: Uint8Array): ResponseHead {
-  const lines = latin1Decode(bytes).split("\n");
-  const trim = (line: string) => (line.endsWith("\r") ? line.slice(0, -1) : line);
-  const match = STATUS_LINE.exec(trim(lines[0]));
+  const text = latin1Decode(bytes);
+  const [lineEnd, afterLine] = lineBounds(text, 0);
+  const match = STATUS_LINE.exec(text.slice(0, lineEnd));
   if (!match) throw badReply("Bad HTTP status line from upstream");
   const headers: Array<[string, string]> = [];
-  for (let index = 1; index < lines.length; index++) {
-    const line = trim(lines[index]);
-    if (line === "") break;
-    if ((line[0] === " " || line[0] === "\t") && headers.length > 0) {
+  let position = afterLine;
+  while (position < text.length) {
+    const [end, next] = lineBounds(text, position);
+    if (end === position) break;
+    const first = text.charCodeAt(position);
+    if ((first === 32 || first === 9) && headers.length > 0) {
       // Obsolete line folding: the line continues the previous value.
       const last = headers[headers.length - 1];
-      last[1] = `${last[1]} ${line.trim()}`;
+      last[1] = `${last[1]} ${text.slice(position, end).trim()}`;
+      position = next;
       continue;
     }
-    const colon = line.indexOf(":");
-    if (colon <= 0) throw badReply("Bad HTTP header line from upstream");
-    headers.push([line.slice(0, colon).trim().toLowerCase(), line.slice(colon + 1).trim()]);
+    const colon = text.indexOf(":", position);
+    if (colon <= position || colon >= end) throw badReply("Bad HTTP header line from upstream");
+    headers.push([
+      text.slice(position, colon).trim().toLowerCase(),
+      text.slice(colon + 1, end).trim(),
+    ]);
+    position = next;
   }
   return { version: match[1], status: Number(match[2]), reason: match[3] ?? "", headers };
 }

@@ -1,5 +1,6 @@
 /** Request heads a client sends an HTTP proxy: CONNECT, and absolute-form forward requests. */
 import { formatAuthority, hostKind, isValidPort } from "./address.ts";
+import { BoundedMap } from "../bounded-map.ts";
 import { base64Encode, utf8Encode } from "./bytes.ts";
 import { HandshakeFailure, HandshakeProtocol, UpstreamHandshakeError } from "./errors.ts";
 import type { ProxyCredentials, TunnelTarget } from "./types.ts";
@@ -9,6 +10,11 @@ export type HeaderEntry = readonly [name: string, value: string];
 const TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
 // Field values may not carry CR, LF or NUL: they would end the line and inject headers.
 const UNSAFE_VALUE = /[\r\n\0]/;
+
+// Per credential pair and per whole CONNECT head: the same few go out tunnel after tunnel, and
+// encoding allocates (typed arrays cost the runtime more than the rest of building a head).
+const authorizations = new BoundedMap<string, string>(1024);
+const connectHeads = new BoundedMap<string, Uint8Array>(4096);
 
 function invalid(message: string): UpstreamHandshakeError {
   return new UpstreamHandshakeError(
@@ -23,7 +29,10 @@ function invalid(message: string): UpstreamHandshakeError {
  * Takes raw credentials; a URL's percent-encoding is undone when the URL is parsed.
  */
 export function basicProxyAuthorization(credentials: ProxyCredentials): string {
-  return `Basic ${base64Encode(utf8Encode(`${credentials.username}:${credentials.password}`))}`;
+  return authorizations.getOrBuild(
+    `${credentials.username}:${credentials.password}`,
+    (pair) => `Basic ${base64Encode(utf8Encode(pair))}`,
+  );
 }
 
 function appendHeaders(lines: string[], headers: readonly HeaderEntry[]): void {
@@ -54,7 +63,8 @@ export function encodeConnectRequest(
   }
   if (options.headers) appendHeaders(lines, options.headers);
   lines.push("", "");
-  return utf8Encode(lines.join("\r\n"));
+  // Shared between writes, which only read it.
+  return connectHeads.getOrBuild(lines.join("\r\n"), utf8Encode);
 }
 
 export interface ForwardRequestOptions {
