@@ -6,10 +6,12 @@
 
 export const RELAY_BUFFER_BYTES = 32 * 1024;
 /**
- * A client connection's head buffer: small, since an idle keep-alive connection holds it, and
- * pooled, since a new typed array costs the runtime more than a whole head's parse.
+ * What an idle connection holds while its read waits: a client connection's head buffer, and
+ * each direction of a tunnel until a read fills it (then it moves to a relay buffer). Small,
+ * since idle connections are many; pooled, since a new typed array costs the runtime more than
+ * a whole head's parse.
  */
-export const HEAD_BUFFER_BYTES = 4096;
+export const SMALL_BUFFER_BYTES = 4096;
 
 export class BufferPool {
   readonly sizeBytes: number;

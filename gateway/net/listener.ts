@@ -8,7 +8,7 @@
  * their allocations), then closes the idle upstream connections of forwarded requests.
  */
 import { ConnectionBudget } from "./budget.ts";
-import { BufferPool, HEAD_BUFFER_BYTES } from "./buffers.ts";
+import { BufferPool, SMALL_BUFFER_BYTES } from "./buffers.ts";
 import type { TransferHooks } from "./hooks.ts";
 import { KEEPALIVE_AFTER_MS } from "./leg.ts";
 import type { Logger } from "./log.ts";
@@ -118,7 +118,7 @@ export class ProxyListener {
       metrics: options.metrics,
       hooks: options.hooks,
       pool: new BufferPool(),
-      heads: new BufferPool(HEAD_BUFFER_BYTES),
+      small: new BufferPool(SMALL_BUFFER_BYTES),
       upstreams: new UpstreamPool(),
       limits: {
         maxHeaderBytes: options.maxHeaderBytes,

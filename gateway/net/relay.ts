@@ -5,11 +5,17 @@
  * leg fails. Then the failed leg closes at once and the other once its write under way is
  * taken, waiting at most 5 s (a peer that stopped reading never takes it).
  */
-import type { BufferPool } from "./buffers.ts";
+import { type BufferPool, RELAY_BUFFER_BYTES } from "./buffers.ts";
 import { CLOSE_DRAIN_MS, type Leg } from "./leg.ts";
 
 export interface RelayOptions {
+  /** Relay buffers (RELAY_BUFFER_BYTES), for a direction that moves bulk. */
   pool: BufferPool;
+  /**
+   * Small buffers each direction starts with (an idle tunnel holds only these); without it
+   * both start with relay buffers.
+   */
+  small?: BufferPool;
   /** Bytes the client sent that are already the target's (after its CONNECT head). */
   clientLeftover?: Uint8Array;
   /** Bytes that came after the upstream's handshake reply. */
@@ -71,12 +77,16 @@ export async function relay(
   const pump = async (
     from: Leg,
     to: Leg,
-    buffer: Uint8Array,
     first: Uint8Array | undefined,
     toUpstream: boolean,
   ): Promise<void> => {
     const fromEnd = from === client ? RelayEnd.client : RelayEnd.upstream;
     const toEnd = to === client ? RelayEnd.client : RelayEnd.upstream;
+    // A small buffer until a read fills it: then this direction moves bulk, and reads whole
+    // relay buffers from there on.
+    let small = options.small !== undefined;
+    let buffer = small ? options.small!.take() : options.pool.take();
+    taken.push(buffer);
     let chunk = first;
     for (;;) {
       if (chunk === undefined || chunk.length === 0) {
@@ -92,6 +102,12 @@ export async function relay(
           return;
         }
         chunk = buffer.subarray(0, count);
+        if (small && count === buffer.length) {
+          small = false;
+          // Read into next; `chunk` still views the small one until it is written.
+          buffer = options.pool.take();
+          taken.push(buffer);
+        }
       }
       if (toUpstream) toUpstreamBytes += chunk.length;
       else toClientBytes += chunk.length;
@@ -113,12 +129,12 @@ export async function relay(
     }
   };
 
-  const upBuffer = options.pool.take();
-  const downBuffer = options.pool.take();
+  // Every buffer a pump took, given back once both loops are over.
+  const taken: Uint8Array[] = [];
   try {
     await Promise.all([
-      pump(client, upstream, upBuffer, options.clientLeftover, true),
-      pump(upstream, client, downBuffer, options.upstreamLeftover, false),
+      pump(client, upstream, options.clientLeftover, true),
+      pump(upstream, client, options.upstreamLeftover, false),
     ]);
     await Promise.all(closing);
   } finally {
@@ -126,8 +142,10 @@ export async function relay(
     client.close();
     upstream.close();
     // Both loops are over: no read into these buffers is pending any more.
-    options.pool.give(upBuffer);
-    options.pool.give(downBuffer);
+    for (const buffer of taken) {
+      if (buffer.length === RELAY_BUFFER_BYTES) options.pool.give(buffer);
+      else options.small?.give(buffer);
+    }
   }
   return { end, toUpstreamBytes, toClientBytes };
 }

@@ -45,8 +45,8 @@ export interface NetContext {
   metrics: GatewayMetrics;
   hooks: TransferHooks | undefined;
   pool: BufferPool;
-  /** Client connections' head buffers (HEAD_BUFFER_BYTES). */
-  heads: BufferPool;
+  /** Small buffers (SMALL_BUFFER_BYTES): client heads, and tunnels until they move bulk. */
+  small: BufferPool;
   /** Idle keep-alive connections to HTTP(S) upstream proxies, for forwarded requests. */
   upstreams: UpstreamPool;
   limits: NetLimits;
@@ -75,7 +75,7 @@ export class ClientSession {
     tuneTcp(conn);
     this.client = new Leg(conn);
     this.ctx = ctx;
-    this.#headBuffer = ctx.heads.take();
+    this.#headBuffer = ctx.small.take();
     this.#reader = requestHeadReader(ctx.limits.maxHeaderBytes);
   }
 
@@ -100,7 +100,7 @@ export class ClientSession {
       this.client.close();
       // Every read into it was awaited by #serve; pending bytes in it are dropped with the session.
       this.#pending = EMPTY_BYTES;
-      this.ctx.heads.give(this.#headBuffer);
+      this.ctx.small.give(this.#headBuffer);
     }
   }
 
