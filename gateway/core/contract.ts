@@ -25,6 +25,11 @@ export interface UsernameOptions {
 export interface Client {
   projectId: string;
   options: UsernameOptions;
+  /**
+   * The project's own bound on reaching an upstream (its connection_timeout_seconds): the
+   * gateway waits the shorter of it and OCTOPROX_CONNECT_TIMEOUT.
+   */
+  connectTimeoutMs?: number;
 }
 
 /**

@@ -178,7 +178,11 @@ export class CoreRouter implements Router {
     const project = snapshot.projectsByUsername.get(parsed.options.user);
     if (project === undefined) return { ok: false, refusal: unauthenticated };
     // ParsedUsername and the contract's UsernameOptions are one shape; this assignment keeps them so.
-    const client: Client = { projectId: project.id, options: parsed.options };
+    const client: Client = {
+      projectId: project.id,
+      options: parsed.options,
+      connectTimeoutMs: project.connectTimeoutMs,
+    };
     const digest = project.passwordDigest;
     const known = this.passwords.get(digest);
     if (known !== undefined && timingSafeEqual(known, credentials.password)) {

@@ -246,6 +246,8 @@ export interface ProjectEntry {
   readonly username: string;
   readonly passwordDigest: string;
   readonly strategy: Strategy;
+  /** connection_timeout_seconds in ms; undefined when the feed gives no usable one. */
+  readonly connectTimeoutMs: number | undefined;
   readonly project: FeedProject;
 }
 
@@ -368,6 +370,9 @@ function indexProjects(update: FeedSections, log: CoreLog | undefined) {
       username: project.username,
       passwordDigest: project.password_digest,
       strategy: project.strategy,
+      connectTimeoutMs: project.connection_timeout_seconds > 0
+        ? project.connection_timeout_seconds * 1000
+        : undefined,
       project,
     };
     projectsById.set(project.id, entry);

@@ -22,6 +22,7 @@ import { clientKeepsAlive, HeadError, parseConnectTarget, type RequestHead } fro
 import { relay, RelayEnd } from "./relay.ts";
 import { RequestKind, RequestOutcome } from "./metrics.ts";
 import type { Leg } from "./leg.ts";
+import { connectTimeoutFor } from "./limits.ts";
 import type { ClientSession, NetContext } from "./session.ts";
 import { dialUpstream, type UpstreamLink } from "./upstream.ts";
 
@@ -139,7 +140,7 @@ export async function dialTunnel(
         upstream: acquired.upstream,
         target,
         tunnel: true,
-        timeoutMs: ctx.limits.connectTimeoutMs,
+        timeoutMs: connectTimeoutFor(ctx.limits, client),
         maxHeadBytes: ctx.limits.maxHeaderBytes,
         signal: session.signal,
         buffer,

@@ -56,6 +56,7 @@ import {
 } from "./http-response.ts";
 import type { Leg } from "./leg.ts";
 import { RequestKind, RequestOutcome } from "./metrics.ts";
+import { connectTimeoutFor } from "./limits.ts";
 import type { ClientSession } from "./session.ts";
 import { dialUpstream } from "./upstream.ts";
 import { upstreamPoolKey } from "./upstream-pool.ts";
@@ -193,6 +194,7 @@ async function exchange(session: ClientSession, request: ExchangeRequest): Promi
   const ctx = session.ctx;
   const { head, target, framing, allocation } = request;
   const upstream = allocation.upstream;
+  const connectTimeoutMs = connectTimeoutFor(ctx.limits, request.client);
   const startedMs = Date.now();
   let released = false;
   const release = (outcome: Outcome) => {
@@ -239,7 +241,7 @@ async function exchange(session: ClientSession, request: ExchangeRequest): Promi
           upstream,
           target,
           tunnel,
-          timeoutMs: ctx.limits.connectTimeoutMs,
+          timeoutMs: connectTimeoutMs,
           maxHeadBytes: ctx.limits.maxHeaderBytes,
           signal: session.signal,
           buffer,
@@ -262,7 +264,7 @@ async function exchange(session: ClientSession, request: ExchangeRequest): Promi
 
         // Waiting for the answer: the connect timeout bounds it, not the idle check.
         session.idleWatch = false;
-        leg.setDeadline(ctx.limits.connectTimeoutMs);
+        leg.setDeadline(connectTimeoutMs);
         ({ response, leftover } = await readResponseHead(
           leg,
           buffer,

@@ -30,12 +30,7 @@ import { Leg, tuneTcp } from "./leg.ts";
 import type { Logger } from "./log.ts";
 import { type GatewayMetrics, RequestKind, RequestOutcome } from "./metrics.ts";
 import type { UpstreamPool } from "./upstream-pool.ts";
-
-export interface NetLimits {
-  maxHeaderBytes: number;
-  clientIdleTimeoutMs: number;
-  connectTimeoutMs: number;
-}
+import type { NetLimits } from "./limits.ts";
 
 /** What every session shares: the routing core, limits, counters and buffers. */
 export interface NetContext {

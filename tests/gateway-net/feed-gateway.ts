@@ -18,6 +18,8 @@ export interface FeedProjectSpec {
   username: string;
   password: string;
   strategy?: string;
+  /** The project's connection_timeout_seconds (30 unless said). */
+  connectionTimeoutSeconds?: number;
 }
 
 export interface FeedProxySpec {
@@ -51,7 +53,7 @@ export async function publishFeed(
     sticky_quarantine: false,
     location_policy: "off",
     location_preflight: "off",
-    connection_timeout_seconds: 30,
+    connection_timeout_seconds: project.connectionTimeoutSeconds ?? 30,
     max_retries: 2,
   })));
   const content: Record<string, unknown> = {

@@ -78,7 +78,11 @@ describe("authenticate", () => {
     const result = await router.authenticate(basic("shop-cc-uk-sessid-42"));
     expect(result).toEqual({
       ok: true,
-      client: { projectId: "p1", options: { user: "shop", country: "GB", sessionId: "42" } },
+      client: {
+        projectId: "p1",
+        options: { user: "shop", country: "GB", sessionId: "42" },
+        connectTimeoutMs: 30_000,
+      },
     });
   });
 
@@ -144,6 +148,14 @@ describe("authenticate", () => {
     router.apply(feed([section("c", ["x"])], { projects: [] }));
     const after = await router.authenticate(header);
     expect(after.ok === false && after.refusal.status).toBe(407);
+  });
+
+  it("hands the project's connection timeout on with the client", async () => {
+    const { router } = routerFor(
+      feed([section("c", ["x"])], { projects: [project({ connection_timeout_seconds: 7 })] }),
+    );
+    const result = await router.authenticate(basic("shop"));
+    expect(result.ok && result.client.connectTimeoutMs).toBe(7_000);
   });
 
   it("answers 503 before the first feed and says it is not ready", async () => {
