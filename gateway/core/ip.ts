@@ -3,6 +3,7 @@
  * IPv4 is read as `inet_aton` reads it (`127.1`, `0x7f.1`, `2130706433`), since that is how the
  * upstream's resolver will read a host we pass on unresolved.
  */
+import { dottedQuadValue } from "../../shared/proxy-protocol/address.ts";
 
 /** An address: IPv4 as an unsigned 32-bit number, IPv6 as eight 16-bit words. */
 export type IpAddress =
@@ -20,34 +21,11 @@ function parseNumberPart(part: string): number | undefined {
   return undefined;
 }
 
-/** A plain dotted quad (no leading zeros), the common case, read without patterns. */
-function plainDottedQuad(text: string): number | undefined {
-  let result = 0;
-  let parts = 0;
-  let value = 0;
-  let digits = 0;
-  for (let index = 0; index <= text.length; index++) {
-    const code = index < text.length ? text.charCodeAt(index) : 46; // a final "."
-    if (code === 46) {
-      if (digits === 0) return undefined;
-      result = result * 256 + value;
-      parts++;
-      value = 0;
-      digits = 0;
-    } else if (code >= 48 && code <= 57 && !(digits > 0 && value === 0)) {
-      value = value * 10 + code - 48;
-      if (++digits > 3 || value > 255) return undefined;
-    } else {
-      return undefined;
-    }
-  }
-  return parts === 4 ? result : undefined;
-}
-
 /** An IPv4 literal in any form `inet_aton` takes; undefined for anything else. */
 export function parseIPv4(text: string): number | undefined {
   if (text === "" || text.length > 64) return undefined;
-  const plain = plainDottedQuad(text);
+  // The common form first, read without patterns.
+  const plain = dottedQuadValue(text);
   if (plain !== undefined) return plain;
   const parts = text.split(".");
   if (parts.length > 4) return undefined;
