@@ -70,6 +70,8 @@ let folder: string;
 let redis: LocalRedis;
 let cluster: Cluster;
 let gateway: Gateway;
+/** The same gateway serving from two isolates, each with its own batch writer. */
+let gatewayTwoIsolates: Gateway;
 let origin: Origin;
 let sink: Sink;
 let tinyproxies: Tinyproxy[];
@@ -91,7 +93,10 @@ beforeAll(async () => {
   ]);
   cluster = await Cluster.create({ redisUrl: redis.url });
   await cluster.start("all");
-  gateway = await cluster.startGateway();
+  [gateway, gatewayTwoIsolates] = await Promise.all([
+    cluster.startGateway(),
+    cluster.startGateway({ env: { OCTOPROX_GATEWAY_ISOLATES: "2" } }),
+  ]);
 });
 
 afterEach((context) => {
@@ -245,9 +250,10 @@ async function tunnel(
   proxy: number,
   credentials: Credentials,
   chunks: readonly number[],
+  via: Gateway = gateway,
 ): Promise<void> {
   const { connection, response } = await openConnect(
-    gateway.proxyPort,
+    via.proxyPort,
     `127.0.0.1:${sink.port}`,
     basicAuth(credentials),
   );
@@ -345,11 +351,11 @@ const user = (project: MeteredProject, proxy: number) =>
 const METERING = "octoprox_gateway_metering";
 
 /** Nothing owed, pending or running in the gateway's metering: every count is in Redis. */
-async function meteringSettled(): Promise<boolean> {
+async function meteringSettled(via: Gateway = gateway): Promise<boolean> {
   const [owed, pending, open] = await Promise.all([
-    gateway.metric(`${METERING}_owed_parts`),
-    gateway.metric(`${METERING}_pending_rows`),
-    gateway.metric(`${METERING}_meters_open`),
+    via.metric(`${METERING}_owed_parts`),
+    via.metric(`${METERING}_pending_rows`),
+    via.metric(`${METERING}_meters_open`),
   ]);
   return owed === 0 && pending === 0 && open === 0;
 }
@@ -380,13 +386,17 @@ function expectFlow(
  * Waits until nothing is in flight in the gateway's metering and the project's window holds at
  * least every request of `tally` (more is a count applied twice: expectWindows shows it).
  */
-async function untilPublished(project: MeteredProject, tally: Tally): Promise<void> {
+async function untilPublished(
+  project: MeteredProject,
+  tally: Tally,
+  via: Gateway = gateway,
+): Promise<void> {
   const key = windowKey(cluster.keys, ProjectWindows, project.projectId);
   const expected = tally.total.requests;
   let seen = 0;
   try {
     await cluster.until(async () => {
-      if (!(await meteringSettled())) return false;
+      if (!(await meteringSettled(via))) return false;
       seen = Number(await cluster.redis.hget(key, "requests") ?? 0);
       return seen >= expected;
     }, {
@@ -440,13 +450,18 @@ async function expectWindows(project: MeteredProject, tally: Tally): Promise<voi
 // ---------------------------------------------------------------------------------------------
 
 describe("metering counts in Redis", () => {
-  it("match what the clients sent and received, exactly", async () => {
+  it.each([
+    ["one isolate", () => gateway],
+    ["two isolates", () => gatewayTwoIsolates],
+  ])("match what the clients sent and received, exactly (%s)", async (_, pick) => {
+    const via = pick();
+    const isolates = via === gatewayTwoIsolates ? 2 : 1;
     expect(cluster.redisUrl).not.toBe(TEST_REDIS_URL);
     const tally = new Tally();
     const project = await createMeteredProject(tally);
 
     const http = async (proxy: number, requests: [string, string, number?][]) => {
-      const connection = await RawConnection.open(gateway.proxyPort);
+      const connection = await RawConnection.open(via.proxyPort);
       try {
         for (const [method, path, body] of requests) {
           await counted(tally, proxy, connection, user(project, proxy), method, path, body);
@@ -474,13 +489,13 @@ describe("metering counts in Redis", () => {
         ["GET", "/bytes/7"],
         ["GET", "/chunked"],
       ]),
-      tunnel(tally, DE, user(project, DE), [100, 5_000]),
-      tunnel(tally, FR, user(project, FR), [1_500_000]),
-      tunnel(tally, FR, user(project, FR), [1]),
+      tunnel(tally, DE, user(project, DE), [100, 5_000], via),
+      tunnel(tally, FR, user(project, FR), [1_500_000], via),
+      tunnel(tally, FR, user(project, FR), [1], via),
     ]);
 
     // A refusal of the gateway's own: no transfer, one rejection.
-    const refused = await RawConnection.open(gateway.proxyPort);
+    const refused = await RawConnection.open(via.proxyPort);
     try {
       const answer = await forward(refused, user(project, DE), "GET", "/ip");
       expect(answer.status).toBe(200);
@@ -495,8 +510,23 @@ describe("metering counts in Redis", () => {
       refused.destroy();
     }
 
-    await untilPublished(project, tally);
+    if (isolates > 1) {
+      // Requests on new connections, so the kernel hands some to each isolate (each of which
+      // meters with a batch writer of its own): 12 all to one isolate is a 1-in-2,048 chance.
+      for (let i = 0; i < 12; i++) {
+        const connection = await RawConnection.open(via.proxyPort);
+        try {
+          await counted(tally, i % 2, connection, user(project, i % 2), "GET", "/bytes/10");
+        } finally {
+          connection.destroy();
+        }
+      }
+    }
+    await untilPublished(project, tally, via);
     await expectWindows(project, tally);
+    // Every isolate's writer had its batches applied.
+    const writers = await cluster.redis.keys(`${cluster.prefix}applied:${via.instance}:*`);
+    expect(writers).toHaveLength(isolates);
     const rejection = windowKey(cluster.keys, RejectionWindows, {
       projectId: project.projectId,
       reason: "destination_prohibited",
