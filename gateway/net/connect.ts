@@ -45,16 +45,9 @@ export async function handleConnect(session: ClientSession, head: RequestHead): 
   }
   // A CONNECT has no body: a refused one leaves the connection usable.
   const keepAfterRefusal = clientKeepsAlive(head);
-  let client = session.authenticate(head, kind, keepAfterRefusal, target);
+  let client = session.admit(head, kind, keepAfterRefusal, target);
   if (client instanceof Promise) client = await client;
   if (client === undefined) return keepAfterRefusal;
-  const ctx = session.ctx;
-  let denied = ctx.guard.check(target);
-  if (denied instanceof Promise) denied = await denied;
-  if (denied) {
-    await session.refuse(denied, { keepAlive: keepAfterRefusal, kind, method }, client, target);
-    return keepAfterRefusal;
-  }
 
   const dial = await dialTunnel(session, client, target);
   switch (dial.kind) {

@@ -111,16 +111,10 @@ export async function handleForward(session: ClientSession, head: RequestHead): 
   }
   // A refusal leaves the body unread: the connection serves another request only without one.
   const keepAfterRefusal = clientKeepsAlive(head) && !hasBody;
-  let client = session.authenticate(head, kind, keepAfterRefusal, target);
+  let client = session.admit(head, kind, keepAfterRefusal, target);
   if (client instanceof Promise) client = await client;
   if (client === undefined) return keepAfterRefusal;
   const ctx = session.ctx;
-  let denied = ctx.guard.check(target);
-  if (denied instanceof Promise) denied = await denied;
-  if (denied) {
-    await session.refuse(denied, { keepAlive: keepAfterRefusal, kind, method }, client, target);
-    return keepAfterRefusal;
-  }
 
   const attempts = RETRYABLE_METHODS.has(method) && !hasBody ? MAX_ATTEMPTS : 1;
   // Built only for a second attempt: most requests are served by their first.

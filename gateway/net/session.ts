@@ -218,6 +218,33 @@ export class ClientSession {
     return result instanceof Promise ? result.then(settle, failed) : settle(result);
   }
 
+  /**
+   * Authenticates the request, then checks its destination; answers a refusal of either itself
+   * (keeping the connection when `keepAlive`) and gives undefined. Answers at once when the
+   * core does (the usual case).
+   */
+  admit(
+    head: RequestHead,
+    kind: RequestKind,
+    keepAlive: boolean,
+    target: Target,
+  ): MaybePromise<Client | undefined> {
+    const check = (client: Client | undefined): MaybePromise<Client | undefined> => {
+      if (client === undefined) return undefined;
+      const settle = (denied: Refusal | undefined): MaybePromise<Client | undefined> =>
+        denied === undefined ? client : this.refuse(
+          denied,
+          { keepAlive, kind, method: head.method },
+          client,
+          target,
+        ).then(() => undefined);
+      const denied = this.ctx.guard.check(target);
+      return denied instanceof Promise ? denied.then(settle) : settle(denied);
+    };
+    const client = this.authenticate(head, kind, keepAlive, target);
+    return client instanceof Promise ? client.then(check) : check(client);
+  }
+
   async #authenticationFailed(
     error: unknown,
     method: string,

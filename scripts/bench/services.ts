@@ -10,10 +10,14 @@ import { chmod, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { freePort, portAccepts, waitFor } from "../../e2e/support/wait.ts";
-import { passwordDigest } from "../../shared/feed/codec.ts";
 import type { FeedProxy } from "../../shared/feed/models.ts";
 import { SCHEMA_VERSION } from "../../shared/feed/models.ts";
-import { type FeedBed, publishFeedContent } from "../../tests/feed/support.ts";
+import {
+  type FeedBed,
+  feedProject,
+  type FeedProjectSpec,
+  publishFeedContent,
+} from "../../tests/feed/support.ts";
 import { connector as feedConnector } from "../../tests/gateway/fixtures.ts";
 import { DENO_BIN, DENO_ENV, gatewayRunArgs, ROOT } from "../gateway-command.ts";
 
@@ -197,12 +201,6 @@ export async function startChainedTinyproxy(upstreamPort: number): Promise<Servi
 
 export const BENCH_LOGIN = { username: "bench", password: "bench-pass" };
 
-export interface FeedProjectSpec {
-  id: string;
-  username: string;
-  password: string;
-}
-
 export interface FeedConnectorSpec {
   id: string;
   projectId: string;
@@ -229,19 +227,7 @@ export async function publishFeed(
   bed: FeedBed,
   spec: { projects: FeedProjectSpec[]; connectors: FeedConnectorSpec[] },
 ): Promise<void> {
-  const projects = await Promise.all(spec.projects.map(async (project) => ({
-    id: project.id,
-    name: project.id,
-    username: project.username,
-    password_digest: await passwordDigest(bed.feedKeys, project.password),
-    strategy: "round_robin",
-    session_ttl_seconds: 300,
-    sticky_quarantine: false,
-    location_policy: "off",
-    location_preflight: "off",
-    connection_timeout_seconds: 30,
-    max_retries: 2,
-  })));
+  const projects = await Promise.all(spec.projects.map((project) => feedProject(bed, project)));
   const content = new Map<string, unknown>([
     ["global", { schema: SCHEMA_VERSION, default_strategy: "round_robin", projects }],
     ["runtime", { schema: SCHEMA_VERSION, quarantines: [], traffic_blocks: [] }],

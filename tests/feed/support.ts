@@ -7,7 +7,13 @@ import { Redis } from "ioredis";
 import { createDatabase, type Database } from "../../db/client.ts";
 import { migrate } from "../../db/migrate.ts";
 import { ControllerLease } from "../../control/controller/lease.ts";
-import { deriveFeedKeys, type FeedKeys, sectionDigest } from "../../shared/feed/codec.ts";
+import {
+  deriveFeedKeys,
+  type FeedKeys,
+  passwordDigest,
+  sectionDigest,
+} from "../../shared/feed/codec.ts";
+import type { FeedProject } from "../../shared/feed/models.ts";
 import type { SectionText } from "../../control/controller/compile.ts";
 import { FeedPublisher } from "../../control/controller/publisher.ts";
 import { type RedisKeys, redisKeys } from "../../shared/redis-keys.ts";
@@ -208,4 +214,31 @@ export async function publishFeedContent(
     lease: bed.lease,
   });
   await publisher.publish(sections, Date.now());
+}
+
+/** What a hand-made feed says of a project; the rest is the compile's defaults. */
+export interface FeedProjectSpec {
+  id: string;
+  username: string;
+  password: string;
+  strategy?: string;
+  /** connection_timeout_seconds (30 unless said). */
+  connectionTimeoutSeconds?: number;
+}
+
+/** A project entry of the global section as the compile writes it (password digested). */
+export async function feedProject(bed: FeedBed, spec: FeedProjectSpec): Promise<FeedProject> {
+  return {
+    id: spec.id,
+    name: spec.id,
+    username: spec.username,
+    password_digest: await passwordDigest(bed.feedKeys, spec.password),
+    strategy: (spec.strategy ?? "round_robin") as FeedProject["strategy"],
+    session_ttl_seconds: 300,
+    sticky_quarantine: false,
+    location_policy: "off",
+    location_preflight: "off",
+    connection_timeout_seconds: spec.connectionTimeoutSeconds ?? 30,
+    max_retries: 2,
+  };
 }

@@ -5,22 +5,17 @@
  * gateway whose ports are read from its log, and a raw SOCKS5 client.
  */
 import { type ChildProcess, spawn } from "node:child_process";
-import { passwordDigest } from "../../shared/feed/codec.ts";
 import { SCHEMA_VERSION } from "../../shared/feed/models.ts";
-import { type FeedBed, publishFeedContent } from "../feed/support.ts";
+import {
+  type FeedBed,
+  feedProject,
+  type FeedProjectSpec,
+  publishFeedContent,
+} from "../feed/support.ts";
 import { waitFor } from "../../e2e/support/wait.ts";
 import { connector as feedConnector } from "../gateway/fixtures.ts";
 import { DENO_BIN, gatewayRunArgs } from "../../scripts/gateway-command.ts";
 import { gatewayEnv, type LogLine, RawConnection, ROOT } from "./support.ts";
-
-export interface FeedProjectSpec {
-  id: string;
-  username: string;
-  password: string;
-  strategy?: string;
-  /** The project's connection_timeout_seconds (30 unless said). */
-  connectionTimeoutSeconds?: number;
-}
 
 export interface FeedProxySpec {
   id: string;
@@ -43,19 +38,7 @@ export async function publishFeed(
   bed: FeedBed,
   spec: { projects: FeedProjectSpec[]; connectors: FeedConnectorSpec[] },
 ): Promise<void> {
-  const projects = await Promise.all(spec.projects.map(async (project) => ({
-    id: project.id,
-    name: project.id,
-    username: project.username,
-    password_digest: await passwordDigest(bed.feedKeys, project.password),
-    strategy: project.strategy ?? "round_robin",
-    session_ttl_seconds: 300,
-    sticky_quarantine: false,
-    location_policy: "off",
-    location_preflight: "off",
-    connection_timeout_seconds: project.connectionTimeoutSeconds ?? 30,
-    max_retries: 2,
-  })));
+  const projects = await Promise.all(spec.projects.map((project) => feedProject(bed, project)));
   const content: Record<string, unknown> = {
     global: { schema: SCHEMA_VERSION, default_strategy: "round_robin", projects },
     runtime: { schema: SCHEMA_VERSION, quarantines: [], traffic_blocks: [] },

@@ -6,12 +6,11 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { ChildProcess } from "node:child_process";
-import { passwordDigest } from "../../shared/feed/codec.ts";
 import { SCHEMA_VERSION } from "../../shared/feed/models.ts";
 import { type Origin, startOrigin } from "../../e2e/support/origin.ts";
 import { startTinyproxy, type Tinyproxy } from "../../e2e/support/tinyproxy.ts";
 import { freePort, portAccepts, waitFor } from "../../e2e/support/wait.ts";
-import { type FeedBed, feedBed, publishFeedContent } from "../feed/support.ts";
+import { type FeedBed, feedBed, feedProject, publishFeedContent } from "../feed/support.ts";
 import { DENO_BIN, gatewayRunArgs } from "../../scripts/gateway-command.ts";
 import { curl, gatewayEnv, ROOT } from "./support.ts";
 import { connector } from "../gateway/fixtures.ts";
@@ -62,19 +61,7 @@ afterAll(async () => {
 });
 
 async function publish(): Promise<void> {
-  const project = {
-    id: "p1",
-    name: "p1",
-    username: "acme",
-    password_digest: await passwordDigest(bed.feedKeys, "acme-pass"),
-    strategy: "round_robin",
-    session_ttl_seconds: 300,
-    sticky_quarantine: false,
-    location_policy: "off",
-    location_preflight: "off",
-    connection_timeout_seconds: 30,
-    max_retries: 2,
-  };
+  const project = await feedProject(bed, { id: "p1", username: "acme", password: "acme-pass" });
   const content: Record<string, unknown> = {
     global: { schema: SCHEMA_VERSION, default_strategy: "round_robin", projects: [project] },
     runtime: { schema: SCHEMA_VERSION, quarantines: [], traffic_blocks: [] },
