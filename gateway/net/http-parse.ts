@@ -7,7 +7,7 @@
  */
 import { hostKind, isValidPort } from "../../shared/proxy-protocol/address.ts";
 import { latin1Decode } from "../../shared/proxy-protocol/bytes.ts";
-import { lineBounds, scanHeadEnd } from "../../shared/proxy-protocol/http-head.ts";
+import { eachHeaderLine, lineBounds, scanHeadEnd } from "../../shared/proxy-protocol/http-head.ts";
 import type { Target } from "../core/contract.ts";
 
 /** A request the gateway answers itself, status and a short reason, then closes. */
@@ -97,24 +97,19 @@ export function parseRequestHead(bytes: Uint8Array): RequestHead {
   const version = text.slice(secondSpace + 1, lineEnd);
   if (version !== "HTTP/1.1" && version !== "HTTP/1.0") throw bad("Malformed request line");
   const headers: HeaderField[] = [];
-  let position = afterLine;
-  while (position < text.length) {
-    const [end, next] = lineBounds(text, position);
-    if (end === position) break;
-    const first = text.charCodeAt(position);
-    if (first === SPACE || first === TAB) throw bad("Folded header lines are not accepted");
-    const colon = text.indexOf(":", position);
-    if (colon <= position || colon >= end) throw bad("Malformed header line");
-    if (!isTokenRange(text, position, colon)) throw bad("Malformed header name");
+  eachHeaderLine(text, afterLine, (start, end, continued) => {
+    if (continued) throw bad("Folded header lines are not accepted");
+    const colon = text.indexOf(":", start);
+    if (colon <= start || colon >= end) throw bad("Malformed header line");
+    if (!isTokenRange(text, start, colon)) throw bad("Malformed header name");
     const value = text.slice(colon + 1, end).trim();
     if (value.includes("\0") || value.includes("\r")) throw bad("Malformed header value");
     if (headers.length >= MAX_HEADER_FIELDS) {
       throw new HeadError(431, "Too many header fields");
     }
-    const name = text.slice(position, colon);
+    const name = text.slice(start, colon);
     headers.push({ name, lower: name.toLowerCase(), value });
-    position = next;
-  }
+  });
   return {
     method: text.slice(0, firstSpace),
     target: text.slice(firstSpace + 1, secondSpace),

@@ -9,7 +9,7 @@ import {
   HandshakeProtocol,
   UpstreamHandshakeError,
 } from "../../shared/proxy-protocol/errors.ts";
-import { lineBounds } from "../../shared/proxy-protocol/http-head.ts";
+import { eachHeaderLine, lineBounds } from "../../shared/proxy-protocol/http-head.ts";
 import { type HeaderField, HeadReader, isTokenRange } from "./http-parse.ts";
 
 export interface ResponseHead {
@@ -51,36 +51,28 @@ export function parseResponseHead(bytes: Uint8Array): ResponseHead {
   const statusLine = parseStatusLine(text, lineEnd);
   if (!statusLine) throw badReply("Bad HTTP status line from upstream");
   const headers: HeaderField[] = [];
-  let position = afterLine;
-  while (position < text.length) {
-    const [end, next] = lineBounds(text, position);
-    if (end === position) break;
-    const first = text.charCodeAt(position);
-    if ((first === 32 || first === 9) && headers.length > 0) {
-      // Obsolete folding: the line continues the previous value (sent on as one line).
+  eachHeaderLine(text, afterLine, (start, end, continued) => {
+    if (continued && headers.length > 0) {
+      // Obsolete folding, joined with one space and sent on as one line.
       const last = headers[headers.length - 1];
-      const more = text.slice(position, end).trim();
+      const more = text.slice(start, end).trim();
       headers[headers.length - 1] = { ...last, value: `${last.value} ${more}` };
-      position = next;
-      continue;
+      return;
     }
-    const colon = text.indexOf(":", position);
-    let nameEnd = colon > position && colon < end ? colon : position;
+    const colon = text.indexOf(":", start);
+    let nameEnd = colon > start && colon < end ? colon : start;
     // White space before the colon is tolerated from an upstream (not from a client).
-    while (nameEnd > position) {
+    while (nameEnd > start) {
       const code = text.charCodeAt(nameEnd - 1);
       if (code !== 32 && code !== 9) break;
       nameEnd--;
     }
-    if (!isTokenRange(text, position, nameEnd)) {
-      throw badReply("Bad HTTP header line from upstream");
-    }
+    if (!isTokenRange(text, start, nameEnd)) throw badReply("Bad HTTP header line from upstream");
     const value = text.slice(colon + 1, end).trim();
     if (value.includes("\r") || value.includes("\0")) throw badReply("Bad HTTP header value");
-    const name = text.slice(position, nameEnd);
+    const name = text.slice(start, nameEnd);
     headers.push({ name, lower: name.toLowerCase(), value });
-    position = next;
-  }
+  });
   return { ...statusLine, headers };
 }
 

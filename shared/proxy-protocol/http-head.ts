@@ -68,6 +68,27 @@ export function lineBounds(text: string, from: number): [end: number, next: numb
   return [end, next + 1];
 }
 
+/**
+ * Calls `line` for each header line of a head's text, from `from` up to the empty line that
+ * ends it, with the line's bounds (its LF and a CR before it left out). A line that starts with
+ * a space or a tab continues the one before (obsolete folding): `continued` says so. One walk
+ * over header lines for every head parser; each decides what it accepts.
+ */
+export function eachHeaderLine(
+  text: string,
+  from: number,
+  line: (start: number, end: number, continued: boolean) => void,
+): void {
+  let position = from;
+  while (position < text.length) {
+    const [end, next] = lineBounds(text, position);
+    if (end === position) return;
+    const first = text.charCodeAt(position);
+    line(position, end, first === 32 || first === 9);
+    position = next;
+  }
+}
+
 /** Parses a complete head (status line through the empty line), by index in one pass. */
 export function parseResponseHead(bytes: Uint8Array): ResponseHead {
   const text = latin1Decode(bytes);
@@ -75,26 +96,19 @@ export function parseResponseHead(bytes: Uint8Array): ResponseHead {
   const match = STATUS_LINE.exec(text.slice(0, lineEnd));
   if (!match) throw badReply("Bad HTTP status line from upstream");
   const headers: Array<[string, string]> = [];
-  let position = afterLine;
-  while (position < text.length) {
-    const [end, next] = lineBounds(text, position);
-    if (end === position) break;
-    const first = text.charCodeAt(position);
-    if ((first === 32 || first === 9) && headers.length > 0) {
-      // Obsolete line folding: the line continues the previous value.
+  eachHeaderLine(text, afterLine, (start, end, continued) => {
+    if (continued && headers.length > 0) {
       const last = headers[headers.length - 1];
-      last[1] = `${last[1]} ${text.slice(position, end).trim()}`;
-      position = next;
-      continue;
+      last[1] = `${last[1]} ${text.slice(start, end).trim()}`;
+      return;
     }
-    const colon = text.indexOf(":", position);
-    if (colon <= position || colon >= end) throw badReply("Bad HTTP header line from upstream");
+    const colon = text.indexOf(":", start);
+    if (colon <= start || colon >= end) throw badReply("Bad HTTP header line from upstream");
     headers.push([
-      text.slice(position, colon).trim().toLowerCase(),
+      text.slice(start, colon).trim().toLowerCase(),
       text.slice(colon + 1, end).trim(),
     ]);
-    position = next;
-  }
+  });
   return { version: match[1], status: Number(match[2]), reason: match[3] ?? "", headers };
 }
 
