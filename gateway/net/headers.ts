@@ -5,7 +5,7 @@
  * always pass, so a `Connection` list cannot unframe a body. The only Proxy-Authorization that
  * leaves is the upstream's own credential.
  */
-import type { HeaderField, RequestHead } from "./http-parse.ts";
+import { type HeaderField, headerTokens, type RequestHead } from "./http-parse.ts";
 import type { ResponseHead } from "./http-response.ts";
 
 const HOP_BY_HOP = new Set([
@@ -19,16 +19,8 @@ const HOP_BY_HOP = new Set([
 const FRAMING = new Set(["content-length", "transfer-encoding", "trailer"]);
 
 /** The names a message's Connection fields list, lower case. */
-export function connectionTokens(headers: readonly HeaderField[]): Set<string> {
-  const tokens = new Set<string>();
-  for (const field of headers) {
-    if (field.lower !== "connection") continue;
-    for (const part of field.value.split(",")) {
-      const token = part.trim().toLowerCase();
-      if (token !== "") tokens.add(token);
-    }
-  }
-  return tokens;
+export function connectionTokens(headers: readonly HeaderField[]): ReadonlySet<string> {
+  return headerTokens(headers, "connection");
 }
 
 /** Whether a field stops at the gateway. */

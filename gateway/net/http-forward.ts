@@ -110,7 +110,8 @@ export async function handleForward(session: ClientSession, head: RequestHead): 
     return false;
   }
   // A refusal leaves the body unread: the connection serves another request only without one.
-  const keepAfterRefusal = clientKeepsAlive(head) && !hasBody;
+  const clientKeeps = clientKeepsAlive(head);
+  const keepAfterRefusal = clientKeeps && !hasBody;
   let client = session.admit(head, kind, keepAfterRefusal, target);
   if (client instanceof Promise) client = await client;
   if (client === undefined) return keepAfterRefusal;
@@ -132,6 +133,7 @@ export async function handleForward(session: ClientSession, head: RequestHead): 
     if (attempt > 0) ctx.metrics.retries++;
     const result = await exchange(session, {
       head,
+      clientKeeps,
       target,
       framing,
       client,
@@ -164,6 +166,8 @@ export async function handleForward(session: ClientSession, head: RequestHead): 
 
 interface ExchangeRequest {
   head: RequestHead;
+  /** The client asked to keep its connection (its Connection fields and version). */
+  clientKeeps: boolean;
   target: ForwardTarget;
   framing: RequestFraming;
   client: Client;
@@ -295,7 +299,7 @@ async function exchange(session: ClientSession, request: ExchangeRequest): Promi
     if (meter && sent > 0) safely(() => meter!.bytes(sent, 0));
 
     const bodyFraming = responseFraming(response, head.method);
-    const keepAlive = clientKeepsAlive(head) && bodyFraming.kind !== ResponseBody.close;
+    const keepAlive = request.clientKeeps && bodyFraming.kind !== ResponseBody.close;
     const responseHead = encodeClientResponseHead(
       response,
       head.version,

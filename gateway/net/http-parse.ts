@@ -204,11 +204,13 @@ export function requestHeadReader(maxBytes: number): HeadReader<RequestHead> {
 }
 
 /** Every value of a header (name in lower case), in order. */
-export function headerValues(head: RequestHead, lower: string): string[] {
-  const values: string[] = [];
-  for (const field of head.headers) if (field.lower === lower) values.push(field.value);
-  return values;
+export function headerValues(headers: readonly HeaderField[], lower: string): readonly string[] {
+  let values: string[] | undefined;
+  for (const field of headers) if (field.lower === lower) (values ??= []).push(field.value);
+  return values ?? NO_VALUES;
 }
+
+const NO_VALUES: readonly string[] = Object.freeze([]);
 
 /** The first value of a header (name in lower case), or null. */
 export function headerValue(head: RequestHead, lower: string): string | null {
@@ -216,16 +218,22 @@ export function headerValue(head: RequestHead, lower: string): string | null {
   return null;
 }
 
-/** The comma-separated tokens of every value of a header, lower case. */
-export function headerTokens(head: RequestHead, lower: string): Set<string> {
-  const tokens = new Set<string>();
-  for (const value of headerValues(head, lower)) {
-    for (const part of value.split(",")) {
+const NO_TOKENS: ReadonlySet<string> = new Set();
+
+/**
+ * The comma-separated tokens of every value of a header (name in lower case), lower case. Most
+ * messages have no such field: they get one shared empty set, nothing built per request.
+ */
+export function headerTokens(headers: readonly HeaderField[], lower: string): ReadonlySet<string> {
+  let tokens: Set<string> | undefined;
+  for (const field of headers) {
+    if (field.lower !== lower) continue;
+    for (const part of field.value.split(",")) {
       const token = part.trim().toLowerCase();
-      if (token !== "") tokens.add(token);
+      if (token !== "") (tokens ??= new Set()).add(token);
     }
   }
-  return tokens;
+  return tokens ?? NO_TOKENS;
 }
 
 export const BodyKind = { none: "none", length: "length", chunked: "chunked" } as const;
@@ -242,8 +250,8 @@ const CHUNKED: RequestFraming = Object.freeze({ kind: BodyKind.chunked, lengthBy
 
 /** How the request's body is delimited. Throws HeadError (400) where it is ambiguous. */
 export function requestFraming(head: RequestHead): RequestFraming {
-  const encodings = headerValues(head, "transfer-encoding");
-  const lengths = headerValues(head, "content-length");
+  const encodings = headerValues(head.headers, "transfer-encoding");
+  const lengths = headerValues(head.headers, "content-length");
   if (encodings.length > 0) {
     if (head.version === "1.0") throw bad("Transfer-Encoding is not allowed in HTTP/1.0");
     if (lengths.length > 0) throw bad("Content-Length and Transfer-Encoding together");
@@ -269,8 +277,8 @@ export function requestFraming(head: RequestHead): RequestFraming {
 
 /** Whether the client wants the connection kept after this exchange. */
 export function clientKeepsAlive(head: RequestHead): boolean {
-  const tokens = headerTokens(head, "connection");
-  const proxyTokens = headerTokens(head, "proxy-connection");
+  const tokens = headerTokens(head.headers, "connection");
+  const proxyTokens = headerTokens(head.headers, "proxy-connection");
   if (tokens.has("close") || proxyTokens.has("close")) return false;
   if (head.version === "1.1") return true;
   return tokens.has("keep-alive") || proxyTokens.has("keep-alive");

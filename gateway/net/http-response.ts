@@ -10,7 +10,7 @@ import {
   UpstreamHandshakeError,
 } from "../../shared/proxy-protocol/errors.ts";
 import { eachHeaderLine, lineBounds } from "../../shared/proxy-protocol/http-head.ts";
-import { type HeaderField, HeadReader, isTokenRange } from "./http-parse.ts";
+import { type HeaderField, headerValues, HeadReader, isTokenRange } from "./http-parse.ts";
 
 export interface ResponseHead {
   readonly version: "1.0" | "1.1";
@@ -103,24 +103,18 @@ export interface ResponseFraming {
   lengthBytes: number;
 }
 
-function values(head: ResponseHead, lower: string): string[] {
-  const found: string[] = [];
-  for (const field of head.headers) if (field.lower === lower) found.push(field.value);
-  return found;
-}
-
 export function responseFraming(head: ResponseHead, requestMethod: string): ResponseFraming {
   const status = head.status;
   if (requestMethod === "HEAD" || status < 200 || status === 204 || status === 304) {
     return { kind: ResponseBody.none, lengthBytes: 0 };
   }
-  const encodings = values(head, "transfer-encoding");
+  const encodings = headerValues(head.headers, "transfer-encoding");
   if (encodings.length > 0) {
     const codings = encodings.join(",").split(",").map((part) => part.trim().toLowerCase());
     const chunked = codings[codings.length - 1] === "chunked";
     return { kind: chunked ? ResponseBody.chunked : ResponseBody.close, lengthBytes: 0 };
   }
-  const lengths = values(head, "content-length");
+  const lengths = headerValues(head.headers, "content-length");
   if (lengths.length === 0) return { kind: ResponseBody.close, lengthBytes: 0 };
   let length: number | undefined;
   for (const part of lengths.join(",").split(",")) {
