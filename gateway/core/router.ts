@@ -215,20 +215,12 @@ export class CoreRouter implements Router {
     return { ok: true, client };
   }
 
+  /** Answers without a Promise unless the strategy reads Redis (sticky). */
   acquire(
     client: Client,
     target: Target,
-    exclude: ReadonlySet<string>,
-  ): MaybePromise<Allocation | Refusal> {
-    return this.acquireNow(client, target, exclude);
-  }
-
-  /** `acquire`, with nothing excluded unless said (the benchmarks' entry). */
-  acquireNow(
-    client: Client,
-    target: Target,
     exclude: ReadonlySet<string> = NOTHING_TRIED,
-  ): Allocation | Refusal | Promise<Allocation | Refusal> {
+  ): MaybePromise<Allocation | Refusal> {
     const snapshot = this.current;
     if (snapshot === undefined) return notReady;
     const project = snapshot.projectsById.get(client.projectId);

@@ -24,7 +24,6 @@ import {
   isRefusal,
   NOTHING_TRIED,
   type Outcome,
-  type UpstreamChoice,
 } from "../core/contract.ts";
 import { CONTINUE_100 } from "./answers.ts";
 import { ChunkedError, ChunkedScanner } from "./chunked.ts";
@@ -63,22 +62,6 @@ import { upstreamPoolKey } from "./upstream-pool.ts";
 
 const MAX_ATTEMPTS = 2;
 
-// Per upstream object (immutable snapshot rows): the header is built once, not per request.
-const authorizations = new WeakMap<UpstreamChoice, string>();
-
-/** The `Proxy-Authorization` value for an HTTP(S) upstream with a credential. */
-function upstreamAuthorization(upstream: UpstreamChoice): string | undefined {
-  if (upstream.username === null) return undefined;
-  let value = authorizations.get(upstream);
-  if (value === undefined) {
-    value = basicProxyAuthorization({
-      username: upstream.username,
-      password: upstream.password ?? "",
-    });
-    authorizations.set(upstream, value);
-  }
-  return value;
-}
 const RETRYABLE_METHODS = new Set(["GET", "HEAD"]);
 
 /** Handles one forward request; resolves whether the client's connection serves another. */
@@ -210,12 +193,15 @@ async function exchange(session: ClientSession, request: ExchangeRequest): Promi
   let answered = false;
   let bodyRead = false;
   let latencyMs: number | undefined;
-  let keepLeg = false;
+  /** The pool the leg goes back to once the answer ended cleanly (undefined: it closes). */
+  let keepIn: string | undefined;
   try {
     const tunnel = upstream.scheme === "socks4" || upstream.scheme === "socks5";
     // HTTP(S) proxies: a keep-alive connection of the pool when one is idle (SOCKS: a tunnel).
     const poolKey = tunnel ? undefined : upstreamPoolKey(upstream);
-    const proxyAuthorization = tunnel ? undefined : upstreamAuthorization(upstream);
+    const proxyAuthorization = !tunnel && upstream.username !== null
+      ? basicProxyAuthorization({ username: upstream.username, password: upstream.password ?? "" })
+      : undefined;
     // In the session's scratch, left alone until the request is sent (a stale retry resends it).
     const requestHead = encodeUpstreamRequestHead(head, target, {
       form: tunnel ? "origin" : "absolute",
@@ -319,10 +305,11 @@ async function exchange(session: ClientSession, request: ExchangeRequest): Promi
     );
     // Back to the pool only when the answer ended exactly where its framing says, on a
     // persistent HTTP/1.1 connection the upstream did not ask to close.
-    keepLeg = poolKey !== undefined && clean && bodyFraming.kind !== ResponseBody.close &&
+    const reusable = clean && bodyFraming.kind !== ResponseBody.close &&
       response.version === "1.1" && head.version === "1.1" &&
       !connectionTokens(response.headers).has("close") && !leg.closed &&
       !session.signal.aborted;
+    keepIn = reusable ? poolKey : undefined;
     const outcome: Outcome = { ok: true, latencyMs };
     release(outcome);
     if (meter) safely(() => meter!.finish(outcome));
@@ -346,8 +333,8 @@ async function exchange(session: ClientSession, request: ExchangeRequest): Promi
     if (!released) release({ ok: false, phase: FailurePhase.client });
     session.idleWatch = false;
     session.attach(undefined);
-    if (keepLeg && leg !== undefined) {
-      session.ctx.upstreams.give(upstreamPoolKey(upstream), leg);
+    if (keepIn !== undefined && leg !== undefined) {
+      session.ctx.upstreams.give(keepIn, leg);
     } else {
       leg?.close();
     }

@@ -194,7 +194,7 @@ export async function measureCore(parameters: CoreParameters): Promise<CoreResul
   const noneExcluded: ReadonlySet<string> = new Set();
 
   const cycle = (client: Client) => {
-    const result = router.acquireNow(client, targetHost, noneExcluded);
+    const result = router.acquire(client, targetHost, noneExcluded);
     if (result instanceof Promise || isRefusal(result)) {
       throw new Error("bench expects a sync allocation");
     }

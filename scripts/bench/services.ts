@@ -18,6 +18,7 @@ import {
   type FeedProjectSpec,
   publishFeedContent,
 } from "../../tests/feed/support.ts";
+import { collectLogLines, type LogLine } from "../../tests/gateway-net/support.ts";
 import { connector as feedConnector } from "../../tests/gateway/fixtures.ts";
 import { DENO_BIN, DENO_ENV, gatewayRunArgs, ROOT } from "../gateway-command.ts";
 
@@ -280,21 +281,9 @@ export async function startGateway(
     stdio: ["ignore", "pipe", "pipe"],
   }));
   let output = "";
-  let partial = "";
-  const parsed: Record<string, unknown>[] = [];
-  child.stdout!.setEncoding("utf8").on("data", (text: string) => {
+  const parsed: LogLine[] = [];
+  collectLogLines(child.stdout!, parsed, (text) => {
     if (output.length < 1_000_000) output += text;
-    partial += text;
-    const lines = partial.split("\n");
-    partial = lines.pop() ?? "";
-    for (const line of lines) {
-      if (line.trim() === "") continue;
-      try {
-        parsed.push(JSON.parse(line) as Record<string, unknown>);
-      } catch {
-        parsed.push({ msg: `unparsed: ${line}` });
-      }
-    }
   });
   child.stderr!.setEncoding("utf8").on("data", (text: string) => (output += text));
   const line = (msg: string, timeoutMs = 30_000) =>

@@ -15,7 +15,7 @@ import {
 import { waitFor } from "../../e2e/support/wait.ts";
 import { connector as feedConnector } from "../gateway/fixtures.ts";
 import { DENO_BIN, gatewayRunArgs } from "../../scripts/gateway-command.ts";
-import { gatewayEnv, type LogLine, RawConnection, ROOT } from "./support.ts";
+import { collectLogLines, gatewayEnv, type LogLine, RawConnection, ROOT } from "./support.ts";
 
 export interface FeedProxySpec {
   id: string;
@@ -98,22 +98,8 @@ export async function startFeedGateway(
     stdio: ["ignore", "pipe", "pipe"],
   });
   let output = "";
-  let partial = "";
   const parsed: LogLine[] = [];
-  child.stdout!.setEncoding("utf8").on("data", (text: string) => {
-    output += text;
-    partial += text;
-    const lines = partial.split("\n");
-    partial = lines.pop() ?? "";
-    for (const line of lines) {
-      if (line.trim() === "") continue;
-      try {
-        parsed.push(JSON.parse(line) as LogLine);
-      } catch {
-        parsed.push({ msg: `unparsed: ${line}`, level: "raw" });
-      }
-    }
-  });
+  collectLogLines(child.stdout!, parsed, (text) => (output += text));
   child.stderr!.setEncoding("utf8").on("data", (text: string) => (output += text));
   const exited = new Promise<number | null>((resolve) => child.once("exit", resolve));
   const line = (msg: string, timeoutMs = 20_000) =>

@@ -5,6 +5,7 @@
 import { testCertificate } from "../../e2e/support/certs.ts";
 import { type ChildProcess, execFile, spawn } from "node:child_process";
 import net from "node:net";
+import type { Readable } from "node:stream";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { waitFor } from "../../e2e/support/wait.ts";
@@ -33,6 +34,32 @@ export interface LogLine {
   msg: string;
   level: string;
   [field: string]: unknown;
+}
+
+/**
+ * Reads a child's stdout as JSON log lines into `into` (a line that is not JSON comes as a raw
+ * one); `onText` also gets the text as it arrives.
+ */
+export function collectLogLines(
+  stdout: Readable,
+  into: LogLine[],
+  onText?: (text: string) => void,
+): void {
+  let partial = "";
+  stdout.setEncoding("utf8").on("data", (text: string) => {
+    onText?.(text);
+    partial += text;
+    const lines = partial.split("\n");
+    partial = lines.pop() ?? "";
+    for (const line of lines) {
+      if (line.trim() === "") continue;
+      try {
+        into.push(JSON.parse(line) as LogLine);
+      } catch {
+        into.push({ msg: `unparsed: ${line}`, level: "raw" });
+      }
+    }
+  });
 }
 
 export interface GatewayOptions {
@@ -101,22 +128,8 @@ export async function startGateway(options: GatewayOptions): Promise<TestGateway
   });
   const child = spawnDeno("tests/gateway-net/fixtures/serve.ts", env);
   const parsed: LogLine[] = [];
-  let partial = "";
   let stderr = "";
-  child.stdout!.setEncoding("utf8");
-  child.stdout!.on("data", (text: string) => {
-    partial += text;
-    const lines = partial.split("\n");
-    partial = lines.pop() ?? "";
-    for (const line of lines) {
-      if (line.trim() === "") continue;
-      try {
-        parsed.push(JSON.parse(line) as LogLine);
-      } catch {
-        parsed.push({ msg: `unparsed: ${line}`, level: "raw" });
-      }
-    }
-  });
+  collectLogLines(child.stdout!, parsed);
   child.stderr!.setEncoding("utf8");
   child.stderr!.on("data", (text: string) => {
     stderr += text;

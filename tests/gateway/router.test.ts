@@ -302,7 +302,7 @@ describe("choosing an upstream", () => {
       }),
       { strategies: { sticky: () => asyncFirst } },
     );
-    const result = router.acquireNow(client(), target());
+    const result = router.acquire(client(), target());
     expect(result).toBeInstanceOf(Promise);
     const first = (await result) as Allocation;
     expect(first.upstream.proxyId).toBe("x1");
@@ -337,7 +337,7 @@ describe("choosing an upstream", () => {
 
   it("the sync path answers without a Promise for the built-in strategies", () => {
     const { router } = routerFor(feed([section("c", ["x1"])]));
-    const result = router.acquireNow(client(), target());
+    const result = router.acquire(client(), target());
     expect(result).not.toBeInstanceOf(Promise);
     (result as Allocation).release({ ok: true });
   });

@@ -127,9 +127,9 @@ describe("sticky sessions", () => {
 
   it("answers without a Promise when it has the binding in memory", async () => {
     const { router } = gateway();
-    const first = await router.acquireNow(session("alpha"), target());
+    const first = await router.acquire(session("alpha"), target());
     (first as Allocation).release({ ok: true });
-    const again = router.acquireNow(session("alpha"), target());
+    const again = router.acquire(session("alpha"), target());
     expect(again).not.toBeInstanceOf(Promise);
     (again as Allocation).release({ ok: true });
   });
