@@ -73,7 +73,8 @@ export const projects = pgTable("projects", {
   stickyQuarantine: boolean("sticky_quarantine").notNull().default(false),
   metricsRetentionDays: integer("metrics_retention_days").notNull().default(90),
   connectionTimeoutSeconds: integer("connection_timeout_seconds").notNull().default(30),
-  maxRetries: integer("max_retries").notNull().default(2),
+  /** Other proxies a failed request may go on to; 1 is seed 001's 2 distinct proxies. */
+  maxRetries: integer("max_retries").notNull().default(1),
   createdAt: createdAt(),
   updatedAt: updatedAt(),
 }, (t) => [

@@ -68,6 +68,9 @@ export const Strategy = {
 export type Strategy = (typeof Strategy)[keyof typeof Strategy];
 export const STRATEGIES: readonly Strategy[] = Object.values(Strategy);
 
+/** The most other proxies a project's request may go on to after a failed attempt (max_retries). */
+export const MAX_RETRIES_LIMIT = 10;
+
 export const UserRole = {
   admin: "admin",
   editor: "editor",

@@ -71,7 +71,7 @@ export function createProject(deps: ServiceDeps, input: NewProject): Promise<Pro
     stickyQuarantine: false,
     metricsRetentionDays: 90,
     connectionTimeoutSeconds: 30,
-    maxRetries: 2,
+    maxRetries: 1,
     ...definedOnly(input),
     name: input.name,
     username: input.username,

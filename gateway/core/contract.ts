@@ -30,6 +30,11 @@ export interface Client {
    * gateway waits the shorter of it and OCTOPROX_CONNECT_TIMEOUT.
    */
   connectTimeoutMs?: number;
+  /**
+   * The project's max_retries: how many other proxies a failed attempt may go on to, while
+   * nothing of the request is spent (gateway/net/limits.ts).
+   */
+  maxRetries?: number;
 }
 
 /**

@@ -182,6 +182,7 @@ export class CoreRouter implements Router {
       projectId: project.id,
       options: parsed.options,
       connectTimeoutMs: project.connectTimeoutMs,
+      maxRetries: project.maxRetries,
     };
     const digest = project.passwordDigest;
     const known = this.passwords.get(digest);

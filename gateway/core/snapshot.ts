@@ -12,7 +12,6 @@
  * projects only (it carries no provider descriptors yet; when it does, they will rebuild the
  * connectors built from them).
  */
-import type { ProxyStatus } from "../../shared/roles.ts";
 import type {
   ConnectorSection,
   FeedConnector,
@@ -21,7 +20,7 @@ import type {
   RuntimeSection,
 } from "../../shared/feed/models.ts";
 import { normaliseCountry } from "../../shared/countries.ts";
-import type { Strategy } from "../../shared/roles.ts";
+import { MAX_RETRIES_LIMIT, type ProxyStatus, type Strategy } from "../../shared/roles.ts";
 import type { UpstreamChoice, UsernameOptions } from "./contract.ts";
 import { Dispatch } from "./dispatch.ts";
 import { DeadlineTable, hashId } from "./id-table.ts";
@@ -248,6 +247,8 @@ export interface ProjectEntry {
   readonly strategy: Strategy;
   /** connection_timeout_seconds in ms; undefined when the feed gives no usable one. */
   readonly connectTimeoutMs: number | undefined;
+  /** max_retries; undefined when the feed gives no usable one. */
+  readonly maxRetries: number | undefined;
   readonly project: FeedProject;
 }
 
@@ -372,6 +373,9 @@ function indexProjects(update: FeedSections, log: CoreLog | undefined) {
       strategy: project.strategy,
       connectTimeoutMs: project.connection_timeout_seconds > 0
         ? project.connection_timeout_seconds * 1000
+        : undefined,
+      maxRetries: Number.isInteger(project.max_retries) && project.max_retries >= 0
+        ? Math.min(project.max_retries, MAX_RETRIES_LIMIT)
         : undefined,
       project,
     };

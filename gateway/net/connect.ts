@@ -1,8 +1,8 @@
 /**
  * CONNECT tunnels: authenticate, guard, acquire, dial the upstream and run its handshake; on
  * success commit, answer `200 Connection established` and relay both ways until the tunnel
- * ends. Seed 001 section 7.2: another proxy may be tried only before the tunnel is up (up to
- * 2 distinct proxies); once the client heard 200, a failure only ends the tunnel. The SOCKS5
+ * ends. Seed 001 section 7.2: another proxy may be tried only before the tunnel is up (as many
+ * as the project's max_retries, gateway/net/limits.ts); once the client heard 200, a failure only ends the tunnel. The SOCKS5
  * listener opens its tunnels with the same `dialTunnel` and `runTunnel`.
  */
 import {
@@ -22,11 +22,9 @@ import { clientKeepsAlive, HeadError, parseConnectTarget, type RequestHead } fro
 import { relay, RelayEnd } from "./relay.ts";
 import { RequestKind, RequestOutcome } from "./metrics.ts";
 import type { Leg } from "./leg.ts";
-import { connectTimeoutFor } from "./limits.ts";
+import { attemptsFor, connectTimeoutFor } from "./limits.ts";
 import type { ClientSession, NetContext } from "./session.ts";
 import { dialUpstream, type UpstreamLink } from "./upstream.ts";
-
-const MAX_ATTEMPTS = 2;
 
 /** Handles one CONNECT; resolves whether the client's connection serves another request. */
 export async function handleConnect(session: ClientSession, head: RequestHead): Promise<boolean> {
@@ -102,7 +100,7 @@ export type TunnelDial =
 
 /**
  * Acquires an upstream and opens the tunnel through it, trying another proxy while the tunnel
- * is not up (at most MAX_ATTEMPTS distinct ones). Every attempt that failed is released here;
+ * is not up (at most `attemptsFor(client)` distinct ones). Every attempt that failed is released here;
  * an `up` result hands its allocation (reserved, not committed) to the caller.
  */
 export async function dialTunnel(
@@ -115,14 +113,15 @@ export async function dialTunnel(
   let exclude: Set<string> | undefined;
   let failure: Failure | undefined;
   let lastError: unknown;
-  for (let attempt = 0; attempt < MAX_ATTEMPTS; attempt++) {
+  const attempts = attemptsFor(client);
+  for (let attempt = 0; attempt < attempts; attempt++) {
     let acquired = ctx.router.acquire(client, target, exclude ?? NOTHING_TRIED);
     if (acquired instanceof Promise) acquired = await acquired;
     if (isRefusal(acquired)) {
       if (failure) break;
       return { kind: "refused", refusal: acquired };
     }
-    if (attempt + 1 < MAX_ATTEMPTS) (exclude ??= new Set()).add(acquired.upstream.proxyId);
+    if (attempt + 1 < attempts) (exclude ??= new Set()).add(acquired.upstream.proxyId);
     if (attempt > 0) ctx.metrics.retries++;
     const startedMs = Date.now();
     let link: UpstreamLink;

@@ -3,8 +3,9 @@
  * (absolute form with the upstream's credential for http/https proxies, origin form inside a
  * tunnel for SOCKS ones), its answer comes back with hop-by-hop fields stripped and the body
  * relayed byte for byte (Content-Length, chunked, or until close). Seed 001 section 7.2: a GET
- * or HEAD without a body is tried on up to 2 distinct proxies while nothing reached the
- * client; other methods are tried once.
+ * or HEAD without a body is tried on distinct proxies while nothing reached the client, one
+ * and then as many more as its project's max_retries (gateway/net/limits.ts); other methods are
+ * tried once.
  *
  * Connections to http and https proxies are kept between requests (gateway/net/upstream-pool.ts):
  * one goes back to the pool after a cleanly framed HTTP/1.1 answer read to its end. A GET or
@@ -55,12 +56,10 @@ import {
 } from "./http-response.ts";
 import type { Leg } from "./leg.ts";
 import { RequestKind, RequestOutcome } from "./metrics.ts";
-import { connectTimeoutFor } from "./limits.ts";
+import { attemptsFor, connectTimeoutFor } from "./limits.ts";
 import type { ClientSession } from "./session.ts";
 import { dialUpstream } from "./upstream.ts";
 import { upstreamPoolKey } from "./upstream-pool.ts";
-
-const MAX_ATTEMPTS = 2;
 
 const RETRYABLE_METHODS = new Set(["GET", "HEAD"]);
 
@@ -100,7 +99,7 @@ export async function handleForward(session: ClientSession, head: RequestHead): 
   if (client === undefined) return keepAfterRefusal;
   const ctx = session.ctx;
 
-  const attempts = RETRYABLE_METHODS.has(method) && !hasBody ? MAX_ATTEMPTS : 1;
+  const attempts = RETRYABLE_METHODS.has(method) && !hasBody ? attemptsFor(client) : 1;
   // Built only for a second attempt: most requests are served by their first.
   let exclude: Set<string> | undefined;
   let failure: Failure | undefined;

@@ -48,7 +48,7 @@ describe("projects", () => {
       sticky_quarantine: false,
       metrics_retention_days: 90,
       connection_timeout_seconds: 30,
-      max_retries: 2,
+      max_retries: 1,
     });
     // A generated password fits the rules clients rely on.
     expect(created.body.password).toMatch(/^[A-Za-z0-9_-]{24}$/);

@@ -224,6 +224,8 @@ export interface FeedProjectSpec {
   strategy?: string;
   /** connection_timeout_seconds (30 unless said). */
   connectionTimeoutSeconds?: number;
+  /** max_retries (1 unless said). */
+  maxRetries?: number;
 }
 
 /** A project entry of the global section as the compile writes it (password digested). */
@@ -239,6 +241,6 @@ export async function feedProject(bed: FeedBed, spec: FeedProjectSpec): Promise<
     location_policy: "off",
     location_preflight: "off",
     connection_timeout_seconds: spec.connectionTimeoutSeconds ?? 30,
-    max_retries: 2,
+    max_retries: spec.maxRetries ?? 1,
   };
 }

@@ -82,6 +82,7 @@ describe("authenticate", () => {
         projectId: "p1",
         options: { user: "shop", country: "GB", sessionId: "42" },
         connectTimeoutMs: 30_000,
+        maxRetries: 3,
       },
     });
   });
@@ -156,6 +157,16 @@ describe("authenticate", () => {
     );
     const result = await router.authenticate(basic("shop"));
     expect(result.ok && result.client.connectTimeoutMs).toBe(7_000);
+  });
+
+  it("hands the project's max_retries on with the client, bounded", async () => {
+    for (const [given, handed] of [[0, 0], [4, 4], [1000, 10], [-1, undefined]]) {
+      const { router } = routerFor(
+        feed([section("c", ["x"])], { projects: [project({ max_retries: given })] }),
+      );
+      const result = await router.authenticate(basic("shop"));
+      expect(result.ok && result.client.maxRetries).toBe(handed);
+    }
   });
 
   it("answers 503 before the first feed and says it is not ready", async () => {

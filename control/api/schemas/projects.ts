@@ -1,6 +1,6 @@
 /** Project bodies. Username and password rules are shared/project-credentials.ts's. */
 import * as v from "valibot";
-import { STRATEGIES } from "../../../shared/roles.ts";
+import { MAX_RETRIES_LIMIT, STRATEGIES } from "../../../shared/roles.ts";
 import {
   projectPasswordProblem,
   projectUsernameProblem,
@@ -47,7 +47,7 @@ const fields = {
   /** 0 keeps history forever. */
   metrics_retention_days: integerField(0, 3650),
   connection_timeout_seconds: integerField(1, 600),
-  max_retries: integerField(0, 10),
+  max_retries: integerField(0, MAX_RETRIES_LIMIT),
 };
 
 const serverFields = {

@@ -1,0 +1,1 @@
+ALTER TABLE "projects" ALTER COLUMN "max_retries" SET DEFAULT 1;

@@ -1,0 +1,130 @@
+/**
+ * A project's max_retries, as the real gateway reads it from the feed: a request that may be
+ * retried (a GET without a body, a tunnel not up yet) goes on to that many other proxies after a
+ * failed attempt, each one not tried yet; 0 gives every request one attempt.
+ */
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { FaultMode, type FaultProxy, startFaultProxy } from "../../e2e/support/fault-proxy.ts";
+import { type Origin, startOrigin } from "../../e2e/support/origin.ts";
+import { type FeedBed, feedBed } from "../feed/support.ts";
+import { type FeedGateway, publishFeed, startFeedGateway } from "./feed-gateway.ts";
+import { openConnect, RawConnection } from "./support.ts";
+
+let bed: FeedBed;
+let origin: Origin;
+let refusingA: FaultProxy;
+let refusingB: FaultProxy;
+let working: FaultProxy;
+let gateway: FeedGateway;
+let proxyPort: number;
+
+beforeAll(async () => {
+  [bed, origin, refusingA, refusingB, working] = await Promise.all([
+    feedBed(),
+    startOrigin(),
+    startFaultProxy({ mode: FaultMode.refuse }),
+    startFaultProxy({ mode: FaultMode.refuse }),
+    startFaultProxy({ mode: FaultMode.pass }),
+  ]);
+  await bed.lead();
+  gateway = await startFeedGateway(bed, { OCTOPROX_DESTINATION_ALLOW_CIDRS: "127.0.0.0/8" });
+  // Each project's own proxies (a proxy row belongs to one connector): the working one last.
+  const proxies = (prefix: string, refusing: FaultProxy[]) => [
+    ...refusing.map((proxy, i) => ({
+      id: `${prefix}-refusing-${i}`,
+      scheme: "http" as const,
+      host: proxy.host,
+      port: proxy.port,
+    })),
+    { id: `${prefix}-working`, scheme: "http" as const, host: working.host, port: working.port },
+  ];
+  await publishFeed(bed, {
+    projects: [
+      { id: "once", username: "once", password: "once-pass", maxRetries: 0 },
+      { id: "usual", username: "usual", password: "usual-pass" },
+      { id: "stubborn", username: "stubborn", password: "stubborn-pass", maxRetries: 2 },
+    ],
+    connectors: [
+      { id: "c-once", projectId: "once", proxies: proxies("once", [refusingA]) },
+      { id: "c-usual", projectId: "usual", proxies: proxies("usual", [refusingA, refusingB]) },
+      {
+        id: "c-stubborn",
+        projectId: "stubborn",
+        proxies: proxies("stubborn", [refusingA, refusingB]),
+      },
+    ],
+  });
+  proxyPort = await gateway.proxyPort();
+});
+
+afterAll(async () => {
+  expect(await gateway?.stop()).toBe(0);
+  await Promise.all([refusingA?.close(), refusingB?.close(), working?.close(), origin?.close()]);
+  await bed?.close();
+});
+
+const auth = (login: string) => `Basic ${Buffer.from(login).toString("base64")}`;
+
+/** The statuses of `count` GETs through the gateway, one after another. */
+async function gets(login: string, count: number): Promise<number[]> {
+  const statuses: number[] = [];
+  for (let i = 0; i < count; i++) {
+    const connection = await RawConnection.open(proxyPort);
+    try {
+      connection.write(
+        `GET ${origin.url}/ip HTTP/1.1\r\nHost: ${origin.host}:${origin.port}\r\n` +
+          `Proxy-Authorization: ${auth(login)}\r\nConnection: close\r\n\r\n`,
+      );
+      statuses.push((await connection.readResponse({ timeoutMs: 10_000 })).status);
+    } finally {
+      connection.destroy();
+    }
+  }
+  return statuses;
+}
+
+/** The statuses of `count` CONNECTs to the origin through the gateway, one after another. */
+async function tunnels(login: string, count: number): Promise<number[]> {
+  const statuses: number[] = [];
+  for (let i = 0; i < count; i++) {
+    const { connection, response } = await openConnect(
+      proxyPort,
+      `${origin.host}:${origin.port}`,
+      auth(login),
+    );
+    connection.destroy();
+    statuses.push(response.status);
+  }
+  return statuses;
+}
+
+const count = (statuses: number[], status: number) => statuses.filter((s) => s === status).length;
+
+describe("a project's max_retries", () => {
+  it("0 gives each request one proxy: the refusing one's requests fail", async () => {
+    // Round robin over two proxies: every other request lands on the refusing one.
+    const forwarded = await gets("once:once-pass", 4);
+    expect(count(forwarded, 200)).toBe(2);
+    expect(count(forwarded, 502)).toBe(2);
+    const tunnelled = await tunnels("once:once-pass", 4);
+    expect(count(tunnelled, 200)).toBe(2);
+    expect(count(tunnelled, 502)).toBe(2);
+  });
+
+  it("the default (1) tries two distinct proxies: not enough past two refusing ones", async () => {
+    const statuses = [
+      ...await gets("usual:usual-pass", 6),
+      ...await tunnels("usual:usual-pass", 6),
+    ];
+    expect(count(statuses, 502)).toBeGreaterThan(0);
+    expect(count(statuses, 200)).toBeGreaterThan(0);
+    expect(count(statuses, 200) + count(statuses, 502)).toBe(statuses.length);
+  });
+
+  it("2 goes on to a third proxy: every request reaches the working one", async () => {
+    const forwarded = await gets("stubborn:stubborn-pass", 6);
+    expect(forwarded).toEqual([200, 200, 200, 200, 200, 200]);
+    const tunnelled = await tunnels("stubborn:stubborn-pass", 6);
+    expect(tunnelled).toEqual([200, 200, 200, 200, 200, 200]);
+  });
+});
