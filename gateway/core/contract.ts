@@ -58,6 +58,7 @@ export const RejectionReason = {
   noProxyAvailable: "no_proxy_available",
   allProxiesDown: "all_proxies_down",
   allProxiesQuarantined: "all_proxies_quarantined",
+  sessionProxyQuarantined: "session_proxy_quarantined",
   allProxiesBusy: "all_proxies_busy",
   allProxiesTried: "all_proxies_tried",
   trafficLimitExceeded: "traffic_limit_exceeded",

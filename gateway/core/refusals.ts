@@ -75,6 +75,14 @@ export const allQuarantined: Refusal = Object.freeze({
   rejection: RejectionReason.allProxiesQuarantined,
 });
 
+/** sticky_quarantine: the session stays on its proxy while it rests, rather than moving. */
+export const sessionResting: Refusal = Object.freeze({
+  status: 429,
+  proxyStatus: "connection_limit_reached",
+  reason: "This session's proxy is temporarily rate-limited. Retry later.",
+  rejection: RejectionReason.sessionProxyQuarantined,
+});
+
 export const allBusy: Refusal = Object.freeze({
   status: 503,
   proxyStatus: "connection_limit_reached",

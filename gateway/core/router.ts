@@ -36,6 +36,7 @@ import {
   badOptions,
   notReady,
   noUpstream,
+  sessionResting,
   trafficLimited,
   unauthenticated,
 } from "./refusals.ts";
@@ -272,7 +273,15 @@ export class CoreRouter implements Router {
       counts: this.dispatch,
       nowMs,
     };
-    const result = attempt.run(strategy, context);
+    const held = strategy.heldProxy !== undefined && options.sessionId !== undefined &&
+        holdsSessions(project, choices)
+      ? strategy.heldProxy(context)
+      : undefined;
+    const result = held === undefined
+      ? attempt.run(strategy, context)
+      : held instanceof Promise
+      ? held.then((proxyId) => attempt.runUnlessResting(proxyId, project, strategy, context))
+      : attempt.runUnlessResting(held, project, strategy, context);
     if (!(result instanceof Promise)) return result;
     // A strategy is meant to fail open itself (sticky places a session afresh when Redis fails);
     // one that raises anyway still gets the request served.
@@ -321,6 +330,18 @@ export class CoreRouter implements Router {
   }
 }
 
+/**
+ * sticky_quarantine is set for the project, or in the rate-limit settings of one of the
+ * connectors this request could use: a session bound to a resting proxy may then be held there.
+ */
+function holdsSessions(project: ProjectEntry, choices: readonly PlaceRows[]): boolean {
+  if (project.project.sticky_quarantine) return true;
+  for (const choice of choices) {
+    if (choice.connector.connector.rate_limit?.sticky_quarantine === true) return true;
+  }
+  return false;
+}
+
 /** One acquire's candidates: the usable test, reservation and, when nothing is left, the refusal. */
 class Attempt implements Candidates {
   readonly choices: readonly PlaceRows[];
@@ -364,6 +385,30 @@ class Attempt implements Candidates {
       if (done !== undefined) return done;
     }
     return this.refusal();
+  }
+
+  /**
+   * 429 when the session's proxy rests under sticky_quarantine (its project's, or its own
+   * connector's): still in routing and healthy for the place, only quarantined. Otherwise the
+   * strategy selects as usual (and moves the session when its proxy cannot serve).
+   */
+  runUnlessResting(
+    heldProxyId: string | undefined,
+    project: ProjectEntry,
+    strategy: RoutingStrategy,
+    context: StrategyContext,
+  ): Allocation | Refusal | Promise<Allocation | Refusal> {
+    if (heldProxyId !== undefined) {
+      for (const choice of this.choices) {
+        const proxy = choice.connector.proxy(heldProxyId);
+        if (proxy === undefined) continue;
+        const holds = project.project.sticky_quarantine ||
+          choice.connector.connector.rate_limit?.sticky_quarantine === true;
+        if (holds && this.quarantined(proxy) && choice.rows.includes(proxy)) return sessionResting;
+        break;
+      }
+    }
+    return this.run(strategy, context);
   }
 
   /** An allocation, the refusal when nothing was selected, or undefined to select again. */

@@ -55,6 +55,12 @@ export interface RoutingStrategy {
   readonly name: Strategy;
   /** The proxy for one attempt, or undefined when no candidate is usable. */
   select(candidates: Candidates, context: StrategyContext): Selection | Promise<Selection>;
+  /**
+   * The id of the proxy the request's session is bound to, whether or not it can serve now
+   * (sticky only): the router asks when sticky_quarantine may keep the session on a resting
+   * proxy and answer 429 rather than move it.
+   */
+  heldProxy?(context: StrategyContext): string | undefined | Promise<string | undefined>;
 }
 
 export interface StrategyDeps {

@@ -163,6 +163,79 @@ describe("sticky sessions", () => {
     expect(await pick(router, session("alpha"))).toBe(first);
   });
 
+  describe("sticky_quarantine", () => {
+    const resting = (proxyId: string) => ({
+      ...emptyRuntime(),
+      quarantines: [{ proxy_id: proxyId, until_ms: NOW + 60_000 }],
+    });
+    const rateLimited = (stickyQuarantine: boolean) =>
+      connector("c", {
+        rate_limit: {
+          max_requests: 10,
+          window_seconds: 60,
+          quarantine_seconds_min: 30,
+          quarantine_seconds_max: 60,
+          sticky_quarantine: stickyQuarantine,
+        },
+      });
+
+    it("on the project: 429 while the session's proxy rests, then the same proxy again", async () => {
+      const { router, apply } = gateway({ project: { sticky_quarantine: true } });
+      const first = await pick(router, session("alpha"));
+      apply([section("c", ROWS)], resting(first));
+      const refused = await router.acquire(session("alpha"), target());
+      expect(isRefusal(refused) && [refused.status, refused.rejection]).toEqual([
+        429,
+        "session_proxy_quarantined",
+      ]);
+      // Other sessions are served meanwhile, never by the resting proxy.
+      for (let i = 0; i < 20; i++) expect(await pick(router, session(`s${i}`))).not.toBe(first);
+      apply([section("c", ROWS)], emptyRuntime());
+      expect(await pick(router, session("alpha"))).toBe(first);
+    });
+
+    it("on the bound proxy's connector: the same; set nowhere: the session moves", async () => {
+      const held = gateway({ sections: [section(rateLimited(true), ROWS)] });
+      const first = await pick(held.router, session("alpha"));
+      held.apply([section(rateLimited(true), ROWS)], resting(first));
+      const refused = await held.router.acquire(session("alpha"), target());
+      expect(isRefusal(refused) && refused.status).toBe(429);
+
+      const moving = gateway({ sections: [section(rateLimited(false), ROWS)] });
+      expect(await pick(moving.router, session("alpha"))).toBe(first);
+      moving.apply([section(rateLimited(false), ROWS)], resting(first));
+      expect(await pick(moving.router, session("alpha"))).not.toBe(first);
+    });
+
+    it("holds a binding read from the store on a gateway that never saw the session", async () => {
+      const { router, store, apply } = gateway({ project: { sticky_quarantine: true } });
+      store.values.set("p1:alpha", { proxyId: "x7", untilMs: NOW + 10_000 });
+      apply([section("c", ROWS)], resting("x7"));
+      const refused = await router.acquire(session("alpha"), target());
+      expect(isRefusal(refused) && refused.status).toBe(429);
+      apply([section("c", ROWS)], emptyRuntime());
+      expect(await pick(router, session("alpha"))).toBe("x7");
+      expect(store.gets).toBe(1);
+    });
+
+    it("still moves a session whose proxy turned unhealthy or left routing", async () => {
+      const { router, apply } = gateway({ project: { sticky_quarantine: true } });
+      const first = await pick(router, session("alpha"));
+      apply(
+        [section(
+          "c",
+          ROWS.map((id) => proxy(id, { status: id === first ? "unhealthy" : "healthy" })),
+        )],
+        resting(first),
+      );
+      const moved = await pick(router, session("alpha"));
+      expect(moved).not.toBe(first);
+      apply([section("c", ROWS.filter((id) => id !== moved))], resting(first));
+      const again = await pick(router, session("alpha"));
+      expect([first, moved]).not.toContain(again);
+    });
+  });
+
   it("moves the session when a retry excludes its proxy, and when it asks another country", async () => {
     const { router } = gateway({
       sections: [section(connector("c"), [

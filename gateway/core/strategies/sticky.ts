@@ -100,6 +100,28 @@ class StickyStrategy implements RoutingStrategy {
     return this.warm(this.store, candidates, context, sessionId, lifeMs);
   }
 
+  /**
+   * The proxy the session is bound to: from memory, else the shared copy (read under the
+   * deadline, failing open to none). A binding read here is kept here as `warm` would keep it,
+   * so the select that follows does not read Redis again; whether it can serve is select's call.
+   */
+  heldProxy(context: StrategyContext): string | undefined | Promise<string | undefined> {
+    const sessionId = context.options.sessionId;
+    if (sessionId === undefined) return undefined;
+    const bound = this.bindings.get(sessionId, context.nowMs);
+    if (bound !== undefined) return bound.proxyId;
+    const store = this.store;
+    if (store === undefined) return undefined;
+    return this.read(store, context.project.id, sessionId).then((stored) => {
+      const again = this.bindings.get(sessionId, context.nowMs);
+      if (again !== undefined) return again.proxyId;
+      if (stored === undefined) return undefined;
+      const lifeMs = sessionLifeMs(context);
+      this.write(context, sessionId, this.bindings.bind(sessionId, stored, context.nowMs, lifeMs));
+      return stored;
+    });
+  }
+
   /** The bound proxy when it can still serve; otherwise the session moves. */
   private keepOrMove(
     candidates: Candidates,
