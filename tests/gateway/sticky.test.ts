@@ -207,6 +207,28 @@ describe("sticky sessions", () => {
       expect(await pick(moving.router, session("alpha"))).not.toBe(first);
     });
 
+    it("keeps the session's life sliding while it is refused, past the life's end", async () => {
+      // Bound (by another gateway) to a proxy its hash would not pick: only the binding keeps it.
+      const placed = await pick(gateway({ sticky: "none" }).router, session("alpha"));
+      const bound = ROWS.find((id) => id !== placed)!;
+      const clock = { nowMs: NOW };
+      const { router, store, apply } = gateway({ project: { sticky_quarantine: true }, clock });
+      store.values.set("p1:alpha", { proxyId: bound, untilMs: NOW + 300_000 });
+      const until = NOW + 11 * 60_000;
+      apply([section("c", ROWS)], {
+        ...emptyRuntime(),
+        quarantines: [{ proxy_id: bound, until_ms: until }],
+      });
+      // Asked every two minutes for ten: twice the session's five-minute life.
+      for (let minute = 0; minute <= 10; minute += 2) {
+        clock.nowMs = NOW + minute * 60_000;
+        const refused = await router.acquire(session("alpha"), target());
+        expect(isRefusal(refused) && refused.status).toBe(429);
+      }
+      clock.nowMs = NOW + 12 * 60_000;
+      expect(await pick(router, session("alpha"))).toBe(bound);
+    });
+
     it("holds a binding read from the store on a gateway that never saw the session", async () => {
       const { router, store, apply } = gateway({ project: { sticky_quarantine: true } });
       store.values.set("p1:alpha", { proxyId: "x7", untilMs: NOW + 10_000 });

@@ -104,12 +104,17 @@ class StickyStrategy implements RoutingStrategy {
    * The proxy the session is bound to: from memory, else the shared copy (read under the
    * deadline, failing open to none). A binding read here is kept here as `warm` would keep it,
    * so the select that follows does not read Redis again; whether it can serve is select's call.
+   * The session's life slides as for any of its requests: one held on a resting proxy (answered
+   * 429) for longer than its life is still held when the proxy comes back.
    */
   heldProxy(context: StrategyContext): string | undefined | Promise<string | undefined> {
     const sessionId = context.options.sessionId;
     if (sessionId === undefined) return undefined;
     const bound = this.bindings.get(sessionId, context.nowMs);
-    if (bound !== undefined) return bound.proxyId;
+    if (bound !== undefined) {
+      this.keep(context, sessionId, bound, sessionLifeMs(context));
+      return bound.proxyId;
+    }
     const store = this.store;
     if (store === undefined) return undefined;
     return this.read(store, context.project.id, sessionId).then((stored) => {
@@ -132,10 +137,15 @@ class StickyStrategy implements RoutingStrategy {
   ): Selection {
     const proxy = eligible(candidates, bound.proxyId);
     if (proxy === undefined) return this.place(candidates, context, sessionId, lifeMs);
+    this.keep(context, sessionId, bound, lifeMs);
+    return proxy;
+  }
+
+  /** Slides the binding's life from this request; rewrites its Redis copy past half of it. */
+  private keep(context: StrategyContext, sessionId: string, bound: Binding, lifeMs: number): void {
     const nowMs = context.nowMs;
     this.bindings.touch(sessionId, bound, nowMs, lifeMs);
     if (nowMs - bound.writtenAtMs >= lifeMs / 2) this.write(context, sessionId, bound);
-    return proxy;
   }
 
   /** A new binding, by the session's hash over what can serve this request. */
