@@ -331,14 +331,17 @@ export class CoreRouter implements Router {
 }
 
 /**
- * sticky_quarantine is set for the project, or in the rate-limit settings of one of the
- * connectors this request could use: a session bound to a resting proxy may then be held there.
+ * sticky_quarantine holds a session on a resting proxy of this connector: set for the project,
+ * or in the connector's rate-limit settings.
  */
+function holdsSessionsOn(project: ProjectEntry, connector: ConnectorIndex): boolean {
+  return project.project.sticky_quarantine ||
+    connector.connector.rate_limit?.sticky_quarantine === true;
+}
+
+/** sticky_quarantine may hold a session on one of the connectors this request could use. */
 function holdsSessions(project: ProjectEntry, choices: readonly PlaceRows[]): boolean {
-  if (project.project.sticky_quarantine) return true;
-  for (const choice of choices) {
-    if (choice.connector.connector.rate_limit?.sticky_quarantine === true) return true;
-  }
+  for (const choice of choices) if (holdsSessionsOn(project, choice.connector)) return true;
   return false;
 }
 
@@ -402,9 +405,10 @@ class Attempt implements Candidates {
       for (const choice of this.choices) {
         const proxy = choice.connector.proxy(heldProxyId);
         if (proxy === undefined) continue;
-        const holds = project.project.sticky_quarantine ||
-          choice.connector.connector.rate_limit?.sticky_quarantine === true;
-        if (holds && this.quarantined(proxy) && choice.rows.includes(proxy)) return sessionResting;
+        if (
+          holdsSessionsOn(project, choice.connector) && this.quarantined(proxy) &&
+          choice.rows.includes(proxy)
+        ) return sessionResting;
         break;
       }
     }
