@@ -2,6 +2,7 @@
  * Finds where a chunked body ends without decoding it: the relay passes the bytes on as they
  * came (extensions and trailers included) and only needs to know when the message is over.
  * Chunk data is skipped by its size, so only the size lines are looked at byte by byte.
+ * `decode` also takes the framing out, in place, for a client that cannot read it (HTTP/1.0).
  */
 
 export class ChunkedError extends Error {
@@ -50,6 +51,8 @@ export class ChunkedScanner {
   #digits = 0;
   #lineBytes = 0;
   #trailerBytes = 0;
+  /** Inside `decode`: where the next chunk data byte goes. */
+  #decodedBytes = -1;
 
   constructor(options: ChunkedScannerOptions = {}) {
     this.#lenient = options.lenient ?? false;
@@ -58,6 +61,21 @@ export class ChunkedScanner {
 
   get done(): boolean {
     return this.#state === DONE;
+  }
+
+  /**
+   * As `push`, and moves the chunk data among `bytes` to their start, in order, leaving size
+   * lines, extensions and trailers out: `dataBytes` of them are the body's content. (Data only
+   * moves toward the start, over bytes already scanned, so nothing unread is overwritten.)
+   */
+  decode(bytes: Uint8Array): { end: number; dataBytes: number } {
+    this.#decodedBytes = 0;
+    try {
+      const end = this.push(bytes);
+      return { end, dataBytes: this.#decodedBytes };
+    } finally {
+      this.#decodedBytes = -1;
+    }
   }
 
   /**
@@ -71,6 +89,11 @@ export class ChunkedScanner {
       switch (this.#state) {
         case DATA: {
           const take = Math.min(length - index, this.#remaining);
+          const into = this.#decodedBytes;
+          if (into >= 0) {
+            if (into !== index) bytes.copyWithin(into, index, index + take);
+            this.#decodedBytes = into + take;
+          }
           index += take;
           this.#remaining -= take;
           if (this.#remaining === 0) this.#state = DATA_CR;

@@ -119,21 +119,39 @@ export function encodeUpstreamRequestHead(
   return latin1Encode(text, into);
 }
 
+/** A Transfer-Encoding list without its chunked coding ("" when nothing else is left). */
+function withoutChunked(value: string): string {
+  return value.split(",").map((coding) => coding.trim())
+    .filter((coding) => coding !== "" && coding.toLowerCase() !== "chunked").join(", ");
+}
+
 /**
  * The head sent to the client: the upstream's status and fields minus hop-by-hop ones, and
- * our own Connection field for the client's connection.
+ * our own Connection field for the client's connection. `dechunked`: the body goes out with
+ * its chunked framing taken out (an HTTP/1.0 client), so the framing fields go too.
  */
 export function encodeClientResponseHead(
   head: ResponseHead,
   clientVersion: "1.0" | "1.1",
   keepAlive: boolean,
   into?: Uint8Array,
+  dechunked = false,
 ): Uint8Array {
   const listed = connectionTokens(head.headers);
   const reason = head.reason === "" ? "" : ` ${head.reason}`;
   let text = `HTTP/1.1 ${head.status}${reason}\r\n`;
   for (const field of head.headers) {
     if (isHopByHop(field.lower, listed)) continue;
+    if (dechunked) {
+      // The body goes out decoded and ends with the connection: no chunked framing, and no
+      // trailers (they are dropped with it).
+      if (field.lower === "trailer") continue;
+      if (field.lower === "transfer-encoding") {
+        const rest = withoutChunked(field.value);
+        if (rest !== "") text += `${field.name}: ${rest}\r\n`;
+        continue;
+      }
+    }
     text += `${field.name}: ${field.value}\r\n`;
   }
   if (!keepAlive) text += "Connection: close\r\n";

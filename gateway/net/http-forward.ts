@@ -284,12 +284,16 @@ async function exchange(session: ClientSession, request: ExchangeRequest): Promi
     if (meter && sent > 0) safely(() => meter!.bytes(sent, 0));
 
     const bodyFraming = responseFraming(response, head.method);
-    const keepAlive = request.clientKeeps && bodyFraming.kind !== ResponseBody.close;
+    // An HTTP/1.0 client knows no chunked coding (RFC 9112 section 6.1): it gets the content
+    // only, ended by closing its connection.
+    const dechunk = bodyFraming.kind === ResponseBody.chunked && head.version === "1.0";
+    const keepAlive = request.clientKeeps && bodyFraming.kind !== ResponseBody.close && !dechunk;
     const responseHead = encodeClientResponseHead(
       response,
       head.version,
       keepAlive,
       session.scratch,
+      dechunk,
     );
     session.idleWatch = true;
     answered = true;
@@ -301,6 +305,7 @@ async function exchange(session: ClientSession, request: ExchangeRequest): Promi
       leftover,
       buffer,
       meter,
+      dechunk,
     );
     // Back to the pool only when the answer ended exactly where its framing says, on a
     // persistent HTTP/1.1 connection the upstream did not ask to close.
@@ -468,9 +473,10 @@ async function readResponseHead(
 }
 
 /**
- * Writes the response head and relays its body; the head goes out with the first bytes.
- * Resolves true when the body ended by its framing with no byte past it (the connection can
- * serve another request), false when it ended with the upstream's close or with bytes left.
+ * Writes the response head and relays its body; the head goes out with the first bytes (a
+ * chunked body without its framing when `dechunk`). Resolves true when the body ended by its
+ * framing with no byte past it (the connection can serve another request), false when it ended
+ * with the upstream's close or with bytes left.
  */
 async function sendResponse(
   session: ClientSession,
@@ -480,6 +486,7 @@ async function sendResponse(
   leftover: Uint8Array,
   buffer: Uint8Array,
   meter: TransferMeter | undefined,
+  dechunk: boolean,
 ): Promise<boolean> {
   const metrics = session.ctx.metrics;
   const scanner = framing.kind === ResponseBody.chunked
@@ -502,13 +509,19 @@ async function sendResponse(
       } else if (scanner) {
         let end: number;
         try {
-          end = scanner.push(chunk);
+          if (dechunk) {
+            const decoded = scanner.decode(chunk);
+            end = decoded.end;
+            body = chunk.subarray(0, decoded.dataBytes);
+          } else {
+            end = scanner.push(chunk);
+            body = end < 0 ? chunk : chunk.subarray(0, end);
+          }
         } catch (error) {
           throw new UpstreamIdleError(
             error instanceof Error ? error.message : "Bad chunked body from upstream",
           );
         }
-        body = end < 0 ? chunk : chunk.subarray(0, end);
         finished = end >= 0;
         if (finished) surplus = chunk.length - end;
       } else {

@@ -136,6 +136,25 @@ describe("HTTP forward", () => {
     expect(response.headers.get("trailer")).toEqual(["X-Sum"]);
   });
 
+  it("takes the chunked framing out for an HTTP/1.0 client, and closes after the content", async () => {
+    const connection = await RawConnection.open(gateway.proxyPort);
+    connection.write(
+      `GET http://127.0.0.1:${rawOrigin.port}/chunked-answer HTTP/1.0\r\nHost: x\r\n` +
+        `Proxy-Authorization: ${PROXY_AUTH}\r\nConnection: keep-alive\r\n\r\n`,
+    );
+    const response = await connection.readResponse();
+    expect(connection.ended).toBe(true);
+    connection.destroy();
+    expect(response.status).toBe(200);
+    expect(response.headers.has("transfer-encoding")).toBe(false);
+    expect(response.headers.has("trailer")).toBe(false);
+    expect(response.headers.get("connection")).toEqual(["close"]);
+    expect(response.body.toString("latin1")).toBe("hello chunky");
+    // curl speaking HTTP/1.0 reads the content of the origin's chunked answer as it was sent.
+    const result = await curl(["--http1.0", "-x", gateway.proxyUrl, `${origin.url}/chunked`]);
+    expect(result.stdout).toBe("hello chunked world");
+  });
+
   it("relays a chunked request body byte for byte, and a POST with a length", async () => {
     const chunkedBody = "4;a=b\r\nwiki\r\n5\r\npedia\r\n0\r\nX-Trailer: yes\r\n\r\n";
     // Through the fault proxy (tinyproxy does not take chunked requests) and over SOCKS5.
