@@ -412,6 +412,16 @@ async function untilPublished(
   }
 }
 
+/** Waits until some of the project's traffic is in its window in Redis. */
+async function untilFirstPublish(project: MeteredProject): Promise<void> {
+  const key = windowKey(cluster.keys, ProjectWindows, project.projectId);
+  await cluster.until(async () => Number(await cluster.redis.hget(key, "requests")) > 0, {
+    timeoutMs: 20_000,
+    intervalMs: 200,
+    what: "a first publish of the traffic",
+  });
+}
+
 /** Every window of the project against the clients' counts. */
 async function expectWindows(project: MeteredProject, tally: Tally): Promise<void> {
   for (const proxy of [DE, FR]) {
@@ -668,20 +678,12 @@ describe("metering through a Redis outage", () => {
     expect(redis.persist).toBe(true);
     const tally = new Tally();
     const project = await createMeteredProject(tally);
-    const projectWindow = windowKey(cluster.keys, ProjectWindows, project.projectId);
     const failed = () => gateway.metric(`${METERING}_sends_total{result="failed"}`);
     const traffic = new Traffic(tally, project);
     let outage = { requests: 0, seconds: 0 };
     try {
       // Some of this traffic is in Redis before the outage.
-      await cluster.until(
-        async () => Number(await cluster.redis.hget(projectWindow, "requests")) > 0,
-        {
-          timeoutMs: 20_000,
-          intervalMs: 200,
-          what: "a first publish of the traffic",
-        },
-      );
+      await untilFirstPublish(project);
       const failedBefore = await failed();
       await redis.stop();
       const stoppedAt = Date.now();
@@ -726,7 +728,6 @@ describe("metering when Redis answers too late", () => {
     expect(cluster.redisUrl).toBe(redis.url);
     const tally = new Tally();
     const project = await createMeteredProject(tally);
-    const projectWindow = windowKey(cluster.keys, ProjectWindows, project.projectId);
     const logLines = () =>
       gateway.logs().filter((line) =>
         line.msg === "Metering publish failed; the batch is owed" &&
@@ -735,14 +736,7 @@ describe("metering when Redis answers too late", () => {
     const traffic = new Traffic(tally, project);
     let unanswered = 0;
     try {
-      await cluster.until(
-        async () => Number(await cluster.redis.hget(projectWindow, "requests")) > 0,
-        {
-          timeoutMs: 20_000,
-          intervalMs: 200,
-          what: "a first publish of the traffic",
-        },
-      );
+      await untilFirstPublish(project);
       const timeoutsBefore = logLines();
       const consecutive = () => gateway.metric(`${METERING}_consecutive_failures`);
       // Frozen: connections stay open and commands queue unanswered in its socket buffers.

@@ -22,6 +22,7 @@ import { CoreRouter } from "../../gateway/core/router.ts";
 import { buildSnapshot } from "../../gateway/core/snapshot.ts";
 import { type Allocation, type Client, isRefusal } from "../../gateway/core/contract.ts";
 import type { Strategy } from "../../shared/roles.ts";
+import { project } from "../../tests/gateway/fixtures.ts";
 
 export interface CoreParameters {
   proxies: number;
@@ -117,19 +118,7 @@ export async function measureCore(parameters: CoreParameters): Promise<CoreResul
     global: {
       schema: 1,
       default_strategy: "round_robin",
-      projects: [{
-        id: "bench",
-        name: "bench",
-        username: "bench",
-        password_digest: "x",
-        strategy: "round_robin",
-        session_ttl_seconds: 300,
-        sticky_quarantine: false,
-        location_policy: "off",
-        location_preflight: "off",
-        connection_timeout_seconds: 30,
-        max_retries: 3,
-      }],
+      projects: [project({ id: "bench", name: "bench", username: "bench", password_digest: "x" })],
     },
     runtime: { schema: 1, quarantines: [], traffic_blocks: [] },
     connectors,

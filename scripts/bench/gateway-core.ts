@@ -10,22 +10,21 @@
  */
 import { CORE_DEFAULTS, type CoreParameters, type CoreResult } from "./core-measure.ts";
 import { entryRuntime, runEntry } from "./runtime.ts";
-import { formatNumber, median, type Row, type Suite, type SuiteContext } from "./suite.ts";
-
-function envInteger(name: string, fallback: number): number {
-  const raw = process.env[name];
-  if (raw === undefined || raw === "") return fallback;
-  const value = Number(raw);
-  if (!Number.isInteger(value) || value <= 0) throw new Error(`${name} must be a positive integer`);
-  return value;
-}
+import {
+  envPositive,
+  formatNumber,
+  median,
+  type Row,
+  type Suite,
+  type SuiteContext,
+} from "./suite.ts";
 
 async function run(context: SuiteContext): Promise<Row[]> {
   const runtime = entryRuntime("BENCH_CORE_RUNTIME");
   const parameters: CoreParameters = {
     ...CORE_DEFAULTS,
-    proxies: envInteger("BENCH_CORE_PROXIES", CORE_DEFAULTS.proxies),
-    iterations: envInteger("BENCH_CORE_ITERATIONS", CORE_DEFAULTS.iterations),
+    proxies: envPositive("BENCH_CORE_PROXIES", true) ?? CORE_DEFAULTS.proxies,
+    iterations: envPositive("BENCH_CORE_ITERATIONS", true) ?? CORE_DEFAULTS.iterations,
   };
   const results: CoreResult[] = [];
   for (let i = 0; i < context.runs; i++) {

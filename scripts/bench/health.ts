@@ -47,6 +47,7 @@ import {
 import {
   cpuMillis,
   cpuMillisOf,
+  envPositive,
   MB,
   median,
   residentBytes,
@@ -115,14 +116,6 @@ class Feeder {
   }
 }
 
-function envNumber(name: string): number | undefined {
-  const raw = process.env[name];
-  if (raw === undefined || raw === "") return undefined;
-  const value = Number(raw);
-  if (!Number.isFinite(value) || value <= 0) throw new Error(`${name} must be a positive number`);
-  return value;
-}
-
 function shuffled<T>(items: readonly T[]): T[] {
   const out = [...items];
   for (let i = out.length - 1; i > 0; i--) {
@@ -133,9 +126,9 @@ function shuffled<T>(items: readonly T[]): T[] {
 }
 
 async function run(context: SuiteContext): Promise<Row[]> {
-  const proxiesWanted = envNumber("BENCH_HEALTH_PROXIES") ?? 10_000;
-  const timeoutOverride = envNumber("BENCH_HEALTH_TIMEOUT");
-  const concurrencyOverride = envNumber("BENCH_HEALTH_CONCURRENCY");
+  const proxiesWanted = envPositive("BENCH_HEALTH_PROXIES") ?? 10_000;
+  const timeoutOverride = envPositive("BENCH_HEALTH_TIMEOUT");
+  const concurrencyOverride = envPositive("BENCH_HEALTH_CONCURRENCY");
   const verbose = process.env.BENCH_VERBOSE === "1";
   const defaults = testSettings({ prefix: "unused:" });
   const timeoutMs = timeoutOverride !== undefined

@@ -17,7 +17,6 @@
  *    1,000. Every tunnel must still be open at that point.
  */
 import net from "node:net";
-import { readFile } from "node:fs/promises";
 import type { FeedProxy } from "../../shared/feed/models.ts";
 import { feedBed } from "../../tests/feed/support.ts";
 import {
@@ -30,9 +29,11 @@ import {
   startGateway,
 } from "./services.ts";
 import {
+  envPositive,
   formatNumber,
   MB,
   median,
+  peakBytes,
   residentBytes,
   type Row,
   sleep,
@@ -46,24 +47,6 @@ const ROWS_PER_CONNECTOR = 5000;
 const SETTLE_MS = 6000;
 const TUNNEL_SETTLE_MS = 3000;
 const COUNTRIES = ["DE", "US", "GB", "FR", "NL", "PL", "JP", "BR", null] as const;
-
-function envInteger(name: string, fallback: number): number {
-  const raw = process.env[name];
-  if (raw === undefined || raw === "") return fallback;
-  const value = Number(raw);
-  if (!Number.isInteger(value) || value <= 0) throw new Error(`${name} must be a positive integer`);
-  return value;
-}
-
-async function peakBytes(pid: number): Promise<number | undefined> {
-  try {
-    const status = await readFile(`/proc/${pid}/status`, "utf8");
-    const match = /^VmHWM:\s+(\d+)\s+kB$/m.exec(status);
-    return match ? Number(match[1]) * 1024 : undefined;
-  } catch {
-    return undefined;
-  }
-}
 
 function bigConnectors(): FeedConnectorSpec[] {
   const connectors: FeedConnectorSpec[] = [];
@@ -206,7 +189,7 @@ async function oneRun(
 }
 
 async function run(context: SuiteContext): Promise<Row[]> {
-  const tunnels = envInteger("BENCH_MEMORY_TUNNELS", 2000);
+  const tunnels = envPositive("BENCH_MEMORY_TUNNELS", true) ?? 2000;
   const origin = await startDenoService("origin", "origin.ts");
   const upstream = await startDenoService("upstream", "bare-relay.ts");
   const results: RunResult[] = [];

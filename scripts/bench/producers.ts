@@ -26,19 +26,11 @@ import { redisKeys } from "../../shared/redis-keys.ts";
 import { JobKind } from "../../shared/roles.ts";
 import { testSettings } from "../../tests/support/settings.ts";
 import { deletePrefix, TEST_REDIS_URL, testPrefix } from "../../tests/support/stores.ts";
-import { median, type Row, sleep, type Suite, type SuiteContext } from "./suite.ts";
+import { envPositive, median, type Row, sleep, type Suite, type SuiteContext } from "./suite.ts";
 
 const CPU_SHARE_BUDGET_PERCENT = 1;
 const SETTLE_MS = 10_000;
 const BASELINE_MS = 20_000;
-
-function envInteger(name: string, fallback: number): number {
-  const raw = process.env[name];
-  if (raw === undefined || raw === "") return fallback;
-  const value = Number(raw);
-  if (!Number.isInteger(value) || value <= 0) throw new Error(`${name} must be a positive integer`);
-  return value;
-}
 
 /** CPU milliseconds this process has used so far. */
 function cpuNowMs(): number {
@@ -56,12 +48,10 @@ async function untilBoundary(periodSeconds: number): Promise<number> {
 }
 
 async function run(context: SuiteContext): Promise<Row[]> {
-  const keyCount = envInteger("BENCH_PRODUCER_KEYS", 20_000);
+  const keyCount = envPositive("BENCH_PRODUCER_KEYS", true) ?? 20_000;
   const defaults = testSettings({ prefix: "unused:" });
-  const periodSeconds = envInteger(
-    "BENCH_PRODUCER_PERIOD",
-    Math.round(defaults.healthCheckIntervalMs / 1000),
-  );
+  const periodSeconds = envPositive("BENCH_PRODUCER_PERIOD", true) ??
+    Math.round(defaults.healthCheckIntervalMs / 1000);
   const prefix = testPrefix();
   const keys = redisKeys(prefix);
   const redis = new Redis(TEST_REDIS_URL);

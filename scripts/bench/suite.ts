@@ -69,15 +69,39 @@ export const MB = 1024 * 1024;
 /** Linux clock ticks per second for /proc/<pid>/stat times (USER_HZ: 100 on every arch). */
 const CLOCK_TICKS = 100;
 
-/** A process's resident set (VmRSS) in bytes, or undefined once it is gone. */
-export async function residentBytes(pid: number): Promise<number | undefined> {
+/**
+ * A bench setting from the environment: a positive number (an integer when `integer`), or
+ * undefined when it is unset. Anything else stops the suite with a line naming the variable.
+ */
+export function envPositive(name: string, integer = false): number | undefined {
+  const raw = process.env[name];
+  if (raw === undefined || raw === "") return undefined;
+  const value = Number(raw);
+  if (!(integer ? Number.isInteger(value) : Number.isFinite(value)) || value <= 0) {
+    throw new Error(`${name} must be a positive ${integer ? "integer" : "number"}`);
+  }
+  return value;
+}
+
+/** A byte figure of /proc/<pid>/status (VmRSS, VmHWM), or undefined once the process is gone. */
+async function statusBytes(pid: number, field: "VmRSS" | "VmHWM"): Promise<number | undefined> {
   try {
     const status = await readFile(`/proc/${pid}/status`, "utf8");
-    const match = /^VmRSS:\s+(\d+)\s+kB$/m.exec(status);
+    const match = new RegExp(`^${field}:\\s+(\\d+)\\s+kB$`, "m").exec(status);
     return match ? Number(match[1]) * 1024 : undefined;
   } catch {
     return undefined;
   }
+}
+
+/** A process's resident set (VmRSS) in bytes, or undefined once it is gone. */
+export function residentBytes(pid: number): Promise<number | undefined> {
+  return statusBytes(pid, "VmRSS");
+}
+
+/** A process's peak resident set (VmHWM) in bytes, or undefined once it is gone. */
+export function peakBytes(pid: number): Promise<number | undefined> {
+  return statusBytes(pid, "VmHWM");
 }
 
 /** A process's CPU time so far (user plus system), in milliseconds, or undefined once gone. */

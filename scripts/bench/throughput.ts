@@ -52,6 +52,7 @@ import {
 } from "./services.ts";
 import {
   cpuMillisOf,
+  envPositive,
   formatNumber,
   machineCpuMillis,
   median,
@@ -84,14 +85,6 @@ const LABELS: Record<string, string> = {
   squid: "Squid",
   tinyproxy: "tinyproxy",
 };
-
-function envNumber(name: string, fallback: number): number {
-  const raw = process.env[name];
-  if (raw === undefined || raw === "") return fallback;
-  const value = Number(raw);
-  if (!Number.isFinite(value) || value <= 0) throw new Error(`${name} must be a positive number`);
-  return value;
-}
 
 function rotate<T>(items: readonly T[], by: number): T[] {
   const k = by % items.length;
@@ -143,9 +136,9 @@ function otherCores(point: Point): number {
 }
 
 async function run(context: SuiteContext): Promise<Row[]> {
-  const seconds = envNumber("BENCH_THROUGHPUT_SECONDS", 5);
-  const warmup = envNumber("BENCH_THROUGHPUT_WARMUP", 1);
-  const concurrency = Math.round(envNumber("BENCH_THROUGHPUT_CONCURRENCY", 32));
+  const seconds = envPositive("BENCH_THROUGHPUT_SECONDS") ?? 5;
+  const warmup = envPositive("BENCH_THROUGHPUT_WARMUP") ?? 1;
+  const concurrency = Math.round(envPositive("BENCH_THROUGHPUT_CONCURRENCY") ?? 32);
   const wanted = (process.env.BENCH_THROUGHPUT_TARGETS ?? TARGET_KEYS.join(","))
     .split(",").map((key) => key.trim()).filter(Boolean);
   for (const key of wanted) {
