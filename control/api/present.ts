@@ -9,6 +9,7 @@ import type { ConnectorRow } from "../services/connectors.ts";
 import type { CredentialRow } from "../services/credentials.ts";
 import type { ProjectRow } from "../services/projects.ts";
 import type { ProxyRow } from "../services/proxies.ts";
+import type { QuarantineView } from "../services/quarantines.ts";
 import { formatProxyUrl } from "../services/proxy-url.ts";
 import type { TokenRow } from "../services/tokens.ts";
 import type { UserRow } from "../services/users.ts";
@@ -103,8 +104,11 @@ export function presentConnector(row: ConnectorRow, proxyCount: number) {
   };
 }
 
-/** A proxy without its password: `url` carries the username only, `has_password` the rest. */
-export function presentProxy(row: ProxyRow) {
+/**
+ * A proxy without its password: `url` carries the username only, `has_password` the rest. Its
+ * quarantine is soft state from Redis (control/services/quarantines.ts).
+ */
+export function presentProxy(row: ProxyRow, quarantine: QuarantineView) {
   return {
     id: row.id,
     project_id: row.projectId,
@@ -120,6 +124,8 @@ export function presentProxy(row: ProxyRow) {
     metadata: row.metadata,
     status: row.status,
     status_changed_at: row.statusChangedAt,
+    quarantined: quarantine.quarantined,
+    quarantine_remaining_seconds: quarantine.quarantine_remaining_seconds,
     created_at: row.createdAt,
     updated_at: row.updatedAt,
   };

@@ -5,6 +5,7 @@
  * attempt, and reports how the attempt went; it knows nothing of projects or strategies.
  */
 import type { ProxyScheme } from "../../shared/roles.ts";
+import type { FeedRateLimit } from "../../shared/feed/models.ts";
 
 /** The options a client put in its username: `<user>[-cc-..][-st-..][-city-..][-sessid-..][-sesstime-..]`. */
 export interface UsernameOptions {
@@ -88,6 +89,11 @@ export interface UpstreamChoice {
   port: number;
   username: string | null;
   password: string | null;
+  /**
+   * The connector's rate limit, which metering counts the proxy's requests against; absent or
+   * null for none.
+   */
+  rateLimit?: FeedRateLimit | null;
 }
 
 /** The phase an attempt failed in, as the error catalogue names them. */

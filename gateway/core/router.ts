@@ -4,8 +4,8 @@
  *
  * acquire: eligibility first (connector enabled and not pending deletion, serving the place,
  * letting the host through its domain filter, with a healthy row, not blocked by its traffic
- * limit; rows not quarantined, not already tried for this request, under their concurrency
- * limit), then the project's strategy picks the connector by weight and the proxy inside it, then
+ * limit; rows not quarantined (by the feed, or by this gateway's rate limiter until the feed
+ * carries it), not already tried for this request, under their concurrency limit), then the project's strategy picks the connector by weight and the proxy inside it, then
  * dispatch reserves a slot on it. When nothing is chosen the answer says why (see refusals.ts).
  */
 import type { Strategy } from "../../shared/roles.ts";
@@ -91,6 +91,13 @@ export interface RouterOptions {
 
 /** How many times a selection that lost its reservation race is tried again. */
 const RESERVE_ATTEMPTS = 4;
+/**
+ * How long a quarantine this gateway's rate limiter tripped is kept locally at most: the feed
+ * carries it to every gateway within a fraction of a second, and from then on the feed's copy
+ * rules, so an api lift frees the proxy here too.
+ */
+export const LOCAL_QUARANTINE_MAX_MS = 10_000;
+const MAX_LOCAL_QUARANTINES = 10_000;
 const NO_CONNECTORS: readonly ConnectorIndex[] = [];
 
 interface HeldStrategy {
@@ -122,6 +129,8 @@ export class CoreRouter implements Router {
   /** Serves a request whose strategy raised. */
   private readonly fallback: RoutingStrategy;
   private readonly stickyDeps: StickyDeps;
+  /** Quarantines this gateway tripped, by proxy id: epoch ms, until the feed carries them. */
+  private readonly localQuarantines = new Map<string, number>();
 
   constructor(options: RouterOptions) {
     this.verifyPassword = options.verifyPassword;
@@ -160,7 +169,42 @@ export class CoreRouter implements Router {
       }
     }
     this.current = next;
+    this.handOverQuarantines(next);
     return next;
+  }
+
+  /**
+   * The rate limiter tripped `proxyId` until `untilMs`: excluded here at once, for at most
+   * LOCAL_QUARANTINE_MAX_MS, until a feed carrying the quarantine is applied.
+   */
+  quarantineLocally(proxyId: string, untilMs: number): void {
+    const nowMs = this.nowMs();
+    const localUntilMs = Math.min(untilMs, nowMs + LOCAL_QUARANTINE_MAX_MS);
+    if (localUntilMs <= nowMs) return;
+    // Ended ones go at each feed; without feeds (Redis away), here, before the map grows.
+    if (this.localQuarantines.size >= MAX_LOCAL_QUARANTINES) {
+      for (const [id, until] of this.localQuarantines) {
+        if (until <= nowMs) this.localQuarantines.delete(id);
+      }
+    }
+    this.localQuarantines.set(proxyId, localUntilMs);
+  }
+
+  /** Proxies excluded by a quarantine this gateway tripped and the feed does not carry yet. */
+  get localQuarantineCount(): number {
+    return this.localQuarantines.size;
+  }
+
+  /** Drops the local quarantines the feed now carries, and those that ended. */
+  private handOverQuarantines(snapshot: RoutingSnapshot): void {
+    if (this.localQuarantines.size === 0) return;
+    const nowMs = this.nowMs();
+    const carried = snapshot.runtime.quarantineUntilMs;
+    for (const [proxyId, untilMs] of this.localQuarantines) {
+      if (untilMs <= nowMs || carried.get(proxyId) !== undefined) {
+        this.localQuarantines.delete(proxyId);
+      }
+    }
   }
 
   authenticate(proxyAuthorization: string | null): MaybePromise<AuthResult> {
@@ -263,7 +307,14 @@ export class CoreRouter implements Router {
       return noUpstream(options, domainExcluded);
     }
 
-    const attempt = new Attempt(this.dispatch, snapshot, choices, exclude, nowMs);
+    const attempt = new Attempt(
+      this.dispatch,
+      snapshot,
+      this.localQuarantines,
+      choices,
+      exclude,
+      nowMs,
+    );
     const strategy = this.strategyFor(project);
     const context: StrategyContext = {
       project,
@@ -352,6 +403,7 @@ class Attempt implements Candidates {
   private readonly dispatch: Dispatch;
   private readonly exclude: ReadonlySet<string>;
   private readonly quarantineUntilMs: DeadlineTable;
+  private readonly localQuarantines: ReadonlyMap<string, number>;
   private readonly nowMs: number;
   /** Proxies whose reservation was lost to a concurrent request (another isolate or await). */
   private lost: Set<string> | undefined;
@@ -359,11 +411,13 @@ class Attempt implements Candidates {
   constructor(
     dispatch: Dispatch,
     snapshot: RoutingSnapshot,
+    localQuarantines: ReadonlyMap<string, number>,
     choices: readonly PlaceRows[],
     exclude: ReadonlySet<string>,
     nowMs: number,
   ) {
     this.dispatch = dispatch;
+    this.localQuarantines = localQuarantines;
     this.choices = choices;
     this.exclude = exclude;
     this.quarantineUntilMs = snapshot.runtime.quarantineUntilMs;
@@ -435,9 +489,13 @@ class Attempt implements Candidates {
   }
 
   private quarantined(proxy: ProxyEntry): boolean {
-    if (this.quarantineUntilMs.size === 0) return false;
-    const untilMs = this.quarantineUntilMs.get(proxy.id, proxy.idHash);
-    return untilMs !== undefined && untilMs > this.nowMs;
+    if (this.quarantineUntilMs.size !== 0) {
+      const untilMs = this.quarantineUntilMs.get(proxy.id, proxy.idHash);
+      if (untilMs !== undefined && untilMs > this.nowMs) return true;
+    }
+    if (this.localQuarantines.size === 0) return false;
+    const localUntilMs = this.localQuarantines.get(proxy.id);
+    return localUntilMs !== undefined && localUntilMs > this.nowMs;
   }
 
   private full(proxy: ProxyEntry): boolean {

@@ -178,6 +178,7 @@ export class ConnectorIndex {
         port: row.port,
         username: row.username,
         password: row.password,
+        rateLimit: connector.rate_limit,
       };
       proxies[i] = entry;
       if (!isLeaving(row.status)) present++;

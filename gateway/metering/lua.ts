@@ -1,12 +1,18 @@
 /**
- * The metering script's source under Deno. Imported as text, not read with Deno.readTextFile:
- * the gateway runs without file access (scripts/gateway-command.ts), and `deno compile --bundle`
- * embeds an imported file in the binary where a runtime read would find nothing. The tests read
- * the same file with node:fs (tests/metering/support.ts).
+ * The gateway's script sources under Deno (metering's and the rate limiter's window). Imported
+ * as text, not read with Deno.readTextFile: the gateway runs without file access
+ * (scripts/gateway-command.ts), and `deno compile --bundle` embeds an imported file in the binary
+ * where a runtime read would find nothing. The tests read the same files with node:fs
+ * (tests/metering/support.ts).
  */
 import meteringApplyLua from "../../shared/lua/metering_apply.lua" with { type: "text" };
+import rateWindowLua from "../../shared/lua/rate_window.lua" with { type: "text" };
 import { type LuaScript, registerScript } from "./scripts.ts";
 
 export function loadMeteringScript(): Promise<LuaScript> {
   return registerScript("metering_apply", meteringApplyLua);
+}
+
+export function loadRateWindowScript(): Promise<LuaScript> {
+  return registerScript("rate_window", rateWindowLua);
 }

@@ -4,7 +4,7 @@
  * window (so a running transfer's bytes reach Redis every interval), and when it finishes. A
  * meter finishes once: a second finish, and bytes after the first, count nothing.
  */
-import type { Outcome } from "../core/contract.ts";
+import type { Outcome, UpstreamChoice } from "../core/contract.ts";
 import type { TransferMeter } from "../net/hooks.ts";
 
 /** The rows one transfer counts into (full Redis keys). */
@@ -35,6 +35,8 @@ export class Meter implements TransferMeter {
   /** The metering's cache of this transfer's rows, and the window they belong to. */
   rows: (number[] | undefined)[] | undefined;
   rowsWindow: object | undefined;
+  /** The upstream, when its connector has a rate limit its requests count against. */
+  rateLimited: UpstreamChoice | undefined;
   #finished = false;
   readonly #sink: MeterSink;
 

@@ -5,8 +5,10 @@
  * Counted per proxy, project, connector and destination host: requests, successes, failures,
  * bytes sent (client to upstream), bytes received (upstream to client) and summed latency, when
  * a transfer finishes (bytes also while it runs); per project and minute, the demand (transfers
- * begun and rejections); per project and reason, the rejections. The receivers touch only memory
- * and never throw. In-flight counts and the strategies' outcomes are dispatch's, not metering's.
+ * begun and rejections); per project and reason, the rejections. A finished transfer through a
+ * rate-limited connector is also handed to the rate limiter (rate-limiter.ts). The receivers touch
+ * only memory and never throw. In-flight counts and the strategies' outcomes are dispatch's, not
+ * metering's.
  *
  * Runtime-neutral: the caller passes the Redis client and the script's source (gateway/metering/
  * lua.ts under Deno).
@@ -23,6 +25,7 @@ import {
   RejectionWindows,
 } from "../../shared/metric-windows.ts";
 import { BoundedMap } from "../../shared/bounded-map.ts";
+import type { FeedRateLimit } from "../../shared/feed/models.ts";
 import type { RedisKeys } from "../../shared/redis-keys.ts";
 import { type ApplyLives, applyPart, cutParts, DEFAULT_LIVES, type MeteringPart } from "./apply.ts";
 import {
@@ -72,6 +75,13 @@ export interface RequestMeteringOptions {
   logger?: PublisherLogger;
   /** Told of every part Redis confirmed, in order (tests and diagnostics). */
   onConfirmed?: (part: MeteringPart) => void;
+  /** Counts each finished transfer through a rate-limited connector (rate-limiter.ts). */
+  rateLimiter?: RateCounter;
+}
+
+/** Where a finished transfer through a rate-limited connector is counted. */
+export interface RateCounter {
+  count(proxyId: string, limit: FeedRateLimit): void;
 }
 
 export interface MeteringStats extends PublisherStats, OverflowCounts {
@@ -87,7 +97,8 @@ export interface MeteringStats extends PublisherStats, OverflowCounts {
   incrementsRefused: number;
 }
 
-function randomSuffix(): string {
+/** Eight hex digits, drawn afresh per process: tells a restarted writer from its last life. */
+export function randomSuffix(): string {
   const bytes = crypto.getRandomValues(new Uint8Array(4));
   return [...bytes].map((byte) => byte.toString(16).padStart(2, "0")).join("");
 }
@@ -113,6 +124,7 @@ export class RequestMetering implements TransferHooks {
   readonly #overflow: OverflowCounts = { hostsFolded: 0, rowsDropped: 0 };
   readonly #publisher: BatchPublisher<MeteringPart>;
   readonly #sink: MeterSink;
+  readonly #rateLimiter: RateCounter | undefined;
   #window: MeteringWindow;
   #nextNumber = 1;
   #finishedTwice = 0;
@@ -128,6 +140,7 @@ export class RequestMetering implements TransferHooks {
     this.#keys = options.keys;
     this.#caps = { ...DEFAULT_CAPS, ...options.caps };
     this.#now = options.now ?? Date.now;
+    this.#rateLimiter = options.rateLimiter;
     this.#window = new MeteringWindow(this.#caps, this.#overflow);
     const appliedKey = options.keys.applied(this.writer);
     this.#sink = {
@@ -177,6 +190,7 @@ export class RequestMetering implements TransferHooks {
       const projectId = start.client.projectId;
       const latencyMs = Number.isFinite(start.latencyMs) ? Math.max(0, start.latencyMs) : 0;
       const meter = new Meter(this.#sink, this.#keysFor(start), latencyMs);
+      if (start.upstream.rateLimit) meter.rateLimited = start.upstream;
       this.#demand(projectId, DemandField.requests);
       this.#open.add(meter);
       return meter;
@@ -280,6 +294,8 @@ export class RequestMetering implements TransferHooks {
   #finish(meter: Meter, outcome: Outcome): void {
     this.#open.delete(meter);
     this.#report(meter);
+    const upstream = meter.rateLimited;
+    if (upstream?.rateLimit) this.#rateLimiter?.count(upstream.proxyId, upstream.rateLimit);
     const latencyMs = outcome.latencyMs !== undefined && Number.isFinite(outcome.latencyMs)
       ? Math.max(0, outcome.latencyMs)
       : meter.latencyMs;

@@ -20,8 +20,9 @@ import { type SectionsDelta, sectionsDelta } from "../core/feed-share.ts";
 import { createDestinationGuard } from "../core/guard.ts";
 import { CoreRouter } from "../core/router.ts";
 import { FeedFollower, type FeedLogger } from "../feed/follower.ts";
-import { loadMeteringScript } from "../metering/lua.ts";
-import { RequestMetering } from "../metering/metering.ts";
+import { loadMeteringScript, loadRateWindowScript } from "../metering/lua.ts";
+import { randomSuffix, RequestMetering } from "../metering/metering.ts";
+import { RateLimiter } from "../metering/rate-limiter.ts";
 import { RedisStickyStore } from "../sticky/redis-store.ts";
 import type { RoutingCore } from "./gateway.ts";
 import type { TransferHooks } from "./hooks.ts";
@@ -69,6 +70,8 @@ export interface IsolateCore {
   hooks?: TransferHooks;
   /** This isolate's request metering (its own batch writer), also its hooks. */
   metering: RequestMetering;
+  /** Counts requests through rate-limited connectors into their proxies' windows. */
+  rateLimiter: RateLimiter;
   /** Stops what the core runs and holds (the router's held tasks, its own Redis client). */
   stop(): Promise<void>;
 }
@@ -108,14 +111,30 @@ export async function buildIsolateCore(
     allowCidrs: settings.destinationAllowCidrs,
     resolve: resolveAddresses,
   });
+  const writer = `${instance}:${options.isolate ?? 0}`;
+  // Each finished request through a rate-limited connector goes to its proxy's window in Redis
+  // (a held write, never awaited by the request); a trip excludes the proxy here at once.
+  const rateLimiter = new RateLimiter({
+    redis,
+    keys,
+    script: await loadRateWindowScript(),
+    writer: `${writer}:${randomSuffix()}`,
+    requestTimeoutMs: settings.redisRequestTimeoutMs,
+    tripped: (proxyId, untilMs) => {
+      router.quarantineLocally(proxyId, untilMs);
+      logger.info("Rate limit reached: proxy quarantined", { proxy: proxyId, untilMs });
+    },
+    logger,
+  });
   // Counts in memory per proxy, project, connector and host; one round trip every 5 s. Each
   // isolate is a writer of its own, so its batches are applied once whatever the others do.
   const metering = new RequestMetering({
     redis,
     keys,
     script: await loadMeteringScript(),
-    instance: `${instance}:${options.isolate ?? 0}`,
+    instance: writer,
     logger,
+    rateLimiter,
   });
   metering.start();
   return {
@@ -123,11 +142,14 @@ export async function buildIsolateCore(
     guard,
     hooks: metering,
     metering,
+    rateLimiter,
     async stop() {
       try {
         // Sticky binding writes still under way, each bounded by the request deadline.
         await router.drain();
-        // The listeners closed first, so every meter has finished: send what is owed.
+        // The listeners closed first, so every meter has finished: the windows they counted
+        // into are written, then metering sends what is owed.
+        await rateLimiter.close();
         await metering.close();
       } finally {
         if (ownRedis) redis.disconnect();
@@ -218,7 +240,10 @@ export async function buildRoutingCore(
         "# TYPE octoprox_gateway_feed_consecutive_failures gauge",
         `octoprox_gateway_feed_consecutive_failures ${stats.consecutive_failures}`,
         "",
-      ].join("\n") + isolate.metering.metrics();
+        "# TYPE octoprox_gateway_local_quarantines gauge",
+        `octoprox_gateway_local_quarantines ${router.localQuarantineCount}`,
+        "",
+      ].join("\n") + isolate.metering.metrics() + isolate.rateLimiter.metrics();
     },
   };
 }

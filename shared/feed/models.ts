@@ -77,6 +77,8 @@ export const FeedConnectorSchema = v.object({
   })),
 });
 export type FeedConnector = v.InferOutput<typeof FeedConnectorSchema>;
+/** A connector's rate limit, applied per proxy (the gateway's rate limiter). */
+export type FeedRateLimit = NonNullable<FeedConnector["rate_limit"]>;
 
 export const FeedProxySchema = v.object({
   id: v.string(),

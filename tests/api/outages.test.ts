@@ -2,7 +2,8 @@
  * Stores that stop answering. Each outage uses a private server started for this file, so
  * stopping it disturbs no other test:
  * - Redis away: a write still commits and answers within the request deadline; its change
- *   entry is kept and arrives, once, when Redis is back.
+ *   entry is kept and arrives, once, when Redis is back. Proxies read without their
+ *   quarantines (soft state), and a quarantine lift answers 503 and lifts nothing.
  * - Postgres away: routes answer 503 with Retry-After and no driver text, one warn line each,
  *   the process keeps answering, and the routes recover when Postgres returns.
  */
@@ -31,7 +32,12 @@ describe("Redis refuses the change entry", () => {
   let h: ApiHarness;
 
   beforeAll(async () => {
-    redis = new LocalRedis({ dir: join(folder, "redis"), port: await findFreePort() });
+    // It keeps its data across a restart, as a partitioned Redis would.
+    redis = new LocalRedis({
+      dir: join(folder, "redis"),
+      port: await findFreePort(),
+      persist: true,
+    });
     await redis.start();
     h = await startHarness({ redisUrl: redis.url });
   });
@@ -78,6 +84,50 @@ describe("Redis refuses the change entry", () => {
     expect(h.lines.some((line) => line.msg.startsWith("Change entry not taken by Redis"))).toBe(
       true,
     );
+  });
+
+  test("proxies read without their quarantines; a lift answers 503 and changes nothing", async () => {
+    const project = await h.request("POST", "/api/v1/projects", {
+      token: h.tokens.editor,
+      body: { name: "Resting", username: "resting" },
+    });
+    const connector = await h.request("POST", `/api/v1/projects/${project.body.id}/connectors`, {
+      token: h.tokens.editor,
+      body: { name: "static", kind: "static" },
+    });
+    const proxies = `/api/v1/projects/${project.body.id}/proxies`;
+    const proxy = await h.request("POST", proxies, {
+      token: h.tokens.editor,
+      body: { connector_id: connector.body.id, url: "http://resting.example:3128" },
+    });
+    const untilMs = Date.now() + 600_000;
+    await h.deps.redis.zadd(h.deps.keys.proxyQuarantined, untilMs, proxy.body.id);
+    const item = `${proxies}/${proxy.body.id}`;
+    expect((await h.request("GET", item, { token: h.tokens.viewer })).body.quarantined).toBe(true);
+
+    await redis.stop();
+    const read = await h.request("GET", item, { token: h.tokens.viewer });
+    expect(read.status).toBe(200);
+    expect(read.body).toMatchObject({ quarantined: false, quarantine_remaining_seconds: 0 });
+    const listed = await h.request("GET", proxies, { token: h.tokens.viewer });
+    expect(listed.status).toBe(200);
+    expect(listed.body.items).toHaveLength(1);
+    expect(h.lines.some((line) => line.msg === "Runtime state unavailable, shown without it"))
+      .toBe(true);
+
+    const lift = await h.request("POST", `${item}/unquarantine`, { token: h.tokens.editor });
+    expect(lift.status).toBe(503);
+    expect(lift.headers.get("retry-after")).toBe("5");
+    expect(lift.body).toEqual({ error: "Service temporarily unavailable: Redis did not answer" });
+
+    // Nothing was lifted: the quarantine shows again once Redis is back.
+    await redis.start();
+    await waitUntil(
+      async () => (await h.request("GET", item, { token: h.tokens.viewer })).body.quarantined,
+      { timeoutMs: 15_000, what: "the quarantine to show again" },
+    );
+    expect(Number(await h.deps.redis.zscore(h.deps.keys.proxyQuarantined, proxy.body.id)))
+      .toBe(untilMs);
   });
 });
 

@@ -405,6 +405,68 @@ describe("proxies", () => {
     expect(deleteEntries).toEqual([{ kind: "proxy", ref: connectorA }]);
   });
 
+  test("a rate-limit quarantine shows on the proxy with its time left; an editor lifts it", async () => {
+    const base = `/api/v1/projects/${projectId}/proxies`;
+    const made = await h.request("POST", base, {
+      token: h.tokens.editor,
+      body: { connector_id: connectorA, url: "http://resting.example:3128" },
+    });
+    expect(made.status, made.text).toBe(201);
+    expect(made.body).toMatchObject({ quarantined: false, quarantine_remaining_seconds: 0 });
+    const id: string = made.body.id;
+    const item = `${base}/${id}`;
+    const { redis, keys } = h.deps;
+
+    // A gateway's rate limiter tripped it for 90 s.
+    await redis.zadd(keys.proxyQuarantined, Date.now() + 90_000, id);
+    const read = await h.request("GET", item, { token: h.tokens.viewer });
+    expect(read.body.quarantined).toBe(true);
+    expect(read.body.quarantine_remaining_seconds).toBeGreaterThan(85);
+    expect(read.body.quarantine_remaining_seconds).toBeLessThanOrEqual(90);
+    const listed = await h.request("GET", `${base}?connector_id=${connectorA}`, {
+      token: h.tokens.viewer,
+    });
+    const shown = listed.body.items.find((row: { id: string }) => row.id === id);
+    expect(shown).toMatchObject({ quarantined: true });
+    expect(
+      listed.body.items.filter((row: { quarantined: boolean }) => row.quarantined),
+    ).toHaveLength(1);
+
+    // A viewer may not lift it; an editor may, once, announced on the runtime stream.
+    const lift = (token: string) => h.request("POST", `${item}/unquarantine`, { token });
+    expect((await lift(h.tokens.viewer)).status).toBe(403);
+    const streamBefore = await redis.xlen(keys.runtimeStream);
+    const lifted = await lift(h.tokens.editor);
+    expect(lifted.status, lifted.text).toBe(200);
+    expect(lifted.body).toEqual({ status: "ok" });
+    expect(await redis.zscore(keys.proxyQuarantined, id)).toBeNull();
+    const entries = await redis.xrange(keys.runtimeStream, "-", "+");
+    expect(entries).toHaveLength(streamBefore + 1);
+    expect(entries.at(-1)?.[1]).toEqual(["kind", "quarantine_lifted", "ref", id]);
+    expect((await h.request("GET", item, { token: h.tokens.viewer })).body).toMatchObject({
+      quarantined: false,
+      quarantine_remaining_seconds: 0,
+    });
+
+    const again = await lift(h.tokens.editor);
+    expect(again.status).toBe(400);
+    expect(again.body.error).toBe("The proxy is not quarantined");
+    // One that ended by itself, not trimmed yet, is not quarantined either.
+    await redis.zadd(keys.proxyQuarantined, Date.now() - 1_000, id);
+    expect((await lift(h.tokens.editor)).status).toBe(400);
+    expect((await h.request("GET", item, { token: h.tokens.viewer })).body.quarantined).toBe(false);
+    expect(await redis.xlen(keys.runtimeStream)).toBe(streamBefore + 1);
+
+    // Another project's proxy, or none at all: 404.
+    const missing = await h.request(
+      "POST",
+      `${base}/00000000-0000-4000-8000-000000000000/unquarantine`,
+      { token: h.tokens.editor },
+    );
+    expect(missing.status).toBe(404);
+    expect((await h.request("DELETE", item, { token: h.tokens.editor })).status).toBe(204);
+  });
+
   test("listing is paged, ordered, and filtered by connector, status and country", async () => {
     const lines = (prefix: string, count: number, country: string) =>
       Array.from({ length: count }, (_, i) => `http://u:p@${prefix}${i}.example:8080 ${country}`)
@@ -615,6 +677,7 @@ describe("the app's frame", () => {
         "GET /api/v1/projects/{id}/proxies/{pid}",
         "PATCH /api/v1/projects/{id}/proxies/{pid}",
         "DELETE /api/v1/projects/{id}/proxies/{pid}",
+        "POST /api/v1/projects/{id}/proxies/{pid}/unquarantine",
         "GET /api/v1/openapi.json",
         "GET /echo",
         "GET /health",

@@ -5,7 +5,7 @@
  * gateway whose ports are read from its log, and a raw SOCKS5 client.
  */
 import { type ChildProcess, spawn } from "node:child_process";
-import { SCHEMA_VERSION } from "../../shared/feed/models.ts";
+import { type FeedRateLimit, SCHEMA_VERSION } from "../../shared/feed/models.ts";
 import {
   type FeedBed,
   feedProject,
@@ -30,18 +30,24 @@ export interface FeedConnectorSpec {
   id: string;
   projectId: string;
   countries?: string[];
+  rateLimit?: FeedRateLimit | null;
   proxies: FeedProxySpec[];
 }
 
 /** Publishes a feed of these projects and connectors (fenced by the bed's lease). */
 export async function publishFeed(
   bed: FeedBed,
-  spec: { projects: FeedProjectSpec[]; connectors: FeedConnectorSpec[] },
+  spec: {
+    projects: FeedProjectSpec[];
+    connectors: FeedConnectorSpec[];
+    /** The runtime section's quarantines (none unless said). */
+    quarantines?: { proxy_id: string; until_ms: number }[];
+  },
 ): Promise<void> {
   const projects = await Promise.all(spec.projects.map((project) => feedProject(bed, project)));
   const content: Record<string, unknown> = {
     global: { schema: SCHEMA_VERSION, default_strategy: "round_robin", projects },
-    runtime: { schema: SCHEMA_VERSION, quarantines: [], traffic_blocks: [] },
+    runtime: { schema: SCHEMA_VERSION, quarantines: spec.quarantines ?? [], traffic_blocks: [] },
   };
   for (const connector of spec.connectors) {
     content[`connector:${connector.id}`] = {
@@ -49,6 +55,7 @@ export async function publishFeed(
       connector: feedConnector(connector.id, {
         project_id: connector.projectId,
         countries: connector.countries ?? [],
+        rate_limit: connector.rateLimit ?? null,
       }),
       proxies: connector.proxies.map((proxy) => ({
         id: proxy.id,

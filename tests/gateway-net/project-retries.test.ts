@@ -8,7 +8,7 @@ import { FaultMode, type FaultProxy, startFaultProxy } from "../../e2e/support/f
 import { type Origin, startOrigin } from "../../e2e/support/origin.ts";
 import { type FeedBed, feedBed } from "../feed/support.ts";
 import { type FeedGateway, publishFeed, startFeedGateway } from "./feed-gateway.ts";
-import { openConnect, RawConnection } from "./support.ts";
+import { basicAuth, getVia, openConnect } from "./support.ts";
 
 let bed: FeedBed;
 let origin: Origin;
@@ -63,22 +63,11 @@ afterAll(async () => {
   await bed?.close();
 });
 
-const auth = (login: string) => `Basic ${Buffer.from(login).toString("base64")}`;
-
 /** The statuses of `count` GETs through the gateway, one after another. */
 async function gets(login: string, count: number): Promise<number[]> {
   const statuses: number[] = [];
   for (let i = 0; i < count; i++) {
-    const connection = await RawConnection.open(proxyPort);
-    try {
-      connection.write(
-        `GET ${origin.url}/ip HTTP/1.1\r\nHost: ${origin.host}:${origin.port}\r\n` +
-          `Proxy-Authorization: ${auth(login)}\r\nConnection: close\r\n\r\n`,
-      );
-      statuses.push((await connection.readResponse({ timeoutMs: 10_000 })).status);
-    } finally {
-      connection.destroy();
-    }
+    statuses.push((await getVia(proxyPort, `${origin.url}/ip`, login)).status);
   }
   return statuses;
 }
@@ -90,7 +79,7 @@ async function tunnels(login: string, count: number): Promise<number[]> {
     const { connection, response } = await openConnect(
       proxyPort,
       `${origin.host}:${origin.port}`,
-      auth(login),
+      basicAuth(login),
     );
     connection.destroy();
     statuses.push(response.status);

@@ -17,9 +17,9 @@ export { DENO_BIN } from "../../scripts/gateway-command.ts";
 const FIXTURE_PERMISSIONS = ["--allow-net", "--allow-env", "--allow-sys=hostname"];
 
 export const CREDENTIALS = { username: "alice", password: "s3cret-pass" };
-export const PROXY_AUTH = `Basic ${
-  Buffer.from(`${CREDENTIALS.username}:${CREDENTIALS.password}`).toString("base64")
-}`;
+/** A Proxy-Authorization value for `user:password`. */
+export const basicAuth = (login: string) => `Basic ${Buffer.from(login).toString("base64")}`;
+export const PROXY_AUTH = basicAuth(`${CREDENTIALS.username}:${CREDENTIALS.password}`);
 
 export interface FixtureUpstream {
   id: string;
@@ -529,4 +529,18 @@ export async function startTlsFront(targetPort: number): Promise<TlsFront> {
         server.close(() => resolve());
       }),
   };
+}
+
+/** One GET of `url` (absolute) through the proxy as `login`, on a connection of its own. */
+export async function getVia(proxyPort: number, url: string, login: string): Promise<RawResponse> {
+  const connection = await RawConnection.open(proxyPort);
+  try {
+    connection.write(
+      `GET ${url} HTTP/1.1\r\nHost: ${new URL(url).host}\r\n` +
+        `Proxy-Authorization: ${basicAuth(login)}\r\nConnection: close\r\n\r\n`,
+    );
+    return await connection.readResponse({ timeoutMs: 10_000 });
+  } finally {
+    connection.destroy();
+  }
 }

@@ -1,6 +1,6 @@
 /** The router: credentials, eligibility, weights, strategies, exclusions and every refusal. */
 import { describe, expect, it } from "vitest";
-import { CoreRouter } from "../../gateway/core/router.ts";
+import { CoreRouter, LOCAL_QUARANTINE_MAX_MS } from "../../gateway/core/router.ts";
 import {
   type Allocation,
   isRefusal,
@@ -24,6 +24,13 @@ import {
 } from "./fixtures.ts";
 
 const NOW = 1_700_000_000_000;
+const RATE_LIMIT = {
+  max_requests: 3,
+  window_seconds: 60,
+  quarantine_seconds_min: 60,
+  quarantine_seconds_max: 60,
+  sticky_quarantine: false,
+};
 
 function routerFor(
   sections: FeedSections,
@@ -413,6 +420,42 @@ describe("refusals", () => {
       503,
       "destination_unavailable",
       "Every upstream proxy for this request is down",
+    );
+  });
+
+  it("a quarantine this gateway tripped excludes the proxy at once, for 10 s at most, until the feed carries it", async () => {
+    let now = NOW;
+    const sections = feed([section(connector("c", { rate_limit: RATE_LIMIT }), ["x1", "x2"])]);
+    const { router } = routerFor(sections, { nowMs: () => now });
+    // The rate limiter tripped x1 for a minute: excluded here before any feed says so.
+    router.quarantineLocally("x1", now + 60_000);
+    for (let i = 0; i < 4; i++) expect((await pick(router)).proxyId).toBe("x2");
+    // Once the feed carries the quarantine, the feed's copy rules; its lift (an api call) frees x1.
+    const carried = {
+      ...emptyRuntime(),
+      quarantines: [{ proxy_id: "x1", until_ms: now + 60_000 }],
+    };
+    router.apply({ ...sections, runtime: carried });
+    expect(router.localQuarantineCount).toBe(0);
+    for (let i = 0; i < 2; i++) expect((await pick(router)).proxyId).toBe("x2");
+    router.apply({ ...sections, runtime: emptyRuntime() });
+    expect(new Set([(await pick(router)).proxyId, (await pick(router)).proxyId])).toEqual(
+      new Set(["x1", "x2"]),
+    );
+    // A feed that never carries it (Redis away): the local copy ends after 10 s.
+    router.quarantineLocally("x1", now + 60_000);
+    now += LOCAL_QUARANTINE_MAX_MS - 1;
+    for (let i = 0; i < 2; i++) expect((await pick(router)).proxyId).toBe("x2");
+    now += 1;
+    expect(new Set([(await pick(router)).proxyId, (await pick(router)).proxyId])).toEqual(
+      new Set(["x1", "x2"]),
+    );
+    // A shorter quarantine ends when it does.
+    router.quarantineLocally("x2", now + 1_000);
+    for (let i = 0; i < 2; i++) expect((await pick(router)).proxyId).toBe("x1");
+    now += 1_000;
+    expect(new Set([(await pick(router)).proxyId, (await pick(router)).proxyId])).toEqual(
+      new Set(["x1", "x2"]),
     );
   });
 

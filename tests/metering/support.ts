@@ -26,10 +26,12 @@ import {
 import type { RedisKeys } from "../../shared/redis-keys.ts";
 
 /** The Node side of "each runtime reads the file": node:fs here, a text import under Deno. */
-export function loadMeteringScriptNode(): Promise<LuaScript> {
-  const url = new URL("../../shared/lua/metering_apply.lua", import.meta.url);
-  return registerScript("metering_apply", readFileSync(url, "utf8"));
+export function loadScriptNode(name: "metering_apply" | "rate_window"): Promise<LuaScript> {
+  const url = new URL(`../../shared/lua/${name}.lua`, import.meta.url);
+  return registerScript(name, readFileSync(url, "utf8"));
 }
+
+export const loadMeteringScriptNode = () => loadScriptNode("metering_apply");
 
 /** Counts keyed by a hash's full Redis key, fields by name. */
 export type HashCounts = Map<string, Record<string, number>>;

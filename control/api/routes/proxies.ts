@@ -9,6 +9,8 @@ import {
   uploadProxies,
 } from "../../services/proxies.ts";
 import type { ApiDeps } from "../deps.ts";
+import { liftQuarantine, quarantineView, readQuarantines } from "../../services/quarantines.ts";
+import type { ProxyRow } from "../../services/proxies.ts";
 import { presentProxy } from "../present.ts";
 import { defineRoute, type Route } from "../registry.ts";
 import {
@@ -43,8 +45,12 @@ export function proxyRoutes(deps: ApiDeps): Route[] {
           status: query.status,
           country: query.country,
         }, { offset: (query.page - 1) * query.page_size, limit: query.page_size });
+        const quarantines = await readQuarantines(deps, items.map((row) => row.id));
+        const nowMs = Date.now();
         return c.json({
-          items: items.map(presentProxy),
+          items: items.map((row) =>
+            presentProxy(row, quarantineView(quarantines.get(row.id), nowMs))
+          ),
           total,
           page: query.page,
           page_size: query.page_size,
@@ -72,7 +78,8 @@ export function proxyRoutes(deps: ApiDeps): Route[] {
           country: body.country,
           metadata: body.metadata,
         });
-        return c.json(presentProxy(row), 201);
+        // A new proxy has never taken a request, so it rests in no quarantine.
+        return c.json(presentProxy(row, quarantineView(undefined, 0)), 201);
       },
     }),
     defineRoute({
@@ -110,7 +117,9 @@ export function proxyRoutes(deps: ApiDeps): Route[] {
       access: UserRole.viewer,
       responses: { 200: "The proxy" },
       async handler({ c, params }) {
-        return c.json(presentProxy(await getProxy(deps, params.id, params.pid)));
+        return c.json(
+          await presentWithQuarantine(deps, await getProxy(deps, params.id, params.pid)),
+        );
       },
     }),
     defineRoute({
@@ -130,7 +139,29 @@ export function proxyRoutes(deps: ApiDeps): Route[] {
           country: body.country,
           metadata: body.metadata,
         });
-        return c.json(presentProxy(row));
+        return c.json(await presentWithQuarantine(deps, row));
+      },
+    }),
+    defineRoute({
+      method: "post",
+      path: `${PROXIES}/:pid/unquarantine`,
+      tag: "proxies",
+      summary: "End a proxy's rate-limit quarantine now",
+      description: "A proxy whose connector's rate limit filled its window rests in quarantine " +
+        "for a while (`quarantined`, `quarantine_remaining_seconds`). This ends it: gateways " +
+        "route to the proxy again once the next feed reaches them, normally within a second. " +
+        "Redis holds quarantines, so without Redis this answers 503.",
+      access: UserRole.editor,
+      responses: {
+        200: '`{"status": "ok"}`',
+        400: "The proxy is not quarantined",
+        503: "Redis did not answer",
+      },
+      async handler({ c, params }) {
+        const row = await getProxy(deps, params.id, params.pid);
+        await liftQuarantine(deps, row.id);
+        deps.logger.info({ project: params.id, proxy: row.id }, "Quarantine lifted");
+        return c.json({ status: "ok" });
       },
     }),
     defineRoute({
@@ -146,4 +177,10 @@ export function proxyRoutes(deps: ApiDeps): Route[] {
       },
     }),
   ];
+}
+
+/** One proxy with its quarantine as Redis holds it (none shown when Redis does not answer). */
+async function presentWithQuarantine(deps: ApiDeps, row: ProxyRow) {
+  const quarantines = await readQuarantines(deps, [row.id]);
+  return presentProxy(row, quarantineView(quarantines.get(row.id), Date.now()));
 }

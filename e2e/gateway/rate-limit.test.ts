@@ -1,0 +1,152 @@
+/**
+ * A connector's rate limit across a real control plane (role all) and two real gateways, with
+ * two tinyproxy exits (127.0.0.2 and .3), as an admin sets it up through the API:
+ *
+ * - through the first gateway each proxy serves max_requests, then rests in quarantine, and
+ *   with both resting the client hears 429;
+ * - the second gateway, which counted nothing, learns the quarantines through the feed and
+ *   refuses too;
+ * - the API shows each proxy quarantined with its time left, and lifting one puts it back into
+ *   routing on both gateways while the other still rests.
+ */
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { Cluster, type Gateway } from "../support/cluster.ts";
+import { type Origin, startOrigin } from "../support/origin.ts";
+import { exitOf, viaProxy } from "../support/proxy-client.ts";
+import { startTinyproxy, type Tinyproxy } from "../support/tinyproxy.ts";
+import { createRoutedProject, type RoutedProject, untilAnswer, untilEveryExit } from "./support.ts";
+
+const EXITS = ["127.0.0.2", "127.0.0.3"];
+const MAX_REQUESTS = 4;
+const REFUSAL = "All proxies are temporarily rate-limited. Retry later.";
+
+let cluster: Cluster;
+let origin: Origin;
+let tinyproxies: Tinyproxy[];
+let first: Gateway;
+let second: Gateway;
+let project: RoutedProject;
+
+beforeAll(async () => {
+  [cluster, origin, ...tinyproxies] = await Promise.all([
+    Cluster.create(),
+    startOrigin(),
+    ...EXITS.map((bindAddress) => startTinyproxy({ bindAddress })),
+  ]);
+  await cluster.start("all");
+  [first, second] = await Promise.all([cluster.startGateway(), cluster.startGateway()]);
+  project = await createRoutedProject(cluster, tinyproxies.map((t) => t.url));
+  await untilEveryExit(cluster, [first, second], project.credentials, ipUrl(), EXITS);
+
+  // The limit, as an admin sets it: four requests a proxy in five minutes, then ten minutes' rest.
+  const edited = await cluster.request(
+    "PATCH",
+    `/api/v1/projects/${project.projectId}/connectors/${project.connectorId}`,
+    {
+      rate_limit_config: {
+        max_requests: MAX_REQUESTS,
+        window_seconds: 300,
+        quarantine_seconds_min: 600,
+      },
+    },
+  );
+  expect(edited.status, JSON.stringify(edited.body)).toBe(200);
+  // A gateway has the limit once a request through it is counted in Redis.
+  for (const gateway of [first, second]) {
+    await cluster.until(() => countedRequest(gateway), {
+      timeoutMs: 20_000,
+      what: `${gateway.instance} to apply the rate limit`,
+    });
+  }
+  // Those probes filled part of the windows: start them over for the test.
+  for (const id of project.proxyIds) await cluster.redis.del(cluster.keys.proxyRequests(id));
+});
+
+afterEach((context) => {
+  if (context.task.result?.state === "fail") cluster.dump();
+});
+
+afterAll(async () => {
+  await cluster?.close();
+  await Promise.all([origin, ...(tinyproxies ?? [])].map((server) => server?.close()));
+});
+
+const COUNTED = 'octoprox_gateway_rate_limit_requests_total{result="counted"}';
+const ipUrl = () => `${origin.url}/ip`;
+
+/** One GET through the gateway; true once its window write lands (within 2 s), else false. */
+async function countedRequest(gateway: Gateway): Promise<boolean> {
+  const before = await gateway.metric(COUNTED);
+  await viaProxy(gateway.proxyPort, project.credentials, ipUrl(), { timeoutMs: 5_000 });
+  return await cluster.until(async () => (await gateway.metric(COUNTED)) > before, {
+    timeoutMs: 2_000,
+    what: "the request's window write",
+  }).then(() => true, () => false);
+}
+
+describe("a connector's rate limit across gateways", () => {
+  it("each proxy serves max_requests through one gateway, then both gateways refuse with 429", async () => {
+    const exits: string[] = [];
+    for (let i = 0; i < 2 * MAX_REQUESTS; i++) {
+      const before = await first.metric(COUNTED);
+      const answer = await viaProxy(first.proxyPort, project.credentials, ipUrl());
+      expect(answer.status).toBe(200);
+      exits.push(exitOf(answer));
+      // Each request's window write lands before the next request.
+      await cluster.until(async () => (await first.metric(COUNTED)) > before, {
+        timeoutMs: 5_000,
+        what: "the request's window write",
+      });
+    }
+    for (const exit of EXITS) expect(exits.filter((seen) => seen === exit)).toHaveLength(4);
+    expect(await first.metric("octoprox_gateway_rate_limit_trips_total")).toBe(2);
+
+    const refused = await viaProxy(first.proxyPort, project.credentials, ipUrl());
+    expect(refused.status).toBe(429);
+    expect(refused.body).toContain(REFUSAL);
+
+    // The second gateway tripped nothing itself: the feed brings it both quarantines.
+    await untilAnswer(cluster, second, project.credentials, ipUrl(), (a) => a.status === 429, {
+      timeoutMs: 5_000,
+      what: "the second gateway to refuse through the feed",
+    });
+    expect(await second.metric("octoprox_gateway_rate_limit_trips_total")).toBe(0);
+    expect(await second.metric("octoprox_gateway_local_quarantines")).toBe(0);
+  });
+
+  it("the API shows both resting; a lift puts one back on both gateways", async () => {
+    const proxies = await cluster.request("GET", `/api/v1/projects/${project.projectId}/proxies`);
+    expect(proxies.status).toBe(200);
+    for (const row of proxies.body.items) {
+      expect(row.quarantined).toBe(true);
+      expect(row.quarantine_remaining_seconds).toBeGreaterThan(500);
+      expect(row.quarantine_remaining_seconds).toBeLessThanOrEqual(600);
+    }
+
+    const [lifted, resting] = project.proxyIds;
+    const answer = await cluster.request(
+      "POST",
+      `/api/v1/projects/${project.projectId}/proxies/${lifted}/unquarantine`,
+    );
+    expect(answer.status).toBe(200);
+    // Refused (429, counted nowhere) until the feed carries the lift, then served through the
+    // lifted proxy alone: one request each, under the limit.
+    for (const gateway of [first, second]) {
+      const served = await untilAnswer(
+        cluster,
+        gateway,
+        project.credentials,
+        ipUrl(),
+        (a) => a.status !== 429,
+        { timeoutMs: 5_000, what: `${gateway.instance} to route through the lifted proxy` },
+      );
+      expect(served.status).toBe(200);
+      expect(exitOf(served)).toBe(EXITS[0]);
+    }
+    const row = await cluster.request(
+      "GET",
+      `/api/v1/projects/${project.projectId}/proxies/${resting}`,
+    );
+    expect(row.body.quarantined).toBe(true);
+  });
+});
