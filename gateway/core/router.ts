@@ -190,6 +190,18 @@ export class CoreRouter implements Router {
     this.localQuarantines.set(proxyId, localUntilMs);
   }
 
+  /**
+   * The connector is blocked by its traffic limit now, in the snapshot in force, and its action
+   * is `interrupt`: its running transfers are to stop (metering asks at each report).
+   */
+  interrupts(connectorId: string): boolean {
+    const snapshot = this.current;
+    if (snapshot === undefined || snapshot.runtime.blockedUntilMs.size === 0) return false;
+    const untilMs = snapshot.runtime.blockedUntilMs.get(connectorId);
+    if (untilMs === undefined || untilMs <= this.nowMs()) return false;
+    return snapshot.connectors.get(connectorId)?.interrupts === true;
+  }
+
   /** Proxies excluded by a quarantine this gateway tripped and the feed does not carry yet. */
   get localQuarantineCount(): number {
     return this.localQuarantines.size;

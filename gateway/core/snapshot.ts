@@ -125,6 +125,8 @@ export class ConnectorIndex {
   readonly declared: ReadonlySet<string> | null;
   /** What a client hears while the connector is blocked by its traffic limit. */
   readonly limitStatus: 429 | 509;
+  /** Its traffic action is `interrupt`: a block also stops the transfers running through it. */
+  readonly interrupts: boolean;
   readonly proxies: readonly ProxyEntry[];
   /** Rows for a request that names no place. */
   readonly anyPlace: PlaceRows;
@@ -152,6 +154,7 @@ export class ConnectorIndex {
     }
     this.declared = declared.size === 0 ? null : declared;
     this.limitStatus = connector.traffic?.limit_status === 429 ? 429 : 509;
+    this.interrupts = connector.traffic?.action === "interrupt";
     this.allow = connector.domain_allow.map(domainRule).filter((r) => r !== "");
     this.deny = connector.domain_deny.map(domainRule).filter((r) => r !== "");
 

@@ -35,15 +35,27 @@ export class Meter implements TransferMeter {
   /** The metering's cache of this transfer's rows, and the window they belong to. */
   rows: (number[] | undefined)[] | undefined;
   rowsWindow: object | undefined;
-  /** The upstream, when its connector has a rate limit its requests count against. */
-  rateLimited: UpstreamChoice | undefined;
+  /** The upstream: its rate limit and its connector's traffic block are asked at the end. */
+  readonly upstream: UpstreamChoice;
+  /** Ends the transfer (the interrupt traffic action); set by the socket layer. */
+  readonly interrupt: (() => void) | undefined;
+  /** Interrupted already: asked once. */
+  interrupted = false;
   #finished = false;
   readonly #sink: MeterSink;
 
-  constructor(sink: MeterSink, keys: MeterKeys, latencyMs: number) {
+  constructor(
+    sink: MeterSink,
+    keys: MeterKeys,
+    latencyMs: number,
+    upstream: UpstreamChoice,
+    interrupt: (() => void) | undefined,
+  ) {
     this.#sink = sink;
     this.keys = keys;
     this.latencyMs = latencyMs;
+    this.upstream = upstream;
+    this.interrupt = interrupt;
   }
 
   get finished(): boolean {

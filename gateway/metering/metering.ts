@@ -77,6 +77,12 @@ export interface RequestMeteringOptions {
   onConfirmed?: (part: MeteringPart) => void;
   /** Counts each finished transfer through a rate-limited connector (rate-limiter.ts). */
   rateLimiter?: RateCounter;
+  /**
+   * Whether a connector is blocked by its traffic limit with the `interrupt` action, in the
+   * snapshot in force (the router's `interrupts`): asked for each running transfer at each of
+   * its reports (every 1 MiB, and every interval), which stops it.
+   */
+  interrupts?: (connectorId: string) => boolean;
 }
 
 /** Where a finished transfer through a rate-limited connector is counted. */
@@ -91,6 +97,8 @@ export interface MeteringStats extends PublisherStats, OverflowCounts {
   finishedTwice: number;
   /** Refusals of a client not known yet (no project to count them under). */
   rejectionsWithoutProject: number;
+  /** Running transfers stopped by the interrupt traffic action. */
+  transfersInterrupted: number;
   /** Parts a close could not send. */
   partsAbandoned: number;
   /** Increments Redis refused inside an applied part (a foreign write of another type). */
@@ -125,6 +133,8 @@ export class RequestMetering implements TransferHooks {
   readonly #publisher: BatchPublisher<MeteringPart>;
   readonly #sink: MeterSink;
   readonly #rateLimiter: RateCounter | undefined;
+  readonly #interrupts: ((connectorId: string) => boolean) | undefined;
+  #interrupted = 0;
   #window: MeteringWindow;
   #nextNumber = 1;
   #finishedTwice = 0;
@@ -141,11 +151,15 @@ export class RequestMetering implements TransferHooks {
     this.#caps = { ...DEFAULT_CAPS, ...options.caps };
     this.#now = options.now ?? Date.now;
     this.#rateLimiter = options.rateLimiter;
+    this.#interrupts = options.interrupts;
     this.#window = new MeteringWindow(this.#caps, this.#overflow);
     const appliedKey = options.keys.applied(this.writer);
     this.#sink = {
       reportBytes: options.reportBytes ?? REPORT_BYTES,
-      report: (meter) => this.#report(meter),
+      report: (meter) => {
+        this.#interruptIfBlocked(meter);
+        this.#report(meter);
+      },
       finish: (meter, outcome) => this.#finish(meter, outcome),
       finishedTwice: () => {
         this.#finishedTwice++;
@@ -189,8 +203,13 @@ export class RequestMetering implements TransferHooks {
     try {
       const projectId = start.client.projectId;
       const latencyMs = Number.isFinite(start.latencyMs) ? Math.max(0, start.latencyMs) : 0;
-      const meter = new Meter(this.#sink, this.#keysFor(start), latencyMs);
-      if (start.upstream.rateLimit) meter.rateLimited = start.upstream;
+      const meter = new Meter(
+        this.#sink,
+        this.#keysFor(start),
+        latencyMs,
+        start.upstream,
+        start.interrupt,
+      );
       this.#demand(projectId, DemandField.requests);
       this.#open.add(meter);
       return meter;
@@ -294,8 +313,8 @@ export class RequestMetering implements TransferHooks {
   #finish(meter: Meter, outcome: Outcome): void {
     this.#open.delete(meter);
     this.#report(meter);
-    const upstream = meter.rateLimited;
-    if (upstream?.rateLimit) this.#rateLimiter?.count(upstream.proxyId, upstream.rateLimit);
+    const upstream = meter.upstream;
+    if (upstream.rateLimit) this.#rateLimiter?.count(upstream.proxyId, upstream.rateLimit);
     const latencyMs = outcome.latencyMs !== undefined && Number.isFinite(outcome.latencyMs)
       ? Math.max(0, outcome.latencyMs)
       : meter.latencyMs;
@@ -305,6 +324,24 @@ export class RequestMetering implements TransferHooks {
       row[TransferField.requests] += 1;
       row[result] += 1;
       row[TransferField.latency_sum_ms] += latencyMs;
+    }
+  }
+
+  /**
+   * A running transfer through a connector blocked with the interrupt action stops at its next
+   * report: blocks come through the feed, so a connector overshoots by at most what one report
+   * carries (1 MiB or one interval). The meter still finishes through the transfer's own path.
+   */
+  #interruptIfBlocked(meter: Meter): void {
+    const interrupts = this.#interrupts;
+    if (interrupts === undefined || meter.interrupt === undefined || meter.interrupted) return;
+    if (!interrupts(meter.upstream.connectorId)) return;
+    meter.interrupted = true;
+    this.#interrupted++;
+    try {
+      meter.interrupt();
+    } catch {
+      // The transfer ends its own way; metering never raises.
     }
   }
 
@@ -326,7 +363,10 @@ export class RequestMetering implements TransferHooks {
 
   /** Running transfers report first, so each window carries their bytes so far. */
   #cut(maxRowsPerPart: number): MeteringPart[] {
-    for (const meter of this.#open) this.#report(meter);
+    for (const meter of this.#open) {
+      this.#interruptIfBlocked(meter);
+      this.#report(meter);
+    }
     const window = this.#window;
     if (window.rows === 0) return [];
     this.#window = new MeteringWindow(this.#caps, this.#overflow);
@@ -364,6 +404,7 @@ export class RequestMetering implements TransferHooks {
       pendingRows: this.#window.rows,
       finishedTwice: this.#finishedTwice,
       rejectionsWithoutProject: this.#rejectionsWithoutProject,
+      transfersInterrupted: this.#interrupted,
       partsAbandoned: this.#partsAbandoned,
       incrementsRefused: this.#incrementsRefused,
     };
@@ -386,6 +427,7 @@ export class RequestMetering implements TransferHooks {
       line("octoprox_gateway_metering_rows_dropped_total", "counter", s.rowsDropped),
       line("octoprox_gateway_metering_parts_abandoned_total", "counter", s.partsAbandoned),
       line("octoprox_gateway_metering_increments_refused_total", "counter", s.incrementsRefused),
+      line("octoprox_gateway_transfers_interrupted_total", "counter", s.transfersInterrupted),
       "",
     ].join("\n");
   }

@@ -179,6 +179,8 @@ export async function runTunnel(session: TunnelSession, request: TunnelRequest):
   const latencyMs = Date.now() - request.startedMs;
   let outcome: Outcome = { ok: true, latencyMs };
   let meter: TransferMeter | undefined;
+  /** Stopped by the interrupt traffic action: policy, not the upstream's failure. */
+  let interrupted = false;
   session.attach(link.leg);
   try {
     allocation.commit();
@@ -189,6 +191,10 @@ export async function runTunnel(session: TunnelSession, request: TunnelRequest):
         target: request.target,
         upstream: allocation.upstream,
         latencyMs,
+        interrupt: () => {
+          interrupted = true;
+          link.leg.close();
+        },
       })
     );
     try {
@@ -213,7 +219,7 @@ export async function runTunnel(session: TunnelSession, request: TunnelRequest):
         },
       });
       // Legs closed by a cancelled session (the gateway stopping) are not the upstream's fault.
-      if (result.end === RelayEnd.upstream && !session.signal.aborted) {
+      if (result.end === RelayEnd.upstream && !session.signal.aborted && !interrupted) {
         outcome = { ok: false, phase: FailurePhase.idle, latencyMs };
         ctx.metrics.upstreamFailure(FailurePhase.idle);
       }

@@ -13,6 +13,11 @@ export interface TransferStart {
   upstream: UpstreamChoice;
   /** Connect to first byte (or to the tunnel's 200). */
   latencyMs: number;
+  /**
+   * Ends the transfer now: its connector was blocked with the `interrupt` traffic action. The
+   * client sees its tunnel closed, or its answer cut short and its connection closed.
+   */
+  interrupt?: () => void;
 }
 
 export interface TransferMeter {

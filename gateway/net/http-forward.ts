@@ -123,6 +123,10 @@ export async function handleForward(session: ClientSession, head: RequestHead): 
       expectsContinue,
     });
     if (result.ok) return result.keepAlive;
+    if (result.interrupted) {
+      ctx.metrics.request(kind, RequestOutcome.broken, 0);
+      return false;
+    }
     failure = result.failure;
     if (failure.phase !== FailurePhase.client) ctx.metrics.upstreamFailure(failure.phase);
     if (failure.internal) {
@@ -167,6 +171,8 @@ type ExchangeResult =
     answerable: boolean;
     /** And nothing of the request was consumed, so another proxy may get it. */
     retryable: boolean;
+    /** Stopped by the interrupt traffic action (the upstream did not fail). */
+    interrupted?: boolean;
   };
 
 /** One attempt through one upstream. Releases the allocation exactly once, on every path. */
@@ -190,6 +196,8 @@ async function exchange(session: ClientSession, request: ExchangeRequest): Promi
   let leg: Leg | undefined;
   let buffer: Uint8Array | undefined;
   let answered = false;
+  /** Stopped by the interrupt traffic action: policy, not the upstream's failure. */
+  let interrupted = false;
   let bodyRead = false;
   let latencyMs: number | undefined;
   /** The pool the leg goes back to once the answer ended cleanly (undefined: it closes). */
@@ -272,6 +280,7 @@ async function exchange(session: ClientSession, request: ExchangeRequest): Promi
     }
     allocation.commit();
     latencyMs = Date.now() - startedMs;
+    const answering = leg;
     meter = safely(() =>
       ctx.hooks?.begin({
         kind: "http",
@@ -279,6 +288,11 @@ async function exchange(session: ClientSession, request: ExchangeRequest): Promi
         target,
         upstream,
         latencyMs: latencyMs!,
+        // The answer stops short; the client's connection closes after it (not answerable).
+        interrupt: () => {
+          interrupted = true;
+          answering.close();
+        },
       })
     );
     if (meter && sent > 0) safely(() => meter!.bytes(sent, 0));
@@ -324,9 +338,14 @@ async function exchange(session: ClientSession, request: ExchangeRequest): Promi
     if (session.idleFired && answered) {
       failure = describeFailure(new UpstreamIdleError("Transfer idle", { timedOut: true }));
     }
-    const outcome: Outcome = { ok: false, phase: failure.phase, latencyMs };
+    const outcome: Outcome = interrupted
+      ? { ok: true, latencyMs }
+      : { ok: false, phase: failure.phase, latencyMs };
     release(outcome);
     if (meter) safely(() => meter!.finish(outcome));
+    if (interrupted) {
+      return { ok: false, failure, error, answerable: false, retryable: false, interrupted };
+    }
     const answerable = !answered && !session.client.closed;
     const retryable = answerable && !bodyRead &&
       !(failure.phase === FailurePhase.firstByte && failure.timedOut) &&

@@ -135,6 +135,9 @@ export async function buildIsolateCore(
     instance: writer,
     logger,
     rateLimiter,
+    // A running transfer through a connector blocked with the interrupt action stops at its
+    // next report (the snapshot in force says so).
+    interrupts: (connectorId) => router.interrupts(connectorId),
   });
   metering.start();
   return {

@@ -5,7 +5,11 @@
  * gateway whose ports are read from its log, and a raw SOCKS5 client.
  */
 import { type ChildProcess, spawn } from "node:child_process";
-import { type FeedRateLimit, SCHEMA_VERSION } from "../../shared/feed/models.ts";
+import {
+  type FeedConnector,
+  type FeedRateLimit,
+  SCHEMA_VERSION,
+} from "../../shared/feed/models.ts";
 import {
   type FeedBed,
   feedProject,
@@ -31,6 +35,8 @@ export interface FeedConnectorSpec {
   projectId: string;
   countries?: string[];
   rateLimit?: FeedRateLimit | null;
+  /** What a client hears while the connector is blocked, and what the block does. */
+  traffic?: FeedConnector["traffic"];
   proxies: FeedProxySpec[];
 }
 
@@ -40,14 +46,19 @@ export async function publishFeed(
   spec: {
     projects: FeedProjectSpec[];
     connectors: FeedConnectorSpec[];
-    /** The runtime section's quarantines (none unless said). */
+    /** The runtime section's quarantines and traffic blocks (none unless said). */
     quarantines?: { proxy_id: string; until_ms: number }[];
+    trafficBlocks?: { connector_id: string; until_ms: number }[];
   },
 ): Promise<void> {
   const projects = await Promise.all(spec.projects.map((project) => feedProject(bed, project)));
   const content: Record<string, unknown> = {
     global: { schema: SCHEMA_VERSION, default_strategy: "round_robin", projects },
-    runtime: { schema: SCHEMA_VERSION, quarantines: spec.quarantines ?? [], traffic_blocks: [] },
+    runtime: {
+      schema: SCHEMA_VERSION,
+      quarantines: spec.quarantines ?? [],
+      traffic_blocks: spec.trafficBlocks ?? [],
+    },
   };
   for (const connector of spec.connectors) {
     content[`connector:${connector.id}`] = {
@@ -56,6 +67,7 @@ export async function publishFeed(
         project_id: connector.projectId,
         countries: connector.countries ?? [],
         rate_limit: connector.rateLimit ?? null,
+        traffic: connector.traffic ?? null,
       }),
       proxies: connector.proxies.map((proxy) => ({
         id: proxy.id,

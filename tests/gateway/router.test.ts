@@ -459,6 +459,32 @@ describe("refusals", () => {
     );
   });
 
+  it("says which connectors' running transfers the interrupt traffic action stops", () => {
+    let now = NOW;
+    const runtime = {
+      ...emptyRuntime(),
+      traffic_blocks: [
+        { connector_id: "cut", until_ms: NOW + 1000 },
+        { connector_id: "kept", until_ms: NOW + 1000 },
+      ],
+    };
+    const traffic = (action: string) => ({ action, limit_status: 509 });
+    const { router } = routerFor(
+      feed([
+        section(connector("cut", { traffic: traffic("interrupt") }), ["c1"]),
+        section(connector("kept", { traffic: traffic("block") }), ["k1"]),
+        section(connector("open", { traffic: traffic("interrupt") }), ["o1"]),
+      ], { runtime }),
+      { nowMs: () => now },
+    );
+    expect(router.interrupts("cut")).toBe(true);
+    expect(router.interrupts("kept")).toBe(false);
+    expect(router.interrupts("open")).toBe(false);
+    expect(router.interrupts("gone")).toBe(false);
+    now = NOW + 1000;
+    expect(router.interrupts("cut")).toBe(false);
+  });
+
   it("429 when every eligible proxy is quarantined", async () => {
     const runtime = { ...emptyRuntime(), quarantines: [{ proxy_id: "x1", until_ms: NOW + 5 }] };
     const { router } = routerFor(feed([section("c", ["x1"])], { runtime }));

@@ -66,6 +66,55 @@ function metering(
 }
 
 describe("request metering", () => {
+  it("stops a running transfer through a connector blocked with the interrupt action, once, at its next report", async () => {
+    const keys = freshKeys();
+    const blocked = new Set<string>();
+    const m = metering(keys, new Clock(), {
+      interrupts: (connectorId) => blocked.has(connectorId),
+      reportBytes: 1000,
+    });
+    const stopped: string[] = [];
+    const begin = (connectorId: string) =>
+      m.begin({
+        kind: "http",
+        client: { projectId: "p1", options: { user: "u" } },
+        target: { host: "example.com", port: 80 },
+        upstream: {
+          proxyId: `${connectorId}-x`,
+          connectorId,
+          scheme: "http",
+          host: "127.0.0.1",
+          port: 1,
+          username: null,
+          password: null,
+        },
+        latencyMs: 1,
+        interrupt: () => stopped.push(connectorId),
+      })!;
+    const cut = begin("cut");
+    const free = begin("free");
+    cut.bytes(10, 10);
+    blocked.add("cut");
+    // Under the report size nothing is asked yet; a report (1000 bytes here) stops it.
+    cut.bytes(10, 10);
+    expect(stopped).toEqual([]);
+    cut.bytes(0, 1000);
+    expect(stopped).toEqual(["cut"]);
+    // Asked once: later reports, and the window's cut, do not stop it again.
+    cut.bytes(0, 1000);
+    expect(await m.publishNow()).toBe(true);
+    expect(stopped).toEqual(["cut"]);
+    // A transfer with no bytes moving is stopped by the window's cut.
+    const idle = begin("cut");
+    expect(await m.publishNow()).toBe(true);
+    expect(stopped).toEqual(["cut", "cut"]);
+    // Finishing never interrupts, and the rest is counted as usual.
+    for (const meter of [cut, free, idle]) meter.finish({ ok: true });
+    expect(stopped).toEqual(["cut", "cut"]);
+    expect(m.stats().transfersInterrupted).toBe(2);
+    await m.close();
+  });
+
   it("counts in Redis exactly what was metered, running transfers' bytes included", async () => {
     const keys = freshKeys();
     const clock = new Clock();
