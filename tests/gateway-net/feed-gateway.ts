@@ -85,6 +85,20 @@ export async function publishFeed(
   await publishFeedContent(bed, Object.entries(content));
 }
 
+/** Publishes the next feed to a running gateway and waits until the gateway applied it. */
+export async function publishApplied(
+  bed: FeedBed,
+  gateway: FeedGateway,
+  spec: Parameters<typeof publishFeed>[1],
+): Promise<void> {
+  const applies = await gateway.metric("octoprox_gateway_feed_applies_total");
+  await publishFeed(bed, spec);
+  await waitFor(
+    async () => (await gateway.metric("octoprox_gateway_feed_applies_total")) > applies,
+    { timeoutMs: 10_000, message: "the gateway to apply the new feed" },
+  );
+}
+
 export interface FeedGateway {
   readonly child: ChildProcess;
   readonly statusPort: number;

@@ -12,7 +12,7 @@ import { type Origin, startOrigin } from "../../e2e/support/origin.ts";
 import { waitFor } from "../../e2e/support/wait.ts";
 import type { FeedRateLimit } from "../../shared/feed/models.ts";
 import { type FeedBed, feedBed } from "../feed/support.ts";
-import { type FeedGateway, publishFeed, startFeedGateway } from "./feed-gateway.ts";
+import { type FeedGateway, publishApplied, publishFeed, startFeedGateway } from "./feed-gateway.ts";
 import { curl, getVia } from "./support.ts";
 
 const LIMIT: FeedRateLimit = {
@@ -95,13 +95,6 @@ async function untilCounted(total: number): Promise<void> {
   });
 }
 
-async function feedApplied(after: number): Promise<void> {
-  await waitFor(async () => (await gateway.metric("octoprox_gateway_feed_applies_total")) > after, {
-    timeoutMs: 10_000,
-    message: "the gateway to apply the new feed",
-  });
-}
-
 describe("a connector's rate limit", () => {
   it("each proxy serves max_requests, then rests; with every proxy resting the client hears 429", async () => {
     const startedMs = Date.now();
@@ -151,20 +144,17 @@ describe("a connector's rate limit", () => {
 
   it("once the feed carries the quarantines they rule, and the feed's lift frees the proxies", async () => {
     const restUntilMs = Date.now() + 60_000;
-    let applies = await gateway.metric("octoprox_gateway_feed_applies_total");
-    await publishFeed(
+    await publishApplied(
       bed,
+      gateway,
       feedSpec(["limited-a", "limited-b"].map((proxy_id) => ({ proxy_id, until_ms: restUntilMs }))),
     );
-    await feedApplied(applies);
     // Handed over: the local copies are gone, the feed's keep the proxies out.
     expect(await gateway.metric("octoprox_gateway_local_quarantines")).toBe(0);
     expect((await get("limited:limited-pass")).status).toBe(429);
 
     // A lift (the api's, compiled into the next feed): served again at once.
-    applies = await gateway.metric("octoprox_gateway_feed_applies_total");
-    await publishFeed(bed, feedSpec());
-    await feedApplied(applies);
+    await publishApplied(bed, gateway, feedSpec());
     const before = proxyA.requests.length + proxyB.requests.length;
     const countedBefore = await counted();
     expect((await get("limited:limited-pass")).status).toBe(200);

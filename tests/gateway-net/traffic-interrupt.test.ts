@@ -8,9 +8,8 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { FaultMode, type FaultProxy, startFaultProxy } from "../../e2e/support/fault-proxy.ts";
 import { type Origin, startOrigin } from "../../e2e/support/origin.ts";
-import { waitFor } from "../../e2e/support/wait.ts";
 import { type FeedBed, feedBed } from "../feed/support.ts";
-import { type FeedGateway, publishFeed, startFeedGateway } from "./feed-gateway.ts";
+import { type FeedGateway, publishApplied, publishFeed, startFeedGateway } from "./feed-gateway.ts";
 import { basicAuth, getVia, openConnect, RawConnection } from "./support.ts";
 
 /** The gateway's metering interval: a running transfer reports at least this often. */
@@ -66,14 +65,7 @@ afterAll(async () => {
 });
 
 /** Publishes a feed blocking `connectors` and waits until the gateway applied it. */
-async function block(connectors: string[]): Promise<void> {
-  const applies = await gateway.metric("octoprox_gateway_feed_applies_total");
-  await publishFeed(bed, feedSpec(connectors));
-  await waitFor(
-    async () => (await gateway.metric("octoprox_gateway_feed_applies_total")) > applies,
-    { timeoutMs: 10_000, message: "the gateway to apply the blocking feed" },
-  );
-}
+const block = (connectors: string[]) => publishApplied(bed, gateway, feedSpec(connectors));
 
 /** A forwarded GET of a slow answer (`chunks` lines, `delayMs` apart), its head read. */
 async function slowDownload(login: string, chunks: number, delayMs: number) {
