@@ -95,9 +95,11 @@ try {
       writeLines: writeWorkerLines,
       dispatch: core.router.dispatch,
       budget,
+      quarantined: (proxyId, untilMs) => core.router.quarantineLocally(proxyId, untilMs),
     });
     const workers = pool;
     core.shareWith((delta) => workers.share(delta));
+    core.shareTripsWith((proxyId, untilMs) => workers.shareQuarantine(proxyId, untilMs));
   }
   gateway = new GatewayProcess({ settings, instance, logger, core, isolates: pool, budget });
   await gateway.start();

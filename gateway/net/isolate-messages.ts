@@ -25,6 +25,8 @@ export type ToWorker =
   /** Bind the ports the main isolate bound (SO_REUSEPORT). */
   | { type: "bind"; proxyPort: number; socksPort: number | null }
   | { type: "metrics"; id: number }
+  /** A quarantine another isolate's rate limiter tripped: excluded here at once too. */
+  | { type: "quarantine"; proxyId: string; untilMs: number }
   | { type: "stop" };
 
 export type FromWorker =
@@ -33,6 +35,8 @@ export type FromWorker =
   | { type: "bound" }
   | { type: "failed"; stage: "init" | "feed" | "bind"; message: string }
   | { type: "metrics"; id: number; snapshot: MetricsSnapshot }
+  /** This worker's rate limiter tripped a proxy: for the main isolate and the other workers. */
+  | { type: "quarantine"; proxyId: string; untilMs: number }
   /** Log lines (JSON, newline-terminated) for the main isolate to write in order with its own. */
   | { type: "log"; text: string }
   | { type: "stopped" };

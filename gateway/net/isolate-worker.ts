@@ -57,7 +57,12 @@ async function init(message: Extract<ToWorker, { type: "init" }>): Promise<void>
     logger.error("Unhandled rejection", { error: event.reason });
   });
   const dispatch = new Dispatch({ follow: message.dispatch });
-  const core = await buildIsolateCore(settings, logger, instance, { dispatch, isolate: index });
+  const core = await buildIsolateCore(settings, logger, instance, {
+    dispatch,
+    isolate: index,
+    // The process excludes a proxy this isolate tripped at once: the main isolate hands it on.
+    shareTrip: (proxyId, untilMs) => post({ type: "quarantine", proxyId, untilMs }),
+  });
   const metrics = new GatewayMetrics();
   const listeners = buildListeners(settings, {
     router: core.router,
@@ -151,6 +156,9 @@ async function handle(message: ToWorker): Promise<void> {
       return;
     case "metrics":
       post({ type: "metrics", id: message.id, snapshot: current.metrics.snapshot(current.index) });
+      return;
+    case "quarantine":
+      current.router.quarantineLocally(message.proxyId, message.untilMs);
       return;
   }
 }

@@ -29,6 +29,8 @@ export interface IsolatePoolOptions {
   /** The main isolate's counts. */
   dispatch: Dispatch;
   budget: ConnectionBudget;
+  /** A worker's rate limiter tripped a proxy: the main isolate excludes it too. */
+  quarantined?: (proxyId: string, untilMs: number) => void;
 }
 
 const START_WAIT_MS = 15_000;
@@ -120,6 +122,19 @@ export class IsolatePool {
     }
   }
 
+  /**
+   * A quarantine one isolate's rate limiter tripped, for every worker but `except` (the one that
+   * tripped it): the whole process excludes the proxy at once, not only the isolate that counted
+   * the request that filled its window.
+   */
+  shareQuarantine(proxyId: string, untilMs: number, except?: number): void {
+    for (const member of this.#members) {
+      if (member.alive && member.index !== except) {
+        this.#post(member, { type: "quarantine", proxyId, untilMs });
+      }
+    }
+  }
+
   /** Binds every worker's listeners on these ports; resolves how many isolates bound. */
   async bind(proxyPort: number, socksPort: number | null): Promise<number> {
     const results = await Promise.all(
@@ -199,6 +214,11 @@ export class IsolatePool {
       }
       if (message.type === "metrics") {
         member.metrics.get(message.id)?.(message.snapshot);
+        return;
+      }
+      if (message.type === "quarantine") {
+        this.#options.quarantined?.(message.proxyId, message.untilMs);
+        this.shareQuarantine(message.proxyId, message.untilMs, member.index);
         return;
       }
       if (message.type === "failed" && message.stage === "feed") {

@@ -83,6 +83,8 @@ export interface IsolateCoreOptions {
   redis?: Redis;
   /** Tells the isolates of one process apart in Redis client names (0 is the main one). */
   isolate?: number;
+  /** Hands a quarantine this isolate's rate limiter tripped to the process's other isolates. */
+  shareTrip?: (proxyId: string, untilMs: number) => void;
 }
 
 /** The router, guard and hooks of one isolate (the main one, or a worker). */
@@ -122,6 +124,7 @@ export async function buildIsolateCore(
     requestTimeoutMs: settings.redisRequestTimeoutMs,
     tripped: (proxyId, untilMs) => {
       router.quarantineLocally(proxyId, untilMs);
+      options.shareTrip?.(proxyId, untilMs);
       logger.info("Rate limit reached: proxy quarantined", { proxy: proxyId, untilMs });
     },
     logger,
@@ -169,6 +172,8 @@ export interface WiredCore extends RoutingCore {
    * binds the listeners: the process's other isolates build their snapshots from it.
    */
   shareWith(receiver: (delta: SectionsDelta) => void): void;
+  /** Hands every quarantine the main isolate's rate limiter trips to `receiver` (the workers). */
+  shareTripsWith(receiver: (proxyId: string, untilMs: number) => void): void;
 }
 
 export async function buildRoutingCore(
@@ -179,7 +184,11 @@ export async function buildRoutingCore(
   const feedKeys = await deriveFeedKeys(settings.internalSecret);
   const redis = connectRedis(settings, `octoprox-gateway:${instance}`);
   const keys = redisKeys(settings.redisPrefix);
-  const isolate = await buildIsolateCore(settings, logger, instance, { redis });
+  let shareTrip: ((proxyId: string, untilMs: number) => void) | undefined;
+  const isolate = await buildIsolateCore(settings, logger, instance, {
+    redis,
+    shareTrip: (proxyId, untilMs) => shareTrip?.(proxyId, untilMs),
+  });
   const { router, guard } = isolate;
   let share: ((delta: SectionsDelta) => void) | undefined;
   /** The sections the other isolates have: each delta is taken against them. */
@@ -223,6 +232,9 @@ export async function buildRoutingCore(
     firstApplied,
     shareWith(receiver) {
       share = receiver;
+    },
+    shareTripsWith(receiver) {
+      shareTrip = receiver;
     },
     start: () => follower.start(),
     async stop() {
