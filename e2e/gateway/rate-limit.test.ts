@@ -7,9 +7,15 @@
  * - the second gateway, which counted nothing, learns the quarantines through the feed and
  *   refuses too;
  * - the API shows each proxy quarantined with its time left, and lifting one puts it back into
- *   routing on both gateways while the other still rests.
+ *   routing on both gateways while the other still rests;
+ * - with Redis stopped (a PRIVATE Redis server this file starts), requests go through the lifted
+ *   proxy uncounted, past its limit: a rate limit is a courtesy, never a reason to refuse.
  */
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { findFreePort, LocalRedis } from "../../scripts/local-stores.ts";
 import { Cluster, type Gateway } from "../support/cluster.ts";
 import { type Origin, startOrigin } from "../support/origin.ts";
 import { exitOf, viaProxy } from "../support/proxy-client.ts";
@@ -20,6 +26,8 @@ const EXITS = ["127.0.0.2", "127.0.0.3"];
 const MAX_REQUESTS = 4;
 const REFUSAL = "All proxies are temporarily rate-limited. Retry later.";
 
+let folder: string;
+let redis: LocalRedis;
 let cluster: Cluster;
 let origin: Origin;
 let tinyproxies: Tinyproxy[];
@@ -28,11 +36,14 @@ let second: Gateway;
 let project: RoutedProject;
 
 beforeAll(async () => {
-  [cluster, origin, ...tinyproxies] = await Promise.all([
-    Cluster.create(),
+  folder = await mkdtemp(join(tmpdir(), "ox-e2e-gw-rate-"));
+  redis = new LocalRedis({ dir: join(folder, "redis"), port: await findFreePort() });
+  [origin, tinyproxies] = await Promise.all([
     startOrigin(),
-    ...EXITS.map((bindAddress) => startTinyproxy({ bindAddress })),
+    Promise.all(EXITS.map((bindAddress) => startTinyproxy({ bindAddress }))),
+    redis.start(),
   ]);
+  cluster = await Cluster.create({ redisUrl: redis.url });
   await cluster.start("all");
   [first, second] = await Promise.all([cluster.startGateway(), cluster.startGateway()]);
   project = await createRoutedProject(cluster, tinyproxies.map((t) => t.url));
@@ -69,9 +80,12 @@ afterEach((context) => {
 afterAll(async () => {
   await cluster?.close();
   await Promise.all([origin, ...(tinyproxies ?? [])].map((server) => server?.close()));
+  await redis?.stop();
+  if (folder) await rm(folder, { recursive: true, force: true });
 });
 
 const COUNTED = 'octoprox_gateway_rate_limit_requests_total{result="counted"}';
+const WRITE_FAILURES = "octoprox_gateway_rate_limit_write_failures_total";
 const ipUrl = () => `${origin.url}/ip`;
 
 /** One GET through the gateway; true once its window write lands (within 2 s), else false. */
@@ -148,5 +162,26 @@ describe("a connector's rate limit across gateways", () => {
       `/api/v1/projects/${project.projectId}/proxies/${resting}`,
     );
     expect(row.body.quarantined).toBe(true);
+  });
+
+  it("with Redis stopped, requests go through uncounted, past the limit", async () => {
+    // The lifted proxy took one request through each gateway since its window started over.
+    expect(await cluster.redis.zcard(cluster.keys.proxyRequests(project.proxyIds[0]))).toBe(2);
+    await redis.stop();
+    const failuresBefore = await first.metric(WRITE_FAILURES);
+    // Six more through the first gateway would fill its window of four; none waits on Redis.
+    const startedMs = Date.now();
+    for (let i = 0; i < 6; i++) {
+      const answer = await viaProxy(first.proxyPort, project.credentials, ipUrl());
+      expect(answer.status).toBe(200);
+      expect(exitOf(answer)).toBe(EXITS[0]);
+    }
+    // Each write gives up at the request deadline (2 s), in the background.
+    expect(Date.now() - startedMs).toBeLessThan(2_000);
+    await cluster.until(async () => (await first.metric(WRITE_FAILURES)) > failuresBefore, {
+      timeoutMs: 10_000,
+      what: "the rate limiter to see Redis away",
+    });
+    expect(await first.metric("octoprox_gateway_rate_limit_trips_total")).toBe(2);
   });
 });
