@@ -15,6 +15,7 @@
  */
 import type { Client, Outcome, Refusal, Target } from "../core/contract.ts";
 import type { TransferHooks, TransferStart } from "../net/hooks.ts";
+import type { MetricSample } from "../net/metrics.ts";
 import {
   ConnectorWindows,
   demandMinute,
@@ -410,25 +411,36 @@ export class RequestMetering implements TransferHooks {
     };
   }
 
-  /** Prometheus text for the gateway's /metrics. */
-  metrics(): string {
+  /** This isolate's series for the gateway's /metrics (summed over the process's isolates). */
+  samples(): MetricSample[] {
     const s = this.stats();
-    const line = (name: string, type: "counter" | "gauge", value: number, labels = "") =>
-      `# TYPE ${name} ${type}\n${name}${labels} ${value}`;
+    const counter = (name: string, value: number, labels = ""): MetricSample => ({
+      name,
+      type: "counter",
+      labels,
+      value,
+    });
+    const gauge = (name: string, value: number): MetricSample => ({
+      name,
+      type: "gauge",
+      labels: "",
+      value,
+    });
     return [
-      "# TYPE octoprox_gateway_metering_sends_total counter",
-      `octoprox_gateway_metering_sends_total{result="confirmed"} ${s.confirmed}`,
-      `octoprox_gateway_metering_sends_total{result="failed"} ${s.failures}`,
-      line("octoprox_gateway_metering_consecutive_failures", "gauge", s.consecutiveFailures),
-      line("octoprox_gateway_metering_owed_parts", "gauge", s.owedParts),
-      line("octoprox_gateway_metering_pending_rows", "gauge", s.pendingRows),
-      line("octoprox_gateway_metering_meters_open", "gauge", s.metersOpen),
-      line("octoprox_gateway_metering_hosts_folded_total", "counter", s.hostsFolded),
-      line("octoprox_gateway_metering_rows_dropped_total", "counter", s.rowsDropped),
-      line("octoprox_gateway_metering_parts_abandoned_total", "counter", s.partsAbandoned),
-      line("octoprox_gateway_metering_increments_refused_total", "counter", s.incrementsRefused),
-      line("octoprox_gateway_transfers_interrupted_total", "counter", s.transfersInterrupted),
-      "",
-    ].join("\n");
+      counter("octoprox_gateway_metering_sends_total", s.confirmed, 'result="confirmed"'),
+      counter("octoprox_gateway_metering_sends_total", s.failures, 'result="failed"'),
+      {
+        ...gauge("octoprox_gateway_metering_consecutive_failures", s.consecutiveFailures),
+        merge: "max",
+      },
+      gauge("octoprox_gateway_metering_owed_parts", s.owedParts),
+      gauge("octoprox_gateway_metering_pending_rows", s.pendingRows),
+      gauge("octoprox_gateway_metering_meters_open", s.metersOpen),
+      counter("octoprox_gateway_metering_hosts_folded_total", s.hostsFolded),
+      counter("octoprox_gateway_metering_rows_dropped_total", s.rowsDropped),
+      counter("octoprox_gateway_metering_parts_abandoned_total", s.partsAbandoned),
+      counter("octoprox_gateway_metering_increments_refused_total", s.incrementsRefused),
+      counter("octoprox_gateway_transfers_interrupted_total", s.transfersInterrupted),
+    ];
   }
 }

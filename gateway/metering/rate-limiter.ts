@@ -16,6 +16,7 @@ import type { FeedRateLimit } from "../../shared/feed/models.ts";
 import type { RedisKeys } from "../../shared/redis-keys.ts";
 import { STREAM_CAPS } from "../../shared/redis-keys.ts";
 import { withDeadline } from "../sticky/deadline.ts";
+import type { MetricSample } from "../net/metrics.ts";
 import type { PublisherLogger } from "./publisher.ts";
 import { type LuaScript, runScript, type ScriptClient } from "./scripts.ts";
 
@@ -190,18 +191,20 @@ export class RateLimiter {
     return { ...this.#stats, pendingProxies: this.#pending.size };
   }
 
-  /** Prometheus text for the gateway's /metrics. */
-  metrics(): string {
+  /** This isolate's series for the gateway's /metrics (summed over the process's isolates). */
+  samples(): MetricSample[] {
     const s = this.stats();
+    const counter = (name: string, value: number, labels = ""): MetricSample => ({
+      name,
+      type: "counter",
+      labels,
+      value,
+    });
     return [
-      "# TYPE octoprox_gateway_rate_limit_requests_total counter",
-      `octoprox_gateway_rate_limit_requests_total{result="counted"} ${s.counted}`,
-      `octoprox_gateway_rate_limit_requests_total{result="dropped"} ${s.dropped}`,
-      "# TYPE octoprox_gateway_rate_limit_trips_total counter",
-      `octoprox_gateway_rate_limit_trips_total ${s.trips}`,
-      "# TYPE octoprox_gateway_rate_limit_write_failures_total counter",
-      `octoprox_gateway_rate_limit_write_failures_total ${s.writeFailures}`,
-      "",
-    ].join("\n");
+      counter("octoprox_gateway_rate_limit_requests_total", s.counted, 'result="counted"'),
+      counter("octoprox_gateway_rate_limit_requests_total", s.dropped, 'result="dropped"'),
+      counter("octoprox_gateway_rate_limit_trips_total", s.trips),
+      counter("octoprox_gateway_rate_limit_write_failures_total", s.writeFailures),
+    ];
   }
 }

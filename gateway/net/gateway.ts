@@ -17,7 +17,7 @@ import { ConnectionBudget } from "./budget.ts";
 import type { IsolatePool } from "./isolates.ts";
 import { buildListeners, type ProxyListener } from "./listener.ts";
 import type { Logger } from "./log.ts";
-import { GatewayMetrics } from "./metrics.ts";
+import { GatewayMetrics, type MetricSample, type MetricsSnapshot } from "./metrics.ts";
 
 /** What the socket layer needs of the routing core and the feed follower behind it. */
 export interface RoutingCore {
@@ -29,8 +29,11 @@ export interface RoutingCore {
   start(): void | Promise<void>;
   /** Stops the follower and whatever else the core runs; never rejects. */
   stop(): Promise<void>;
-  /** Lines of Prometheus text the core adds to /metrics (its own names). */
-  metrics?(): string;
+  /**
+   * Lines of Prometheus text the core adds to /metrics (its own names), with the series the
+   * process's other isolates reported for their parts of it.
+   */
+  metrics?(others?: readonly (readonly MetricSample[])[]): string;
   /** Reasons, besides a missing first feed, the gateway is unready (e.g. none). */
   unready?(): string[];
   hooks?: TransferHooks;
@@ -132,15 +135,15 @@ export class GatewayProcess {
 
   #renderMetrics(): string | Promise<string> {
     const { core, isolates } = this.#options;
-    const coreLines = () => {
+    const coreLines = (others: readonly MetricsSnapshot[]) => {
       try {
-        return core.metrics?.() ?? "";
+        return core.metrics?.(others.map((other) => other.core ?? [])) ?? "";
       } catch {
         return "";
       }
     };
-    if (isolates === undefined) return this.metrics.render() + coreLines();
-    return isolates.snapshots().then((others) => this.metrics.render(others) + coreLines());
+    if (isolates === undefined) return this.metrics.render() + coreLines([]);
+    return isolates.snapshots().then((others) => this.metrics.render(others) + coreLines(others));
   }
 
   #bind(): void {

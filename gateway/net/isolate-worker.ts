@@ -17,7 +17,7 @@ import { ConnectionBudget } from "./budget.ts";
 import type { FromWorker, ToWorker } from "./isolate-messages.ts";
 import { buildListeners, type IsolateListeners } from "./listener.ts";
 import { createLogger, type Logger } from "./log.ts";
-import { GatewayMetrics } from "./metrics.ts";
+import { GatewayMetrics, type MetricsSnapshot } from "./metrics.ts";
 import { buildIsolateCore, type IsolateCore } from "./wiring.ts";
 
 interface WorkerState extends IsolateListeners {
@@ -36,6 +36,11 @@ let stopping = false;
 
 const post = (message: FromWorker) => self.postMessage(message);
 const textDecoder = new TextDecoder();
+
+/** This isolate's counters for the main isolate's /metrics, its core's series included. */
+function snapshotOf(current: WorkerState): MetricsSnapshot {
+  return { ...current.metrics.snapshot(current.index), core: current.core.samples() };
+}
 
 function failed(stage: "init" | "feed" | "bind", error: unknown): void {
   post({ type: "failed", stage, message: error instanceof Error ? error.message : String(error) });
@@ -155,7 +160,7 @@ async function handle(message: ToWorker): Promise<void> {
       }
       return;
     case "metrics":
-      post({ type: "metrics", id: message.id, snapshot: current.metrics.snapshot(current.index) });
+      post({ type: "metrics", id: message.id, snapshot: snapshotOf(current) });
       return;
     case "quarantine":
       current.router.quarantineLocally(message.proxyId, message.untilMs);
@@ -167,7 +172,7 @@ self.onmessage = (event: MessageEvent<ToWorker>) => {
   const message = event.data;
   // Metrics are answered at once; everything else in order, one at a time.
   if (message.type === "metrics" && state !== undefined) {
-    post({ type: "metrics", id: message.id, snapshot: state.metrics.snapshot(state.index) });
+    post({ type: "metrics", id: message.id, snapshot: snapshotOf(state) });
     return;
   }
   queue = queue.then(() => handle(message)).catch((error) => {

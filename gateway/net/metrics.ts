@@ -33,6 +33,8 @@ export interface MetricsSnapshot {
   toClientBytes: number;
   requests: [string, number][];
   failures: [string, number][];
+  /** The isolate's metering and rate-limiter series (wiring.ts `IsolateCore.samples`). */
+  core?: MetricSample[];
 }
 
 /** The kind and outcome labels of every request count, built once. */
@@ -186,4 +188,46 @@ export class GatewayMetrics {
     }
     return `${lines.join("\n")}\n`;
   }
+}
+
+/**
+ * One series of a part that runs in every isolate (request metering, the rate limiter): each
+ * isolate reports its own samples, and /metrics adds them up across the process (or takes the
+ * largest, for a gauge like a failure streak, where a sum would say nothing).
+ */
+export interface MetricSample {
+  name: string;
+  type: "counter" | "gauge";
+  /** `key="value",...` without braces; "" for none. */
+  labels: string;
+  value: number;
+  merge?: "sum" | "max";
+}
+
+/** The Prometheus text of samples from every isolate, merged series by series, in first-seen order. */
+export function renderSamples(lists: readonly (readonly MetricSample[])[]): string {
+  const merged = new Map<string, MetricSample>();
+  for (const samples of lists) {
+    for (const sample of samples) {
+      const key = `${sample.name}{${sample.labels}}`;
+      const seen = merged.get(key);
+      if (seen === undefined) merged.set(key, { ...sample });
+      else if (sample.merge === "max") seen.value = Math.max(seen.value, sample.value);
+      else seen.value += sample.value;
+    }
+  }
+  const lines: string[] = [];
+  let typed = "";
+  for (const sample of merged.values()) {
+    if (sample.name !== typed) {
+      lines.push(`# TYPE ${sample.name} ${sample.type}`);
+      typed = sample.name;
+    }
+    lines.push(
+      sample.labels === ""
+        ? `${sample.name} ${sample.value}`
+        : `${sample.name}{${sample.labels}} ${sample.value}`,
+    );
+  }
+  return lines.length === 0 ? "" : `${lines.join("\n")}\n`;
 }

@@ -27,6 +27,7 @@ import { RedisStickyStore } from "../sticky/redis-store.ts";
 import type { RoutingCore } from "./gateway.ts";
 import type { TransferHooks } from "./hooks.ts";
 import type { Logger } from "./log.ts";
+import { type MetricSample, renderSamples } from "./metrics.ts";
 
 /** Every address a name resolves to (A and AAAA), for the guard; none when it does not. */
 async function resolveAddresses(host: string): Promise<string[]> {
@@ -72,6 +73,8 @@ export interface IsolateCore {
   metering: RequestMetering;
   /** Counts requests through rate-limited connectors into their proxies' windows. */
   rateLimiter: RateLimiter;
+  /** This isolate's metering and rate-limiter series, summed with the others' for /metrics. */
+  samples(): MetricSample[];
   /** Stops what the core runs and holds (the router's held tasks, its own Redis client). */
   stop(): Promise<void>;
 }
@@ -149,6 +152,18 @@ export async function buildIsolateCore(
     hooks: metering,
     metering,
     rateLimiter,
+    samples: () => [
+      ...metering.samples(),
+      ...rateLimiter.samples(),
+      {
+        name: "octoprox_gateway_local_quarantines",
+        type: "gauge",
+        labels: "",
+        value: router.localQuarantineCount,
+        // Every isolate holds the process's trips: the largest copy says how many there are.
+        merge: "max",
+      },
+    ],
     async stop() {
       try {
         // Sticky binding writes still under way, each bounded by the request deadline.
@@ -245,7 +260,7 @@ export async function buildRoutingCore(
         redis.disconnect();
       }
     },
-    metrics() {
+    metrics(others = []) {
       const stats = follower.stats();
       return [
         "# TYPE octoprox_gateway_feed_applies_total counter",
@@ -255,10 +270,8 @@ export async function buildRoutingCore(
         "# TYPE octoprox_gateway_feed_consecutive_failures gauge",
         `octoprox_gateway_feed_consecutive_failures ${stats.consecutive_failures}`,
         "",
-        "# TYPE octoprox_gateway_local_quarantines gauge",
-        `octoprox_gateway_local_quarantines ${router.localQuarantineCount}`,
         "",
-      ].join("\n") + isolate.metering.metrics() + isolate.rateLimiter.metrics();
+      ].join("\n") + renderSamples([isolate.samples(), ...others]);
     },
   };
 }

@@ -106,6 +106,13 @@ describe("a rate-limit trip with two isolates", () => {
     expect(proxies.map((proxy) => proxy.requests.length)).toEqual([3, 3]);
     expect(tripsLogged()).toBe(2);
 
+    // /metrics adds up every isolate's rate limiter (the trips may have come from either).
+    expect(await gateway.metric("octoprox_gateway_rate_limit_trips_total")).toBe(2);
+    expect(
+      await gateway.metric('octoprox_gateway_rate_limit_requests_total{result="counted"}'),
+    ).toBe(served);
+    expect(await gateway.metric("octoprox_gateway_local_quarantines")).toBe(2);
+
     // No feed carries the quarantines here: only the isolates' own copies keep them out.
     expect(new Set(await statuses(12))).toEqual(new Set([429]));
     expect(new Set(await statuses(12))).toEqual(new Set([429]));

@@ -10,6 +10,7 @@ import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { applyPart, type MeteringPart } from "../../gateway/metering/apply.ts";
 import { normaliseHost, RequestMetering } from "../../gateway/metering/metering.ts";
+import { renderSamples } from "../../gateway/net/metrics.ts";
 import type { LuaScript, ScriptClient } from "../../gateway/metering/scripts.ts";
 import { type RedisKeys, redisKeys } from "../../shared/redis-keys.ts";
 import { DEMAND_TTL_SECONDS, OTHER_HOST } from "../../shared/metric-windows.ts";
@@ -190,7 +191,9 @@ describe("request metering", () => {
     expect(stats.rejectionsWithoutProject).toBe(1);
     expect(stats.metersOpen).toBe(0);
     expect(stats.confirmed).toBe(3);
-    expect(m.metrics()).toContain('octoprox_gateway_metering_sends_total{result="confirmed"} 3');
+    expect(renderSamples([m.samples()])).toContain(
+      'octoprox_gateway_metering_sends_total{result="confirmed"} 3',
+    );
     await m.close();
   });
 
