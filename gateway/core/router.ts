@@ -5,8 +5,9 @@
  * acquire: eligibility first (connector enabled and not pending deletion, serving the place,
  * letting the host through its domain filter, with a healthy row, not blocked by its traffic
  * limit; rows not quarantined (by the feed, or by this gateway's rate limiter until the feed
- * carries it), not already tried for this request, under their concurrency limit), then the project's strategy picks the connector by weight and the proxy inside it, then
- * dispatch reserves a slot on it. When nothing is chosen the answer says why (see refusals.ts).
+ * carries it), not already tried for this request, under their concurrency limit), then the
+ * project's strategy picks the connector by weight and the proxy inside it, then dispatch
+ * reserves a slot on it. When nothing is chosen the answer says why (see refusals.ts).
  */
 import type { Strategy } from "../../shared/roles.ts";
 import type { FeedSections } from "../../shared/feed/models.ts";
@@ -196,9 +197,7 @@ export class CoreRouter implements Router {
    */
   interrupts(connectorId: string): boolean {
     const snapshot = this.current;
-    if (snapshot === undefined || snapshot.runtime.blockedUntilMs.size === 0) return false;
-    const untilMs = snapshot.runtime.blockedUntilMs.get(connectorId);
-    if (untilMs === undefined || untilMs <= this.nowMs()) return false;
+    if (snapshot === undefined || !blockedNow(snapshot, connectorId, this.nowMs())) return false;
     return snapshot.connectors.get(connectorId)?.interrupts === true;
   }
 
@@ -286,7 +285,6 @@ export class CoreRouter implements Router {
     const options = client.options;
     const nowMs = this.nowMs();
     const host = normaliseHost(target.host);
-    const blocked = snapshot.runtime.blockedUntilMs;
 
     let choices: PlaceRows[] | undefined;
     let domainExcluded = false;
@@ -304,12 +302,9 @@ export class CoreRouter implements Router {
         down = true;
         continue;
       }
-      if (blocked.size !== 0) {
-        const untilMs = blocked.get(connector.id);
-        if (untilMs !== undefined && untilMs > nowMs) {
-          limitStatus ??= connector.limitStatus;
-          continue;
-        }
+      if (blockedNow(snapshot, connector.id, nowMs)) {
+        limitStatus ??= connector.limitStatus;
+        continue;
       }
       (choices ??= []).push(place);
     }
@@ -391,6 +386,14 @@ export class CoreRouter implements Router {
     this.strategies.set(project.id, { named: project.strategy, strategy });
     return strategy;
   }
+}
+
+/** The connector is blocked by its traffic limit at `nowMs`, as the snapshot's runtime says. */
+function blockedNow(snapshot: RoutingSnapshot, connectorId: string, nowMs: number): boolean {
+  const blocked = snapshot.runtime.blockedUntilMs;
+  if (blocked.size === 0) return false;
+  const untilMs = blocked.get(connectorId);
+  return untilMs !== undefined && untilMs > nowMs;
 }
 
 /**

@@ -15,7 +15,7 @@
  */
 import type { Client, Outcome, Refusal, Target } from "../core/contract.ts";
 import type { TransferHooks, TransferStart } from "../net/hooks.ts";
-import type { MetricSample } from "../net/metrics.ts";
+import { counterSample, gaugeSample, type MetricSample } from "../net/metrics.ts";
 import {
   ConnectorWindows,
   demandMinute,
@@ -414,33 +414,18 @@ export class RequestMetering implements TransferHooks {
   /** This isolate's series for the gateway's /metrics (summed over the process's isolates). */
   samples(): MetricSample[] {
     const s = this.stats();
-    const counter = (name: string, value: number, labels = ""): MetricSample => ({
-      name,
-      type: "counter",
-      labels,
-      value,
-    });
-    const gauge = (name: string, value: number): MetricSample => ({
-      name,
-      type: "gauge",
-      labels: "",
-      value,
-    });
     return [
-      counter("octoprox_gateway_metering_sends_total", s.confirmed, 'result="confirmed"'),
-      counter("octoprox_gateway_metering_sends_total", s.failures, 'result="failed"'),
-      {
-        ...gauge("octoprox_gateway_metering_consecutive_failures", s.consecutiveFailures),
-        merge: "max",
-      },
-      gauge("octoprox_gateway_metering_owed_parts", s.owedParts),
-      gauge("octoprox_gateway_metering_pending_rows", s.pendingRows),
-      gauge("octoprox_gateway_metering_meters_open", s.metersOpen),
-      counter("octoprox_gateway_metering_hosts_folded_total", s.hostsFolded),
-      counter("octoprox_gateway_metering_rows_dropped_total", s.rowsDropped),
-      counter("octoprox_gateway_metering_parts_abandoned_total", s.partsAbandoned),
-      counter("octoprox_gateway_metering_increments_refused_total", s.incrementsRefused),
-      counter("octoprox_gateway_transfers_interrupted_total", s.transfersInterrupted),
+      counterSample("octoprox_gateway_metering_sends_total", s.confirmed, 'result="confirmed"'),
+      counterSample("octoprox_gateway_metering_sends_total", s.failures, 'result="failed"'),
+      gaugeSample("octoprox_gateway_metering_consecutive_failures", s.consecutiveFailures, "max"),
+      gaugeSample("octoprox_gateway_metering_owed_parts", s.owedParts),
+      gaugeSample("octoprox_gateway_metering_pending_rows", s.pendingRows),
+      gaugeSample("octoprox_gateway_metering_meters_open", s.metersOpen),
+      counterSample("octoprox_gateway_metering_hosts_folded_total", s.hostsFolded),
+      counterSample("octoprox_gateway_metering_rows_dropped_total", s.rowsDropped),
+      counterSample("octoprox_gateway_metering_parts_abandoned_total", s.partsAbandoned),
+      counterSample("octoprox_gateway_metering_increments_refused_total", s.incrementsRefused),
+      counterSample("octoprox_gateway_transfers_interrupted_total", s.transfersInterrupted),
     ];
   }
 }

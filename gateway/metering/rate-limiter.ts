@@ -16,7 +16,7 @@ import type { FeedRateLimit } from "../../shared/feed/models.ts";
 import type { RedisKeys } from "../../shared/redis-keys.ts";
 import { STREAM_CAPS } from "../../shared/redis-keys.ts";
 import { withDeadline } from "../sticky/deadline.ts";
-import type { MetricSample } from "../net/metrics.ts";
+import { counterSample, type MetricSample } from "../net/metrics.ts";
 import type { PublisherLogger } from "./publisher.ts";
 import { type LuaScript, runScript, type ScriptClient } from "./scripts.ts";
 
@@ -194,17 +194,11 @@ export class RateLimiter {
   /** This isolate's series for the gateway's /metrics (summed over the process's isolates). */
   samples(): MetricSample[] {
     const s = this.stats();
-    const counter = (name: string, value: number, labels = ""): MetricSample => ({
-      name,
-      type: "counter",
-      labels,
-      value,
-    });
     return [
-      counter("octoprox_gateway_rate_limit_requests_total", s.counted, 'result="counted"'),
-      counter("octoprox_gateway_rate_limit_requests_total", s.dropped, 'result="dropped"'),
-      counter("octoprox_gateway_rate_limit_trips_total", s.trips),
-      counter("octoprox_gateway_rate_limit_write_failures_total", s.writeFailures),
+      counterSample("octoprox_gateway_rate_limit_requests_total", s.counted, 'result="counted"'),
+      counterSample("octoprox_gateway_rate_limit_requests_total", s.dropped, 'result="dropped"'),
+      counterSample("octoprox_gateway_rate_limit_trips_total", s.trips),
+      counterSample("octoprox_gateway_rate_limit_write_failures_total", s.writeFailures),
     ];
   }
 }

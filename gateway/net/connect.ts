@@ -2,8 +2,9 @@
  * CONNECT tunnels: authenticate, guard, acquire, dial the upstream and run its handshake; on
  * success commit, answer `200 Connection established` and relay both ways until the tunnel
  * ends. Seed 001 section 7.2: another proxy may be tried only before the tunnel is up (as many
- * as the project's max_retries, gateway/net/limits.ts); once the client heard 200, a failure only ends the tunnel. The SOCKS5
- * listener opens its tunnels with the same `dialTunnel` and `runTunnel`.
+ * as the project's max_retries, gateway/net/limits.ts); once the client heard 200, a failure
+ * only ends the tunnel. The SOCKS5 listener opens its tunnels with the same `dialTunnel` and
+ * `runTunnel`.
  */
 import {
   type Allocation,
@@ -100,8 +101,8 @@ export type TunnelDial =
 
 /**
  * Acquires an upstream and opens the tunnel through it, trying another proxy while the tunnel
- * is not up (at most `attemptsFor(client)` distinct ones). Every attempt that failed is released here;
- * an `up` result hands its allocation (reserved, not committed) to the caller.
+ * is not up (at most `attemptsFor(client)` distinct ones). Every attempt that failed is
+ * released here; an `up` result hands its allocation (reserved, not committed) to the caller.
  */
 export async function dialTunnel(
   session: TunnelSession,

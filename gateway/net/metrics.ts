@@ -204,7 +204,16 @@ export interface MetricSample {
   merge?: "sum" | "max";
 }
 
-/** The Prometheus text of samples from every isolate, merged series by series, in first-seen order. */
+export function counterSample(name: string, value: number, labels = ""): MetricSample {
+  return { name, type: "counter", labels, value };
+}
+
+/** A gauge; `merge: "max"` where the isolates' sum would mean nothing (a failure streak). */
+export function gaugeSample(name: string, value: number, merge?: "max"): MetricSample {
+  return { name, type: "gauge", labels: "", value, ...(merge ? { merge } : {}) };
+}
+
+/** The Prometheus text of every isolate's samples, merged series by series, first seen first. */
 export function renderSamples(lists: readonly (readonly MetricSample[])[]): string {
   const merged = new Map<string, MetricSample>();
   for (const samples of lists) {

@@ -27,7 +27,7 @@ import { RedisStickyStore } from "../sticky/redis-store.ts";
 import type { RoutingCore } from "./gateway.ts";
 import type { TransferHooks } from "./hooks.ts";
 import type { Logger } from "./log.ts";
-import { type MetricSample, renderSamples } from "./metrics.ts";
+import { gaugeSample, type MetricSample, renderSamples } from "./metrics.ts";
 
 /** Every address a name resolves to (A and AAAA), for the guard; none when it does not. */
 async function resolveAddresses(host: string): Promise<string[]> {
@@ -155,14 +155,8 @@ export async function buildIsolateCore(
     samples: () => [
       ...metering.samples(),
       ...rateLimiter.samples(),
-      {
-        name: "octoprox_gateway_local_quarantines",
-        type: "gauge",
-        labels: "",
-        value: router.localQuarantineCount,
-        // Every isolate holds the process's trips: the largest copy says how many there are.
-        merge: "max",
-      },
+      // Every isolate holds the process's trips: the largest copy says how many there are.
+      gaugeSample("octoprox_gateway_local_quarantines", router.localQuarantineCount, "max"),
     ],
     async stop() {
       try {

@@ -85,6 +85,25 @@ export async function publishFeed(
   await publishFeedContent(bed, Object.entries(content));
 }
 
+/**
+ * A gateway on a hand-made feed for tests whose targets are all on loopback: takes the bed's
+ * lease, starts the gateway with loopback destinations allowed (and `env`), publishes `spec`
+ * and waits until the proxy port is bound.
+ */
+export async function startLoopbackGateway(
+  bed: FeedBed,
+  spec: Parameters<typeof publishFeed>[1],
+  env: Record<string, string> = {},
+): Promise<{ gateway: FeedGateway; proxyPort: number }> {
+  await bed.lead();
+  const gateway = await startFeedGateway(bed, {
+    OCTOPROX_DESTINATION_ALLOW_CIDRS: "127.0.0.0/8",
+    ...env,
+  });
+  await publishFeed(bed, spec);
+  return { gateway, proxyPort: await gateway.proxyPort() };
+}
+
 /** Publishes the next feed to a running gateway and waits until the gateway applied it. */
 export async function publishApplied(
   bed: FeedBed,

@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { FaultMode, type FaultProxy, startFaultProxy } from "../../e2e/support/fault-proxy.ts";
 import { type Origin, startOrigin } from "../../e2e/support/origin.ts";
 import { type FeedBed, feedBed } from "../feed/support.ts";
-import { type FeedGateway, publishFeed, startFeedGateway } from "./feed-gateway.ts";
+import { type FeedGateway, startLoopbackGateway } from "./feed-gateway.ts";
 import { basicAuth, getVia, openConnect } from "./support.ts";
 
 let bed: FeedBed;
@@ -26,8 +26,6 @@ beforeAll(async () => {
     startFaultProxy({ mode: FaultMode.refuse }),
     startFaultProxy({ mode: FaultMode.pass }),
   ]);
-  await bed.lead();
-  gateway = await startFeedGateway(bed, { OCTOPROX_DESTINATION_ALLOW_CIDRS: "127.0.0.0/8" });
   // Each project's own proxies (a proxy row belongs to one connector): the working one last.
   const proxies = (prefix: string, refusing: FaultProxy[]) => [
     ...refusing.map((proxy, i) => ({
@@ -38,7 +36,7 @@ beforeAll(async () => {
     })),
     { id: `${prefix}-working`, scheme: "http" as const, host: working.host, port: working.port },
   ];
-  await publishFeed(bed, {
+  ({ gateway, proxyPort } = await startLoopbackGateway(bed, {
     projects: [
       { id: "once", username: "once", password: "once-pass", maxRetries: 0 },
       { id: "usual", username: "usual", password: "usual-pass" },
@@ -53,8 +51,7 @@ beforeAll(async () => {
         proxies: proxies("stubborn", [refusingA, refusingB]),
       },
     ],
-  });
-  proxyPort = await gateway.proxyPort();
+  }));
 });
 
 afterAll(async () => {

@@ -9,7 +9,7 @@ import { FaultMode, type FaultProxy, startFaultProxy } from "../../e2e/support/f
 import { type Origin, startOrigin } from "../../e2e/support/origin.ts";
 import { waitFor } from "../../e2e/support/wait.ts";
 import { type FeedBed, feedBed } from "../feed/support.ts";
-import { type FeedGateway, publishFeed, startFeedGateway } from "./feed-gateway.ts";
+import { type FeedGateway, startLoopbackGateway } from "./feed-gateway.ts";
 import { getVia } from "./support.ts";
 
 let bed: FeedBed;
@@ -26,12 +26,7 @@ beforeAll(async () => {
     startFaultProxy({ mode: FaultMode.pass }),
     startFaultProxy({ mode: FaultMode.pass }),
   ]);
-  await bed.lead();
-  gateway = await startFeedGateway(bed, {
-    OCTOPROX_DESTINATION_ALLOW_CIDRS: "127.0.0.0/8",
-    OCTOPROX_GATEWAY_ISOLATES: "2",
-  });
-  await publishFeed(bed, {
+  ({ gateway, proxyPort } = await startLoopbackGateway(bed, {
     projects: [{ id: "iso", username: "iso", password: "iso-pass" }],
     connectors: [{
       id: "c-iso",
@@ -50,8 +45,7 @@ beforeAll(async () => {
         port: proxy.port,
       })),
     }],
-  });
-  proxyPort = await gateway.proxyPort();
+  }, { OCTOPROX_GATEWAY_ISOLATES: "2" }));
 });
 
 afterAll(async () => {

@@ -12,7 +12,7 @@ import { type Origin, startOrigin } from "../../e2e/support/origin.ts";
 import { waitFor } from "../../e2e/support/wait.ts";
 import type { FeedRateLimit } from "../../shared/feed/models.ts";
 import { type FeedBed, feedBed } from "../feed/support.ts";
-import { type FeedGateway, publishApplied, publishFeed, startFeedGateway } from "./feed-gateway.ts";
+import { type FeedGateway, publishApplied, startLoopbackGateway } from "./feed-gateway.ts";
 import { curl, getVia } from "./support.ts";
 
 const LIMIT: FeedRateLimit = {
@@ -70,10 +70,7 @@ beforeAll(async () => {
     startFaultProxy({ mode: FaultMode.pass }),
     startFaultProxy({ mode: FaultMode.pass }),
   ]);
-  await bed.lead();
-  gateway = await startFeedGateway(bed, { OCTOPROX_DESTINATION_ALLOW_CIDRS: "127.0.0.0/8" });
-  await publishFeed(bed, feedSpec());
-  proxyPort = await gateway.proxyPort();
+  ({ gateway, proxyPort } = await startLoopbackGateway(bed, feedSpec()));
 });
 
 afterAll(async () => {

@@ -9,7 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { FaultMode, type FaultProxy, startFaultProxy } from "../../e2e/support/fault-proxy.ts";
 import { type Origin, startOrigin } from "../../e2e/support/origin.ts";
 import { type FeedBed, feedBed } from "../feed/support.ts";
-import { type FeedGateway, publishApplied, publishFeed, startFeedGateway } from "./feed-gateway.ts";
+import { type FeedGateway, publishApplied, startLoopbackGateway } from "./feed-gateway.ts";
 import { basicAuth, getVia, openConnect, RawConnection } from "./support.ts";
 
 /** The gateway's metering interval: a running transfer reports at least this often. */
@@ -52,10 +52,7 @@ beforeAll(async () => {
     startOrigin(),
     startFaultProxy({ mode: FaultMode.pass }),
   ]);
-  await bed.lead();
-  gateway = await startFeedGateway(bed, { OCTOPROX_DESTINATION_ALLOW_CIDRS: "127.0.0.0/8" });
-  await publishFeed(bed, feedSpec());
-  proxyPort = await gateway.proxyPort();
+  ({ gateway, proxyPort } = await startLoopbackGateway(bed, feedSpec()));
 });
 
 afterAll(async () => {
