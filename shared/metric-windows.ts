@@ -37,11 +37,11 @@ export const TRANSFER_FIELDS = {
 } as const satisfies FieldTypes;
 export type TransferCounts = Counts<typeof TRANSFER_FIELDS>;
 
-/** Refusals of a project, per reason. */
-export const REJECTION_FIELDS = {
-  rejections: FieldType.integer,
+/** Failures of one failure key (project, connector, kind, the upstream's own status). */
+export const FAILURE_FIELDS = {
+  count: FieldType.integer,
 } as const satisfies FieldTypes;
-export type RejectionCounts = Counts<typeof REJECTION_FIELDS>;
+export type FailureCounts = Counts<typeof FAILURE_FIELDS>;
 
 /** What one project asked for in one minute: the autoscaler's demand. */
 export const DEMAND_FIELDS = {
@@ -112,26 +112,43 @@ export const HostWindows: MetricWindowKind<"host", HostKey, typeof TRANSFER_FIEL
   },
 };
 
-export interface RejectionKey {
+export interface FailureKey {
   projectId: string;
-  /** The refusal's reason (gateway/core/contract.ts RejectionReason). */
-  reason: string;
+  /** Null: refused before a connector was chosen. */
+  connectorId: string | null;
+  /** shared/failure-kinds.ts. */
+  kind: string;
+  /** What the upstream proxy itself answered (its HTTP status, a SOCKS reply code); null if none. */
+  vendorStatus: number | null;
 }
 
-/** Refusals per project and reason: `<project>:<reason>`. */
-export const RejectionWindows: MetricWindowKind<
-  "rejection",
-  RejectionKey,
-  typeof REJECTION_FIELDS
-> = {
-  name: "rejection",
-  fields: REJECTION_FIELDS,
+/** Written where a key part is absent: ids and kinds never contain it. */
+const ABSENT = "-";
+
+/**
+ * Failures per project, connector, kind and upstream status:
+ * `<project>:<connector or ->:<kind>:<status or ->`.
+ */
+export const FailureWindows: MetricWindowKind<"failure", FailureKey, typeof FAILURE_FIELDS> = {
+  name: "failure",
+  fields: FAILURE_FIELDS,
   totalled: false,
-  formatKey: (key) => `${key.projectId}:${key.reason}`,
+  formatKey: (key) =>
+    `${key.projectId}:${key.connectorId ?? ABSENT}:${key.kind}:${key.vendorStatus ?? ABSENT}`,
   parseKey(text) {
-    const colon = text.indexOf(":");
-    if (colon <= 0 || colon === text.length - 1) return undefined;
-    return { projectId: text.slice(0, colon), reason: text.slice(colon + 1) };
+    const parts = text.split(":");
+    if (parts.length !== 4) return undefined;
+    const [projectId, connector, kind, status] = parts;
+    if (projectId === "" || projectId === ABSENT || connector === "" || kind === "") {
+      return undefined;
+    }
+    if (status !== ABSENT && !/^\d{1,5}$/.test(status)) return undefined;
+    return {
+      projectId,
+      connectorId: connector === ABSENT ? null : connector,
+      kind,
+      vendorStatus: status === ABSENT ? null : Number(status),
+    };
   },
 };
 
@@ -141,7 +158,7 @@ export const METERED_WINDOW_KINDS = [
   ProjectWindows,
   ConnectorWindows,
   HostWindows,
-  RejectionWindows,
+  FailureWindows,
 ] as const;
 
 export type MeteredWindowKind = (typeof METERED_WINDOW_KINDS)[number];

@@ -41,11 +41,11 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import {
   ConnectorWindows,
   type EntityWindows,
+  FailureWindows,
   HostWindows,
   ProjectWindows,
   ProxyWindows,
   readCounts,
-  RejectionWindows,
   TRANSFER_FIELDS,
   windowIndexKey,
   windowKey,
@@ -537,11 +537,13 @@ describe("metering counts in Redis", () => {
     // Every isolate's writer had its batches applied.
     const writers = await cluster.redis.keys(`${cluster.prefix}applied:${via.instance}:*`);
     expect(writers).toHaveLength(isolates);
-    const rejection = windowKey(cluster.keys, RejectionWindows, {
+    const rejection = windowKey(cluster.keys, FailureWindows, {
       projectId: project.projectId,
-      reason: "destination_prohibited",
+      connectorId: null,
+      kind: "destination_prohibited",
+      vendorStatus: null,
     });
-    expect(await cluster.redis.hget(rejection, "rejections")).toBe("1");
+    expect(await cluster.redis.hget(rejection, "count")).toBe("1");
     console.info(`metered exactly: ${JSON.stringify(tally.total)}`);
   });
 });

@@ -6,6 +6,7 @@
  */
 import type { ProxyScheme } from "../../shared/roles.ts";
 import type { FeedRateLimit } from "../../shared/feed/models.ts";
+import { RefusalKind } from "../../shared/failure-kinds.ts";
 
 /** The options a client put in its username: `<user>[-cc-..][-st-..][-city-..][-sessid-..][-sesstime-..]`. */
 export interface UsernameOptions {
@@ -51,21 +52,12 @@ export interface Refusal {
   rejection?: RejectionReason;
 }
 
-/** The rejection reasons metering counts (`request_rejected`), stable names. */
-export const RejectionReason = {
-  invalidLocation: "invalid_location",
-  unauthenticated: "unauthenticated",
-  destinationProhibited: "destination_prohibited",
-  noProxyAvailable: "no_proxy_available",
-  allProxiesDown: "all_proxies_down",
-  allProxiesQuarantined: "all_proxies_quarantined",
-  sessionProxyQuarantined: "session_proxy_quarantined",
-  allProxiesBusy: "all_proxies_busy",
-  allProxiesTried: "all_proxies_tried",
-  trafficLimitExceeded: "traffic_limit_exceeded",
-  notReady: "not_ready",
-} as const;
-export type RejectionReason = (typeof RejectionReason)[keyof typeof RejectionReason];
+/**
+ * The rejection reasons metering counts (`request_rejected`), stable names: the failure log's
+ * refusal kinds (shared/failure-kinds.ts).
+ */
+export const RejectionReason = RefusalKind;
+export type RejectionReason = RefusalKind;
 
 /** Tells the two answers of `Router.acquire` apart. */
 export function isRefusal(result: Allocation | Refusal): result is Refusal {

@@ -8,11 +8,11 @@
  */
 import {
   DEMAND_FIELDS,
+  FAILURE_FIELDS,
   fieldNames,
   type FieldTypes,
   METERED_WINDOW_KINDS,
   type MeteredKindName,
-  REJECTION_FIELDS,
   TRANSFER_FIELDS,
 } from "../../shared/metric-windows.ts";
 
@@ -27,7 +27,7 @@ function positions<Fields extends FieldTypes>(fields: Fields): { [F in keyof Fie
 
 export const TransferField = positions(TRANSFER_FIELDS);
 export const DemandField = positions(DEMAND_FIELDS);
-export const RejectionField = positions(REJECTION_FIELDS);
+export const FailureField = positions(FAILURE_FIELDS);
 
 /** What the caps cost, since the process started. */
 export interface OverflowCounts {
@@ -91,7 +91,7 @@ export const DELTA_KINDS: readonly DeltaKindName[] = [
 export interface MeteringCaps {
   /** Distinct hosts per window (default 10,000); the rest fold into `(other)`. */
   maxHosts: number;
-  /** Distinct proxies, projects, connectors or project rejection reasons per window. */
+  /** Distinct proxies, projects, connectors or failure keys per window. */
   maxEntities: number;
   /** Distinct project minutes per window (an outage of an hour with many projects fits). */
   maxDemandRows: number;
@@ -114,7 +114,7 @@ export class MeteringWindow {
       project: new DeltaRows(transferWidth, caps.maxEntities, overflow),
       connector: new DeltaRows(transferWidth, caps.maxEntities, overflow),
       host: new DeltaRows(transferWidth, caps.maxHosts, overflow),
-      rejection: new DeltaRows(fieldNames(REJECTION_FIELDS).length, caps.maxEntities, overflow),
+      failure: new DeltaRows(fieldNames(FAILURE_FIELDS).length, caps.maxEntities, overflow),
       demand: new DeltaRows(fieldNames(DEMAND_FIELDS).length, caps.maxDemandRows, overflow),
     };
   }

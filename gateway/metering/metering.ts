@@ -5,7 +5,8 @@
  * Counted per proxy, project, connector and destination host: requests, successes, failures,
  * bytes sent (client to upstream), bytes received (upstream to client) and summed latency, when
  * a transfer finishes (bytes also while it runs); per project and minute, the demand (transfers
- * begun and rejections); per project and reason, the rejections. A finished transfer through a
+ * begun and rejections); per project and refusal kind, the refusals (failure windows without a
+ * connector). A finished transfer through a
  * rate-limited connector is also handed to the rate limiter (rate-limiter.ts). The receivers touch
  * only memory and never throw. In-flight counts and the strategies' outcomes are dispatch's, not
  * metering's.
@@ -19,11 +20,11 @@ import { counterSample, gaugeSample, type MetricSample } from "../net/metrics.ts
 import {
   ConnectorWindows,
   demandMinute,
+  FailureWindows,
   HostWindows,
   OTHER_HOST,
   ProjectWindows,
   ProxyWindows,
-  RejectionWindows,
 } from "../../shared/metric-windows.ts";
 import { BoundedMap } from "../../shared/bounded-map.ts";
 import type { FeedRateLimit } from "../../shared/feed/models.ts";
@@ -32,10 +33,10 @@ import { type ApplyLives, applyPart, cutParts, DEFAULT_LIVES, type MeteringPart 
 import {
   DEFAULT_CAPS,
   DemandField,
+  FailureField,
   type MeteringCaps,
   MeteringWindow,
   type OverflowCounts,
-  RejectionField,
   TransferField,
 } from "./deltas.ts";
 import { Meter, type MeterKeys, type MeterSink } from "./meter.ts";
@@ -276,11 +277,16 @@ export class RequestMetering implements TransferHooks {
       const { projectId } = client;
       this.#demand(projectId, DemandField.rejections);
       const key = this.#keys.metricWindow(
-        RejectionWindows.name,
-        RejectionWindows.formatKey({ projectId, reason }),
+        FailureWindows.name,
+        FailureWindows.formatKey({
+          projectId,
+          connectorId: null,
+          kind: reason,
+          vendorStatus: null,
+        }),
       );
-      const row = this.#window.kinds.rejection.row(key);
-      if (row) row[RejectionField.rejections] += 1;
+      const row = this.#window.kinds.failure.row(key);
+      if (row) row[FailureField.count] += 1;
     } catch {
       // Never raise on the request path.
     }

@@ -102,8 +102,8 @@ export class Tally {
     add(this.counts, this.#keys.demand(projectId, minute), "rejections", 1);
     add(
       this.counts,
-      this.#keys.metricWindow("rejection", `${projectId}:${reason}`),
-      "rejections",
+      this.#keys.metricWindow("failure", `${projectId}:-:${reason}:-`),
+      "count",
       1,
     );
   }
