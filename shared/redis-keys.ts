@@ -23,6 +23,8 @@ export const STREAM_CAPS = {
   runtime: 10_000,
   feed: 1_000,
   work: 100_000,
+  /** Failure examples per project and kind: a sample for reading, the counts are elsewhere. */
+  failures: 100,
 } as const;
 
 export type RedisKeys = ReturnType<typeof redisKeys>;
