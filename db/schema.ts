@@ -309,3 +309,26 @@ export const metricFlushes = pgTable("metric_flushes", {
   flushId: text("flush_id").primaryKey(),
   committedAt: timestamp("committed_at", { withTimezone: true }).notNull().defaultNow(),
 });
+
+/**
+ * System readings, one row per snapshot run that stored one: gauges (sizes, memory, counts),
+ * averaged when a history read downsamples them, kept for OCTOPROX_SYSTEM_METRICS_RETENTION_DAYS.
+ */
+export const systemMetrics = pgTable("system_metrics", {
+  id: bigserial("id", { mode: "number" }).primaryKey(),
+  recordedAt: timestamp("recorded_at", { withTimezone: true }).notNull().defaultNow(),
+  databaseBytes: bigint("database_bytes", { mode: "number" }).notNull(),
+  /** Total size (table, indexes, toast) of each of our tables, by name. */
+  tableBytes: jsonb("table_bytes").$type<Record<string, number>>().notNull().default({}),
+  redisUsedMemoryBytes: bigint("redis_used_memory_bytes", { mode: "number" }),
+  /** Every key of the Redis database, whoever wrote it. */
+  redisKeys: bigint("redis_keys", { mode: "number" }),
+  /** Keys under this install's prefix; null when the count was cut short (too many to scan). */
+  redisPrefixKeys: bigint("redis_prefix_keys", { mode: "number" }),
+  projects: integer("projects").notNull(),
+  connectors: integer("connectors").notNull(),
+  /** Proxies by status (every status, zeros included). */
+  proxiesByStatus: jsonb("proxies_by_status").$type<Record<string, number>>().notNull().default({}),
+}, (t) => [
+  index("system_metrics_recorded_idx").on(t.recordedAt),
+]);

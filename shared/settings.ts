@@ -197,6 +197,8 @@ const controlFields = {
     ),
     "300",
   ),
+  // Days system readings are kept; 0 keeps them.
+  OCTOPROX_SYSTEM_METRICS_RETENTION_DAYS: integer(90, 0, 36_500),
   OCTOPROX_GEO_UPDATER_INTERVAL: seconds(3600, 1),
   OCTOPROX_TUNNEL_STATUS_INTERVAL: seconds(10, 1),
   OCTOPROX_INDEX_HYGIENE_INTERVAL: seconds(60, 1),
@@ -271,6 +273,7 @@ export const ControlSettingsSchema = v.pipe(
     scaleIntervalMs: e.OCTOPROX_SCALE_INTERVAL,
     compactionIntervalMs: e.OCTOPROX_COMPACTION_INTERVAL,
     systemMetricsIntervalMs: e.OCTOPROX_SYSTEM_METRICS_INTERVAL,
+    systemMetricsRetentionDays: e.OCTOPROX_SYSTEM_METRICS_RETENTION_DAYS,
     geoUpdaterIntervalMs: e.OCTOPROX_GEO_UPDATER_INTERVAL,
     tunnelStatusIntervalMs: e.OCTOPROX_TUNNEL_STATUS_INTERVAL,
     indexHygieneIntervalMs: e.OCTOPROX_INDEX_HYGIENE_INTERVAL,

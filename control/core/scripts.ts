@@ -11,18 +11,28 @@ const LUA_DIR = new URL("../../shared/lua/", import.meta.url);
 
 export interface ScriptSource {
   name: string;
-  numberOfKeys: number;
+  /**
+   * The keys every call passes; undefined for a script whose header ends its keys with a range
+   * (`-- KEYS[3 ..]`), which takes as many as a call gives, at least `minKeys`.
+   */
+  numberOfKeys: number | undefined;
+  minKeys: number;
   lua: string;
 }
 
-/** Reads a script's header: its key count is the number of `-- KEYS[n]` lines. */
+/**
+ * Reads a script's header: its key count is the number of `-- KEYS[n]` lines, or open-ended
+ * when one names a range (`-- KEYS[3 ..]`, `-- KEYS[2 .. 1+k]`).
+ */
 export function parseScript(name: string, lua: string): ScriptSource {
   const header = lua.split("\n").filter((line) => line.startsWith("--"));
-  const keys = header.filter((line) => /^--\s*KEYS\[\d+\]/.test(line)).length;
+  const keyLines = header.filter((line) => /^--\s*KEYS\[\d+/.test(line));
+  const open = keyLines.some((line) => /^--\s*KEYS\[[^\]]*\.\./.test(line));
   if (!header.some((line) => /^--\s*Reply:/.test(line))) {
     throw new Error(`Lua script ${name} has no "-- Reply:" line in its header`);
   }
-  return { name, numberOfKeys: keys, lua };
+  const fixed = keyLines.filter((line) => !/^--\s*KEYS\[[^\]]*\.\./.test(line)).length;
+  return { name, numberOfKeys: open ? undefined : keyLines.length, minKeys: fixed, lua };
 }
 
 let cache: Map<string, ScriptSource> | undefined;
@@ -41,16 +51,46 @@ export type ScriptName =
   | "lease_take"
   | "lease_refresh"
   | "lease_release"
-  | "feed_publish";
+  | "feed_publish"
+  | "metrics_take"
+  | "metrics_restore";
 
 const defined = new WeakSet<Redis>();
 
 function define(redis: Redis): void {
   if (defined.has(redis)) return;
   for (const script of scriptSources().values()) {
-    redis.defineCommand(script.name, { numberOfKeys: script.numberOfKeys, lua: script.lua });
+    // Without numberOfKeys ioredis takes the key count as the call's first argument.
+    redis.defineCommand(
+      script.name,
+      script.numberOfKeys === undefined
+        ? { lua: script.lua }
+        : { numberOfKeys: script.numberOfKeys, lua: script.lua },
+    );
   }
   defined.add(redis);
+}
+
+type ScriptArg = string | number | Buffer;
+
+/** The call's arguments as ioredis's defined command takes them (a key count first if open). */
+function callArgs(
+  name: ScriptName,
+  keys: readonly string[],
+  args: readonly ScriptArg[],
+): ScriptArg[] {
+  const source = scriptSources().get(name);
+  if (!source) throw new Error(`No Lua script named ${name}`);
+  if (source.numberOfKeys === undefined) {
+    if (keys.length < source.minKeys) {
+      throw new Error(`${name} takes at least ${source.minKeys} keys, was given ${keys.length}`);
+    }
+    return [keys.length, ...keys, ...args];
+  }
+  if (keys.length !== source.numberOfKeys) {
+    throw new Error(`${name} takes ${source.numberOfKeys} keys, was given ${keys.length}`);
+  }
+  return [...keys, ...args];
 }
 
 /** Runs a script by name with its keys and arguments (Buffers pass as binary-safe bytes). */
@@ -58,19 +98,35 @@ export async function runScript(
   redis: Redis,
   name: ScriptName,
   keys: readonly string[],
-  args: readonly (string | number | Buffer)[],
+  args: readonly ScriptArg[],
 ): Promise<unknown> {
   define(redis);
-  const source = scriptSources().get(name);
-  if (!source) throw new Error(`No Lua script named ${name}`);
-  if (keys.length !== source.numberOfKeys) {
-    throw new Error(`${name} takes ${source.numberOfKeys} keys, was given ${keys.length}`);
-  }
-  const command =
-    (redis as unknown as Record<string, (...a: (string | number | Buffer)[]) => Promise<unknown>>)[
-      name
-    ];
-  return await command.call(redis, ...keys, ...args);
+  const command = (redis as unknown as Record<string, (...a: ScriptArg[]) => Promise<unknown>>)[
+    name
+  ];
+  return await command.call(redis, ...callArgs(name, keys, args));
+}
+
+/**
+ * Runs one script once per key list, the calls in one pipeline (one round trip), each with the
+ * same arguments. Answers the replies in order; the first call Redis refused is thrown.
+ */
+export async function runScripts(
+  redis: Redis,
+  name: ScriptName,
+  keyLists: readonly (readonly string[])[],
+  args: readonly ScriptArg[],
+): Promise<unknown[]> {
+  if (keyLists.length === 0) return [];
+  define(redis);
+  const pipeline = redis.pipeline();
+  const queue = pipeline as unknown as Record<string, (...a: ScriptArg[]) => unknown>;
+  for (const keys of keyLists) queue[name].call(pipeline, ...callArgs(name, keys, args));
+  const replies = (await pipeline.exec()) ?? [];
+  return replies.map(([error, reply]) => {
+    if (error) throw error;
+    return reply;
+  });
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -113,4 +169,33 @@ export function feedPublishOutcome(reply: unknown): FeedPublishOutcome {
     default:
       throw new Error(`Unexpected feed_publish reply ${String(reply)}`);
   }
+}
+
+function counts(name: string, reply: unknown, size: number): number[] {
+  if (!Array.isArray(reply) || reply.length !== size) {
+    throw new Error(`Unexpected ${name} reply ${JSON.stringify(reply)}`);
+  }
+  return reply.map(Number);
+}
+
+export interface MetricsTakeResult {
+  staged: number;
+  skipped: number;
+  unlisted: number;
+}
+
+export function metricsTakeResult(reply: unknown): MetricsTakeResult {
+  const [staged, skipped, unlisted] = counts("metrics_take", reply, 3);
+  return { staged, skipped, unlisted };
+}
+
+export interface MetricsRestoreResult {
+  restored: number;
+  unknown: number;
+  refused: number;
+}
+
+export function metricsRestoreResult(reply: unknown): MetricsRestoreResult {
+  const [restored, unknown, refused] = counts("metrics_restore", reply, 3);
+  return { restored, unknown, refused };
 }

@@ -9,9 +9,18 @@ import { Semaphore } from "../core/semaphore.ts";
 import { applyStatusChanges } from "../services/proxy-status.ts";
 import { HealthCheckJob } from "./health.ts";
 import { IndexHygieneJob } from "./housekeeping.ts";
+import { MetricsFlushJob } from "./metrics-flush.ts";
+import { CompactionJob } from "./compaction.ts";
+import { SystemSnapshotJob } from "./system-snapshot.ts";
 import type { Job } from "./job.ts";
 
-export const HANDLED_KINDS: readonly JobKind[] = [K.health, K.indexHygiene];
+export const HANDLED_KINDS: readonly JobKind[] = [
+  K.health,
+  K.metricsFlush,
+  K.compaction,
+  K.snapshot,
+  K.indexHygiene,
+];
 
 /** What a worker's jobs are built from: the process's shared parts. */
 export type JobDeps = ControlDeps;
@@ -37,6 +46,36 @@ export function buildJobs(kinds: readonly JobKind[], deps: JobDeps): Job[] {
             echoUrl: echoUrl(deps.settings),
             timeoutMs: deps.settings.healthCheckTimeoutMs,
             probes: new Semaphore(deps.settings.healthCheckConcurrency),
+          }),
+        );
+        break;
+      case K.metricsFlush:
+        jobs.push(
+          new MetricsFlushJob({
+            database: deps.database,
+            redis: deps.redis,
+            keys: deps.keys,
+            logger: deps.logger.child({ job: kind }),
+          }),
+        );
+        break;
+      case K.compaction:
+        jobs.push(
+          new CompactionJob({
+            database: deps.database,
+            logger: deps.logger.child({ job: kind }),
+          }),
+        );
+        break;
+      case K.snapshot:
+        jobs.push(
+          new SystemSnapshotJob({
+            database: deps.database,
+            redis: deps.redis,
+            keys: deps.keys,
+            logger: deps.logger.child({ job: kind }),
+            intervalMs: deps.settings.systemMetricsIntervalMs,
+            retentionDays: deps.settings.systemMetricsRetentionDays,
           }),
         );
         break;

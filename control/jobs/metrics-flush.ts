@@ -1,0 +1,129 @@
+/**
+ * metrics_flush: the gateways' Redis windows into the Postgres history and totals. The
+ * producer publishes one entry every OCTOPROX_METRICS_FLUSH_INTERVAL; the entry's id names the
+ * flush, so every delivery of it is the same flush.
+ *
+ * 1. Recorded already? A delivery whose flush is in metric_flushes only deletes its staging
+ *    hash: it takes nothing, so no window is taken under an id that can no longer commit.
+ * 2. Take: every listed window moves into the staging hash, each in one script step.
+ * 3. Commit: the staging hash is read back in pages; the taken proxies' statuses are read on
+ *    their own; then one transaction records the flush first and writes the history and totals
+ *    (another delivery that committed first leaves this one writing nothing).
+ * 4. Clear: the staging hash is deleted.
+ *
+ * A give-up (the delivery after the last) clears a committed flush, and hands an uncommitted
+ * one's staged counts back to the live windows for the next flush; with Postgres unreadable it
+ * raises and is given up again at the next reclaim. A flush that took nothing records nothing.
+ */
+import type { Redis } from "ioredis";
+import type { Database } from "../../db/client.ts";
+import { translatePostgresError } from "../../db/errors.ts";
+import type { RedisKeys } from "../../shared/redis-keys.ts";
+import { JobKind } from "../../shared/roles.ts";
+import type { Logger } from "../core/logging.ts";
+import { FlushRows } from "../metrics/flush-rows.ts";
+import {
+  commitFlush,
+  type CommitResult,
+  flushBucket,
+  flushRecorded,
+  proxyStatuses,
+} from "../metrics/history-writer.ts";
+import { FlushStaging, type TakeStats } from "../metrics/staging.ts";
+import type { Job, WorkBatch } from "./job.ts";
+
+export interface MetricsFlushOptions {
+  database: Database;
+  redis: Redis;
+  keys: RedisKeys;
+  logger: Logger;
+}
+
+/** What one delivery did, for logs and tests. */
+export interface FlushOutcome {
+  flushId: string;
+  /** `recorded`: committed before; `empty`: nothing taken or staged; `lost`: another delivery won. */
+  result: "committed" | "recorded" | "empty" | "lost";
+  take?: TakeStats;
+  windows: number;
+  unreadable: number;
+  written?: CommitResult["written"];
+}
+
+export class MetricsFlushJob implements Job {
+  readonly kind = JobKind.metricsFlush;
+  readonly #o: MetricsFlushOptions;
+  readonly #staging: FlushStaging;
+
+  constructor(options: MetricsFlushOptions) {
+    this.#o = options;
+    this.#staging = new FlushStaging({ redis: options.redis, keys: options.keys });
+  }
+
+  async run(batch: WorkBatch, signal: AbortSignal): Promise<void> {
+    for (const flushId of batch.ids) await this.flush(flushId, signal);
+  }
+
+  /** One delivery of one flush. Raises (leaving the entry pending) when a store fails. */
+  async flush(flushId: string, signal?: AbortSignal): Promise<FlushOutcome> {
+    const sql = this.#o.database.sql;
+    if (await this.#postgres(() => flushRecorded(sql, flushId))) {
+      await this.#staging.clear(flushId);
+      return { flushId, result: "recorded", windows: 0, unreadable: 0 };
+    }
+    const take = await this.#staging.take(flushId, signal);
+    const rows = new FlushRows();
+    for await (const page of this.#staging.read(flushId, signal)) {
+      for (const window of page) rows.add(window);
+    }
+    if (rows.unreadable > 0) {
+      this.#o.logger.warn(
+        { flush: flushId, unreadable: rows.unreadable },
+        "Metric windows this release cannot read were dropped",
+      );
+    }
+    if (rows.windows === 0) {
+      await this.#staging.clear(flushId);
+      return { flushId, result: "empty", take, windows: 0, unreadable: rows.unreadable };
+    }
+    const statuses = await this.#postgres(() => proxyStatuses(sql, rows.proxies.ids));
+    signal?.throwIfAborted();
+    const commit = await this.#postgres(() =>
+      commitFlush(sql, flushId, flushBucket(flushId), rows, statuses)
+    );
+    await this.#staging.clear(flushId);
+    const outcome: FlushOutcome = {
+      flushId,
+      result: commit.committed ? "committed" : "lost",
+      take,
+      windows: rows.windows,
+      unreadable: rows.unreadable,
+      written: commit.written,
+    };
+    this.#o.logger.debug({ ...outcome }, "Metrics flushed");
+    return outcome;
+  }
+
+  async giveUp(batch: WorkBatch): Promise<void> {
+    const sql = this.#o.database.sql;
+    for (const flushId of batch.ids) {
+      if (await this.#postgres(() => flushRecorded(sql, flushId))) {
+        await this.#staging.clear(flushId);
+        continue;
+      }
+      const { restored, lost } = await this.#staging.restore(flushId);
+      this.#o.logger.warn(
+        { flush: flushId, restored, lost },
+        "Metrics flush given up; its counts go back to the live windows for the next flush",
+      );
+    }
+  }
+
+  async #postgres<T>(work: () => Promise<T>): Promise<T> {
+    try {
+      return await work();
+    } catch (error) {
+      throw translatePostgresError(error);
+    }
+  }
+}

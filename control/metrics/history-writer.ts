@@ -1,0 +1,241 @@
+/**
+ * The metrics flush's Postgres side: whether a flush committed, the taken proxies' statuses,
+ * and the commit itself: one transaction that records the flush first (a second delivery
+ * finds it and writes nothing), then one multi-row insert per history table with the same
+ * windows added to the running totals. Each table's windows are inserted with one parent
+ * lookup, taking the FOR KEY SHARE lock a foreign key check would take, only earlier, so a
+ * window whose parent was removed is dropped rather than failing the flush.
+ */
+import type postgres from "postgres";
+import type { EntityRows, FailureRows, FlushRows, HostRows } from "./flush-rows.ts";
+
+type Sql = postgres.Sql;
+type TxSql = postgres.TransactionSql;
+
+/** Minute rows: the width every flush writes, which compaction folds into coarser tiers. */
+export const FLUSH_BUCKET_SECONDS = 60;
+
+/** The bucket a flush's windows land in: the minute its job entry was published in. */
+export function flushBucket(flushId: string): Date {
+  const ms = Number(flushId.split("-")[0]);
+  const at = Number.isFinite(ms) && ms > 0 ? ms : Date.now();
+  return new Date(Math.floor(at / 60_000) * 60_000);
+}
+
+export async function flushRecorded(sql: Sql, flushId: string): Promise<boolean> {
+  const rows = await sql`select 1 from metric_flushes where flush_id = ${flushId}`;
+  return rows.length > 0;
+}
+
+/** Each taken proxy's status now, for its history row (read in a transaction of its own). */
+export async function proxyStatuses(
+  sql: Sql,
+  ids: readonly string[],
+): Promise<Map<string, string>> {
+  const statuses = new Map<string, string>();
+  if (ids.length === 0) return statuses;
+  const rows = await sql<{ id: string; status: string }[]>`
+    select id::text, status from proxies where id = any(${ids as string[]}::uuid[])`;
+  for (const row of rows) statuses.set(row.id, row.status);
+  return statuses;
+}
+
+export interface CommitResult {
+  /** False: another delivery of this flush committed it already; nothing written. */
+  committed: boolean;
+  /** History rows written per table (windows of removed parents are dropped). */
+  written: Record<"proxies" | "projects" | "connectors" | "hosts" | "failures", number>;
+}
+
+/** Records the flush and writes its windows, in one transaction. */
+export async function commitFlush(
+  sql: Sql,
+  flushId: string,
+  bucketStart: Date,
+  rows: FlushRows,
+  statuses: ReadonlyMap<string, string>,
+): Promise<CommitResult> {
+  return await sql.begin(async (tx) => {
+    const recorded = await tx`
+      insert into metric_flushes (flush_id) values (${flushId})
+      on conflict do nothing returning flush_id`;
+    const written = { proxies: 0, projects: 0, connectors: 0, hosts: 0, failures: 0 };
+    if (recorded.length === 0) return { committed: false, written };
+    written.proxies = await insertProxies(tx, bucketStart, rows.proxies, statuses);
+    written.projects = await insertProjects(tx, bucketStart, rows.projects);
+    written.connectors = await insertConnectors(tx, bucketStart, rows.connectors);
+    written.hosts = await insertHosts(tx, bucketStart, rows.hosts);
+    written.failures = await insertFailures(tx, bucketStart, rows.failures);
+    return { committed: true, written };
+  }) as CommitResult;
+}
+
+/** The transfer columns of an unnest, after the rows' own key columns. */
+function transfers(rows: EntityRows | HostRows) {
+  return [
+    rows.requests,
+    rows.successes,
+    rows.failures,
+    rows.bytesSent,
+    rows.bytesReceived,
+    rows.latencySumMs,
+  ];
+}
+
+async function insertProxies(
+  tx: TxSql,
+  bucket: Date,
+  rows: EntityRows,
+  statuses: ReadonlyMap<string, string>,
+): Promise<number> {
+  const at = bucket.toISOString();
+  if (rows.ids.length === 0) return 0;
+  const status = rows.ids.map((id) => statuses.get(id) ?? null);
+  const [requests, successes, failures, sent, received, latency] = transfers(rows);
+  const result = await tx`
+    with w as (
+      select * from unnest(
+        ${rows.ids}::uuid[], ${status as string[]}::text[], ${requests}::bigint[],
+        ${successes}::bigint[], ${failures}::bigint[], ${sent}::bigint[], ${received}::bigint[],
+        ${latency}::float8[]
+      ) as w(id, status, requests, successes, failures, bytes_sent, bytes_received, latency)
+    ), parent as (
+      select p.id, p.project_id from proxies p where p.id in (select id from w) for key share
+    ), history as (
+      insert into proxy_metrics (project_id, proxy_id, status, bucket_start, bucket_seconds,
+        requests, successes, failures, bytes_sent, bytes_received, latency_sum_ms)
+      select parent.project_id, w.id, w.status, ${at}::timestamptz, ${FLUSH_BUCKET_SECONDS}, w.requests,
+        w.successes, w.failures, w.bytes_sent, w.bytes_received, w.latency
+      from w join parent on parent.id = w.id
+      returning 1
+    ), totals as (
+      insert into metric_totals as t (entity_kind, entity_id, requests, successes, failures,
+        bytes_sent, bytes_received, latency_sum_ms)
+      select 'proxy', w.id, w.requests, w.successes, w.failures, w.bytes_sent, w.bytes_received,
+        w.latency
+      from w join parent on parent.id = w.id
+      on conflict (entity_kind, entity_id) do update set
+        requests = t.requests + excluded.requests,
+        successes = t.successes + excluded.successes,
+        failures = t.failures + excluded.failures,
+        bytes_sent = t.bytes_sent + excluded.bytes_sent,
+        bytes_received = t.bytes_received + excluded.bytes_received,
+        latency_sum_ms = t.latency_sum_ms + excluded.latency_sum_ms,
+        updated_at = now()
+      returning 1
+    )
+    select (select count(*) from history)::int as written`;
+  return Number(result[0]?.written ?? 0);
+}
+
+async function insertProjects(tx: TxSql, bucket: Date, rows: EntityRows): Promise<number> {
+  const at = bucket.toISOString();
+  if (rows.ids.length === 0) return 0;
+  const [requests, successes, failures, sent, received, latency] = transfers(rows);
+  const result = await tx`
+    with w as (
+      select * from unnest(
+        ${rows.ids}::uuid[], ${requests}::bigint[], ${successes}::bigint[], ${failures}::bigint[],
+        ${sent}::bigint[], ${received}::bigint[], ${latency}::float8[]
+      ) as w(id, requests, successes, failures, bytes_sent, bytes_received, latency)
+    ), parent as (
+      select p.id from projects p where p.id in (select id from w) for key share
+    ), history as (
+      insert into project_metrics (project_id, bucket_start, bucket_seconds, requests, successes,
+        failures, bytes_sent, bytes_received, latency_sum_ms)
+      select w.id, ${at}::timestamptz, ${FLUSH_BUCKET_SECONDS}, w.requests, w.successes, w.failures,
+        w.bytes_sent, w.bytes_received, w.latency
+      from w join parent on parent.id = w.id
+      returning 1
+    ), totals as (
+      insert into metric_totals as t (entity_kind, entity_id, requests, successes, failures,
+        bytes_sent, bytes_received, latency_sum_ms)
+      select 'project', w.id, w.requests, w.successes, w.failures, w.bytes_sent,
+        w.bytes_received, w.latency
+      from w join parent on parent.id = w.id
+      on conflict (entity_kind, entity_id) do update set
+        requests = t.requests + excluded.requests,
+        successes = t.successes + excluded.successes,
+        failures = t.failures + excluded.failures,
+        bytes_sent = t.bytes_sent + excluded.bytes_sent,
+        bytes_received = t.bytes_received + excluded.bytes_received,
+        latency_sum_ms = t.latency_sum_ms + excluded.latency_sum_ms,
+        updated_at = now()
+      returning 1
+    )
+    select (select count(*) from history)::int as written`;
+  return Number(result[0]?.written ?? 0);
+}
+
+/** A connector keeps no running totals: its usage reads the history, which outlives proxies. */
+async function insertConnectors(tx: TxSql, bucket: Date, rows: EntityRows): Promise<number> {
+  const at = bucket.toISOString();
+  if (rows.ids.length === 0) return 0;
+  const [requests, successes, failures, sent, received, latency] = transfers(rows);
+  const result = await tx`
+    with w as (
+      select * from unnest(
+        ${rows.ids}::uuid[], ${requests}::bigint[], ${successes}::bigint[], ${failures}::bigint[],
+        ${sent}::bigint[], ${received}::bigint[], ${latency}::float8[]
+      ) as w(id, requests, successes, failures, bytes_sent, bytes_received, latency)
+    ), parent as (
+      select c.id, c.project_id from connectors c where c.id in (select id from w) for key share
+    )
+    insert into connector_metrics (project_id, connector_id, bucket_start, bucket_seconds,
+      requests, successes, failures, bytes_sent, bytes_received, latency_sum_ms)
+    select parent.project_id, w.id, ${at}::timestamptz, ${FLUSH_BUCKET_SECONDS}, w.requests, w.successes,
+      w.failures, w.bytes_sent, w.bytes_received, w.latency
+    from w join parent on parent.id = w.id`;
+  return result.count;
+}
+
+async function insertHosts(tx: TxSql, bucket: Date, rows: HostRows): Promise<number> {
+  const at = bucket.toISOString();
+  if (rows.hosts.length === 0) return 0;
+  const [requests, successes, failures, sent, received, latency] = transfers(rows);
+  const result = await tx`
+    with w as (
+      select * from unnest(
+        ${rows.projectIds}::uuid[], ${rows.connectorIds}::uuid[], ${rows.hosts}::text[],
+        ${requests}::bigint[], ${successes}::bigint[], ${failures}::bigint[], ${sent}::bigint[],
+        ${received}::bigint[], ${latency}::float8[]
+      ) as w(project_id, connector_id, host, requests, successes, failures, bytes_sent,
+        bytes_received, latency)
+    ), parent as (
+      select c.id, c.project_id from connectors c
+      where c.id in (select connector_id from w) for key share
+    ), project as (
+      select p.id from projects p where p.id in (select project_id from w) for key share
+    )
+    insert into host_metrics (project_id, connector_id, host, bucket_start, bucket_seconds,
+      requests, successes, failures, bytes_sent, bytes_received, latency_sum_ms)
+    select w.project_id, w.connector_id, w.host, ${at}::timestamptz, ${FLUSH_BUCKET_SECONDS}, w.requests,
+      w.successes, w.failures, w.bytes_sent, w.bytes_received, w.latency
+    from w join parent on parent.id = w.connector_id and parent.project_id = w.project_id
+      join project on project.id = w.project_id`;
+  return result.count;
+}
+
+async function insertFailures(tx: TxSql, bucket: Date, rows: FailureRows): Promise<number> {
+  const at = bucket.toISOString();
+  if (rows.kinds.length === 0) return 0;
+  const result = await tx`
+    with w as (
+      select * from unnest(
+        ${rows.projectIds}::uuid[], ${rows.connectorIds as string[]}::uuid[],
+        ${rows.kinds}::text[], ${rows.vendorStatuses as number[]}::int[], ${rows.counts}::bigint[]
+      ) as w(project_id, connector_id, kind, vendor_status, count)
+    ), project as (
+      select p.id from projects p where p.id in (select project_id from w) for key share
+    ), parent as (
+      select c.id from connectors c where c.id in (select connector_id from w) for key share
+    )
+    insert into failure_metrics (project_id, connector_id, kind, vendor_status, bucket_start,
+      bucket_seconds, count)
+    select w.project_id, w.connector_id, w.kind, w.vendor_status, ${at}::timestamptz,
+      ${FLUSH_BUCKET_SECONDS}, w.count
+    from w join project on project.id = w.project_id
+      left join parent on parent.id = w.connector_id
+    where w.connector_id is null or parent.id is not null`;
+  return result.count;
+}

@@ -1,0 +1,107 @@
+/**
+ * The history's tiers: the flush writes minute rows; compaction folds minutes into hours after
+ * a day, hours into six hours after a week, six hours into days after 30 days. A bucket starts
+ * at floor(epoch / width) * width, the same bucketing compaction writes and reads group by, so a
+ * read at a tier's width never splits one of its rows. The six history tables share one shape
+ * and are described here once, for compaction, retention and reads alike.
+ */
+
+export const DAY_MS = 86_400_000;
+
+export interface Tier {
+  /** The width of the rows this tier folds, seconds. */
+  fromSeconds: number;
+  /** The width they become. */
+  toSeconds: number;
+  /** Rows older than this fold. */
+  afterMs: number;
+}
+
+export const COMPACTION_TIERS: readonly Tier[] = [
+  { fromSeconds: 60, toSeconds: 3_600, afterMs: DAY_MS },
+  { fromSeconds: 3_600, toSeconds: 21_600, afterMs: 7 * DAY_MS },
+  { fromSeconds: 21_600, toSeconds: 86_400, afterMs: 30 * DAY_MS },
+];
+
+/** Every width a row can have, and so every bucket width a read may ask for. */
+export const BUCKET_WIDTHS = [60, 3_600, 21_600, 86_400] as const;
+export type BucketWidth = (typeof BUCKET_WIDTHS)[number];
+
+/**
+ * The finest width every row of this age is guaranteed to have at most, once compaction ran:
+ * a read at a finer width over older rows would lump a coarser row into one of its buckets.
+ * (Rows younger than a tier's age may still be finer; a coarser read folds them correctly.)
+ */
+export function finestWidthAt(ageMs: number): BucketWidth {
+  let width: BucketWidth = 60;
+  for (const tier of COMPACTION_TIERS) {
+    if (ageMs > tier.afterMs) width = tier.toSeconds as BucketWidth;
+  }
+  return width;
+}
+
+/** The start of the bucket of `width` seconds holding `ms`. */
+export function bucketStartMs(ms: number, widthSeconds: number): number {
+  const widthMs = widthSeconds * 1000;
+  return Math.floor(ms / widthMs) * widthMs;
+}
+
+/** A history table: its name, the columns naming one series, and its counted columns. */
+export interface HistoryTable {
+  name: string;
+  /** The entity columns a row belongs to, project_id first. */
+  series: readonly string[];
+  /** Summed when rows fold. */
+  counts: readonly string[];
+  /** Columns kept from the newest row folded (a proxy's status). */
+  latest: readonly string[];
+}
+
+const TRANSFER_COLUMNS = [
+  "requests",
+  "successes",
+  "failures",
+  "bytes_sent",
+  "bytes_received",
+  "latency_sum_ms",
+] as const;
+
+export const HISTORY_TABLES: readonly HistoryTable[] = [
+  {
+    name: "proxy_metrics",
+    series: ["project_id", "proxy_id"],
+    counts: TRANSFER_COLUMNS,
+    latest: ["status"],
+  },
+  { name: "project_metrics", series: ["project_id"], counts: TRANSFER_COLUMNS, latest: [] },
+  {
+    name: "connector_metrics",
+    series: ["project_id", "connector_id"],
+    counts: TRANSFER_COLUMNS,
+    latest: [],
+  },
+  {
+    name: "tunnel_device_metrics",
+    series: ["project_id", "device_id", "protocol"],
+    counts: TRANSFER_COLUMNS,
+    latest: [],
+  },
+  {
+    name: "host_metrics",
+    series: ["project_id", "connector_id", "host"],
+    counts: TRANSFER_COLUMNS,
+    latest: [],
+  },
+  {
+    name: "failure_metrics",
+    series: ["project_id", "connector_id", "kind", "vendor_status"],
+    counts: ["count"],
+    latest: [],
+  },
+];
+
+/** SQL for the start of a row's bucket of `width` seconds (a whole-number literal). */
+export function bucketSql(column: string, widthSeconds: number): string {
+  const width = Math.trunc(widthSeconds);
+  return `to_timestamp(floor(extract(epoch from ${column}) / ${width}) * ${width})`;
+}

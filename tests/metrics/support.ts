@@ -1,0 +1,228 @@
+/**
+ * A metrics test bed: a fresh migrated database with projects, connectors and proxies in it, a
+ * Redis prefix of its own, and gateway metering (the real RequestMetering and script, run under
+ * Node) writing the windows a flush then takes.
+ */
+import { randomUUID } from "node:crypto";
+import { Redis } from "ioredis";
+import { createDatabase, type Database } from "../../db/client.ts";
+import { migrate } from "../../db/migrate.ts";
+import { RequestMetering } from "../../gateway/metering/metering.ts";
+import type { LuaScript } from "../../gateway/metering/scripts.ts";
+import { type RedisKeys, redisKeys } from "../../shared/redis-keys.ts";
+import type { Logger } from "../../control/core/logging.ts";
+import { loadMeteringScriptNode } from "../metering/support.ts";
+import { type CapturedLine, captureLogger } from "../support/logger.ts";
+import {
+  createTestDatabase,
+  deletePrefix,
+  TEST_REDIS_URL,
+  type TestDatabase,
+  testPrefix,
+} from "../support/stores.ts";
+
+export interface SeededProject {
+  projectId: string;
+  connectorIds: string[];
+  /** Proxy ids by connector, in order. */
+  proxyIds: string[][];
+}
+
+export interface MetricsBed {
+  database: Database;
+  databaseUrl: string;
+  redis: Redis;
+  keys: RedisKeys;
+  prefix: string;
+  logger: Logger;
+  lines: CapturedLine[];
+  script: LuaScript;
+  /** Inserts a project with `connectors` connectors of `proxies` proxies each. */
+  seed(connectors?: number, proxies?: number): Promise<SeededProject>;
+  /** A metering writer on this bed's Redis (publish with `publishNow`). */
+  metering(): RequestMetering;
+  close(): Promise<void>;
+}
+
+export interface BedOptions {
+  /** Another Postgres (an outage test's private server); a fresh test database otherwise. */
+  databaseUrl?: string;
+}
+
+export async function startMetricsBed(options: BedOptions = {}): Promise<MetricsBed> {
+  let testDatabase: TestDatabase | undefined;
+  let url = options.databaseUrl;
+  if (url === undefined) {
+    testDatabase = await createTestDatabase();
+    url = testDatabase.url;
+  }
+  await migrate(url);
+  const database = createDatabase(url, { poolSize: 5 });
+  const redis = new Redis(TEST_REDIS_URL, { maxRetriesPerRequest: 1 });
+  const prefix = testPrefix();
+  const keys = redisKeys(prefix);
+  const { logger, lines } = captureLogger("worker");
+  const script = await loadMeteringScriptNode();
+  const meters: RequestMetering[] = [];
+  let seeded = 0;
+  return {
+    database,
+    databaseUrl: url,
+    redis,
+    keys,
+    prefix,
+    logger,
+    lines,
+    script,
+    async seed(connectors = 1, proxies = 2) {
+      seeded += 1;
+      const sql = database.sql;
+      const projectId = randomUUID();
+      await sql`insert into projects (id, name, username, password)
+        values (${projectId}, ${`project ${seeded} ${projectId}`},
+          ${`user${seeded}_${projectId.slice(0, 8)}`}, 'password-1')`;
+      const connectorIds: string[] = [];
+      const proxyIds: string[][] = [];
+      for (let c = 0; c < connectors; c++) {
+        const connectorId = randomUUID();
+        connectorIds.push(connectorId);
+        await sql`insert into connectors (id, project_id, name, kind)
+          values (${connectorId}, ${projectId}, ${`connector ${c}`}, 'static')`;
+        const ids = Array.from({ length: proxies }, () => randomUUID());
+        proxyIds.push(ids);
+        if (ids.length > 0) {
+          await sql`insert into proxies (id, project_id, connector_id, scheme, host, port, status)
+            select id, ${projectId}, ${connectorId}, 'http', '10.0.' || ${c} || '.' || n, 3128,
+              'healthy'
+            from unnest(${ids}::uuid[]) with ordinality as u(id, n)`;
+        }
+      }
+      return { projectId, connectorIds, proxyIds };
+    },
+    metering() {
+      const m = new RequestMetering({
+        redis,
+        keys,
+        script,
+        instance: "gw-metrics-test",
+        intervalMs: 3_600_000,
+      });
+      meters.push(m);
+      return m;
+    },
+    async close() {
+      await Promise.all(meters.map((m) => m.close()));
+      redis.disconnect();
+      await database.close();
+      await deletePrefix(TEST_REDIS_URL, prefix).catch(() => {});
+      await testDatabase?.drop();
+    },
+  };
+}
+
+export interface Transfer {
+  projectId: string;
+  connectorId: string;
+  proxyId: string;
+  host: string;
+  sent: number;
+  received: number;
+  latencyMs: number;
+  ok: boolean;
+}
+
+/** Meters finished transfers as the socket layer reports them: begin, bytes, finish. */
+export function meter(metering: RequestMetering, transfers: readonly Transfer[]): void {
+  for (const t of transfers) {
+    const m = metering.begin({
+      kind: "connect",
+      client: { projectId: t.projectId, options: { user: "u" } },
+      target: { host: t.host, port: 443 },
+      upstream: {
+        proxyId: t.proxyId,
+        connectorId: t.connectorId,
+        scheme: "http",
+        host: "10.0.0.1",
+        port: 3128,
+        username: null,
+        password: null,
+      },
+      latencyMs: t.latencyMs,
+    });
+    if (!m) throw new Error("metering gave no meter");
+    m.bytes(t.sent, t.received);
+    m.finish(t.ok ? { ok: true, latencyMs: t.latencyMs } : { ok: false, phase: "idle" });
+  }
+}
+
+/** The sums a set of transfers must come to. */
+export function sums(transfers: readonly Transfer[]) {
+  let requests = 0, successes = 0, failures = 0, sent = 0, received = 0, latency = 0;
+  for (const t of transfers) {
+    requests += 1;
+    if (t.ok) successes += 1;
+    else failures += 1;
+    sent += t.sent;
+    received += t.received;
+    latency += t.latencyMs;
+  }
+  return {
+    requests,
+    successes,
+    failures,
+    bytes_sent: sent,
+    bytes_received: received,
+    latency_sum_ms: latency,
+  };
+}
+
+/** The history a table holds for one column's value, summed. */
+export async function historySums(
+  database: Database,
+  table: "proxy_metrics" | "project_metrics" | "connector_metrics" | "host_metrics",
+  column: string,
+  value: string,
+) {
+  const rows = await database.sql.unsafe(
+    `select coalesce(sum(requests), 0)::bigint as requests,
+      coalesce(sum(successes), 0)::bigint as successes,
+      coalesce(sum(failures), 0)::bigint as failures,
+      coalesce(sum(bytes_sent), 0)::bigint as bytes_sent,
+      coalesce(sum(bytes_received), 0)::bigint as bytes_received,
+      coalesce(sum(latency_sum_ms), 0)::float8 as latency_sum_ms
+    from ${table} where ${column} = $1`,
+    [value],
+  );
+  const row = rows[0];
+  return {
+    requests: Number(row.requests),
+    successes: Number(row.successes),
+    failures: Number(row.failures),
+    bytes_sent: Number(row.bytes_sent),
+    bytes_received: Number(row.bytes_received),
+    latency_sum_ms: Number(row.latency_sum_ms),
+  };
+}
+
+export async function totalsOf(database: Database, kind: "proxy" | "project", id: string) {
+  const rows = await database.sql`select requests, successes, failures, bytes_sent,
+    bytes_received, latency_sum_ms from metric_totals where entity_kind = ${kind}
+    and entity_id = ${id}`;
+  const row = rows[0];
+  if (!row) return undefined;
+  return {
+    requests: Number(row.requests),
+    successes: Number(row.successes),
+    failures: Number(row.failures),
+    bytes_sent: Number(row.bytes_sent),
+    bytes_received: Number(row.bytes_received),
+    latency_sum_ms: Number(row.latency_sum_ms),
+  };
+}
+
+/** A stream entry id at a given time, as Redis would give the producer's XADD. */
+export function entryId(atMs = Date.now(), sequence = 0): string {
+  return `${atMs}-${sequence}`;
+}
+
+export { deletePrefix, TEST_REDIS_URL };
