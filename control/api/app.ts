@@ -16,6 +16,7 @@ import { defineRoute, mountRoutes, type Route } from "./registry.ts";
 import { authRoutes } from "./routes/auth.ts";
 import { connectorRoutes } from "./routes/connectors.ts";
 import { credentialRoutes } from "./routes/credentials.ts";
+import { metricsRoutes } from "./routes/metrics.ts";
 import { projectRoutes } from "./routes/projects.ts";
 import { proxyRoutes } from "./routes/proxies.ts";
 import { publicRoutes } from "./routes/public.ts";
@@ -39,6 +40,7 @@ export function apiRoutes(deps: ApiDeps): Route[] {
     ...credentialRoutes(deps),
     ...connectorRoutes(deps),
     ...proxyRoutes(deps),
+    ...metricsRoutes(deps),
     ...systemRoutes(deps),
   ];
   let document: Record<string, unknown> | undefined;

@@ -22,12 +22,12 @@ import { JobKind } from "../../shared/roles.ts";
 import type { Logger } from "../core/logging.ts";
 import {
   bucketSql,
-  bucketStartMs,
   COMPACTION_TIERS,
   DAY_MS,
   HISTORY_TABLES,
   type HistoryTable,
   type Tier,
+  tierCutoffMs,
 } from "../metrics/tiers.ts";
 import type { Job, WorkBatch } from "./job.ts";
 
@@ -117,7 +117,7 @@ export class CompactionJob implements Job {
       for (const tier of COMPACTION_TIERS) {
         signal?.throwIfAborted();
         // Whole target buckets only, so a later pass never starts a second row for one.
-        const cutoff = new Date(bucketStartMs(nowMs - tier.afterMs, tier.toSeconds));
+        const cutoff = new Date(tierCutoffMs(tier, nowMs));
         const moved = await sql.begin(async (tx) => {
           let count = 0;
           for (const table of HISTORY_TABLES) {

@@ -28,16 +28,22 @@ export const BUCKET_WIDTHS = [60, 3_600, 21_600, 86_400] as const;
 export type BucketWidth = (typeof BUCKET_WIDTHS)[number];
 
 /**
- * The finest width every row of this age is guaranteed to have at most, once compaction ran:
- * a read at a finer width over older rows would lump a coarser row into one of its buckets.
- * (Rows younger than a tier's age may still be finer; a coarser read folds them correctly.)
+ * The finest width every row from `fromMs` on is guaranteed to have at most: compaction folds a
+ * tier's rows older than its cutoff (the start of the target bucket holding now less the tier's
+ * age), so a range starting at or after a tier's cutoff holds none of its folded rows. A read at
+ * a finer width over older rows would lump a coarser row into one of its buckets.
  */
-export function finestWidthAt(ageMs: number): BucketWidth {
+export function finestWidthFrom(fromMs: number, nowMs: number): BucketWidth {
   let width: BucketWidth = 60;
   for (const tier of COMPACTION_TIERS) {
-    if (ageMs > tier.afterMs) width = tier.toSeconds as BucketWidth;
+    if (fromMs < tierCutoffMs(tier, nowMs)) width = tier.toSeconds as BucketWidth;
   }
   return width;
+}
+
+/** Rows of a tier's width starting before this fold (whole target buckets only). */
+export function tierCutoffMs(tier: Tier, nowMs: number): number {
+  return bucketStartMs(nowMs - tier.afterMs, tier.toSeconds);
 }
 
 /** The start of the bucket of `width` seconds holding `ms`. */

@@ -1,0 +1,310 @@
+/**
+ * Usage and failure reads of a project, its connectors, proxies and destination hosts, and the
+ * system readings' history. Totals are all-time (a project's and a proxy's survive the
+ * history's retention), series cover a range in buckets the compaction tiers keep; live
+ * windows (what gateways counted since the last flush) are added where a read ends now.
+ */
+import { UserRole } from "../../../shared/roles.ts";
+import { failureExamples, failureSummary } from "../../metrics/failures.ts";
+import { LiveWindows } from "../../metrics/live-windows.ts";
+import { ProjectUsage } from "../../metrics/project-usage.ts";
+import { type RangeName, windowOf } from "../../metrics/ranges.ts";
+import { systemHistory } from "../../metrics/system-history.ts";
+import { UsageReader } from "../../metrics/usage.ts";
+import { getConnector } from "../../services/connectors.ts";
+import { getProject } from "../../services/projects.ts";
+import { getProxy } from "../../services/proxies.ts";
+import type { ApiDeps } from "../deps.ts";
+import { defineRoute, type Route } from "../registry.ts";
+import {
+  FailureExamplesQuery,
+  FailuresQuery,
+  HistoryQuery,
+  HostHistoryQuery,
+  HostsQuery,
+  ProxiesUsageQuery,
+  RangeOrAllQuery,
+  SystemHistoryQuery,
+} from "../schemas/metrics.ts";
+
+const PROJECT = "/api/v1/projects/:id";
+
+const USAGE_FIELDS = "`{requests, successes, failures, success_rate, bytes_sent, " +
+  "bytes_received, avg_latency_ms}`: bytes_sent is client to upstream, bytes_received " +
+  "upstream to client; latency is connect to first byte (or tunnel up), averaged over requests";
+
+const HISTORY_NOTE = "`range` (1h, 6h, 24h, 7d, 30d, 90d; default 24h) back from `end` (now " +
+  "by default), in buckets of `bucket_seconds` (60, 3600, 21600, 86400; the range's default " +
+  "unless given). Minute rows are kept a day, hours a week, six hours 30 days, then days: a " +
+  "width finer than the range's oldest rows is a 422. Empty buckets are zeros. A window " +
+  "ending now adds the live counts to its last bucket.";
+
+export function metricsRoutes(deps: ApiDeps): Route[] {
+  const live = new LiveWindows({
+    redis: deps.redis,
+    keys: deps.keys,
+    logger: deps.logger,
+    deadlineMs: deps.settings.redisRequestTimeoutMs,
+  });
+  const usage = new UsageReader({ database: deps.database, live });
+  const project = new ProjectUsage({
+    database: deps.database,
+    redis: deps.redis,
+    keys: deps.keys,
+    logger: deps.logger,
+    deadlineMs: deps.settings.redisRequestTimeoutMs,
+    usage,
+  });
+  const rangeWindow = (range: string) =>
+    range === "all" ? undefined : windowOf(range as RangeName, undefined, undefined);
+
+  return [
+    defineRoute({
+      method: "get",
+      path: `${PROJECT}/metrics`,
+      tag: "metrics",
+      summary: "A project's all-time usage and its pool as it stands",
+      description: `\`usage\` is ${USAGE_FIELDS}, all-time (kept past the history's ` +
+        "retention), with the live counts added; `live_included` is false when Redis did " +
+        "not answer (the flushed totals alone). `pool` counts the proxies by status and " +
+        "those resting in a rate-limit quarantine now (null without Redis).",
+      access: UserRole.viewer,
+      responses: { 200: "`{usage, live_included, pool: {total, by_status, quarantined}}`" },
+      async handler({ c, params }) {
+        await getProject(deps, params.id);
+        const totals = await usage.total("project", params.id);
+        return c.json({ ...totals, pool: await project.pool(params.id) });
+      },
+    }),
+    defineRoute({
+      method: "get",
+      path: `${PROJECT}/metrics/history`,
+      tag: "metrics",
+      summary: "A project's usage over time",
+      description: HISTORY_NOTE,
+      access: UserRole.viewer,
+      query: HistoryQuery,
+      responses: {
+        200: "`{range, bucket_seconds, from, to, live_included, points: [{t, ...usage}]}`",
+      },
+      async handler({ c, params, query }) {
+        const window = windowOf(query.range as RangeName, query.bucket_seconds, query.end);
+        await getProject(deps, params.id);
+        return c.json(await usage.series("project", params.id, window));
+      },
+    }),
+    defineRoute({
+      method: "get",
+      path: `${PROJECT}/metrics/connectors`,
+      tag: "metrics",
+      summary: "The traffic split across a project's connectors",
+      description: "Per connector, over `range` (1h to 90d, or all; default 24h): its usage, " +
+        "its share of the requests and bytes, and the share its weight gives it among the " +
+        "connectors that can take requests (enabled, with a healthy proxy); " +
+        "`excluded_reason` says why one takes none. `cost` is its bytes both ways in decimal " +
+        "GB times its traffic_config.price_per_gb.",
+      access: UserRole.viewer,
+      query: RangeOrAllQuery,
+      responses: { 200: "`{range, items: [...]}`" },
+      async handler({ c, params, query }) {
+        const window = rangeWindow(query.range);
+        await getProject(deps, params.id);
+        return c.json({ range: query.range, items: await project.split(params.id, window) });
+      },
+    }),
+    defineRoute({
+      method: "get",
+      path: `${PROJECT}/metrics/proxies`,
+      tag: "metrics",
+      summary: "A project's proxies by their all-time usage, a page at a time",
+      description: "Ordered by `order` (requests, failures or bytes; the flushed totals), " +
+        "filtered by `connector_id`. Each row's usage has the live counts added.",
+      access: UserRole.viewer,
+      query: ProxiesUsageQuery,
+      responses: { 200: "`{items, total, page, page_size, live_included}`" },
+      async handler({ c, params, query }) {
+        await getProject(deps, params.id);
+        const page = await project.proxies(params.id, {
+          connectorId: query.connector_id,
+          order: query.order,
+          limit: query.page_size,
+          offset: (query.page - 1) * query.page_size,
+        });
+        return c.json({
+          items: page.items,
+          total: page.total,
+          page: query.page,
+          page_size: query.page_size,
+          live_included: page.liveIncluded,
+        });
+      },
+    }),
+    defineRoute({
+      method: "get",
+      path: `${PROJECT}/metrics/hosts`,
+      tag: "metrics",
+      summary: "A project's destination hosts, most requested first",
+      description: "Over `range` (1h to 90d, or all; default 24h), filtered by `connector_id` " +
+        "and `search` (part of a host name), paged. From the flushed history only: up to " +
+        "one flush interval behind. Hosts past a gateway's cap per window are counted under " +
+        "`(other)`.",
+      access: UserRole.viewer,
+      query: HostsQuery,
+      responses: { 200: "`{range, items: [{host, ...usage}], total, page, page_size}`" },
+      async handler({ c, params, query }) {
+        const window = rangeWindow(query.range);
+        await getProject(deps, params.id);
+        const page = await usage.hosts(params.id, window, {
+          connectorId: query.connector_id,
+          search: query.search,
+          limit: query.page_size,
+          offset: (query.page - 1) * query.page_size,
+        });
+        return c.json({
+          range: query.range,
+          items: page.items,
+          total: page.total,
+          page: query.page,
+          page_size: query.page_size,
+        });
+      },
+    }),
+    defineRoute({
+      method: "get",
+      path: `${PROJECT}/metrics/hosts/history`,
+      tag: "metrics",
+      summary: "Usage over time of up to 12 destination hosts of a project",
+      description: `\`hosts\` is a comma-separated list. ${HISTORY_NOTE} Hosts are read ` +
+        "from the flushed history only.",
+      access: UserRole.viewer,
+      query: HostHistoryQuery,
+      responses: { 200: "`{items: [{host, series}]}`" },
+      async handler({ c, params, query }) {
+        const window = windowOf(query.range as RangeName, query.bucket_seconds, query.end);
+        await getProject(deps, params.id);
+        return c.json({ items: await usage.hostSeries(params.id, query.hosts, window) });
+      },
+    }),
+    defineRoute({
+      method: "get",
+      path: `${PROJECT}/connectors/:cid/metrics`,
+      tag: "metrics",
+      summary: "A connector's usage over everything retained",
+      description: `\`usage\` is ${USAGE_FIELDS}: its history summed (which outlives its ` +
+        "proxies, to the project's metrics_retention_days), with the live counts added.",
+      access: UserRole.viewer,
+      responses: { 200: "`{usage, live_included}`" },
+      async handler({ c, params }) {
+        await getConnector(deps, params.id, params.cid);
+        return c.json(await usage.total("connector", params.cid));
+      },
+    }),
+    defineRoute({
+      method: "get",
+      path: `${PROJECT}/connectors/:cid/metrics/history`,
+      tag: "metrics",
+      summary: "A connector's usage over time",
+      description: HISTORY_NOTE,
+      access: UserRole.viewer,
+      query: HistoryQuery,
+      responses: { 200: "The series" },
+      async handler({ c, params, query }) {
+        const window = windowOf(query.range as RangeName, query.bucket_seconds, query.end);
+        await getConnector(deps, params.id, params.cid);
+        return c.json(await usage.series("connector", params.cid, window));
+      },
+    }),
+    defineRoute({
+      method: "get",
+      path: `${PROJECT}/proxies/:pid/metrics`,
+      tag: "metrics",
+      summary: "A proxy's all-time usage",
+      description: `\`usage\` is ${USAGE_FIELDS}, all-time, with the live counts added.`,
+      access: UserRole.viewer,
+      responses: { 200: "`{usage, live_included}`" },
+      async handler({ c, params }) {
+        await getProxy(deps, params.id, params.pid);
+        return c.json(await usage.total("proxy", params.pid));
+      },
+    }),
+    defineRoute({
+      method: "get",
+      path: `${PROJECT}/proxies/:pid/metrics/history`,
+      tag: "metrics",
+      summary: "A proxy's usage over time",
+      description: HISTORY_NOTE,
+      access: UserRole.viewer,
+      query: HistoryQuery,
+      responses: { 200: "The series" },
+      async handler({ c, params, query }) {
+        const window = windowOf(query.range as RangeName, query.bucket_seconds, query.end);
+        await getProxy(deps, params.id, params.pid);
+        return c.json(await usage.series("proxy", params.pid, window));
+      },
+    }),
+    defineRoute({
+      method: "get",
+      path: `${PROJECT}/failures`,
+      tag: "metrics",
+      summary: "What a project's failed requests failed of",
+      description: "Over `range` (default 24h), from the flushed failure counts: every " +
+        "failure kind (refusals of the gateway's own and failed attempts through a proxy), " +
+        "by connector and by what the upstream itself answered. Works without Redis.",
+      access: UserRole.viewer,
+      query: FailuresQuery,
+      responses: { 200: "`{range, from, to, total, by_kind, rows}`" },
+      async handler({ c, params, query }) {
+        const window = windowOf(query.range as RangeName, undefined, undefined);
+        await getProject(deps, params.id);
+        return c.json(
+          await failureSummary(deps.database, params.id, window, query.connector_id),
+        );
+      },
+    }),
+    defineRoute({
+      method: "get",
+      path: `${PROJECT}/failures/examples`,
+      tag: "metrics",
+      summary: "Recent examples of a project's failed requests, newest first",
+      description: "A sample: each gateway keeps a few distinct examples per project and kind " +
+        "every few seconds, the last 100 or so per kind. Messages carry no credentials and " +
+        "no URL queries. Filter by `kind` and `connector_id`; page with `cursor` (the " +
+        "previous page's `next_cursor`). Needs Redis (503 without it).",
+      access: UserRole.viewer,
+      query: FailureExamplesQuery,
+      responses: { 200: "`{items, next_cursor}`" },
+      async handler({ c, params, query }) {
+        await getProject(deps, params.id);
+        return c.json(
+          await failureExamples(
+            deps.redis,
+            deps.keys,
+            deps.settings.redisRequestTimeoutMs,
+            params.id,
+            {
+              kind: query.kind,
+              connectorId: query.connector_id,
+              limit: query.limit,
+              cursor: query.cursor,
+            },
+          ),
+        );
+      },
+    }),
+    defineRoute({
+      method: "get",
+      path: "/api/v1/system/stats/history",
+      tag: "system",
+      summary: "The system readings over time",
+      description: "The snapshot job's readings (database and table sizes, Redis memory and " +
+        "keys, counts of projects, connectors and proxies by status), averaged per bucket " +
+        "over `range` (1h, 24h, 7d, 30d, 90d; default 24h).",
+      access: UserRole.admin,
+      query: SystemHistoryQuery,
+      responses: { 200: "`{range, bucket_seconds, points}`" },
+      async handler({ c, query }) {
+        return c.json(await systemHistory(deps.database, query.range));
+      },
+    }),
+  ];
+}
