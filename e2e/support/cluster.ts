@@ -386,6 +386,11 @@ export class Cluster {
   // -------------------------------------------------------------------------------------------
   // The stores, read directly.
 
+  /** The cluster's database, through the test's own connection. */
+  get sql(): postgres.Sql {
+    return this.#sql;
+  }
+
   async proxyRow(id: string): Promise<ProxyRow> {
     const [row] = await this.#sql<ProxyRow[]>`
       select status, status_changed_at from proxies where id = ${id}`;
