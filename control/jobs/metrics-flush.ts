@@ -6,9 +6,9 @@
  * 1. Recorded already? A delivery whose flush is in metric_flushes only deletes its staging
  *    hash: it takes nothing, so no window is taken under an id that can no longer commit.
  * 2. Take: every listed window moves into the staging hash, each in one script step.
- * 3. Commit: the staging hash is read back in pages; the taken proxies' statuses are read on
- *    their own; then one transaction records the flush first and writes the history and totals
- *    (another delivery that committed first leaves this one writing nothing).
+ * 3. Commit: one transaction records the flush first (another delivery that committed first
+ *    leaves this one writing nothing), then reads the staging hash back a page of 1,000 at a
+ *    time and writes each page's windows into the history and the totals.
  * 4. Clear: the staging hash is deleted.
  *
  * A give-up (the delivery after the last) clears a committed flush, and hands an uncommitted
@@ -21,13 +21,11 @@ import { translatePostgresError } from "../../db/errors.ts";
 import type { RedisKeys } from "../../shared/redis-keys.ts";
 import { JobKind } from "../../shared/roles.ts";
 import type { Logger } from "../core/logging.ts";
-import { FlushRows } from "../metrics/flush-rows.ts";
 import {
   commitFlush,
   type CommitResult,
   flushBucket,
   flushRecorded,
-  proxyStatuses,
 } from "../metrics/history-writer.ts";
 import { FlushStaging, type TakeStats } from "../metrics/staging.ts";
 import type { Job, WorkBatch } from "./job.ts";
@@ -72,32 +70,28 @@ export class MetricsFlushJob implements Job {
       return { flushId, result: "recorded", windows: 0, unreadable: 0 };
     }
     const take = await this.#staging.take(flushId, signal);
-    const rows = new FlushRows();
-    for await (const page of this.#staging.read(flushId, signal)) {
-      for (const window of page) rows.add(window);
+    if (await this.#staging.size(flushId) === 0) {
+      // Nothing taken, nothing staged by an earlier delivery: nothing to record.
+      await this.#staging.clear(flushId);
+      return { flushId, result: "empty", take, windows: 0, unreadable: 0 };
     }
-    if (rows.unreadable > 0) {
+    signal?.throwIfAborted();
+    const commit = await this.#postgres(() =>
+      commitFlush(sql, flushId, flushBucket(flushId), this.#staging.read(flushId, signal))
+    );
+    if (commit.unreadable > 0) {
       this.#o.logger.warn(
-        { flush: flushId, unreadable: rows.unreadable },
+        { flush: flushId, unreadable: commit.unreadable },
         "Metric windows this release cannot read were dropped",
       );
     }
-    if (rows.windows === 0) {
-      await this.#staging.clear(flushId);
-      return { flushId, result: "empty", take, windows: 0, unreadable: rows.unreadable };
-    }
-    const statuses = await this.#postgres(() => proxyStatuses(sql, rows.proxies.ids));
-    signal?.throwIfAborted();
-    const commit = await this.#postgres(() =>
-      commitFlush(sql, flushId, flushBucket(flushId), rows, statuses)
-    );
     await this.#staging.clear(flushId);
     const outcome: FlushOutcome = {
       flushId,
       result: commit.committed ? "committed" : "lost",
       take,
-      windows: rows.windows,
-      unreadable: rows.unreadable,
+      windows: commit.windows,
+      unreadable: commit.unreadable,
       written: commit.written,
     };
     this.#o.logger.debug({ ...outcome }, "Metrics flushed");

@@ -1,13 +1,13 @@
 /**
- * The metrics flush's Postgres side: whether a flush committed, the taken proxies' statuses,
- * and the commit itself: one transaction that records the flush first (a second delivery
+ * The metrics flush's Postgres side: whether a flush committed, and the commit itself: one transaction that records the flush first (a second delivery
  * finds it and writes nothing), then one multi-row insert per history table with the same
  * windows added to the running totals. Each table's windows are inserted with one parent
  * lookup, taking the FOR KEY SHARE lock a foreign key check would take, only earlier, so a
  * window whose parent was removed is dropped rather than failing the flush.
  */
 import type postgres from "postgres";
-import type { EntityRows, FailureRows, FlushRows, HostRows } from "./flush-rows.ts";
+import { type EntityRows, type FailureRows, FlushRows, type HostRows } from "./flush-rows.ts";
+import type { StagedWindow } from "./staging.ts";
 
 type Sql = postgres.Sql;
 type TxSql = postgres.TransactionSql;
@@ -27,46 +27,54 @@ export async function flushRecorded(sql: Sql, flushId: string): Promise<boolean>
   return rows.length > 0;
 }
 
-/** Each taken proxy's status now, for its history row (read in a transaction of its own). */
-export async function proxyStatuses(
-  sql: Sql,
-  ids: readonly string[],
-): Promise<Map<string, string>> {
-  const statuses = new Map<string, string>();
-  if (ids.length === 0) return statuses;
-  const rows = await sql<{ id: string; status: string }[]>`
-    select id::text, status from proxies where id = any(${ids as string[]}::uuid[])`;
-  for (const row of rows) statuses.set(row.id, row.status);
-  return statuses;
-}
-
 export interface CommitResult {
   /** False: another delivery of this flush committed it already; nothing written. */
   committed: boolean;
+  /** Windows read back from the staging hash. */
+  windows: number;
+  /** Windows whose key this release cannot read: dropped. */
+  unreadable: number;
   /** History rows written per table (windows of removed parents are dropped). */
   written: Record<"proxies" | "projects" | "connectors" | "hosts" | "failures", number>;
 }
 
-/** Records the flush and writes its windows, in one transaction. */
+/**
+ * Records the flush and writes its windows, in one transaction, a page of the staging hash at
+ * a time (one multi-row insert per table and page), so a worker holds one page of windows at
+ * once however many the flush took. Each proxy's history row records the status its parent
+ * lookup reads.
+ */
 export async function commitFlush(
   sql: Sql,
   flushId: string,
   bucketStart: Date,
-  rows: FlushRows,
-  statuses: ReadonlyMap<string, string>,
+  pages: AsyncIterable<readonly StagedWindow[]>,
 ): Promise<CommitResult> {
   return await sql.begin(async (tx) => {
+    const result: CommitResult = {
+      committed: false,
+      windows: 0,
+      unreadable: 0,
+      written: { proxies: 0, projects: 0, connectors: 0, hosts: 0, failures: 0 },
+    };
     const recorded = await tx`
       insert into metric_flushes (flush_id) values (${flushId})
       on conflict do nothing returning flush_id`;
-    const written = { proxies: 0, projects: 0, connectors: 0, hosts: 0, failures: 0 };
-    if (recorded.length === 0) return { committed: false, written };
-    written.proxies = await insertProxies(tx, bucketStart, rows.proxies, statuses);
-    written.projects = await insertProjects(tx, bucketStart, rows.projects);
-    written.connectors = await insertConnectors(tx, bucketStart, rows.connectors);
-    written.hosts = await insertHosts(tx, bucketStart, rows.hosts);
-    written.failures = await insertFailures(tx, bucketStart, rows.failures);
-    return { committed: true, written };
+    if (recorded.length === 0) return result;
+    result.committed = true;
+    const written = result.written;
+    for await (const page of pages) {
+      const rows = new FlushRows();
+      for (const window of page) rows.add(window);
+      result.windows += rows.windows;
+      result.unreadable += rows.unreadable;
+      written.proxies += await insertProxies(tx, bucketStart, rows.proxies);
+      written.projects += await insertProjects(tx, bucketStart, rows.projects);
+      written.connectors += await insertConnectors(tx, bucketStart, rows.connectors);
+      written.hosts += await insertHosts(tx, bucketStart, rows.hosts);
+      written.failures += await insertFailures(tx, bucketStart, rows.failures);
+    }
+    return result;
   }) as CommitResult;
 }
 
@@ -82,29 +90,23 @@ function transfers(rows: EntityRows | HostRows) {
   ];
 }
 
-async function insertProxies(
-  tx: TxSql,
-  bucket: Date,
-  rows: EntityRows,
-  statuses: ReadonlyMap<string, string>,
-): Promise<number> {
+async function insertProxies(tx: TxSql, bucket: Date, rows: EntityRows): Promise<number> {
   const at = bucket.toISOString();
   if (rows.ids.length === 0) return 0;
-  const status = rows.ids.map((id) => statuses.get(id) ?? null);
   const [requests, successes, failures, sent, received, latency] = transfers(rows);
   const result = await tx`
     with w as (
       select * from unnest(
-        ${rows.ids}::uuid[], ${status as string[]}::text[], ${requests}::bigint[],
-        ${successes}::bigint[], ${failures}::bigint[], ${sent}::bigint[], ${received}::bigint[],
-        ${latency}::float8[]
-      ) as w(id, status, requests, successes, failures, bytes_sent, bytes_received, latency)
+        ${rows.ids}::uuid[], ${requests}::bigint[], ${successes}::bigint[],
+        ${failures}::bigint[], ${sent}::bigint[], ${received}::bigint[], ${latency}::float8[]
+      ) as w(id, requests, successes, failures, bytes_sent, bytes_received, latency)
     ), parent as (
-      select p.id, p.project_id from proxies p where p.id in (select id from w) for key share
+      select p.id, p.project_id, p.status from proxies p where p.id in (select id from w)
+      for key share
     ), history as (
       insert into proxy_metrics (project_id, proxy_id, status, bucket_start, bucket_seconds,
         requests, successes, failures, bytes_sent, bytes_received, latency_sum_ms)
-      select parent.project_id, w.id, w.status, ${at}::timestamptz, ${FLUSH_BUCKET_SECONDS}, w.requests,
+      select parent.project_id, w.id, parent.status, ${at}::timestamptz, ${FLUSH_BUCKET_SECONDS}, w.requests,
         w.successes, w.failures, w.bytes_sent, w.bytes_received, w.latency
       from w join parent on parent.id = w.id
       returning 1

@@ -141,6 +141,11 @@ export class FlushStaging {
     return { kind, keyText: windowKey.slice(prefix.length), values };
   }
 
+  /** How many windows the flush's staging hash holds. */
+  async size(flushId: string): Promise<number> {
+    return await this.#redis.hlen(this.#keys.metricsTaken(flushId));
+  }
+
   /** Deletes the staging hash: the flush committed (or another delivery did). */
   async clear(flushId: string): Promise<void> {
     await this.#redis.del(this.#keys.metricsTaken(flushId));

@@ -17,6 +17,7 @@ import { feedSuite } from "./feed.ts";
 import { gatewayCoreSuite } from "./gateway-core.ts";
 import { healthSuite } from "./health.ts";
 import { memorySuite } from "./memory.ts";
+import { metricsSuite } from "./metrics.ts";
 import { producersSuite } from "./producers.ts";
 import { throughputSuite } from "./throughput.ts";
 import { formatNumber, passes, type Row, type Suite } from "./suite.ts";
@@ -29,6 +30,7 @@ export const SUITES: readonly Suite[] = [
   memorySuite,
   producersSuite,
   healthSuite,
+  metricsSuite,
 ];
 
 interface Line {

@@ -10,8 +10,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { MetricsFlushJob } from "../../control/jobs/metrics-flush.ts";
-import { commitFlush, flushBucket, proxyStatuses } from "../../control/metrics/history-writer.ts";
-import { FlushRows } from "../../control/metrics/flush-rows.ts";
+import { commitFlush, flushBucket } from "../../control/metrics/history-writer.ts";
 import { FlushStaging } from "../../control/metrics/staging.ts";
 import { findFreePort, LocalPostgres } from "../../scripts/local-stores.ts";
 import { StoreUnavailableError } from "../../shared/errors.ts";
@@ -211,15 +210,7 @@ describe("the metrics flush", () => {
       ),
     ).toBe(1);
     // Committing the staged hash alone writes the first transfers only.
-    const rows = new FlushRows();
-    for await (const page of staging.read(flushId)) for (const w of page) rows.add(w);
-    await commitFlush(
-      bed.database.sql,
-      flushId,
-      flushBucket(flushId),
-      rows,
-      await proxyStatuses(bed.database.sql, rows.proxies.ids),
-    );
+    await commitFlush(bed.database.sql, flushId, flushBucket(flushId), staging.read(flushId));
     await staging.clear(flushId);
     await expectHistory(project, first);
     expect((await job().flush(entryId(Date.now() + 3))).result).toBe("committed");
@@ -259,9 +250,7 @@ describe("the metrics flush", () => {
     // A delivery committed and died before its clear.
     const staging = new FlushStaging({ redis: bed.redis, keys: bed.keys });
     await staging.take(flushId);
-    const rows = new FlushRows();
-    for await (const page of staging.read(flushId)) for (const w of page) rows.add(w);
-    await commitFlush(bed.database.sql, flushId, flushBucket(flushId), rows, new Map());
+    await commitFlush(bed.database.sql, flushId, flushBucket(flushId), staging.read(flushId));
     expect(await bed.redis.exists(bed.keys.metricsTaken(flushId))).toBe(1);
     await job().giveUp({ ids: [flushId], keys: ["all"], deliveries: 6 });
     expect(await bed.redis.exists(bed.keys.metricsTaken(flushId))).toBe(0);
