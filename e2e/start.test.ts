@@ -104,6 +104,9 @@ describe("npm start", () => {
     const output = start.stdout.join("\n");
     expect(output).toContain(`http://127.0.0.1:${ports.api}/`);
     expect(output).toContain(`admin / ${secrets.admin_password}`);
+    // It claims no dashboard.
+    expect(output).not.toMatch(/dashboard and/i);
+    expect(output).toContain("no dashboard yet");
 
     const response = await login(secrets.admin_password);
     expect(response.status).toBe(200);

@@ -428,7 +428,7 @@ async function main(): Promise<void> {
     : `${adminUsername} (password kept in ${shown(secretsPath)})`;
   say("");
   say("  Octoprox is running.");
-  say(`    Dashboard and API   ${url}`);
+  say(`    API                 ${url}api/v1   (no dashboard yet: ${url} is a placeholder)`);
   say(
     `    Proxy (HTTP)        http://<project username>:<password>@127.0.0.1:${gatewaySettings.proxyPort}`,
   );

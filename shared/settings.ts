@@ -110,6 +110,14 @@ function flag(defaultValue: boolean) {
   );
 }
 
+/**
+ * A setting of the spec whose job this release does not run yet: setting it stops the process,
+ * rather than being accepted and doing nothing.
+ */
+function unavailable(why: string) {
+  return v.optional(v.never(`is not available in this release (${why}); unset it`));
+}
+
 const LOG_LEVELS = ["trace", "debug", "info", "warn", "error", "fatal", "silent"] as const;
 
 const jobKindList = v.optional(
@@ -183,9 +191,7 @@ const controlFields = {
   // health batch slot waits on a hung proxy, so a worker checks about 10 x this / timeout_s a
   // second: 1000 gives ~330/s at the 30 s timeout (npm run bench -- health; docs/jobs.md).
   OCTOPROX_HEALTH_CHECK_CONCURRENCY: integer(1000, 1, 10_000),
-  OCTOPROX_IP_REFRESH_INTERVAL: seconds(3600, 1),
   OCTOPROX_METRICS_FLUSH_INTERVAL: seconds(60, 1),
-  OCTOPROX_SCALE_INTERVAL: seconds(30, 1),
   OCTOPROX_COMPACTION_INTERVAL: seconds(3600, 1),
   OCTOPROX_SYSTEM_METRICS_INTERVAL: v.optional(
     v.pipe(
@@ -197,8 +203,6 @@ const controlFields = {
     ),
     "300",
   ),
-  OCTOPROX_GEO_UPDATER_INTERVAL: seconds(3600, 1),
-  OCTOPROX_TUNNEL_STATUS_INTERVAL: seconds(10, 1),
   OCTOPROX_INDEX_HYGIENE_INTERVAL: seconds(60, 1),
   OCTOPROX_CONTROLLER_LEASE_TTL: seconds(30, 1, 3600),
   OCTOPROX_CONTROLLER_LEASE_REFRESH: seconds(2, 0.05, 600),
@@ -207,6 +211,11 @@ const controlFields = {
   OCTOPROX_RECLAIM_INTERVAL: seconds(20, 0.05, 3600),
   OCTOPROX_MAX_DELIVERIES: integer(5, 1, 100),
   OCTOPROX_STOP_GRACE: seconds(30, 0, 600),
+  // The periods of jobs that have no handler yet: refused until their job runs.
+  OCTOPROX_IP_REFRESH_INTERVAL: unavailable("no sync job runs yet"),
+  OCTOPROX_SCALE_INTERVAL: unavailable("no scale job runs yet"),
+  OCTOPROX_GEO_UPDATER_INTERVAL: unavailable("no geo_update job runs yet"),
+  OCTOPROX_TUNNEL_STATUS_INTERVAL: unavailable("no tunnel_last_seen job runs yet"),
 };
 
 const gatewayFields = {
@@ -266,13 +275,9 @@ export const ControlSettingsSchema = v.pipe(
     healthCheckIntervalMs: e.OCTOPROX_HEALTH_CHECK_INTERVAL,
     healthCheckTimeoutMs: e.OCTOPROX_HEALTH_CHECK_TIMEOUT,
     healthCheckConcurrency: e.OCTOPROX_HEALTH_CHECK_CONCURRENCY,
-    ipRefreshIntervalMs: e.OCTOPROX_IP_REFRESH_INTERVAL,
     metricsFlushIntervalMs: e.OCTOPROX_METRICS_FLUSH_INTERVAL,
-    scaleIntervalMs: e.OCTOPROX_SCALE_INTERVAL,
     compactionIntervalMs: e.OCTOPROX_COMPACTION_INTERVAL,
     systemMetricsIntervalMs: e.OCTOPROX_SYSTEM_METRICS_INTERVAL,
-    geoUpdaterIntervalMs: e.OCTOPROX_GEO_UPDATER_INTERVAL,
-    tunnelStatusIntervalMs: e.OCTOPROX_TUNNEL_STATUS_INTERVAL,
     indexHygieneIntervalMs: e.OCTOPROX_INDEX_HYGIENE_INTERVAL,
     controllerLeaseTtlMs: e.OCTOPROX_CONTROLLER_LEASE_TTL,
     controllerLeaseRefreshMs: e.OCTOPROX_CONTROLLER_LEASE_REFRESH,
