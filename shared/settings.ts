@@ -181,6 +181,17 @@ const controlFields = {
   OCTOPROX_DEFAULT_STRATEGY: oneOf(STRATEGIES, "round_robin"),
   OCTOPROX_WORKER_JOBS: jobKindList,
   OCTOPROX_ECHO_URL: v.optional(urlWithSchemes(["http", "https"], "HTTP")),
+  OCTOPROX_PUBLIC_URL: v.optional(
+    v.pipe(
+      urlWithSchemes(["http", "https"], "HTTP"),
+      v.check((value) => {
+        // Runs after a failed scheme check too: an unparsable value is that check's to name.
+        if (!URL.canParse(value)) return true;
+        const url = new URL(value);
+        return url.search === "" && url.hash === "";
+      }, "must be the api's address alone, without a query or fragment (http://203.0.113.5:8000)"),
+    ),
+  ),
   // The spec's intervals and timings, with its defaults.
   OCTOPROX_HEARTBEAT_INTERVAL: seconds(5, 0.1, 3600),
   OCTOPROX_RECONCILE_INTERVAL: seconds(3600, 1),
@@ -269,6 +280,7 @@ export const ControlSettingsSchema = v.pipe(
     defaultStrategy: e.OCTOPROX_DEFAULT_STRATEGY as Strategy,
     workerJobs: e.OCTOPROX_WORKER_JOBS,
     echoUrl: e.OCTOPROX_ECHO_URL,
+    publicUrl: e.OCTOPROX_PUBLIC_URL,
     heartbeatIntervalMs: e.OCTOPROX_HEARTBEAT_INTERVAL,
     reconcileIntervalMs: e.OCTOPROX_RECONCILE_INTERVAL,
     feedCompileIntervalMs: e.OCTOPROX_FEED_COMPILE_INTERVAL,
