@@ -1,13 +1,18 @@
 /**
  * `npm start`: a whole single instance from a clone. Local Postgres and Redis in the data folder
  * when no store is configured, the secrets generated once and kept there, then the control
- * process (role `all`) as a child, its output forwarded, and a banner with the address and the
- * first admin's login once it is ready. Ctrl-C stops the children, then the local stores (their
- * data kept). A child that dies stops everything, and the script exits non-zero.
+ * process (role `all`) as a child, its output forwarded, and a banner with the address, the
+ * first admin's login and where health checks go once it is ready. Ctrl-C stops the children,
+ * then the local stores (their data kept). A child that dies stops everything, and the script
+ * exits non-zero.
  *
  * Settings: every OCTOPROX_* variable passes through to the children. Of its own, it reads
  * OCTOPROX_DATA_DIR (default ./data), OCTOPROX_LOCAL_POSTGRES_PORT and
  * OCTOPROX_LOCAL_REDIS_PORT (the local stores' ports, otherwise chosen once and remembered).
+ *
+ * Health checks are left to the settings (the public echo unless OCTOPROX_PUBLIC_URL or
+ * OCTOPROX_ECHO_URL says otherwise), never this machine's loopback: the proxies may run on other
+ * machines, where 127.0.0.1 is their own. The banner says which echo they ask.
  */
 import { type ChildProcess, execFile, spawn } from "node:child_process";
 import { createHash, randomBytes } from "node:crypto";
@@ -20,6 +25,13 @@ import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
 import { errorText } from "../shared/errors.ts";
 import { parseControlSettings, parseGatewaySettings, SettingsError } from "../shared/settings.ts";
+import {
+  EchoSource,
+  type HealthEcho,
+  healthEcho,
+  healthEchoReason,
+  LOOPBACK_NOTE,
+} from "../control/jobs/health-echo.ts";
 import { DENO_BIN, DENO_ENV, gatewayRunArgs } from "./gateway-command.ts";
 import { ensureStorePackages, findFreePort, LocalPostgres, LocalRedis } from "./local-stores.ts";
 
@@ -332,6 +344,7 @@ async function main(): Promise<void> {
   // in below, so placeholders stand in for them here.
   let apiPort: number;
   let adminUsername: string;
+  let echo: HealthEcho;
   try {
     const settings = parseControlSettings({
       OCTOPROX_DATABASE_URL: "postgres://placeholder/octoprox",
@@ -343,6 +356,7 @@ async function main(): Promise<void> {
     });
     apiPort = settings.apiPort;
     adminUsername = settings.adminUsername;
+    echo = healthEcho(settings);
   } catch (error) {
     if (error instanceof SettingsError) fail(error.message, 2);
     throw error;
@@ -428,7 +442,7 @@ async function main(): Promise<void> {
     : `${adminUsername} (password kept in ${shown(secretsPath)})`;
   say("");
   say("  Octoprox is running.");
-  say(`    Dashboard and API   ${url}`);
+  say(`    API                 ${url}api/v1   (no dashboard yet: ${url} is a placeholder)`);
   say(
     `    Proxy (HTTP)        http://<project username>:<password>@127.0.0.1:${gatewaySettings.proxyPort}`,
   );
@@ -438,6 +452,15 @@ async function main(): Promise<void> {
     );
   }
   say(`    First admin         ${login}`);
+  // Where the checks go decides whether any proxy on another machine can pass them.
+  say(`    Health checks       ask ${echo.url} through each proxy (${healthEchoReason(echo)})`);
+  if (echo.loopback) say(`                        ${LOOPBACK_NOTE}`);
+  if (echo.source === EchoSource.publicEcho) {
+    say(
+      `                        to check against this install's /echo instead, set ` +
+        `OCTOPROX_PUBLIC_URL=http://<an address of this machine the proxies reach>:${apiPort}`,
+    );
+  }
   say(`    Data                ${shown(dataDir)}`);
   say("    Stop                Ctrl-C");
   say("");

@@ -110,6 +110,14 @@ function flag(defaultValue: boolean) {
   );
 }
 
+/**
+ * A setting of the spec whose job this release does not run yet: setting it stops the process,
+ * rather than being accepted and doing nothing.
+ */
+function unavailable(why: string) {
+  return v.optional(v.never(`is not available in this release (${why}); unset it`));
+}
+
 const LOG_LEVELS = ["trace", "debug", "info", "warn", "error", "fatal", "silent"] as const;
 
 const jobKindList = v.optional(
@@ -173,6 +181,17 @@ const controlFields = {
   OCTOPROX_DEFAULT_STRATEGY: oneOf(STRATEGIES, "round_robin"),
   OCTOPROX_WORKER_JOBS: jobKindList,
   OCTOPROX_ECHO_URL: v.optional(urlWithSchemes(["http", "https"], "HTTP")),
+  OCTOPROX_PUBLIC_URL: v.optional(
+    v.pipe(
+      urlWithSchemes(["http", "https"], "HTTP"),
+      v.check((value) => {
+        // Runs after a failed scheme check too: an unparsable value is that check's to name.
+        if (!URL.canParse(value)) return true;
+        const url = new URL(value);
+        return url.search === "" && url.hash === "";
+      }, "must be the api's address alone, without a query or fragment (http://203.0.113.5:8000)"),
+    ),
+  ),
   // The spec's intervals and timings, with its defaults.
   OCTOPROX_HEARTBEAT_INTERVAL: seconds(5, 0.1, 3600),
   OCTOPROX_RECONCILE_INTERVAL: seconds(3600, 1),
@@ -183,9 +202,7 @@ const controlFields = {
   // health batch slot waits on a hung proxy, so a worker checks about 10 x this / timeout_s a
   // second: 1000 gives ~330/s at the 30 s timeout (npm run bench -- health; docs/jobs.md).
   OCTOPROX_HEALTH_CHECK_CONCURRENCY: integer(1000, 1, 10_000),
-  OCTOPROX_IP_REFRESH_INTERVAL: seconds(3600, 1),
   OCTOPROX_METRICS_FLUSH_INTERVAL: seconds(60, 1),
-  OCTOPROX_SCALE_INTERVAL: seconds(30, 1),
   OCTOPROX_COMPACTION_INTERVAL: seconds(3600, 1),
   OCTOPROX_SYSTEM_METRICS_INTERVAL: v.optional(
     v.pipe(
@@ -199,8 +216,6 @@ const controlFields = {
   ),
   // Days system readings are kept; 0 keeps them.
   OCTOPROX_SYSTEM_METRICS_RETENTION_DAYS: integer(90, 0, 36_500),
-  OCTOPROX_GEO_UPDATER_INTERVAL: seconds(3600, 1),
-  OCTOPROX_TUNNEL_STATUS_INTERVAL: seconds(10, 1),
   OCTOPROX_INDEX_HYGIENE_INTERVAL: seconds(60, 1),
   OCTOPROX_CONTROLLER_LEASE_TTL: seconds(30, 1, 3600),
   OCTOPROX_CONTROLLER_LEASE_REFRESH: seconds(2, 0.05, 600),
@@ -209,6 +224,11 @@ const controlFields = {
   OCTOPROX_RECLAIM_INTERVAL: seconds(20, 0.05, 3600),
   OCTOPROX_MAX_DELIVERIES: integer(5, 1, 100),
   OCTOPROX_STOP_GRACE: seconds(30, 0, 600),
+  // The periods of jobs that have no handler yet: refused until their job runs.
+  OCTOPROX_IP_REFRESH_INTERVAL: unavailable("no sync job runs yet"),
+  OCTOPROX_SCALE_INTERVAL: unavailable("no scale job runs yet"),
+  OCTOPROX_GEO_UPDATER_INTERVAL: unavailable("no geo_update job runs yet"),
+  OCTOPROX_TUNNEL_STATUS_INTERVAL: unavailable("no tunnel_last_seen job runs yet"),
 };
 
 const gatewayFields = {
@@ -262,20 +282,17 @@ export const ControlSettingsSchema = v.pipe(
     defaultStrategy: e.OCTOPROX_DEFAULT_STRATEGY as Strategy,
     workerJobs: e.OCTOPROX_WORKER_JOBS,
     echoUrl: e.OCTOPROX_ECHO_URL,
+    publicUrl: e.OCTOPROX_PUBLIC_URL,
     heartbeatIntervalMs: e.OCTOPROX_HEARTBEAT_INTERVAL,
     reconcileIntervalMs: e.OCTOPROX_RECONCILE_INTERVAL,
     feedCompileIntervalMs: e.OCTOPROX_FEED_COMPILE_INTERVAL,
     healthCheckIntervalMs: e.OCTOPROX_HEALTH_CHECK_INTERVAL,
     healthCheckTimeoutMs: e.OCTOPROX_HEALTH_CHECK_TIMEOUT,
     healthCheckConcurrency: e.OCTOPROX_HEALTH_CHECK_CONCURRENCY,
-    ipRefreshIntervalMs: e.OCTOPROX_IP_REFRESH_INTERVAL,
     metricsFlushIntervalMs: e.OCTOPROX_METRICS_FLUSH_INTERVAL,
-    scaleIntervalMs: e.OCTOPROX_SCALE_INTERVAL,
     compactionIntervalMs: e.OCTOPROX_COMPACTION_INTERVAL,
     systemMetricsIntervalMs: e.OCTOPROX_SYSTEM_METRICS_INTERVAL,
     systemMetricsRetentionDays: e.OCTOPROX_SYSTEM_METRICS_RETENTION_DAYS,
-    geoUpdaterIntervalMs: e.OCTOPROX_GEO_UPDATER_INTERVAL,
-    tunnelStatusIntervalMs: e.OCTOPROX_TUNNEL_STATUS_INTERVAL,
     indexHygieneIntervalMs: e.OCTOPROX_INDEX_HYGIENE_INTERVAL,
     controllerLeaseTtlMs: e.OCTOPROX_CONTROLLER_LEASE_TTL,
     controllerLeaseRefreshMs: e.OCTOPROX_CONTROLLER_LEASE_REFRESH,

@@ -19,6 +19,17 @@ export interface JobSpec {
   keyed: boolean;
 }
 
+/**
+ * The spec's periods of kinds without a handler yet. They are no settings: a setting would be
+ * accepted and do nothing (shared/settings.ts refuses their variables until the handlers exist).
+ */
+const SPEC_PERIOD_MS = {
+  sync: 3_600_000,
+  scale: 30_000,
+  geoUpdate: 3_600_000,
+  tunnelLastSeen: 10_000,
+} as const;
+
 /** Periods are whole seconds, at least one. */
 const wholeSeconds = (ms: number) => Math.max(1, Math.round(ms / 1000)) * 1000;
 
@@ -41,7 +52,7 @@ export const JOB_CATALOGUE: Readonly<Record<JobKind, JobSpec>> = {
     kind: K.sync,
     batchSize: 1,
     concurrency: () => 4,
-    periodMs: (s) => wholeSeconds(s.ipRefreshIntervalMs),
+    periodMs: () => SPEC_PERIOD_MS.sync,
     keyed: true,
   },
   [K.provision]: {
@@ -69,7 +80,7 @@ export const JOB_CATALOGUE: Readonly<Record<JobKind, JobSpec>> = {
     kind: K.scale,
     batchSize: 1,
     concurrency: () => 4,
-    periodMs: (s) => wholeSeconds(s.scaleIntervalMs),
+    periodMs: () => SPEC_PERIOD_MS.scale,
     keyed: true,
   },
   [K.traffic]: {
@@ -105,14 +116,14 @@ export const JOB_CATALOGUE: Readonly<Record<JobKind, JobSpec>> = {
     kind: K.geoUpdate,
     batchSize: 1,
     concurrency: () => 1,
-    periodMs: (s) => wholeSeconds(s.geoUpdaterIntervalMs),
+    periodMs: () => SPEC_PERIOD_MS.geoUpdate,
     keyed: false,
   },
   [K.tunnelLastSeen]: {
     kind: K.tunnelLastSeen,
     batchSize: 1,
     concurrency: () => 1,
-    periodMs: (s) => wholeSeconds(s.tunnelStatusIntervalMs),
+    periodMs: () => SPEC_PERIOD_MS.tunnelLastSeen,
     keyed: false,
   },
   [K.indexHygiene]: {

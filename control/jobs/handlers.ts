@@ -3,11 +3,11 @@
  * kind; a kind joins the producers and the runners once it is listed here.
  */
 import { type JobKind, JobKind as K } from "../../shared/roles.ts";
-import type { ControlSettings } from "../../shared/settings.ts";
 import type { ControlDeps } from "../core/deps.ts";
 import { Semaphore } from "../core/semaphore.ts";
 import { applyStatusChanges } from "../services/proxy-status.ts";
 import { HealthCheckJob } from "./health.ts";
+import { healthEcho } from "./health-echo.ts";
 import { IndexHygieneJob } from "./housekeeping.ts";
 import { MetricsFlushJob } from "./metrics-flush.ts";
 import { CompactionJob } from "./compaction.ts";
@@ -25,11 +25,6 @@ export const HANDLED_KINDS: readonly JobKind[] = [
 /** What a worker's jobs are built from: the process's shared parts. */
 export type JobDeps = ControlDeps;
 
-/** Where workers check proxies against when a connector names no URL of its own. */
-export function echoUrl(settings: ControlSettings): string {
-  return settings.echoUrl ?? `http://127.0.0.1:${settings.apiPort}/echo`;
-}
-
 /** Builds the jobs of the kinds a worker takes that have a handler. */
 export function buildJobs(kinds: readonly JobKind[], deps: JobDeps): Job[] {
   const jobs: Job[] = [];
@@ -43,7 +38,7 @@ export function buildJobs(kinds: readonly JobKind[], deps: JobDeps): Job[] {
             keys: deps.keys,
             logger: deps.logger.child({ job: kind }),
             writeStatuses: (changes) => applyStatusChanges(deps, changes),
-            echoUrl: echoUrl(deps.settings),
+            echoUrl: healthEcho(deps.settings).url,
             timeoutMs: deps.settings.healthCheckTimeoutMs,
             probes: new Semaphore(deps.settings.healthCheckConcurrency),
           }),

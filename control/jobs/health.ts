@@ -3,8 +3,9 @@
  * 1. loads its proxies with their connectors in one query, leaving alone those that no longer
  *    qualify (draining, terminating, a disabled connector's);
  * 2. reads each proxy's soft health (the failures in a row so far);
- * 3. requests the connector's check URL, else our echo endpoint, through each proxy, at most
- *    `health_check_concurrency` at once per worker (one bound shared by every batch);
+ * 3. requests the connector's check URL, else the echo (control/jobs/health-echo.ts: one the
+ *    proxies can reach), through each proxy, at most `health_check_concurrency` at once per
+ *    worker (one bound shared by every batch);
  * 4. when checks of the echo endpoint failed, makes sure it answered after they failed: while it
  *    is down those failures are not counted, so an echo outage marks nobody down;
  * 5. writes every counted proxy's soft health with a day's expiry, then the statuses the checks
@@ -47,6 +48,7 @@ export interface HealthJobOptions {
   keys: RedisKeys;
   logger: Logger;
   writeStatuses: StatusWriter;
+  /** What checks of connectors without a URL of their own ask, and the echo monitor judges. */
   echoUrl: string;
   timeoutMs: number;
   /** The worker's probe bound, shared by all its health batches. */

@@ -1,7 +1,7 @@
 /**
- * The echo: the caller's address as the socket saw it, for health checks through proxies.
- * Every control process answers it (the api as a documented route, controllers and workers
- * beside their probes), so a worker's default echo URL, its own port, answers too.
+ * The echo: the caller's address as the socket saw it, for health checks through proxies. The
+ * api answers it (control/api/routes/public.ts); workers ask it at the address operators
+ * publish (OCTOPROX_PUBLIC_URL, control/jobs/health-echo.ts).
  */
 import { getConnInfo } from "@hono/node-server/conninfo";
 import type { Context } from "hono";

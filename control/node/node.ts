@@ -42,7 +42,6 @@ import {
 } from "./heartbeat.ts";
 import { HttpServer } from "./http-server.ts";
 import { LoopLagMonitor } from "./loop-lag.ts";
-import { callerIp } from "./echo.ts";
 import { probeRoutes } from "./probes.ts";
 
 export interface NodeOptions {
@@ -242,9 +241,7 @@ export class Node {
       if (!this.runtimes.some((runtime) => runtime instanceof ApiRuntime)) {
         // Controllers and workers still answer the probes on the API port.
         this.#probeServer = new HttpServer({
-          app: probeRoutes({ process: this.process, readiness: () => this.readiness() })
-            // So a worker's default echo URL (its own port) answers its health checks.
-            .get("/echo", (c) => c.json({ ip: callerIp(c) })),
+          app: probeRoutes({ process: this.process, readiness: () => this.readiness() }),
           host: this.settings.apiHost,
           port: this.settings.apiPort,
         });

@@ -5,10 +5,11 @@
  */
 import { randomBytes } from "node:crypto";
 import { Store } from "../../shared/errors.ts";
-import type { JobKind } from "../../shared/roles.ts";
+import { JobKind } from "../../shared/roles.ts";
 import type { Loop } from "../core/loops.ts";
 import { buildJobs, HANDLED_KINDS, type JobDeps } from "../jobs/handlers.ts";
 import { JobRunner } from "../jobs/runner.ts";
+import { describeHealthEcho, type HealthEcho, healthEcho } from "../jobs/health-echo.ts";
 import { BaseRuntime, type RuntimeName, type RuntimeOptions } from "./runtime.ts";
 
 export interface WorkerRuntimeOptions extends RuntimeOptions {
@@ -24,12 +25,15 @@ export class WorkerRuntime extends BaseRuntime {
   readonly consumer: string;
   readonly runners: readonly JobRunner[];
   readonly #jobs: readonly JobKind[];
+  /** What its health checks ask, when it takes them. */
+  readonly #echo: HealthEcho | undefined;
 
   constructor(options: WorkerRuntimeOptions) {
     super(options);
     this.#jobs = options.jobs;
     this.consumer = `${options.instance}:${randomBytes(4).toString("hex")}`;
     const taken = options.jobs.filter((kind) => HANDLED_KINDS.includes(kind));
+    this.#echo = taken.includes(JobKind.health) ? healthEcho(options.deps.settings) : undefined;
     this.runners = buildJobs(taken, options.deps).map((job) =>
       new JobRunner({
         job,
@@ -40,6 +44,18 @@ export class WorkerRuntime extends BaseRuntime {
         consumer: this.consumer,
       })
     );
+  }
+
+  protected override beforeLoops(): Promise<void> {
+    // Checks that all fail because the echo is out of the proxies' reach look like a dead
+    // pool; the start log says where they go, and why there.
+    if (this.#echo) {
+      this.logger[this.#echo.loopback ? "warn" : "info"](
+        { echo_url: this.#echo.url, echo_source: this.#echo.source },
+        describeHealthEcho(this.#echo),
+      );
+    }
+    return Promise.resolve();
   }
 
   protected override loops(): Loop[] {

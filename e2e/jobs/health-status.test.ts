@@ -102,12 +102,9 @@ describe("health status by the checks", () => {
     echo.setUp(false);
     try {
       const outageAt = Date.now();
-      await cluster.until(
-        () =>
-          worker.logs().some((line) =>
-            line.msg === "Echo endpoint does not answer; failed checks of it are not counted"
-          ),
-        { what: "the worker to log the echo outage" },
+      await cluster.logged(
+        worker,
+        "Echo endpoint does not answer; failed checks of it are not counted",
       );
       // Four periods of checks, more than the three failures that would make a proxy unhealthy.
       const watchUntil = outageAt + 4_000;
@@ -125,13 +122,7 @@ describe("health status by the checks", () => {
       // Whatever happened, the next test finds the echo answering.
       echo.setUp(true);
     }
-    await cluster.until(
-      () =>
-        worker.logs().some((line) =>
-          line.msg === "Echo endpoint answers again; its checks count again"
-        ),
-      { what: "the worker to log the echo's return" },
-    );
+    await cluster.logged(worker, "Echo endpoint answers again; its checks count again");
     const statuses = await Promise.all(ids.map((id) => cluster.status(id)));
     expect(statuses).toEqual(ids.map(() => "healthy"));
     expect(

@@ -10,6 +10,7 @@ import { Redis } from "ioredis";
 import { redisKeys, WORKERS_GROUP } from "../../shared/redis-keys.ts";
 import { deriveFeedKeys, type FeedKeys } from "../../shared/feed/codec.ts";
 import { DENO_BIN, DENO_ENV, gatewayRunArgs } from "../../scripts/gateway-command.ts";
+import { findFreePort } from "../../scripts/local-stores.ts";
 import {
   type ControlProcess,
   killAll,
@@ -166,17 +167,23 @@ export class Cluster {
   ): Promise<Member> {
     const instance = options.instance ??
       `e2e-${role}-${randomBytes(3).toString("hex")}`;
+    const port = await findFreePort();
+    // Every proxy of the test bed runs on this machine, so health checks may ask the api's
+    // /echo on loopback: said here, since a real install's default is no loopback address.
+    const apiUrl = role === "api" || role === "all" ? `http://127.0.0.1:${port}` : this.#api?.url;
     const control = await startControl({
       databaseUrl: this.#database.url,
       redisUrl: this.redisUrl,
       prefix: this.prefix,
       role,
       instance,
+      port,
       extra: {
         OCTOPROX_INTERNAL_SECRET: this.#secrets.internal,
         OCTOPROX_JWT_SECRET: this.#secrets.jwt,
         OCTOPROX_ADMIN_USERNAME: ADMIN_USERNAME,
         OCTOPROX_ADMIN_PASSWORD: this.#adminPassword,
+        ...(apiUrl === undefined ? {} : { OCTOPROX_PUBLIC_URL: apiUrl }),
         ...this.#env,
         ...options.env,
       },
@@ -316,6 +323,14 @@ export class Cluster {
     } finally {
       cancelled = true;
     }
+  }
+
+  /** Waits until `member` logs a line whose message is `msg`; answers that line. */
+  logged(member: Member, msg: string, options: { timeoutMs?: number } = {}): Promise<LogLine> {
+    return this.until(() => member.logs().find((line) => line.msg === msg), {
+      ...options,
+      what: `${member.instance} to log "${msg}"`,
+    });
   }
 
   // -------------------------------------------------------------------------------------------

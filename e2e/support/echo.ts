@@ -15,7 +15,9 @@ export interface Echo {
   close(): Promise<void>;
 }
 
-export async function startEcho(): Promise<Echo> {
+/** `host`: the address it listens on, 127.0.0.1 unless told. */
+export async function startEcho(options: { host?: string } = {}): Promise<Echo> {
+  const host = options.host ?? "127.0.0.1";
   let up = true;
   const requests = new Map<string, number>();
   const server = http.createServer((request, response) => {
@@ -30,11 +32,11 @@ export async function startEcho(): Promise<Echo> {
   });
   await new Promise<void>((resolve, reject) => {
     server.once("error", reject);
-    server.listen(0, "127.0.0.1", () => resolve());
+    server.listen(0, host, () => resolve());
   });
   const { port } = server.address() as net.AddressInfo;
   return {
-    url: `http://127.0.0.1:${port}/echo`,
+    url: `http://${host}:${port}/echo`,
     requests,
     setUp(next: boolean) {
       up = next;

@@ -39,6 +39,12 @@ export interface FaultProxyOptions {
   auth?: ProxyCredentials;
   /** Outgoing address for connections to targets, like tinyproxy's Bind. */
   bindAddress?: string;
+  /**
+   * Act as a proxy on another machine: its own loopback serves nothing, so a target on
+   * 127.0.0.1, ::1 or localhost cannot be reached (a 502, or the protocol's failure); other
+   * targets, the rest of 127.0.0.0/8 included, are forwarded.
+   */
+  remote?: boolean;
   slowDelayMs?: number;
   dropAfterBytes?: number;
 }
@@ -146,6 +152,12 @@ class HandshakeReader {
   };
 }
 
+/** What a proxy on another machine would reach on itself rather than on our host. */
+function ownLoopback(host: string): boolean {
+  const name = host.replace(/^\[|\]$/g, "").toLowerCase();
+  return name === "127.0.0.1" || name === "::1" || name === "localhost";
+}
+
 function parseAuthority(authority: string): { host: string; port: number } | undefined {
   const match = /^(?:\[([^\]]+)\]|([^:]+)):([0-9]{1,5})$/.exec(authority);
   if (!match) return undefined;
@@ -191,6 +203,7 @@ export async function startFaultProxy(options: FaultProxyOptions = {}): Promise<
   /** Connects to the target; resolves with the socket or undefined when it failed. */
   const dial = (host: string, port: number): Promise<net.Socket | undefined> =>
     new Promise((resolve) => {
+      if (options.remote && ownLoopback(host)) return resolve(undefined);
       const family = options.bindAddress ? net.isIP(options.bindAddress) : 0;
       const upstream = net.connect({
         host,

@@ -5,6 +5,7 @@
  */
 import { spawn } from "node:child_process";
 import { join } from "node:path";
+import { denoEntry } from "../deno-files.ts";
 import { DENO_BIN, DENO_ENV, ROOT } from "../gateway-command.ts";
 
 export type EntryRuntime = "deno" | "node";
@@ -24,7 +25,7 @@ export function runEntry<T>(
 ): Promise<T> {
   const path = join(ROOT, "scripts", "bench", script);
   const [command, argv] = runtime === "deno"
-    ? [DENO_BIN, ["run", ...denoFlags, path, ...args]]
+    ? [DENO_BIN, ["run", ...denoFlags, denoEntry(path), ...args]]
     : [process.execPath, ["--import", "tsx", path, ...args]];
   return new Promise((resolve, reject) => {
     const child = spawn(command, argv, {

@@ -20,6 +20,7 @@ import {
 } from "../../tests/feed/support.ts";
 import { collectLogLines, type LogLine } from "../../tests/gateway-net/support.ts";
 import { connector as feedConnector } from "../../tests/gateway/fixtures.ts";
+import { denoEntry } from "../deno-files.ts";
 import { DENO_BIN, DENO_ENV, gatewayRunArgs, ROOT } from "../gateway-command.ts";
 
 export interface Service {
@@ -60,7 +61,12 @@ export async function startDenoService(
   args: string[] = [],
 ): Promise<Service> {
   const child = track(
-    spawn(DENO_BIN, ["run", "--allow-net", join(ROOT, "scripts", "bench", script), ...args], {
+    spawn(DENO_BIN, [
+      "run",
+      "--allow-net",
+      denoEntry(join(ROOT, "scripts", "bench", script)),
+      ...args,
+    ], {
       cwd: ROOT,
       env: { PATH: process.env.PATH ?? "", HOME: process.env.HOME ?? "/tmp", ...DENO_ENV },
       stdio: ["ignore", "pipe", "pipe"],

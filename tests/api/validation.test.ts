@@ -767,6 +767,62 @@ describe("every validation error names its field", () => {
   });
 });
 
+describe("project fields this release does not run are refused, except off", () => {
+  const unavailable = [
+    ["location_policy", ["warn", "strict"]],
+    ["location_preflight", ["report", "retry", "reject"]],
+  ] as const;
+
+  for (const [field, values] of unavailable) {
+    test(`${field}: any value but off is a 422 naming it, on create and edit, and stores nothing`, async () => {
+      const before = await h.request("GET", project(), { token: h.tokens.admin });
+      for (const value of values) {
+        const created = await h.request("POST", projects(), {
+          token: h.tokens.admin,
+          body: { name: `Loc ${field} ${value}`, username: `loc${value}`, [field]: value },
+        });
+        expect(created.status, created.text).toBe(422);
+        expect(created.body.detail).toEqual([{
+          field: `body.${field}`,
+          message: expect.stringContaining("not available in this release"),
+        }]);
+        const edited = await h.request("PATCH", project(), {
+          token: h.tokens.admin,
+          body: { [field]: value },
+        });
+        expect(edited.status, edited.text).toBe(422);
+        expect(edited.body.detail).toEqual([{
+          field: `body.${field}`,
+          message: expect.stringContaining("not available in this release"),
+        }]);
+      }
+      const listed = await h.request("GET", projects(), { token: h.tokens.admin });
+      expect(JSON.stringify(listed.body)).not.toContain("Loc ");
+      const after = await h.request("GET", project(), { token: h.tokens.admin });
+      expect(after.body).toEqual(before.body);
+    });
+
+    test(`${field}: off is accepted on create and edit and shown`, async () => {
+      const created = await h.request("POST", projects(), {
+        token: h.tokens.admin,
+        body: { name: `Off ${field}`, username: `off${field.length}`, [field]: "off" },
+      });
+      expect(created.status, created.text).toBe(201);
+      expect(created.body[field]).toBe("off");
+      const edited = await h.request("PATCH", `/api/v1/projects/${created.body.id}`, {
+        token: h.tokens.admin,
+        body: { [field]: "off" },
+      });
+      expect(edited.status, edited.text).toBe(200);
+      expect(edited.body[field]).toBe("off");
+      const read = await h.request("GET", `/api/v1/projects/${created.body.id}`, {
+        token: h.tokens.admin,
+      });
+      expect(read.body[field]).toBe("off");
+    });
+  }
+});
+
 describe("duplicates answer 400 naming the field, regardless of case", () => {
   const duplicate = async (path: string, first: unknown, second: unknown, field: string) => {
     const a = await h.request("POST", path, { token: h.tokens.admin, body: first });

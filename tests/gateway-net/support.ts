@@ -9,6 +9,7 @@ import type { Readable } from "node:stream";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { waitFor } from "../../e2e/support/wait.ts";
+import { denoEntry } from "../../scripts/deno-files.ts";
 import { DENO_BIN } from "../../scripts/gateway-command.ts";
 
 export const ROOT = join(dirname(fileURLToPath(import.meta.url)), "..", "..");
@@ -108,7 +109,7 @@ export function gatewayEnv(extra: Record<string, string> = {}): Record<string, s
 
 /** Spawns Deno on `entry` with the gateway's permissions. */
 export function spawnDeno(entry: string, env: Record<string, string>): ChildProcess {
-  const child = spawn(DENO_BIN, ["run", ...FIXTURE_PERMISSIONS, entry], {
+  const child = spawn(DENO_BIN, ["run", ...FIXTURE_PERMISSIONS, denoEntry(entry)], {
     cwd: ROOT,
     env,
     stdio: ["pipe", "pipe", "pipe"],

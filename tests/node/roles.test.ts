@@ -97,6 +97,16 @@ describe("each role", () => {
         expect(logLines.some((line) => line.includes(password))).toBe(false);
       }
       expect(control.stdout.some((line) => line.includes('"msg":"Process ready"'))).toBe(true);
+      // The roles that check proxies say at their start what the checks ask, and why.
+      const echoLines = control.stdout.filter((line) => line.includes('"msg":"Health checks ask '));
+      expect(echoLines.map((line) => JSON.parse(line).msg)).toEqual(
+        role === "worker" || role === "all"
+          ? [
+            "Health checks ask https://httpbin.org/ip through each proxy " +
+            "(no OCTOPROX_PUBLIC_URL or OCTOPROX_ECHO_URL set: the public echo)",
+          ]
+          : [],
+      );
     });
   }
 });

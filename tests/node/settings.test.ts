@@ -3,6 +3,7 @@
  * code 2 and one line on standard error naming the variable.
  */
 import { afterAll, describe, expect, it } from "vitest";
+import { parseControlSettings } from "../../shared/settings.ts";
 import { controlEnv, killAll, spawnScript } from "../support/processes.ts";
 
 afterAll(killAll);
@@ -35,6 +36,39 @@ describe("settings at start", () => {
     const { exit, stderr } = await runWith({ ...valid(), OCTOPROX_DATABASE_URL: undefined });
     expect(exit.code).toBe(2);
     expect(stderr).toEqual(["octoprox: OCTOPROX_DATABASE_URL is required but not set"]);
+  });
+
+  it.each([
+    ["OCTOPROX_IP_REFRESH_INTERVAL", "sync"],
+    ["OCTOPROX_SCALE_INTERVAL", "scale"],
+    ["OCTOPROX_GEO_UPDATER_INTERVAL", "geo_update"],
+    ["OCTOPROX_TUNNEL_STATUS_INTERVAL", "tunnel_last_seen"],
+  ])("%s, whose %s job this release does not run, exits 2 naming it", async (name, job) => {
+    // A valid period: the setting is refused for what it would not do, not for its value.
+    const { exit, stderr, stdout } = await runWith({ ...valid(), [name]: "60" });
+    expect(exit.code).toBe(2);
+    expect(stderr).toEqual([
+      `octoprox: ${name} is not available in this release (no ${job} job runs yet); unset it`,
+    ]);
+    expect(stdout).toEqual([]);
+  });
+
+  it("an unavailable setting left empty counts as unset", () => {
+    expect(parseControlSettings({ ...valid(), OCTOPROX_SCALE_INTERVAL: "" }).role).toBe("all");
+  });
+
+  it("the metrics jobs' intervals are still taken", () => {
+    const settings = parseControlSettings({
+      ...valid(),
+      OCTOPROX_METRICS_FLUSH_INTERVAL: "30",
+      OCTOPROX_COMPACTION_INTERVAL: "600",
+      OCTOPROX_SYSTEM_METRICS_INTERVAL: "120",
+    });
+    expect(settings).toMatchObject({
+      metricsFlushIntervalMs: 30_000,
+      compactionIntervalMs: 600_000,
+      systemMetricsIntervalMs: 120_000,
+    });
   });
 
   it("a bad role exits 2 with one line naming it", async () => {

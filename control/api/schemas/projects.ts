@@ -10,6 +10,22 @@ import { booleanField, integerField, nameField, readOnly, textField } from "./co
 export const LOCATION_POLICIES = ["off", "warn", "strict"] as const;
 export const LOCATION_PREFLIGHTS = ["off", "report", "retry", "reject"] as const;
 
+/**
+ * A location setting of the spec whose checks this release does not run: only `off` is taken,
+ * and the spec's other values are refused by name rather than stored and ignored.
+ */
+function offUntilAvailable(values: readonly string[]) {
+  return v.picklist(
+    ["off"],
+    (issue) =>
+      values.includes(issue.input as string)
+        ? `${JSON.stringify(issue.input)} is not available in this release (only "off" is)`
+        : `must be "off" (${
+          values.filter((value) => value !== "off").join(", ")
+        }: not available in this release)`,
+  );
+}
+
 const username = v.pipe(
   v.string("must be text"),
   v.trim(),
@@ -34,14 +50,8 @@ const fields = {
   username,
   password,
   strategy: v.picklist(STRATEGIES, `must be one of ${STRATEGIES.join(", ")}`),
-  location_policy: v.picklist(
-    LOCATION_POLICIES,
-    `must be one of ${LOCATION_POLICIES.join(", ")}`,
-  ),
-  location_preflight: v.picklist(
-    LOCATION_PREFLIGHTS,
-    `must be one of ${LOCATION_PREFLIGHTS.join(", ")}`,
-  ),
+  location_policy: offUntilAvailable(LOCATION_POLICIES),
+  location_preflight: offUntilAvailable(LOCATION_PREFLIGHTS),
   session_ttl_seconds: integerField(1, 7 * 86_400),
   sticky_quarantine: booleanField,
   /** 0 keeps history forever. */
