@@ -18,6 +18,7 @@ import { gatewayCoreSuite } from "./gateway-core.ts";
 import { healthSuite } from "./health.ts";
 import { memorySuite } from "./memory.ts";
 import { producersSuite } from "./producers.ts";
+import { telemetrySuite } from "./telemetry.ts";
 import { throughputSuite } from "./throughput.ts";
 import { formatNumber, passes, type Row, type Suite } from "./suite.ts";
 
@@ -29,6 +30,7 @@ export const SUITES: readonly Suite[] = [
   memorySuite,
   producersSuite,
   healthSuite,
+  telemetrySuite,
 ];
 
 interface Line {
