@@ -17,6 +17,9 @@ export const WORK_STREAMS: readonly WorkStreamName[] = [
   "observations",
 ];
 
+/** Event streams as snapshots and /metrics name them: an entry says what to read again. */
+export type EventStreamName = "changes" | "runtime" | "feed";
+
 /** Caps applied with `XADD … MAXLEN ~`: they bound only a stream nobody takes. */
 export const STREAM_CAPS = {
   changes: 10_000,

@@ -17,8 +17,16 @@ export interface ProcessInfo {
   startedAt: string;
 }
 
+/** What /metrics answers: the text exposition and its content type. */
+export interface MetricsText {
+  contentType: string;
+  body: string;
+}
+
 export interface ApiDeps extends ControlDeps {
   process: ProcessInfo;
   /** The node's readiness, from its last heartbeat and its runtimes. */
   readiness(): Readiness;
+  /** The process's telemetry, rendered from its snapshot when asked. */
+  metrics(): Promise<MetricsText>;
 }

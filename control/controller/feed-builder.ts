@@ -17,7 +17,7 @@ import { RUNTIME_SECTION } from "../../shared/feed/models.ts";
 import type { RedisKeys } from "../../shared/redis-keys.ts";
 import type { Strategy } from "../../shared/roles.ts";
 import { errorText } from "../../shared/errors.ts";
-import { BroadcastFollower } from "../core/consumers.ts";
+import { BroadcastFollower, type FollowerSnapshot } from "../core/consumers.ts";
 import type { Logger } from "../core/logging.ts";
 import type { CycleResult } from "../core/loops.ts";
 import type { StreamEntry } from "../core/work-streams.ts";
@@ -44,6 +44,23 @@ export interface FeedBuilderOptions {
   onPublished?: (result: PublishResult) => void;
 }
 
+/** The feed builder's row in the snapshot: a follower's, and its compiles and publishes. */
+export interface FeedBuilderSnapshot extends FollowerSnapshot {
+  compiles: number;
+  compiled_at: string | null;
+  pending_changes: boolean;
+  /** Publishes that worked, whether they wrote anything or not. */
+  publishes: number;
+  publish_failures: number;
+  /** When the last publish that worked ended. */
+  published_at: string | null;
+  publish_owed: boolean;
+  publish_problem: string | null;
+  head_digest: string | null;
+  /** The sections of the last compile, the runtime section included. */
+  sections: number | null;
+}
+
 export class FeedBuilder extends BroadcastFollower {
   readonly #o: FeedBuilderOptions;
   #feedKeys: Promise<FeedKeys> | undefined;
@@ -60,6 +77,8 @@ export class FeedBuilder extends BroadcastFollower {
   #publishProblem: string | undefined;
   #compiles = 0;
   #publishes = 0;
+  #publishFailures = 0;
+  #publishedAt: number | undefined;
   #lastPublish: PublishResult | undefined;
 
   constructor(options: FeedBuilderOptions) {
@@ -67,7 +86,10 @@ export class FeedBuilder extends BroadcastFollower {
       name: "feed_builder",
       logger: options.logger,
       reader: options.redis.duplicate({ enableOfflineQueue: true }),
-      streams: [options.keys.changesStream, options.keys.runtimeStream],
+      streams: [
+        { name: "changes", key: options.keys.changesStream },
+        { name: "runtime", key: options.keys.runtimeStream },
+      ],
       reconcileIntervalMs: options.reconcileIntervalMs,
     });
     this.#o = options;
@@ -86,13 +108,17 @@ export class FeedBuilder extends BroadcastFollower {
     return this.#o.lease.leading ? this.#publishProblem : undefined;
   }
 
-  override snapshot() {
+  override snapshot(): FeedBuilderSnapshot {
     return {
       ...super.snapshot(),
       compiles: this.#compiles,
       compiled_at: this.#latest ? new Date(this.#latest.compiledAt).toISOString() : null,
       pending_changes: this.#dirty,
       publishes: this.#publishes,
+      publish_failures: this.#publishFailures,
+      published_at: this.#publishedAt === undefined
+        ? null
+        : new Date(this.#publishedAt).toISOString(),
       publish_owed: this.#publishOwed,
       publish_problem: this.#publishProblem ?? null,
       head_digest: this.#lastPublish?.headDigest ?? null,
@@ -207,6 +233,7 @@ export class FeedBuilder extends BroadcastFollower {
       });
       this.#published(result);
     } catch (error) {
+      this.#publishFailures += 1;
       if (error instanceof NotLeaderError) {
         // The lease is marked lost; the next lead compiles and publishes afresh.
         this.#publishProblem = undefined;
@@ -220,6 +247,7 @@ export class FeedBuilder extends BroadcastFollower {
 
   #published(result: PublishResult): void {
     this.#publishes += 1;
+    this.#publishedAt = Date.now();
     this.#lastPublish = result;
     if (this.#publishProblem !== undefined) {
       this.logger.info({}, "Feed published again after failures");

@@ -44,6 +44,23 @@ export interface Lead {
 const State = { standby: "standby", leading: "leading", lapsed: "lapsed" } as const;
 type State = (typeof State)[keyof typeof State];
 
+/** The lease's part of the controller's snapshot. */
+export interface LeaseSnapshot {
+  state: State;
+  /** Terms this process has led, counting the current one. */
+  term: number;
+  holder: string;
+  cover_remaining_ms: number;
+  /** Leads begun and ended. */
+  lead_changes: number;
+  /** Leads that ended because no refresh worked within the TTL. */
+  lapses: number;
+  /** Leads ended by another holder or a key found gone (not by this process's stop). */
+  losses: number;
+  /** Why the keeper's last call failed; null when it reached Redis. */
+  error: string | null;
+}
+
 class ReplyTimeout extends Error {
   constructor(ms: number) {
     super(`Lease reply not received within ${ms} ms`);
@@ -64,6 +81,8 @@ export class ControllerLease {
   #stopped: Promise<void> | undefined;
   #failing: string | undefined;
   #changes = 0;
+  #lapses = 0;
+  #losses = 0;
 
   constructor(options: LeaseOptions) {
     this.#o = { replyTimeoutMs: 10_000, now: () => performance.now(), ...options };
@@ -125,13 +144,15 @@ export class ControllerLease {
     this.#end(State.standby, reason);
   }
 
-  snapshot(): Record<string, unknown> {
+  snapshot(): LeaseSnapshot {
     return {
       state: this.#state,
       term: this.#term,
       holder: this.#o.holderId,
       cover_remaining_ms: Math.max(0, Math.round(this.#coverUntil - this.#o.now())),
       lead_changes: this.#changes,
+      lapses: this.#lapses,
+      losses: this.#losses,
       error: this.#failing ?? null,
     };
   }
@@ -256,6 +277,8 @@ export class ControllerLease {
       this.#lead?.abort(new LeadLostError(reason));
       this.#lead = undefined;
       if (reason !== "stopping") {
+        if (next === State.lapsed) this.#lapses += 1;
+        else this.#losses += 1;
         this.#o.logger.warn({ term: this.#term, reason }, "Controller lead lost");
       }
     }

@@ -14,7 +14,7 @@ import type { Redis } from "ioredis";
 import type { RedisKeys } from "../../shared/redis-keys.ts";
 import type { JobKind } from "../../shared/roles.ts";
 import type { Logger } from "../core/logging.ts";
-import type { CycleResult } from "../core/loops.ts";
+import type { CycleResult, LoopSnapshot } from "../core/loops.ts";
 import { appendWork } from "../core/work-streams.ts";
 import { INSTALL_WIDE_KEY } from "../jobs/catalogue.ts";
 import type { ControllerLease } from "./lease.ts";
@@ -39,6 +39,17 @@ export interface JobProducerOptions {
   now?: () => number;
 }
 
+/** A producer's row in the snapshot: its loop's job stats and what it published. */
+export interface JobProducerSnapshot extends LoopSnapshot {
+  job_kind: JobKind;
+  period_seconds: number;
+  /** Entries appended to the kind's stream. */
+  published: number;
+  /** Appends Redis refused (their seconds are sent again at the next cycle). */
+  refusals: number;
+  last_second: number | null;
+}
+
 export class JobProducer extends LeasedPeriodicLoop {
   readonly kind: JobKind;
   readonly periodSeconds: number;
@@ -48,6 +59,7 @@ export class JobProducer extends LeasedPeriodicLoop {
   #slotsFor: readonly string[] | undefined;
   #slots = new Map<number, string[]>();
   #published = 0;
+  #refusals = 0;
 
   constructor(options: JobProducerOptions) {
     super({
@@ -62,11 +74,13 @@ export class JobProducer extends LeasedPeriodicLoop {
     this.#now = options.now ?? Date.now;
   }
 
-  override snapshot() {
+  override snapshot(): JobProducerSnapshot {
     return {
       ...super.snapshot(),
+      job_kind: this.kind,
       period_seconds: this.periodSeconds,
       published: this.#published,
+      refusals: this.#refusals,
       last_second: this.#lastSecond ?? null,
     };
   }
@@ -88,11 +102,16 @@ export class JobProducer extends LeasedPeriodicLoop {
       if (due) keys.push(...due);
     }
     if (keys.length > 0) {
-      await appendWork(
-        this.#o.redis,
-        this.#o.redisKeys.jobStream(this.kind),
-        keys.map((key) => ({ key })),
-      );
+      try {
+        await appendWork(
+          this.#o.redis,
+          this.#o.redisKeys.jobStream(this.kind),
+          keys.map((key) => ({ key })),
+        );
+      } catch (error) {
+        this.#refusals += 1;
+        throw error;
+      }
       this.#published += keys.length;
     }
     this.#lastSecond = nowSecond;

@@ -8,9 +8,16 @@
  *   reads in full at the start, after a gap, after a failed read and every reconcile interval.
  */
 import type { Redis } from "ioredis";
-import type { WorkStreamName } from "../../shared/redis-keys.ts";
+import type { EventStreamName, WorkStreamName } from "../../shared/redis-keys.ts";
 import { errorText } from "../../shared/errors.ts";
-import { type CycleResult, Loop, type LoopOptions, sleep, UNCOUNTED } from "./loops.ts";
+import {
+  type CycleResult,
+  Loop,
+  type LoopOptions,
+  type LoopSnapshot,
+  sleep,
+  UNCOUNTED,
+} from "./loops.ts";
 import {
   type ClaimedEntry,
   compareIds,
@@ -61,6 +68,20 @@ interface Running {
   done: Promise<void>;
 }
 
+/** A group consumer's row in the snapshot: its loop's job stats and its batches'. */
+export interface GroupConsumerSnapshot extends LoopSnapshot {
+  stream: WorkStreamName;
+  running_batches: number;
+  in_flight: number;
+  /** Batches given up after their last delivery. */
+  batches_given_up: number;
+  /** Entries given up (completed without being run) after their last delivery. */
+  dropped: number;
+  reclaimed: number;
+  /** Keys in the batches that ran to their end (each key once per batch). */
+  keys_done: number;
+}
+
 export abstract class GroupConsumer extends Loop {
   protected readonly options:
     & GroupConsumerOptions
@@ -76,7 +97,9 @@ export abstract class GroupConsumer extends Loop {
   #readPausedUntil = 0;
   #roomFreed: (() => void) | undefined;
   #dropped = 0;
+  #batchesGivenUp = 0;
   #reclaimed = 0;
+  #keysDone = 0;
 
   constructor(options: GroupConsumerOptions) {
     super(options);
@@ -108,14 +131,16 @@ export abstract class GroupConsumer extends Loop {
     return super.start();
   }
 
-  override snapshot() {
+  override snapshot(): GroupConsumerSnapshot {
     return {
       ...super.snapshot(),
       stream: this.options.streamName,
       running_batches: this.#running.size,
       in_flight: this.#inFlight.size,
+      batches_given_up: this.#batchesGivenUp,
       dropped: this.#dropped,
       reclaimed: this.#reclaimed,
+      keys_done: this.#keysDone,
     };
   }
 
@@ -249,7 +274,12 @@ export abstract class GroupConsumer extends Loop {
             "Completion not taken by Redis; the batch may run again",
           );
         });
-        if (givingUp) this.#dropped += batch.ids.length;
+        if (givingUp) {
+          this.#batchesGivenUp += 1;
+          this.#dropped += batch.ids.length;
+        } else {
+          this.#keysDone += batch.keys.length;
+        }
         this.#batchFailures = 0;
         this.#readPausedUntil = 0;
         this.recordRun(startedAt);
@@ -311,15 +341,31 @@ export abstract class GroupConsumer extends Loop {
 // Event streams
 
 export interface FollowedStream {
+  name: EventStreamName;
   key: string;
+}
+
+/** How far a follower has read one stream. */
+export interface FollowedStreamSnapshot {
+  stream: EventStreamName;
   /** The last id read, `0-0` before any. */
   position: string;
+  /** Entries read as they came (a full read reads state, not entries). */
+  entries_read: number;
+  /** Gaps found: the stream trimmed past the position, wiped or recreated. */
+  gaps: number;
+}
+
+/** A follower's row in the snapshot: its loop's job stats and how far it read each stream. */
+export interface FollowerSnapshot extends LoopSnapshot {
+  streams: FollowedStreamSnapshot[];
+  full_reads: number;
 }
 
 export interface BroadcastFollowerOptions extends LoopOptions {
   /** A connection of the follower's own for its blocking read, which a stop disconnects. */
   reader: Redis;
-  streams: readonly string[];
+  streams: readonly FollowedStream[];
   reconcileIntervalMs: number;
   blockMs?: number;
 }
@@ -340,7 +386,8 @@ export abstract class BroadcastFollower extends Loop {
   protected readonly followOptions:
     & BroadcastFollowerOptions
     & Required<Pick<BroadcastFollowerOptions, "blockMs">>;
-  readonly #positions = new Map<string, string>();
+  /** By stream key: how far each stream has been read. */
+  readonly #progress = new Map<string, FollowedStreamSnapshot>();
   #needsFullRead = true;
   #fullReadReason = "start";
   #nextReconcileAt = 0;
@@ -349,6 +396,9 @@ export abstract class BroadcastFollower extends Loop {
   constructor(options: BroadcastFollowerOptions) {
     super(options);
     this.followOptions = { blockMs: 5000, ...options };
+    for (const { name, key } of options.streams) {
+      this.#progress.set(key, { stream: name, position: "0-0", entries_read: 0, gaps: 0 });
+    }
   }
 
   /** Reads in full everything the follower keeps. */
@@ -378,12 +428,12 @@ export abstract class BroadcastFollower extends Loop {
     return signal;
   }
 
-  positions(): Record<string, string> {
-    return Object.fromEntries(this.#positions);
-  }
-
-  override snapshot() {
-    return { ...super.snapshot(), positions: this.positions(), full_reads: this.#fullReads };
+  override snapshot(): FollowerSnapshot {
+    return {
+      ...super.snapshot(),
+      streams: [...this.#progress.values()].map((progress) => ({ ...progress })),
+      full_reads: this.#fullReads,
+    };
   }
 
   override async stop(): Promise<void> {
@@ -405,14 +455,15 @@ export abstract class BroadcastFollower extends Loop {
   }
 
   async #fullRead(signal: AbortSignal, reason: string): Promise<void> {
-    const { reader, streams } = this.followOptions;
+    const { reader } = this.followOptions;
+    const streams = this.#keys();
     // Positions first: whatever is published during the read is read again after it.
     const pipeline = reader.pipeline();
     for (const stream of streams) pipeline.xinfo("STREAM", stream);
     const replies = (await pipeline.exec()) ?? [];
     streams.forEach((stream, index) => {
       const [error, info] = replies[index] ?? [];
-      this.#positions.set(stream, error ? "0-0" : parseInfo(info).lastGeneratedId ?? "0-0");
+      this.#at(stream).position = error ? "0-0" : parseInfo(info).lastGeneratedId ?? "0-0";
     });
     try {
       await this.readAll(signal, reason);
@@ -428,7 +479,8 @@ export abstract class BroadcastFollower extends Loop {
   }
 
   async #follow(signal: AbortSignal): Promise<CycleResult> {
-    const { reader, streams } = this.followOptions;
+    const { reader } = this.followOptions;
+    const streams = this.#keys();
     const untilReconcileMs = Math.max(1, this.#nextReconcileAt - Date.now());
     const blockMs = Math.max(1, this.blockMsNow());
     const pipeline = reader.pipeline();
@@ -440,7 +492,7 @@ export abstract class BroadcastFollower extends Loop {
       Math.min(blockMs, untilReconcileMs),
       "STREAMS",
       ...streams,
-      ...streams.map((s) => this.#positions.get(s) ?? "0-0"),
+      ...streams.map((s) => this.#at(s).position),
     );
     const cut = this.readSignal(signal);
     let replies: [Error | null, unknown][] | null | typeof ABORTED;
@@ -465,13 +517,18 @@ export abstract class BroadcastFollower extends Loop {
       throw readError;
     }
     // A gap (trimmed past our position, wiped, recreated) means entries may be lost: read all.
+    let gap = false;
     for (let i = 0; i < streams.length; i++) {
-      const position = this.#positions.get(streams[i]) ?? "0-0";
+      const progress = this.#at(streams[i]);
       const [infoError, info] = replies[i];
-      if (hasGap(position, infoError ? MISSING : parseInfo(info))) {
-        this.requestFullRead("gap");
-        return UNCOUNTED;
+      if (hasGap(progress.position, infoError ? MISSING : parseInfo(info))) {
+        progress.gaps += 1;
+        gap = true;
       }
+    }
+    if (gap) {
+      this.requestFullRead("gap");
+      return UNCOUNTED;
     }
     const results = (read ?? []) as [string, [string, string[]][]][];
     if (results.length === 0) return false;
@@ -483,9 +540,21 @@ export abstract class BroadcastFollower extends Loop {
       });
       if (entries.length === 0) continue;
       await this.onEntries(stream, entries, signal);
-      this.#positions.set(stream, entries[entries.length - 1].id);
+      const progress = this.#at(stream);
+      progress.position = entries[entries.length - 1].id;
+      progress.entries_read += entries.length;
     }
     return true;
+  }
+
+  #keys(): string[] {
+    return this.followOptions.streams.map((stream) => stream.key);
+  }
+
+  #at(key: string): FollowedStreamSnapshot {
+    const progress = this.#progress.get(key);
+    if (progress === undefined) throw new Error(`Stream ${key} is not followed`);
+    return progress;
   }
 }
 

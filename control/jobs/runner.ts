@@ -5,7 +5,8 @@
 import type { Redis } from "ioredis";
 import type { RedisKeys } from "../../shared/redis-keys.ts";
 import type { ControlSettings } from "../../shared/settings.ts";
-import { GroupConsumer, type WorkBatch } from "../core/consumers.ts";
+import type { JobKind } from "../../shared/roles.ts";
+import { GroupConsumer, type GroupConsumerSnapshot, type WorkBatch } from "../core/consumers.ts";
 import type { Logger } from "../core/logging.ts";
 import { JOB_CATALOGUE } from "./catalogue.ts";
 import type { Job } from "./job.ts";
@@ -20,6 +21,11 @@ export interface JobRunnerOptions {
   consumer: string;
   /** Overrides the catalogue's concurrency (tests, benchmarks). */
   concurrency?: number;
+}
+
+/** A job runner's row in the snapshot: a group consumer's, and the kind it runs. */
+export interface JobRunnerSnapshot extends GroupConsumerSnapshot {
+  job_kind: JobKind;
 }
 
 export class JobRunner extends GroupConsumer {
@@ -44,6 +50,10 @@ export class JobRunner extends GroupConsumer {
       stopGraceMs: settings.stopGraceMs,
     });
     this.#job = options.job;
+  }
+
+  override snapshot(): JobRunnerSnapshot {
+    return { ...super.snapshot(), job_kind: this.#job.kind };
   }
 
   protected override handle(batch: WorkBatch, signal: AbortSignal): Promise<void> {

@@ -1,7 +1,8 @@
 /**
  * The loop-lag monitor: a timer every half second that fires late by what every other await
  * in the process is paying. Each minute's worst and mean lateness go into the heartbeat
- * snapshot, and a minute whose worst is over a second is logged once.
+ * snapshot (and /metrics); a timer over a second late is logged as it fires, once a minute at
+ * most, so a stall is in the log when it happens rather than when its minute ends.
  */
 import { type CycleResult, PeriodicLoop } from "../core/loops.ts";
 import type { Logger } from "../core/logging.ts";
@@ -18,7 +19,7 @@ export interface LoopLagOptions {
   logger: Logger;
   intervalMs?: number;
   windowMs?: number;
-  /** A window whose worst lateness is over this is logged. */
+  /** A timer later than this is logged (the first of its window). */
   warnMs?: number;
 }
 
@@ -27,6 +28,7 @@ interface Window {
   worstMs: number;
   totalMs: number;
   samples: number;
+  warned: boolean;
 }
 
 const emptyWindow = (startedAt: number): Window => ({
@@ -34,6 +36,7 @@ const emptyWindow = (startedAt: number): Window => ({
   worstMs: 0,
   totalMs: 0,
   samples: 0,
+  warned: false,
 });
 
 export class LoopLagMonitor extends PeriodicLoop {
@@ -52,13 +55,20 @@ export class LoopLagMonitor extends PeriodicLoop {
     const now = Date.now();
     const lateMs = Math.max(0, now - (this.dueAt ?? now));
     if (now - this.#current.startedAt >= this.#windowMs) {
-      this.#close(this.#current);
+      this.#last = this.#current;
       this.#current = emptyWindow(now);
     }
     const window = this.#current;
     window.samples += 1;
     window.totalMs += lateMs;
     window.worstMs = Math.max(window.worstMs, lateMs);
+    if (lateMs > this.#warnMs && !window.warned) {
+      window.warned = true;
+      this.logger.warn(
+        { late_ms: lateMs, mean_ms: Math.round(window.totalMs / window.samples) },
+        "Event loop lagging",
+      );
+    }
     return Promise.resolve(true);
   }
 
@@ -70,15 +80,5 @@ export class LoopLagMonitor extends PeriodicLoop {
       mean_ms: window.samples === 0 ? 0 : Math.round((window.totalMs / window.samples) * 10) / 10,
       samples: window.samples,
     };
-  }
-
-  #close(window: Window): void {
-    this.#last = window;
-    if (window.worstMs > this.#warnMs) {
-      this.logger.warn(
-        { worst_ms: window.worstMs, mean_ms: Math.round(window.totalMs / window.samples) },
-        "Event loop lagging",
-      );
-    }
   }
 }

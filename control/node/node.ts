@@ -21,7 +21,7 @@ import { errorText, Store } from "../../shared/errors.ts";
 import { type RedisKeys, redisKeys } from "../../shared/redis-keys.ts";
 import { ChangeKind, ROLE_RUNTIMES } from "../../shared/roles.ts";
 import type { ControlSettings } from "../../shared/settings.ts";
-import type { ApiDeps, ProcessInfo, Readiness } from "../api/deps.ts";
+import type { ApiDeps, MetricsText, ProcessInfo, Readiness } from "../api/deps.ts";
 import { ChangeLog } from "../core/changelog.ts";
 import { createLogger, type Logger } from "../core/logging.ts";
 import { sleep } from "../core/loops.ts";
@@ -43,6 +43,7 @@ import {
 import { HttpServer } from "./http-server.ts";
 import { LoopLagMonitor } from "./loop-lag.ts";
 import { probeRoutes } from "./probes.ts";
+import { Telemetry } from "./telemetry/telemetry.ts";
 
 export interface NodeOptions {
   settings: ControlSettings;
@@ -86,6 +87,7 @@ export class Node {
   readonly #tasks: TaskSet;
   readonly #heartbeat: Heartbeat;
   readonly #lag: LoopLagMonitor;
+  readonly #telemetry: Telemetry;
   readonly #startAbort = new AbortController();
   #probeServer: HttpServer | undefined;
   #phase: Phase = Phase.created;
@@ -143,6 +145,11 @@ export class Node {
       redisDeadlineMs: settings.redisRequestTimeoutMs,
       report: () => this.#report(),
     });
+    this.#telemetry = new Telemetry({
+      role: settings.role,
+      runtimes: ROLE_RUNTIMES[settings.role],
+      snapshot: () => this.snapshot(),
+    });
   }
 
   /** The parts every runtime of this process shares. */
@@ -160,7 +167,12 @@ export class Node {
 
   /** What every route and runtime of the api is built from. */
   get apiDeps(): ApiDeps {
-    return { ...this.deps, process: this.process, readiness: () => this.readiness() };
+    return {
+      ...this.deps,
+      process: this.process,
+      readiness: () => this.readiness(),
+      metrics: () => this.metrics(),
+    };
   }
 
   /** The address this process answers HTTP on, once started. */
@@ -199,6 +211,11 @@ export class Node {
       beat_at: new Date().toISOString(),
       stores: this.#heartbeat.stores(),
     };
+  }
+
+  /** /metrics: the snapshot as of now, rendered as metric families. */
+  metrics(): Promise<MetricsText> {
+    return this.#telemetry.render();
   }
 
   start(): Promise<void> {
@@ -241,7 +258,11 @@ export class Node {
       if (!this.runtimes.some((runtime) => runtime instanceof ApiRuntime)) {
         // Controllers and workers still answer the probes on the API port.
         this.#probeServer = new HttpServer({
-          app: probeRoutes({ process: this.process, readiness: () => this.readiness() }),
+          app: probeRoutes({
+            process: this.process,
+            readiness: () => this.readiness(),
+            metrics: () => this.metrics(),
+          }),
           host: this.settings.apiHost,
           port: this.settings.apiPort,
         });

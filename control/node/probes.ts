@@ -1,15 +1,17 @@
 /**
  * The probes every control process answers, whatever its role: /health (the process is up and
- * says who it is), /live (the event loop turns) and /ready (every reason not to serve, from the
- * last heartbeat and the runtimes). The api role mounts them beside the admin API; controller
- * and worker processes serve them alone on the same port.
+ * says who it is), /live (the event loop turns), /ready (every reason not to serve, from the
+ * last heartbeat and the runtimes) and /metrics (the telemetry, for Prometheus). The api role
+ * mounts them beside the admin API; controller and worker processes serve them alone on the
+ * same port.
  */
 import { Hono } from "hono";
-import type { ProcessInfo, Readiness } from "../api/deps.ts";
+import type { MetricsText, ProcessInfo, Readiness } from "../api/deps.ts";
 
 export interface ProbeDeps {
   process: ProcessInfo;
   readiness(): Readiness;
+  metrics(): Promise<MetricsText>;
 }
 
 export function probeRoutes(deps: ProbeDeps): Hono {
@@ -28,6 +30,10 @@ export function probeRoutes(deps: ProbeDeps): Hono {
     return readiness.ready
       ? c.json({ status: "ready" })
       : c.json({ status: "not_ready", reasons: readiness.reasons }, 503);
+  });
+  app.get("/metrics", async (c) => {
+    const { contentType, body } = await deps.metrics();
+    return c.body(body, 200, { "content-type": contentType });
   });
   return app;
 }

@@ -11,11 +11,16 @@ import { Store } from "../../shared/errors.ts";
 import type { ControlSettings } from "../../shared/settings.ts";
 import type { Loop } from "../core/loops.ts";
 import { FeedBuilder } from "../controller/feed-builder.ts";
-import { ControllerLease } from "../controller/lease.ts";
+import { ControllerLease, type LeaseSnapshot } from "../controller/lease.ts";
 import { JobProducer } from "../controller/producers.ts";
 import { JOB_CATALOGUE } from "../jobs/catalogue.ts";
 import { HANDLED_KINDS } from "../jobs/handlers.ts";
-import { BaseRuntime, type RuntimeName, type RuntimeOptions } from "./runtime.ts";
+import {
+  BaseRuntime,
+  type RuntimeName,
+  type RuntimeOptions,
+  type RuntimeSnapshot,
+} from "./runtime.ts";
 
 export interface ControllerRuntimeOptions extends RuntimeOptions {
   settings: ControlSettings;
@@ -23,6 +28,11 @@ export interface ControllerRuntimeOptions extends RuntimeOptions {
   redis: Redis;
   keys: RedisKeys;
   instance: string;
+}
+
+/** The controller's section of the snapshot. */
+export interface ControllerSnapshot extends RuntimeSnapshot {
+  lease: LeaseSnapshot;
 }
 
 export class ControllerRuntime extends BaseRuntime {
@@ -100,7 +110,7 @@ export class ControllerRuntime extends BaseRuntime {
         : `controller: feed cannot be published: ${problem}`);
   }
 
-  protected override details(): Record<string, unknown> {
-    return { lease: this.lease.snapshot() };
+  override snapshot(): ControllerSnapshot {
+    return { ...super.snapshot(), lease: this.lease.snapshot() };
   }
 }

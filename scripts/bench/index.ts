@@ -19,6 +19,7 @@ import { healthSuite } from "./health.ts";
 import { memorySuite } from "./memory.ts";
 import { metricsSuite } from "./metrics.ts";
 import { producersSuite } from "./producers.ts";
+import { telemetrySuite } from "./telemetry.ts";
 import { throughputSuite } from "./throughput.ts";
 import { formatNumber, passes, type Row, type Suite } from "./suite.ts";
 
@@ -31,6 +32,7 @@ export const SUITES: readonly Suite[] = [
   producersSuite,
   healthSuite,
   metricsSuite,
+  telemetrySuite,
 ];
 
 interface Line {

@@ -137,6 +137,8 @@ export async function startHarness(options: HarnessOptions = {}): Promise<ApiHar
       startedAt: new Date().toISOString(),
     },
     readiness: () => ({ ready: true, reasons: [] }),
+    // No node here, so no snapshot to render: real processes' /metrics are in tests/node.
+    metrics: () => Promise.resolve({ contentType: "text/plain", body: "" }),
   };
   const app = createApp(deps);
 
