@@ -53,6 +53,8 @@ import {
 import { findFreePort, LocalRedis } from "../../scripts/local-stores.ts";
 import { openConnect, RawConnection } from "../../tests/gateway-net/support.ts";
 import { TEST_REDIS_URL } from "../../tests/support/stores.ts";
+import { HANDLED_KINDS } from "../../control/jobs/handlers.ts";
+import { JobKind } from "../../shared/roles.ts";
 import { Cluster, type Gateway } from "../support/cluster.ts";
 import { type Origin, startOrigin } from "../support/origin.ts";
 import { basicAuth, type Credentials } from "../support/proxy-client.ts";
@@ -91,7 +93,15 @@ beforeAll(async () => {
     Promise.all(EXITS.map((bindAddress) => startTinyproxy({ bindAddress }))),
     redis.start(),
   ]);
-  cluster = await Cluster.create({ redisUrl: redis.url });
+  // The windows are read where the gateways write them: no worker flushes them into Postgres.
+  cluster = await Cluster.create({
+    redisUrl: redis.url,
+    env: {
+      OCTOPROX_WORKER_JOBS: HANDLED_KINDS.filter((kind) => kind !== JobKind.metricsFlush).join(
+        ",",
+      ),
+    },
+  });
   await cluster.start("all");
   [gateway, gatewayTwoIsolates] = await Promise.all([
     cluster.startGateway(),

@@ -179,7 +179,7 @@ describe("health status by the checks", () => {
     expect(syncStats.oldestAgeMs).toBeGreaterThanOrEqual(0);
     expect(syncStats.oldestAgeMs).toBeLessThanOrEqual(readAt - addedAt + 1_000);
     // Streams nobody wrote to are shown empty, with their group missing.
-    expect(stats.work_streams.data["jobs.compaction"]).toMatchObject({
+    expect(stats.work_streams.data["jobs.geo_update"]).toMatchObject({
       length: 0,
       pending: 0,
       backlog: 0,
