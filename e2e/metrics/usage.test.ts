@@ -82,7 +82,7 @@ interface Flow {
  * no transfer, so it counts in no usage, and the tunnel is asked again.
  */
 async function tunnel(payload: number): Promise<{ exit: string; sent: number; received: number }> {
-  const { connection, response } = await cluster.until(async () => {
+  const { connection } = await cluster.until(async () => {
     const opened = await openConnect(
       gateway.proxyPort,
       `127.0.0.1:${sink.port}`,
