@@ -372,6 +372,39 @@ describe.each([1, 2])("the failure log with %i isolate(s)", (isolates) => {
       .toBe(true);
   });
 
+  it("writes its instance snapshot with every isolate, the feed it applied and its failure logs", async () => {
+    const snapshot = await waitFor(async () => {
+      const [instance] = await bed.redis.smembers(bed.keys.instanceIndex);
+      if (instance === undefined) return undefined;
+      const text = await bed.redis.get(bed.keys.instanceSnapshot(instance));
+      const parsed = text === null ? undefined : JSON.parse(text);
+      // A beat from after the traffic above (every 5 s): the failure logs have written.
+      return parsed?.isolates?.length === isolates &&
+          parsed.isolates.every((entry: { failure_log: { pending_examples: number } }) =>
+            entry.failure_log.pending_examples === 0
+          ) &&
+          parsed.isolates.reduce(
+              (sum: number, entry: { failure_log: { recorded: number } }) =>
+                sum + entry.failure_log.recorded,
+              0,
+            ) > 0
+        ? parsed
+        : undefined;
+    }, { timeoutMs: 20_000, message: "a heartbeat snapshot after the traffic" });
+    const head = JSON.parse((await bed.redis.get(bed.keys.feedHead))!);
+    expect(snapshot).toMatchObject({
+      role: "gateway",
+      ready: true,
+      isolates_configured: isolates,
+      feed: { applied_digest: head.digest, consecutive_failures: 0 },
+    });
+    expect(snapshot.isolates.map((entry: { isolate: number }) => entry.isolate)).toEqual(
+      Array.from({ length: isolates }, (_, index) => index),
+    );
+    const registry = JSON.parse((await bed.redis.get(bed.keys.instance(snapshot.instance)))!);
+    expect(registry).toMatchObject({ role: "gateway", ttl_ms: 15_000 });
+  });
+
   it("answers /metrics that promtool passes, every failure kind from the first scrape", async () => {
     for (const kind of FAILURE_KINDS) {
       expect(firstScrape).toContain(`octoprox_gateway_failures_total{kind="${kind}"} 0`);
