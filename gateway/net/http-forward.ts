@@ -141,7 +141,10 @@ export async function handleForward(session: ClientSession, head: RequestHead): 
       expectsContinue,
     });
     if (result.ok) {
-      reportFailedAttempts(ctx.hooks, failed, { status: result.status, proxyStatus: "" });
+      // Only after a failed attempt: a request served at once builds nothing here.
+      if (failed !== undefined) {
+        reportFailedAttempts(ctx.hooks, failed, { status: result.status, proxyStatus: "" });
+      }
       return result.keepAlive;
     }
     if (result.interrupted) {
