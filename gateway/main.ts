@@ -101,7 +101,15 @@ try {
     core.shareWith((delta) => workers.share(delta));
     core.shareTripsWith((proxyId, untilMs) => workers.shareQuarantine(proxyId, untilMs));
   }
-  gateway = new GatewayProcess({ settings, instance, logger, core, isolates: pool, budget });
+  gateway = new GatewayProcess({
+    settings,
+    instance,
+    logger,
+    core,
+    isolates: pool,
+    budget,
+    isolatesConfigured: isolates,
+  });
   await gateway.start();
 } catch (error) {
   logger.fatal("Start failed", { error });

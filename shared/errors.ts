@@ -124,6 +124,20 @@ export function errorText(error: unknown): string {
   return String(error);
 }
 
+/**
+ * An error's message and its causes', up to `depth` of them (the runtime's own error is often
+ * the cause of ours): what a log line or a failure example says of it.
+ */
+export function errorChainText(error: unknown, depth = 3): string {
+  let text = errorText(error);
+  let cause: unknown = error instanceof Error ? error.cause : undefined;
+  for (let level = 0; cause !== undefined && level < depth; level++) {
+    text += `: ${errorText(cause)}`;
+    cause = cause instanceof Error ? cause.cause : undefined;
+  }
+  return text;
+}
+
 /** How stats and states label an error: its type's name, then its message. */
 export function errorLabel(error: unknown): string {
   if (error instanceof Error) {

@@ -247,6 +247,8 @@ const gatewayFields = {
   // measured hosts more isolates did not serve more, and each adds a snapshot's memory
   // (docs/gateway.md, "Every core").
   OCTOPROX_GATEWAY_ISOLATES: integer(1, 0, 256),
+  // How often the gateway writes its instance snapshot (the System page), as control processes.
+  OCTOPROX_HEARTBEAT_INTERVAL: seconds(5, 0.1, 3600),
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -321,6 +323,7 @@ export const GatewaySettingsSchema = v.pipe(
     connectTimeoutMs: e.OCTOPROX_CONNECT_TIMEOUT,
     /** 1 (default): one isolate; 0: one per core (the process resolves it); n: n isolates. */
     isolates: e.OCTOPROX_GATEWAY_ISOLATES,
+    heartbeatIntervalMs: e.OCTOPROX_HEARTBEAT_INTERVAL,
   })),
 );
 export type GatewaySettings = v.InferOutput<typeof GatewaySettingsSchema>;

@@ -6,6 +6,8 @@
 import type { Redis } from "ioredis";
 import { type RedisKeys, WORK_STREAMS, type WorkStreamName } from "../../shared/redis-keys.ts";
 import { errorText } from "../../shared/errors.ts";
+import { readHead } from "../../shared/feed/manifest.ts";
+import { appliedDigestOf } from "../../shared/gateway-snapshot.ts";
 import { type WorkStreamStats, workStreamStats } from "./work-streams.ts";
 
 export interface Section<T> {
@@ -24,10 +26,32 @@ export interface ListedProcess {
   snapshot: Record<string, unknown> | null;
 }
 
+/** One gateway against the routing feed. */
+export interface FeedGateway {
+  instance: string;
+  /** The head digest it applied last, as its heartbeat reported it (null: none yet, or unknown). */
+  applied_digest: string | null;
+  /** It applied the head Redis holds now. */
+  current: boolean;
+  /** Milliseconds since it applied its feed, as of its last heartbeat. */
+  apply_age_ms: number | null;
+  heartbeat_age_ms: number | null;
+}
+
+/** The routing feed's head and every listed gateway against it. */
+export interface FeedStatus {
+  /** The head in Redis; null when there is none (or of a schema this release cannot read). */
+  head: { digest: string; compiled_at: string } | null;
+  gateways: FeedGateway[];
+  /** Gateways listed that have not applied the head. */
+  behind: number;
+}
+
 export interface SystemStats {
   read_at: string;
   processes: Section<{ total: number; by_role: Record<string, ListedProcess[]> }>;
   leader: Section<{ instance: string; lease_ttl_ms: number } | null>;
+  feed: Section<FeedStatus>;
   work_streams: Section<Record<WorkStreamName, WorkStreamStats>>;
 }
 
@@ -40,9 +64,11 @@ async function section<T>(read: () => Promise<T>): Promise<Section<T>> {
 }
 
 export async function readSystemStats(redis: Redis, keys: RedisKeys): Promise<SystemStats> {
-  const [processes, leader, streams] = await Promise.all([
-    section(() => readProcesses(redis, keys)),
+  const listing = readProcesses(redis, keys);
+  const [processes, leader, feed, streams] = await Promise.all([
+    section(() => listing),
     section(() => readLeader(redis, keys)),
+    section(async () => readFeed(redis, keys, (await listing).by_role.gateway ?? [])),
     section(async () => {
       const stats = await workStreamStats(redis, WORK_STREAMS.map((name) => keys.workStream(name)));
       return Object.fromEntries(WORK_STREAMS.map((name, i) => [name, stats[i]])) as Record<
@@ -55,6 +81,7 @@ export async function readSystemStats(redis: Redis, keys: RedisKeys): Promise<Sy
     read_at: new Date().toISOString(),
     processes,
     leader,
+    feed,
     work_streams: streams,
   };
 }
@@ -92,6 +119,39 @@ async function readProcesses(redis: Redis, keys: RedisKeys) {
     total += 1;
   });
   return { total, by_role: byRole };
+}
+
+/**
+ * The head as the gateways' followers read it (one GET), and each listed gateway's applied digest
+ * against it: a gateway whose follower cannot read or verify the head, or that is stalled, keeps
+ * its old digest and shows behind.
+ */
+async function readFeed(
+  redis: Redis,
+  keys: RedisKeys,
+  gateways: readonly ListedProcess[],
+): Promise<FeedStatus> {
+  const text = await redis.get(keys.feedHead);
+  const read = text === null ? undefined : readHead(text);
+  const head = read?.kind === "head"
+    ? { digest: read.head.digest, compiled_at: new Date(read.head.compiled_at).toISOString() }
+    : null;
+  const listed = gateways.map((gateway): FeedGateway => {
+    const applied = appliedDigestOf(gateway.snapshot);
+    const feed = gateway.snapshot?.feed as Record<string, unknown> | undefined;
+    return {
+      instance: gateway.instance,
+      applied_digest: applied,
+      current: head !== null && applied === head.digest,
+      apply_age_ms: typeof feed?.apply_age_ms === "number" ? feed.apply_age_ms : null,
+      heartbeat_age_ms: gateway.heartbeat_age_ms,
+    };
+  });
+  return {
+    head,
+    gateways: listed,
+    behind: listed.filter((gateway) => !gateway.current).length,
+  };
 }
 
 async function readLeader(redis: Redis, keys: RedisKeys) {

@@ -6,11 +6,13 @@
  * Keys, in one MULTI: the registry key (the process is listed while it lives; its value is
  * {role, version, started_at, ttl_ms}), the snapshot key (what it reports; its age is read off
  * its TTL, so no two hosts' clocks are compared) and the instance index. Both keys live three
- * intervals, so a process that dies leaves the list soon.
+ * intervals, so a process that dies leaves the list soon. The gateways write the same keys
+ * (shared/instance-registry.ts).
  */
 import type { Redis } from "ioredis";
 import type { Database } from "../../db/client.ts";
 import { errorText, Store, StoreUnavailableError } from "../../shared/errors.ts";
+import { withdrawInstanceKeys, writeInstanceKeys } from "../../shared/instance-registry.ts";
 import type { RedisKeys } from "../../shared/redis-keys.ts";
 import type { LoopSnapshot } from "../core/loops.ts";
 import { type CycleResult, PeriodicLoop } from "../core/loops.ts";
@@ -139,14 +141,7 @@ export class Heartbeat extends PeriodicLoop {
     if (!this.#wroteKeys) return;
     const { redis, keys, instance, redisDeadlineMs, logger } = this.#options;
     try {
-      await withDeadline(redisDeadlineMs, async () => {
-        const replies = await redis.multi()
-          .del(keys.instance(instance), keys.instanceSnapshot(instance))
-          .srem(keys.instanceIndex, instance)
-          .exec();
-        const failed = replies?.find(([error]) => error !== null);
-        if (!replies || failed) throw failed?.[0] ?? new Error("Transaction discarded");
-      });
+      await withDeadline(redisDeadlineMs, () => withdrawInstanceKeys(redis, keys, instance));
       this.#wroteKeys = false;
     } catch (error) {
       logger.warn(
@@ -197,23 +192,18 @@ export class Heartbeat extends PeriodicLoop {
     };
     // The registry value says how long both keys live, so a reader tells the snapshot's age
     // from its remaining TTL alone.
-    const registry = JSON.stringify({
+    const registration = {
       role,
       version: snapshot.version,
       started_at: snapshot.started_at,
       ttl_ms: this.ttlMs,
-    });
+    };
     let error: string | undefined;
     try {
-      await withDeadline(redisDeadlineMs, async () => {
-        const replies = await redis.multi()
-          .set(keys.instance(instance), registry, "PX", this.ttlMs)
-          .set(keys.instanceSnapshot(instance), JSON.stringify(snapshot), "PX", this.ttlMs)
-          .sadd(keys.instanceIndex, instance)
-          .exec();
-        const failed = replies?.find(([e]) => e !== null);
-        if (!replies || failed) throw failed?.[0] ?? new Error("Transaction discarded");
-      });
+      await withDeadline(
+        redisDeadlineMs,
+        () => writeInstanceKeys(redis, keys, instance, registration, JSON.stringify(snapshot)),
+      );
       this.#wroteKeys = true;
     } catch (e) {
       error = failureText(e);

@@ -15,7 +15,10 @@
  *   read on its socket.
  * - A CONNECT tunnel: the bytes relayed each way once the tunnel is up; the client's CONNECT
  *   head and the gateway's `200 Connection established` are the gateway's own, not relayed.
- * - The gateway's own answers (a refusal) are no transfer: counted as rejections and demand.
+ * - The gateway's own answers (a refusal) are no transfer: counted as rejections and demand,
+ *   and under the project's failure key for the refusal's kind. A failed attempt through a proxy
+ *   would count as a request and a failure of that proxy and under its failure key: none fails
+ *   here, so the failure windows hold the refusals alone.
  *
  * The expected totals come from the client sockets (`bytesWritten`, `bytesRead`), not from body
  * sizes: a test's clients write raw requests and read the answers whole.
@@ -462,6 +465,18 @@ async function expectWindows(project: MeteredProject, tally: Tally): Promise<voi
     demand.rejections += Number(hash.rejections ?? 0);
   }
   expect(demand).toEqual({ requests: tally.total.requests, rejections: tally.refusals });
+
+  // The failure windows hold the refusals and nothing else: every transfer went through, and
+  // no attempt failed (one would count under its connector).
+  const failures = { count: 0, underConnectors: 0 };
+  const windowPrefix = cluster.keys.metricWindow(FailureWindows.name, "");
+  for (const key of await cluster.redis.smembers(windowIndexKey(cluster.keys, FailureWindows))) {
+    const parsed = FailureWindows.parseKey(key.slice(windowPrefix.length));
+    if (parsed?.projectId !== project.projectId) continue;
+    failures.count += Number(await cluster.redis.hget(key, "count"));
+    if (parsed.connectorId !== null) failures.underConnectors++;
+  }
+  expect(failures).toEqual({ count: tally.refusals, underConnectors: 0 });
 
   // Nothing took windows out of Redis meanwhile (the metrics flush stages what it takes).
   expect(await cluster.redis.keys(`${cluster.prefix}metrics:taken:*`)).toEqual([]);

@@ -28,6 +28,11 @@ export const FaultMode = {
   slow: "slow",
   /** Passes `dropAfterBytes` of the target's answer, then cuts both sides. */
   dropMid: "drop-mid",
+  /**
+   * Answers HTTP 403 with a reason phrase repeating what it was sent (the request line and the
+   * credentials, decoded), as vendors that echo what they refused do; SOCKS as `status502`.
+   */
+  echo403: "echo403",
 } as const;
 export type FaultMode = (typeof FaultMode)[keyof typeof FaultMode];
 
@@ -327,6 +332,10 @@ export async function startFaultProxy(options: FaultProxyOptions = {}): Promise<
       );
     }
     if (connectionMode === FaultMode.status502) return answer("502 Bad Gateway");
+    if (connectionMode === FaultMode.echo403) {
+      const who = credentials ? ` for ${credentials.username}:${credentials.password}` : "";
+      return answer(`403 Refused ${requestLine}${who}`);
+    }
     const upstream = await dial(destination.host, destination.port);
     if (!upstream) return answer("502 Bad Gateway");
     if (client.destroyed) return upstream.destroy();
@@ -390,7 +399,9 @@ export async function startFaultProxy(options: FaultProxyOptions = {}): Promise<
     record({ protocol: "socks5", host, port, ...(username !== undefined ? { username } : {}) });
     const reply = (code: number) => Buffer.from([5, code, 0, 1, 0, 0, 0, 0, 0, 0]);
     if (command !== 1) return client.end(reply(7));
-    if (connectionMode === FaultMode.status502) return client.end(reply(1));
+    if (connectionMode === FaultMode.status502 || connectionMode === FaultMode.echo403) {
+      return client.end(reply(1));
+    }
     const upstream = await dial(host, port);
     if (!upstream) return client.end(reply(5));
     if (client.destroyed) return upstream.destroy();
@@ -423,7 +434,9 @@ export async function startFaultProxy(options: FaultProxyOptions = {}): Promise<
     if (connectionMode === FaultMode.status407 || (auth && userId !== auth.username)) {
       return client.end(reply(93));
     }
-    if (connectionMode === FaultMode.status502) return client.end(reply(91));
+    if (connectionMode === FaultMode.status502 || connectionMode === FaultMode.echo403) {
+      return client.end(reply(91));
+    }
     const upstream = await dial(host, port);
     if (!upstream) return client.end(reply(91));
     if (client.destroyed) return upstream.destroy();

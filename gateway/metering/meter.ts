@@ -4,8 +4,8 @@
  * window (so a running transfer's bytes reach Redis every interval), and when it finishes. A
  * meter finishes once: a second finish, and bytes after the first, count nothing.
  */
-import type { Outcome, UpstreamChoice } from "../core/contract.ts";
-import type { TransferMeter } from "../net/hooks.ts";
+import type { Outcome, Target, UpstreamChoice } from "../core/contract.ts";
+import type { FailureNote, RequestProtocol, TransferMeter, TransferStart } from "../net/hooks.ts";
 
 /** The rows one transfer counts into (full Redis keys). */
 export interface MeterKeys {
@@ -21,7 +21,7 @@ export interface MeterKeys {
 export interface MeterSink {
   readonly reportBytes: number;
   report(meter: Meter): void;
-  finish(meter: Meter, outcome: Outcome): void;
+  finish(meter: Meter, outcome: Outcome, failure: FailureNote | undefined): void;
   finishedTwice(): void;
 }
 
@@ -41,21 +41,23 @@ export class Meter implements TransferMeter {
   readonly interrupt: (() => void) | undefined;
   /** Interrupted already: asked once. */
   interrupted = false;
+  /** Who and what the transfer is for: a failed one is described with them. */
+  readonly projectId: string;
+  readonly target: Target;
+  /** How a failure the socket layer did not describe is recorded (a forward is `http`). */
+  readonly protocol: RequestProtocol;
   #finished = false;
   readonly #sink: MeterSink;
 
-  constructor(
-    sink: MeterSink,
-    keys: MeterKeys,
-    latencyMs: number,
-    upstream: UpstreamChoice,
-    interrupt: (() => void) | undefined,
-  ) {
+  constructor(sink: MeterSink, keys: MeterKeys, latencyMs: number, start: TransferStart) {
     this.#sink = sink;
     this.keys = keys;
     this.latencyMs = latencyMs;
-    this.upstream = upstream;
-    this.interrupt = interrupt;
+    this.upstream = start.upstream;
+    this.interrupt = start.interrupt;
+    this.projectId = start.client.projectId;
+    this.target = start.target;
+    this.protocol = start.kind;
   }
 
   get finished(): boolean {
@@ -79,14 +81,14 @@ export class Meter implements TransferMeter {
     }
   }
 
-  finish(outcome: Outcome): void {
+  finish(outcome: Outcome, failure?: FailureNote): void {
     try {
       if (this.#finished) {
         this.#sink.finishedTwice();
         return;
       }
       this.#finished = true;
-      this.#sink.finish(this, outcome);
+      this.#sink.finish(this, outcome, failure);
     } catch {
       // A transfer's end must never fail for metering.
     }

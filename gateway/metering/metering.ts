@@ -4,18 +4,28 @@
  *
  * Counted per proxy, project, connector and destination host: requests, successes, failures,
  * bytes sent (client to upstream), bytes received (upstream to client) and summed latency, when
- * a transfer finishes (bytes also while it runs); per project and minute, the demand (transfers
- * begun and rejections); per project and refusal kind, the refusals (failure windows without a
- * connector). A finished transfer through a
- * rate-limited connector is also handed to the rate limiter (rate-limiter.ts). The receivers touch
- * only memory and never throw. In-flight counts and the strategies' outcomes are dispatch's, not
- * metering's.
+ * a transfer finishes (bytes also while it runs), and when an attempt through a proxy failed
+ * before any transfer began (one request, one failure, its time until the failure as latency);
+ * per project and minute, the demand (transfers begun and rejections); per failure key (project,
+ * connector, kind, the upstream's status), every failure: a refusal (no connector), a failed
+ * attempt, a transfer that ended failed. Each failure is also described to the failure log
+ * (failure-log.ts), once. A finished transfer through a rate-limited connector is also handed to
+ * the rate limiter (rate-limiter.ts). The receivers touch only memory and never throw. In-flight
+ * counts and the strategies' outcomes are dispatch's, not metering's.
  *
  * Runtime-neutral: the caller passes the Redis client and the script's source (gateway/metering/
  * lua.ts under Deno).
  */
 import type { Client, Outcome, Refusal, Target } from "../core/contract.ts";
-import type { TransferHooks, TransferStart } from "../net/hooks.ts";
+import { AttemptFailureKind } from "../../shared/failure-kinds.ts";
+import { formatAuthority } from "../../shared/proxy-protocol/address.ts";
+import type {
+  FailedAttempt,
+  FailureNote,
+  RequestProtocol,
+  TransferHooks,
+  TransferStart,
+} from "../net/hooks.ts";
 import { counterSample, gaugeSample, type MetricSample } from "../net/metrics.ts";
 import {
   ConnectorWindows,
@@ -39,6 +49,7 @@ import {
   type OverflowCounts,
   TransferField,
 } from "./deltas.ts";
+import type { FailureRecorder } from "./failure-log.ts";
 import { Meter, type MeterKeys, type MeterSink } from "./meter.ts";
 import { BatchPublisher, type PublisherLogger, type PublisherStats } from "./publisher.ts";
 import type { LuaScript, ScriptClient } from "./scripts.ts";
@@ -85,6 +96,8 @@ export interface RequestMeteringOptions {
    * its reports (every 1 MiB, and every interval), which stops it.
    */
   interrupts?: (connectorId: string) => boolean;
+  /** Where every failure is described, once (failure-log.ts). */
+  failureLog?: FailureRecorder;
 }
 
 /** Where a finished transfer through a rate-limited connector is counted. */
@@ -105,6 +118,8 @@ export interface MeteringStats extends PublisherStats, OverflowCounts {
   partsAbandoned: number;
   /** Increments Redis refused inside an applied part (a foreign write of another type). */
   incrementsRefused: number;
+  /** Attempts through a proxy that failed before a transfer began. */
+  attemptsFailed: number;
 }
 
 /** Eight hex digits, drawn afresh per process: tells a restarted writer from its last life. */
@@ -112,6 +127,15 @@ export function randomSuffix(): string {
   const bytes = crypto.getRandomValues(new Uint8Array(4));
   return [...bytes].map((byte) => byte.toString(16).padStart(2, "0")).join("");
 }
+
+/** What a failed transfer that did not say how is recorded as: a bug of ours, visibly. */
+const UNDESCRIBED: Omit<FailureNote, "protocol"> = {
+  kind: AttemptFailureKind.gatewayError,
+  clientStatus: 0,
+  proxyStatus: "",
+  vendorStatus: null,
+  message: "The transfer failed without saying how",
+};
 
 /** Lower case, without IPv6 brackets or a root dot, and of bounded length. */
 export function normaliseHost(host: string): string {
@@ -136,7 +160,9 @@ export class RequestMetering implements TransferHooks {
   readonly #sink: MeterSink;
   readonly #rateLimiter: RateCounter | undefined;
   readonly #interrupts: ((connectorId: string) => boolean) | undefined;
+  readonly #failureLog: FailureRecorder | undefined;
   #interrupted = 0;
+  #attemptsFailed = 0;
   #window: MeteringWindow;
   #nextNumber = 1;
   #finishedTwice = 0;
@@ -154,6 +180,7 @@ export class RequestMetering implements TransferHooks {
     this.#now = options.now ?? Date.now;
     this.#rateLimiter = options.rateLimiter;
     this.#interrupts = options.interrupts;
+    this.#failureLog = options.failureLog;
     this.#window = new MeteringWindow(this.#caps, this.#overflow);
     const appliedKey = options.keys.applied(this.writer);
     this.#sink = {
@@ -162,7 +189,7 @@ export class RequestMetering implements TransferHooks {
         this.#interruptIfBlocked(meter);
         this.#report(meter);
       },
-      finish: (meter, outcome) => this.#finish(meter, outcome),
+      finish: (meter, outcome, failure) => this.#finish(meter, outcome, failure),
       finishedTwice: () => {
         this.#finishedTwice++;
       },
@@ -209,8 +236,7 @@ export class RequestMetering implements TransferHooks {
         this.#sink,
         this.#keysFor(start),
         latencyMs,
-        start.upstream,
-        start.interrupt,
+        start,
       );
       this.#demand(projectId, DemandField.requests);
       this.#open.add(meter);
@@ -225,7 +251,7 @@ export class RequestMetering implements TransferHooks {
    * come back request after request, and building five strings each time is most of begin's
    * cost. Kept per snapshot row object, so a feed that replaces the row drops them.
    */
-  #keysFor(start: TransferStart): MeterKeys {
+  #keysFor(start: Pick<TransferStart, "client" | "target" | "upstream">): MeterKeys {
     const { projectId } = start.client;
     const upstream = start.upstream;
     let byProject = this.#keyCache.get(upstream);
@@ -265,31 +291,104 @@ export class RequestMetering implements TransferHooks {
     return meterKeys;
   }
 
-  rejected(refusal: Refusal, client: Client | undefined, _target: Target | undefined): void {
+  rejected(
+    refusal: Refusal,
+    client: Client | undefined,
+    target: Target | undefined,
+    protocol: RequestProtocol = "http",
+  ): void {
     try {
       // A refusal without a reason is no routing decision (a malformed request): not demand.
       const reason = refusal.rejection;
       if (reason === undefined) return;
+      this.#failureLog?.record(client?.projectId ?? null, {
+        atMs: this.#now(),
+        kind: reason,
+        protocol,
+        clientStatus: refusal.status,
+        proxyStatus: refusal.proxyStatus,
+        vendorStatus: null,
+        connectorId: null,
+        proxyId: null,
+        target: target === undefined ? "" : formatAuthority(target.host, target.port),
+        message: refusal.reason,
+      });
       if (!client) {
         this.#rejectionsWithoutProject++;
         return;
       }
       const { projectId } = client;
       this.#demand(projectId, DemandField.rejections);
-      const key = this.#keys.metricWindow(
-        FailureWindows.name,
-        FailureWindows.formatKey({
-          projectId,
-          connectorId: null,
-          kind: reason,
-          vendorStatus: null,
-        }),
-      );
-      const row = this.#window.kinds.failure.row(key);
-      if (row) row[FailureField.count] += 1;
+      this.#countFailure(projectId, null, reason, null);
     } catch {
       // Never raise on the request path.
     }
+  }
+
+  /**
+   * An attempt through a proxy that failed before any transfer began: one request and one
+   * failure for the proxy, its project, connector and host (its time until the failure as its
+   * latency), one under its failure key, and one failure described.
+   */
+  attemptFailed(attempt: FailedAttempt): void {
+    try {
+      this.#attemptsFailed++;
+      const keys = this.#keysFor(attempt);
+      const kinds = this.#window.kinds;
+      const elapsedMs = Number.isFinite(attempt.elapsedMs) ? Math.max(0, attempt.elapsedMs) : 0;
+      for (
+        const row of [
+          kinds.proxy.row(keys.proxy),
+          kinds.project.row(keys.project),
+          kinds.connector.row(keys.connector),
+          kinds.host.row(keys.host, keys.otherHost),
+        ]
+      ) {
+        if (!row) continue;
+        row[TransferField.requests] += 1;
+        row[TransferField.failures] += 1;
+        row[TransferField.latency_sum_ms] += elapsedMs;
+      }
+      this.#failed(attempt.client.projectId, attempt.upstream, attempt.target, attempt.note);
+    } catch {
+      // Never raise on the request path.
+    }
+  }
+
+  /** One under the failure key, and the failure described to the failure log. */
+  #failed(
+    projectId: string,
+    upstream: { proxyId: string; connectorId: string },
+    target: Target,
+    note: FailureNote,
+  ): void {
+    this.#countFailure(projectId, upstream.connectorId, note.kind, note.vendorStatus);
+    this.#failureLog?.record(projectId, {
+      atMs: this.#now(),
+      kind: note.kind,
+      protocol: note.protocol,
+      clientStatus: note.clientStatus,
+      proxyStatus: note.proxyStatus,
+      vendorStatus: note.vendorStatus,
+      connectorId: upstream.connectorId,
+      proxyId: upstream.proxyId,
+      target: formatAuthority(target.host, target.port),
+      message: note.message,
+    });
+  }
+
+  #countFailure(
+    projectId: string,
+    connectorId: string | null,
+    kind: string,
+    vendorStatus: number | null,
+  ): void {
+    const key = this.#keys.metricWindow(
+      FailureWindows.name,
+      FailureWindows.formatKey({ projectId, connectorId, kind, vendorStatus }),
+    );
+    const row = this.#window.kinds.failure.row(key);
+    if (row) row[FailureField.count] += 1;
   }
 
   #demand(projectId: string, field: number): void {
@@ -317,7 +416,7 @@ export class RequestMetering implements TransferHooks {
     }
   }
 
-  #finish(meter: Meter, outcome: Outcome): void {
+  #finish(meter: Meter, outcome: Outcome, failure: FailureNote | undefined): void {
     this.#open.delete(meter);
     this.#report(meter);
     const upstream = meter.upstream;
@@ -331,6 +430,10 @@ export class RequestMetering implements TransferHooks {
       row[TransferField.requests] += 1;
       row[result] += 1;
       row[TransferField.latency_sum_ms] += latencyMs;
+    }
+    if (!outcome.ok) {
+      const note = failure ?? { ...UNDESCRIBED, protocol: meter.protocol };
+      this.#failed(meter.projectId, upstream, meter.target, note);
     }
   }
 
@@ -414,6 +517,7 @@ export class RequestMetering implements TransferHooks {
       transfersInterrupted: this.#interrupted,
       partsAbandoned: this.#partsAbandoned,
       incrementsRefused: this.#incrementsRefused,
+      attemptsFailed: this.#attemptsFailed,
     };
   }
 

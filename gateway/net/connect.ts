@@ -17,10 +17,24 @@ import {
   type Target,
 } from "../core/contract.ts";
 import { CONNECTION_ESTABLISHED } from "./answers.ts";
-import { describeFailure, type Failure } from "./failures.ts";
-import { safely, type TransferMeter } from "./hooks.ts";
+import {
+  ClientGoneError,
+  describeFailure,
+  type Failure,
+  failureNote,
+  tunnelLine,
+} from "./failures.ts";
+import {
+  type FailedAttempt,
+  type FailureNote,
+  reportFailedAttempts,
+  type RequestProtocol,
+  safely,
+  type TransferMeter,
+} from "./hooks.ts";
 import { clientKeepsAlive, HeadError, parseConnectTarget, type RequestHead } from "./http-parse.ts";
 import { relay, RelayEnd } from "./relay.ts";
+import { UpstreamIdleError } from "../../shared/proxy-protocol/errors.ts";
 import { RequestKind, RequestOutcome } from "./metrics.ts";
 import type { Leg } from "./leg.ts";
 import { attemptsFor, connectTimeoutFor } from "./limits.ts";
@@ -48,7 +62,7 @@ export async function handleConnect(session: ClientSession, head: RequestHead): 
   if (client instanceof Promise) client = await client;
   if (client === undefined) return keepAfterRefusal;
 
-  const dial = await dialTunnel(session, client, target);
+  const dial = await dialTunnel(session, client, target, kind);
   switch (dial.kind) {
     case "refused":
       await session.refuse(
@@ -99,21 +113,30 @@ export type TunnelDial =
   | { kind: "failed"; failure: Failure; error: unknown }
   | { kind: "gone" };
 
+/** What a tunnel's failed attempts are recorded as having answered, by how the dial ended. */
+const TUNNEL_UP = { status: 200, proxyStatus: "" };
+const NOTHING_ANSWERED = { status: 0, proxyStatus: "" };
+
 /**
  * Acquires an upstream and opens the tunnel through it, trying another proxy while the tunnel
  * is not up (at most `attemptsFor(client)` distinct ones). Every attempt that failed is
- * released here; an `up` result hands its allocation (reserved, not committed) to the caller.
+ * released here, and told to metering with the answer the dial ends with (the tunnel's 200, the
+ * last failure's answer, nothing when the client left); an `up` result hands its allocation
+ * (reserved, not committed) to the caller.
  */
 export async function dialTunnel(
   session: TunnelSession,
   client: Client,
   target: Target,
+  protocol: RequestProtocol,
 ): Promise<TunnelDial> {
   const ctx = session.ctx;
   // Built only for a second attempt: most requests are served by their first.
   let exclude: Set<string> | undefined;
   let failure: Failure | undefined;
   let lastError: unknown;
+  // Built on failure only.
+  let failed: FailedAttempt[] | undefined;
   const attempts = attemptsFor(client);
   for (let attempt = 0; attempt < attempts; attempt++) {
     let acquired = ctx.router.acquire(client, target, exclude ?? NOTHING_TRIED);
@@ -128,6 +151,7 @@ export async function dialTunnel(
     let link: UpstreamLink;
     // Every read into it is awaited by the dial, which has settled when it goes back.
     const buffer = ctx.pool.take();
+    const dialStartedMs = performance.now();
     try {
       link = await dialUpstream({
         upstream: acquired.upstream,
@@ -143,14 +167,37 @@ export async function dialTunnel(
       lastError = error;
       releaseOnce(session, acquired, { ok: false, phase: failure.phase });
       ctx.metrics.upstreamFailure(failure.phase);
-      ctx.logger.debug("CONNECT attempt failed", { error, phase: failure.phase });
-      if (session.signal.aborted || session.client.closed) return { kind: "gone" };
+      const note = failureNote(failure, error, {
+        protocol,
+        line: tunnelLine(target),
+        upstream: acquired.upstream,
+      }, NOTHING_ANSWERED);
+      (failed ??= []).push({
+        client,
+        target,
+        upstream: acquired.upstream,
+        elapsedMs: Date.now() - startedMs,
+        note,
+      });
+      // The message, not the error: it is scrubbed of the proxy's credentials.
+      ctx.logger.debug("CONNECT attempt failed", {
+        kind: note.kind,
+        phase: failure.phase,
+        failure: note.message,
+      });
+      if (session.signal.aborted || session.client.closed) {
+        reportFailedAttempts(ctx.hooks, failed, NOTHING_ANSWERED);
+        return { kind: "gone" };
+      }
       continue;
     } finally {
       ctx.pool.give(buffer);
     }
+    ctx.metrics.upstreamConnected(performance.now() - dialStartedMs);
+    reportFailedAttempts(ctx.hooks, failed, TUNNEL_UP);
     return { kind: "up", allocation: acquired, link, startedMs };
   }
+  reportFailedAttempts(ctx.hooks, failed, failure!.answer);
   return { kind: "failed", failure: failure!, error: lastError };
 }
 
@@ -179,6 +226,8 @@ export async function runTunnel(session: TunnelSession, request: TunnelRequest):
   const { allocation, link } = request;
   const latencyMs = Date.now() - request.startedMs;
   let outcome: Outcome = { ok: true, latencyMs };
+  /** How the tunnel failed, for its meter (built on failure only). */
+  let failedAs: { error: unknown; answered: number } | undefined;
   let meter: TransferMeter | undefined;
   /** Stopped by the interrupt traffic action: policy, not the upstream's failure. */
   let interrupted = false;
@@ -200,8 +249,12 @@ export async function runTunnel(session: TunnelSession, request: TunnelRequest):
     );
     try {
       await session.client.write(request.established);
-    } catch {
+    } catch (error) {
       outcome = { ok: false, phase: FailurePhase.client, latencyMs };
+      failedAs = {
+        error: new ClientGoneError("Client left before its tunnel was up", { cause: error }),
+        answered: 0,
+      };
       ctx.metrics.request(request.kind, RequestOutcome.broken, 200);
       return;
     }
@@ -222,6 +275,10 @@ export async function runTunnel(session: TunnelSession, request: TunnelRequest):
       // Legs closed by a cancelled session (the gateway stopping) are not the upstream's fault.
       if (result.end === RelayEnd.upstream && !session.signal.aborted && !interrupted) {
         outcome = { ok: false, phase: FailurePhase.idle, latencyMs };
+        failedAs = {
+          error: new UpstreamIdleError("The tunnel's upstream leg failed"),
+          answered: 200,
+        };
         ctx.metrics.upstreamFailure(FailurePhase.idle);
       }
     } finally {
@@ -230,13 +287,27 @@ export async function runTunnel(session: TunnelSession, request: TunnelRequest):
   } catch (error) {
     ctx.logger.error("Tunnel failed", { error });
     outcome = { ok: false, phase: FailurePhase.client, latencyMs };
+    failedAs = { error, answered: 200 };
   } finally {
     session.attach(undefined);
     link.leg.close();
     releaseOnce(session, allocation, outcome);
     if (meter) {
       const finished = meter;
-      safely(() => finished.finish(outcome));
+      const note = failedAs === undefined ? undefined : tunnelFailure(request, failedAs);
+      safely(() => finished.finish(outcome, note));
     }
   }
+}
+
+/** A tunnel that was up and failed, as its meter tells the failure log. */
+function tunnelFailure(
+  request: TunnelRequest,
+  failedAs: { error: unknown; answered: number },
+): FailureNote {
+  return failureNote(describeFailure(failedAs.error), failedAs.error, {
+    protocol: request.kind,
+    line: tunnelLine(request.target),
+    upstream: request.allocation.upstream,
+  }, { status: failedAs.answered, proxyStatus: "" });
 }

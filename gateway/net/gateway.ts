@@ -8,10 +8,22 @@
  * With worker isolates (gateway/net/isolates.ts) the main isolate binds first, with SO_REUSEPORT,
  * and the workers then bind the ports it got; they stop with its listeners, and /metrics sums
  * their counters with its own.
+ *
+ * When the core has an instance store, the heartbeat (heartbeat.ts) writes the process's snapshot
+ * every interval from the start, so the System page lists the gateway; the stop withdraws it once
+ * the listeners closed, before the core stops.
  */
+import type {
+  GatewayFeedSnapshot,
+  GatewayIsolateSnapshot,
+  GatewaySnapshot,
+} from "../../shared/gateway-snapshot.ts";
+import { LoopLagWindows } from "../../shared/loop-lag.ts";
 import type { GatewaySettings } from "../../shared/settings.ts";
+import { VERSION } from "../version.ts";
 import type { DestinationGuard, Router } from "../core/contract.ts";
 import { startStatusServer, type StatusServer } from "../status.ts";
+import { GatewayHeartbeat, type InstanceStore } from "./heartbeat.ts";
 import type { TransferHooks } from "./hooks.ts";
 import { ConnectionBudget } from "./budget.ts";
 import type { IsolatePool } from "./isolates.ts";
@@ -37,6 +49,12 @@ export interface RoutingCore {
   /** Reasons, besides a missing first feed, the gateway is unready (e.g. none). */
   unready?(): string[];
   hooks?: TransferHooks;
+  /** Where the heartbeat writes the process's keys; none: the gateway is not listed. */
+  instances?: InstanceStore;
+  /** The feed follower's state, for the heartbeat snapshot. */
+  feedState?(): GatewayFeedSnapshot;
+  /** The main isolate's own part of the heartbeat snapshot (its connections are the process's). */
+  isolateState?(): Omit<GatewayIsolateSnapshot, "connections_open" | "tunnels_open">;
 }
 
 export interface GatewayProcessOptions {
@@ -48,6 +66,8 @@ export interface GatewayProcessOptions {
   isolates?: IsolatePool;
   /** The process's connection budget, when worker isolates share it. */
   budget?: ConnectionBudget;
+  /** The isolates the process was configured for (OCTOPROX_GATEWAY_ISOLATES, resolved). */
+  isolatesConfigured?: number;
 }
 
 export class GatewayProcess {
@@ -57,6 +77,8 @@ export class GatewayProcess {
   /** The SOCKS5 listener; undefined when OCTOPROX_SOCKS_ENABLED is false. */
   readonly #socks: ProxyListener | undefined;
   #status: StatusServer | undefined;
+  #heartbeat: GatewayHeartbeat | undefined;
+  readonly #startedAt = new Date().toISOString();
   #stopping: Promise<void> | undefined;
   /** Resolves with the exit code once the process stopped (or failed to bind). */
   readonly finished: Promise<number>;
@@ -127,6 +149,16 @@ export class GatewayProcess {
     // The workers build their cores before the first feed, which they get with the main's.
     await this.#options.isolates?.start();
     await core.start();
+    if (core.instances !== undefined) {
+      this.#heartbeat = new GatewayHeartbeat({
+        store: core.instances,
+        logger,
+        intervalMs: settings.heartbeatIntervalMs,
+        registration: { role: "gateway", version: VERSION, started_at: this.#startedAt },
+        report: () => this.snapshot(),
+      });
+      this.#heartbeat.start();
+    }
     core.firstApplied.then(
       () => this.#bind(),
       (error) => this.#fail("The routing core failed before its first feed", error),
@@ -144,6 +176,64 @@ export class GatewayProcess {
     };
     if (isolates === undefined) return this.metrics.render() + coreLines([]);
     return isolates.snapshots().then((others) => this.metrics.render(others) + coreLines(others));
+  }
+
+  /** What the process reports (the heartbeat's snapshot), as of now. */
+  async snapshot(): Promise<GatewaySnapshot> {
+    const { core, isolates, instance } = this.#options;
+    const others = isolates === undefined ? [] : await isolates.snapshots();
+    const emptyLag = new LoopLagWindows().snapshot();
+    const main: GatewayIsolateSnapshot | undefined = core.isolateState === undefined ? undefined : {
+      ...core.isolateState(),
+      connections_open: this.metrics.connectionsOpen,
+      tunnels_open: this.metrics.tunnelsOpen,
+    };
+    const list: GatewayIsolateSnapshot[] = main === undefined ? [] : [main];
+    for (const other of others) {
+      if (other.state === undefined) continue;
+      list.push({
+        ...other.state,
+        connections_open: other.connectionsOpen,
+        tunnels_open: other.tunnelsOpen,
+      });
+    }
+    const reasons = this.unready();
+    let hostname = "";
+    try {
+      hostname = Deno.hostname();
+    } catch {
+      // No sys permission for the host name: the instance id still names the process.
+    }
+    return {
+      instance,
+      role: "gateway",
+      version: VERSION,
+      pid: Deno.pid,
+      hostname,
+      started_at: this.#startedAt,
+      beat_at: new Date().toISOString(),
+      ready: reasons === undefined,
+      reasons: reasons ?? [],
+      feed: core.feedState?.() ?? {
+        applied_digest: null,
+        applied_at: null,
+        compiled_at: null,
+        apply_age_ms: null,
+        applies: 0,
+        failures: 0,
+        consecutive_failures: 0,
+        last_error: null,
+        holding: null,
+      },
+      connections_open: others.reduce(
+        (sum, m) => sum + m.connectionsOpen,
+        this.metrics.connectionsOpen,
+      ),
+      tunnels_open: others.reduce((sum, m) => sum + m.tunnelsOpen, this.metrics.tunnelsOpen),
+      isolates_configured: this.#options.isolatesConfigured ?? 1,
+      isolates: list,
+      loop_lag: main?.loop_lag ?? emptyLag,
+    };
   }
 
   #bind(): void {
@@ -204,6 +294,8 @@ export class GatewayProcess {
       step("SOCKS5 listener", () => this.#socks?.close() ?? Promise.resolve()),
       step("worker isolates", () => this.#options.isolates?.stop() ?? Promise.resolve()),
     ]);
+    // Withdrawn before the core closes its Redis client, so peers see the process leave at once.
+    await step("heartbeat", () => this.#heartbeat?.stop() ?? Promise.resolve());
     await step("routing core", () => core.stop());
     await step("status listener", () => this.#status?.close() ?? Promise.resolve());
     logger.info("Stopped");

@@ -28,14 +28,26 @@ import {
 } from "../core/contract.ts";
 import { CONTINUE_100 } from "./answers.ts";
 import { ChunkedError, ChunkedScanner } from "./chunked.ts";
-import { ClientBodyError, ClientGoneError, describeFailure, type Failure } from "./failures.ts";
+import {
+  ClientBodyError,
+  ClientGoneError,
+  describeFailure,
+  type Failure,
+  failureNote,
+} from "./failures.ts";
 import {
   connectionTokens,
   encodeClientResponseHead,
   encodeUpstreamRequestHead,
   joinHeadAndBody,
 } from "./headers.ts";
-import { safely, type TransferMeter } from "./hooks.ts";
+import {
+  type FailedAttempt,
+  type FailureNote,
+  reportFailedAttempts,
+  safely,
+  type TransferMeter,
+} from "./hooks.ts";
 import {
   BodyKind,
   clientKeepsAlive,
@@ -62,6 +74,9 @@ import { dialUpstream } from "./upstream.ts";
 import { upstreamPoolKey } from "./upstream-pool.ts";
 
 const RETRYABLE_METHODS = new Set(["GET", "HEAD"]);
+
+/** The answer recorded for a request that ended with nothing more to tell its client. */
+const NOTHING_ANSWERED = { status: 0, proxyStatus: "" };
 
 /** Handles one forward request; resolves whether the client's connection serves another. */
 export async function handleForward(session: ClientSession, head: RequestHead): Promise<boolean> {
@@ -103,6 +118,9 @@ export async function handleForward(session: ClientSession, head: RequestHead): 
   // Built only for a second attempt: most requests are served by their first.
   let exclude: Set<string> | undefined;
   let failure: Failure | undefined;
+  // The attempts that failed before a transfer began, told to metering once the request ends
+  // (built on failure only).
+  let failed: FailedAttempt[] | undefined;
   for (let attempt = 0; attempt < attempts; attempt++) {
     let acquired = ctx.router.acquire(client, target, exclude ?? NOTHING_TRIED);
     if (acquired instanceof Promise) acquired = await acquired;
@@ -122,19 +140,40 @@ export async function handleForward(session: ClientSession, head: RequestHead): 
       allocation: acquired,
       expectsContinue,
     });
-    if (result.ok) return result.keepAlive;
+    if (result.ok) {
+      // Only after a failed attempt: a request served at once builds nothing here.
+      if (failed !== undefined) {
+        reportFailedAttempts(ctx.hooks, failed, { status: result.status, proxyStatus: "" });
+      }
+      return result.keepAlive;
+    }
     if (result.interrupted) {
+      reportFailedAttempts(ctx.hooks, failed, { status: result.clientStatus, proxyStatus: "" });
       ctx.metrics.request(kind, RequestOutcome.broken, 0);
       return false;
     }
     failure = result.failure;
     if (failure.phase !== FailurePhase.client) ctx.metrics.upstreamFailure(failure.phase);
-    if (failure.internal) {
-      ctx.logger.error("Forward attempt failed", { error: result.error, phase: failure.phase });
-    } else {
-      ctx.logger.debug("Forward attempt failed", { error: result.error, phase: failure.phase });
+    // The message, not the error: it is scrubbed of the proxy's credentials and URL queries.
+    const fields = { kind: result.note.kind, phase: failure.phase, failure: result.note.message };
+    if (failure.internal) ctx.logger.error("Forward attempt failed", fields);
+    else ctx.logger.debug("Forward attempt failed", fields);
+    if (!result.began) {
+      (failed ??= []).push({
+        client,
+        target,
+        upstream: acquired.upstream,
+        elapsedMs: result.elapsedMs,
+        note: result.note,
+      });
     }
     if (!result.answerable) {
+      // A transfer that began told its own meter; the client got the upstream's answer.
+      reportFailedAttempts(
+        ctx.hooks,
+        failed,
+        result.began ? { status: result.clientStatus, proxyStatus: "" } : NOTHING_ANSWERED,
+      );
       ctx.metrics.request(kind, RequestOutcome.broken, 0);
       return false;
     }
@@ -142,6 +181,7 @@ export async function handleForward(session: ClientSession, head: RequestHead): 
     if (!result.retryable || session.signal.aborted) break;
   }
   const answer = failure!.answer;
+  reportFailedAttempts(ctx.hooks, failed, answer);
   await session.answer(answer, {
     keepAlive: keepAfterRefusal && failure!.phase !== FailurePhase.client,
     kind,
@@ -162,15 +202,22 @@ interface ExchangeRequest {
 }
 
 type ExchangeResult =
-  | { ok: true; keepAlive: boolean }
+  | { ok: true; keepAlive: boolean; /** The upstream's status, relayed. */ status: number }
   | {
     ok: false;
     failure: Failure;
-    error: unknown;
+    /** The failure as the failure log keeps it (its answer filled in once the request ends). */
+    note: FailureNote;
     /** Nothing final reached the client: an answer of ours can still be sent. */
     answerable: boolean;
     /** And nothing of the request was consumed, so another proxy may get it. */
     retryable: boolean;
+    /** The transfer began (the upstream answered): its meter was told of the failure. */
+    began: boolean;
+    /** The upstream's status the client got, once the transfer began (else 0). */
+    clientStatus: number;
+    /** From the attempt's start to its failure. */
+    elapsedMs: number;
     /** Stopped by the interrupt traffic action (the upstream did not fail). */
     interrupted?: boolean;
   };
@@ -200,6 +247,8 @@ async function exchange(session: ClientSession, request: ExchangeRequest): Promi
   let interrupted = false;
   let bodyRead = false;
   let latencyMs: number | undefined;
+  /** The upstream's status, once it answered: what the client is relayed. */
+  let status = 0;
   /** The pool the leg goes back to once the answer ended cleanly (undefined: it closes). */
   let keepIn: string | undefined;
   try {
@@ -228,6 +277,7 @@ async function exchange(session: ClientSession, request: ExchangeRequest): Promi
       if (leg !== undefined) {
         reused = true;
       } else {
+        const dialStartedMs = performance.now();
         const link = await dialUpstream({
           upstream,
           target,
@@ -237,6 +287,7 @@ async function exchange(session: ClientSession, request: ExchangeRequest): Promi
           signal: session.signal,
           buffer,
         });
+        ctx.metrics.upstreamConnected(performance.now() - dialStartedMs);
         leg = link.leg;
       }
       session.attach(leg);
@@ -280,6 +331,7 @@ async function exchange(session: ClientSession, request: ExchangeRequest): Promi
     }
     allocation.commit();
     latencyMs = Date.now() - startedMs;
+    status = response.status;
     const answering = leg;
     meter = safely(() =>
       ctx.hooks?.begin({
@@ -332,25 +384,55 @@ async function exchange(session: ClientSession, request: ExchangeRequest): Promi
     release(outcome);
     if (meter) safely(() => meter!.finish(outcome));
     ctx.metrics.request(RequestKind.http, RequestOutcome.relayed, response.status);
-    return { ok: true, keepAlive };
-  } catch (error) {
-    let failure = describeFailure(error);
+    return { ok: true, keepAlive, status };
+  } catch (caught) {
+    let error = caught;
     if (session.idleFired && answered) {
-      failure = describeFailure(new UpstreamIdleError("Transfer idle", { timedOut: true }));
+      error = new UpstreamIdleError("Transfer idle", { timedOut: true, cause: caught });
     }
+    const failure = describeFailure(error);
     const outcome: Outcome = interrupted
       ? { ok: true, latencyMs }
       : { ok: false, phase: failure.phase, latencyMs };
     release(outcome);
-    if (meter) safely(() => meter!.finish(outcome));
+    const began = latencyMs !== undefined;
+    // Once the upstream answered, the client got its status; before, the request's final
+    // answer is filled in by the caller.
+    const note = failureNote(
+      failure,
+      error,
+      { protocol: RequestKind.http, line: `${head.method} ${head.target}`, upstream },
+      began ? { status, proxyStatus: "" } : NOTHING_ANSWERED,
+    );
+    if (meter) safely(() => meter!.finish(outcome, interrupted ? undefined : note));
+    const elapsedMs = Date.now() - startedMs;
     if (interrupted) {
-      return { ok: false, failure, error, answerable: false, retryable: false, interrupted };
+      return {
+        ok: false,
+        failure,
+        note,
+        answerable: false,
+        retryable: false,
+        began,
+        clientStatus: status,
+        elapsedMs,
+        interrupted,
+      };
     }
     const answerable = !answered && !session.client.closed;
     const retryable = answerable && !bodyRead &&
       !(failure.phase === FailurePhase.firstByte && failure.timedOut) &&
       failure.phase !== FailurePhase.client;
-    return { ok: false, failure, error, answerable, retryable };
+    return {
+      ok: false,
+      failure,
+      note,
+      answerable,
+      retryable,
+      began,
+      clientStatus: status,
+      elapsedMs,
+    };
   } finally {
     // Every path: a failure above may skip the release only if it threw inside release.
     if (!released) release({ ok: false, phase: FailurePhase.client });

@@ -39,7 +39,11 @@ const textDecoder = new TextDecoder();
 
 /** This isolate's counters for the main isolate's /metrics, its core's series included. */
 function snapshotOf(current: WorkerState): MetricsSnapshot {
-  return { ...current.metrics.snapshot(current.index), core: current.core.samples() };
+  return {
+    ...current.metrics.snapshot(current.index),
+    core: current.core.samples(),
+    state: current.core.state(),
+  };
 }
 
 function failed(stage: "init" | "feed" | "bind", error: unknown): void {

@@ -5,7 +5,7 @@
  * lines over the bound are dropped and counted rather than held. Callers never pass secrets
  * (credentials, Proxy-Authorization, URL queries): nothing here can tell one apart.
  */
-import { errorText } from "../../shared/errors.ts";
+import { errorChainText } from "../../shared/errors.ts";
 
 export const LogLevel = {
   trace: 10,
@@ -49,14 +49,7 @@ const encoder = new TextEncoder();
  * ours): a stack in a JSON line helps no one reading journald.
  */
 function plain(value: unknown): unknown {
-  if (!(value instanceof Error)) return value;
-  let text = errorText(value);
-  let cause: unknown = value.cause;
-  for (let depth = 0; cause !== undefined && depth < 3; depth++) {
-    text += `: ${errorText(cause)}`;
-    cause = cause instanceof Error ? cause.cause : undefined;
-  }
-  return text;
+  return value instanceof Error ? errorChainText(value) : value;
 }
 
 class JsonLineLogger implements Logger {

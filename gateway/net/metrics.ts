@@ -1,8 +1,11 @@
 /**
  * The socket layer's counters, kept as plain numbers on the request path and written out in
- * the Prometheus text format on /metrics. Labels take values from small fixed sets (kinds,
- * outcomes, phases, status codes), never hosts, projects or proxies.
+ * the Prometheus text format on /metrics, each family with its HELP (metric-help.ts) and TYPE.
+ * Labels take values from small fixed sets (kinds, outcomes, phases, status codes, isolates),
+ * never hosts, clients, projects, proxies, sessions, URLs or request ids.
  */
+import type { GatewayIsolateSnapshot } from "../../shared/gateway-snapshot.ts";
+import { helpLine } from "./metric-help.ts";
 
 /** `socks5`: a SOCKS5 CONNECT, counted with the status its HTTP twin would have had. */
 export const RequestKind = { http: "http", connect: "connect", socks5: "socks5" } as const;
@@ -20,6 +23,88 @@ export const RequestOutcome = {
 } as const;
 export type RequestOutcome = (typeof RequestOutcome)[keyof typeof RequestOutcome];
 
+/** Request durations: a forwarded answer takes milliseconds, a tunnel can live for minutes. */
+export const DURATION_BUCKETS_SECONDS: readonly number[] = [
+  0.005,
+  0.01,
+  0.025,
+  0.05,
+  0.1,
+  0.25,
+  0.5,
+  1,
+  2.5,
+  5,
+  10,
+  30,
+  60,
+  300,
+];
+
+/** Upstream connections: a loopback proxy in a millisecond, a far one in a second or more. */
+export const CONNECT_BUCKETS_SECONDS: readonly number[] = [
+  0.001,
+  0.0025,
+  0.005,
+  0.01,
+  0.025,
+  0.05,
+  0.1,
+  0.25,
+  0.5,
+  1,
+  2.5,
+  5,
+  10,
+  30,
+];
+
+/** A histogram's counts as plain data: per bucket (not cumulative), the last one past the bounds. */
+export interface HistogramData {
+  counts: number[];
+  sum: number;
+  count: number;
+}
+
+/** A fixed-bucket histogram; observing allocates nothing. */
+export class Histogram {
+  readonly bounds: readonly number[];
+  readonly #counts: number[];
+  #sum = 0;
+  #count = 0;
+
+  constructor(bounds: readonly number[]) {
+    this.bounds = bounds;
+    this.#counts = new Array<number>(bounds.length + 1).fill(0);
+  }
+
+  observe(seconds: number): void {
+    if (!(seconds >= 0)) return;
+    const bounds = this.bounds;
+    let index = 0;
+    while (index < bounds.length && seconds > bounds[index]) index++;
+    this.#counts[index]++;
+    this.#sum += seconds;
+    this.#count++;
+  }
+
+  data(): HistogramData {
+    return { counts: [...this.#counts], sum: this.#sum, count: this.#count };
+  }
+}
+
+/** Adds histograms of the same bounds. */
+function mergeHistograms(parts: readonly HistogramData[]): HistogramData {
+  const merged: HistogramData = { counts: [...parts[0].counts], sum: parts[0].sum, count: 0 };
+  merged.count = parts[0].count;
+  for (const part of parts.slice(1)) {
+    part.counts.forEach((value, index) => (merged.counts[index] += value));
+    merged.sum += part.sum;
+    merged.count += part.count;
+  }
+  return merged;
+}
+
 /** One isolate's counters as plain data, summed into the process's /metrics. */
 export interface MetricsSnapshot {
   /** Which isolate of the process (0 is the main one). */
@@ -33,8 +118,12 @@ export interface MetricsSnapshot {
   toClientBytes: number;
   requests: [string, number][];
   failures: [string, number][];
+  durations: Record<RequestKind, HistogramData>;
+  upstreamConnect: HistogramData;
   /** The isolate's metering and rate-limiter series (wiring.ts `IsolateCore.samples`). */
   core?: MetricSample[];
+  /** The isolate's part of the heartbeat snapshot (wiring.ts `IsolateCore.state`). */
+  state?: Omit<GatewayIsolateSnapshot, "connections_open" | "tunnels_open">;
 }
 
 /** The kind and outcome labels of every request count, built once. */
@@ -62,7 +151,13 @@ export class GatewayMetrics {
   /** Counts by kind and outcome, then by status: no label string is built per request. */
   readonly #requests = new Map<string, Map<number, number>>();
   readonly #failures = new Map<string, number>();
-  /** Extra gauges and counters others add (the feed follower, the logger). */
+  readonly #durations: Record<RequestKind, Histogram> = {
+    http: new Histogram(DURATION_BUCKETS_SECONDS),
+    connect: new Histogram(DURATION_BUCKETS_SECONDS),
+    socks5: new Histogram(DURATION_BUCKETS_SECONDS),
+  };
+  readonly #upstreamConnect = new Histogram(CONNECT_BUCKETS_SECONDS);
+  /** Extra gauges others add (readiness, the logger). */
   readonly #extra = new Map<string, () => number>();
 
   request(kind: RequestKind, outcome: RequestOutcome, status: number): void {
@@ -89,6 +184,16 @@ export class GatewayMetrics {
     this.#failures.set(key, (this.#failures.get(key) ?? 0) + 1);
   }
 
+  /** A request ended, `elapsedMs` after its head was read. */
+  requestDuration(kind: RequestKind, elapsedMs: number): void {
+    this.#durations[kind].observe(elapsedMs / 1000);
+  }
+
+  /** An upstream connection became usable `elapsedMs` after the dial began. */
+  upstreamConnected(elapsedMs: number): void {
+    this.#upstreamConnect.observe(elapsedMs / 1000);
+  }
+
   countBytes(toUpstreamBytes: number, toClientBytes: number): void {
     this.toUpstreamBytes += toUpstreamBytes;
     this.toClientBytes += toClientBytes;
@@ -111,6 +216,12 @@ export class GatewayMetrics {
       toClientBytes: this.toClientBytes,
       requests: this.#requestSamples(),
       failures: [...this.#failures],
+      durations: {
+        http: this.#durations.http.data(),
+        connect: this.#durations.connect.data(),
+        socks5: this.#durations.socks5.data(),
+      },
+      upstreamConnect: this.#upstreamConnect.data(),
     };
   }
 
@@ -130,52 +241,60 @@ export class GatewayMetrics {
       return [...merged];
     };
     const lines: string[] = [];
-    const metric = (name: string, type: string, help: string, samples: [string, number][]) => {
-      lines.push(`# HELP ${name} ${help}`, `# TYPE ${name} ${type}`);
+    const metric = (name: string, type: string, samples: [string, number][]) => {
+      family(lines, name, type);
       for (const [labels, value] of samples) {
         lines.push(labels === "" ? `${name} ${value}` : `${name}{${labels}} ${value}`);
       }
     };
-    metric("octoprox_gateway_connections_open", "gauge", "Client connections open.", [
+    metric("octoprox_gateway_connections_open", "gauge", [
       ["", sum((m) => m.connectionsOpen, this.connectionsOpen)],
     ]);
     if (others.length > 0) {
       // How evenly SO_REUSEPORT spreads connections over the isolates.
-      metric(
-        "octoprox_gateway_isolate_connections_open",
-        "gauge",
-        "Client connections open, by isolate of the process.",
-        [
-          ['isolate="0"', this.connectionsOpen],
-          ...others.map((m): [string, number] => [`isolate="${m.isolate}"`, m.connectionsOpen]),
-        ],
-      );
+      metric("octoprox_gateway_isolate_connections_open", "gauge", [
+        ['isolate="0"', this.connectionsOpen],
+        ...others.map((m): [string, number] => [`isolate="${m.isolate}"`, m.connectionsOpen]),
+      ]);
     }
-    metric("octoprox_gateway_connections_total", "counter", "Client connections by result.", [
+    metric("octoprox_gateway_connections_total", "counter", [
       ['result="accepted"', sum((m) => m.connectionsAccepted, this.connectionsAccepted)],
       ['result="rejected"', sum((m) => m.connectionsRejected, this.connectionsRejected)],
     ]);
-    metric("octoprox_gateway_tunnels_open", "gauge", "Tunnels (CONNECT, SOCKS5) relaying now.", [
+    metric("octoprox_gateway_tunnels_open", "gauge", [
       ["", sum((m) => m.tunnelsOpen, this.tunnelsOpen)],
     ]);
     metric(
       "octoprox_gateway_requests_total",
       "counter",
-      "Requests by kind, outcome and the status answered.",
       merge(this.#requestSamples(), (m) => m.requests),
     );
     metric(
       "octoprox_gateway_upstream_failures_total",
       "counter",
-      "Failed upstream attempts by phase.",
       merge(this.#failures, (m) => m.failures),
     );
-    metric("octoprox_gateway_retries_total", "counter", "Attempts retried on another proxy.", [
+    metric("octoprox_gateway_retries_total", "counter", [
       ["", sum((m) => m.retries, this.retries)],
     ]);
-    metric("octoprox_gateway_relay_bytes_total", "counter", "Bytes relayed, by direction.", [
+    metric("octoprox_gateway_relay_bytes_total", "counter", [
       ['direction="to_upstream"', sum((m) => m.toUpstreamBytes, this.toUpstreamBytes)],
       ['direction="to_client"', sum((m) => m.toClientBytes, this.toClientBytes)],
+    ]);
+    const durationName = "octoprox_gateway_request_duration_seconds";
+    family(lines, durationName, "histogram");
+    for (const kind of Object.values(RequestKind)) {
+      const own = this.#durations[kind].data();
+      histogramLines(lines, durationName, `kind="${kind}"`, DURATION_BUCKETS_SECONDS, [
+        own,
+        ...others.map((m) => m.durations[kind]),
+      ]);
+    }
+    const connectName = "octoprox_gateway_upstream_connect_seconds";
+    family(lines, connectName, "histogram");
+    histogramLines(lines, connectName, "", CONNECT_BUCKETS_SECONDS, [
+      this.#upstreamConnect.data(),
+      ...others.map((m) => m.upstreamConnect),
     ]);
     for (const [name, read] of this.#extra) {
       let value: number;
@@ -184,10 +303,39 @@ export class GatewayMetrics {
       } catch {
         continue;
       }
-      lines.push(`# TYPE ${name} gauge`, `${name} ${value}`);
+      family(lines, name, "gauge");
+      lines.push(`${name} ${value}`);
     }
     return `${lines.join("\n")}\n`;
   }
+}
+
+/** A family's HELP (when metric-help.ts has one) and TYPE lines. */
+function family(lines: string[], name: string, type: string): void {
+  const help = helpLine(name);
+  if (help !== undefined) lines.push(help);
+  lines.push(`# TYPE ${name} ${type}`);
+}
+
+/** One histogram's series, the isolates' copies added up (cumulative buckets, then sum and count). */
+function histogramLines(
+  lines: string[],
+  name: string,
+  labels: string,
+  bounds: readonly number[],
+  parts: readonly HistogramData[],
+): void {
+  const merged = mergeHistograms(parts);
+  const prefix = labels === "" ? "" : `${labels},`;
+  let cumulative = 0;
+  bounds.forEach((bound, index) => {
+    cumulative += merged.counts[index];
+    lines.push(`${name}_bucket{${prefix}le="${bound}"} ${cumulative}`);
+  });
+  cumulative += merged.counts[bounds.length];
+  lines.push(`${name}_bucket{${prefix}le="+Inf"} ${cumulative}`);
+  const tail = labels === "" ? "" : `{${labels}}`;
+  lines.push(`${name}_sum${tail} ${merged.sum}`, `${name}_count${tail} ${merged.count}`);
 }
 
 /**
@@ -209,34 +357,45 @@ export function counterSample(name: string, value: number, labels = ""): MetricS
 }
 
 /** A gauge; `merge: "max"` where the isolates' sum would mean nothing (a failure streak). */
-export function gaugeSample(name: string, value: number, merge?: "max"): MetricSample {
-  return { name, type: "gauge", labels: "", value, ...(merge ? { merge } : {}) };
+export function gaugeSample(
+  name: string,
+  value: number,
+  merge?: "max",
+  labels = "",
+): MetricSample {
+  return { name, type: "gauge", labels, value, ...(merge ? { merge } : {}) };
 }
 
-/** The Prometheus text of every isolate's samples, merged series by series, first seen first. */
+/**
+ * The Prometheus text of every isolate's samples, merged series by series, first seen first,
+ * each family with its HELP (metric-help.ts) and TYPE.
+ */
 export function renderSamples(lists: readonly (readonly MetricSample[])[]): string {
-  const merged = new Map<string, MetricSample>();
+  // By family, then by label set: a family's series stay together whichever isolate had which.
+  const families = new Map<string, Map<string, MetricSample>>();
   for (const samples of lists) {
     for (const sample of samples) {
-      const key = `${sample.name}{${sample.labels}}`;
-      const seen = merged.get(key);
-      if (seen === undefined) merged.set(key, { ...sample });
+      let series = families.get(sample.name);
+      if (series === undefined) {
+        series = new Map();
+        families.set(sample.name, series);
+      }
+      const seen = series.get(sample.labels);
+      if (seen === undefined) series.set(sample.labels, { ...sample });
       else if (sample.merge === "max") seen.value = Math.max(seen.value, sample.value);
       else seen.value += sample.value;
     }
   }
   const lines: string[] = [];
-  let typed = "";
-  for (const sample of merged.values()) {
-    if (sample.name !== typed) {
-      lines.push(`# TYPE ${sample.name} ${sample.type}`);
-      typed = sample.name;
+  for (const [name, series] of families) {
+    family(lines, name, series.values().next().value!.type);
+    for (const sample of series.values()) {
+      lines.push(
+        sample.labels === ""
+          ? `${name} ${sample.value}`
+          : `${name}{${sample.labels}} ${sample.value}`,
+      );
     }
-    lines.push(
-      sample.labels === ""
-        ? `${sample.name} ${sample.value}`
-        : `${sample.name}{${sample.labels}} ${sample.value}`,
-    );
   }
   return lines.length === 0 ? "" : `${lines.join("\n")}\n`;
 }

@@ -161,9 +161,13 @@ export class ClientSession {
       }
       if (head === null) return;
       this.idleWatch = false;
-      const keep = head.method === "CONNECT"
-        ? await handleConnect(this, head)
-        : await handleForward(this, head);
+      const startedMs = performance.now();
+      const connect = head.method === "CONNECT";
+      const keep = connect ? await handleConnect(this, head) : await handleForward(this, head);
+      this.ctx.metrics.requestDuration(
+        connect ? RequestKind.connect : RequestKind.http,
+        performance.now() - startedMs,
+      );
       if (!keep || this.client.closed) return;
     }
   }
@@ -266,7 +270,7 @@ export class ClientSession {
     target: Target | undefined,
   ): Promise<void> {
     const hooks = this.ctx.hooks;
-    if (hooks?.rejected) safely(() => hooks.rejected!(refusal, client, target));
+    if (hooks?.rejected) safely(() => hooks.rejected!(refusal, client, target, options.kind));
     await this.answer(refusal, options);
   }
 

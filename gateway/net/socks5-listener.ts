@@ -60,6 +60,8 @@ export class Socks5Session implements TunnelSession {
   #start = 0;
   #end = 0;
   #upstream: Leg | undefined;
+  /** When the client's greeting arrived: its request's duration is measured from there. */
+  #requestStartedMs: number | undefined;
 
   constructor(conn: Deno.Conn, ctx: NetContext) {
     tuneTcp(conn);
@@ -78,6 +80,12 @@ export class Socks5Session implements TunnelSession {
       // Every step catches its own failures; this is a bug's last stop, not a client's doing.
       this.ctx.logger.error("SOCKS5 session failed", { error });
     } finally {
+      if (this.#requestStartedMs !== undefined) {
+        this.ctx.metrics.requestDuration(
+          RequestKind.socks5,
+          performance.now() - this.#requestStartedMs,
+        );
+      }
       this.client.clearDeadline();
       this.#upstream?.close();
       this.client.close();
@@ -117,6 +125,7 @@ export class Socks5Session implements TunnelSession {
 
     const greeting = await this.#message(parseSocks5Greeting);
     if (greeting === undefined) return;
+    this.#requestStartedMs = performance.now();
     if (!offersUserPass(greeting)) {
       // Every client authenticates: without credentials there is no project to route for.
       ctx.metrics.request(RequestKind.socks5, RequestOutcome.refused, 407);
@@ -171,7 +180,7 @@ export class Socks5Session implements TunnelSession {
       return;
     }
 
-    const dial = await dialTunnel(this, client, target);
+    const dial = await dialTunnel(this, client, target, RequestKind.socks5);
     switch (dial.kind) {
       case "refused":
         await this.#refuse(dial.refusal, client, target);
@@ -252,7 +261,7 @@ export class Socks5Session implements TunnelSession {
 
   #rejected(refusal: Refusal, client: Client | undefined, target: Target | undefined): void {
     const hooks = this.ctx.hooks;
-    if (hooks?.rejected) safely(() => hooks.rejected!(refusal, client, target));
+    if (hooks?.rejected) safely(() => hooks.rejected!(refusal, client, target, RequestKind.socks5));
   }
 
   /**

@@ -20,6 +20,10 @@ import { type SectionsDelta, sectionsDelta } from "../core/feed-share.ts";
 import { createDestinationGuard } from "../core/guard.ts";
 import { CoreRouter } from "../core/router.ts";
 import { FeedFollower, type FeedLogger } from "../feed/follower.ts";
+import type { GatewayIsolateSnapshot } from "../../shared/gateway-snapshot.ts";
+import { withdrawInstanceKeys, writeInstanceKeys } from "../../shared/instance-registry.ts";
+import { LoopLagTimer } from "../../shared/loop-lag.ts";
+import { FailureLog } from "../metering/failure-log.ts";
 import { loadMeteringScript, loadRateWindowScript } from "../metering/lua.ts";
 import { randomSuffix, RequestMetering } from "../metering/metering.ts";
 import { RateLimiter } from "../metering/rate-limiter.ts";
@@ -27,6 +31,8 @@ import { RedisStickyStore } from "../sticky/redis-store.ts";
 import type { RoutingCore } from "./gateway.ts";
 import type { TransferHooks } from "./hooks.ts";
 import type { Logger } from "./log.ts";
+import { withDeadline } from "../sticky/deadline.ts";
+import { helpLine } from "./metric-help.ts";
 import { gaugeSample, type MetricSample, renderSamples } from "./metrics.ts";
 
 /** Every address a name resolves to (A and AAAA), for the guard; none when it does not. */
@@ -73,8 +79,14 @@ export interface IsolateCore {
   metering: RequestMetering;
   /** Counts requests through rate-limited connectors into their proxies' windows. */
   rateLimiter: RateLimiter;
+  /** Keeps examples of this isolate's failed requests (its own writer of them). */
+  failureLog: FailureLog;
+  /** This isolate's event loop lag. */
+  loopLag: LoopLagTimer;
   /** This isolate's metering and rate-limiter series, summed with the others' for /metrics. */
   samples(): MetricSample[];
+  /** This isolate's part of the heartbeat snapshot (its connections are the caller's). */
+  state(): Omit<GatewayIsolateSnapshot, "connections_open" | "tunnels_open">;
   /** Stops what the core runs and holds (the router's held tasks, its own Redis client). */
   stop(): Promise<void>;
 }
@@ -116,7 +128,8 @@ export async function buildIsolateCore(
     allowCidrs: settings.destinationAllowCidrs,
     resolve: resolveAddresses,
   });
-  const writer = `${instance}:${options.isolate ?? 0}`;
+  const isolate = options.isolate ?? 0;
+  const writer = `${instance}:${isolate}`;
   // Each finished request through a rate-limited connector goes to its proxy's window in Redis
   // (a held write, never awaited by the request); a trip excludes the proxy here at once.
   const rateLimiter = new RateLimiter({
@@ -132,6 +145,13 @@ export async function buildIsolateCore(
     },
     logger,
   });
+  // Examples of failed requests, a few per project and kind every 5 s, by a held write.
+  const failureLog = new FailureLog({
+    redis,
+    keys,
+    writeTimeoutMs: settings.redisRequestTimeoutMs,
+    logger,
+  });
   // Counts in memory per proxy, project, connector and host; one round trip every 5 s. Each
   // isolate is a writer of its own, so its batches are applied once whatever the others do.
   const metering = new RequestMetering({
@@ -144,28 +164,80 @@ export async function buildIsolateCore(
     // A running transfer through a connector blocked with the interrupt action stops at its
     // next report (the snapshot in force says so).
     interrupts: (connectorId) => router.interrupts(connectorId),
+    failureLog,
+  });
+  // Every isolate has an event loop of its own, so each measures its own lag.
+  const loopLag = new LoopLagTimer({
+    lagging: (lateMs, meanMs) =>
+      logger.warn("Event loop lagging", { isolate, late_ms: lateMs, mean_ms: meanMs }),
   });
   metering.start();
+  failureLog.start();
+  loopLag.start();
+  const lagLabel = `isolate="${isolate}"`;
   return {
     router,
     guard,
     hooks: metering,
     metering,
     rateLimiter,
-    samples: () => [
-      ...metering.samples(),
-      ...rateLimiter.samples(),
-      // Every isolate holds the process's trips: the largest copy says how many there are.
-      gaugeSample("octoprox_gateway_local_quarantines", router.localQuarantineCount, "max"),
-    ],
+    failureLog,
+    loopLag,
+    samples: () => {
+      const lag = loopLag.snapshot();
+      return [
+        ...metering.samples(),
+        ...rateLimiter.samples(),
+        // Every isolate holds the process's trips: the largest copy says how many there are.
+        gaugeSample("octoprox_gateway_local_quarantines", router.localQuarantineCount, "max"),
+        ...failureLog.samples(),
+        gaugeSample(
+          "octoprox_gateway_loop_lag_worst_seconds",
+          lag.worst_ms / 1000,
+          "max",
+          lagLabel,
+        ),
+        gaugeSample("octoprox_gateway_loop_lag_mean_seconds", lag.mean_ms / 1000, "max", lagLabel),
+      ];
+    },
+    state: () => {
+      const m = metering.stats();
+      const f = failureLog.stats();
+      return {
+        isolate,
+        loop_lag: loopLag.snapshot(),
+        metering: {
+          sends: m.sends,
+          failures: m.failures,
+          consecutive_failures: m.consecutiveFailures,
+          last_error: m.lastError,
+          owed_parts: m.owedParts,
+          pending_rows: m.pendingRows,
+          meters_open: m.metersOpen,
+        },
+        failure_log: {
+          sends: f.writes,
+          failures: f.writeFailures,
+          consecutive_failures: f.consecutiveFailures,
+          last_error: f.lastError,
+          recorded: f.recorded,
+          examples_written: f.examplesWritten,
+          examples_capped: f.examplesCapped,
+          examples_dropped: f.examplesDropped,
+          pending_examples: f.pendingExamples,
+        },
+      };
+    },
     async stop() {
+      loopLag.stop();
       try {
         // Sticky binding writes still under way, each bounded by the request deadline.
         await router.drain();
         // The listeners closed first, so every meter has finished: the windows they counted
-        // into are written, then metering sends what is owed.
+        // into are written, then metering sends what is owed, then the failure log its examples.
         await rateLimiter.close();
         await metering.close();
+        await failureLog.close();
       } finally {
         if (ownRedis) redis.disconnect();
       }
@@ -234,11 +306,42 @@ export async function buildRoutingCore(
     },
   });
 
+  const deadlineMs = settings.redisRequestTimeoutMs;
   return {
     router,
     guard,
     hooks: isolate.hooks,
     firstApplied,
+    instances: {
+      write: (registration, snapshotJson) =>
+        withDeadline(
+          "heartbeat write",
+          deadlineMs,
+          () => writeInstanceKeys(redis, keys, instance, registration, snapshotJson),
+        ),
+      withdraw: () =>
+        withDeadline(
+          "heartbeat withdrawal",
+          deadlineMs,
+          () => withdrawInstanceKeys(redis, keys, instance),
+        ),
+    },
+    feedState() {
+      const stats = follower.stats();
+      const appliedMs = stats.applied_at === null ? null : Date.parse(stats.applied_at);
+      return {
+        applied_digest: stats.applied_digest,
+        applied_at: stats.applied_at,
+        compiled_at: stats.compiled_at,
+        apply_age_ms: appliedMs === null ? null : Math.max(0, Date.now() - appliedMs),
+        applies: stats.applies,
+        failures: stats.failures,
+        consecutive_failures: stats.consecutive_failures,
+        last_error: stats.last_error,
+        holding: stats.holding,
+      };
+    },
+    isolateState: () => isolate.state(),
     shareWith(receiver) {
       share = receiver;
     },
@@ -256,16 +359,26 @@ export async function buildRoutingCore(
     },
     metrics(others = []) {
       const stats = follower.stats();
-      return [
-        "# TYPE octoprox_gateway_feed_applies_total counter",
-        `octoprox_gateway_feed_applies_total ${stats.applies}`,
-        "# TYPE octoprox_gateway_feed_failures_total counter",
-        `octoprox_gateway_feed_failures_total ${stats.failures}`,
-        "# TYPE octoprox_gateway_feed_consecutive_failures gauge",
-        `octoprox_gateway_feed_consecutive_failures ${stats.consecutive_failures}`,
-        "",
-        "",
-      ].join("\n") + renderSamples([isolate.samples(), ...others]);
+      const lines: string[] = [];
+      const metric = (name: string, type: string, value: number) => {
+        const help = helpLine(name);
+        if (help !== undefined) lines.push(help);
+        lines.push(`# TYPE ${name} ${type}`, `${name} ${value}`);
+      };
+      metric("octoprox_gateway_feed_applies_total", "counter", stats.applies);
+      metric("octoprox_gateway_feed_failures_total", "counter", stats.failures);
+      metric("octoprox_gateway_feed_consecutive_failures", "gauge", stats.consecutive_failures);
+      // Only once a feed is applied: before, there is no age to tell (octoprox_gateway_ready).
+      if (stats.applied_at !== null && stats.compiled_at !== null) {
+        const ageMs = Math.max(0, Date.now() - Date.parse(stats.applied_at));
+        metric("octoprox_gateway_feed_applied_age_seconds", "gauge", ageMs / 1000);
+        metric(
+          "octoprox_gateway_feed_compiled_timestamp_seconds",
+          "gauge",
+          Date.parse(stats.compiled_at) / 1000,
+        );
+      }
+      return `${lines.join("\n")}\n` + renderSamples([isolate.samples(), ...others]);
     },
   };
 }

@@ -28,6 +28,9 @@ export interface FeedProxySpec {
   port: number;
   country?: string | null;
   maxConcurrency?: number | null;
+  /** The proxy's own credentials, which the gateway sends it. */
+  username?: string | null;
+  password?: string | null;
 }
 
 export interface FeedConnectorSpec {
@@ -74,8 +77,8 @@ export async function publishFeed(
         scheme: proxy.scheme,
         host: proxy.host,
         port: proxy.port,
-        username: null,
-        password: null,
+        username: proxy.username ?? null,
+        password: proxy.password ?? null,
         country: proxy.country ?? null,
         status: "healthy",
         max_concurrency: proxy.maxConcurrency ?? null,

@@ -14,6 +14,7 @@ import {
   type ScriptClient,
 } from "../../gateway/metering/scripts.ts";
 import type { RequestMetering } from "../../gateway/metering/metering.ts";
+import type { FailedAttempt, FailureNote } from "../../gateway/net/hooks.ts";
 import {
   DEMAND_FIELDS,
   demandMinute,
@@ -96,6 +97,31 @@ export class Tally {
       add(this.counts, key, plan.ok ? "successes" : "failures", 1);
       add(this.counts, key, "latency_sum_ms", plan.latencyMs);
     }
+    // A transfer that ended failed is one failure under its key too (SimTransfer's note).
+    if (!plan.ok) this.failed(plan, FAILED_TRANSFER.kind, FAILED_TRANSFER.vendorStatus);
+  }
+
+  /** One under a failure key of the plan's project and connector. */
+  failed(plan: TransferPlan, kind: string, vendorStatus: number | null): void {
+    add(
+      this.counts,
+      this.#keys.metricWindow(
+        "failure",
+        `${plan.projectId}:${plan.connectorId}:${kind}:${vendorStatus ?? "-"}`,
+      ),
+      "count",
+      1,
+    );
+  }
+
+  /** An attempt that failed before its transfer began: a request, a failure, and its key. */
+  attemptFailed(plan: TransferPlan, kind: string, vendorStatus: number | null): void {
+    for (const key of this.#windows(plan)) {
+      add(this.counts, key, "requests", 1);
+      add(this.counts, key, "failures", 1);
+      add(this.counts, key, "latency_sum_ms", plan.latencyMs);
+    }
+    this.failed(plan, kind, vendorStatus);
   }
 
   rejected(projectId: string, reason: string, minute = demandMinute(this.#now())): void {
@@ -235,7 +261,7 @@ export class SimTransfer {
     const outcome: Outcome = this.plan.ok
       ? { ok: true, latencyMs: this.plan.latencyMs }
       : { ok: false, phase: "idle", latencyMs: this.plan.latencyMs };
-    this.#meter!.finish(outcome);
+    this.#meter!.finish(outcome, this.plan.ok ? undefined : FAILED_TRANSFER);
     this.#tally.finished(this.plan);
   }
 
@@ -243,6 +269,46 @@ export class SimTransfer {
   finishAgain(): void {
     this.#meter!.finish({ ok: true, latencyMs: 999 });
   }
+}
+
+/** How SimTransfer's failed transfers say they failed: the tunnel broke off upstream. */
+export const FAILED_TRANSFER: FailureNote = {
+  kind: "transfer_broken",
+  protocol: "connect",
+  clientStatus: 200,
+  proxyStatus: "",
+  vendorStatus: null,
+  message: "CONNECT example.com:443: The tunnel's upstream leg failed",
+};
+
+/** An attempt through the plan's proxy that failed before its transfer began. */
+export function failedAttempt(
+  plan: TransferPlan,
+  note: Partial<FailureNote> = {},
+): FailedAttempt {
+  return {
+    client: { projectId: plan.projectId, options: { user: "u" } },
+    target: { host: plan.host, port: 443 },
+    upstream: {
+      proxyId: plan.proxyId,
+      connectorId: plan.connectorId,
+      scheme: "http",
+      host: "127.0.0.1",
+      port: 1,
+      username: null,
+      password: null,
+    },
+    elapsedMs: plan.latencyMs,
+    note: {
+      kind: "upstream_unreachable",
+      protocol: "connect",
+      clientStatus: 502,
+      proxyStatus: "connection_refused",
+      vendorStatus: null,
+      message: `CONNECT ${plan.host}:443: Upstream proxy refused the connection`,
+      ...note,
+    },
+  };
 }
 
 export function refusal(reason: Refusal["rejection"]): Refusal {
@@ -342,6 +408,7 @@ export class TrafficGenerator {
   #seed = 12345;
   transfers = 0;
   rejections = 0;
+  attemptsFailed = 0;
 
   readonly #clock: Clock | undefined;
 
@@ -380,6 +447,23 @@ export class TrafficGenerator {
       );
       this.#tally.rejected(project, reason);
       this.rejections++;
+      return;
+    }
+    if (r(12) === 0) {
+      // An attempt through a proxy that failed before any transfer began.
+      const attempt = plan({
+        projectId: project,
+        proxyId: `x${r(8)}`,
+        connectorId: `c${r(2)}`,
+        host: `h${r(20)}.example`,
+        latencyMs: 1 + r(200),
+        ok: false,
+      });
+      const vendorStatus = r(2) === 0 ? 407 : null;
+      const kind = vendorStatus === null ? "upstream_unreachable" : "upstream_auth_failed";
+      this.#metering.attemptFailed(failedAttempt(attempt, { kind, vendorStatus }));
+      this.#tally.attemptFailed(attempt, kind, vendorStatus);
+      this.attemptsFailed++;
       return;
     }
     const transfer = new SimTransfer(

@@ -10,11 +10,15 @@ export function systemRoutes(deps: ApiDeps): Route[] {
       method: "get",
       path: "/api/v1/system/stats",
       tag: "system",
-      summary: "Every live process, the controller leading, and each work stream's depth",
-      description: "Read from Redis only: each process's last heartbeat (its loops and stores), " +
-        "the lease holder, and per work stream its length, pending entries, backlog (length " +
-        "less pending) and oldest entry's age on Redis's clock. A section Redis cannot answer " +
-        "carries its own error.",
+      summary:
+        "Every live process, the controller leading, the routing feed with each gateway against " +
+        "it, and each work stream's depth",
+      description: "Read from Redis only: each process's last heartbeat (its loops and stores; " +
+        "a gateway's feed digest and apply age, connections, tunnels, isolates, loop lag and " +
+        "publishers), the lease holder, the feed head and whether each gateway has applied it, " +
+        "and per work stream its length, pending entries, backlog (length less pending) and " +
+        "oldest entry's age on Redis's clock. A section Redis cannot answer carries its own " +
+        "error.",
       access: UserRole.admin,
       responses: { 200: "The processes, the leader and the work streams" },
       async handler({ c }) {

@@ -1,0 +1,67 @@
+/**
+ * The HELP text of every metric family the gateway's /metrics writes, in one place: the socket
+ * layer's counters, the core's (feed follower, request metering, the rate limiter, the failure
+ * log, loop lag) alike. A family without an entry here is written without HELP, which
+ * `promtool check metrics` refuses (tests/gateway-net/failure-log.test.ts runs it).
+ */
+export const METRIC_HELP: Readonly<Record<string, string>> = {
+  // The socket layer (metrics.ts).
+  octoprox_gateway_connections_open: "Client connections open.",
+  octoprox_gateway_isolate_connections_open: "Client connections open, by isolate of the process.",
+  octoprox_gateway_connections_total: "Client connections by result.",
+  octoprox_gateway_tunnels_open: "Tunnels (CONNECT, SOCKS5) relaying now.",
+  octoprox_gateway_requests_total: "Requests by kind, outcome and the status answered.",
+  octoprox_gateway_upstream_failures_total: "Failed upstream attempts by phase.",
+  octoprox_gateway_retries_total: "Attempts retried on another proxy.",
+  octoprox_gateway_relay_bytes_total: "Bytes relayed, by direction.",
+  octoprox_gateway_request_duration_seconds:
+    "Requests from their head to their end (answer relayed, tunnel closed), by kind.",
+  octoprox_gateway_upstream_connect_seconds:
+    "Upstream connections opened: TCP, TLS and the proxy's handshake, until usable.",
+  octoprox_gateway_ready: "1 when the gateway is ready (a feed applied, the ports bound).",
+  octoprox_gateway_log_lines_dropped: "Log lines dropped because the log's queue was full.",
+  // The feed follower (wiring.ts).
+  octoprox_gateway_feed_applies_total: "Routing feeds applied.",
+  octoprox_gateway_feed_failures_total: "Feed reads that failed (nothing applied).",
+  octoprox_gateway_feed_consecutive_failures: "Feed reads failed in a row.",
+  octoprox_gateway_feed_applied_age_seconds: "Seconds since the feed in force was applied.",
+  octoprox_gateway_feed_compiled_timestamp_seconds:
+    "When the feed in force was compiled, in seconds since the epoch (the controller's clock).",
+  // Request metering (gateway/metering/metering.ts).
+  octoprox_gateway_metering_sends_total: "Metering batches sent to Redis, by result.",
+  octoprox_gateway_metering_consecutive_failures: "Metering sends failed in a row.",
+  octoprox_gateway_metering_owed_parts: "Metering batches Redis has not confirmed yet.",
+  octoprox_gateway_metering_pending_rows: "Metering rows waiting for the next batch.",
+  octoprox_gateway_metering_meters_open: "Transfers being metered now.",
+  octoprox_gateway_metering_hosts_folded_total:
+    "Host counts added to the (other) host past the host cap.",
+  octoprox_gateway_metering_rows_dropped_total: "Metering counts dropped past a cap.",
+  octoprox_gateway_metering_parts_abandoned_total: "Metering batches a stop could not send.",
+  octoprox_gateway_metering_increments_refused_total:
+    "Increments Redis refused inside an applied batch.",
+  octoprox_gateway_transfers_interrupted_total:
+    "Running transfers stopped by the interrupt traffic action.",
+  // The rate limiter (gateway/metering/rate-limiter.ts).
+  octoprox_gateway_rate_limit_requests_total:
+    "Requests through rate-limited connectors, counted or dropped.",
+  octoprox_gateway_rate_limit_trips_total: "Proxies this gateway put in quarantine.",
+  octoprox_gateway_rate_limit_write_failures_total: "Rate-limit window writes that failed.",
+  octoprox_gateway_local_quarantines:
+    "Proxies this gateway tripped that the applied feed does not carry yet.",
+  // The failure log (gateway/metering/failure-log.ts).
+  octoprox_gateway_failures_total: "Requests the gateway could not complete, by failure kind.",
+  octoprox_gateway_failure_examples_total:
+    "Failure examples: written to Redis, capped (over a cycle's limit or a repeat), dropped.",
+  octoprox_gateway_failure_log_write_failures_total: "Failure example writes that failed.",
+  // Loop lag (shared/loop-lag.ts).
+  octoprox_gateway_loop_lag_worst_seconds:
+    "The worst lateness of a half-second timer in the last full minute, by isolate.",
+  octoprox_gateway_loop_lag_mean_seconds:
+    "The mean lateness of a half-second timer in the last full minute, by isolate.",
+};
+
+/** The `# HELP` line of a family (none for a name without an entry). */
+export function helpLine(name: string): string | undefined {
+  const help = METRIC_HELP[name];
+  return help === undefined ? undefined : `# HELP ${name} ${help}`;
+}
