@@ -305,11 +305,28 @@ describe("usage reads", () => {
     await flush();
     const summary = await get(`/api/v1/projects/${projectId}/failures?range=1h`);
     expect(summary.status).toBe(200);
-    expect(summary.body.total).toBe(3);
-    expect(summary.body.by_kind).toEqual([{ kind: "no_proxy_available", count: 3 }]);
-    expect(summary.body.rows).toEqual([
-      { kind: "no_proxy_available", connector_id: null, vendor_status: null, count: 3 },
+    // The failed transfers of the tests above, and the three refusals.
+    const broken = [...flushed, ...pending].filter((t) => !t.ok);
+    expect(summary.body.total).toBe(broken.length + 3);
+    expect(summary.body.by_kind).toEqual([
+      { kind: "transfer_broken", count: broken.length },
+      { kind: "no_proxy_available", count: 3 },
     ]);
+    expect(summary.body.rows).toContainEqual(
+      { kind: "no_proxy_available", connector_id: null, vendor_status: null, count: 3 },
+    );
+    for (const connectorId of connectorIds) {
+      expect(summary.body.rows).toContainEqual({
+        kind: "transfer_broken",
+        connector_id: connectorId,
+        vendor_status: null,
+        count: broken.filter((t) => t.connectorId === connectorId).length,
+      });
+    }
+    const one = await get(
+      `/api/v1/projects/${projectId}/failures?range=1h&connector_id=${connectorIds[0]}`,
+    );
+    expect(one.body.total).toBe(broken.filter((t) => t.connectorId === connectorIds[0]).length);
 
     // Examples as the gateway's failure log writes them.
     const base: FailureExample = {

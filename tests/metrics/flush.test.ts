@@ -268,9 +268,12 @@ describe("the metrics flush", () => {
     const outcomes = await Promise.all([job().flush(a), job().flush(b)]);
     const windows = outcomes.reduce((n, o) => n + o.windows, 0);
     const distinct = (key: (t: Transfer) => string) => new Set(transfers.map(key)).size;
+    // Proxies, connectors, the project, hosts, and the failure keys of the failed transfers.
+    const failed = transfers.filter((t) => !t.ok);
     expect(windows).toBe(
       distinct((t) => t.proxyId) + distinct((t) => t.connectorId) + 1 +
-        distinct((t) => `${t.connectorId}:${t.host}`),
+        distinct((t) => `${t.connectorId}:${t.host}`) +
+        new Set(failed.map((t) => t.connectorId)).size,
     );
     // Each took what the other had not (one may find nothing left), and committed once.
     for (const o of outcomes) expect(["committed", "empty"]).toContain(o.result);

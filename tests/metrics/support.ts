@@ -151,7 +151,18 @@ export function meter(metering: RequestMetering, transfers: readonly Transfer[])
     });
     if (!m) throw new Error("metering gave no meter");
     m.bytes(t.sent, t.received);
-    m.finish(t.ok ? { ok: true, latencyMs: t.latencyMs } : { ok: false, phase: "idle" });
+    if (t.ok) {
+      m.finish({ ok: true, latencyMs: t.latencyMs });
+    } else {
+      m.finish({ ok: false, phase: "idle" }, {
+        kind: "transfer_broken",
+        protocol: "connect",
+        clientStatus: 200,
+        proxyStatus: "",
+        vendorStatus: null,
+        message: "Upstream answer broke off",
+      });
+    }
   }
 }
 

@@ -34,6 +34,7 @@ import {
   TEST_REDIS_URL,
   type TestDatabase,
   testPrefix,
+  waitUntil,
 } from "../support/stores.ts";
 
 let database: TestDatabase;
@@ -128,7 +129,12 @@ describe("/metrics of each role", () => {
       const instance = `t-${role}-${randomBytes(3).toString("hex")}`;
       const control = await startControl({ databaseUrl: database.url, prefix, role, instance });
       await waitForReady(control);
-      const scraped = await scrape(control);
+      const controller = role === "controller" || role === "all";
+      // A controller is ready before its first publish: scrape once it has one.
+      const scraped = await waitUntil(async () => {
+        const text = await scrape(control);
+        return !controller || value(text, "octoprox_feed_publishes_total") > 0 ? text : undefined;
+      }, { what: "a scrape of the process (a leader's after its first publish)" });
       await expectWellFormed(scraped, role);
 
       expect(value(scraped, "octoprox_ready")).toBe(1);
@@ -150,7 +156,6 @@ describe("/metrics of each role", () => {
       expect(value(scraped, "nodejs_heap_size_used_bytes")).toBeGreaterThan(0);
 
       const worker = role === "worker" || role === "all";
-      const controller = role === "controller" || role === "all";
       expect(scraped.types.has("octoprox_job_batches_total")).toBe(worker);
       expect(scraped.types.has("octoprox_controller_lease_held")).toBe(controller);
       if (worker) {
