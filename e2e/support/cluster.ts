@@ -29,6 +29,7 @@ import {
   testSecrets,
   waitUntil,
 } from "../../tests/support/stores.ts";
+import { seriesValue } from "../../tests/support/promtool.ts";
 
 /**
  * Production loops, faster: checks every second that give up after 2 s, a lease that a standby
@@ -258,10 +259,7 @@ export class Cluster {
         }@127.0.0.1:${proxyPort()}`,
       async metric(series: string): Promise<number> {
         const response = await fetch(`${url}/metrics`, { signal: AbortSignal.timeout(5_000) });
-        for (const line of (await response.text()).split("\n")) {
-          if (line.startsWith(`${series} `)) return Number(line.slice(series.length + 1));
-        }
-        return 0;
+        return seriesValue(await response.text(), series) ?? 0;
       },
     };
     const gateway = Object.defineProperty(Object.assign(member, extra), "proxyPort", {

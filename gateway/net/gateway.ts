@@ -29,7 +29,7 @@ import { ConnectionBudget } from "./budget.ts";
 import type { IsolatePool } from "./isolates.ts";
 import { buildListeners, type ProxyListener } from "./listener.ts";
 import type { Logger } from "./log.ts";
-import { GatewayMetrics, type MetricSample, type MetricsSnapshot } from "./metrics.ts";
+import { GatewayMetrics, type MetricSample, type MetricsSnapshot, withRole } from "./metrics.ts";
 
 /** What the socket layer needs of the routing core and the feed follower behind it. */
 export interface RoutingCore {
@@ -174,8 +174,10 @@ export class GatewayProcess {
         return "";
       }
     };
-    if (isolates === undefined) return this.metrics.render() + coreLines([]);
-    return isolates.snapshots().then((others) => this.metrics.render(others) + coreLines(others));
+    if (isolates === undefined) return withRole(this.metrics.render() + coreLines([]));
+    return isolates.snapshots().then((others) =>
+      withRole(this.metrics.render(others) + coreLines(others))
+    );
   }
 
   /** What the process reports (the heartbeat's snapshot), as of now. */

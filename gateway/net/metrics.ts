@@ -399,3 +399,29 @@ export function renderSamples(lists: readonly (readonly MetricSample[])[]): stri
   }
   return lines.length === 0 ? "" : `${lines.join("\n")}\n`;
 }
+
+/** The label every sample of a gateway's /metrics carries, as every control process's does. */
+export const ROLE_LABEL = 'role="gateway"';
+
+/**
+ * Adds the role label to every sample line of a rendered text: the one place it is added, so
+ * no family's emitter can leave it out.
+ */
+export function withRole(text: string): string {
+  const lines = text.split("\n");
+  for (let i = 0; i < lines.length; i++) {
+    const line = lines[i];
+    if (line === "" || line.startsWith("#")) continue;
+    const brace = line.indexOf("{");
+    const space = line.indexOf(" ");
+    if (brace >= 0 && brace < space) {
+      const empty = line[brace + 1] === "}";
+      lines[i] = `${line.slice(0, brace + 1)}${ROLE_LABEL}${empty ? "" : ","}${
+        line.slice(brace + 1)
+      }`;
+    } else {
+      lines[i] = `${line.slice(0, space)}{${ROLE_LABEL}}${line.slice(space)}`;
+    }
+  }
+  return lines.join("\n");
+}

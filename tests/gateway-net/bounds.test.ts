@@ -7,6 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type Origin, startOrigin } from "../../e2e/support/origin.ts";
 import { startTinyproxy, type Tinyproxy } from "../../e2e/support/tinyproxy.ts";
 import { freePort, portAccepts, waitFor } from "../../e2e/support/wait.ts";
+import { seriesValue } from "../support/promtool.ts";
 import {
   curl,
   gatewayEnv,
@@ -310,7 +311,7 @@ describe("process", () => {
       expect(ready.status).toBe(200);
       expect(await portAccepts("127.0.0.1", port)).toBe(true);
       const metrics = await (await fetch(`http://127.0.0.1:${unready.statusPort}/metrics`)).text();
-      expect(metrics).toContain("octoprox_gateway_ready 1");
+      expect(seriesValue(metrics, "octoprox_gateway_ready")).toBe(1);
       expect(metrics).toContain("# TYPE octoprox_gateway_requests_total counter");
     } finally {
       expect(await unready.stop()).toBe(0);

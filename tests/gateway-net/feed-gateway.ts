@@ -20,6 +20,7 @@ import { waitFor } from "../../e2e/support/wait.ts";
 import { connector as feedConnector } from "../gateway/fixtures.ts";
 import { DENO_BIN, gatewayRunArgs } from "../../scripts/gateway-command.ts";
 import { collectLogLines, gatewayEnv, type LogLine, RawConnection, ROOT } from "./support.ts";
+import { seriesValue } from "../support/promtool.ts";
 
 export interface FeedProxySpec {
   id: string;
@@ -173,10 +174,7 @@ export async function startFeedGateway(
     output: () => output,
     async metric(series: string) {
       const text = await (await fetch(`http://127.0.0.1:${statusPort}/metrics`)).text();
-      for (const entry of text.split("\n")) {
-        if (entry.startsWith(`${series} `)) return Number(entry.slice(series.length + 1));
-      }
-      return 0;
+      return seriesValue(text, series) ?? 0;
     },
     async stop() {
       if (child.exitCode === null && child.signalCode === null) child.kill("SIGTERM");

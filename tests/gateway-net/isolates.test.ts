@@ -12,6 +12,7 @@ import { waitFor } from "../../e2e/support/wait.ts";
 import { type FeedBed, feedBed } from "../feed/support.ts";
 import { type FeedGateway, publishFeed, startFeedGateway } from "./feed-gateway.ts";
 import { openConnect, PROXY_AUTH, proxyStatusError, RawConnection } from "./support.ts";
+import { parseSamples, samplesOf } from "../support/promtool.ts";
 
 let bed: FeedBed;
 let tinyproxies: Tinyproxy[];
@@ -42,12 +43,8 @@ async function tunnel(): Promise<{ connection: RawConnection; exit: string }> {
 async function openPerIsolate(): Promise<Map<string, number>> {
   const text = await (await fetch(`http://127.0.0.1:${gateway.statusPort}/metrics`)).text();
   const open = new Map<string, number>();
-  for (
-    const match of text.matchAll(
-      /octoprox_gateway_isolate_connections_open\{isolate="(\d+)"\} (\d+)/g,
-    )
-  ) {
-    open.set(match[1], Number(match[2]));
+  for (const sample of samplesOf(parseSamples(text), "octoprox_gateway_isolate_connections_open")) {
+    open.set(sample.labels.isolate, sample.value);
   }
   return open;
 }

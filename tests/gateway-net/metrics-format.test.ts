@@ -2,7 +2,8 @@
  * The gateway's /metrics in Prometheus's own eyes: a real gateway (gateway/main.ts under Deno)
  * on a loopback feed, after a request has gone through it, passes `promtool check metrics`
  * (the text parses, and the lint finds nothing: HELP on every family, counters in `_total`,
- * base units) and carries no label that names a proxy, client, URL, project or request.
+ * base units), labels every sample with the role (`gateway`), as control processes do, and
+ * carries no label that names a proxy, client, URL, project or request.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { FaultMode, type FaultProxy, startFaultProxy } from "../../e2e/support/fault-proxy.ts";
@@ -42,7 +43,7 @@ afterAll(async () => {
 });
 
 describe("the gateway's /metrics", () => {
-  it("passes promtool check metrics and names no proxy, project or client in a label", async () => {
+  it("passes promtool check metrics, labels every sample with its role and names no proxy, project or client", async () => {
     expect((await getVia(proxyPort, `${origin.url}/ip`, "metrics:metrics-pass")).status)
       .toBe(200);
     const response = await fetch(`http://127.0.0.1:${gateway.statusPort}/metrics`);
@@ -52,6 +53,7 @@ describe("the gateway's /metrics", () => {
 
     const samples = parseSamples(text);
     expect(samples.length).toBeGreaterThan(0);
+    expect(samples.filter((sample) => sample.labels.role !== "gateway")).toEqual([]);
     const labelValues = samples.flatMap((sample) => Object.values(sample.labels));
     for (const secretish of ["p-metrics", "c-metrics", "x-metrics", "metrics-pass", "127.0.0.1"]) {
       expect(labelValues.filter((value) => value.includes(secretish))).toEqual([]);

@@ -11,6 +11,7 @@ import { fileURLToPath } from "node:url";
 import { waitFor } from "../../e2e/support/wait.ts";
 import { denoEntry } from "../../scripts/deno-files.ts";
 import { DENO_BIN } from "../../scripts/gateway-command.ts";
+import { seriesValue } from "../support/promtool.ts";
 
 export const ROOT = join(dirname(fileURLToPath(import.meta.url)), "..", "..");
 export { DENO_BIN } from "../../scripts/gateway-command.ts";
@@ -400,10 +401,7 @@ export async function openConnect(
 /** Reads /metrics from the status port and answers the value of one series. */
 export async function metricValue(statusPort: number, series: string): Promise<number> {
   const text = await (await fetch(`http://127.0.0.1:${statusPort}/metrics`)).text();
-  for (const line of text.split("\n")) {
-    if (line.startsWith(`${series} `)) return Number(line.slice(series.length + 1));
-  }
-  return 0;
+  return seriesValue(text, series) ?? 0;
 }
 
 export interface RawOrigin {

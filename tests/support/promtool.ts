@@ -82,3 +82,20 @@ export function samplesOf(
     Object.entries(labels).every(([key, value]) => sample.labels[key] === value)
   );
 }
+
+/**
+ * One series' value in a text exposition, the series written as Prometheus shows it
+ * (`name` or `name{a="b",c="d"}`): the sample of that name whose labels are exactly those, the
+ * process's `role` label aside. Undefined when there is none.
+ */
+export function seriesValue(text: string, series: string): number | undefined {
+  const [wanted] = parseSamples(`${series} 0`);
+  const keys = Object.keys(wanted.labels);
+  const found = parseSamples(text).find((sample) => {
+    if (sample.name !== wanted.name) return false;
+    const own = Object.keys(sample.labels).filter((key) => key !== "role");
+    return own.length === keys.length &&
+      keys.every((key) => sample.labels[key] === wanted.labels[key]);
+  });
+  return found?.value;
+}
