@@ -50,6 +50,12 @@ export interface FaultProxyOptions {
    * targets, the rest of 127.0.0.0/8 included, are forwarded.
    */
   remote?: boolean;
+  /**
+   * Another mode for requests to these destination hosts (HTTP and CONNECT): the proxy behaves
+   * by its own mode for every other target (health checks included). `refuse` resets the
+   * connection once the request is read, without an answer.
+   */
+  hostModes?: Readonly<Record<string, FaultMode>>;
   slowDelayMs?: number;
   dropAfterBytes?: number;
 }
@@ -325,6 +331,8 @@ export async function startFaultProxy(options: FaultProxyOptions = {}): Promise<
       ...destination,
       ...(credentials ? { username: credentials.username } : {}),
     });
+    connectionMode = options.hostModes?.[destination.host] ?? connectionMode;
+    if (connectionMode === FaultMode.refuse) return client.destroy();
     if (!authorized(credentials, connectionMode)) {
       return answer(
         "407 Proxy Authentication Required",
