@@ -3,6 +3,7 @@
  * gateway/net/heartbeat.ts every beat), as the System page reads it (control/core/system-stats.ts).
  * Plain data, no secrets: digests, counts, times and the publishers' last errors.
  */
+import type { InstanceIdentity } from "./instance-registry.ts";
 import type { LoopLagSnapshot } from "./loop-lag.ts";
 
 /** A batch publisher's state (request metering, the failure log), as of the beat. */
@@ -50,16 +51,8 @@ export interface GatewayFeedSnapshot {
   holding: string | null;
 }
 
-export interface GatewaySnapshot {
-  instance: string;
+export interface GatewaySnapshot extends InstanceIdentity {
   role: "gateway";
-  version: string;
-  pid: number;
-  hostname: string;
-  started_at: string;
-  beat_at: string;
-  ready: boolean;
-  reasons: string[];
   feed: GatewayFeedSnapshot;
   /** Summed over the isolates that answered. */
   connections_open: number;

@@ -9,6 +9,20 @@
 import type { Redis } from "ioredis";
 import type { RedisKeys } from "./redis-keys.ts";
 
+/** What every process's snapshot starts with, control process or gateway. */
+export interface InstanceIdentity {
+  instance: string;
+  role: string;
+  version: string;
+  pid: number;
+  hostname: string;
+  started_at: string;
+  beat_at: string;
+  ready: boolean;
+  /** Every reason not to serve (empty when ready). */
+  reasons: string[];
+}
+
 /** The registry key's value. */
 export interface InstanceRegistration {
   role: string;

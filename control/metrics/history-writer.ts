@@ -68,9 +68,14 @@ export async function commitFlush(
       for (const window of page) rows.add(window);
       result.windows += rows.windows;
       result.unreadable += rows.unreadable;
-      written.proxies += await insertProxies(tx, bucketStart, rows.proxies);
-      written.projects += await insertProjects(tx, bucketStart, rows.projects);
-      written.connectors += await insertConnectors(tx, bucketStart, rows.connectors);
+      written.proxies += await insertEntities(tx, PROXY_HISTORY, bucketStart, rows.proxies);
+      written.projects += await insertEntities(tx, PROJECT_HISTORY, bucketStart, rows.projects);
+      written.connectors += await insertEntities(
+        tx,
+        CONNECTOR_HISTORY,
+        bucketStart,
+        rows.connectors,
+      );
       written.hosts += await insertHosts(tx, bucketStart, rows.hosts);
       written.failures += await insertFailures(tx, bucketStart, rows.failures);
     }
@@ -90,105 +95,111 @@ function transfers(rows: EntityRows | HostRows) {
   ];
 }
 
-async function insertProxies(tx: TxSql, bucket: Date, rows: EntityRows): Promise<number> {
-  const at = bucket.toISOString();
-  if (rows.ids.length === 0) return 0;
-  const [requests, successes, failures, sent, received, latency] = transfers(rows);
-  const result = await tx`
-    with w as (
-      select * from unnest(
-        ${rows.ids}::uuid[], ${requests}::bigint[], ${successes}::bigint[],
-        ${failures}::bigint[], ${sent}::bigint[], ${received}::bigint[], ${latency}::float8[]
-      ) as w(id, requests, successes, failures, bytes_sent, bytes_received, latency)
-    ), parent as (
-      select p.id, p.project_id, p.status from proxies p where p.id in (select id from w)
-      for key share
-    ), history as (
-      insert into proxy_metrics (project_id, proxy_id, status, bucket_start, bucket_seconds,
-        requests, successes, failures, bytes_sent, bytes_received, latency_sum_ms)
-      select parent.project_id, w.id, parent.status, ${at}::timestamptz, ${FLUSH_BUCKET_SECONDS}, w.requests,
-        w.successes, w.failures, w.bytes_sent, w.bytes_received, w.latency
-      from w join parent on parent.id = w.id
-      returning 1
-    ), totals as (
-      insert into metric_totals as t (entity_kind, entity_id, requests, successes, failures,
-        bytes_sent, bytes_received, latency_sum_ms)
-      select 'proxy', w.id, w.requests, w.successes, w.failures, w.bytes_sent, w.bytes_received,
-        w.latency
-      from w join parent on parent.id = w.id
-      on conflict (entity_kind, entity_id) do update set
-        requests = t.requests + excluded.requests,
-        successes = t.successes + excluded.successes,
-        failures = t.failures + excluded.failures,
-        bytes_sent = t.bytes_sent + excluded.bytes_sent,
-        bytes_received = t.bytes_received + excluded.bytes_received,
-        latency_sum_ms = t.latency_sum_ms + excluded.latency_sum_ms,
-        updated_at = now()
-      returning 1
-    )
-    select (select count(*) from history)::int as written`;
-  return Number(result[0]?.written ?? 0);
+/**
+ * An entity's history table: where its rows go, its parent (locked as a foreign key check would
+ * lock it, so a window whose parent is gone is dropped), the history's columns and where each
+ * comes from (`w.` the window, `parent.` the parent row), and the running totals it adds to.
+ */
+interface EntityTable {
+  history: string;
+  parent: string;
+  parentColumns: readonly string[];
+  columns: readonly (readonly [column: string, value: string])[];
+  totals?: "proxy" | "project";
 }
 
-async function insertProjects(tx: TxSql, bucket: Date, rows: EntityRows): Promise<number> {
-  const at = bucket.toISOString();
-  if (rows.ids.length === 0) return 0;
-  const [requests, successes, failures, sent, received, latency] = transfers(rows);
-  const result = await tx`
-    with w as (
-      select * from unnest(
-        ${rows.ids}::uuid[], ${requests}::bigint[], ${successes}::bigint[], ${failures}::bigint[],
-        ${sent}::bigint[], ${received}::bigint[], ${latency}::float8[]
-      ) as w(id, requests, successes, failures, bytes_sent, bytes_received, latency)
-    ), parent as (
-      select p.id from projects p where p.id in (select id from w) for key share
-    ), history as (
-      insert into project_metrics (project_id, bucket_start, bucket_seconds, requests, successes,
-        failures, bytes_sent, bytes_received, latency_sum_ms)
-      select w.id, ${at}::timestamptz, ${FLUSH_BUCKET_SECONDS}, w.requests, w.successes, w.failures,
-        w.bytes_sent, w.bytes_received, w.latency
-      from w join parent on parent.id = w.id
-      returning 1
-    ), totals as (
-      insert into metric_totals as t (entity_kind, entity_id, requests, successes, failures,
-        bytes_sent, bytes_received, latency_sum_ms)
-      select 'project', w.id, w.requests, w.successes, w.failures, w.bytes_sent,
-        w.bytes_received, w.latency
-      from w join parent on parent.id = w.id
-      on conflict (entity_kind, entity_id) do update set
-        requests = t.requests + excluded.requests,
-        successes = t.successes + excluded.successes,
-        failures = t.failures + excluded.failures,
-        bytes_sent = t.bytes_sent + excluded.bytes_sent,
-        bytes_received = t.bytes_received + excluded.bytes_received,
-        latency_sum_ms = t.latency_sum_ms + excluded.latency_sum_ms,
-        updated_at = now()
-      returning 1
-    )
-    select (select count(*) from history)::int as written`;
-  return Number(result[0]?.written ?? 0);
-}
+const PROXY_HISTORY: EntityTable = {
+  history: "proxy_metrics",
+  parent: "proxies",
+  // A proxy's row records the status its parent lookup reads.
+  parentColumns: ["project_id", "status"],
+  columns: [["project_id", "parent.project_id"], ["proxy_id", "w.id"], [
+    "status",
+    "parent.status",
+  ]],
+  totals: "proxy",
+};
+
+const PROJECT_HISTORY: EntityTable = {
+  history: "project_metrics",
+  parent: "projects",
+  parentColumns: [],
+  columns: [["project_id", "w.id"]],
+  totals: "project",
+};
 
 /** A connector keeps no running totals: its usage reads the history, which outlives proxies. */
-async function insertConnectors(tx: TxSql, bucket: Date, rows: EntityRows): Promise<number> {
-  const at = bucket.toISOString();
-  if (rows.ids.length === 0) return 0;
-  const [requests, successes, failures, sent, received, latency] = transfers(rows);
-  const result = await tx`
-    with w as (
-      select * from unnest(
-        ${rows.ids}::uuid[], ${requests}::bigint[], ${successes}::bigint[], ${failures}::bigint[],
-        ${sent}::bigint[], ${received}::bigint[], ${latency}::float8[]
-      ) as w(id, requests, successes, failures, bytes_sent, bytes_received, latency)
+const CONNECTOR_HISTORY: EntityTable = {
+  history: "connector_metrics",
+  parent: "connectors",
+  parentColumns: ["project_id"],
+  columns: [["project_id", "parent.project_id"], ["connector_id", "w.id"]],
+};
+
+const COUNT_COLUMNS = [
+  "requests",
+  "successes",
+  "failures",
+  "bytes_sent",
+  "bytes_received",
+  "latency_sum_ms",
+] as const;
+
+/**
+ * One entity table's statement: $1 the ids, $2 to $7 the counts (COUNT_COLUMNS order), $8 the
+ * bucket's start, $9 its width. Answers the history rows written as `written`.
+ */
+function entityStatement(table: EntityTable): string {
+  const counts = COUNT_COLUMNS.join(", ");
+  const parentColumns = ["p.id", ...table.parentColumns.map((c) => `p.${c}`)].join(", ");
+  const columns = [...table.columns.map(([c]) => c), "bucket_start", "bucket_seconds", counts];
+  const values = [
+    ...table.columns.map(([, v]) => v),
+    "$8::timestamptz",
+    "$9::int",
+    ...COUNT_COLUMNS.map((c) => `w.${c}`),
+  ];
+  const totals = table.totals === undefined ? "" : `, totals as (
+      insert into metric_totals as t (entity_kind, entity_id, ${counts})
+      select '${table.totals}', w.id, ${COUNT_COLUMNS.map((c) => `w.${c}`).join(", ")}
+      from w join parent on parent.id = w.id
+      on conflict (entity_kind, entity_id) do update set
+        ${COUNT_COLUMNS.map((c) => `${c} = t.${c} + excluded.${c}`).join(",\n        ")},
+        updated_at = now()
+      returning 1
+    )`;
+  return `with w as (
+      select * from unnest($1::uuid[], $2::bigint[], $3::bigint[], $4::bigint[], $5::bigint[],
+        $6::bigint[], $7::float8[]) as w(id, ${counts})
     ), parent as (
-      select c.id, c.project_id from connectors c where c.id in (select id from w) for key share
-    )
-    insert into connector_metrics (project_id, connector_id, bucket_start, bucket_seconds,
-      requests, successes, failures, bytes_sent, bytes_received, latency_sum_ms)
-    select parent.project_id, w.id, ${at}::timestamptz, ${FLUSH_BUCKET_SECONDS}, w.requests, w.successes,
-      w.failures, w.bytes_sent, w.bytes_received, w.latency
-    from w join parent on parent.id = w.id`;
-  return result.count;
+      select ${parentColumns} from ${table.parent} p where p.id in (select id from w)
+      for key share
+    ), history as (
+      insert into ${table.history} (${columns.join(", ")})
+      select ${values.join(", ")} from w join parent on parent.id = w.id
+      returning 1
+    )${totals}
+    select (select count(*) from history)::int as written`;
+}
+
+const STATEMENTS = new Map<EntityTable, string>(
+  [PROXY_HISTORY, PROJECT_HISTORY, CONNECTOR_HISTORY].map((t) => [t, entityStatement(t)]),
+);
+
+async function insertEntities(
+  tx: TxSql,
+  table: EntityTable,
+  bucket: Date,
+  rows: EntityRows,
+): Promise<number> {
+  if (rows.ids.length === 0) return 0;
+  const result = await tx.unsafe(STATEMENTS.get(table)!, [
+    rows.ids,
+    ...transfers(rows),
+    bucket.toISOString(),
+    FLUSH_BUCKET_SECONDS,
+  ] as never[]);
+  return Number(result[0]?.written ?? 0);
 }
 
 async function insertHosts(tx: TxSql, bucket: Date, rows: HostRows): Promise<number> {

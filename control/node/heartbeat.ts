@@ -12,7 +12,11 @@
 import type { Redis } from "ioredis";
 import type { Database } from "../../db/client.ts";
 import { errorText, Store, StoreUnavailableError } from "../../shared/errors.ts";
-import { withdrawInstanceKeys, writeInstanceKeys } from "../../shared/instance-registry.ts";
+import {
+  type InstanceIdentity,
+  withdrawInstanceKeys,
+  writeInstanceKeys,
+} from "../../shared/instance-registry.ts";
 import type { RedisKeys } from "../../shared/redis-keys.ts";
 import type { LoopSnapshot } from "../core/loops.ts";
 import { type CycleResult, PeriodicLoop } from "../core/loops.ts";
@@ -37,16 +41,7 @@ export interface ProcessLoopSnapshot extends LoopSnapshot {
 }
 
 /** What a process reports: the heartbeat's snapshot JSON, also the source of /metrics. */
-export interface ProcessSnapshot {
-  instance: string;
-  role: string;
-  version: string;
-  pid: number;
-  hostname: string;
-  started_at: string;
-  beat_at: string;
-  ready: boolean;
-  reasons: string[];
+export interface ProcessSnapshot extends InstanceIdentity {
   stores: StoreStatuses;
   loops: ProcessLoopSnapshot[];
   runtimes: Record<string, RuntimeSnapshot>;

@@ -37,7 +37,6 @@
  */
 import { randomBytes } from "node:crypto";
 import { mkdtemp, rm } from "node:fs/promises";
-import net from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
@@ -61,6 +60,7 @@ import { JobKind } from "../../shared/roles.ts";
 import { Cluster, type Gateway } from "../support/cluster.ts";
 import { type Origin, startOrigin } from "../support/origin.ts";
 import { basicAuth, type Credentials } from "../support/proxy-client.ts";
+import { type Sink, startSink } from "../support/sink.ts";
 import { startTinyproxy, type Tinyproxy } from "../support/tinyproxy.ts";
 import { waitForStatuses } from "./support.ts";
 
@@ -126,34 +126,6 @@ afterAll(async () => {
   await redis?.stop();
   if (folder) await rm(folder, { recursive: true, force: true });
 });
-
-// ---------------------------------------------------------------------------------------------
-// A tunnel target with known bytes both ways: it answers every byte with two.
-
-interface Sink {
-  readonly port: number;
-  close(): Promise<void>;
-}
-
-async function startSink(): Promise<Sink> {
-  const sockets = new Set<net.Socket>();
-  const server = net.createServer({ allowHalfOpen: true }, (socket) => {
-    sockets.add(socket);
-    socket.once("close", () => sockets.delete(socket));
-    socket.on("error", () => {});
-    socket.on("data", (chunk: Buffer) => socket.write(Buffer.alloc(chunk.length * 2, 0x7a)));
-    socket.on("end", () => socket.end());
-  });
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  return {
-    port: (server.address() as net.AddressInfo).port,
-    close: () =>
-      new Promise<void>((resolve) => {
-        for (const socket of sockets) socket.destroy();
-        server.close(() => resolve());
-      }),
-  };
-}
 
 // ---------------------------------------------------------------------------------------------
 // What the clients sent and received, per proxy (an index of EXITS).

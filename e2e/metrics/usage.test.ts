@@ -5,12 +5,12 @@
  * its connector, each proxy and the destination host equal exactly what the clients sent and
  * received, and a second flush adds nothing.
  */
-import net from "node:net";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { ProxyWindows, windowKey } from "../../shared/metric-windows.ts";
 import { JobKind } from "../../shared/roles.ts";
 import { Cluster, type Gateway } from "../support/cluster.ts";
 import { basicAuth } from "../support/proxy-client.ts";
+import { type Sink, startSink } from "../support/sink.ts";
 import { startTinyproxy, type Tinyproxy } from "../support/tinyproxy.ts";
 import { createRoutedProject, type RoutedProject } from "../gateway/support.ts";
 import { openConnect } from "../../tests/gateway-net/support.ts";
@@ -23,36 +23,13 @@ const TUNNELS = 24;
 let cluster: Cluster;
 let gateway: Gateway;
 let tinyproxies: Tinyproxy[];
-let sink: { port: number; close(): Promise<void> };
+let sink: Sink;
 let project: RoutedProject;
-
-/** A tunnel target with known bytes: it greets with its peer's address, then doubles. */
-async function startSink() {
-  const sockets = new Set<net.Socket>();
-  const server = net.createServer({ allowHalfOpen: true }, (socket) => {
-    sockets.add(socket);
-    socket.once("close", () => sockets.delete(socket));
-    socket.on("error", () => {});
-    const peer = (socket.remoteAddress ?? "").replace(/^::ffff:/, "");
-    socket.write(Buffer.from(peer.padEnd(GREETING_BYTES, " ").slice(0, GREETING_BYTES)));
-    socket.on("data", (chunk: Buffer) => socket.write(Buffer.alloc(chunk.length * 2, 0x7a)));
-    socket.on("end", () => socket.end());
-  });
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  return {
-    port: (server.address() as net.AddressInfo).port,
-    close: () =>
-      new Promise<void>((resolve) => {
-        for (const socket of sockets) socket.destroy();
-        server.close(() => resolve());
-      }),
-  };
-}
 
 beforeAll(async () => {
   [tinyproxies, sink] = await Promise.all([
     Promise.all(EXITS.map((bindAddress) => startTinyproxy({ bindAddress }))),
-    startSink(),
+    startSink({ greetingBytes: GREETING_BYTES }),
   ]);
   // Flushes only when the test asks: the periodic one an hour apart.
   cluster = await Cluster.create({ env: { OCTOPROX_METRICS_FLUSH_INTERVAL: "3600" } });

@@ -11,6 +11,7 @@ import { RequestMetering } from "../../gateway/metering/metering.ts";
 import type { LuaScript } from "../../gateway/metering/scripts.ts";
 import { type RedisKeys, redisKeys } from "../../shared/redis-keys.ts";
 import type { Logger } from "../../control/core/logging.ts";
+import { SUMS_SQL } from "../../control/metrics/usage-model.ts";
 import { loadMeteringScriptNode } from "../metering/support.ts";
 import { type CapturedLine, captureLogger } from "../support/logger.ts";
 import {
@@ -187,24 +188,8 @@ export function sums(transfers: readonly Transfer[]) {
   };
 }
 
-/** The history a table holds for one column's value, summed. */
-export async function historySums(
-  database: Database,
-  table: "proxy_metrics" | "project_metrics" | "connector_metrics" | "host_metrics",
-  column: string,
-  value: string,
-) {
-  const rows = await database.sql.unsafe(
-    `select coalesce(sum(requests), 0)::bigint as requests,
-      coalesce(sum(successes), 0)::bigint as successes,
-      coalesce(sum(failures), 0)::bigint as failures,
-      coalesce(sum(bytes_sent), 0)::bigint as bytes_sent,
-      coalesce(sum(bytes_received), 0)::bigint as bytes_received,
-      coalesce(sum(latency_sum_ms), 0)::float8 as latency_sum_ms
-    from ${table} where ${column} = $1`,
-    [value],
-  );
-  const row = rows[0];
+/** A row of counts as numbers, in the fields' own names. */
+function counts(row: Record<string, unknown>) {
   return {
     requests: Number(row.requests),
     successes: Number(row.successes),
@@ -215,20 +200,25 @@ export async function historySums(
   };
 }
 
+/** The history a table holds for one column's value, summed. */
+export async function historySums(
+  database: Database,
+  table: "proxy_metrics" | "project_metrics" | "connector_metrics" | "host_metrics",
+  column: string,
+  value: string,
+) {
+  const rows = await database.sql.unsafe(
+    `select ${SUMS_SQL} from ${table} where ${column} = $1`,
+    [value],
+  );
+  return counts(rows[0]);
+}
+
 export async function totalsOf(database: Database, kind: "proxy" | "project", id: string) {
   const rows = await database.sql`select requests, successes, failures, bytes_sent,
     bytes_received, latency_sum_ms from metric_totals where entity_kind = ${kind}
     and entity_id = ${id}`;
-  const row = rows[0];
-  if (!row) return undefined;
-  return {
-    requests: Number(row.requests),
-    successes: Number(row.successes),
-    failures: Number(row.failures),
-    bytes_sent: Number(row.bytes_sent),
-    bytes_received: Number(row.bytes_received),
-    latency_sum_ms: Number(row.latency_sum_ms),
-  };
+  return rows[0] ? counts(rows[0]) : undefined;
 }
 
 /** A stream entry id at a given time, as Redis would give the producer's XADD. */

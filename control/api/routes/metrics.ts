@@ -39,6 +39,17 @@ const HISTORY_NOTE = "`range` (1h, 6h, 24h, 7d, 30d, 90d; default 24h) back from
   "width finer than the range's oldest rows is a 422. Empty buckets are zeros. A window " +
   "ending now adds the live counts to its last bucket.";
 
+interface EntityRoutes {
+  /** The totals route's path; the series is at `<path>/history`. */
+  path: string;
+  entity: "connector" | "proxy";
+  totalsSummary: string;
+  totalsNote: string;
+  /** Answers 404 unless the entity is the project's. */
+  exists(params: Readonly<Record<string, string>>): Promise<unknown>;
+  id(params: Readonly<Record<string, string>>): string;
+}
+
 export function metricsRoutes(deps: ApiDeps): Route[] {
   const live = new LiveWindows({
     redis: deps.redis,
@@ -57,6 +68,38 @@ export function metricsRoutes(deps: ApiDeps): Route[] {
   });
   const rangeWindow = (range: string) =>
     range === "all" ? undefined : windowOf(range as RangeName, undefined, undefined);
+
+  /** A connector's or proxy's totals and series: one shape for both. */
+  const entityRoutes = (spec: EntityRoutes): Route[] => [
+    defineRoute({
+      method: "get",
+      path: spec.path,
+      tag: "metrics",
+      summary: spec.totalsSummary,
+      description: `\`usage\` is ${USAGE_FIELDS}: ${spec.totalsNote}`,
+      access: UserRole.viewer,
+      responses: { 200: "`{usage, live_included}`" },
+      async handler({ c, params }) {
+        await spec.exists(params);
+        return c.json(await usage.total(spec.entity, spec.id(params)));
+      },
+    }),
+    defineRoute({
+      method: "get",
+      path: `${spec.path}/history`,
+      tag: "metrics",
+      summary: `${spec.entity === "proxy" ? "A proxy's" : "A connector's"} usage over time`,
+      description: HISTORY_NOTE,
+      access: UserRole.viewer,
+      query: HistoryQuery,
+      responses: { 200: "The series" },
+      async handler({ c, params, query }) {
+        const window = windowOf(query.range as RangeName, query.bucket_seconds, query.end);
+        await spec.exists(params);
+        return c.json(await usage.series(spec.entity, spec.id(params), window));
+      },
+    }),
+  ];
 
   return [
     defineRoute({
@@ -185,62 +228,22 @@ export function metricsRoutes(deps: ApiDeps): Route[] {
         return c.json({ items: await usage.hostSeries(params.id, query.hosts, window) });
       },
     }),
-    defineRoute({
-      method: "get",
+    ...entityRoutes({
       path: `${PROJECT}/connectors/:cid/metrics`,
-      tag: "metrics",
-      summary: "A connector's usage over everything retained",
-      description: `\`usage\` is ${USAGE_FIELDS}: its history summed (which outlives its ` +
-        "proxies, to the project's metrics_retention_days), with the live counts added.",
-      access: UserRole.viewer,
-      responses: { 200: "`{usage, live_included}`" },
-      async handler({ c, params }) {
-        await getConnector(deps, params.id, params.cid);
-        return c.json(await usage.total("connector", params.cid));
-      },
+      entity: "connector",
+      totalsSummary: "A connector's usage over everything retained",
+      totalsNote: "its history summed (which outlives its proxies, to the project's " +
+        "metrics_retention_days), with the live counts added.",
+      exists: (params) => getConnector(deps, params.id, params.cid),
+      id: (params) => params.cid,
     }),
-    defineRoute({
-      method: "get",
-      path: `${PROJECT}/connectors/:cid/metrics/history`,
-      tag: "metrics",
-      summary: "A connector's usage over time",
-      description: HISTORY_NOTE,
-      access: UserRole.viewer,
-      query: HistoryQuery,
-      responses: { 200: "The series" },
-      async handler({ c, params, query }) {
-        const window = windowOf(query.range as RangeName, query.bucket_seconds, query.end);
-        await getConnector(deps, params.id, params.cid);
-        return c.json(await usage.series("connector", params.cid, window));
-      },
-    }),
-    defineRoute({
-      method: "get",
+    ...entityRoutes({
       path: `${PROJECT}/proxies/:pid/metrics`,
-      tag: "metrics",
-      summary: "A proxy's all-time usage",
-      description: `\`usage\` is ${USAGE_FIELDS}, all-time, with the live counts added.`,
-      access: UserRole.viewer,
-      responses: { 200: "`{usage, live_included}`" },
-      async handler({ c, params }) {
-        await getProxy(deps, params.id, params.pid);
-        return c.json(await usage.total("proxy", params.pid));
-      },
-    }),
-    defineRoute({
-      method: "get",
-      path: `${PROJECT}/proxies/:pid/metrics/history`,
-      tag: "metrics",
-      summary: "A proxy's usage over time",
-      description: HISTORY_NOTE,
-      access: UserRole.viewer,
-      query: HistoryQuery,
-      responses: { 200: "The series" },
-      async handler({ c, params, query }) {
-        const window = windowOf(query.range as RangeName, query.bucket_seconds, query.end);
-        await getProxy(deps, params.id, params.pid);
-        return c.json(await usage.series("proxy", params.pid, window));
-      },
+      entity: "proxy",
+      totalsSummary: "A proxy's all-time usage",
+      totalsNote: "all-time, with the live counts added.",
+      exists: (params) => getProxy(deps, params.id, params.pid),
+      id: (params) => params.pid,
     }),
     defineRoute({
       method: "get",
