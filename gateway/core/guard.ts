@@ -25,7 +25,7 @@ import {
   parseIp,
   v4InCidr,
   v6InCidr,
-} from "./ip.ts";
+} from "../../shared/ip.ts";
 import { prohibitedDestination } from "./refusals.ts";
 import { normaliseHost } from "./snapshot.ts";
 

@@ -3,7 +3,7 @@
  * IPv4 is read as `inet_aton` reads it (`127.1`, `0x7f.1`, `2130706433`), since that is how the
  * upstream's resolver will read a host we pass on unresolved.
  */
-import { dottedQuadValue } from "../../shared/proxy-protocol/address.ts";
+import { dottedQuadValue } from "./proxy-protocol/address.ts";
 
 /** An address: IPv4 as an unsigned 32-bit number, IPv6 as eight 16-bit words. */
 export type IpAddress =
