@@ -75,6 +75,18 @@ export const projects = pgTable("projects", {
   connectionTimeoutSeconds: integer("connection_timeout_seconds").notNull().default(30),
   /** Other proxies a failed request may go on to; 1 is seed 001's 2 distinct proxies. */
   maxRetries: integer("max_retries").notNull().default(1),
+  /** The project's traffic quota: a connector's traffic_config's shape, over all its traffic. */
+  trafficQuota: jsonb("traffic_quota").$type<TrafficConfig>(),
+  /** Where the quota's usage counts from when reset inside its period. */
+  trafficResetAt: timestamp("traffic_reset_at", { withTimezone: true }),
+  /** Requests a second across every gateway, with a burst; null for no limit. */
+  rateLimit: jsonb("rate_limit").$type<ProjectRateLimit>(),
+  /** Connections at once per gateway process; null for no cap. */
+  maxConnections: integer("max_connections"),
+  /** Client addresses allowed to use the project (CIDR blocks); empty: from anywhere. */
+  allowedCidrs: jsonb("allowed_cidrs").$type<string[]>().notNull().default([]),
+  /** Client addresses that reach the project without a password (CIDR blocks). */
+  passwordlessCidrs: jsonb("passwordless_cidrs").$type<string[]>().notNull().default([]),
   createdAt: createdAt(),
   updatedAt: updatedAt(),
 }, (t) => [
@@ -104,6 +116,11 @@ export const credentials = pgTable("credentials", {
 }, (t) => [
   uniqueIndex("credentials_project_name_key").on(t.projectId, sql`lower(${t.name})`),
 ]);
+
+export interface ProjectRateLimit {
+  requests_per_second: number;
+  burst: number;
+}
 
 export interface RateLimitConfig {
   max_requests: number;

@@ -16,7 +16,7 @@
 import { asc, eq, sql } from "drizzle-orm";
 import type { Redis } from "ioredis";
 import type { Db } from "../../db/client.ts";
-import { connectors, credentials, projects, proxies } from "../../db/schema.ts";
+import { connectors, credentials, projects, proxies, type TrafficConfig } from "../../db/schema.ts";
 import { type FeedKeys, passwordDigest, sectionDigest } from "../../shared/feed/codec.ts";
 import {
   type ConnectorSection,
@@ -40,6 +40,8 @@ import {
   type Strategy,
 } from "../../shared/roles.ts";
 import type { Logger } from "../core/logging.ts";
+import { parseTrafficSubject } from "../../shared/traffic-subjects.ts";
+import { storedBlockEnd } from "../traffic/rules.ts";
 
 /** A section as the publisher takes it: its JSON and the digest of that JSON. */
 export interface SectionText {
@@ -57,6 +59,7 @@ export interface Compiled {
   /** What the runtime section is filtered to. */
   proxyIds: ReadonlySet<string>;
   connectorIds: ReadonlySet<string>;
+  projectIds: ReadonlySet<string>;
 }
 
 export interface CompileOptions {
@@ -87,6 +90,11 @@ export async function compile(db: Db, options: CompileOptions): Promise<Compiled
       locationPreflight: projects.locationPreflight,
       connectionTimeoutSeconds: projects.connectionTimeoutSeconds,
       maxRetries: projects.maxRetries,
+      trafficQuota: projects.trafficQuota,
+      rateLimit: projects.rateLimit,
+      maxConnections: projects.maxConnections,
+      allowedCidrs: projects.allowedCidrs,
+      passwordlessCidrs: projects.passwordlessCidrs,
     }).from(projects).orderBy(asc(projects.id));
     const connectorRows = await tx.select({
       id: connectors.id,
@@ -150,6 +158,19 @@ export async function compile(db: Db, options: CompileOptions): Promise<Compiled
       location_preflight: row.locationPreflight,
       connection_timeout_seconds: row.connectionTimeoutSeconds,
       max_retries: row.maxRetries,
+      // A quota without a limit only counts: gateways need nothing of it.
+      traffic_quota: row.trafficQuota?.limit_bytes
+        ? { action: row.trafficQuota.action, limit_status: row.trafficQuota.limit_status }
+        : null,
+      rate_limit: row.rateLimit
+        ? {
+          requests_per_second: row.rateLimit.requests_per_second,
+          burst: row.rateLimit.burst,
+        }
+        : null,
+      max_connections: row.maxConnections,
+      allowed_cidrs: [...row.allowedCidrs],
+      passwordless_cidrs: [...row.passwordlessCidrs],
     };
   }));
   const global: GlobalSection = {
@@ -218,7 +239,8 @@ export async function compile(db: Db, options: CompileOptions): Promise<Compiled
     [K.sync, []],
     [K.scale, read.cloud.map((row) => row.id)],
   ]);
-  return { compiledAt: read.compiledAt, jobKeys, sections, proxyIds, connectorIds };
+  const projectIds = new Set(read.projectRows.map((row) => row.id));
+  return { compiledAt: read.compiledAt, jobKeys, sections, proxyIds, connectorIds, projectIds };
 }
 
 interface RawProxy {
@@ -264,7 +286,7 @@ interface ConnectorRow {
     quarantine_seconds_max: number;
     sticky_quarantine: boolean;
   } | null;
-  traffic: { action: string; limit_status: number } | null;
+  traffic: TrafficConfig | null;
   pendingDeletion: boolean;
 }
 
@@ -292,7 +314,8 @@ function feedConnector(row: ConnectorRow): FeedConnector {
         sticky_quarantine: rate.sticky_quarantine,
       }
       : null,
-    traffic: row.traffic
+    // A config without a limit only counts and prices: gateways need nothing of it.
+    traffic: row.traffic?.limit_bytes
       ? { action: row.traffic.action, limit_status: row.traffic.limit_status }
       : null,
   };
@@ -319,12 +342,14 @@ function warnOnce(
 export interface RuntimeFilter {
   proxyIds: ReadonlySet<string>;
   connectorIds: ReadonlySet<string>;
+  projectIds: ReadonlySet<string>;
 }
 
 /**
- * Reads the quarantines (those not ended by `nowMs`) and the traffic blocks as Redis holds them,
- * filtered to what the compile holds, each list by id. A block is stored as a number (its end,
- * epoch ms) or JSON `{"until_ms": …}`; anything else is skipped.
+ * Reads the quarantines (those not ended by `nowMs`) and the traffic blocks of connectors and
+ * projects as Redis holds them, filtered to what the compile holds, each list by id. A block's
+ * end is read by the traffic rules' one reader (control/traffic/rules.ts); anything else is
+ * skipped.
  */
 export async function readRuntimeSection(
   redis: Redis,
@@ -348,31 +373,21 @@ export async function readRuntimeSection(
     }
   }
   const traffic_blocks: { connector_id: string; until_ms: number }[] = [];
-  for (const [connectorId, value] of Object.entries(hReply as Record<string, string>)) {
-    if (!filter.connectorIds.has(connectorId)) continue;
-    const untilMs = blockEnd(value);
-    if (untilMs !== undefined) {
-      traffic_blocks.push({ connector_id: connectorId, until_ms: untilMs });
+  const project_blocks: { project_id: string; until_ms: number }[] = [];
+  for (const [field, value] of Object.entries(hReply as Record<string, string>)) {
+    const subject = parseTrafficSubject(field);
+    const untilMs = storedBlockEnd(value);
+    if (subject === undefined || untilMs === undefined) continue;
+    if (subject.kind === "connector" && filter.connectorIds.has(subject.id)) {
+      traffic_blocks.push({ connector_id: subject.id, until_ms: untilMs });
+    } else if (subject.kind === "project" && filter.projectIds.has(subject.id)) {
+      project_blocks.push({ project_id: subject.id, until_ms: untilMs });
     }
   }
   quarantines.sort((a, b) => compareText(a.proxy_id, b.proxy_id));
   traffic_blocks.sort((a, b) => compareText(a.connector_id, b.connector_id));
-  return { schema: SCHEMA_VERSION, quarantines, traffic_blocks };
-}
-
-function blockEnd(value: string): number | undefined {
-  let parsed: unknown;
-  try {
-    parsed = JSON.parse(value);
-  } catch {
-    return undefined;
-  }
-  if (typeof parsed === "number" && Number.isFinite(parsed)) return parsed;
-  if (typeof parsed === "object" && parsed !== null) {
-    const until = (parsed as { until_ms?: unknown }).until_ms;
-    if (typeof until === "number" && Number.isFinite(until)) return until;
-  }
-  return undefined;
+  project_blocks.sort((a, b) => compareText(a.project_id, b.project_id));
+  return { schema: SCHEMA_VERSION, quarantines, traffic_blocks, project_blocks };
 }
 
 const compareText = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);

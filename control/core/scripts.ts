@@ -53,7 +53,8 @@ export type ScriptName =
   | "lease_release"
   | "feed_publish"
   | "metrics_take"
-  | "metrics_restore";
+  | "metrics_restore"
+  | "traffic_set_block";
 
 const defined = new WeakSet<Redis>();
 
@@ -107,21 +108,26 @@ export async function runScript(
   return await command.call(redis, ...callArgs(name, keys, args));
 }
 
+/** One call of a script: its keys and arguments. */
+export interface ScriptCall {
+  keys: readonly string[];
+  args: readonly ScriptArg[];
+}
+
 /**
- * Runs one script once per key list, the calls in one pipeline (one round trip), each with the
- * same arguments. Answers the replies in order; the first call Redis refused is thrown.
+ * Runs one script once per call, the calls in one pipeline (one round trip). Answers the
+ * replies in order; the first call Redis refused is thrown.
  */
 export async function runScripts(
   redis: Redis,
   name: ScriptName,
-  keyLists: readonly (readonly string[])[],
-  args: readonly ScriptArg[],
+  calls: readonly ScriptCall[],
 ): Promise<unknown[]> {
-  if (keyLists.length === 0) return [];
+  if (calls.length === 0) return [];
   define(redis);
   const pipeline = redis.pipeline();
   const queue = pipeline as unknown as Record<string, (...a: ScriptArg[]) => unknown>;
-  for (const keys of keyLists) queue[name].call(pipeline, ...callArgs(name, keys, args));
+  for (const call of calls) queue[name].call(pipeline, ...callArgs(name, call.keys, call.args));
   const replies = (await pipeline.exec()) ?? [];
   return replies.map(([error, reply]) => {
     if (error) throw error;
@@ -198,4 +204,16 @@ export interface MetricsRestoreResult {
 export function metricsRestoreResult(reply: unknown): MetricsRestoreResult {
   const [restored, unknown, refused] = counts("metrics_restore", reply, 3);
   return { restored, unknown, refused };
+}
+
+export interface TrafficSetBlockResult {
+  /** The blocks hash changed, and a runtime entry was appended. */
+  changed: boolean;
+  /** The pending mark the decision read was deleted. */
+  cleared: boolean;
+}
+
+export function trafficSetBlockResult(reply: unknown): TrafficSetBlockResult {
+  const [changed, cleared] = counts("traffic_set_block", reply, 2);
+  return { changed: changed === 1, cleared: cleared === 1 };
 }

@@ -10,12 +10,14 @@ import { HealthCheckJob } from "./health.ts";
 import { healthEcho } from "./health-echo.ts";
 import { IndexHygieneJob } from "./housekeeping.ts";
 import { MetricsFlushJob } from "./metrics-flush.ts";
+import { TrafficJob } from "./traffic.ts";
 import { CompactionJob } from "./compaction.ts";
 import { SystemSnapshotJob } from "./system-snapshot.ts";
 import type { Job } from "./job.ts";
 
 export const HANDLED_KINDS: readonly JobKind[] = [
   K.health,
+  K.traffic,
   K.metricsFlush,
   K.compaction,
   K.snapshot,
@@ -41,6 +43,16 @@ export function buildJobs(kinds: readonly JobKind[], deps: JobDeps): Job[] {
             echoUrl: healthEcho(deps.settings).url,
             timeoutMs: deps.settings.healthCheckTimeoutMs,
             probes: new Semaphore(deps.settings.healthCheckConcurrency),
+          }),
+        );
+        break;
+      case K.traffic:
+        jobs.push(
+          new TrafficJob({
+            database: deps.database,
+            redis: deps.redis,
+            keys: deps.keys,
+            logger: deps.logger.child({ job: kind }),
           }),
         );
         break;
@@ -79,6 +91,7 @@ export function buildJobs(kinds: readonly JobKind[], deps: JobDeps): Job[] {
           new IndexHygieneJob({
             redis: deps.redis,
             keys: deps.keys,
+            jobs: deps.jobs,
             logger: deps.logger.child({ job: kind }),
           }),
         );

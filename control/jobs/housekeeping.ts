@@ -9,10 +9,14 @@ import type { Logger } from "../core/logging.ts";
 import { consumersOf } from "../core/work-streams.ts";
 import { WORKERS_GROUP } from "../../shared/redis-keys.ts";
 import type { Job, WorkBatch } from "./job.ts";
+import type { JobQueue } from "./queue.ts";
+import { blockedOrPending } from "../traffic/asks.ts";
 
 export interface IndexHygieneOptions {
   redis: Redis;
   keys: RedisKeys;
+  /** Where step 4 asks for traffic decisions. */
+  jobs: JobQueue;
   logger: Logger;
   /** A consumer with nothing pending and idle this long belongs to a stopped process. */
   stoppedConsumerIdleMs?: number;
@@ -26,8 +30,10 @@ export interface IndexHygieneOptions {
  * 2. stopped consumers of the work streams (nothing pending, idle an hour) are removed; a live
  *    worker resets its idle time at least every 20 seconds, and consumer names are fresh for
  *    each process, so only stopped processes qualify;
- * 3. ended quarantines are trimmed (readers skip them anyway).
- * Traffic re-decisions join this job with the traffic job.
+ * 3. ended quarantines are trimmed (readers skip them anyway);
+ * 4. a traffic decision is asked for every subject blocked or pending, each once, ended blocks
+ *    included: a decision lost, trimmed or given up leaves a block or a pending mark for about a
+ *    minute at most.
  */
 export class IndexHygieneJob implements Job {
   readonly kind = JobKind.indexHygiene;
@@ -44,6 +50,17 @@ export class IndexHygieneJob implements Job {
     if (pruned + removed + trimmed > 0) {
       this.#o.logger.info({ pruned, removed, trimmed }, "Index hygiene removed stale entries");
     }
+    await this.askTrafficDecisions();
+  }
+
+  /** Step 4: one traffic decision asked for each subject blocked or pending. */
+  async askTrafficDecisions(): Promise<number> {
+    const subjects = await blockedOrPending(this.#o.redis, this.#o.keys);
+    if (subjects.length === 0) return 0;
+    if (!await this.#o.jobs.request(JobKind.traffic, subjects)) {
+      throw new Error("Traffic decisions not asked: Redis did not take the requests");
+    }
+    return subjects.length;
   }
 
   async pruneInstances(): Promise<number> {

@@ -14,7 +14,13 @@ import {
   WINDOW_SAFETY_TTL_SECONDS,
 } from "../../shared/metric-windows.ts";
 import type { RedisKeys } from "../../shared/redis-keys.ts";
-import { metricsRestoreResult, metricsTakeResult, runScript, runScripts } from "../core/scripts.ts";
+import {
+  metricsRestoreResult,
+  metricsTakeResult,
+  runScript,
+  runScripts,
+  type ScriptCall,
+} from "../core/scripts.ts";
 
 /** Fields read back a page at a time, so thousands of windows never come back as one reply. */
 export const STAGING_PAGE_FIELDS = 1000;
@@ -89,11 +95,12 @@ export class FlushStaging {
       signal?.throwIfAborted();
       const [next, members] = await this.#redis.sscan(index, cursor, "COUNT", INDEX_PAGE);
       cursor = next;
-      const calls: string[][] = [];
+      const calls: ScriptCall[] = [];
       for (let start = 0; start < members.length; start += TAKE_KEYS_PER_CALL) {
-        calls.push([staging, index, ...members.slice(start, start + TAKE_KEYS_PER_CALL)]);
+        const windows = members.slice(start, start + TAKE_KEYS_PER_CALL);
+        calls.push({ keys: [staging, index, ...windows], args });
       }
-      for (const reply of await runScripts(this.#redis, "metrics_take", calls, args)) {
+      for (const reply of await runScripts(this.#redis, "metrics_take", calls)) {
         const result = metricsTakeResult(reply);
         stats.staged += result.staged;
         stats.skipped += result.skipped;

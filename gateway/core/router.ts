@@ -201,6 +201,19 @@ export class CoreRouter implements Router {
     return snapshot.connectors.get(connectorId)?.interrupts === true;
   }
 
+  /**
+   * Whether a connector or a project has a traffic limit (a connector's traffic_config, a
+   * project's quota) in the snapshot in force: metering asks for a decision of each one a window
+   * carried bytes of.
+   */
+  trafficLimited(connectorId: string): boolean {
+    return this.current?.connectors.get(connectorId)?.trafficLimited === true;
+  }
+
+  quotaLimited(projectId: string): boolean {
+    return this.current?.projectsById.get(projectId)?.project.traffic_quota != null;
+  }
+
   /** Proxies excluded by a quarantine this gateway tripped and the feed does not carry yet. */
   get localQuarantineCount(): number {
     return this.localQuarantines.size;

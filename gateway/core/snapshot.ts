@@ -127,6 +127,8 @@ export class ConnectorIndex {
   readonly limitStatus: 429 | 509;
   /** Its traffic action is `interrupt`: a block also stops the transfers running through it. */
   readonly interrupts: boolean;
+  /** It has a traffic limit: metering asks for a decision when it carries bytes. */
+  readonly trafficLimited: boolean;
   readonly proxies: readonly ProxyEntry[];
   /** Rows for a request that names no place. */
   readonly anyPlace: PlaceRows;
@@ -155,6 +157,7 @@ export class ConnectorIndex {
     this.declared = declared.size === 0 ? null : declared;
     this.limitStatus = connector.traffic?.limit_status === 429 ? 429 : 509;
     this.interrupts = connector.traffic?.action === "interrupt";
+    this.trafficLimited = connector.traffic !== null;
     this.allow = connector.domain_allow.map(domainRule).filter((r) => r !== "");
     this.deny = connector.domain_deny.map(domainRule).filter((r) => r !== "");
 

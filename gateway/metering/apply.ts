@@ -4,7 +4,8 @@
  * part only when its number is above the one Redis recorded for the writer, so a part sent again
  * after a lost reply is applied once.
  */
-import type { RedisKeys } from "../../shared/redis-keys.ts";
+import { type RedisKeys, STREAM_CAPS } from "../../shared/redis-keys.ts";
+import { JobKind } from "../../shared/roles.ts";
 import {
   DEMAND_FIELDS,
   DEMAND_TTL_SECONDS,
@@ -28,6 +29,8 @@ export interface PartRow {
 export interface MeteringPart {
   readonly number: number;
   readonly rows: readonly PartRow[];
+  /** Traffic decisions the window asks for (its first part carries them all). */
+  readonly asks: readonly string[];
 }
 
 /**
@@ -41,17 +44,19 @@ export function cutParts(
 ): MeteringPart[] {
   const parts: MeteringPart[] = [];
   let rows: PartRow[] = [];
+  // Asked with the first part: a part is applied once, so each ask goes once.
+  const asks = () => (parts.length === 0 ? [...window.asks] : []);
   for (const kind of DELTA_KINDS) {
     for (const [key, values] of window.kinds[kind].entries()) {
       if (values.every((value) => value === 0)) continue;
       rows.push({ kind, key, values });
       if (rows.length >= maxRowsPerPart) {
-        parts.push({ number: nextNumber(), rows });
+        parts.push({ number: nextNumber(), rows, asks: asks() });
         rows = [];
       }
     }
   }
-  if (rows.length > 0) parts.push({ number: nextNumber(), rows });
+  if (rows.length > 0) parts.push({ number: nextNumber(), rows, asks: asks() });
   return parts;
 }
 
@@ -94,12 +99,15 @@ export function encodePart(
   appliedKey: string,
   lives: ApplyLives,
 ): { keys: string[]; args: string[] } {
-  const scriptKeys = [appliedKey];
+  const scriptKeys = [appliedKey, keys.jobStream(JobKind.traffic)];
   const args = [
     String(part.number),
     String(lives.appliedSeconds),
     String(lives.windowSeconds),
     String(lives.demandSeconds),
+    String(STREAM_CAPS.work),
+    String(part.asks.length),
+    ...part.asks,
     String(DECLARATIONS.length),
   ];
   for (const declaration of DECLARATIONS) {

@@ -103,9 +103,17 @@ export const DEFAULT_CAPS: MeteringCaps = {
   maxDemandRows: 100_000,
 };
 
+/** At most this many traffic decisions asked per window (each limited subject once). */
+export const MAX_ASKS_PER_WINDOW = 100_000;
+
 /** One window of deltas: what accumulates between two cuts. */
 export class MeteringWindow {
   readonly kinds: Readonly<Record<DeltaKindName, DeltaRows>>;
+  /**
+   * Traffic subjects (shared/traffic-subjects.ts) with a limit that this window carried bytes of:
+   * each gets a decision asked for with the window's first part.
+   */
+  readonly asks = new Set<string>();
 
   constructor(caps: MeteringCaps, overflow: OverflowCounts) {
     const transferWidth = fieldNames(TRANSFER_FIELDS).length;

@@ -37,6 +37,7 @@ import {
   ProxyWindows,
 } from "../../shared/metric-windows.ts";
 import { BoundedMap } from "../../shared/bounded-map.ts";
+import { connectorSubject, projectSubject } from "../../shared/traffic-subjects.ts";
 import type { FeedRateLimit } from "../../shared/feed/models.ts";
 import type { RedisKeys } from "../../shared/redis-keys.ts";
 import { type ApplyLives, applyPart, cutParts, DEFAULT_LIVES, type MeteringPart } from "./apply.ts";
@@ -44,6 +45,7 @@ import {
   DEFAULT_CAPS,
   DemandField,
   FailureField,
+  MAX_ASKS_PER_WINDOW,
   type MeteringCaps,
   MeteringWindow,
   type OverflowCounts,
@@ -91,6 +93,11 @@ export interface RequestMeteringOptions {
   /** Counts each finished transfer through a rate-limited connector (rate-limiter.ts). */
   rateLimiter?: RateCounter;
   /**
+   * Which connectors and projects have a traffic limit in the snapshot in force (the router's
+   * `trafficLimited`, `quotaLimited`): a window that carries bytes of one asks for its decision.
+   */
+  trafficLimits?: TrafficLimits;
+  /**
    * Whether a connector is blocked by its traffic limit with the `interrupt` action, in the
    * snapshot in force (the router's `interrupts`): asked for each running transfer at each of
    * its reports (every 1 MiB, and every interval), which stops it.
@@ -98,6 +105,11 @@ export interface RequestMeteringOptions {
   interrupts?: (connectorId: string) => boolean;
   /** Where every failure is described, once (failure-log.ts). */
   failureLog?: FailureRecorder;
+}
+
+export interface TrafficLimits {
+  connector(connectorId: string): boolean;
+  project(projectId: string): boolean;
 }
 
 /** Where a finished transfer through a rate-limited connector is counted. */
@@ -160,6 +172,7 @@ export class RequestMetering implements TransferHooks {
   readonly #sink: MeterSink;
   readonly #rateLimiter: RateCounter | undefined;
   readonly #interrupts: ((connectorId: string) => boolean) | undefined;
+  readonly #trafficLimits: TrafficLimits | undefined;
   readonly #failureLog: FailureRecorder | undefined;
   #interrupted = 0;
   #attemptsFailed = 0;
@@ -180,6 +193,7 @@ export class RequestMetering implements TransferHooks {
     this.#now = options.now ?? Date.now;
     this.#rateLimiter = options.rateLimiter;
     this.#interrupts = options.interrupts;
+    this.#trafficLimits = options.trafficLimits;
     this.#failureLog = options.failureLog;
     this.#window = new MeteringWindow(this.#caps, this.#overflow);
     const appliedKey = options.keys.applied(this.writer);
@@ -414,6 +428,18 @@ export class RequestMetering implements TransferHooks {
       row[TransferField.bytes_sent] += sent;
       row[TransferField.bytes_received] += received;
     }
+    this.#askIfLimited(meter);
+  }
+
+  /** Bytes of a limited connector or project: its decision is asked for with this window. */
+  #askIfLimited(meter: Meter): void {
+    const limits = this.#trafficLimits;
+    if (limits === undefined) return;
+    const asks = this.#window.asks;
+    if (asks.size >= MAX_ASKS_PER_WINDOW) return;
+    const connectorId = meter.upstream.connectorId;
+    if (limits.connector(connectorId)) asks.add(connectorSubject(connectorId));
+    if (limits.project(meter.projectId)) asks.add(projectSubject(meter.projectId));
   }
 
   #finish(meter: Meter, outcome: Outcome, failure: FailureNote | undefined): void {

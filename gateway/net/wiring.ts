@@ -164,6 +164,10 @@ export async function buildIsolateCore(
     // A running transfer through a connector blocked with the interrupt action stops at its
     // next report (the snapshot in force says so).
     interrupts: (connectorId) => router.interrupts(connectorId),
+    trafficLimits: {
+      connector: (connectorId) => router.trafficLimited(connectorId),
+      project: (projectId) => router.quotaLimited(projectId),
+    },
     failureLog,
   });
   // Every isolate has an event loop of its own, so each measures its own lag.

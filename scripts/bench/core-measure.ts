@@ -120,7 +120,7 @@ export async function measureCore(parameters: CoreParameters): Promise<CoreResul
       default_strategy: "round_robin",
       projects: [project({ id: "bench", name: "bench", username: "bench", password_digest: "x" })],
     },
-    runtime: { schema: 1, quarantines: [], traffic_blocks: [] },
+    runtime: { schema: 1, quarantines: [], traffic_blocks: [], project_blocks: [] },
     connectors,
   };
 
@@ -164,7 +164,9 @@ export async function measureCore(parameters: CoreParameters): Promise<CoreResul
       });
     }
     // Through JSON, so its strings are what a decode hands over (flat, unhashed).
-    const runtime = JSON.parse(JSON.stringify({ schema: 1, quarantines, traffic_blocks: [] }));
+    const runtime = JSON.parse(
+      JSON.stringify({ schema: 1, quarantines, traffic_blocks: [], project_blocks: [] }),
+    );
     const next: FeedSections = { ...current, connectors: new Map(current.connectors), runtime };
     const ms = time(() => router.apply(next));
     if (i === 0) runtimeFirstMs = ms;

@@ -237,7 +237,12 @@ export async function publishFeed(
   const projects = await Promise.all(spec.projects.map((project) => feedProject(bed, project)));
   const content = new Map<string, unknown>([
     ["global", { schema: SCHEMA_VERSION, default_strategy: "round_robin", projects }],
-    ["runtime", { schema: SCHEMA_VERSION, quarantines: [], traffic_blocks: [] }],
+    ["runtime", {
+      schema: SCHEMA_VERSION,
+      quarantines: [],
+      traffic_blocks: [],
+      project_blocks: [],
+    }],
   ]);
   for (const connector of spec.connectors) {
     content.set(`connector:${connector.id}`, {

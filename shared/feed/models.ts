@@ -37,6 +37,16 @@ export const FeedProjectSchema = v.object({
   location_preflight: v.string(),
   connection_timeout_seconds: v.number(),
   max_retries: v.number(),
+  /** What a client hears while the project is blocked by its traffic quota; null: no quota. */
+  traffic_quota: v.nullable(v.object({ action: v.string(), limit_status: v.number() })),
+  /** Requests a second across every gateway, with a burst; null: no limit. */
+  rate_limit: v.nullable(v.object({ requests_per_second: v.number(), burst: v.number() })),
+  /** Connections at once per gateway process; null: no cap. */
+  max_connections: v.nullable(v.number()),
+  /** Client addresses allowed (CIDR blocks); empty: from anywhere. */
+  allowed_cidrs: v.array(v.string()),
+  /** Client addresses that reach the project without a password. */
+  passwordless_cidrs: v.array(v.string()),
 });
 export type FeedProject = v.InferOutput<typeof FeedProjectSchema>;
 
@@ -110,6 +120,8 @@ export const RuntimeSectionSchema = v.object({
   quarantines: v.array(v.object({ proxy_id: v.string(), until_ms: v.number() })),
   /** Connectors blocked by their traffic limit until `until_ms`, by connector id. */
   traffic_blocks: v.array(v.object({ connector_id: v.string(), until_ms: v.number() })),
+  /** Projects blocked by their traffic quota until `until_ms`, by project id. */
+  project_blocks: v.array(v.object({ project_id: v.string(), until_ms: v.number() })),
 });
 export type RuntimeSection = v.InferOutput<typeof RuntimeSectionSchema>;
 

@@ -3,14 +3,19 @@
 -- writer was applied before (a resend after a lost reply) and changes nothing.
 -- Each window is listed in its kind's index after its increments, so a metrics flush that takes
 -- the window never unlists one this script has just recreated.
+-- A batch also asks for the traffic decisions of the limited connectors and projects its window
+-- carried bytes of, appending each to the traffic job's stream, once with the batch.
 -- KEYS[1] the writer's applied record (applied:<writer>)
--- KEYS[2 .. 1+w] the index set of each window kind ARGV declares, in declaration order
--- KEYS[2+w ..] the hashes (windows and demand hashes), in the order ARGV lists them
+-- KEYS[2] the traffic job's stream (jobs:traffic:stream)
+-- KEYS[3 .. 2+w] the index set of each window kind ARGV declares, in declaration order
+-- KEYS[3+w ..] the hashes (windows and demand hashes), in the order ARGV lists them
 -- ARGV[1] batch number
 -- ARGV[2] applied record's TTL, seconds
 -- ARGV[3] window and index TTL, seconds (a safety bound; the metrics flush takes windows)
 -- ARGV[4] demand hash TTL, seconds
--- ARGV[5] k, the number of kinds declared
+-- ARGV[5] the traffic job stream's length cap (MAXLEN ~)
+-- ARGV[6] a, the number of traffic decisions asked; ARGV[7 .. 6+a] their subjects
+-- then k, the number of kinds declared
 -- then per kind: mode ('w' a listed window, 'd' a demand hash), f, f pairs (field, 'i' or 'f')
 -- then per hash: its kind's number (1 .. k) and f values, '0' for a field left as it is
 -- Reply: {1, refused} applied, {0, 0} applied before (nothing changed). refused counts the
@@ -40,10 +45,15 @@ end
 local appliedTtl = ARGV[2]
 local windowTtl = ARGV[3]
 local demandTtl = ARGV[4]
-local kindCount = tonumber(ARGV[5])
+local streamCap = ARGV[5]
+local askCount = tonumber(ARGV[6])
+for a = 1, askCount do
+  write('XADD', KEYS[2], 'MAXLEN', '~', streamCap, '*', 'key', ARGV[6 + a])
+end
+local kindCount = tonumber(ARGV[7 + askCount])
 
 local kinds = {}
-local at = 6
+local at = 8 + askCount
 local windowKinds = 0
 for k = 1, kindCount do
   local kind = { mode = ARGV[at], names = {}, float = {} }
@@ -57,13 +67,13 @@ for k = 1, kindCount do
   kind.fieldCount = fieldCount
   if kind.mode == 'w' then
     windowKinds = windowKinds + 1
-    kind.index = KEYS[1 + windowKinds]
+    kind.index = KEYS[2 + windowKinds]
     kind.listed = false
   end
   kinds[k] = kind
 end
 
-local key = 2 + windowKinds
+local key = 3 + windowKinds
 while at <= #ARGV do
   local kind = kinds[tonumber(ARGV[at])]
   local hash = KEYS[key]

@@ -113,6 +113,11 @@ describe("compile", () => {
       "location_preflight",
       "connection_timeout_seconds",
       "max_retries",
+      "traffic_quota",
+      "rate_limit",
+      "max_connections",
+      "allowed_cidrs",
+      "passwordless_cidrs",
     ]);
     expect(shop.password_digest).toBe(await passwordDigest(bed.feedKeys, "pw-shop-1"));
     // The password itself is never in the feed.
@@ -231,6 +236,8 @@ describe("runtime section", () => {
       [ids.main]: String(now + 9000),
       [ids.off]: "not json",
       "gone-connector": String(now + 9000),
+      [`project:${ids.shop}`]: JSON.stringify({ until_ms: now + 7000 }),
+      "project:gone-project": JSON.stringify({ until_ms: now + 7000 }),
     });
     const runtime = await readRuntimeSection(bed.redis, bed.keys, compiled, now);
     expect(runtime.quarantines).toEqual(
@@ -245,11 +252,14 @@ describe("runtime section", () => {
         { connector_id: ids.vendor, until_ms: now + 5000 },
       ].sort((a, b) => (a.connector_id < b.connector_id ? -1 : 1)),
     );
+    // A project's block by its quota, filtered to the projects the compile holds.
+    expect(runtime.project_blocks).toEqual([{ project_id: ids.shop, until_ms: now + 7000 }]);
     await bed.redis.del(bed.keys.proxyQuarantined, bed.keys.trafficBlocked);
     expect(await readRuntimeSection(bed.redis, bed.keys, compiled, now)).toEqual({
       schema: 1,
       quarantines: [],
       traffic_blocks: [],
+      project_blocks: [],
     });
   });
 });

@@ -58,6 +58,11 @@ const globalSection = (projects: string[] = []) => ({
     location_preflight: "off",
     connection_timeout_seconds: 30,
     max_retries: 2,
+    traffic_quota: null,
+    rate_limit: null,
+    max_connections: null,
+    allowed_cidrs: [],
+    passwordless_cidrs: [],
   })),
 });
 
@@ -65,6 +70,7 @@ const runtimeSection = (quarantined: string[] = []) => ({
   schema: SCHEMA_VERSION,
   quarantines: quarantined.map((proxy_id) => ({ proxy_id, until_ms: 1e13 })),
   traffic_blocks: [],
+  project_blocks: [],
 });
 
 async function texts(keys: FeedKeys, content: Record<string, unknown>) {

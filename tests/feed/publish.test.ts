@@ -42,7 +42,7 @@ async function sections(
 
 const feed = (connectors: Record<string, unknown>) => ({
   global: { schema: 1, projects: [] },
-  runtime: { schema: 1, quarantines: [], traffic_blocks: [] },
+  runtime: { schema: 1, quarantines: [], traffic_blocks: [], project_blocks: [] },
   ...Object.fromEntries(Object.entries(connectors).map(([id, v]) => [`connector:${id}`, v])),
 });
 

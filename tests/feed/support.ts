@@ -242,5 +242,10 @@ export async function feedProject(bed: FeedBed, spec: FeedProjectSpec): Promise<
     location_preflight: "off",
     connection_timeout_seconds: spec.connectionTimeoutSeconds ?? 30,
     max_retries: spec.maxRetries ?? 1,
+    traffic_quota: null,
+    rate_limit: null,
+    max_connections: null,
+    allowed_cidrs: [],
+    passwordless_cidrs: [],
   };
 }

@@ -62,6 +62,7 @@ export async function publishFeed(
       schema: SCHEMA_VERSION,
       quarantines: spec.quarantines ?? [],
       traffic_blocks: spec.trafficBlocks ?? [],
+      project_blocks: [],
     },
   };
   for (const connector of spec.connectors) {

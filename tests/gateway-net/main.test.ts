@@ -64,7 +64,7 @@ async function publish(): Promise<void> {
   const project = await feedProject(bed, { id: "p1", username: "acme", password: "acme-pass" });
   const content: Record<string, unknown> = {
     global: { schema: SCHEMA_VERSION, default_strategy: "round_robin", projects: [project] },
-    runtime: { schema: SCHEMA_VERSION, quarantines: [], traffic_blocks: [] },
+    runtime: { schema: SCHEMA_VERSION, quarantines: [], traffic_blocks: [], project_blocks: [] },
     "connector:c1": {
       schema: SCHEMA_VERSION,
       connector: connector("c1", { name: "static" }),

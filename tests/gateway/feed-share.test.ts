@@ -78,7 +78,7 @@ describe("feed sharing between isolates", () => {
     // c2 changes (a row added), c3 arrives; c1 and the global section are the same objects.
     const next: FeedSections = {
       global: base.global,
-      runtime: { schema: 1, quarantines: [], traffic_blocks: [] },
+      runtime: { schema: 1, quarantines: [], traffic_blocks: [], project_blocks: [] },
       connectors: new Map([["c1", c1], ["c2", section("c2", ["c", "d"])], [
         "c3",
         section("c3", ["e"]),

@@ -29,6 +29,11 @@ export function project(over: Partial<FeedProject> = {}): FeedProject {
     location_preflight: "off",
     connection_timeout_seconds: 30,
     max_retries: 3,
+    traffic_quota: null,
+    rate_limit: null,
+    max_connections: null,
+    allowed_cidrs: [],
+    passwordless_cidrs: [],
     ...over,
   };
 }
@@ -82,6 +87,7 @@ export const emptyRuntime = (): RuntimeSection => ({
   schema: 1,
   quarantines: [],
   traffic_blocks: [],
+  project_blocks: [],
 });
 
 export function feed(

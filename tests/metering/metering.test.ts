@@ -228,6 +228,7 @@ describe("request metering", () => {
         { kind: "proxy", key: keys.metricWindow("proxy", "x1"), values: [1, 1, 0, 10, 20, 2.5] },
         { kind: "demand", key: keys.demand("p1", 100), values: [1, 0] },
       ],
+      asks: [],
     });
     const apply = async (p: MeteringPart) =>
       (await applyPart(redis, script, keys, appliedKey, p)).outcome;
@@ -253,6 +254,7 @@ describe("request metering", () => {
     await redis.set(keys.metricWindow("proxy", "x7"), "not a hash");
     const mixed: MeteringPart = {
       number: 4,
+      asks: [],
       rows: [
         { kind: "proxy", key: keys.metricWindow("proxy", "x7"), values: [1, 0, 1, 5, 0, 0] },
         { kind: "proxy", key: keys.metricWindow("proxy", "x1"), values: [1, 1, 0, 0, 0, 0] },
