@@ -14,6 +14,7 @@ import { formatProxyUrl } from "../services/proxy-url.ts";
 import type { TokenRow } from "../services/tokens.ts";
 import type { UserRow } from "../services/users.ts";
 import type { ProxyScheme } from "../../shared/roles.ts";
+import type { TrafficUsageView } from "../traffic/usage-view.ts";
 
 export function presentUser(row: UserRow) {
   return {
@@ -79,7 +80,11 @@ export function presentCredential(row: CredentialRow) {
   };
 }
 
-export function presentConnector(row: ConnectorRow, proxyCount: number) {
+export function presentConnector(
+  row: ConnectorRow,
+  proxyCount: number,
+  trafficUsage: TrafficUsageView | null,
+) {
   return {
     id: row.id,
     project_id: row.projectId,
@@ -95,6 +100,7 @@ export function presentConnector(row: ConnectorRow, proxyCount: number) {
     healthcheck_url: row.healthcheckUrl,
     rate_limit_config: row.rateLimitConfig,
     traffic_config: row.trafficConfig,
+    traffic_usage: trafficUsage,
     pending_deletion: row.pendingDeletion,
     last_error: row.lastError,
     consecutive_errors: row.consecutiveErrors,

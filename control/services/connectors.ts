@@ -187,3 +187,21 @@ export async function deleteConnector(
     return { result: undefined, change: connectorChange(id) };
   });
 }
+
+/**
+ * Counts the connector's traffic usage from now on (`traffic_reset_at`), leaving its history
+ * as it is. The decision it calls for is asked after the commit (routes/connectors.ts).
+ */
+export function resetConnectorTraffic(
+  deps: ServiceDeps,
+  projectId: string,
+  id: string,
+): Promise<ConnectorRow> {
+  return write(deps, async (tx) => {
+    const [row] = await tx.update(connectors).set({ trafficResetAt: sql`now()` })
+      .where(and(eq(connectors.projectId, projectId), eq(connectors.id, id))).returning();
+    if (!row) return missingIn(tx, projectId, "Connector");
+    // Nothing the feed carries changed: no entry to announce.
+    return { result: row, change: null };
+  });
+}

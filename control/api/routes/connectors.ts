@@ -1,14 +1,20 @@
 /** Connectors of a project. */
 import { UserRole } from "../../../shared/roles.ts";
+import { errorText } from "../../../shared/errors.ts";
+import { connectorSubject } from "../../../shared/traffic-subjects.ts";
 import {
   type ConnectorPatch,
+  type ConnectorRow,
   createConnector,
   deleteConnector,
   getConnector,
   listConnectors,
   proxyCounts,
+  resetConnectorTraffic,
   updateConnector,
 } from "../../services/connectors.ts";
+import { askPending } from "../../traffic/asks.ts";
+import { trafficUsageViews } from "../../traffic/usage-view.ts";
 import type { ApiDeps } from "../deps.ts";
 import { presentConnector } from "../present.ts";
 import { defineRoute, type Route } from "../registry.ts";
@@ -33,7 +39,39 @@ function toFields(body: Omit<v.InferOutput<typeof UpdateConnectorBody>, "kind">)
   };
 }
 
+const USAGE_NOTE = "Each answer carries `traffic_usage` (null without a traffic_config): the " +
+  "bytes of the usage window (the period, from a reset inside it), both directions, flushed " +
+  "history plus the live counts; `percent` and `status` (ok, warning, limit) against " +
+  "`limit_bytes`; `cost`; `blocked` and `blocked_until` as the stored decision the gateways " +
+  "enforce; `pending` while a decision a reset or a limit edit asked for has not landed.";
+
 export function connectorRoutes(deps: ApiDeps): Route[] {
+  /** The connectors as answered: each with its proxy count and its traffic usage. */
+  const present = async (rows: readonly ConnectorRow[], counts: Map<string, number>) => {
+    const usage = await trafficUsageViews(
+      deps,
+      rows.map((row) => ({
+        subject: { kind: "connector", id: row.id },
+        projectId: row.projectId,
+        config: row.trafficConfig,
+        resetAt: row.trafficResetAt,
+      })),
+    );
+    return rows.map((row) =>
+      presentConnector(row, counts.get(row.id) ?? 0, usage.get(connectorSubject(row.id)) ?? null)
+    );
+  };
+  /** A reset or an edit of what decides the block asks for a decision, marked pending. */
+  const askDecision = async (connectorId: string) => {
+    try {
+      await askPending(deps, [connectorSubject(connectorId)], deps.settings.redisRequestTimeoutMs);
+    } catch (error) {
+      deps.logger.warn(
+        { connector: connectorId, error: errorText(error) },
+        "Traffic decision not asked; the next metered bytes or index hygiene ask again",
+      );
+    }
+  };
   return [
     defineRoute({
       method: "get",
@@ -41,11 +79,12 @@ export function connectorRoutes(deps: ApiDeps): Route[] {
       tag: "connectors",
       summary: "List a project's connectors",
       access: UserRole.viewer,
+      description: USAGE_NOTE,
       responses: { 200: "The connectors, oldest first, each with its `proxy_count`" },
       async handler({ c, params }) {
         const rows = await listConnectors(deps, params.id);
         const counts = await proxyCounts(deps, params.id);
-        return c.json(rows.map((row) => presentConnector(row, counts.get(row.id) ?? 0)));
+        return c.json(await present(rows, counts));
       },
     }),
     defineRoute({
@@ -70,7 +109,8 @@ export function connectorRoutes(deps: ApiDeps): Route[] {
           name: body.name,
           kind: body.kind,
         });
-        return c.json(presentConnector(row, 0), 201);
+        const [answer] = await present([row], new Map());
+        return c.json(answer, 201);
       },
     }),
     defineRoute({
@@ -78,12 +118,14 @@ export function connectorRoutes(deps: ApiDeps): Route[] {
       path: `${CONNECTORS}/:cid`,
       tag: "connectors",
       summary: "Read a connector",
+      description: USAGE_NOTE,
       access: UserRole.viewer,
       responses: { 200: "The connector" },
       async handler({ c, params }) {
         const row = await getConnector(deps, params.id, params.cid);
         const counts = await proxyCounts(deps, params.id, row.id);
-        return c.json(presentConnector(row, counts.get(row.id) ?? 0));
+        const [answer] = await present([row], counts);
+        return c.json(answer);
       },
     }),
     defineRoute({
@@ -92,7 +134,8 @@ export function connectorRoutes(deps: ApiDeps): Route[] {
       tag: "connectors",
       summary: "Edit a connector",
       description: "`rate_limit_config` and `traffic_config` are replaced whole (null clears " +
-        "them). The kind cannot change.",
+        "them). The kind cannot change. An edit that sends `traffic_config` asks for a traffic " +
+        "decision at once (`traffic_usage.pending` until it lands, normally within a second).",
       access: UserRole.editor,
       body: UpdateConnectorBody,
       responses: {
@@ -101,8 +144,29 @@ export function connectorRoutes(deps: ApiDeps): Route[] {
       },
       async handler({ c, body, params }) {
         const row = await updateConnector(deps, params.id, params.cid, toFields(body));
+        if (body.traffic_config !== undefined) await askDecision(row.id);
         const counts = await proxyCounts(deps, params.id, row.id);
-        return c.json(presentConnector(row, counts.get(row.id) ?? 0));
+        const [answer] = await present([row], counts);
+        return c.json(answer);
+      },
+    }),
+    defineRoute({
+      method: "post",
+      path: `${CONNECTORS}/:cid/traffic/reset`,
+      tag: "connectors",
+      summary: "Count a connector's traffic usage from now on",
+      description: "Stores the moment usage counts from (`traffic_usage.counting_since`); the " +
+        "history stays. Asks for a traffic decision, so a block the reset lifts lifts within " +
+        "a second (`traffic_usage.pending` until then). Traffic metered just before the reset " +
+        "but flushed after it still counts, up to one flush interval of it.",
+      access: UserRole.editor,
+      responses: { 200: "The connector, with its usage counted from now" },
+      async handler({ c, params }) {
+        const row = await resetConnectorTraffic(deps, params.id, params.cid);
+        await askDecision(row.id);
+        const counts = await proxyCounts(deps, params.id, row.id);
+        const [answer] = await present([row], counts);
+        return c.json(answer);
       },
     }),
     defineRoute({
