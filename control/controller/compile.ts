@@ -60,6 +60,8 @@ export interface Compiled {
   proxyIds: ReadonlySet<string>;
   connectorIds: ReadonlySet<string>;
   projectIds: ReadonlySet<string>;
+  /** Connectors with a traffic limit and projects with a quota: what can be traffic-blocked. */
+  limited: { connectors: readonly string[]; projects: readonly string[] };
 }
 
 export interface CompileOptions {
@@ -240,7 +242,19 @@ export async function compile(db: Db, options: CompileOptions): Promise<Compiled
     [K.scale, read.cloud.map((row) => row.id)],
   ]);
   const projectIds = new Set(read.projectRows.map((row) => row.id));
-  return { compiledAt: read.compiledAt, jobKeys, sections, proxyIds, connectorIds, projectIds };
+  const limited = {
+    connectors: read.connectorRows.filter((row) => row.traffic?.limit_bytes).map((r) => r.id),
+    projects: read.projectRows.filter((row) => row.trafficQuota?.limit_bytes).map((r) => r.id),
+  };
+  return {
+    compiledAt: read.compiledAt,
+    jobKeys,
+    sections,
+    proxyIds,
+    connectorIds,
+    projectIds,
+    limited,
+  };
 }
 
 interface RawProxy {

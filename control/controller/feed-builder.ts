@@ -13,7 +13,7 @@
 import type { Redis } from "ioredis";
 import type { Db } from "../../db/client.ts";
 import { deriveFeedKeys, type FeedKeys, sectionDigest } from "../../shared/feed/codec.ts";
-import { RUNTIME_SECTION } from "../../shared/feed/models.ts";
+import { RUNTIME_SECTION, type RuntimeSection } from "../../shared/feed/models.ts";
 import type { RedisKeys } from "../../shared/redis-keys.ts";
 import type { Strategy } from "../../shared/roles.ts";
 import { errorText } from "../../shared/errors.ts";
@@ -59,6 +59,16 @@ export interface FeedBuilderSnapshot extends FollowerSnapshot {
   head_digest: string | null;
   /** The sections of the last compile, the runtime section included. */
   sections: number | null;
+  /**
+   * What can be traffic-blocked (connectors with a limit, projects with a quota) and the blocks
+   * the last published runtime section carried (epoch ms until, by id); null before a publish.
+   */
+  traffic: {
+    limited_connectors: readonly string[];
+    limited_projects: readonly string[];
+    connector_blocks: Record<string, number>;
+    project_blocks: Record<string, number>;
+  } | null;
 }
 
 export class FeedBuilder extends BroadcastFollower {
@@ -70,6 +80,8 @@ export class FeedBuilder extends BroadcastFollower {
   #dirty = false;
   #lastCompileAt = Number.NEGATIVE_INFINITY;
   #latest: Compiled | undefined;
+  /** The runtime section of the last publish that worked. */
+  #lastRuntime: RuntimeSection | undefined;
   /** The lease term the latest compile was made under: a new lead publishes only its own. */
   #compiledTerm = 0;
   /** A publish is owed: after a compile, on a runtime entry, or after a publish that failed. */
@@ -123,6 +135,18 @@ export class FeedBuilder extends BroadcastFollower {
       publish_problem: this.#publishProblem ?? null,
       head_digest: this.#lastPublish?.headDigest ?? null,
       sections: this.#latest ? this.#latest.sections.size + 1 : null,
+      traffic: this.#latest && this.#lastRuntime
+        ? {
+          limited_connectors: this.#latest.limited.connectors,
+          limited_projects: this.#latest.limited.projects,
+          connector_blocks: Object.fromEntries(
+            this.#lastRuntime.traffic_blocks.map((b) => [b.connector_id, b.until_ms]),
+          ),
+          project_blocks: Object.fromEntries(
+            this.#lastRuntime.project_blocks.map((b) => [b.project_id, b.until_ms]),
+          ),
+        }
+        : null,
     };
   }
 
@@ -231,6 +255,7 @@ export class FeedBuilder extends BroadcastFollower {
       const result = await this.#publisher.publish(sections, compiled.compiledAt, {
         verifySections,
       });
+      this.#lastRuntime = runtime;
       this.#published(result);
     } catch (error) {
       this.#publishFailures += 1;

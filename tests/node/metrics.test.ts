@@ -93,8 +93,21 @@ function value(scraped: Scraped, name: string, labels: Record<string, string> = 
   return found[0].value;
 }
 
-/** The label names our own families may use: each takes values from a small fixed set. */
-const OUR_LABELS = new Set(["role", "loop", "state", "kind", "stream", "store", "version"]);
+/**
+ * The label names our own families may use: each takes values from a small fixed set, or names
+ * a definition (a connector or project with a traffic limit), bounded by the install's own rows.
+ */
+const OUR_LABELS = new Set([
+  "role",
+  "loop",
+  "state",
+  "kind",
+  "stream",
+  "store",
+  "version",
+  "connector",
+  "project",
+]);
 
 async function expectWellFormed(scraped: Scraped, role: string): Promise<void> {
   expect(await promtoolCheck(scraped.text)).toEqual({ code: 0, output: "" });

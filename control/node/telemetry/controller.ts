@@ -64,6 +64,22 @@ function fromBuilder(
   return measured === null ? [] : [[{}, measured]];
 }
 
+/** Each limited connector's or project's block as the leader last published it: 1 or 0. */
+function trafficSamples<Label extends "connector" | "project">(
+  scrape: Scrape,
+  label: Label,
+): Sample<Label>[] {
+  const traffic = leadingBuilder(scrape)?.traffic;
+  if (!traffic) return [];
+  const limited = label === "connector" ? traffic.limited_connectors : traffic.limited_projects;
+  const blocks = label === "connector" ? traffic.connector_blocks : traffic.project_blocks;
+  return limited.map((id) => {
+    const until = blocks[id];
+    const labels = { [label]: id } as Record<Label, string>;
+    return [labels, flag(until !== undefined && scrape.nowMs < until)];
+  });
+}
+
 export class FeedTelemetry extends TelemetryPart {
   constructor(registry: Registry, read: () => Scrape) {
     super(registry, read);
@@ -95,6 +111,21 @@ export class FeedTelemetry extends TelemetryPart {
               ? null
               : seconds(Math.max(0, scrape.nowMs - Date.parse(b.published_at))),
         ),
+    });
+    this.gauge({
+      name: "octoprox_connector_traffic_blocked",
+      help: "1 while the connector is blocked by its traffic limit, as the last published feed " +
+        "says (the decision gateways enforce), else 0; every connector with a limit " +
+        "(leading controller only).",
+      labelNames: ["connector"],
+      samples: (scrape) => trafficSamples(scrape, "connector"),
+    });
+    this.gauge({
+      name: "octoprox_project_traffic_blocked",
+      help: "1 while the project is blocked by its traffic quota, as the last published feed " +
+        "says, else 0; every project with a quota (leading controller only).",
+      labelNames: ["project"],
+      samples: (scrape) => trafficSamples(scrape, "project"),
     });
     this.gauge({
       name: "octoprox_feed_sections",
