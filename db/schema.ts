@@ -249,6 +249,8 @@ export const projectMetrics = pgTable("project_metrics", {
   ...counts(),
 }, (t) => [
   index("project_metrics_tier_idx").on(t.projectId, t.bucketSeconds, t.bucketStart),
+  // Covers a project quota's sum of a window's bytes (an index-only scan).
+  index("project_metrics_usage_idx").on(t.projectId, t.bucketStart, t.bytesSent, t.bytesReceived),
 ]);
 
 /** Outlives the proxies, so billing-period usage stays complete after rotations. */
@@ -260,7 +262,13 @@ export const connectorMetrics = pgTable("connector_metrics", {
   }),
   ...counts(),
 }, (t) => [
-  index("connector_metrics_entity_idx").on(t.connectorId, t.bucketStart),
+  // Covers the traffic job's sum of a window's bytes (an index-only scan).
+  index("connector_metrics_entity_idx").on(
+    t.connectorId,
+    t.bucketStart,
+    t.bytesSent,
+    t.bytesReceived,
+  ),
   index("connector_metrics_tier_idx").on(t.projectId, t.bucketSeconds, t.bucketStart),
 ]);
 

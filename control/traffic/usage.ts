@@ -123,11 +123,15 @@ export async function readUsage(
     if (mine.length === 0) continue;
     const table = kind === "connector" ? "connector_metrics" : "project_metrics";
     const column = kind === "connector" ? "connector_id" : "project_id";
+    // Lateral: one index range per subject (connector_metrics_entity_idx and
+    // project_metrics_usage_idx cover it), whatever share of the table the batch is.
     const found = await sql.unsafe<{ id: string; bytes: string }[]>(
-      `select w.id::text, coalesce(sum(m.bytes_sent + m.bytes_received), 0)::text as bytes
+      `select w.id::text, coalesce(s.bytes, 0)::text as bytes
       from unnest($1::uuid[], $2::text[]) as w(id, since)
-      left join ${table} m on m.${column} = w.id and m.bucket_start >= w.since::timestamptz
-      group by w.id`,
+      cross join lateral (
+        select sum(m.bytes_sent + m.bytes_received) as bytes from ${table} m
+        where m.${column} = w.id and m.bucket_start >= w.since::timestamptz
+      ) s`,
       [
         mine.map((w) => w.row.subject.id),
         mine.map((w) => new Date(w.window!.startMs).toISOString()),

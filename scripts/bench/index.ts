@@ -21,6 +21,7 @@ import { metricsSuite } from "./metrics.ts";
 import { producersSuite } from "./producers.ts";
 import { telemetrySuite } from "./telemetry.ts";
 import { throughputSuite } from "./throughput.ts";
+import { trafficSuite } from "./traffic.ts";
 import { formatNumber, passes, type Row, type Suite } from "./suite.ts";
 
 /** Every suite, in the order a full run takes them. */
@@ -33,6 +34,7 @@ export const SUITES: readonly Suite[] = [
   healthSuite,
   metricsSuite,
   telemetrySuite,
+  trafficSuite,
 ];
 
 interface Line {
