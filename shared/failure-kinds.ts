@@ -21,6 +21,8 @@ export const RefusalKind = {
   allProxiesBusy: "all_proxies_busy",
   allProxiesTried: "all_proxies_tried",
   trafficLimitExceeded: "traffic_limit_exceeded",
+  /** The project's own traffic quota is used up for its period. */
+  quotaExceeded: "quota_exceeded",
   notReady: "not_ready",
 } as const;
 export type RefusalKind = (typeof RefusalKind)[keyof typeof RefusalKind];

@@ -107,6 +107,16 @@ export function trafficLimited(status: 429 | 509): Refusal {
   };
 }
 
+/** The project's own traffic quota is used up for this period (509, or 429 when so set). */
+export function quotaExceeded(status: 429 | 509): Refusal {
+  return {
+    status,
+    proxyStatus: "bandwidth_limit_exceeded",
+    reason: "Traffic quota reached for this project",
+    rejection: RejectionReason.quotaExceeded,
+  };
+}
+
 export function prohibitedDestination(host: string, address: string, kind: string): Refusal {
   const what = host === address ? `${host} is` : `${host} resolves to ${address},`;
   const article = /^[aeiou]/.test(kind) ? "an" : "a";

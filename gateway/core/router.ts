@@ -37,6 +37,7 @@ import {
   badOptions,
   notReady,
   noUpstream,
+  quotaExceeded,
   sessionResting,
   trafficLimited,
   unauthenticated,
@@ -195,10 +196,33 @@ export class CoreRouter implements Router {
    * The connector is blocked by its traffic limit now, in the snapshot in force, and its action
    * is `interrupt`: its running transfers are to stop (metering asks at each report).
    */
-  interrupts(connectorId: string): boolean {
+  interrupts(connectorId: string, projectId?: string): boolean {
     const snapshot = this.current;
-    if (snapshot === undefined || !blockedNow(snapshot, connectorId, this.nowMs())) return false;
-    return snapshot.connectors.get(connectorId)?.interrupts === true;
+    if (snapshot === undefined) return false;
+    const nowMs = this.nowMs();
+    if (
+      blockedNow(snapshot, connectorId, nowMs) &&
+      snapshot.connectors.get(connectorId)?.interrupts === true
+    ) {
+      return true;
+    }
+    if (projectId === undefined) return false;
+    const quota = snapshot.projectsById.get(projectId)?.project.traffic_quota;
+    return quota?.action === "interrupt" && projectBlockedNow(snapshot, projectId, nowMs);
+  }
+
+  /**
+   * The refusal a project's traffic quota gives now (its limit status), as the snapshot's
+   * runtime says; undefined when the project is not blocked. The admission's project-limits step
+   * asks it for every request.
+   */
+  quotaRefusal(projectId: string): Refusal | undefined {
+    const snapshot = this.current;
+    if (snapshot === undefined || !projectBlockedNow(snapshot, projectId, this.nowMs())) {
+      return undefined;
+    }
+    const quota = snapshot.projectsById.get(projectId)?.project.traffic_quota;
+    return quotaExceeded(quota?.limit_status === 429 ? 429 : 509);
   }
 
   /**
@@ -399,6 +423,12 @@ export class CoreRouter implements Router {
     this.strategies.set(project.id, { named: project.strategy, strategy });
     return strategy;
   }
+}
+
+/** The project is blocked by its traffic quota at `nowMs`, as the snapshot's runtime says. */
+function projectBlockedNow(snapshot: RoutingSnapshot, projectId: string, nowMs: number): boolean {
+  const untilMs = snapshot.runtime.projectBlockedUntilMs.get(projectId);
+  return untilMs !== undefined && untilMs > nowMs;
 }
 
 /** The connector is blocked by its traffic limit at `nowMs`, as the snapshot's runtime says. */

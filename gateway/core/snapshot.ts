@@ -265,6 +265,8 @@ export interface RuntimeIndex {
   readonly quarantineUntilMs: DeadlineTable;
   /** Connectors blocked by their traffic limit: epoch ms until, by connector id. */
   readonly blockedUntilMs: ReadonlyMap<string, number>;
+  /** Projects blocked by their traffic quota: epoch ms until, by project id. */
+  readonly projectBlockedUntilMs: ReadonlyMap<string, number>;
 }
 
 export interface BuildStats {
@@ -451,5 +453,7 @@ function indexRuntime(section: RuntimeSection): RuntimeIndex {
   const quarantineUntilMs = new DeadlineTable(q.length, (i) => q[i].proxy_id, (i) => q[i].until_ms);
   const blockedUntilMs = new Map<string, number>();
   for (const b of section.traffic_blocks) blockedUntilMs.set(b.connector_id, b.until_ms);
-  return { section, quarantineUntilMs, blockedUntilMs };
+  const projectBlockedUntilMs = new Map<string, number>();
+  for (const b of section.project_blocks) projectBlockedUntilMs.set(b.project_id, b.until_ms);
+  return { section, quarantineUntilMs, blockedUntilMs, projectBlockedUntilMs };
 }

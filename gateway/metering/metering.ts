@@ -102,7 +102,7 @@ export interface RequestMeteringOptions {
    * snapshot in force (the router's `interrupts`): asked for each running transfer at each of
    * its reports (every 1 MiB, and every interval), which stops it.
    */
-  interrupts?: (connectorId: string) => boolean;
+  interrupts?: (connectorId: string, projectId: string) => boolean;
   /** Where every failure is described, once (failure-log.ts). */
   failureLog?: FailureRecorder;
 }
@@ -171,7 +171,7 @@ export class RequestMetering implements TransferHooks {
   readonly #publisher: BatchPublisher<MeteringPart>;
   readonly #sink: MeterSink;
   readonly #rateLimiter: RateCounter | undefined;
-  readonly #interrupts: ((connectorId: string) => boolean) | undefined;
+  readonly #interrupts: ((connectorId: string, projectId: string) => boolean) | undefined;
   readonly #trafficLimits: TrafficLimits | undefined;
   readonly #failureLog: FailureRecorder | undefined;
   #interrupted = 0;
@@ -471,7 +471,7 @@ export class RequestMetering implements TransferHooks {
   #interruptIfBlocked(meter: Meter): void {
     const interrupts = this.#interrupts;
     if (interrupts === undefined || meter.interrupt === undefined || meter.interrupted) return;
-    if (!interrupts(meter.upstream.connectorId)) return;
+    if (!interrupts(meter.upstream.connectorId, meter.projectId)) return;
     meter.interrupted = true;
     this.#interrupted++;
     try {

@@ -163,7 +163,7 @@ export async function buildIsolateCore(
     rateLimiter,
     // A running transfer through a connector blocked with the interrupt action stops at its
     // next report (the snapshot in force says so).
-    interrupts: (connectorId) => router.interrupts(connectorId),
+    interrupts: (connectorId, projectId) => router.interrupts(connectorId, projectId),
     trafficLimits: {
       connector: (connectorId) => router.trafficLimited(connectorId),
       project: (projectId) => router.quotaLimited(projectId),

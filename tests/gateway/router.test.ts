@@ -485,6 +485,39 @@ describe("refusals", () => {
     expect(router.interrupts("cut")).toBe(false);
   });
 
+  it("refuses a project blocked by its quota with its limit status, and stops its transfers under interrupt", () => {
+    let now = NOW;
+    const runtime = {
+      ...emptyRuntime(),
+      project_blocks: [{ project_id: "p1", until_ms: NOW + 1000 }],
+    };
+    const quota = (action: string, limit_status: number) => ({ action, limit_status });
+    const build = (traffic_quota: { action: string; limit_status: number } | null) =>
+      routerFor(
+        feed([section("c", ["x1"])], {
+          runtime,
+          projects: [project({ traffic_quota }), project({ id: "p2", username: "other" })],
+        }),
+        { nowMs: () => now },
+      ).router;
+    const blocked = build(quota("interrupt", 429));
+    expect(blocked.quotaRefusal("p1")).toMatchObject({
+      status: 429,
+      proxyStatus: "bandwidth_limit_exceeded",
+      rejection: "quota_exceeded",
+    });
+    expect(blocked.quotaRefusal("p2")).toBeUndefined();
+    expect(blocked.interrupts("c", "p1")).toBe(true);
+    expect(blocked.interrupts("c", "p2")).toBe(false);
+    expect(blocked.quotaLimited("p1")).toBe(true);
+    expect(blocked.quotaLimited("p2")).toBe(false);
+    expect(build(quota("block", 509)).quotaRefusal("p1")).toMatchObject({ status: 509 });
+    expect(build(quota("block", 509)).interrupts("c", "p1")).toBe(false);
+    now = NOW + 1000;
+    expect(blocked.quotaRefusal("p1")).toBeUndefined();
+    expect(blocked.interrupts("c", "p1")).toBe(false);
+  });
+
   it("429 when every eligible proxy is quarantined", async () => {
     const runtime = { ...emptyRuntime(), quarantines: [{ proxy_id: "x1", until_ms: NOW + 5 }] };
     const { router } = routerFor(feed([section("c", ["x1"])], { runtime }));
