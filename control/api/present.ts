@@ -46,7 +46,11 @@ export function presentToken(row: TokenRow) {
 }
 
 /** A project; `password` only when the caller may see it (editors and admins). */
-export function presentProject(row: ProjectRow, showPassword: boolean) {
+export function presentProject(
+  row: ProjectRow,
+  showPassword: boolean,
+  trafficUsage: TrafficUsageView | null,
+) {
   return {
     id: row.id,
     name: row.name,
@@ -61,6 +65,12 @@ export function presentProject(row: ProjectRow, showPassword: boolean) {
     metrics_retention_days: row.metricsRetentionDays,
     connection_timeout_seconds: row.connectionTimeoutSeconds,
     max_retries: row.maxRetries,
+    traffic_quota: row.trafficQuota,
+    traffic_usage: trafficUsage,
+    rate_limit: row.rateLimit,
+    max_connections: row.maxConnections,
+    allowed_cidrs: row.allowedCidrs,
+    passwordless_cidrs: row.passwordlessCidrs,
     created_at: row.createdAt,
     updated_at: row.updatedAt,
   };

@@ -3,7 +3,7 @@
  * case; the unique indexes enforce it and a clash answers DuplicateError naming the field.
  */
 import { asc, eq, sql } from "drizzle-orm";
-import { projects } from "../../db/schema.ts";
+import { type ProjectRateLimit, projects, type TrafficConfig } from "../../db/schema.ts";
 import { NotFoundError, ValidationError } from "../../shared/errors.ts";
 import {
   projectPasswordProblem,
@@ -30,6 +30,11 @@ export interface ProjectFields {
   metricsRetentionDays: number;
   connectionTimeoutSeconds: number;
   maxRetries: number;
+  trafficQuota: TrafficConfig | null;
+  rateLimit: ProjectRateLimit | null;
+  maxConnections: number | null;
+  allowedCidrs: string[];
+  passwordlessCidrs: string[];
 }
 
 export type NewProject = Pick<ProjectFields, "name" | "username"> & Partial<ProjectFields>;
@@ -72,6 +77,11 @@ export function createProject(deps: ServiceDeps, input: NewProject): Promise<Pro
     metricsRetentionDays: 90,
     connectionTimeoutSeconds: 30,
     maxRetries: 1,
+    trafficQuota: null,
+    rateLimit: null,
+    maxConnections: null,
+    allowedCidrs: [],
+    passwordlessCidrs: [],
     ...definedOnly(input),
     name: input.name,
     username: input.username,
@@ -98,6 +108,20 @@ export function updateProject(
     const [row] = await tx.update(projects).set({ ...changes, updatedAt: sql`now()` })
       .where(eq(projects.id, id)).returning();
     return { result: row, change: projectChange(id) };
+  });
+}
+
+/**
+ * Counts the project's quota usage from now on (`traffic_reset_at`), leaving its history as it
+ * is. The decision it calls for is asked after the commit (routes/projects.ts).
+ */
+export function resetProjectTraffic(deps: ServiceDeps, id: string): Promise<ProjectRow> {
+  return write(deps, async (tx) => {
+    const [row] = await tx.update(projects).set({ trafficResetAt: sql`now()` })
+      .where(eq(projects.id, id)).returning();
+    if (!row) throw new NotFoundError("Project");
+    // Nothing the feed carries changed: no entry to announce.
+    return { result: row, change: null };
   });
 }
 

@@ -172,3 +172,88 @@ describe("traffic usage in the api", () => {
     expect(plain.body.traffic_usage).toBeNull();
   });
 });
+
+describe("a project's limits in the api", () => {
+  test("are validated field by field, and a bad edit changes nothing", async () => {
+    const bad = async (body: Record<string, unknown>, field: string) => {
+      const answer = await h.request("PATCH", `/api/v1/projects/${projectId}`, {
+        token: h.tokens.editor,
+        body,
+      });
+      expect(answer.status, JSON.stringify(body)).toBe(422);
+      expect(answer.body.detail.map((d: { field: string }) => d.field)).toContain(field);
+    };
+    await bad({ traffic_quota: { limit_bytes: 1_000 } }, "body.traffic_quota.period");
+    await bad({ traffic_quota: { period: "day" } }, "body.traffic_quota.limit_bytes");
+    await bad(
+      { traffic_quota: { limit_bytes: 1_000, period: "year" } },
+      "body.traffic_quota.period",
+    );
+    await bad({ rate_limit: { requests_per_second: 0 } }, "body.rate_limit.requests_per_second");
+    await bad({ rate_limit: { requests_per_second: 5, burst: 0 } }, "body.rate_limit.burst");
+    await bad({ max_connections: 0 }, "body.max_connections");
+    await bad({ allowed_cidrs: ["10.0.0.0/33"] }, "body.allowed_cidrs.0");
+    await bad({ allowed_cidrs: ["10.0.0.0/8", "not an address"] }, "body.allowed_cidrs.1");
+    await bad({ passwordless_cidrs: "10.0.0.0/8" }, "body.passwordless_cidrs");
+    // One good field beside a bad one: nothing is applied.
+    await bad({ max_connections: 5, allowed_cidrs: ["nope"] }, "body.allowed_cidrs.0");
+    const project = await h.request("GET", `/api/v1/projects/${projectId}`, {
+      token: h.tokens.viewer,
+    });
+    expect(project.body).toMatchObject({
+      traffic_quota: null,
+      traffic_usage: null,
+      rate_limit: null,
+      max_connections: null,
+      allowed_cidrs: [],
+      passwordless_cidrs: [],
+    });
+  });
+
+  test("a quota shows its usage over every connector and is decided like a connector's limit", async () => {
+    const edited = await h.request("PATCH", `/api/v1/projects/${projectId}`, {
+      token: h.tokens.editor,
+      body: {
+        traffic_quota: { limit_bytes: 5_000, period: "day", action: "block" },
+        rate_limit: { requests_per_second: 50 },
+        max_connections: 10,
+        allowed_cidrs: [" 203.0.113.0/24 ", "2001:db8::/32"],
+      },
+    });
+    expect(edited.status).toBe(200);
+    expect(edited.body).toMatchObject({
+      traffic_quota: { limit_bytes: 5_000, period: "day", action: "block", limit_status: 509 },
+      rate_limit: { requests_per_second: 50, burst: 50 },
+      max_connections: 10,
+      allowed_cidrs: ["203.0.113.0/24", "2001:db8::/32"],
+    });
+    expect(edited.body.traffic_usage).toMatchObject({ pending: true, limit_bytes: 5_000 });
+    await metered(6_000);
+    await decide();
+    const project = await h.request("GET", `/api/v1/projects/${projectId}`, {
+      token: h.tokens.viewer,
+    });
+    expect(project.body.traffic_usage).toMatchObject({
+      status: "limit",
+      blocked: true,
+      pending: false,
+    });
+    // A reset counts from now (with the live bytes flushed before it) and lifts the block.
+    await new MetricsFlushJob({
+      database: h.deps.database,
+      redis: h.deps.redis,
+      keys: h.deps.keys,
+      logger: h.deps.logger,
+    }).flush(`${Date.now()}-5`);
+    const reset = await h.request("POST", `/api/v1/projects/${projectId}/traffic/reset`, {
+      token: h.tokens.editor,
+    });
+    expect(reset.status).toBe(200);
+    expect(reset.body.traffic_usage).toMatchObject({ pending: true, bytes: 0 });
+    await decide();
+    const after = await h.request("GET", `/api/v1/projects/${projectId}`, {
+      token: h.tokens.viewer,
+    });
+    expect(after.body.traffic_usage).toMatchObject({ blocked: false, pending: false });
+  });
+});

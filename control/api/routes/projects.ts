@@ -1,13 +1,19 @@
 /** Projects. */
 import type * as v from "valibot";
 import { UserRole } from "../../../shared/roles.ts";
+import { errorText } from "../../../shared/errors.ts";
+import { projectSubject } from "../../../shared/traffic-subjects.ts";
 import {
   createProject,
   deleteProject,
   getProject,
   listProjects,
+  type ProjectRow,
+  resetProjectTraffic,
   updateProject,
 } from "../../services/projects.ts";
+import { askPending } from "../../traffic/asks.ts";
+import { trafficUsageViews } from "../../traffic/usage-view.ts";
 import { hasRole } from "../auth.ts";
 import type { ApiDeps } from "../deps.ts";
 import { presentProject } from "../present.ts";
@@ -30,6 +36,11 @@ function projectFields(body: v.InferOutput<typeof UpdateProjectBody>) {
     metricsRetentionDays: body.metrics_retention_days,
     connectionTimeoutSeconds: body.connection_timeout_seconds,
     maxRetries: body.max_retries,
+    trafficQuota: body.traffic_quota,
+    rateLimit: body.rate_limit,
+    maxConnections: body.max_connections,
+    allowedCidrs: body.allowed_cidrs,
+    passwordlessCidrs: body.passwordless_cidrs,
   };
 }
 
@@ -41,7 +52,41 @@ const seesPassword = (principal: Principal) => hasRole(principal, UserRole.edito
 const PASSWORD_NOTE = "`password` (the proxy password clients present) is shown to editors " +
   "and admins only.";
 
+const LIMITS_NOTE = "`traffic_quota` (a traffic_config of connectors, its `limit_bytes` " +
+  "and `period` required) limits the project's traffic over every connector: decided by the " +
+  "same job, refused with its `limit_status` (509 by default) once reached; `traffic_usage` " +
+  "shows its window as a connector's does. `rate_limit` (`requests_per_second`, `burst`) holds " +
+  "across every gateway; `max_connections` caps the connections at once per gateway; both are " +
+  "refused with 429. `allowed_cidrs` (empty: anywhere) are the client addresses allowed; " +
+  "`passwordless_cidrs` reach the project by address alone.";
+
 export function projectRoutes(deps: ApiDeps): Route[] {
+  /** Projects as answered: each with its quota's usage. */
+  const present = async (rows: readonly ProjectRow[], showPassword: boolean) => {
+    const usage = await trafficUsageViews(
+      deps,
+      rows.map((row) => ({
+        subject: { kind: "project", id: row.id },
+        projectId: row.id,
+        config: row.trafficQuota,
+        resetAt: row.trafficResetAt,
+      })),
+    );
+    return rows.map((row) =>
+      presentProject(row, showPassword, usage.get(projectSubject(row.id)) ?? null)
+    );
+  };
+  /** A reset or a quota edit asks for a decision, marked pending. */
+  const askDecision = async (projectId: string) => {
+    try {
+      await askPending(deps, [projectSubject(projectId)], deps.settings.redisRequestTimeoutMs);
+    } catch (error) {
+      deps.logger.warn(
+        { project: projectId, error: errorText(error) },
+        "Traffic decision not asked; the next metered bytes or index hygiene ask again",
+      );
+    }
+  };
   return [
     defineRoute({
       method: "get",
@@ -53,7 +98,7 @@ export function projectRoutes(deps: ApiDeps): Route[] {
       responses: { 200: "Every project, oldest first" },
       async handler({ c, principal }) {
         const rows = await listProjects(deps);
-        return c.json(rows.map((row) => presentProject(row, seesPassword(principal))));
+        return c.json(await present(rows, seesPassword(principal)));
       },
     }),
     defineRoute({
@@ -63,7 +108,7 @@ export function projectRoutes(deps: ApiDeps): Route[] {
       summary: "Create a project",
       description: "Name and proxy username are unique regardless of case (400 naming the " +
         "field). Without `password`, one is generated. `strategy` defaults to the install's " +
-        "OCTOPROX_DEFAULT_STRATEGY.",
+        `OCTOPROX_DEFAULT_STRATEGY. ${LIMITS_NOTE}`,
       access: UserRole.editor,
       body: CreateProjectBody,
       responses: { 201: "The project", 400: "The name or username is taken" },
@@ -71,7 +116,8 @@ export function projectRoutes(deps: ApiDeps): Route[] {
         // The fields a create requires, as the create body's schema guarantees them.
         const required = { name: body.name, username: body.username };
         const row = await createProject(deps, { ...projectFields(body), ...required });
-        return c.json(presentProject(row, true), 201);
+        const [answer] = await present([row], true);
+        return c.json(answer, 201);
       },
     }),
     defineRoute({
@@ -83,7 +129,11 @@ export function projectRoutes(deps: ApiDeps): Route[] {
       access: UserRole.viewer,
       responses: { 200: "The project" },
       async handler({ c, params, principal }) {
-        return c.json(presentProject(await getProject(deps, params.id), seesPassword(principal)));
+        const [answer] = await present(
+          [await getProject(deps, params.id)],
+          seesPassword(principal),
+        );
+        return c.json(answer);
       },
     }),
     defineRoute({
@@ -91,12 +141,31 @@ export function projectRoutes(deps: ApiDeps): Route[] {
       path: `${PROJECTS}/:id`,
       tag: "projects",
       summary: "Edit a project",
+      description: `${LIMITS_NOTE} An edit that sends \`traffic_quota\` asks for a decision.`,
       access: UserRole.editor,
       body: UpdateProjectBody,
       responses: { 200: "The project", 400: "The name or username is taken" },
       async handler({ c, body, params }) {
         const row = await updateProject(deps, params.id, projectFields(body));
-        return c.json(presentProject(row, true));
+        if (body.traffic_quota !== undefined) await askDecision(row.id);
+        const [answer] = await present([row], true);
+        return c.json(answer);
+      },
+    }),
+    defineRoute({
+      method: "post",
+      path: `${PROJECTS}/:id/traffic/reset`,
+      tag: "projects",
+      summary: "Count a project's quota usage from now on",
+      description: "Stores the moment the quota's usage counts from; the history stays. Asks " +
+        "for a traffic decision (`traffic_usage.pending` until it lands).",
+      access: UserRole.editor,
+      responses: { 200: "The project, with its usage counted from now" },
+      async handler({ c, params }) {
+        const row = await resetProjectTraffic(deps, params.id);
+        await askDecision(row.id);
+        const [answer] = await present([row], true);
+        return c.json(answer);
       },
     }),
     defineRoute({

@@ -6,6 +6,8 @@ import {
   projectUsernameProblem,
 } from "../../../shared/project-credentials.ts";
 import { booleanField, integerField, nameField, readOnly, textField } from "./common.ts";
+import { TrafficConfigSchema } from "./connectors.ts";
+import { parseCidr } from "../../../shared/ip.ts";
 
 export const LOCATION_POLICIES = ["off", "warn", "strict"] as const;
 export const LOCATION_PREFLIGHTS = ["off", "report", "retry", "reject"] as const;
@@ -44,6 +46,62 @@ const password = v.pipe(
   ),
 );
 
+/**
+ * A project's traffic quota: a connector's traffic_config's fields over all the project's
+ * traffic, with the limit and its period required (a quota without them means nothing).
+ */
+const trafficQuota = v.pipe(
+  v.custom<Record<string, unknown>>(
+    (input) => typeof input === "object" && input !== null && !Array.isArray(input),
+    "must be a JSON object",
+  ),
+  v.forward(
+    v.check(
+      (input) => typeof input.limit_bytes === "number",
+      "is required: a quota is a number of bytes",
+    ),
+    ["limit_bytes"],
+  ),
+  v.forward(
+    v.check((input) => input.period !== undefined, "is required (day, week or month)"),
+    ["period"],
+  ),
+  TrafficConfigSchema,
+);
+
+/** Requests a second across every gateway, with a burst (the requests a second by default). */
+const rateLimit = v.pipe(
+  v.strictObject({
+    requests_per_second: integerField(1, 1_000_000),
+    burst: v.optional(integerField(1, 1_000_000)),
+  }),
+  v.transform((input) => ({
+    requests_per_second: input.requests_per_second,
+    burst: input.burst ?? input.requests_per_second,
+  })),
+);
+
+/** CIDR blocks (a bare address is one host), trimmed, each parsed as the gateway parses it. */
+const cidrList = v.pipe(
+  v.array(
+    v.pipe(
+      v.string("must be text"),
+      v.trim(),
+      v.check((text) => {
+        try {
+          parseCidr(text);
+          return true;
+        } catch {
+          return false;
+        }
+      }, "must be a CIDR block such as 203.0.113.0/24 or 2001:db8::/32"),
+    ),
+    "must be a list of CIDR blocks",
+  ),
+  v.maxLength(1000, "must hold at most 1000 blocks"),
+  v.transform((list) => [...new Set(list)]),
+);
+
 const fields = {
   name: nameField(),
   description: textField(2000),
@@ -58,6 +116,11 @@ const fields = {
   metrics_retention_days: integerField(0, 3650),
   connection_timeout_seconds: integerField(1, 600),
   max_retries: integerField(0, MAX_RETRIES_LIMIT),
+  traffic_quota: v.nullable(trafficQuota),
+  rate_limit: v.nullable(rateLimit),
+  max_connections: v.nullable(integerField(1, 1_000_000)),
+  allowed_cidrs: cidrList,
+  passwordless_cidrs: cidrList,
 };
 
 const serverFields = {
@@ -80,6 +143,11 @@ export const CreateProjectBody = v.strictObject({
   metrics_retention_days: v.optional(fields.metrics_retention_days),
   connection_timeout_seconds: v.optional(fields.connection_timeout_seconds),
   max_retries: v.optional(fields.max_retries),
+  traffic_quota: v.optional(fields.traffic_quota),
+  rate_limit: v.optional(fields.rate_limit),
+  max_connections: v.optional(fields.max_connections),
+  allowed_cidrs: v.optional(fields.allowed_cidrs),
+  passwordless_cidrs: v.optional(fields.passwordless_cidrs),
   ...serverFields,
 });
 
