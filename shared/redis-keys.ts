@@ -75,6 +75,9 @@ export function redisKeys(prefix: string) {
     proxyLastExit: (proxyId: string) => `${p}proxy:last_exit:${proxyId}`,
     proxyQuarantined: `${p}proxy:quarantined`,
 
+    // A project's request-rate bucket, shared by every gateway.
+    projectRate: (projectId: string) => `${p}rate:project:${projectId}`,
+
     // Traffic decisions.
     trafficBlocked: `${p}traffic:blocked`,
     trafficPending: `${p}traffic:pending`,
