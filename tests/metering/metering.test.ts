@@ -10,7 +10,7 @@ import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { applyPart, type MeteringPart } from "../../gateway/metering/apply.ts";
 import { normaliseHost, RequestMetering } from "../../gateway/metering/metering.ts";
-import { renderSamples } from "../../gateway/net/metrics.ts";
+import { renderSamples } from "../../gateway/net/process/metrics.ts";
 import type { LuaScript, ScriptClient } from "../../gateway/metering/scripts.ts";
 import { type RedisKeys, redisKeys } from "../../shared/redis-keys.ts";
 import { DEMAND_TTL_SECONDS, OTHER_HOST } from "../../shared/metric-windows.ts";
@@ -432,7 +432,7 @@ describe("request metering", () => {
   });
 
   it("the gateway's Deno loader registers the same script", async () => {
-    const root = fileURLToPath(new URL("../../", import.meta.url));
+    const root = fileURLToPath(new URL("../..", import.meta.url));
     const loader = pathToFileURL(`${root}gateway/metering/lua.ts`).href;
     const code = `import { loadMeteringScript } from "${loader}";` +
       "console.log((await loadMeteringScript()).sha1);";

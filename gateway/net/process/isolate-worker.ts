@@ -1,7 +1,7 @@
 /// <reference no-default-lib="true" />
 /// <reference lib="deno.worker" />
 /**
- * One worker isolate of a gateway process (started by gateway/net/isolates.ts): its own router
+ * One worker isolate of a gateway process (started by gateway/net/process/isolates.ts): its own router
  * and guard (wiring.ts `buildIsolateCore`) over the main isolate's shared dispatch counts, its own
  * HTTP and SOCKS5 listeners on the main isolate's ports (SO_REUSEPORT: the kernel spreads new
  * connections over the isolates), the process's connection budget. It follows no feed itself:
@@ -10,10 +10,10 @@
  * Messages are handled one at a time, in order (a feed before the bind that needs it). Nothing
  * here throws out of a handler: a failure is reported to the main isolate.
  */
-import { Dispatch } from "../core/dispatch.ts";
-import { SectionsMirror } from "../core/feed-share.ts";
-import type { CoreRouter } from "../core/router.ts";
-import { ConnectionBudget } from "./budget.ts";
+import { Dispatch } from "../../core/dispatch.ts";
+import { SectionsMirror } from "../../core/feed-share.ts";
+import type { CoreRouter } from "../../core/router.ts";
+import { ConnectionBudget } from "../io/budget.ts";
 import type { FromWorker, ToWorker } from "./isolate-messages.ts";
 import { buildListeners, type IsolateListeners } from "./listener.ts";
 import { createLogger, type Logger } from "./log.ts";

@@ -4,17 +4,20 @@
  * moves its bytes). The whole of it runs under one deadline (OCTOPROX_CONNECT_TIMEOUT), and
  * every failure comes out as the shared upstream error of its phase.
  */
-import { EMPTY_BYTES } from "../../shared/proxy-protocol/bytes.ts";
+import { EMPTY_BYTES } from "../../../shared/proxy-protocol/bytes.ts";
 import {
   HandshakeFailure,
   UpstreamConnectError,
   UpstreamError,
   UpstreamHandshakeError,
   UpstreamRefusedError,
-} from "../../shared/proxy-protocol/errors.ts";
-import { createClientHandshake, handshakeProtocol } from "../../shared/proxy-protocol/handshake.ts";
-import type { UpstreamProxy } from "../../shared/proxy-protocol/types.ts";
-import type { Target, UpstreamChoice } from "../core/contract.ts";
+} from "../../../shared/proxy-protocol/errors.ts";
+import {
+  createClientHandshake,
+  handshakeProtocol,
+} from "../../../shared/proxy-protocol/handshake.ts";
+import type { UpstreamProxy } from "../../../shared/proxy-protocol/types.ts";
+import type { Target, UpstreamChoice } from "../../core/contract.ts";
 import { watchDeadline } from "./deadlines.ts";
 import { Leg, tuneTcp } from "./leg.ts";
 

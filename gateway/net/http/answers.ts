@@ -3,7 +3,7 @@
  * `Proxy-Status` field (RFC 9209) naming the error, so a client can tell the gateway's own
  * answers from the origin's. 407 adds the challenge clients need to send credentials.
  */
-import { latin1Encode } from "./headers.ts";
+import { latin1Encode } from "./heads.ts";
 
 export interface Answer {
   status: number;

@@ -3,14 +3,14 @@
  * pass them on as sent) and how its body is delimited (RFC 9112 section 6.3). A malformed
  * answer is an UpstreamHandshakeError (bad_reply), like a malformed CONNECT answer.
  */
-import { latin1Decode } from "../../shared/proxy-protocol/bytes.ts";
+import { latin1Decode } from "../../../shared/proxy-protocol/bytes.ts";
 import {
   HandshakeFailure,
   HandshakeProtocol,
   UpstreamHandshakeError,
-} from "../../shared/proxy-protocol/errors.ts";
-import { eachHeaderLine, lineBounds } from "../../shared/proxy-protocol/http-head.ts";
-import { type HeaderField, headerValues, HeadReader, isTokenRange } from "./http-parse.ts";
+} from "../../../shared/proxy-protocol/errors.ts";
+import { eachHeaderLine, lineBounds } from "../../../shared/proxy-protocol/http-head.ts";
+import { type HeaderField, headerValues, HeadReader, isTokenRange } from "./parse.ts";
 
 export interface ResponseHead {
   readonly version: "1.0" | "1.1";

@@ -3,7 +3,7 @@
  * must refuse itself, and hands each request to the forwarder or the CONNECT handler. Nothing
  * here throws out of `run`: a malformed request gets 400 and a close, never a stack trace.
  */
-import { EMPTY_BYTES } from "../../shared/proxy-protocol/bytes.ts";
+import { EMPTY_BYTES } from "../../../shared/proxy-protocol/bytes.ts";
 import type {
   AuthResult,
   Client,
@@ -12,24 +12,24 @@ import type {
   Refusal,
   Router,
   Target,
-} from "../core/contract.ts";
-import { type Answer, encodeAnswer } from "./answers.ts";
-import type { BufferPool } from "./buffers.ts";
-import { handleConnect } from "./connect.ts";
+} from "../../core/contract.ts";
+import { type Answer, encodeAnswer } from "../http/answers.ts";
+import type { BufferPool } from "../io/buffers.ts";
+import { handleConnect } from "../tunnel/connect.ts";
 import type { TransferHooks } from "./hooks.ts";
 import { safely } from "./hooks.ts";
-import { handleForward } from "./http-forward.ts";
+import { handleForward } from "../http/forward.ts";
 import {
   HeadError,
   headerValue,
   type HeadReader,
   type RequestHead,
   requestHeadReader,
-} from "./http-parse.ts";
-import { Leg, tuneTcp } from "./leg.ts";
-import type { Logger } from "./log.ts";
-import { type GatewayMetrics, RequestKind, RequestOutcome } from "./metrics.ts";
-import type { UpstreamPool } from "./upstream-pool.ts";
+} from "../http/parse.ts";
+import { Leg, tuneTcp } from "../io/leg.ts";
+import type { Logger } from "../process/log.ts";
+import { type GatewayMetrics, RequestKind, RequestOutcome } from "../process/metrics.ts";
+import type { UpstreamPool } from "../io/upstream-pool.ts";
 import type { NetLimits } from "./limits.ts";
 
 /** What every session shares: the routing core, limits, counters and buffers. */

@@ -5,9 +5,9 @@
  * name status and reply codes only. The failure log's message (`failureNote`) quotes the request
  * and the error, scrubbed (gateway/core/scrub.ts).
  */
-import { errorChainText } from "../../shared/errors.ts";
-import { AttemptFailureKind } from "../../shared/failure-kinds.ts";
-import { formatAuthority } from "../../shared/proxy-protocol/address.ts";
+import { errorChainText } from "../../../shared/errors.ts";
+import { AttemptFailureKind } from "../../../shared/failure-kinds.ts";
+import { formatAuthority } from "../../../shared/proxy-protocol/address.ts";
 import {
   HandshakeFailure,
   UpstreamConnectError,
@@ -15,10 +15,10 @@ import {
   UpstreamHandshakeError,
   UpstreamIdleError,
   UpstreamRefusedError,
-} from "../../shared/proxy-protocol/errors.ts";
-import { FailurePhase, type Target, type UpstreamChoice } from "../core/contract.ts";
-import { scrubText } from "../core/scrub.ts";
-import type { Answer } from "./answers.ts";
+} from "../../../shared/proxy-protocol/errors.ts";
+import { FailurePhase, type Target, type UpstreamChoice } from "../../core/contract.ts";
+import { scrubText } from "../../core/scrub.ts";
+import type { Answer } from "../http/answers.ts";
 import type { FailureNote, RequestProtocol } from "./hooks.ts";
 
 /** The client went away or broke the exchange: nothing to answer, the proxy is not at fault. */

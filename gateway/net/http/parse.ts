@@ -5,10 +5,14 @@
  * obsolete line folding, whitespace before a colon, Content-Length beside Transfer-Encoding and
  * conflicting lengths are refused with 400.
  */
-import { hostKind, isValidPort } from "../../shared/proxy-protocol/address.ts";
-import { latin1Decode } from "../../shared/proxy-protocol/bytes.ts";
-import { eachHeaderLine, lineBounds, scanHeadEnd } from "../../shared/proxy-protocol/http-head.ts";
-import type { Target } from "../core/contract.ts";
+import { hostKind, isValidPort } from "../../../shared/proxy-protocol/address.ts";
+import { latin1Decode } from "../../../shared/proxy-protocol/bytes.ts";
+import {
+  eachHeaderLine,
+  lineBounds,
+  scanHeadEnd,
+} from "../../../shared/proxy-protocol/http-head.ts";
+import type { Target } from "../../core/contract.ts";
 
 /** A request the gateway answers itself, status and a short reason, then closes. */
 export class HeadError extends Error {

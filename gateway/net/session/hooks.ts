@@ -6,8 +6,8 @@
  * Receivers touch only memory and never throw or wait: the socket layer calls them on the byte
  * path. What a failure carries is built on failure paths only.
  */
-import type { AttemptFailureKind } from "../../shared/failure-kinds.ts";
-import type { Client, Outcome, Refusal, Target, UpstreamChoice } from "../core/contract.ts";
+import type { AttemptFailureKind } from "../../../shared/failure-kinds.ts";
+import type { Client, Outcome, Refusal, Target, UpstreamChoice } from "../../core/contract.ts";
 
 /** `http` a forwarded request, `connect` an HTTP CONNECT tunnel, `socks5` a SOCKS5 one. */
 export type RequestProtocol = "http" | "connect" | "socks5";
@@ -26,7 +26,7 @@ export interface TransferStart {
   interrupt?: () => void;
 }
 
-/** A failure as the failure log keeps it (gateway/net/failures.ts `failureNote`). */
+/** A failure as the failure log keeps it (gateway/net/session/failures.ts `failureNote`). */
 export interface FailureNote {
   kind: AttemptFailureKind;
   protocol: RequestProtocol;

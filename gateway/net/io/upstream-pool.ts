@@ -6,9 +6,9 @@
  * idle timeouts). An idle leg keeps one read pending: the upstream closing it (or sending
  * anything unasked) takes it out of the pool at once, so a taken leg was open a moment ago.
  * The upstream may still close it as we send: GET and HEAD are then retried once on a fresh
- * connection (gateway/net/http-forward.ts), other methods are not.
+ * connection (gateway/net/http/forward.ts), other methods are not.
  */
-import type { UpstreamChoice } from "../core/contract.ts";
+import type { UpstreamChoice } from "../../core/contract.ts";
 import type { Leg } from "./leg.ts";
 
 export const UPSTREAM_POOL_MAX_IDLE = 32;

@@ -7,18 +7,18 @@
  * stops accepting, cancels every session and waits, bounded, for their handlers (which release
  * their allocations), then closes the idle upstream connections of forwarded requests.
  */
-import { ConnectionBudget } from "./budget.ts";
-import { BufferPool, SMALL_BUFFER_BYTES } from "./buffers.ts";
-import type { TransferHooks } from "./hooks.ts";
-import { KEEPALIVE_AFTER_MS } from "./leg.ts";
+import { ConnectionBudget } from "../io/budget.ts";
+import { BufferPool, SMALL_BUFFER_BYTES } from "../io/buffers.ts";
+import type { TransferHooks } from "../session/hooks.ts";
+import { KEEPALIVE_AFTER_MS } from "../io/leg.ts";
 import type { Logger } from "./log.ts";
 import type { GatewayMetrics } from "./metrics.ts";
-import { ClientSession, type NetContext } from "./session.ts";
-import type { NetLimits } from "./limits.ts";
-import { Socks5Session } from "./socks5-listener.ts";
-import { UpstreamPool } from "./upstream-pool.ts";
-import type { DestinationGuard, Router } from "../core/contract.ts";
-import type { GatewaySettings } from "../../shared/settings.ts";
+import { ClientSession, type NetContext } from "../session/client-session.ts";
+import type { NetLimits } from "../session/limits.ts";
+import { Socks5Session } from "../tunnel/socks5-session.ts";
+import { UpstreamPool } from "../io/upstream-pool.ts";
+import type { DestinationGuard, Router } from "../../core/contract.ts";
+import type { GatewaySettings } from "../../../shared/settings.ts";
 
 export const ListenerProtocol = { http: "http", socks5: "socks5" } as const;
 export type ListenerProtocol = (typeof ListenerProtocol)[keyof typeof ListenerProtocol];

@@ -5,33 +5,33 @@
  * internal secret the feed keys derive from; never Postgres.
  *
  * `buildIsolateCore` is what every isolate serving the process builds for itself (the main one
- * and each worker of gateway/net/isolates.ts): whatever a router, guard or hooks need per isolate
+ * and each worker of gateway/net/process/isolates.ts): whatever a router, guard or hooks need per isolate
  * (a Redis client for sticky bindings, say) belongs there. The feed follower runs once per
  * process, in the main isolate, which hands each applied feed to the others (`shareWith`).
  */
 import { Redis } from "ioredis";
-import { deriveFeedKeys, verifyPassword } from "../../shared/feed/codec.ts";
-import type { FeedSections } from "../../shared/feed/models.ts";
-import { redisKeys } from "../../shared/redis-keys.ts";
-import type { GatewaySettings } from "../../shared/settings.ts";
-import type { DestinationGuard } from "../core/contract.ts";
-import type { Dispatch } from "../core/dispatch.ts";
-import { type SectionsDelta, sectionsDelta } from "../core/feed-share.ts";
-import { createDestinationGuard } from "../core/guard.ts";
-import { CoreRouter } from "../core/router.ts";
-import { FeedFollower, type FeedLogger } from "../feed/follower.ts";
-import type { GatewayIsolateSnapshot } from "../../shared/gateway-snapshot.ts";
-import { withdrawInstanceKeys, writeInstanceKeys } from "../../shared/instance-registry.ts";
-import { LoopLagTimer } from "../../shared/loop-lag.ts";
-import { FailureLog } from "../metering/failure-log.ts";
-import { loadMeteringScript, loadRateWindowScript } from "../metering/lua.ts";
-import { randomSuffix, RequestMetering } from "../metering/metering.ts";
-import { RateLimiter } from "../metering/rate-limiter.ts";
-import { RedisStickyStore } from "../sticky/redis-store.ts";
+import { deriveFeedKeys, verifyPassword } from "../../../shared/feed/codec.ts";
+import type { FeedSections } from "../../../shared/feed/models.ts";
+import { redisKeys } from "../../../shared/redis-keys.ts";
+import type { GatewaySettings } from "../../../shared/settings.ts";
+import type { DestinationGuard } from "../../core/contract.ts";
+import type { Dispatch } from "../../core/dispatch.ts";
+import { type SectionsDelta, sectionsDelta } from "../../core/feed-share.ts";
+import { createDestinationGuard } from "../../core/guard.ts";
+import { CoreRouter } from "../../core/router.ts";
+import { FeedFollower, type FeedLogger } from "../../feed/follower.ts";
+import type { GatewayIsolateSnapshot } from "../../../shared/gateway-snapshot.ts";
+import { withdrawInstanceKeys, writeInstanceKeys } from "../../../shared/instance-registry.ts";
+import { LoopLagTimer } from "../../../shared/loop-lag.ts";
+import { FailureLog } from "../../metering/failure-log.ts";
+import { loadMeteringScript, loadRateWindowScript } from "../../metering/lua.ts";
+import { randomSuffix, RequestMetering } from "../../metering/metering.ts";
+import { RateLimiter } from "../../metering/rate-limiter.ts";
+import { RedisStickyStore } from "../../sticky/redis-store.ts";
 import type { RoutingCore } from "./gateway.ts";
-import type { TransferHooks } from "./hooks.ts";
+import type { TransferHooks } from "../session/hooks.ts";
 import type { Logger } from "./log.ts";
-import { withDeadline } from "../sticky/deadline.ts";
+import { withDeadline } from "../../sticky/deadline.ts";
 import { helpLine } from "./metric-help.ts";
 import { gaugeSample, type MetricSample, renderSamples } from "./metrics.ts";
 

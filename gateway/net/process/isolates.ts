@@ -10,10 +10,10 @@
  * A worker that fails to start or to bind is stopped and left out with a warning: the process
  * serves from the isolates it has. One that crashes later is logged and not replaced.
  */
-import type { GatewaySettings } from "../../shared/settings.ts";
-import type { Dispatch, DispatchBuffers } from "../core/dispatch.ts";
-import type { SectionsDelta } from "../core/feed-share.ts";
-import type { ConnectionBudget } from "./budget.ts";
+import type { GatewaySettings } from "../../../shared/settings.ts";
+import type { Dispatch, DispatchBuffers } from "../../core/dispatch.ts";
+import type { SectionsDelta } from "../../core/feed-share.ts";
+import type { ConnectionBudget } from "../io/budget.ts";
 import type { FromWorker, ToWorker } from "./isolate-messages.ts";
 import type { Logger } from "./log.ts";
 import type { MetricsSnapshot } from "./metrics.ts";

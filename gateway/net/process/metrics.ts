@@ -4,7 +4,7 @@
  * Labels take values from small fixed sets (kinds, outcomes, phases, status codes, isolates),
  * never hosts, clients, projects, proxies, sessions, URLs or request ids.
  */
-import type { GatewayIsolateSnapshot } from "../../shared/gateway-snapshot.ts";
+import type { GatewayIsolateSnapshot } from "../../../shared/gateway-snapshot.ts";
 import { helpLine } from "./metric-help.ts";
 
 /** `socks5`: a SOCKS5 CONNECT, counted with the status its HTTP twin would have had. */

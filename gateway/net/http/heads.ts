@@ -5,8 +5,8 @@
  * always pass, so a `Connection` list cannot unframe a body. The only Proxy-Authorization that
  * leaves is the upstream's own credential.
  */
-import { type HeaderField, headerTokens, type RequestHead } from "./http-parse.ts";
-import type { ResponseHead } from "./http-response.ts";
+import { type HeaderField, headerTokens, type RequestHead } from "./parse.ts";
+import type { ResponseHead } from "./response.ts";
 
 const HOP_BY_HOP = new Set([
   "connection",
@@ -90,7 +90,7 @@ export interface UpstreamRequestOptions {
  * The head sent upstream: the client's method and fields minus hop-by-hop ones, Host from the
  * URL (RFC 9112 section 3.2.2: a proxy ignores the client's Host for absolute-form), Expect
  * dropped (the gateway answers 100-continue itself), and our own Connection field:
- * `keep-alive` for an HTTP proxy (gateway/net/upstream-pool.ts keeps the connection), `close`
+ * `keep-alive` for an HTTP proxy (gateway/net/io/upstream-pool.ts keeps the connection), `close`
  * inside a SOCKS tunnel, which serves this one exchange.
  */
 export function encodeUpstreamRequestHead(

@@ -112,7 +112,7 @@ export class Leg {
   }
 
   /**
-   * Starts a read while the leg waits idle (gateway/net/upstream-pool.ts), so the peer closing
+   * Starts a read while the leg waits idle (gateway/net/io/upstream-pool.ts), so the peer closing
    * it is seen at once; resolves when that read ended, never rejects. The next `read` gets its
    * result (bytes, end of stream or failure) as if it had made it.
    */

@@ -2,7 +2,7 @@
  * CONNECT tunnels: authenticate, guard, acquire, dial the upstream and run its handshake; on
  * success commit, answer `200 Connection established` and relay both ways until the tunnel
  * ends. Seed 001 section 7.2: another proxy may be tried only before the tunnel is up (as many
- * as the project's max_retries, gateway/net/limits.ts); once the client heard 200, a failure
+ * as the project's max_retries, gateway/net/session/limits.ts); once the client heard 200, a failure
  * only ends the tunnel. The SOCKS5 listener opens its tunnels with the same `dialTunnel` and
  * `runTunnel`.
  */
@@ -15,15 +15,15 @@ import {
   type Outcome,
   type Refusal,
   type Target,
-} from "../core/contract.ts";
-import { CONNECTION_ESTABLISHED } from "./answers.ts";
+} from "../../core/contract.ts";
+import { CONNECTION_ESTABLISHED } from "../http/answers.ts";
 import {
   ClientGoneError,
   describeFailure,
   type Failure,
   failureNote,
   tunnelLine,
-} from "./failures.ts";
+} from "../session/failures.ts";
 import {
   type FailedAttempt,
   type FailureNote,
@@ -31,15 +31,20 @@ import {
   type RequestProtocol,
   safely,
   type TransferMeter,
-} from "./hooks.ts";
-import { clientKeepsAlive, HeadError, parseConnectTarget, type RequestHead } from "./http-parse.ts";
+} from "../session/hooks.ts";
+import {
+  clientKeepsAlive,
+  HeadError,
+  parseConnectTarget,
+  type RequestHead,
+} from "../http/parse.ts";
 import { relay, RelayEnd } from "./relay.ts";
-import { UpstreamIdleError } from "../../shared/proxy-protocol/errors.ts";
-import { RequestKind, RequestOutcome } from "./metrics.ts";
-import type { Leg } from "./leg.ts";
-import { attemptsFor, connectTimeoutFor } from "./limits.ts";
-import type { ClientSession, NetContext } from "./session.ts";
-import { dialUpstream, type UpstreamLink } from "./upstream.ts";
+import { UpstreamIdleError } from "../../../shared/proxy-protocol/errors.ts";
+import { RequestKind, RequestOutcome } from "../process/metrics.ts";
+import type { Leg } from "../io/leg.ts";
+import { attemptsFor, connectTimeoutFor } from "../session/limits.ts";
+import type { ClientSession, NetContext } from "../session/client-session.ts";
+import { dialUpstream, type UpstreamLink } from "../io/dial.ts";
 
 /** Handles one CONNECT; resolves whether the client's connection serves another request. */
 export async function handleConnect(session: ClientSession, head: RequestHead): Promise<boolean> {

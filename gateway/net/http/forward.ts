@@ -4,10 +4,10 @@
  * tunnel for SOCKS ones), its answer comes back with hop-by-hop fields stripped and the body
  * relayed byte for byte (Content-Length, chunked, or until close). Seed 001 section 7.2: a GET
  * or HEAD without a body is tried on distinct proxies while nothing reached the client, one
- * and then as many more as its project's max_retries (gateway/net/limits.ts); other methods are
+ * and then as many more as its project's max_retries (gateway/net/session/limits.ts); other methods are
  * tried once.
  *
- * Connections to http and https proxies are kept between requests (gateway/net/upstream-pool.ts):
+ * Connections to http and https proxies are kept between requests (gateway/net/io/upstream-pool.ts):
  * one goes back to the pool after a cleanly framed HTTP/1.1 answer read to its end. A GET or
  * HEAD without a body whose pooled connection closes before any answer byte is sent once more
  * on a new connection to the same proxy (not counted as a retry: the proxy did nothing wrong).
@@ -15,9 +15,12 @@
  * `Expect: 100-continue` is answered by the gateway itself once an upstream is connected (and
  * not sent on); any other expectation gets 417.
  */
-import { EMPTY_BYTES } from "../../shared/proxy-protocol/bytes.ts";
-import { basicProxyAuthorization } from "../../shared/proxy-protocol/http-request.ts";
-import { UpstreamFirstByteError, UpstreamIdleError } from "../../shared/proxy-protocol/errors.ts";
+import { EMPTY_BYTES } from "../../../shared/proxy-protocol/bytes.ts";
+import { basicProxyAuthorization } from "../../../shared/proxy-protocol/http-request.ts";
+import {
+  UpstreamFirstByteError,
+  UpstreamIdleError,
+} from "../../../shared/proxy-protocol/errors.ts";
 import {
   type Allocation,
   type Client,
@@ -25,7 +28,7 @@ import {
   isRefusal,
   NOTHING_TRIED,
   type Outcome,
-} from "../core/contract.ts";
+} from "../../core/contract.ts";
 import { CONTINUE_100 } from "./answers.ts";
 import { ChunkedError, ChunkedScanner } from "./chunked.ts";
 import {
@@ -34,20 +37,20 @@ import {
   describeFailure,
   type Failure,
   failureNote,
-} from "./failures.ts";
+} from "../session/failures.ts";
 import {
   connectionTokens,
   encodeClientResponseHead,
   encodeUpstreamRequestHead,
   joinHeadAndBody,
-} from "./headers.ts";
+} from "./heads.ts";
 import {
   type FailedAttempt,
   type FailureNote,
   reportFailedAttempts,
   safely,
   type TransferMeter,
-} from "./hooks.ts";
+} from "../session/hooks.ts";
 import {
   BodyKind,
   clientKeepsAlive,
@@ -58,20 +61,20 @@ import {
   type RequestFraming,
   requestFraming,
   type RequestHead,
-} from "./http-parse.ts";
+} from "./parse.ts";
 import {
   ResponseBody,
   type ResponseFraming,
   responseFraming,
   type ResponseHead,
   responseHeadReader,
-} from "./http-response.ts";
-import type { Leg } from "./leg.ts";
-import { RequestKind, RequestOutcome } from "./metrics.ts";
-import { attemptsFor, connectTimeoutFor } from "./limits.ts";
-import type { ClientSession } from "./session.ts";
-import { dialUpstream } from "./upstream.ts";
-import { upstreamPoolKey } from "./upstream-pool.ts";
+} from "./response.ts";
+import type { Leg } from "../io/leg.ts";
+import { RequestKind, RequestOutcome } from "../process/metrics.ts";
+import { attemptsFor, connectTimeoutFor } from "../session/limits.ts";
+import type { ClientSession } from "../session/client-session.ts";
+import { dialUpstream } from "../io/dial.ts";
+import { upstreamPoolKey } from "../io/upstream-pool.ts";
 
 const RETRYABLE_METHODS = new Set(["GET", "HEAD"]);
 

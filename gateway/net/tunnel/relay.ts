@@ -8,8 +8,8 @@
  * the other once its write under way is taken, waiting at most 5 s (a peer that stopped reading
  * never takes it).
  */
-import { type BufferPool, RELAY_BUFFER_BYTES } from "./buffers.ts";
-import { CLOSE_DRAIN_MS, type Leg } from "./leg.ts";
+import { type BufferPool, RELAY_BUFFER_BYTES } from "../io/buffers.ts";
+import { CLOSE_DRAIN_MS, type Leg } from "../io/leg.ts";
 
 export interface RelayOptions {
   /** Relay buffers (RELAY_BUFFER_BYTES), for a direction that moves bulk. */

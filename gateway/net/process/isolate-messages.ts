@@ -1,11 +1,11 @@
 /**
  * What the main isolate and the worker isolates of one gateway process tell each other
- * (gateway/net/isolates.ts, gateway/net/isolate-worker.ts). Structured clones: plain data and
+ * (gateway/net/process/isolates.ts, gateway/net/process/isolate-worker.ts). Structured clones: plain data and
  * SharedArrayBuffers, which cross shared, not copied.
  */
-import type { GatewaySettings } from "../../shared/settings.ts";
-import type { DispatchBuffers } from "../core/dispatch.ts";
-import type { SectionsDelta } from "../core/feed-share.ts";
+import type { GatewaySettings } from "../../../shared/settings.ts";
+import type { DispatchBuffers } from "../../core/dispatch.ts";
+import type { SectionsDelta } from "../../core/feed-share.ts";
 import type { MetricsSnapshot } from "./metrics.ts";
 
 export type ToWorker =

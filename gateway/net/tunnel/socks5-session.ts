@@ -10,8 +10,8 @@
  * The handshake runs under one deadline (OCTOPROX_CLIENT_IDLE_TIMEOUT, at most 10 s); a tunnel,
  * like a CONNECT one, is not subject to the idle check. Nothing throws out of `run`.
  */
-import { base64Encode, EMPTY_BYTES } from "../../shared/proxy-protocol/bytes.ts";
-import { Socks5Command, Socks5Method, Socks5Reply } from "../../shared/proxy-protocol/socks5.ts";
+import { base64Encode, EMPTY_BYTES } from "../../../shared/proxy-protocol/bytes.ts";
+import { Socks5Command, Socks5Method, Socks5Reply } from "../../../shared/proxy-protocol/socks5.ts";
 import {
   encodeSocks5AuthStatus,
   encodeSocks5MethodSelection,
@@ -21,13 +21,13 @@ import {
   parseSocks5Request,
   parseSocks5UserPass,
   Socks5ServerError,
-} from "../../shared/proxy-protocol/socks5-server.ts";
-import type { AuthResult, Client, Refusal, Target } from "../core/contract.ts";
+} from "../../../shared/proxy-protocol/socks5-server.ts";
+import type { AuthResult, Client, Refusal, Target } from "../../core/contract.ts";
 import { dialTunnel, runTunnel, type TunnelSession } from "./connect.ts";
-import { safely } from "./hooks.ts";
-import { Leg, tuneTcp } from "./leg.ts";
-import { RequestKind, RequestOutcome } from "./metrics.ts";
-import type { NetContext } from "./session.ts";
+import { safely } from "../session/hooks.ts";
+import { Leg, tuneTcp } from "../io/leg.ts";
+import { RequestKind, RequestOutcome } from "../process/metrics.ts";
+import type { NetContext } from "../session/client-session.ts";
 import { socksReplyForFailure, socksReplyForRefusal } from "./socks5-replies.ts";
 
 /** The longest a client may take from its first byte to its CONNECT request. */

@@ -5,7 +5,7 @@
  * applied; stopping closes both listeners (cancelling the connections in flight and waiting for
  * their handlers), then the core, then the status listener, then flushes the log.
  *
- * With worker isolates (gateway/net/isolates.ts) the main isolate binds first, with SO_REUSEPORT,
+ * With worker isolates (gateway/net/process/isolates.ts) the main isolate binds first, with SO_REUSEPORT,
  * and the workers then bind the ports it got; they stop with its listeners, and /metrics sums
  * their counters with its own.
  *
@@ -17,15 +17,15 @@ import type {
   GatewayFeedSnapshot,
   GatewayIsolateSnapshot,
   GatewaySnapshot,
-} from "../../shared/gateway-snapshot.ts";
-import { LoopLagWindows } from "../../shared/loop-lag.ts";
-import type { GatewaySettings } from "../../shared/settings.ts";
-import { VERSION } from "../version.ts";
-import type { DestinationGuard, Router } from "../core/contract.ts";
-import { startStatusServer, type StatusServer } from "../status.ts";
+} from "../../../shared/gateway-snapshot.ts";
+import { LoopLagWindows } from "../../../shared/loop-lag.ts";
+import type { GatewaySettings } from "../../../shared/settings.ts";
+import { VERSION } from "../../version.ts";
+import type { DestinationGuard, Router } from "../../core/contract.ts";
+import { startStatusServer, type StatusServer } from "../../status.ts";
 import { GatewayHeartbeat, type InstanceStore } from "./heartbeat.ts";
-import type { TransferHooks } from "./hooks.ts";
-import { ConnectionBudget } from "./budget.ts";
+import type { TransferHooks } from "../session/hooks.ts";
+import { ConnectionBudget } from "../io/budget.ts";
 import type { IsolatePool } from "./isolates.ts";
 import { buildListeners, type ProxyListener } from "./listener.ts";
 import type { Logger } from "./log.ts";

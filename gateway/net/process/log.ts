@@ -5,7 +5,7 @@
  * lines over the bound are dropped and counted rather than held. Callers never pass secrets
  * (credentials, Proxy-Authorization, URL queries): nothing here can tell one apart.
  */
-import { errorChainText } from "../../shared/errors.ts";
+import { errorChainText } from "../../../shared/errors.ts";
 
 export const LogLevel = {
   trace: 10,
