@@ -84,12 +84,15 @@ export interface UpstreamRequestOptions {
    * `Connection: close` (a tunnel serving this one exchange).
    */
   keepAlive?: boolean;
+  /** Client fields (lower-case names) that stop here too: options admission consumed. */
+  strip?: ReadonlySet<string>;
 }
 
 /**
  * The head sent upstream: the client's method and fields minus hop-by-hop ones, Host from the
  * URL (RFC 9112 section 3.2.2: a proxy ignores the client's Host for absolute-form), Expect
- * dropped (the gateway answers 100-continue itself), and our own Connection field:
+ * dropped (the gateway answers 100-continue itself), as are the fields `strip` names, and our
+ * own Connection field:
  * `keep-alive` for an HTTP proxy (gateway/net/io/upstream-pool.ts keeps the connection), `close`
  * inside a SOCKS tunnel, which serves this one exchange.
  */
@@ -108,9 +111,11 @@ export function encodeUpstreamRequestHead(
   if (options.form === "absolute" && options.proxyAuthorization) {
     text += `Proxy-Authorization: ${options.proxyAuthorization}\r\n`;
   }
+  const strip = options.strip;
   for (const field of head.headers) {
     if (field.lower === "host" || field.lower === "expect") continue;
     if (isHopByHop(field.lower, listed)) continue;
+    if (strip !== undefined && strip.has(field.lower)) continue;
     text += `${field.name}: ${field.value}\r\n`;
   }
   text += options.keepAlive === true

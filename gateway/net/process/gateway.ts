@@ -23,6 +23,7 @@ import type { GatewaySettings } from "../../../shared/settings.ts";
 import { VERSION } from "../../version.ts";
 import type { DestinationGuard, Router } from "../../core/contract.ts";
 import { startStatusServer, type StatusServer } from "../../status.ts";
+import type { AdmissionStep } from "../session/admission.ts";
 import { GatewayHeartbeat, type InstanceStore } from "./heartbeat.ts";
 import type { TransferHooks } from "../session/hooks.ts";
 import { ConnectionBudget } from "../io/budget.ts";
@@ -35,6 +36,12 @@ import { GatewayMetrics, type MetricSample, type MetricsSnapshot, withRole } fro
 export interface RoutingCore {
   router: Router;
   guard: DestinationGuard;
+  /**
+   * Admission steps of the core's own (who may use the gateway from where, project limits),
+   * which every listener runs between the credentials and the destination guard, in this order
+   * (gateway/net/session/admission-steps.ts). None yet.
+   */
+  admissionSteps?: readonly AdmissionStep[];
   /** Resolves once the first feed is applied: the proxy port is bound then. */
   firstApplied: Promise<void>;
   /** Starts following the feed (returns once started, not once applied). */
@@ -90,6 +97,7 @@ export class GatewayProcess {
     const listeners = buildListeners(settings, {
       router: core.router,
       guard: core.guard,
+      admissionSteps: core.admissionSteps,
       hooks: core.hooks,
       logger,
       metrics: this.metrics,

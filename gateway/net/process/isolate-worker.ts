@@ -76,6 +76,7 @@ async function init(message: Extract<ToWorker, { type: "init" }>): Promise<void>
   const listeners = buildListeners(settings, {
     router: core.router,
     guard: core.guard,
+    admissionSteps: core.admissionSteps,
     hooks: core.hooks,
     logger,
     metrics,

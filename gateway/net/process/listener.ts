@@ -7,18 +7,22 @@
  * stops accepting, cancels every session and waits, bounded, for their handlers (which release
  * their allocations), then closes the idle upstream connections of forwarded requests.
  */
+import type { GatewaySettings } from "../../../shared/settings.ts";
+import type { DestinationGuard, Router } from "../../core/contract.ts";
 import { ConnectionBudget } from "../io/budget.ts";
 import { BufferPool, SMALL_BUFFER_BYTES } from "../io/buffers.ts";
-import type { TransferHooks } from "../session/hooks.ts";
 import { KEEPALIVE_AFTER_MS } from "../io/leg.ts";
-import type { Logger } from "./log.ts";
-import type { GatewayMetrics } from "./metrics.ts";
-import { ClientSession, type NetContext } from "../session/client-session.ts";
+import { UpstreamPool } from "../io/upstream-pool.ts";
+import { Admission } from "../session/admission-pipeline.ts";
+import type { AdmissionStep } from "../session/admission.ts";
+import { admissionSteps } from "../session/admission-steps.ts";
+import { ClientSession } from "../session/client-session.ts";
+import type { NetContext } from "../session/contract.ts";
+import type { TransferHooks } from "../session/hooks.ts";
 import type { NetLimits } from "../session/limits.ts";
 import { Socks5Session } from "../tunnel/socks5-session.ts";
-import { UpstreamPool } from "../io/upstream-pool.ts";
-import type { DestinationGuard, Router } from "../../core/contract.ts";
-import type { GatewaySettings } from "../../../shared/settings.ts";
+import type { Logger } from "./log.ts";
+import type { GatewayMetrics } from "./metrics.ts";
 
 export const ListenerProtocol = { http: "http", socks5: "socks5" } as const;
 export type ListenerProtocol = (typeof ListenerProtocol)[keyof typeof ListenerProtocol];
@@ -29,6 +33,8 @@ export interface ProxyListenerOptions extends NetLimits {
   maxClientConnections: number;
   router: Router;
   guard: DestinationGuard;
+  /** The core's own admission steps (RoutingCore.admissionSteps). */
+  admissionSteps?: readonly AdmissionStep[];
   logger: Logger;
   metrics: GatewayMetrics;
   hooks?: TransferHooks;
@@ -49,6 +55,7 @@ export interface IsolateListeners {
 export interface IsolateListenerParts {
   router: Router;
   guard: DestinationGuard;
+  admissionSteps?: readonly AdmissionStep[];
   hooks?: TransferHooks;
   logger: Logger;
   metrics: GatewayMetrics;
@@ -114,7 +121,12 @@ export class ProxyListener {
     this.#budget = options.budget ?? new ConnectionBudget(options.maxClientConnections);
     this.#ctx = {
       router: options.router,
-      guard: options.guard,
+      // Every listener runs the same steps (HTTP forwarding, CONNECT, SOCKS5).
+      admission: new Admission(admissionSteps({
+        router: options.router,
+        guard: options.guard,
+        core: options.admissionSteps,
+      })),
       logger: options.logger,
       metrics: options.metrics,
       hooks: options.hooks,

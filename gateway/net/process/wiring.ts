@@ -29,6 +29,7 @@ import { randomSuffix, RequestMetering } from "../../metering/metering.ts";
 import { RateLimiter } from "../../metering/rate-limiter.ts";
 import { RedisStickyStore } from "../../sticky/redis-store.ts";
 import type { RoutingCore } from "./gateway.ts";
+import type { AdmissionStep } from "../session/admission.ts";
 import type { TransferHooks } from "../session/hooks.ts";
 import type { Logger } from "./log.ts";
 import { withDeadline } from "../../sticky/deadline.ts";
@@ -74,6 +75,12 @@ function connectRedis(settings: GatewaySettings, name: string): Redis {
 export interface IsolateCore {
   router: CoreRouter;
   guard: DestinationGuard;
+  /**
+   * Admission steps of the core's own (who may use the gateway from where, project limits),
+   * which every listener runs between the credentials and the destination guard, in this order
+   * (gateway/net/session/admission-steps.ts). None yet.
+   */
+  admissionSteps?: readonly AdmissionStep[];
   hooks?: TransferHooks;
   /** This isolate's request metering (its own batch writer), also its hooks. */
   metering: RequestMetering;
@@ -270,7 +277,7 @@ export async function buildRoutingCore(
     redis,
     shareTrip: (proxyId, untilMs) => shareTrip?.(proxyId, untilMs),
   });
-  const { router, guard } = isolate;
+  const { router, guard, admissionSteps } = isolate;
   let share: ((delta: SectionsDelta) => void) | undefined;
   /** The sections the other isolates have: each delta is taken against them. */
   let shared: FeedSections | undefined;
@@ -310,6 +317,7 @@ export async function buildRoutingCore(
   return {
     router,
     guard,
+    admissionSteps,
     hooks: isolate.hooks,
     firstApplied,
     instances: {

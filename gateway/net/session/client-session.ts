@@ -4,20 +4,8 @@
  * here throws out of `run`: a malformed request gets 400 and a close, never a stack trace.
  */
 import { EMPTY_BYTES } from "../../../shared/proxy-protocol/bytes.ts";
-import type {
-  AuthResult,
-  Client,
-  DestinationGuard,
-  MaybePromise,
-  Refusal,
-  Router,
-  Target,
-} from "../../core/contract.ts";
+import type { Client, MaybePromise, Refusal, Target } from "../../core/contract.ts";
 import { type Answer, encodeAnswer } from "../http/answers.ts";
-import type { BufferPool } from "../io/buffers.ts";
-import { handleConnect } from "../tunnel/connect.ts";
-import type { TransferHooks } from "./hooks.ts";
-import { safely } from "./hooks.ts";
 import { handleForward } from "../http/forward.ts";
 import {
   HeadError,
@@ -27,30 +15,17 @@ import {
   requestHeadReader,
 } from "../http/parse.ts";
 import { Leg, tuneTcp } from "../io/leg.ts";
-import type { Logger } from "../process/log.ts";
-import { type GatewayMetrics, RequestKind, RequestOutcome } from "../process/metrics.ts";
-import type { UpstreamPool } from "../io/upstream-pool.ts";
-import type { NetLimits } from "./limits.ts";
-
-/** What every session shares: the routing core, limits, counters and buffers. */
-export interface NetContext {
-  router: Router;
-  guard: DestinationGuard;
-  logger: Logger;
-  metrics: GatewayMetrics;
-  hooks: TransferHooks | undefined;
-  pool: BufferPool;
-  /** Small buffers (SMALL_BUFFER_BYTES): client heads, and tunnels until they move bulk. */
-  small: BufferPool;
-  /** Idle keep-alive connections to HTTP(S) upstream proxies, for forwarded requests. */
-  upstreams: UpstreamPool;
-  limits: NetLimits;
-}
+import { RequestKind, RequestOutcome } from "../process/metrics.ts";
+import { handleConnect } from "../tunnel/connect.ts";
+import { AdmissionStage } from "./admission.ts";
+import { AdmissionTicket } from "./admission-pipeline.ts";
+import type { AnswerOptions, HttpSession, NetContext } from "./contract.ts";
+import { safely } from "./hooks.ts";
 
 /** Room for the heads a forwarded exchange sends, with the first body bytes after them. */
 const SCRATCH_BYTES = 4096;
 
-export class ClientSession {
+export class ClientSession implements HttpSession {
   readonly ctx: NetContext;
   readonly client: Leg;
   readonly #abort = new AbortController();
@@ -65,6 +40,8 @@ export class ClientSession {
   idleWatch = true;
   #idleFired = false;
   #scratch: Uint8Array | undefined;
+  /** The request under way's admission: reused by each request, released once it ended. */
+  readonly #admission: AdmissionTicket;
 
   constructor(conn: Deno.Conn, ctx: NetContext) {
     tuneTcp(conn);
@@ -72,6 +49,7 @@ export class ClientSession {
     this.ctx = ctx;
     this.#headBuffer = ctx.small.take();
     this.#reader = requestHeadReader(ctx.limits.maxHeaderBytes);
+    this.#admission = new AdmissionTicket(conn.remoteAddr as Deno.NetAddr);
   }
 
   /** Aborted when the session is cancelled (the gateway stopping). */
@@ -91,6 +69,7 @@ export class ClientSession {
       // Handlers catch their own failures; this is a bug's last stop, not a client's doing.
       this.ctx.logger.error("Client session failed", { error });
     } finally {
+      this.#admission.release();
       this.#upstream?.close();
       this.client.close();
       // Every read into it was awaited by #serve; pending bytes in it are dropped with the session.
@@ -163,7 +142,13 @@ export class ClientSession {
       this.idleWatch = false;
       const startedMs = performance.now();
       const connect = head.method === "CONNECT";
-      const keep = connect ? await handleConnect(this, head) : await handleForward(this, head);
+      let keep: boolean;
+      try {
+        keep = connect ? await handleConnect(this, head) : await handleForward(this, head);
+      } finally {
+        // The request (or its tunnel) ended: what admission's steps hold goes back.
+        this.#admission.release();
+      }
       this.ctx.metrics.requestDuration(
         connect ? RequestKind.connect : RequestKind.http,
         performance.now() - startedMs,
@@ -198,34 +183,9 @@ export class ClientSession {
   }
 
   /**
-   * Authenticates the request; on refusal answers it (keeping the connection when
-   * `keepAlive`) and gives undefined. Answers at once when the router does (the usual case).
-   */
-  authenticate(
-    head: RequestHead,
-    kind: RequestKind,
-    keepAlive: boolean,
-    target: Target,
-  ): MaybePromise<Client | undefined> {
-    const failed = (error: unknown) => this.#authenticationFailed(error, head.method, kind);
-    let result: MaybePromise<AuthResult>;
-    try {
-      result = this.ctx.router.authenticate(headerValue(head, "proxy-authorization"));
-    } catch (error) {
-      return failed(error);
-    }
-    const settle = (auth: AuthResult): MaybePromise<Client | undefined> => {
-      if (auth.ok) return auth.client;
-      return this.refuse(auth.refusal, { keepAlive, kind, method: head.method }, undefined, target)
-        .then(() => undefined);
-    };
-    return result instanceof Promise ? result.then(settle, failed) : settle(result);
-  }
-
-  /**
-   * Authenticates the request, then checks its destination; answers a refusal of either itself
-   * (keeping the connection when `keepAlive`) and gives undefined. Answers at once when the
-   * core does (the usual case).
+   * Runs admission on the request (every step, the target being known); on refusal answers it
+   * (keeping the connection when `keepAlive`) and gives undefined. Answers at once when every
+   * step does (the usual case).
    */
   admit(
     head: RequestHead,
@@ -233,28 +193,38 @@ export class ClientSession {
     keepAlive: boolean,
     target: Target,
   ): MaybePromise<Client | undefined> {
-    const check = (client: Client | undefined): MaybePromise<Client | undefined> => {
-      if (client === undefined) return undefined;
-      const settle = (denied: Refusal | undefined): MaybePromise<Client | undefined> =>
-        denied === undefined ? client : this.refuse(
-          denied,
-          { keepAlive, kind, method: head.method },
-          client,
-          target,
-        ).then(() => undefined);
-      const denied = this.ctx.guard.check(target);
-      return denied instanceof Promise ? denied.then(settle) : settle(denied);
-    };
-    const client = this.authenticate(head, kind, keepAlive, target);
-    return client instanceof Promise ? client.then(check) : check(client);
+    const ticket = this.#admission;
+    ticket.begin(kind, headerValue(head, "proxy-authorization"), target, head.headers);
+    let refused: MaybePromise<Refusal | undefined>;
+    try {
+      refused = this.ctx.admission.run(ticket, AdmissionStage.request);
+    } catch (error) {
+      return this.#admissionFailed(error, head.method, kind);
+    }
+    if (refused instanceof Promise) {
+      return refused.then(
+        (refusal) => this.#admitted(refusal, head.method, kind, keepAlive),
+        (error) => this.#admissionFailed(error, head.method, kind),
+      );
+    }
+    return this.#admitted(refused, head.method, kind, keepAlive);
   }
 
-  async #authenticationFailed(
-    error: unknown,
+  #admitted(
+    refusal: Refusal | undefined,
     method: string,
     kind: RequestKind,
-  ): Promise<undefined> {
-    this.ctx.logger.error("Authentication failed with an error", { error });
+    keepAlive: boolean,
+  ): MaybePromise<Client | undefined> {
+    const ticket = this.#admission;
+    if (refusal === undefined) return ticket.client;
+    return this.refuse(refusal, { keepAlive, kind, method }, ticket.client, ticket.target)
+      .then(() => undefined);
+  }
+
+  async #admissionFailed(error: unknown, method: string, kind: RequestKind): Promise<undefined> {
+    const step = this.ctx.admission.failedStep(this.#admission);
+    this.ctx.logger.error("Admission failed with an error", { step, error });
     await this.answer(
       { status: 500, proxyStatus: "proxy_internal_error", reason: "Gateway error" },
       { keepAlive: false, kind, method },
@@ -262,10 +232,14 @@ export class ClientSession {
     return undefined;
   }
 
+  get strippedHeaders(): ReadonlySet<string> | undefined {
+    return this.#admission.strippedHeaders;
+  }
+
   /** Answers a refusal of the routing core (and tells metering). */
   async refuse(
     refusal: Refusal,
-    options: { keepAlive: boolean; kind: RequestKind; method?: string },
+    options: AnswerOptions,
     client: Client | undefined,
     target: Target | undefined,
   ): Promise<void> {
@@ -278,15 +252,7 @@ export class ClientSession {
    * Sends one of our own answers. Without keep-alive the connection then closes, lingering
    * so the answer is read before any reset.
    */
-  async answer(
-    answer: Answer,
-    options: {
-      keepAlive: boolean;
-      kind: RequestKind;
-      method?: string;
-      outcome?: RequestOutcome;
-    },
-  ): Promise<void> {
+  async answer(answer: Answer, options: AnswerOptions): Promise<void> {
     const outcome = options.outcome ??
       (answer.status >= 500 ? RequestOutcome.failed : RequestOutcome.refused);
     this.ctx.metrics.request(options.kind, outcome, answer.status);
@@ -310,10 +276,5 @@ export class ClientSession {
    */
   get scratch(): Uint8Array {
     return this.#scratch ??= new Uint8Array(SCRATCH_BYTES);
-  }
-
-  /** A pooled buffer for a body or a tunnel, and its return once no read into it is pending. */
-  get pool(): BufferPool {
-    return this.ctx.pool;
   }
 }

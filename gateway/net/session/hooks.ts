@@ -81,20 +81,3 @@ export function safely<T>(call: () => T): T | undefined {
     return undefined;
   }
 }
-
-/**
- * Tells the hooks of a request's failed attempts, once its final answer is known: each note
- * gets that answer. Nothing to do (and nothing allocated) for a request without any.
- */
-export function reportFailedAttempts(
-  hooks: TransferHooks | undefined,
-  attempts: readonly FailedAttempt[] | undefined,
-  answered: { status: number; proxyStatus: string },
-): void {
-  if (attempts === undefined || hooks?.attemptFailed === undefined) return;
-  for (const attempt of attempts) {
-    attempt.note.clientStatus = answered.status;
-    attempt.note.proxyStatus = answered.proxyStatus;
-    safely(() => hooks.attemptFailed!(attempt));
-  }
-}

@@ -1,11 +1,13 @@
 /**
- * The SOCKS5 listener's connections (OCTOPROX_SOCKS_PORT; the listener itself is listener.ts
- * with `protocol: "socks5"`): RFC 1928 with RFC 1929 username/password, the only method offered,
- * so every client authenticates. The username and password are the HTTP ones (options and all):
- * they go to the router as the Basic credentials an HTTP client would send. Then the CONNECT
- * command only; domain names, IPv4 and IPv6 targets go on to the upstream unresolved. The guard,
- * the dispatch, the upstream dialing, the retry before the tunnel is up and the relay are
- * CONNECT's own (connect.ts). Refusals and failures become reply codes (socks5-replies.ts).
+ * The SOCKS5 listener's connections (OCTOPROX_SOCKS_PORT; the listener itself is
+ * process/listener.ts with `protocol: "socks5"`): RFC 1928 with RFC 1929 username/password, the
+ * only method offered, so every client authenticates. The username and password are the HTTP
+ * ones (options and all): admission gets them as the Basic credentials an HTTP client would
+ * send, and runs its client steps when they arrive, its request steps once the CONNECT request
+ * names the target (session/admission.ts). Then the CONNECT command only; domain names, IPv4
+ * and IPv6 targets go on to the upstream unresolved. The dispatch, the upstream dialing, the
+ * retry before the tunnel is up and the relay are CONNECT's own (tunnel.ts). Refusals and
+ * failures become reply codes (socks5-replies.ts).
  *
  * The handshake runs under one deadline (OCTOPROX_CLIENT_IDLE_TIMEOUT, at most 10 s); a tunnel,
  * like a CONNECT one, is not subject to the idle check. Nothing throws out of `run`.
@@ -22,13 +24,15 @@ import {
   parseSocks5UserPass,
   Socks5ServerError,
 } from "../../../shared/proxy-protocol/socks5-server.ts";
-import type { AuthResult, Client, Refusal, Target } from "../../core/contract.ts";
-import { dialTunnel, runTunnel, type TunnelSession } from "./connect.ts";
-import { safely } from "../session/hooks.ts";
+import type { Client, MaybePromise, Refusal, Target } from "../../core/contract.ts";
 import { Leg, tuneTcp } from "../io/leg.ts";
 import { RequestKind, RequestOutcome } from "../process/metrics.ts";
-import type { NetContext } from "../session/client-session.ts";
+import { AdmissionStage } from "../session/admission.ts";
+import { AdmissionTicket } from "../session/admission-pipeline.ts";
+import type { NetContext, TunnelSession } from "../session/contract.ts";
+import { safely } from "../session/hooks.ts";
 import { socksReplyForFailure, socksReplyForRefusal } from "./socks5-replies.ts";
+import { dialTunnel, runTunnel } from "./tunnel.ts";
 
 /** The longest a client may take from its first byte to its CONNECT request. */
 export const SOCKS_HANDSHAKE_TIMEOUT_MS = 10_000;
@@ -36,6 +40,9 @@ export const SOCKS_HANDSHAKE_TIMEOUT_MS = 10_000;
 const HANDSHAKE_BUFFER_BYTES = 1024;
 const COLON = 0x3a;
 const SUCCEEDED = encodeSocks5Reply(Socks5Reply.succeeded);
+
+/** A step failed with an error (a bug, not a refusal): the client hears a general failure. */
+const ADMISSION_ERROR = Symbol("admission error");
 
 interface Parsed {
   consumed: number;
@@ -62,11 +69,14 @@ export class Socks5Session implements TunnelSession {
   #upstream: Leg | undefined;
   /** When the client's greeting arrived: its request's duration is measured from there. */
   #requestStartedMs: number | undefined;
+  /** The connection's one request's admission, released when the session ends. */
+  readonly #admission: AdmissionTicket;
 
   constructor(conn: Deno.Conn, ctx: NetContext) {
     tuneTcp(conn);
     this.client = new Leg(conn);
     this.ctx = ctx;
+    this.#admission = new AdmissionTicket(conn.remoteAddr as Deno.NetAddr);
   }
 
   get signal(): AbortSignal {
@@ -86,6 +96,8 @@ export class Socks5Session implements TunnelSession {
           performance.now() - this.#requestStartedMs,
         );
       }
+      // The tunnel (or the refusal) ended the connection's one request.
+      this.#admission.release();
       this.client.clearDeadline();
       this.#upstream?.close();
       this.client.close();
@@ -137,27 +149,28 @@ export class Socks5Session implements TunnelSession {
     const credentials = await this.#message(parseSocks5UserPass);
     if (credentials === undefined) return;
     // Built before the next read: the fields are views of the handshake buffer.
-    const header = basicHeader(credentials.usernameBytes, credentials.passwordBytes);
-    let auth: AuthResult;
-    try {
-      auth = await ctx.router.authenticate(header);
-    } catch (error) {
-      ctx.logger.error("Authentication failed with an error", { error });
-      ctx.metrics.request(RequestKind.socks5, RequestOutcome.failed, 500);
+    const ticket = this.#admission;
+    ticket.begin(
+      RequestKind.socks5,
+      basicHeader(credentials.usernameBytes, credentials.passwordBytes),
+      undefined,
+    );
+    const clientRefusal = await this.#admit(AdmissionStage.client);
+    if (clientRefusal === ADMISSION_ERROR) {
       await this.#send(encodeSocks5AuthStatus(false), true);
       return;
     }
     // A username option written wrong is answered at the request, "not allowed", as HTTP
     // answers it 400 rather than 407: the credentials may well be right.
-    let client: Client | undefined;
     let optionRefusal: Refusal | undefined;
-    if (auth.ok) client = auth.client;
-    else if (auth.refusal.status === 400) optionRefusal = auth.refusal;
-    else {
-      this.#rejected(auth.refusal, undefined, undefined);
-      ctx.metrics.request(RequestKind.socks5, RequestOutcome.refused, auth.refusal.status);
-      await this.#send(encodeSocks5AuthStatus(false), true);
-      return;
+    if (clientRefusal !== undefined) {
+      if (clientRefusal.status === 400) optionRefusal = clientRefusal;
+      else {
+        this.#rejected(clientRefusal, ticket.client, undefined);
+        ctx.metrics.request(RequestKind.socks5, RequestOutcome.refused, clientRefusal.status);
+        await this.#send(encodeSocks5AuthStatus(false), true);
+        return;
+      }
     }
     if (!await this.#send(encodeSocks5AuthStatus(true), false)) return;
 
@@ -170,22 +183,28 @@ export class Socks5Session implements TunnelSession {
       await this.#send(encodeSocks5Reply(Socks5Reply.commandNotSupported), true);
       return;
     }
-    if (client === undefined) {
-      await this.#refuse(optionRefusal!, undefined, target);
+    if (optionRefusal !== undefined) {
+      await this.#refuse(optionRefusal, undefined, target);
       return;
     }
-    const denied = await ctx.guard.check(target);
-    if (denied) {
-      await this.#refuse(denied, client, target);
+    ticket.target = target;
+    const requestRefusal = await this.#admit(AdmissionStage.request);
+    if (requestRefusal === ADMISSION_ERROR) {
+      await this.#send(encodeSocks5Reply(Socks5Reply.generalFailure), true);
       return;
     }
+    if (requestRefusal !== undefined) {
+      await this.#refuse(requestRefusal, ticket.client, target);
+      return;
+    }
+    const client: Client = ticket.client!;
 
     const dial = await dialTunnel(this, client, target, RequestKind.socks5);
     switch (dial.kind) {
       case "refused":
         await this.#refuse(dial.refusal, client, target);
         return;
-      case "gone":
+      case "ended":
         return;
       case "failed":
         ctx.metrics.request(RequestKind.socks5, RequestOutcome.failed, dial.failure.answer.status);
@@ -194,18 +213,40 @@ export class Socks5Session implements TunnelSession {
           true,
         );
         return;
-      case "up":
+      case "served":
         await runTunnel(this, {
           client,
           target,
-          allocation: dial.allocation,
-          link: dial.link,
-          startedMs: dial.startedMs,
+          up: dial.value,
           established: SUCCEEDED,
           kind: RequestKind.socks5,
         });
         return;
     }
+  }
+
+  /**
+   * Runs admission's steps of `through`'s stage: undefined when they admit, their refusal, or
+   * ADMISSION_ERROR when a step failed with an error (logged and counted here; the caller
+   * sends the failure reply). Waits only for a step that answers with a Promise.
+   */
+  #admit(through: AdmissionStage): MaybePromise<Refusal | undefined | typeof ADMISSION_ERROR> {
+    let result: MaybePromise<Refusal | undefined>;
+    try {
+      result = this.ctx.admission.run(this.#admission, through);
+    } catch (error) {
+      return this.#admissionFailed(error);
+    }
+    return result instanceof Promise
+      ? result.catch((error) => this.#admissionFailed(error))
+      : result;
+  }
+
+  #admissionFailed(error: unknown): typeof ADMISSION_ERROR {
+    const step = this.ctx.admission.failedStep(this.#admission);
+    this.ctx.logger.error("Admission failed with an error", { step, error });
+    this.ctx.metrics.request(RequestKind.socks5, RequestOutcome.failed, 500);
+    return ADMISSION_ERROR;
   }
 
   /**
