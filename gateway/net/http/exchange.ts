@@ -29,7 +29,12 @@ import {
   UpstreamFirstByteError,
   UpstreamIdleError,
 } from "../../../shared/proxy-protocol/errors.ts";
-import { type Allocation, FailurePhase, type Outcome } from "../../core/contract.ts";
+import {
+  type Allocation,
+  FailurePhase,
+  type MaybePromise,
+  type Outcome,
+} from "../../core/contract.ts";
 import { dialUpstream } from "../io/dial.ts";
 import type { Leg } from "../io/leg.ts";
 import { upstreamPoolKey } from "../io/upstream-pool.ts";
@@ -130,8 +135,16 @@ class Exchange {
   /** Stopped by the interrupt traffic action: policy, not the upstream's failure. */
   interrupted = false;
   released = false;
+  /** A SOCKS upstream: the request goes in origin form through a tunnel of its own. */
+  tunnel = false;
   /** The upstream pool's key for the leg (undefined: a SOCKS tunnel, never pooled). */
   poolKey: string | undefined;
+  /** A GET or HEAD without a body, not resent yet: a stale pooled leg may resend it once. */
+  staleResend = false;
+  /** How the answer's body is framed, once its head came. */
+  bodyFraming: ResponseFraming | undefined;
+  /** The client's connection serves another request after this answer. */
+  keepAlive = false;
   /** Where the leg goes back once the answer ended cleanly (undefined: it closes). */
   keepIn: string | undefined;
 
@@ -142,11 +155,29 @@ class Exchange {
     this.connectTimeoutMs = connectTimeoutFor(session.ctx.limits, plan.client);
   }
 
+  /**
+   * The phases in order. Each is a method of its own, and only those that wait are async:
+   * every await is a step of the runtime's, and this runs once per request.
+   */
   async run(): Promise<AttemptOutcome<boolean>> {
     try {
-      const answer = await this.reachUpstream();
+      const requestHead = this.prepare();
+      let answer: AnswerHead;
+      for (;;) {
+        let reused = this.takeOrDialLeg();
+        if (reused instanceof Promise) reused = await reused;
+        try {
+          await this.sendRequest(requestHead);
+          answer = await this.readAnswerHead();
+          break;
+        } catch (error) {
+          // A stale pooled leg: once more from phase 1, on a new connection.
+          if (!this.dropStaleLeg(reused, error)) throw error;
+        }
+      }
       this.begin(answer.response);
-      return await this.relayAnswer(answer);
+      const clean = await this.relayAnswer(answer);
+      return this.served(answer.response, clean);
     } catch (error) {
       return this.failed(error);
     } finally {
@@ -154,42 +185,46 @@ class Exchange {
     }
   }
 
-  /** Phases 1 to 3, with the one resend a stale pooled leg gets. */
-  async reachUpstream(): Promise<AnswerHead> {
-    const session = this.session;
-    const { head, framing } = this.plan;
+  /**
+   * Before phase 1: the request head (in the session's scratch, left alone until the request
+   * is sent, so a resend reuses it) and the pooled buffer the upstream's bytes are read into.
+   */
+  prepare(): Uint8Array {
     const upstream = this.allocation.upstream;
-    const tunnel = upstream.scheme === "socks4" || upstream.scheme === "socks5";
+    this.tunnel = upstream.scheme === "socks4" || upstream.scheme === "socks5";
     // HTTP(S) proxies: a keep-alive connection of the pool when one is idle (SOCKS: a tunnel).
-    this.poolKey = tunnel ? undefined : upstreamPoolKey(upstream);
-    // In the session's scratch, left alone until the request is sent (a stale resend reuses it).
-    const requestHead = this.requestHead(tunnel);
-    this.buffer = session.ctx.pool.take();
-    let staleResend = RETRYABLE_METHODS.has(head.method) && framing.kind === BodyKind.none;
-    for (;;) {
-      const reused = await this.takeOrDialLeg(tunnel);
-      const leg = this.leg!;
-      try {
-        await this.sendRequest(requestHead);
-        return await this.readAnswerHead();
-      } catch (error) {
-        const stale = reused && staleResend && !this.answerStarted && !leg.timedOut &&
-          error instanceof UpstreamFirstByteError && !session.signal.aborted &&
-          !session.client.closed;
-        if (!stale) throw error;
-        staleResend = false;
-        session.attach(undefined);
-        leg.close();
-        this.leg = undefined;
-        session.ctx.logger.debug("Pooled upstream connection was closed; retrying on a new one", {
-          error,
-        });
-      }
-    }
+    this.poolKey = this.tunnel ? undefined : upstreamPoolKey(upstream);
+    const requestHead = this.requestHead();
+    this.buffer = this.session.ctx.pool.take();
+    const { head, framing } = this.plan;
+    this.staleResend = RETRYABLE_METHODS.has(head.method) && framing.kind === BodyKind.none;
+    return requestHead;
+  }
+
+  /**
+   * Whether a failure before any answer byte was a pooled leg the upstream had closed
+   * meanwhile, for a request that may be sent once more: the leg is then dropped.
+   */
+  dropStaleLeg(reused: boolean, error: unknown): boolean {
+    const session = this.session;
+    const leg = this.leg!;
+    const stale = reused && this.staleResend && !this.answerStarted && !leg.timedOut &&
+      error instanceof UpstreamFirstByteError && !session.signal.aborted &&
+      !session.client.closed;
+    if (!stale) return false;
+    this.staleResend = false;
+    session.attach(undefined);
+    leg.close();
+    this.leg = undefined;
+    session.ctx.logger.debug("Pooled upstream connection was closed; retrying on a new one", {
+      error,
+    });
+    return true;
   }
 
   /** The head sent upstream, built in the session's scratch buffer. */
-  requestHead(tunnel: boolean): Uint8Array {
+  requestHead(): Uint8Array {
+    const tunnel = this.tunnel;
     const upstream = this.allocation.upstream;
     const proxyAuthorization = !tunnel && upstream.username !== null
       ? basicProxyAuthorization({ username: upstream.username, password: upstream.password ?? "" })
@@ -202,49 +237,62 @@ class Exchange {
     }, this.session.scratch);
   }
 
-  /** Phase 1. True when the leg came from the pool. */
-  async takeOrDialLeg(tunnel: boolean): Promise<boolean> {
-    const session = this.session;
-    const ctx = session.ctx;
+  /** Phase 1: true when the leg came from the pool (at once), false once a new one is up. */
+  takeOrDialLeg(): MaybePromise<boolean> {
     const poolKey = this.poolKey;
     this.phase = Phase.leg;
-    let leg = poolKey !== undefined ? ctx.upstreams.take(poolKey) : undefined;
-    const reused = leg !== undefined;
-    if (leg === undefined) {
-      const dialStartedMs = performance.now();
-      const link = await dialUpstream({
-        upstream: this.allocation.upstream,
-        target: this.plan.target,
-        tunnel,
-        timeoutMs: this.connectTimeoutMs,
-        maxHeadBytes: ctx.limits.maxHeaderBytes,
-        signal: session.signal,
-        buffer: this.buffer,
-      });
-      ctx.metrics.upstreamConnected(performance.now() - dialStartedMs);
-      leg = link.leg;
-    }
-    this.leg = leg;
-    session.attach(leg);
-    return reused;
+    const pooled = poolKey !== undefined ? this.session.ctx.upstreams.take(poolKey) : undefined;
+    if (pooled === undefined) return this.dialLeg();
+    this.useLeg(pooled);
+    return true;
   }
 
-  /** Phase 2: the head, and the body as the client frames it (which spends the request). */
-  async sendRequest(requestHead: Uint8Array): Promise<void> {
+  async dialLeg(): Promise<false> {
     const session = this.session;
+    const ctx = session.ctx;
+    const dialStartedMs = performance.now();
+    const link = await dialUpstream({
+      upstream: this.allocation.upstream,
+      target: this.plan.target,
+      tunnel: this.tunnel,
+      timeoutMs: this.connectTimeoutMs,
+      maxHeadBytes: ctx.limits.maxHeaderBytes,
+      signal: session.signal,
+      buffer: this.buffer,
+    });
+    ctx.metrics.upstreamConnected(performance.now() - dialStartedMs);
+    this.useLeg(link.leg);
+    return false;
+  }
+
+  /** The leg of this exchange; attached, so cancelling the session and idle checks reach it. */
+  useLeg(leg: Leg): void {
+    this.leg = leg;
+    this.session.attach(leg);
+  }
+
+  /**
+   * Phase 2: the head, and the body as the client frames it (which spends the request: it
+   * cannot be sent again).
+   */
+  sendRequest(requestHead: Uint8Array): Promise<void> {
     const leg = this.leg!;
     const { framing } = this.plan;
     this.phase = Phase.request;
-    let sent = requestHead.length;
-    if (framing.kind === BodyKind.none) {
-      await writeUpstream(leg, requestHead);
-    } else {
-      if (this.plan.expectsContinue) await writeClient(session, CONTINUE_100);
-      session.idleWatch = true;
-      sent += await sendRequestBody(session, leg, framing, requestHead, this.buffer!);
-    }
-    this.sentBytes = sent;
-    session.ctx.metrics.countBytes(sent, 0);
+    this.sentBytes = requestHead.length;
+    if (framing.kind === BodyKind.none) return writeUpstream(leg, requestHead);
+    return this.sendRequestWithBody(leg, framing, requestHead);
+  }
+
+  async sendRequestWithBody(
+    leg: Leg,
+    framing: RequestFraming,
+    requestHead: Uint8Array,
+  ): Promise<void> {
+    const session = this.session;
+    if (this.plan.expectsContinue) await writeClient(session, CONTINUE_100);
+    session.idleWatch = true;
+    this.sentBytes += await sendRequestBody(session, leg, framing, requestHead, this.buffer!);
   }
 
   /**
@@ -255,6 +303,8 @@ class Exchange {
     const session = this.session;
     const leg = this.leg!;
     const buffer = this.buffer!;
+    // The request went out whole.
+    session.ctx.metrics.countBytes(this.sentBytes, 0);
     this.phase = Phase.answerHead;
     this.answerStarted = false;
     session.idleWatch = false;
@@ -328,31 +378,33 @@ class Exchange {
     if (meter && sent > 0) safely(() => meter.bytes(sent, 0));
   }
 
-  /** Phase 5: the answer's head and body to the client. */
-  async relayAnswer(answer: AnswerHead): Promise<AttemptServed<boolean>> {
+  /**
+   * Phase 5: the answer's head and body to the client. Resolves whether the body ended exactly
+   * where its framing says.
+   */
+  relayAnswer(answer: AnswerHead): Promise<boolean> {
     const session = this.session;
-    const ctx = session.ctx;
     const head = this.plan.head;
     const { response } = answer;
-    const leg = this.leg!;
     const bodyFraming = responseFraming(response, head.method);
     // An HTTP/1.0 client knows no chunked coding (RFC 9112 section 6.1): it gets the content
     // only, ended by closing its connection.
     const dechunk = bodyFraming.kind === ResponseBody.chunked && head.version === "1.0";
-    const keepAlive = this.plan.clientKeeps && bodyFraming.kind !== ResponseBody.close &&
+    this.keepAlive = this.plan.clientKeeps && bodyFraming.kind !== ResponseBody.close &&
       !dechunk;
+    this.bodyFraming = bodyFraming;
     const responseHead = encodeClientResponseHead(
       response,
       head.version,
-      keepAlive,
+      this.keepAlive,
       session.scratch,
       dechunk,
     );
     session.idleWatch = true;
     this.phase = Phase.relay;
-    const clean = await sendResponse(
+    return sendResponse(
       session,
-      leg,
+      this.leg!,
       bodyFraming,
       responseHead,
       answer.leftover,
@@ -360,10 +412,16 @@ class Exchange {
       this.meter,
       dechunk,
     );
+  }
+
+  /** The answer was relayed: the outcome, and whether the leg goes back to the pool. */
+  served(response: ResponseHead, clean: boolean): AttemptServed<boolean> {
+    const session = this.session;
+    const leg = this.leg!;
     // Back to the pool only when the answer ended exactly where its framing says, on a
     // persistent HTTP/1.1 connection the upstream did not ask to close.
-    const reusable = clean && bodyFraming.kind !== ResponseBody.close &&
-      response.version === "1.1" && head.version === "1.1" &&
+    const reusable = clean && this.bodyFraming!.kind !== ResponseBody.close &&
+      response.version === "1.1" && this.plan.head.version === "1.1" &&
       !connectionTokens(response.headers).has("close") && !leg.closed &&
       !session.signal.aborted;
     this.keepIn = reusable ? this.poolKey : undefined;
@@ -371,8 +429,8 @@ class Exchange {
     this.release(outcome);
     const meter = this.meter;
     if (meter) safely(() => meter.finish(outcome));
-    ctx.metrics.request(RequestKind.http, RequestOutcome.relayed, response.status);
-    return { kind: "served", value: keepAlive, status: this.status };
+    session.ctx.metrics.request(RequestKind.http, RequestOutcome.relayed, response.status);
+    return { kind: "served", value: this.keepAlive, status: this.status };
   }
 
   /** A phase failed (or the interrupt action stopped the answer): what follows. */
