@@ -1,7 +1,10 @@
 /**
- * One client connection: reads request heads one after another (keep-alive), answers what it
- * must refuse itself, and hands each request to the forwarder or the CONNECT handler. Nothing
- * here throws out of `run`: a malformed request gets 400 and a close, never a stack trace.
+ * One client connection of the HTTP listener: reads request heads one after another
+ * (keep-alive), answers what it must refuse itself, and hands each request to the forwarder
+ * (http/forward.ts) or the CONNECT handler (tunnel/connect.ts). They see it through the session
+ * contract (contract.ts): they ask it to run admission (`admit`) and to answer; what the
+ * admission steps hold is released once the handler returned. Nothing here throws out of
+ * `run`: a malformed request gets 400 and a close, never a stack trace.
  */
 import { EMPTY_BYTES } from "../../../shared/proxy-protocol/bytes.ts";
 import type { Client, MaybePromise, Refusal, Target } from "../../core/contract.ts";
