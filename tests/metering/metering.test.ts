@@ -432,7 +432,7 @@ describe("request metering", () => {
   });
 
   it("the gateway's Deno loader registers the same script", async () => {
-    const root = fileURLToPath(new URL("../..", import.meta.url));
+    const root = fileURLToPath(new URL("../../", import.meta.url));
     const loader = pathToFileURL(`${root}gateway/metering/lua.ts`).href;
     const code = `import { loadMeteringScript } from "${loader}";` +
       "console.log((await loadMeteringScript()).sha1);";
