@@ -9,16 +9,16 @@
  * applied. SIGTERM or SIGINT stops it and exits 0; a second signal exits at once with 1.
  *
  * OCTOPROX_GATEWAY_ISOLATES isolates serve the process (0: one per core): this one, which also
- * follows the feed, and workers beside it (gateway/net/isolates.ts). 1, the default, serves from
+ * follows the feed, and workers beside it (gateway/net/process/isolates.ts). 1, the default, serves from
  * this one alone.
  */
 import { parseGatewaySettings, SETTING_NAMES, SettingsError } from "../shared/settings.ts";
 import type { GatewaySettings } from "../shared/settings.ts";
-import { ConnectionBudget } from "./net/budget.ts";
-import { GatewayProcess, runUntilSignal } from "./net/gateway.ts";
-import { IsolatePool } from "./net/isolates.ts";
-import { createLogger, serialWriter } from "./net/log.ts";
-import { buildRoutingCore } from "./net/wiring.ts";
+import { ConnectionBudget } from "./net/io/budget.ts";
+import { GatewayProcess, runUntilSignal } from "./net/process/gateway.ts";
+import { IsolatePool } from "./net/process/isolates.ts";
+import { createLogger, serialWriter } from "./net/process/log.ts";
+import { buildRoutingCore } from "./net/process/wiring.ts";
 
 function fail(message: string, code: number): never {
   console.error(`octoprox-gateway: ${message}`);

@@ -13,7 +13,7 @@ export const GATEWAY_ENTRY = join(ROOT, "gateway", "main.ts");
 /**
  * The network; OCTOPROX_* variables only (other lookups, such as a library's DEBUG, read as
  * unset); the host name (its default instance name); reading its own code, which worker
- * isolates load (gateway/net/isolates.ts), and nothing else of the disk. `--unstable-net` is
+ * isolates load (gateway/net/process/isolates.ts), and nothing else of the disk. `--unstable-net` is
  * for SO_REUSEPORT, which lets every isolate listen on the same ports.
  */
 export const GATEWAY_PERMISSIONS: readonly string[] = [
@@ -28,7 +28,7 @@ export const GATEWAY_PERMISSIONS: readonly string[] = [
 ];
 
 /** The worker isolates' entry: `deno compile` embeds it (workers are not found by analysis). */
-export const GATEWAY_WORKER_ENTRY = join(ROOT, "gateway", "net", "isolate-worker.ts");
+export const GATEWAY_WORKER_ENTRY = join(ROOT, "gateway", "net", "process", "isolate-worker.ts");
 
 /** `deno run` arguments for the gateway. */
 export function gatewayRunArgs(): string[] {

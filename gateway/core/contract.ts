@@ -34,7 +34,7 @@ export interface Client {
   connectTimeoutMs?: number;
   /**
    * The project's max_retries: how many other proxies a failed attempt may go on to, while
-   * nothing of the request is spent (gateway/net/limits.ts).
+   * nothing of the request is spent (gateway/net/session/limits.ts).
    */
   maxRetries?: number;
 }

@@ -52,18 +52,18 @@ import {
   type ProxyEntry,
   type RoutingSnapshot,
 } from "./snapshot.ts";
-import {
-  type Candidates,
-  random,
-  roundRobin,
-  type RoutingStrategy,
-  type Selection,
-  type StickyDeps,
-  STRATEGY_FACTORIES,
-  type StrategyContext,
-  type StrategyDeps,
-  type StrategyFactory,
-} from "./strategy.ts";
+import { random } from "./strategies/random.ts";
+import { roundRobin } from "./strategies/round-robin.ts";
+import { STRATEGY_FACTORIES } from "./strategy.ts";
+import type {
+  Candidates,
+  RoutingStrategy,
+  Selection,
+  StickyDeps,
+  StrategyContext,
+  StrategyDeps,
+  StrategyFactory,
+} from "./strategy-contract.ts";
 
 /** Sticky sessions' shared side (the gateway passes its Redis store). */
 export interface StickyOptions {

@@ -23,7 +23,7 @@ import { encodeFailureExample, type FailureExample } from "../../shared/failure-
 import { FAILURE_KINDS, type FailureKind } from "../../shared/failure-kinds.ts";
 import { type RedisKeys, STREAM_CAPS } from "../../shared/redis-keys.ts";
 import { scrubText } from "../core/scrub.ts";
-import { counterSample, type MetricSample } from "../net/metrics.ts";
+import { counterSample, type MetricSample } from "../net/process/metrics.ts";
 import { withDeadline } from "../sticky/deadline.ts";
 import type { PublisherLogger } from "./publisher.ts";
 

@@ -5,7 +5,12 @@
  * meter finishes once: a second finish, and bytes after the first, count nothing.
  */
 import type { Outcome, Target, UpstreamChoice } from "../core/contract.ts";
-import type { FailureNote, RequestProtocol, TransferMeter, TransferStart } from "../net/hooks.ts";
+import type {
+  FailureNote,
+  RequestProtocol,
+  TransferMeter,
+  TransferStart,
+} from "../net/session/hooks.ts";
 
 /** The rows one transfer counts into (full Redis keys). */
 export interface MeterKeys {

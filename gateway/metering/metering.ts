@@ -25,8 +25,8 @@ import type {
   RequestProtocol,
   TransferHooks,
   TransferStart,
-} from "../net/hooks.ts";
-import { counterSample, gaugeSample, type MetricSample } from "../net/metrics.ts";
+} from "../net/session/hooks.ts";
+import { counterSample, gaugeSample, type MetricSample } from "../net/process/metrics.ts";
 import {
   ConnectorWindows,
   demandMinute,

@@ -4,7 +4,7 @@
  * out of the content).
  */
 import { describe, expect, it } from "vitest";
-import { ChunkedError, ChunkedScanner } from "../../gateway/net/chunked.ts";
+import { ChunkedError, ChunkedScanner } from "../../gateway/net/http/chunked.ts";
 
 const BODY = "5;ext=1\r\nhello\r\n" + "7\r\n chunky\r\n" + "1a\r\n" +
   "abcdefghijklmnopqrstuvwxyz\r\n" +

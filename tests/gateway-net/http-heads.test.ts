@@ -3,8 +3,8 @@
  * smuggled past the gateway) and what an upstream may answer (lenient where old servers are).
  */
 import { describe, expect, it } from "vitest";
-import { HeadError, MAX_HEADER_FIELDS, parseRequestHead } from "../../gateway/net/http-parse.ts";
-import { parseResponseHead } from "../../gateway/net/http-response.ts";
+import { HeadError, MAX_HEADER_FIELDS, parseRequestHead } from "../../gateway/net/http/parse.ts";
+import { parseResponseHead } from "../../gateway/net/http/response.ts";
 import { UpstreamHandshakeError } from "../../shared/proxy-protocol/errors.ts";
 
 const bytes = (text: string) => Uint8Array.from(text, (char) => char.charCodeAt(0));

@@ -1,6 +1,6 @@
 /**
  * What the failure log is told of a failure: the one mapping from an attempt's error to its
- * phase, answer, failure kind and the upstream's own status (gateway/net/failures.ts), and the
+ * phase, answer, failure kind and the upstream's own status (gateway/net/session/failures.ts), and the
  * message, scrubbed of the proxy's credentials and of URL queries (gateway/core/scrub.ts).
  */
 import { describe, expect, it } from "vitest";
@@ -11,7 +11,7 @@ import {
   describeFailure,
   failureNote,
   tunnelLine,
-} from "../../gateway/net/failures.ts";
+} from "../../gateway/net/session/failures.ts";
 import { AttemptFailureKind, isFailureKind } from "../../shared/failure-kinds.ts";
 import {
   HandshakeFailure,

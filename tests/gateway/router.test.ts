@@ -7,7 +7,7 @@ import {
   type Refusal,
   RejectionReason,
 } from "../../gateway/core/contract.ts";
-import type { RoutingStrategy } from "../../gateway/core/strategy.ts";
+import type { RoutingStrategy } from "../../gateway/core/strategy-contract.ts";
 import type { FeedSections } from "../../shared/feed/models.ts";
 import {
   basic,

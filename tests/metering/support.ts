@@ -14,7 +14,7 @@ import {
   type ScriptClient,
 } from "../../gateway/metering/scripts.ts";
 import type { RequestMetering } from "../../gateway/metering/metering.ts";
-import type { FailedAttempt, FailureNote } from "../../gateway/net/hooks.ts";
+import type { FailedAttempt, FailureNote } from "../../gateway/net/session/hooks.ts";
 import {
   DEMAND_FIELDS,
   demandMinute,

@@ -1,7 +1,7 @@
 /**
  * The server side of SOCKS5 (shared/proxy-protocol/socks5-server.ts): incremental parsing of
  * what a client sends, the replies, and the reply code each of the gateway's answers maps to
- * (gateway/net/socks5-replies.ts). The client side's encoders talk to the server's parsers.
+ * (gateway/net/tunnel/socks5-replies.ts). The client side's encoders talk to the server's parsers.
  */
 import { describe, expect, it } from "vitest";
 import {
@@ -28,8 +28,11 @@ import {
   UpstreamHandshakeError,
   UpstreamRefusedError,
 } from "../../shared/proxy-protocol/errors.ts";
-import { describeFailure } from "../../gateway/net/failures.ts";
-import { socksReplyForFailure, socksReplyForRefusal } from "../../gateway/net/socks5-replies.ts";
+import { describeFailure } from "../../gateway/net/session/failures.ts";
+import {
+  socksReplyForFailure,
+  socksReplyForRefusal,
+} from "../../gateway/net/tunnel/socks5-replies.ts";
 
 const from = (value: string) => new Uint8Array(Buffer.from(value.replace(/\s+/g, ""), "hex"));
 const hex = (bytes: Uint8Array) => Buffer.from(bytes).toString("hex");

@@ -2,7 +2,7 @@
  * Building blocks the strategies share: trying connectors until one yields a usable row, weighted
  * picks, and scans that start anywhere in a row list.
  */
-import type { Candidates, ConnectorChoice, Selection } from "../strategy.ts";
+import type { Candidates, ConnectorChoice, Selection } from "../strategy-contract.ts";
 import type { ProxyEntry } from "../snapshot.ts";
 
 /** Places (`""`, `DE`, ...) a strategy keeps per-place state for before it starts afresh. */

@@ -14,7 +14,12 @@
  */
 import type { DispatchReader } from "../dispatch.ts";
 import type { ProxyEntry } from "../snapshot.ts";
-import type { ConnectorChoice, RoutingStrategy, Selection, StrategyDeps } from "../strategy.ts";
+import type {
+  ConnectorChoice,
+  RoutingStrategy,
+  Selection,
+  StrategyDeps,
+} from "../strategy-contract.ts";
 import { acrossConnectors, randomUsable, weightedRandomIndex } from "./common.ts";
 
 /** Outcomes before a proxy's ratio counts. */

@@ -13,7 +13,12 @@
  */
 import type { DispatchReader } from "../dispatch.ts";
 import type { ProxyEntry } from "../snapshot.ts";
-import type { ConnectorChoice, RoutingStrategy, Selection, StrategyDeps } from "../strategy.ts";
+import type {
+  ConnectorChoice,
+  RoutingStrategy,
+  Selection,
+  StrategyDeps,
+} from "../strategy-contract.ts";
 import { acrossConnectors } from "./common.ts";
 
 /** Random rows looked at for an idle one before ranking a list. */

@@ -1,5 +1,5 @@
 /** random: a connector by weighted random, then any usable row of it with equal chance. */
-import type { ConnectorChoice, RoutingStrategy, StrategyDeps } from "../strategy.ts";
+import type { ConnectorChoice, RoutingStrategy, StrategyDeps } from "../strategy-contract.ts";
 import { acrossConnectors, randomUsable, weightedRandomIndex } from "./common.ts";
 
 export function random(deps: Pick<StrategyDeps, "random">): RoutingStrategy {

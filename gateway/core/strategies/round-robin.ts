@@ -2,7 +2,7 @@
  * round_robin: connectors by smooth weighted round robin, then each connector's rows in turn from
  * a cursor kept per connector and place (a row that cannot serve now is skipped, not waited on).
  */
-import type { RoutingStrategy } from "../strategy.ts";
+import type { RoutingStrategy } from "../strategy-contract.ts";
 import { acrossConnectors, firstUsableFrom, MAX_PLACES, SmoothWeights } from "./common.ts";
 
 export function roundRobin(): RoutingStrategy {

@@ -5,7 +5,7 @@
  */
 import { hashId } from "../id-table.ts";
 import type { ProxyEntry } from "../snapshot.ts";
-import type { Candidates, ConnectorChoice, Selection } from "../strategy.ts";
+import type { Candidates, ConnectorChoice, Selection } from "../strategy-contract.ts";
 import { acrossConnectors, firstUsableFrom, weightedIndexAt } from "./common.ts";
 
 /** MurmurHash3's finaliser: spreads FNV-1a's weak low bits over the whole word. */

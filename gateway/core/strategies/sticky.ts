@@ -27,7 +27,7 @@ import type {
   Selection,
   StrategyContext,
   StrategyDeps,
-} from "../strategy.ts";
+} from "../strategy-contract.ts";
 import { random } from "./random.ts";
 import { placeSession } from "./session-hash.ts";
 import { type Binding, SessionBindings } from "./sticky-bindings.ts";
@@ -38,16 +38,6 @@ export const DEFAULT_SESSION_TTL_MS = 300_000;
 export const DEFAULT_MAX_SESSIONS = 100_000;
 /** The request deadline for a binding's read (OCTOPROX_REDIS_REQUEST_TIMEOUT's default). */
 export const DEFAULT_REQUEST_TIMEOUT_MS = 2_000;
-
-export interface StickyDeps {
-  /** The bindings' shared copy; absent: they live on this gateway only (previews, tests). */
-  store?: StickyStore;
-  /** Holds the binding writes, so the gateway's stop waits for them. */
-  held?: HeldTasks;
-  /** Deadline of a binding's read on the request path, and of a write in the background. */
-  requestTimeoutMs?: number;
-  maxSessions?: number;
-}
 
 /** The session's life: `-sesstime-` minutes, else the project's session TTL. */
 export function sessionLifeMs(context: StrategyContext): number {

@@ -1,0 +1,688 @@
+/**
+ * One forwarded exchange through one upstream: an attempt of http/forward.ts's retry loop. Its
+ * phases, in order, each a method of `Exchange` below:
+ *
+ *   1. take or dial the upstream leg: an idle keep-alive connection of the pool for an HTTP(S)
+ *      proxy when one is there, else a new one (a tunnel for a SOCKS proxy);
+ *   2. send the request: its head (the upstream's own credential, hop-by-hop fields and those
+ *      admission consumed left out) and its body as the client frames it, after answering
+ *      `100 Continue` ourselves when the client asked for it;
+ *   3. read the answer head under the connect timeout (interim answers dropped). A pooled leg
+ *      the upstream closed meanwhile fails here before any answer byte: a GET or HEAD without a
+ *      body then goes once more from 1, on a new connection (not a retry: the proxy did nothing
+ *      wrong); nothing else is sent twice;
+ *   4. begin: commit the allocation and start the request's meter (which the interrupt traffic
+ *      action may stop);
+ *   5. relay the answer: its head, then its body by its framing (an HTTP/1.0 client gets a
+ *      chunked body dechunked, its connection closing after it);
+ *   6. settle: the allocation released exactly once and the meter finished exactly once on
+ *      every path, the leg back to the pool after a cleanly framed HTTP/1.1 answer read to its
+ *      end, closed otherwise.
+ *
+ * A failure says what may follow (attempts.ts): another proxy while nothing reached the client
+ * and nothing of the request was spent; our own answer while nothing final reached it; nothing
+ * once the answer began.
+ */
+import { EMPTY_BYTES } from "../../../shared/proxy-protocol/bytes.ts";
+import { basicProxyAuthorization } from "../../../shared/proxy-protocol/http-request.ts";
+import {
+  UpstreamFirstByteError,
+  UpstreamIdleError,
+} from "../../../shared/proxy-protocol/errors.ts";
+import {
+  type Allocation,
+  FailurePhase,
+  type MaybePromise,
+  type Outcome,
+} from "../../core/contract.ts";
+import { dialUpstream } from "../io/dial.ts";
+import type { Leg } from "../io/leg.ts";
+import { upstreamPoolKey } from "../io/upstream-pool.ts";
+import { RequestKind, RequestOutcome } from "../process/metrics.ts";
+import {
+  AfterFailure,
+  type AttemptFailed,
+  type AttemptOutcome,
+  type AttemptPlan,
+  type AttemptServed,
+  NOTHING_ANSWERED,
+} from "../session/attempts.ts";
+import type { HttpSession } from "../session/contract.ts";
+import {
+  ClientBodyError,
+  ClientGoneError,
+  describeFailure,
+  failureNote,
+} from "../session/failures.ts";
+import { safely, type TransferMeter } from "../session/hooks.ts";
+import { connectTimeoutFor } from "../session/limits.ts";
+import { CONTINUE_100 } from "./answers.ts";
+import { ChunkedError, ChunkedScanner } from "./chunked.ts";
+import {
+  connectionTokens,
+  encodeClientResponseHead,
+  encodeUpstreamRequestHead,
+  joinHeadAndBody,
+} from "./heads.ts";
+import { BodyKind, type ForwardTarget, type RequestFraming, type RequestHead } from "./parse.ts";
+import {
+  ResponseBody,
+  type ResponseFraming,
+  responseFraming,
+  type ResponseHead,
+  responseHeadReader,
+} from "./response.ts";
+
+/** Methods sent again after a failure that consumed nothing (without a body only). */
+export const RETRYABLE_METHODS: ReadonlySet<string> = new Set(["GET", "HEAD"]);
+
+/** A forwarded request, as every attempt at it needs it. */
+export interface ForwardPlan extends AttemptPlan {
+  head: RequestHead;
+  target: ForwardTarget;
+  framing: RequestFraming;
+  /** The client asked to keep its connection (its Connection fields and version). */
+  clientKeeps: boolean;
+  expectsContinue: boolean;
+}
+
+/** Where an exchange is: each phase starts where the last ended. */
+const Phase = {
+  leg: 0,
+  request: 1,
+  answerHead: 2,
+  begun: 3,
+  relay: 4,
+} as const;
+type Phase = (typeof Phase)[keyof typeof Phase];
+
+/** One attempt through one upstream. Releases the allocation exactly once, on every path. */
+export function exchange(
+  session: HttpSession,
+  plan: ForwardPlan,
+  allocation: Allocation,
+): Promise<AttemptOutcome<boolean>> {
+  return new Exchange(session, plan, allocation).run();
+}
+
+/** An answer head and the bytes read past it. */
+interface AnswerHead {
+  response: ResponseHead;
+  leftover: Uint8Array;
+}
+
+/** One exchange's state: its phase and what it holds. */
+class Exchange {
+  readonly session: HttpSession;
+  readonly plan: ForwardPlan;
+  readonly allocation: Allocation;
+  readonly startedMs = Date.now();
+  /** OCTOPROX_CONNECT_TIMEOUT, or the client's project's shorter one. */
+  readonly connectTimeoutMs: number;
+  phase: Phase = Phase.leg;
+  leg: Leg | undefined;
+  /** A pooled buffer for the upstream's bytes (and the request body's). */
+  buffer: Uint8Array | undefined;
+  /** Request bytes sent upstream (head and body). */
+  sentBytes = 0;
+  /** The upstream sent a byte of its answer (a stale pooled leg sends none). */
+  answerStarted = false;
+  /** Connect to first byte, once the upstream answered. */
+  latencyMs: number | undefined;
+  /** The upstream's status, once it answered: what the client is relayed. */
+  status = 0;
+  meter: TransferMeter | undefined;
+  /** Stopped by the interrupt traffic action: policy, not the upstream's failure. */
+  interrupted = false;
+  released = false;
+  /** A SOCKS upstream: the request goes in origin form through a tunnel of its own. */
+  tunnel = false;
+  /** The upstream pool's key for the leg (undefined: a SOCKS tunnel, never pooled). */
+  poolKey: string | undefined;
+  /** A GET or HEAD without a body, not resent yet: a stale pooled leg may resend it once. */
+  staleResend = false;
+  /** How the answer's body is framed, once its head came. */
+  bodyFraming: ResponseFraming | undefined;
+  /** The client's connection serves another request after this answer. */
+  keepAlive = false;
+  /** Where the leg goes back once the answer ended cleanly (undefined: it closes). */
+  keepIn: string | undefined;
+
+  constructor(session: HttpSession, plan: ForwardPlan, allocation: Allocation) {
+    this.session = session;
+    this.plan = plan;
+    this.allocation = allocation;
+    this.connectTimeoutMs = connectTimeoutFor(session.ctx.limits, plan.client);
+  }
+
+  /**
+   * The phases in order. Each is a method of its own, and only those that wait are async:
+   * every await is a step of the runtime's, and this runs once per request.
+   */
+  async run(): Promise<AttemptOutcome<boolean>> {
+    try {
+      const requestHead = this.prepare();
+      let answer: AnswerHead;
+      for (;;) {
+        let reused = this.takeOrDialLeg();
+        if (reused instanceof Promise) reused = await reused;
+        try {
+          await this.sendRequest(requestHead);
+          answer = await this.readAnswerHead();
+          break;
+        } catch (error) {
+          // A stale pooled leg: once more from phase 1, on a new connection.
+          if (!this.dropStaleLeg(reused, error)) throw error;
+        }
+      }
+      this.begin(answer.response);
+      const clean = await this.relayAnswer(answer);
+      return this.served(answer.response, clean);
+    } catch (error) {
+      return this.failed(error);
+    } finally {
+      this.settle();
+    }
+  }
+
+  /**
+   * Before phase 1: the request head (in the session's scratch, left alone until the request
+   * is sent, so a resend reuses it) and the pooled buffer the upstream's bytes are read into.
+   */
+  prepare(): Uint8Array {
+    const upstream = this.allocation.upstream;
+    this.tunnel = upstream.scheme === "socks4" || upstream.scheme === "socks5";
+    // HTTP(S) proxies: a keep-alive connection of the pool when one is idle (SOCKS: a tunnel).
+    this.poolKey = this.tunnel ? undefined : upstreamPoolKey(upstream);
+    const requestHead = this.requestHead();
+    this.buffer = this.session.ctx.pool.take();
+    const { head, framing } = this.plan;
+    this.staleResend = RETRYABLE_METHODS.has(head.method) && framing.kind === BodyKind.none;
+    return requestHead;
+  }
+
+  /**
+   * Whether a failure before any answer byte was a pooled leg the upstream had closed
+   * meanwhile, for a request that may be sent once more: the leg is then dropped.
+   */
+  dropStaleLeg(reused: boolean, error: unknown): boolean {
+    const session = this.session;
+    const leg = this.leg!;
+    const stale = reused && this.staleResend && !this.answerStarted && !leg.timedOut &&
+      error instanceof UpstreamFirstByteError && !session.signal.aborted &&
+      !session.client.closed;
+    if (!stale) return false;
+    this.staleResend = false;
+    session.attach(undefined);
+    leg.close();
+    this.leg = undefined;
+    session.ctx.logger.debug("Pooled upstream connection was closed; retrying on a new one", {
+      error,
+    });
+    return true;
+  }
+
+  /** The head sent upstream, built in the session's scratch buffer. */
+  requestHead(): Uint8Array {
+    const tunnel = this.tunnel;
+    const upstream = this.allocation.upstream;
+    const proxyAuthorization = !tunnel && upstream.username !== null
+      ? basicProxyAuthorization({ username: upstream.username, password: upstream.password ?? "" })
+      : undefined;
+    return encodeUpstreamRequestHead(this.plan.head, this.plan.target, {
+      form: tunnel ? "origin" : "absolute",
+      proxyAuthorization,
+      keepAlive: !tunnel,
+      strip: this.session.strippedHeaders,
+    }, this.session.scratch);
+  }
+
+  /** Phase 1: true when the leg came from the pool (at once), false once a new one is up. */
+  takeOrDialLeg(): MaybePromise<boolean> {
+    const poolKey = this.poolKey;
+    this.phase = Phase.leg;
+    const pooled = poolKey !== undefined ? this.session.ctx.upstreams.take(poolKey) : undefined;
+    if (pooled === undefined) return this.dialLeg();
+    this.useLeg(pooled);
+    return true;
+  }
+
+  async dialLeg(): Promise<false> {
+    const session = this.session;
+    const ctx = session.ctx;
+    const dialStartedMs = performance.now();
+    const link = await dialUpstream({
+      upstream: this.allocation.upstream,
+      target: this.plan.target,
+      tunnel: this.tunnel,
+      timeoutMs: this.connectTimeoutMs,
+      maxHeadBytes: ctx.limits.maxHeaderBytes,
+      signal: session.signal,
+      buffer: this.buffer,
+    });
+    ctx.metrics.upstreamConnected(performance.now() - dialStartedMs);
+    this.useLeg(link.leg);
+    return false;
+  }
+
+  /** The leg of this exchange; attached, so cancelling the session and idle checks reach it. */
+  useLeg(leg: Leg): void {
+    this.leg = leg;
+    this.session.attach(leg);
+  }
+
+  /**
+   * Phase 2: the head, and the body as the client frames it (which spends the request: it
+   * cannot be sent again).
+   */
+  sendRequest(requestHead: Uint8Array): Promise<void> {
+    const leg = this.leg!;
+    const { framing } = this.plan;
+    this.phase = Phase.request;
+    this.sentBytes = requestHead.length;
+    if (framing.kind === BodyKind.none) return writeUpstream(leg, requestHead);
+    return this.sendRequestWithBody(leg, framing, requestHead);
+  }
+
+  async sendRequestWithBody(
+    leg: Leg,
+    framing: RequestFraming,
+    requestHead: Uint8Array,
+  ): Promise<void> {
+    const session = this.session;
+    if (this.plan.expectsContinue) await writeClient(session, CONTINUE_100);
+    session.idleWatch = true;
+    this.sentBytes += await sendRequestBody(session, leg, framing, requestHead, this.buffer!);
+  }
+
+  /**
+   * Phase 3: reads until a final (non-1xx) answer head; interim answers are dropped. Waiting
+   * for it, the connect timeout bounds it, not the idle check.
+   */
+  async readAnswerHead(): Promise<AnswerHead> {
+    const session = this.session;
+    const leg = this.leg!;
+    const buffer = this.buffer!;
+    // The request went out whole.
+    session.ctx.metrics.countBytes(this.sentBytes, 0);
+    this.phase = Phase.answerHead;
+    this.answerStarted = false;
+    session.idleWatch = false;
+    leg.setDeadline(this.connectTimeoutMs);
+    const reader = responseHeadReader(session.ctx.limits.maxHeaderBytes);
+    let chunk: Uint8Array = EMPTY_BYTES;
+    for (;;) {
+      if (chunk.length === 0) {
+        let count: number | null;
+        try {
+          count = await leg.read(buffer);
+        } catch (error) {
+          throw new UpstreamFirstByteError(
+            leg.timedOut ? "Upstream answer timed out" : "Upstream connection failed",
+            { timedOut: leg.timedOut, cause: error },
+          );
+        }
+        if (count === null) {
+          throw new UpstreamFirstByteError(
+            "Upstream proxy closed the connection without answering",
+          );
+        }
+        if (count > 0) this.answerStarted = true;
+        chunk = buffer.subarray(0, count);
+      }
+      const parsed = reader.push(chunk);
+      if (!parsed) {
+        chunk = EMPTY_BYTES;
+        continue;
+      }
+      chunk = chunk.subarray(parsed.consumed);
+      if (parsed.head.status >= 100 && parsed.head.status < 200) {
+        if (parsed.head.status === 101) {
+          throw new UpstreamFirstByteError("Upstream switched protocols unasked");
+        }
+        continue;
+      }
+      leg.clearDeadline();
+      return { response: parsed.head, leftover: chunk };
+    }
+  }
+
+  /** Phase 4: the upstream answered. */
+  begin(response: ResponseHead): void {
+    const ctx = this.session.ctx;
+    this.allocation.commit();
+    const latencyMs = Date.now() - this.startedMs;
+    this.latencyMs = latencyMs;
+    this.status = response.status;
+    this.phase = Phase.begun;
+    const hooks = ctx.hooks;
+    if (hooks === undefined) return;
+    const answering = this.leg!;
+    const plan = this.plan;
+    const meter = safely(() =>
+      hooks.begin({
+        kind: "http",
+        client: plan.client,
+        target: plan.target,
+        upstream: this.allocation.upstream,
+        latencyMs,
+        // The answer stops short; the client's connection closes after it (nothing answerable).
+        interrupt: () => {
+          this.interrupted = true;
+          answering.close();
+        },
+      })
+    );
+    this.meter = meter;
+    const sent = this.sentBytes;
+    if (meter && sent > 0) safely(() => meter.bytes(sent, 0));
+  }
+
+  /**
+   * Phase 5: the answer's head and body to the client. Resolves whether the body ended exactly
+   * where its framing says.
+   */
+  relayAnswer(answer: AnswerHead): Promise<boolean> {
+    const session = this.session;
+    const head = this.plan.head;
+    const { response } = answer;
+    const bodyFraming = responseFraming(response, head.method);
+    // An HTTP/1.0 client knows no chunked coding (RFC 9112 section 6.1): it gets the content
+    // only, ended by closing its connection.
+    const dechunk = bodyFraming.kind === ResponseBody.chunked && head.version === "1.0";
+    this.keepAlive = this.plan.clientKeeps && bodyFraming.kind !== ResponseBody.close &&
+      !dechunk;
+    this.bodyFraming = bodyFraming;
+    const responseHead = encodeClientResponseHead(
+      response,
+      head.version,
+      this.keepAlive,
+      session.scratch,
+      dechunk,
+    );
+    session.idleWatch = true;
+    this.phase = Phase.relay;
+    return sendResponse(
+      session,
+      this.leg!,
+      bodyFraming,
+      responseHead,
+      answer.leftover,
+      this.buffer!,
+      this.meter,
+      dechunk,
+    );
+  }
+
+  /** The answer was relayed: the outcome, and whether the leg goes back to the pool. */
+  served(response: ResponseHead, clean: boolean): AttemptServed<boolean> {
+    const session = this.session;
+    const leg = this.leg!;
+    // Back to the pool only when the answer ended exactly where its framing says, on a
+    // persistent HTTP/1.1 connection the upstream did not ask to close.
+    const reusable = clean && this.bodyFraming!.kind !== ResponseBody.close &&
+      response.version === "1.1" && this.plan.head.version === "1.1" &&
+      !connectionTokens(response.headers).has("close") && !leg.closed &&
+      !session.signal.aborted;
+    this.keepIn = reusable ? this.poolKey : undefined;
+    const outcome: Outcome = { ok: true, latencyMs: this.latencyMs };
+    this.release(outcome);
+    const meter = this.meter;
+    if (meter) safely(() => meter.finish(outcome));
+    session.ctx.metrics.request(RequestKind.http, RequestOutcome.relayed, response.status);
+    return { kind: "served", value: this.keepAlive, status: this.status };
+  }
+
+  /** A phase failed (or the interrupt action stopped the answer): what follows. */
+  failed(caught: unknown): AttemptOutcome<boolean> {
+    const session = this.session;
+    const ctx = session.ctx;
+    let error = caught;
+    if (session.idleFired && this.phase >= Phase.relay) {
+      error = new UpstreamIdleError("Transfer idle", { timedOut: true, cause: caught });
+    }
+    const latencyMs = this.latencyMs;
+    const meter = this.meter;
+    if (this.interrupted) {
+      const outcome: Outcome = { ok: true, latencyMs };
+      this.release(outcome);
+      if (meter) safely(() => meter.finish(outcome));
+      ctx.metrics.request(RequestKind.http, RequestOutcome.broken, 0);
+      // The client got the upstream's status, and its connection closes.
+      return { kind: "served", value: false, status: this.status };
+    }
+    const failure = describeFailure(error);
+    const outcome: Outcome = { ok: false, phase: failure.phase, latencyMs };
+    this.release(outcome);
+    const began = this.phase >= Phase.begun;
+    const head = this.plan.head;
+    // Once the upstream answered, the client got its status; before, the request's final
+    // answer is filled in by the retry loop.
+    const note = failureNote(
+      failure,
+      error,
+      {
+        protocol: RequestKind.http,
+        line: `${head.method} ${head.target}`,
+        upstream: this.allocation.upstream,
+      },
+      began ? { status: this.status, proxyStatus: "" } : NOTHING_ANSWERED,
+    );
+    if (meter) safely(() => meter.finish(outcome, note));
+    const answerable = this.phase < Phase.relay && !session.client.closed;
+    const spent = this.plan.framing.kind !== BodyKind.none && this.phase >= Phase.request;
+    // Retrying waits out another deadline: a proxy that timed out answering is not retried.
+    const retryable = answerable && !spent &&
+      !(failure.phase === FailurePhase.firstByte && failure.timedOut) &&
+      failure.phase !== FailurePhase.client;
+    const result: AttemptFailed = {
+      kind: "failed",
+      failure,
+      error,
+      note,
+      began,
+      status: this.status,
+      elapsedMs: Date.now() - this.startedMs,
+      then: !answerable
+        ? AfterFailure.end
+        : !retryable || session.signal.aborted
+        ? AfterFailure.answer
+        : AfterFailure.retry,
+    };
+    return result;
+  }
+
+  release(outcome: Outcome): void {
+    if (this.released) return;
+    this.released = true;
+    try {
+      this.allocation.release(outcome);
+    } catch (error) {
+      this.session.ctx.logger.error("Allocation release failed", { error });
+    }
+  }
+
+  /** Phase 6, on every path. */
+  settle(): void {
+    const session = this.session;
+    // Every path above releases; this one is for a throw inside them.
+    if (!this.released) this.release({ ok: false, phase: FailurePhase.client });
+    session.idleWatch = false;
+    session.attach(undefined);
+    const leg = this.leg;
+    if (this.keepIn !== undefined && leg !== undefined) {
+      session.ctx.upstreams.give(this.keepIn, leg);
+    } else {
+      leg?.close();
+    }
+    // Every read on the leg was awaited (closed, or pooled with a read of its own): the buffer
+    // is free again.
+    if (this.buffer) session.ctx.pool.give(this.buffer);
+  }
+}
+
+async function writeUpstream(leg: Leg, bytes: Uint8Array): Promise<void> {
+  try {
+    await leg.write(bytes);
+  } catch (error) {
+    throw new UpstreamFirstByteError("Upstream proxy closed the connection before the request", {
+      timedOut: leg.timedOut,
+      cause: error,
+    });
+  }
+}
+
+async function writeClient(session: HttpSession, bytes: Uint8Array): Promise<void> {
+  try {
+    await session.client.write(bytes);
+  } catch (error) {
+    throw new ClientGoneError("Client closed the connection", { cause: error });
+  }
+}
+
+async function readClient(session: HttpSession, buffer: Uint8Array): Promise<Uint8Array> {
+  let count: number | null;
+  try {
+    count = await session.client.read(buffer);
+  } catch (error) {
+    throw new ClientGoneError("Client connection failed mid-request", { cause: error });
+  }
+  if (count === null) throw new ClientGoneError("Client closed the connection mid-request");
+  return buffer.subarray(0, count);
+}
+
+/**
+ * Sends the request head and its body as the client frames it, the head and the first body
+ * bytes in one write. Bytes past the body's end are kept for the next request.
+ */
+async function sendRequestBody(
+  session: HttpSession,
+  leg: Leg,
+  framing: RequestFraming,
+  requestHead: Uint8Array,
+  buffer: Uint8Array,
+): Promise<number> {
+  const scanner = framing.kind === BodyKind.chunked
+    ? new ChunkedScanner({ maxTrailerBytes: session.ctx.limits.maxHeaderBytes })
+    : undefined;
+  let remaining = framing.lengthBytes;
+  let sent = 0;
+  let prefix: Uint8Array | undefined = requestHead;
+  let chunk = session.takePending();
+  for (;;) {
+    if (chunk.length === 0) chunk = await readClient(session, buffer);
+    let take: number;
+    if (scanner) {
+      let end: number;
+      try {
+        end = scanner.push(chunk);
+      } catch (error) {
+        throw new ClientBodyError(error instanceof ChunkedError ? error.message : "Bad body");
+      }
+      take = end < 0 ? chunk.length : end;
+    } else {
+      take = Math.min(chunk.length, remaining);
+      remaining -= take;
+    }
+    const body = chunk.subarray(0, take);
+    let out = body;
+    if (prefix) {
+      out = joinHeadAndBody(prefix, body, session.scratch);
+      prefix = undefined;
+    }
+    await writeUpstream(leg, out);
+    sent += body.length;
+    const finished = scanner ? scanner.done : remaining === 0;
+    if (finished) {
+      // A pipelined request's bytes: copied when they sit in the pooled buffer.
+      const rest = chunk.subarray(take);
+      if (rest.length > 0) session.setPending(rest.buffer === buffer.buffer ? rest.slice() : rest);
+      return sent;
+    }
+    chunk = EMPTY_BYTES;
+  }
+}
+
+/**
+ * Writes the response head and relays its body; the head goes out with the first bytes (a
+ * chunked body without its framing when `dechunk`). Resolves true when the body ended by its
+ * framing with no byte past it (the connection can serve another request), false when it ended
+ * with the upstream's close or with bytes left.
+ */
+async function sendResponse(
+  session: HttpSession,
+  leg: Leg,
+  framing: ResponseFraming,
+  responseHead: Uint8Array,
+  leftover: Uint8Array,
+  buffer: Uint8Array,
+  meter: TransferMeter | undefined,
+  dechunk: boolean,
+): Promise<boolean> {
+  const metrics = session.ctx.metrics;
+  const scanner = framing.kind === ResponseBody.chunked
+    ? new ChunkedScanner({ lenient: true, maxTrailerBytes: session.ctx.limits.maxHeaderBytes })
+    : undefined;
+  let remaining = framing.lengthBytes;
+  let prefix: Uint8Array | undefined = responseHead;
+  let chunk = leftover;
+  let finished = framing.kind === ResponseBody.none;
+  let surplus = finished ? chunk.length : 0;
+  for (;;) {
+    let body: Uint8Array = EMPTY_BYTES;
+    if (!finished && chunk.length > 0) {
+      if (framing.kind === ResponseBody.length) {
+        const take = Math.min(chunk.length, remaining);
+        remaining -= take;
+        body = chunk.subarray(0, take);
+        finished = remaining === 0;
+        if (finished) surplus = chunk.length - take;
+      } else if (scanner) {
+        let end: number;
+        try {
+          if (dechunk) {
+            const decoded = scanner.decode(chunk);
+            end = decoded.end;
+            body = chunk.subarray(0, decoded.dataBytes);
+          } else {
+            end = scanner.push(chunk);
+            body = end < 0 ? chunk : chunk.subarray(0, end);
+          }
+        } catch (error) {
+          throw new UpstreamIdleError(
+            error instanceof Error ? error.message : "Bad chunked body from upstream",
+          );
+        }
+        finished = end >= 0;
+        if (finished) surplus = chunk.length - end;
+      } else {
+        body = chunk;
+      }
+    }
+    let out = body;
+    if (prefix) {
+      out = joinHeadAndBody(prefix, body, session.scratch);
+      prefix = undefined;
+    }
+    if (out.length > 0) {
+      metrics.countBytes(0, out.length);
+      if (meter) safely(() => meter.bytes(0, out.length));
+      await writeClient(session, out);
+    }
+    if (finished) return surplus === 0;
+    let count: number | null;
+    try {
+      count = await leg.read(buffer);
+    } catch (error) {
+      throw new UpstreamIdleError("Upstream connection failed mid-answer", {
+        timedOut: session.idleFired,
+        cause: error,
+      });
+    }
+    if (count === null) {
+      if (framing.kind === ResponseBody.close) return false;
+      throw new UpstreamIdleError("Upstream closed the connection mid-answer");
+    }
+    chunk = buffer.subarray(0, count);
+  }
+}

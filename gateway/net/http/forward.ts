@@ -1,0 +1,103 @@
+/**
+ * Plain HTTP through the gateway: an absolute-URI request from the client goes to one upstream
+ * (absolute form with the upstream's credential for http/https proxies, origin form inside a
+ * tunnel for SOCKS ones), its answer comes back with hop-by-hop fields stripped and the body
+ * relayed byte for byte (Content-Length, chunked, or until close). Seed 001 section 7.2: a GET
+ * or HEAD without a body is tried on distinct proxies while nothing reached the client, one
+ * and then as many more as its project's max_retries (gateway/net/session/limits.ts); other
+ * methods are tried once. The retry loop is the request path's one (session/attempts.ts); each
+ * attempt is an exchange (exchange.ts).
+ *
+ * Connections to http and https proxies are kept between requests (gateway/net/io/upstream-pool.ts):
+ * one goes back to the pool after a cleanly framed HTTP/1.1 answer read to its end.
+ *
+ * `Expect: 100-continue` is answered by the gateway itself once an upstream is connected (and
+ * not sent on); any other expectation gets 417.
+ */
+import { FailurePhase } from "../../core/contract.ts";
+import { RequestKind, RequestOutcome } from "../process/metrics.ts";
+import { tryUpstreams } from "../session/attempts.ts";
+import type { HttpSession } from "../session/contract.ts";
+import { attemptsFor } from "../session/limits.ts";
+import { exchange, type ForwardPlan, RETRYABLE_METHODS } from "./exchange.ts";
+import {
+  BodyKind,
+  clientKeepsAlive,
+  type ForwardTarget,
+  HeadError,
+  headerValue,
+  parseAbsoluteTarget,
+  type RequestFraming,
+  requestFraming,
+  type RequestHead,
+} from "./parse.ts";
+
+/** Handles one forward request; resolves whether the client's connection serves another. */
+export async function handleForward(session: HttpSession, head: RequestHead): Promise<boolean> {
+  const kind = RequestKind.http;
+  const method = head.method;
+  let target: ForwardTarget;
+  let framing: RequestFraming;
+  try {
+    target = parseAbsoluteTarget(head.target);
+    framing = requestFraming(head);
+  } catch (error) {
+    const status = error instanceof HeadError ? error.status : 400;
+    const reason = error instanceof Error ? error.message : "Bad request";
+    await session.answer(
+      { status, proxyStatus: "http_request_error", reason },
+      { keepAlive: false, kind, method },
+    );
+    return false;
+  }
+  const hasBody = framing.kind !== BodyKind.none;
+  const expect = headerValue(head, "expect");
+  const expectsContinue = expect !== null && expect.trim().toLowerCase() === "100-continue";
+  if (expect !== null && !expectsContinue) {
+    await session.answer(
+      { status: 417, proxyStatus: "http_request_error", reason: "Unsupported expectation" },
+      { keepAlive: false, kind, method },
+    );
+    return false;
+  }
+  // A refusal leaves the body unread: the connection serves another request only without one.
+  const clientKeeps = clientKeepsAlive(head);
+  const keepAfterRefusal = clientKeeps && !hasBody;
+  let client = session.admit(head, kind, keepAfterRefusal, target);
+  if (client instanceof Promise) client = await client;
+  if (client === undefined) return keepAfterRefusal;
+
+  const plan: ForwardPlan = {
+    client,
+    target,
+    attempts: RETRYABLE_METHODS.has(method) && !hasBody ? attemptsFor(client) : 1,
+    label: "Forward",
+    head,
+    framing,
+    clientKeeps,
+    expectsContinue,
+  };
+  const tried = await tryUpstreams(session, plan, exchange);
+  switch (tried.kind) {
+    case "served":
+      return tried.value;
+    case "refused":
+      await session.refuse(
+        tried.refusal,
+        { keepAlive: keepAfterRefusal, kind, method },
+        client,
+        target,
+      );
+      return keepAfterRefusal;
+    case "ended":
+      session.ctx.metrics.request(kind, RequestOutcome.broken, 0);
+      return false;
+    case "failed":
+      await session.answer(tried.failure.answer, {
+        keepAlive: keepAfterRefusal && tried.failure.phase !== FailurePhase.client,
+        kind,
+        method,
+      });
+      return keepAfterRefusal && !session.client.closed;
+  }
+}

@@ -1,0 +1,162 @@
+/**
+ * Idle keep-alive connections to HTTP(S) upstream proxies, for forwarded requests: a leg whose
+ * answer ended cleanly (known framing, HTTP/1.1, no `Connection: close`) waits here for the
+ * next request to the same upstream (proxy id, scheme, host, port and credential). Bounded per
+ * upstream (UPSTREAM_POOL_MAX_IDLE) and in time (UPSTREAM_POOL_IDLE_MS, below common upstream
+ * idle timeouts). An idle leg keeps one read pending: the upstream closing it (or sending
+ * anything unasked) takes it out of the pool at once, so a taken leg was open a moment ago.
+ * The upstream may still close it as we send: GET and HEAD are then retried once on a fresh
+ * connection (gateway/net/http/forward.ts), other methods are not.
+ */
+import type { UpstreamChoice } from "../../core/contract.ts";
+import type { Leg } from "./leg.ts";
+
+export const UPSTREAM_POOL_MAX_IDLE = 32;
+export const UPSTREAM_POOL_IDLE_MS = 30_000;
+const SWEEP_INTERVAL_MS = 5_000;
+
+export interface UpstreamPoolOptions {
+  maxIdlePerUpstream?: number;
+  idleTimeoutMs?: number;
+}
+
+interface IdleEntry {
+  leg: Leg;
+  sinceMs: number;
+  /** Set once taken out (for use, or closed): the parked read's end no longer concerns us. */
+  gone: boolean;
+}
+
+// Per upstream object: a snapshot's rows are immutable and live until the next feed replaces them.
+const poolKeys = new WeakMap<UpstreamChoice, string>();
+
+/** The pool key: one upstream proxy as dialed, credential included. */
+export function upstreamPoolKey(upstream: UpstreamChoice): string {
+  let key = poolKeys.get(upstream);
+  if (key === undefined) {
+    key = JSON.stringify([
+      upstream.proxyId,
+      upstream.scheme,
+      upstream.host,
+      upstream.port,
+      upstream.username,
+      upstream.password,
+    ]);
+    poolKeys.set(upstream, key);
+  }
+  return key;
+}
+
+export class UpstreamPool {
+  readonly #maxIdle: number;
+  readonly #idleMs: number;
+  readonly #idle = new Map<string, IdleEntry[]>();
+  #sweeper: ReturnType<typeof setInterval> | undefined;
+  #closed = false;
+
+  constructor(options: UpstreamPoolOptions = {}) {
+    this.#maxIdle = options.maxIdlePerUpstream ?? UPSTREAM_POOL_MAX_IDLE;
+    this.#idleMs = options.idleTimeoutMs ?? UPSTREAM_POOL_IDLE_MS;
+  }
+
+  /** Idle legs held, every upstream together. */
+  get size(): number {
+    let count = 0;
+    for (const entries of this.#idle.values()) count += entries.length;
+    return count;
+  }
+
+  /** The most recently used open idle leg for `key`, or undefined. */
+  take(key: string): Leg | undefined {
+    const entries = this.#idle.get(key);
+    if (!entries) return undefined;
+    const now = Date.now();
+    let found: Leg | undefined;
+    while (entries.length > 0) {
+      const entry = entries.pop()!;
+      entry.gone = true;
+      if (!entry.leg.closed && !entry.leg.parkedDone && now - entry.sinceMs < this.#idleMs) {
+        found = entry.leg;
+        break;
+      }
+      entry.leg.close();
+    }
+    if (entries.length === 0) this.#idle.delete(key);
+    return found;
+  }
+
+  /** Keeps `leg` for the next request to `key`, or closes it (pool full, closed, leg closed). */
+  give(key: string, leg: Leg): void {
+    if (this.#closed || leg.closed) {
+      leg.close();
+      return;
+    }
+    let entries = this.#idle.get(key);
+    if (!entries) {
+      entries = [];
+      this.#idle.set(key, entries);
+    }
+    if (entries.length >= this.#maxIdle) {
+      leg.close();
+      return;
+    }
+    const entry: IdleEntry = { leg, sinceMs: Date.now(), gone: false };
+    entries.push(entry);
+    // A pooled connection lives long: keepalive finds a peer that vanished while it waits.
+    leg.keepAlive();
+    leg.park().then(() => {
+      // Closed by the upstream, failed, or bytes nobody asked for: not reusable.
+      if (entry.gone) return;
+      this.#remove(key, entry);
+      leg.close();
+    });
+    this.#startSweeper();
+  }
+
+  /** Closes every idle leg; later gives close theirs. Safe to call again. */
+  close(): void {
+    this.#closed = true;
+    if (this.#sweeper !== undefined) {
+      clearInterval(this.#sweeper);
+      this.#sweeper = undefined;
+    }
+    for (const entries of this.#idle.values()) {
+      for (const entry of entries) {
+        entry.gone = true;
+        entry.leg.close();
+      }
+    }
+    this.#idle.clear();
+  }
+
+  #remove(key: string, entry: IdleEntry): void {
+    entry.gone = true;
+    const entries = this.#idle.get(key);
+    if (!entries) return;
+    const index = entries.indexOf(entry);
+    if (index >= 0) entries.splice(index, 1);
+    if (entries.length === 0) this.#idle.delete(key);
+  }
+
+  #startSweeper(): void {
+    if (this.#sweeper !== undefined || this.#closed) return;
+    this.#sweeper = setInterval(() => this.#sweep(), SWEEP_INTERVAL_MS);
+    Deno.unrefTimer(this.#sweeper);
+  }
+
+  #sweep(): void {
+    const now = Date.now();
+    for (const [key, entries] of [...this.#idle]) {
+      for (const entry of [...entries]) {
+        if (now - entry.sinceMs >= this.#idleMs) {
+          this.#remove(key, entry);
+          entry.leg.close();
+        }
+      }
+    }
+    if (this.#idle.size === 0 && this.#sweeper !== undefined) {
+      clearInterval(this.#sweeper);
+      this.#sweeper = undefined;
+    }
+  }
+}

@@ -1,0 +1,396 @@
+/**
+ * Builds the routing core the socket layer runs on: the router (gateway/core/router.ts), the
+ * destination guard (gateway/core/guard.ts) and the feed follower (gateway/feed/follower.ts)
+ * over one Redis client. The gateway reads only Redis (OCTOPROX_REDIS_URL, its prefix) and the
+ * internal secret the feed keys derive from; never Postgres.
+ *
+ * `buildIsolateCore` is what every isolate serving the process builds for itself (the main one
+ * and each worker of gateway/net/process/isolates.ts): whatever a router, guard or hooks need per isolate
+ * (a Redis client for sticky bindings, say) belongs there. The feed follower runs once per
+ * process, in the main isolate, which hands each applied feed to the others (`shareWith`).
+ */
+import { Redis } from "ioredis";
+import { deriveFeedKeys, verifyPassword } from "../../../shared/feed/codec.ts";
+import type { FeedSections } from "../../../shared/feed/models.ts";
+import { redisKeys } from "../../../shared/redis-keys.ts";
+import type { GatewaySettings } from "../../../shared/settings.ts";
+import type { DestinationGuard } from "../../core/contract.ts";
+import type { Dispatch } from "../../core/dispatch.ts";
+import { type SectionsDelta, sectionsDelta } from "../../core/feed-share.ts";
+import { createDestinationGuard } from "../../core/guard.ts";
+import { CoreRouter } from "../../core/router.ts";
+import { FeedFollower, type FeedLogger } from "../../feed/follower.ts";
+import type { GatewayIsolateSnapshot } from "../../../shared/gateway-snapshot.ts";
+import { withdrawInstanceKeys, writeInstanceKeys } from "../../../shared/instance-registry.ts";
+import { LoopLagTimer } from "../../../shared/loop-lag.ts";
+import { FailureLog } from "../../metering/failure-log.ts";
+import { loadMeteringScript, loadRateWindowScript } from "../../metering/lua.ts";
+import { randomSuffix, RequestMetering } from "../../metering/metering.ts";
+import { RateLimiter } from "../../metering/rate-limiter.ts";
+import { RedisStickyStore } from "../../sticky/redis-store.ts";
+import type { RoutingCore } from "./gateway.ts";
+import type { AdmissionStep } from "../session/admission.ts";
+import type { TransferHooks } from "../session/hooks.ts";
+import type { Logger } from "./log.ts";
+import { withDeadline } from "../../sticky/deadline.ts";
+import { helpLine } from "./metric-help.ts";
+import { gaugeSample, type MetricSample, renderSamples } from "./metrics.ts";
+
+/** Every address a name resolves to (A and AAAA), for the guard; none when it does not. */
+async function resolveAddresses(host: string): Promise<string[]> {
+  const [v4, v6] = await Promise.allSettled([
+    Deno.resolveDns(host, "A"),
+    Deno.resolveDns(host, "AAAA"),
+  ]);
+  return [
+    ...(v4.status === "fulfilled" ? v4.value : []),
+    ...(v6.status === "fulfilled" ? v6.value : []),
+  ];
+}
+
+/** The follower logs pino-style, `(fields, message)`. */
+function feedLogger(logger: Logger): FeedLogger {
+  return {
+    info: (fields, message) => logger.info(message, fields),
+    warn: (fields, message) => logger.warn(message, fields),
+    error: (fields, message) => logger.error(message, fields),
+  };
+}
+
+function connectRedis(settings: GatewaySettings, name: string): Redis {
+  const redis = new Redis(settings.redisUrl, {
+    connectionName: name,
+    // Commands wait for a connection at most one reconnect; the follower retries with back-off.
+    maxRetriesPerRequest: 1,
+    connectTimeout: 5_000,
+    retryStrategy: (times) => Math.min(100 * times, 1_000),
+    lazyConnect: false,
+  });
+  // Errors surface on the commands; an unheard 'error' event must not end the process.
+  redis.on("error", () => {});
+  return redis;
+}
+
+/** What one isolate serves with. */
+export interface IsolateCore {
+  router: CoreRouter;
+  guard: DestinationGuard;
+  /**
+   * Admission steps of the core's own (who may use the gateway from where, project limits),
+   * which every listener runs between the credentials and the destination guard, in this order
+   * (gateway/net/session/admission-steps.ts). None yet.
+   */
+  admissionSteps?: readonly AdmissionStep[];
+  hooks?: TransferHooks;
+  /** This isolate's request metering (its own batch writer), also its hooks. */
+  metering: RequestMetering;
+  /** Counts requests through rate-limited connectors into their proxies' windows. */
+  rateLimiter: RateLimiter;
+  /** Keeps examples of this isolate's failed requests (its own writer of them). */
+  failureLog: FailureLog;
+  /** This isolate's event loop lag. */
+  loopLag: LoopLagTimer;
+  /** This isolate's metering and rate-limiter series, summed with the others' for /metrics. */
+  samples(): MetricSample[];
+  /** This isolate's part of the heartbeat snapshot (its connections are the caller's). */
+  state(): Omit<GatewayIsolateSnapshot, "connections_open" | "tunnels_open">;
+  /** Stops what the core runs and holds (the router's held tasks, its own Redis client). */
+  stop(): Promise<void>;
+}
+
+export interface IsolateCoreOptions {
+  /** The counts to route on: a worker's follows the main isolate's (dispatch.ts `follow`). */
+  dispatch?: Dispatch;
+  /** A Redis client to use (the main isolate's, shared with the follower); else its own. */
+  redis?: Redis;
+  /** Tells the isolates of one process apart in Redis client names (0 is the main one). */
+  isolate?: number;
+  /** Hands a quarantine this isolate's rate limiter tripped to the process's other isolates. */
+  shareTrip?: (proxyId: string, untilMs: number) => void;
+}
+
+/** The router, guard and hooks of one isolate (the main one, or a worker). */
+export async function buildIsolateCore(
+  settings: GatewaySettings,
+  logger: Logger,
+  instance: string,
+  options: IsolateCoreOptions = {},
+): Promise<IsolateCore> {
+  const feedKeys = await deriveFeedKeys(settings.internalSecret);
+  const ownRedis = options.redis === undefined;
+  const redis = options.redis ??
+    connectRedis(settings, `octoprox-gateway:${instance}:${options.isolate ?? 0}`);
+  const keys = redisKeys(settings.redisPrefix);
+  const router = new CoreRouter({
+    verifyPassword: (password, digest) => verifyPassword(feedKeys, password, digest),
+    log: { warn: (message, fields) => logger.warn(message, fields) },
+    ...(options.dispatch !== undefined ? { dispatch: options.dispatch } : {}),
+    // Sticky bindings in Redis, read under the request deadline and written by held tasks.
+    sticky: {
+      store: new RedisStickyStore(redis, keys),
+      requestTimeoutMs: settings.redisRequestTimeoutMs,
+    },
+  });
+  const guard = createDestinationGuard({
+    allowCidrs: settings.destinationAllowCidrs,
+    resolve: resolveAddresses,
+  });
+  const isolate = options.isolate ?? 0;
+  const writer = `${instance}:${isolate}`;
+  // Each finished request through a rate-limited connector goes to its proxy's window in Redis
+  // (a held write, never awaited by the request); a trip excludes the proxy here at once.
+  const rateLimiter = new RateLimiter({
+    redis,
+    keys,
+    script: await loadRateWindowScript(),
+    writer: `${writer}:${randomSuffix()}`,
+    requestTimeoutMs: settings.redisRequestTimeoutMs,
+    tripped: (proxyId, untilMs) => {
+      router.quarantineLocally(proxyId, untilMs);
+      options.shareTrip?.(proxyId, untilMs);
+      logger.info("Rate limit reached: proxy quarantined", { proxy: proxyId, untilMs });
+    },
+    logger,
+  });
+  // Examples of failed requests, a few per project and kind every 5 s, by a held write.
+  const failureLog = new FailureLog({
+    redis,
+    keys,
+    writeTimeoutMs: settings.redisRequestTimeoutMs,
+    logger,
+  });
+  // Counts in memory per proxy, project, connector and host; one round trip every 5 s. Each
+  // isolate is a writer of its own, so its batches are applied once whatever the others do.
+  const metering = new RequestMetering({
+    redis,
+    keys,
+    script: await loadMeteringScript(),
+    instance: writer,
+    logger,
+    rateLimiter,
+    // A running transfer through a connector blocked with the interrupt action stops at its
+    // next report (the snapshot in force says so).
+    interrupts: (connectorId, projectId) => router.interrupts(connectorId, projectId),
+    trafficLimits: {
+      connector: (connectorId) => router.trafficLimited(connectorId),
+      project: (projectId) => router.quotaLimited(projectId),
+    },
+    failureLog,
+  });
+  // Every isolate has an event loop of its own, so each measures its own lag.
+  const loopLag = new LoopLagTimer({
+    lagging: (lateMs, meanMs) =>
+      logger.warn("Event loop lagging", { isolate, late_ms: lateMs, mean_ms: meanMs }),
+  });
+  metering.start();
+  failureLog.start();
+  loopLag.start();
+  const lagLabel = `isolate="${isolate}"`;
+  return {
+    router,
+    guard,
+    hooks: metering,
+    metering,
+    rateLimiter,
+    failureLog,
+    loopLag,
+    samples: () => {
+      const lag = loopLag.snapshot();
+      return [
+        ...metering.samples(),
+        ...rateLimiter.samples(),
+        // Every isolate holds the process's trips: the largest copy says how many there are.
+        gaugeSample("octoprox_gateway_local_quarantines", router.localQuarantineCount, "max"),
+        ...failureLog.samples(),
+        gaugeSample(
+          "octoprox_gateway_loop_lag_worst_seconds",
+          lag.worst_ms / 1000,
+          "max",
+          lagLabel,
+        ),
+        gaugeSample("octoprox_gateway_loop_lag_mean_seconds", lag.mean_ms / 1000, "max", lagLabel),
+      ];
+    },
+    state: () => {
+      const m = metering.stats();
+      const f = failureLog.stats();
+      return {
+        isolate,
+        loop_lag: loopLag.snapshot(),
+        metering: {
+          sends: m.sends,
+          failures: m.failures,
+          consecutive_failures: m.consecutiveFailures,
+          last_error: m.lastError,
+          owed_parts: m.owedParts,
+          pending_rows: m.pendingRows,
+          meters_open: m.metersOpen,
+        },
+        failure_log: {
+          sends: f.writes,
+          failures: f.writeFailures,
+          consecutive_failures: f.consecutiveFailures,
+          last_error: f.lastError,
+          recorded: f.recorded,
+          examples_written: f.examplesWritten,
+          examples_capped: f.examplesCapped,
+          examples_dropped: f.examplesDropped,
+          pending_examples: f.pendingExamples,
+        },
+      };
+    },
+    async stop() {
+      loopLag.stop();
+      try {
+        // Sticky binding writes still under way, each bounded by the request deadline.
+        await router.drain();
+        // The listeners closed first, so every meter has finished: the windows they counted
+        // into are written, then metering sends what is owed, then the failure log its examples.
+        await rateLimiter.close();
+        await metering.close();
+        await failureLog.close();
+      } finally {
+        if (ownRedis) redis.disconnect();
+      }
+    },
+  };
+}
+
+/** The main isolate's core: its own isolate core plus the feed follower, once per process. */
+export interface WiredCore extends RoutingCore {
+  readonly router: CoreRouter;
+  /**
+   * Hands every feed applied from now on (as its delta) to `receiver`, before the first one
+   * binds the listeners: the process's other isolates build their snapshots from it.
+   */
+  shareWith(receiver: (delta: SectionsDelta) => void): void;
+  /** Hands every quarantine the main isolate's rate limiter trips to `receiver` (the workers). */
+  shareTripsWith(receiver: (proxyId: string, untilMs: number) => void): void;
+}
+
+export async function buildRoutingCore(
+  settings: GatewaySettings,
+  logger: Logger,
+  instance: string,
+): Promise<WiredCore> {
+  const feedKeys = await deriveFeedKeys(settings.internalSecret);
+  const redis = connectRedis(settings, `octoprox-gateway:${instance}`);
+  const keys = redisKeys(settings.redisPrefix);
+  let shareTrip: ((proxyId: string, untilMs: number) => void) | undefined;
+  const isolate = await buildIsolateCore(settings, logger, instance, {
+    redis,
+    shareTrip: (proxyId, untilMs) => shareTrip?.(proxyId, untilMs),
+  });
+  const { router, guard, admissionSteps } = isolate;
+  let share: ((delta: SectionsDelta) => void) | undefined;
+  /** The sections the other isolates have: each delta is taken against them. */
+  let shared: FeedSections | undefined;
+
+  let markApplied: () => void = () => {};
+  const firstApplied = new Promise<void>((resolve) => {
+    markApplied = resolve;
+  });
+  const follower = new FeedFollower({
+    redis,
+    keys,
+    feedKeys,
+    logger: feedLogger(logger),
+    apply: (update) => {
+      const started = performance.now();
+      const snapshot = router.apply(update.sections);
+      if (share !== undefined) {
+        try {
+          share(sectionsDelta(shared, snapshot));
+          shared = snapshot.sections;
+        } catch (error) {
+          // The other isolates keep their last feed; the next delta is taken against it.
+          logger.error("Handing the feed to the other isolates failed", { error });
+        }
+      }
+      logger.info(update.first ? "First feed applied" : "Feed applied", {
+        digest: update.digest.slice(0, 16),
+        changed: update.changed.size,
+        applyMs: Math.round((performance.now() - started) * 100) / 100,
+        projects: snapshot.projectsById.size,
+      });
+      markApplied();
+    },
+  });
+
+  const deadlineMs = settings.redisRequestTimeoutMs;
+  return {
+    router,
+    guard,
+    admissionSteps,
+    hooks: isolate.hooks,
+    firstApplied,
+    instances: {
+      write: (registration, snapshotJson) =>
+        withDeadline(
+          "heartbeat write",
+          deadlineMs,
+          () => writeInstanceKeys(redis, keys, instance, registration, snapshotJson),
+        ),
+      withdraw: () =>
+        withDeadline(
+          "heartbeat withdrawal",
+          deadlineMs,
+          () => withdrawInstanceKeys(redis, keys, instance),
+        ),
+    },
+    feedState() {
+      const stats = follower.stats();
+      const appliedMs = stats.applied_at === null ? null : Date.parse(stats.applied_at);
+      return {
+        applied_digest: stats.applied_digest,
+        applied_at: stats.applied_at,
+        compiled_at: stats.compiled_at,
+        apply_age_ms: appliedMs === null ? null : Math.max(0, Date.now() - appliedMs),
+        applies: stats.applies,
+        failures: stats.failures,
+        consecutive_failures: stats.consecutive_failures,
+        last_error: stats.last_error,
+        holding: stats.holding,
+      };
+    },
+    isolateState: () => isolate.state(),
+    shareWith(receiver) {
+      share = receiver;
+    },
+    shareTripsWith(receiver) {
+      shareTrip = receiver;
+    },
+    start: () => follower.start(),
+    async stop() {
+      try {
+        await follower.stop();
+        await isolate.stop();
+      } finally {
+        redis.disconnect();
+      }
+    },
+    metrics(others = []) {
+      const stats = follower.stats();
+      const lines: string[] = [];
+      const metric = (name: string, type: string, value: number) => {
+        const help = helpLine(name);
+        if (help !== undefined) lines.push(help);
+        lines.push(`# TYPE ${name} ${type}`, `${name} ${value}`);
+      };
+      metric("octoprox_gateway_feed_applies_total", "counter", stats.applies);
+      metric("octoprox_gateway_feed_failures_total", "counter", stats.failures);
+      metric("octoprox_gateway_feed_consecutive_failures", "gauge", stats.consecutive_failures);
+      // Only once a feed is applied: before, there is no age to tell (octoprox_gateway_ready).
+      if (stats.applied_at !== null && stats.compiled_at !== null) {
+        const ageMs = Math.max(0, Date.now() - Date.parse(stats.applied_at));
+        metric("octoprox_gateway_feed_applied_age_seconds", "gauge", ageMs / 1000);
+        metric(
+          "octoprox_gateway_feed_compiled_timestamp_seconds",
+          "gauge",
+          Date.parse(stats.compiled_at) / 1000,
+        );
+      }
+      return `${lines.join("\n")}\n` + renderSamples([isolate.samples(), ...others]);
+    },
+  };
+}

@@ -1,0 +1,65 @@
+/**
+ * The admission steps, and the one list of them every listener runs, in order: who the client
+ * is (its credentials), the routing core's own steps, then where it may go (the destination
+ * guard). A new step is written against admission.ts. One that needs the core's state (the
+ * snapshot's projects, shared counts) is built with the core (process/wiring.ts
+ * `buildIsolateCore`, in every isolate) and listed in its `admissionSteps`, in this order:
+ * checks of the client's address (which projects may be used from where), then project limits
+ * (rates, concurrent connections, quotas), so that a request refused for where it comes from
+ * counts against nothing, and one refused for a limit never resolves a name.
+ */
+import type { AuthResult, DestinationGuard, Refusal, Router } from "../../core/contract.ts";
+import type { MaybePromise } from "../../core/contract.ts";
+import {
+  type AdmissionRequest,
+  AdmissionStage,
+  type AdmissionStep,
+  type AdmissionVerdict,
+} from "./admission.ts";
+
+function authenticated(request: AdmissionRequest, auth: AuthResult): Refusal | undefined {
+  if (!auth.ok) return auth.refusal;
+  request.client = auth.client;
+  return undefined;
+}
+
+/**
+ * The client's credentials (the Proxy-Authorization value offered) and its username options,
+ * as the router reads them: sets `request.client`, or refuses with 407 (or 400 for an option
+ * written wrong).
+ */
+export function credentialsStep(router: Pick<Router, "authenticate">): AdmissionStep {
+  return {
+    name: "credentials",
+    stage: AdmissionStage.client,
+    admit(request: AdmissionRequest): MaybePromise<AdmissionVerdict> {
+      const auth = router.authenticate(request.credentials);
+      return auth instanceof Promise
+        ? auth.then((settled) => authenticated(request, settled))
+        : authenticated(request, auth);
+    },
+  };
+}
+
+/** The destination guard: private, loopback and metadata addresses are refused with 403. */
+export function destinationStep(guard: DestinationGuard): AdmissionStep {
+  return {
+    name: "destination",
+    stage: AdmissionStage.request,
+    admit(request: AdmissionRequest): MaybePromise<AdmissionVerdict> {
+      return guard.check(request.target!);
+    },
+  };
+}
+
+export interface AdmissionParts {
+  router: Pick<Router, "authenticate">;
+  guard: DestinationGuard;
+  /** The core's own steps, in their order (client address checks, then project limits). */
+  core?: readonly AdmissionStep[];
+}
+
+/** The steps every listener runs, in the order they run. */
+export function admissionSteps(parts: AdmissionParts): AdmissionStep[] {
+  return [credentialsStep(parts.router), ...(parts.core ?? []), destinationStep(parts.guard)];
+}

@@ -1,0 +1,171 @@
+/**
+ * The one retry loop of the request path, for forwarded requests, CONNECT and SOCKS5 tunnels:
+ * acquire an upstream (never one this request tried), run one attempt through it, and after a
+ * failed attempt that leaves the request answerable and unspent, go on to another proxy, at
+ * most `attempts` distinct ones in all (gateway/net/session/limits.ts `attemptsFor`; seed 001
+ * section 7.2). The attempt itself is the caller's: a forwarded exchange (http/exchange.ts) or
+ * a tunnel's dial (tunnel/tunnel.ts); it releases its allocation when it fails, and says what
+ * may follow.
+ *
+ * Each attempt that failed before a transfer began is told to metering's `attemptFailed` once
+ * the request ended, with what the client was finally answered: the status it got from the
+ * upstream, the gateway's own answer of the last failure, or nothing when it had gone. A
+ * request served by its first attempt builds nothing for any of this.
+ */
+import {
+  type Allocation,
+  type Client,
+  FailurePhase,
+  isRefusal,
+  NOTHING_TRIED,
+  type Refusal,
+  type Target,
+} from "../../core/contract.ts";
+import type { TunnelSession } from "./contract.ts";
+import type { Failure } from "./failures.ts";
+import { type FailedAttempt, type FailureNote, safely, type TransferHooks } from "./hooks.ts";
+
+/** What follows a failed attempt. */
+export const AfterFailure = {
+  /** Another proxy may take the request (if any is left; else as `answer`). */
+  retry: "retry",
+  /** No other attempt: the client gets the failure's answer. */
+  answer: "answer",
+  /** The request is over: the client had its answer (or went away); nothing more to send. */
+  end: "end",
+} as const;
+export type AfterFailure = (typeof AfterFailure)[keyof typeof AfterFailure];
+
+/** An attempt that served the request: the value is the caller's (keep-alive, a tunnel). */
+export interface AttemptServed<T> {
+  kind: "served";
+  value: T;
+  /** The status the client got: the failed attempts before are told it. */
+  status: number;
+}
+
+export interface AttemptFailed {
+  kind: "failed";
+  failure: Failure;
+  error: unknown;
+  /** The failure as the failure log keeps it (its answer filled in once the request ends). */
+  note: FailureNote;
+  /** The transfer began (the upstream answered): its own meter told of the failure. */
+  began: boolean;
+  /** The upstream's status the client got once the transfer began (else 0). */
+  status: number;
+  /** From the attempt's start to its failure. */
+  elapsedMs: number;
+  then: AfterFailure;
+}
+
+export type AttemptOutcome<T> = AttemptServed<T> | AttemptFailed;
+
+/** What every attempt plan carries: whom for, where to, how many proxies at most. */
+export interface AttemptPlan {
+  client: Client;
+  target: Target;
+  /** Distinct proxies the request may be tried on (1: no retry). */
+  attempts: number;
+  /** How the log names a failed attempt: `Forward`, `CONNECT`. */
+  label: string;
+}
+
+/** One attempt through the allocated upstream; releases the allocation whenever it fails. */
+export type Attempt<S extends TunnelSession, P extends AttemptPlan, T> = (
+  session: S,
+  plan: P,
+  allocation: Allocation,
+) => Promise<AttemptOutcome<T>>;
+
+/** How the request's attempts ended. */
+export type Tried<T> =
+  | AttemptServed<T>
+  /** Every attempt failed and the client may be answered: the last failure is the answer. */
+  | AttemptFailed
+  /** The router refused the first acquire (a later refusal answers the last failure). */
+  | { kind: "refused"; refusal: Refusal }
+  /** Nothing more to answer (see AfterFailure.end). */
+  | { kind: "ended" };
+
+const ENDED: { kind: "ended" } = Object.freeze({ kind: "ended" });
+
+/** The answer recorded for a request that ended with nothing more to tell its client. */
+export const NOTHING_ANSWERED = Object.freeze({ status: 0, proxyStatus: "" });
+
+/** Runs the plan's attempts until one serves the request or none may follow. */
+export async function tryUpstreams<S extends TunnelSession, P extends AttemptPlan, T>(
+  session: S,
+  plan: P,
+  attempt: Attempt<S, P, T>,
+): Promise<Tried<T>> {
+  const ctx = session.ctx;
+  const attempts = plan.attempts;
+  // Built only for a second attempt: most requests are served by their first.
+  let exclude: Set<string> | undefined;
+  let last: AttemptFailed | undefined;
+  // The attempts that failed before a transfer began (built on failure only).
+  let failed: FailedAttempt[] | undefined;
+  for (let index = 0; index < attempts; index++) {
+    let acquired = ctx.router.acquire(plan.client, plan.target, exclude ?? NOTHING_TRIED);
+    if (acquired instanceof Promise) acquired = await acquired;
+    if (isRefusal(acquired)) {
+      if (last !== undefined) break;
+      return { kind: "refused", refusal: acquired };
+    }
+    if (index + 1 < attempts) (exclude ??= new Set()).add(acquired.upstream.proxyId);
+    if (index > 0) ctx.metrics.retries++;
+    const outcome = await attempt(session, plan, acquired);
+    if (outcome.kind === "served") {
+      if (failed !== undefined) {
+        reportFailedAttempts(ctx.hooks, failed, { status: outcome.status, proxyStatus: "" });
+      }
+      return outcome;
+    }
+    last = outcome;
+    const failure = outcome.failure;
+    if (failure.phase !== FailurePhase.client) ctx.metrics.upstreamFailure(failure.phase);
+    // The message, not the error: it is scrubbed of the proxy's credentials and URL queries.
+    const fields = { kind: outcome.note.kind, phase: failure.phase, failure: outcome.note.message };
+    if (failure.internal) ctx.logger.error(`${plan.label} attempt failed`, fields);
+    else ctx.logger.debug(`${plan.label} attempt failed`, fields);
+    if (!outcome.began) {
+      (failed ??= []).push({
+        client: plan.client,
+        target: plan.target,
+        upstream: acquired.upstream,
+        elapsedMs: outcome.elapsedMs,
+        note: outcome.note,
+      });
+    }
+    if (outcome.then === AfterFailure.end) {
+      // A transfer that began told its own meter; the client got the upstream's answer.
+      reportFailedAttempts(
+        ctx.hooks,
+        failed,
+        outcome.began ? { status: outcome.status, proxyStatus: "" } : NOTHING_ANSWERED,
+      );
+      return ENDED;
+    }
+    if (outcome.then === AfterFailure.answer) break;
+  }
+  reportFailedAttempts(ctx.hooks, failed, last!.failure.answer);
+  return last!;
+}
+
+/**
+ * Tells the hooks of a request's failed attempts, once its final answer is known: each note
+ * gets that answer. Nothing to do (and nothing allocated) for a request without any.
+ */
+function reportFailedAttempts(
+  hooks: TransferHooks | undefined,
+  attempts: readonly FailedAttempt[] | undefined,
+  answered: { status: number; proxyStatus: string },
+): void {
+  if (attempts === undefined || hooks?.attemptFailed === undefined) return;
+  for (const attempt of attempts) {
+    attempt.note.clientStatus = answered.status;
+    attempt.note.proxyStatus = answered.proxyStatus;
+    safely(() => hooks.attemptFailed!(attempt));
+  }
+}

@@ -1,0 +1,283 @@
+/**
+ * One client connection of the HTTP listener: reads request heads one after another
+ * (keep-alive), answers what it must refuse itself, and hands each request to the forwarder
+ * (http/forward.ts) or the CONNECT handler (tunnel/connect.ts). They see it through the session
+ * contract (contract.ts): they ask it to run admission (`admit`) and to answer; what the
+ * admission steps hold is released once the handler returned. Nothing here throws out of
+ * `run`: a malformed request gets 400 and a close, never a stack trace.
+ */
+import { EMPTY_BYTES } from "../../../shared/proxy-protocol/bytes.ts";
+import type { Client, MaybePromise, Refusal, Target } from "../../core/contract.ts";
+import { type Answer, encodeAnswer } from "../http/answers.ts";
+import { handleForward } from "../http/forward.ts";
+import {
+  HeadError,
+  headerValue,
+  type HeadReader,
+  type RequestHead,
+  requestHeadReader,
+} from "../http/parse.ts";
+import { Leg, tuneTcp } from "../io/leg.ts";
+import { RequestKind, RequestOutcome } from "../process/metrics.ts";
+import { handleConnect } from "../tunnel/connect.ts";
+import { AdmissionStage } from "./admission.ts";
+import { AdmissionTicket } from "./admission-pipeline.ts";
+import type { AnswerOptions, HttpSession, NetContext } from "./contract.ts";
+import { safely } from "./hooks.ts";
+
+/** Room for the heads a forwarded exchange sends, with the first body bytes after them. */
+const SCRATCH_BYTES = 4096;
+
+export class ClientSession implements HttpSession {
+  readonly ctx: NetContext;
+  readonly client: Leg;
+  readonly #abort = new AbortController();
+  readonly openedMs = Date.now();
+  readonly #headBuffer: Uint8Array;
+  readonly #reader: HeadReader<RequestHead>;
+  /** Bytes read from the client and not used yet (a view; see `takePending`). */
+  #pending: Uint8Array = EMPTY_BYTES;
+  #upstream: Leg | undefined;
+  #headStartedMs = 0;
+  /** Idle checks apply (reading a head or a body); off while a deadline of its own runs. */
+  idleWatch = true;
+  #idleFired = false;
+  #scratch: Uint8Array | undefined;
+  /** The request under way's admission: reused by each request, released once it ended. */
+  readonly #admission: AdmissionTicket;
+
+  constructor(conn: Deno.Conn, ctx: NetContext) {
+    tuneTcp(conn);
+    this.client = new Leg(conn);
+    this.ctx = ctx;
+    this.#headBuffer = ctx.small.take();
+    this.#reader = requestHeadReader(ctx.limits.maxHeaderBytes);
+    this.#admission = new AdmissionTicket(conn.remoteAddr as Deno.NetAddr);
+  }
+
+  /** Aborted when the session is cancelled (the gateway stopping). */
+  get signal(): AbortSignal {
+    return this.#abort.signal;
+  }
+
+  /** The idle check closed the session. */
+  get idleFired(): boolean {
+    return this.#idleFired;
+  }
+
+  async run(): Promise<void> {
+    try {
+      await this.#serve();
+    } catch (error) {
+      // Handlers catch their own failures; this is a bug's last stop, not a client's doing.
+      this.ctx.logger.error("Client session failed", { error });
+    } finally {
+      this.#admission.release();
+      this.#upstream?.close();
+      this.client.close();
+      // Every read into it was awaited by #serve; pending bytes in it are dropped with the session.
+      this.#pending = EMPTY_BYTES;
+      this.ctx.small.give(this.#headBuffer);
+    }
+  }
+
+  /** Ends the session at once: pending reads and writes are aborted. Safe to call again. */
+  cancel(): void {
+    this.#abort.abort();
+    this.#upstream?.close();
+    this.client.close();
+  }
+
+  /** Closes an idle session: no read or write finished for `idleMs`, or a head dragging on. */
+  checkIdle(nowMs: number, idleMs: number): void {
+    if (!this.idleWatch || this.client.closed) return;
+    const upstream = this.#upstream;
+    const last = upstream && upstream.lastActivityMs > this.client.lastActivityMs
+      ? upstream.lastActivityMs
+      : this.client.lastActivityMs;
+    const slowHead = this.#headStartedMs > 0 && nowMs - this.#headStartedMs > idleMs;
+    if (nowMs - last > idleMs || slowHead) {
+      this.#idleFired = true;
+      this.ctx.logger.debug("Idle client connection closed", { slowHead });
+      this.#upstream?.close();
+      this.client.close();
+    }
+  }
+
+  keepAlive(): void {
+    this.client.keepAlive();
+    this.#upstream?.keepAlive();
+  }
+
+  /** The upstream leg of the exchange under way, so cancel and idle checks reach it. */
+  attach(leg: Leg | undefined): void {
+    this.#upstream = leg;
+  }
+
+  /** Takes the unread client bytes (a view of a buffer no read will touch until it is used). */
+  takePending(): Uint8Array {
+    const pending = this.#pending;
+    this.#pending = EMPTY_BYTES;
+    return pending;
+  }
+
+  /** Puts back client bytes past what an exchange used (a pipelined request's). */
+  setPending(bytes: Uint8Array): void {
+    this.#pending = bytes;
+  }
+
+  async #serve(): Promise<void> {
+    for (;;) {
+      this.idleWatch = true;
+      let head: RequestHead | null;
+      try {
+        head = await this.#readHead();
+      } catch (error) {
+        if (error instanceof HeadError) {
+          await this.answer(
+            { status: error.status, proxyStatus: "http_request_error", reason: error.message },
+            { keepAlive: false, kind: RequestKind.http },
+          );
+        }
+        return;
+      }
+      if (head === null) return;
+      this.idleWatch = false;
+      const startedMs = performance.now();
+      const connect = head.method === "CONNECT";
+      let keep: boolean;
+      try {
+        keep = connect ? await handleConnect(this, head) : await handleForward(this, head);
+      } finally {
+        // The request (or its tunnel) ended: what admission's steps hold goes back.
+        this.#admission.release();
+      }
+      this.ctx.metrics.requestDuration(
+        connect ? RequestKind.connect : RequestKind.http,
+        performance.now() - startedMs,
+      );
+      if (!keep || this.client.closed) return;
+    }
+  }
+
+  /** The next request head; null when the client closed (or failed) between requests. */
+  async #readHead(): Promise<RequestHead | null> {
+    for (;;) {
+      if (this.#pending.length > 0) {
+        const chunk = this.#pending;
+        this.#pending = EMPTY_BYTES;
+        const parsed = this.#reader.push(chunk);
+        if (parsed) {
+          this.#headStartedMs = 0;
+          this.#pending = chunk.subarray(parsed.consumed);
+          return parsed.head;
+        }
+      }
+      if (this.#reader.started && this.#headStartedMs === 0) this.#headStartedMs = Date.now();
+      let count: number | null;
+      try {
+        count = await this.client.read(this.#headBuffer);
+      } catch {
+        return null;
+      }
+      if (count === null) return null;
+      this.#pending = this.#headBuffer.subarray(0, count);
+    }
+  }
+
+  /**
+   * Runs admission on the request (every step, the target being known); on refusal answers it
+   * (keeping the connection when `keepAlive`) and gives undefined. Answers at once when every
+   * step does (the usual case).
+   */
+  admit(
+    head: RequestHead,
+    kind: RequestKind,
+    keepAlive: boolean,
+    target: Target,
+  ): MaybePromise<Client | undefined> {
+    const ticket = this.#admission;
+    ticket.begin(kind, headerValue(head, "proxy-authorization"), target, head.headers);
+    let refused: MaybePromise<Refusal | undefined>;
+    try {
+      refused = this.ctx.admission.run(ticket, AdmissionStage.request);
+    } catch (error) {
+      return this.#admissionFailed(error, head.method, kind);
+    }
+    if (refused instanceof Promise) {
+      return refused.then(
+        (refusal) => this.#admitted(refusal, head.method, kind, keepAlive),
+        (error) => this.#admissionFailed(error, head.method, kind),
+      );
+    }
+    return this.#admitted(refused, head.method, kind, keepAlive);
+  }
+
+  #admitted(
+    refusal: Refusal | undefined,
+    method: string,
+    kind: RequestKind,
+    keepAlive: boolean,
+  ): MaybePromise<Client | undefined> {
+    const ticket = this.#admission;
+    if (refusal === undefined) return ticket.client;
+    return this.refuse(refusal, { keepAlive, kind, method }, ticket.client, ticket.target)
+      .then(() => undefined);
+  }
+
+  async #admissionFailed(error: unknown, method: string, kind: RequestKind): Promise<undefined> {
+    const step = this.ctx.admission.failedStep(this.#admission);
+    this.ctx.logger.error("Admission failed with an error", { step, error });
+    await this.answer(
+      { status: 500, proxyStatus: "proxy_internal_error", reason: "Gateway error" },
+      { keepAlive: false, kind, method },
+    );
+    return undefined;
+  }
+
+  get strippedHeaders(): ReadonlySet<string> | undefined {
+    return this.#admission.strippedHeaders;
+  }
+
+  /** Answers a refusal of the routing core (and tells metering). */
+  async refuse(
+    refusal: Refusal,
+    options: AnswerOptions,
+    client: Client | undefined,
+    target: Target | undefined,
+  ): Promise<void> {
+    const hooks = this.ctx.hooks;
+    if (hooks?.rejected) safely(() => hooks.rejected!(refusal, client, target, options.kind));
+    await this.answer(refusal, options);
+  }
+
+  /**
+   * Sends one of our own answers. Without keep-alive the connection then closes, lingering
+   * so the answer is read before any reset.
+   */
+  async answer(answer: Answer, options: AnswerOptions): Promise<void> {
+    const outcome = options.outcome ??
+      (answer.status >= 500 ? RequestOutcome.failed : RequestOutcome.refused);
+    this.ctx.metrics.request(options.kind, outcome, answer.status);
+    const keepAlive = options.keepAlive && !this.client.closed;
+    try {
+      await this.client.write(encodeAnswer(answer, { keepAlive, method: options.method }));
+    } catch {
+      this.client.close();
+      return;
+    }
+    if (!keepAlive) {
+      // Whatever was unread is dropped with the connection.
+      this.#pending = EMPTY_BYTES;
+      await this.client.lingerClose(this.#headBuffer);
+    }
+  }
+
+  /**
+   * The session's own buffer for the heads an exchange sends (built there rather than in a new
+   * array each time: typed arrays are costly to allocate). One exchange at a time uses it.
+   */
+  get scratch(): Uint8Array {
+    return this.#scratch ??= new Uint8Array(SCRATCH_BYTES);
+  }
+}

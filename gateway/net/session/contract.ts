@@ -1,0 +1,92 @@
+/**
+ * The session contract: what the request handlers (http/forward.ts, tunnel/connect.ts and the
+ * tunnels of tunnel/tunnel.ts) depend on of the client's session, and what every session of a
+ * listener shares. The sessions implement it (client-session.ts for the HTTP listener,
+ * tunnel/socks5-session.ts for the SOCKS5 one) and call the handlers; the handlers know the
+ * sessions only through this file.
+ */
+import type { Client, MaybePromise, Refusal, Router, Target } from "../../core/contract.ts";
+import type { Answer } from "../http/answers.ts";
+import type { RequestHead } from "../http/parse.ts";
+import type { BufferPool } from "../io/buffers.ts";
+import type { Leg } from "../io/leg.ts";
+import type { UpstreamPool } from "../io/upstream-pool.ts";
+import type { Logger } from "../process/log.ts";
+import type { GatewayMetrics, RequestKind, RequestOutcome } from "../process/metrics.ts";
+import type { Admission } from "./admission-pipeline.ts";
+import type { TransferHooks } from "./hooks.ts";
+import type { NetLimits } from "./limits.ts";
+
+/** What every session of a listener shares: the core, admission, limits, counters, buffers. */
+export interface NetContext {
+  /** Acquires the upstream of each attempt (who the client is, admission decided). */
+  router: Router;
+  /** The steps every request passes before any upstream is chosen. */
+  admission: Admission;
+  logger: Logger;
+  metrics: GatewayMetrics;
+  hooks: TransferHooks | undefined;
+  pool: BufferPool;
+  /** Small buffers (SMALL_BUFFER_BYTES): client heads, and tunnels until they move bulk. */
+  small: BufferPool;
+  /** Idle keep-alive connections to HTTP(S) upstream proxies, for forwarded requests. */
+  upstreams: UpstreamPool;
+  limits: NetLimits;
+}
+
+/**
+ * What a tunnel (CONNECT's and SOCKS5's) and the attempts before it need of the session: the
+ * client's leg, the session's end, and a place for the upstream leg so cancelling reaches it.
+ */
+export interface TunnelSession {
+  readonly ctx: NetContext;
+  readonly client: Leg;
+  /** Aborted when the session is cancelled (the gateway stopping). */
+  readonly signal: AbortSignal;
+  /** The client's bytes read past its request (a tunnel's are the target's). */
+  takePending(): Uint8Array;
+  /** The upstream leg under way, so cancel and idle checks reach it. */
+  attach(leg: Leg | undefined): void;
+}
+
+/** How a request's own answer is sent: keep the connection, the kind counted, the method. */
+export interface AnswerOptions {
+  keepAlive: boolean;
+  kind: RequestKind;
+  method?: string;
+  outcome?: RequestOutcome;
+}
+
+/** What the HTTP listener's handlers (forwarding, CONNECT) need of its session. */
+export interface HttpSession extends TunnelSession {
+  /** Idle checks apply (reading a head or a body); off while a deadline of its own runs. */
+  idleWatch: boolean;
+  /** The idle check closed the session. */
+  readonly idleFired: boolean;
+  /** The session's buffer for the heads an exchange sends; one exchange at a time uses it. */
+  readonly scratch: Uint8Array;
+  /** Puts back client bytes past what an exchange used (a pipelined request's). */
+  setPending(bytes: Uint8Array): void;
+  /**
+   * Runs admission on the request; answers a refusal itself (keeping the connection when
+   * `keepAlive`) and gives undefined. Answers at once when every step does. What the steps
+   * hold is released once the handler returned.
+   */
+  admit(
+    head: RequestHead,
+    kind: RequestKind,
+    keepAlive: boolean,
+    target: Target,
+  ): MaybePromise<Client | undefined>;
+  /** Request header fields (lower-case names) admission consumed: they are not forwarded. */
+  readonly strippedHeaders: ReadonlySet<string> | undefined;
+  /** Answers a refusal (and tells metering and the failure log). */
+  refuse(
+    refusal: Refusal,
+    options: AnswerOptions,
+    client: Client | undefined,
+    target: Target | undefined,
+  ): Promise<void>;
+  /** Sends one of the gateway's own answers; without keep-alive the connection then closes. */
+  answer(answer: Answer, options: AnswerOptions): Promise<void>;
+}

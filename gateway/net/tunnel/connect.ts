@@ -1,0 +1,64 @@
+/**
+ * CONNECT tunnels of the HTTP listener: admission (credentials, destination), then the tunnel
+ * (tunnel.ts): dial through an upstream, another proxy while the tunnel is not up, then
+ * `200 Connection established` and the relay until the tunnel ends.
+ */
+import type { Target } from "../../core/contract.ts";
+import { CONNECTION_ESTABLISHED } from "../http/answers.ts";
+import {
+  clientKeepsAlive,
+  HeadError,
+  parseConnectTarget,
+  type RequestHead,
+} from "../http/parse.ts";
+import { RequestKind } from "../process/metrics.ts";
+import type { HttpSession } from "../session/contract.ts";
+import { dialTunnel, runTunnel } from "./tunnel.ts";
+
+/** Handles one CONNECT; resolves whether the client's connection serves another request. */
+export async function handleConnect(session: HttpSession, head: RequestHead): Promise<boolean> {
+  const kind = RequestKind.connect;
+  const method = head.method;
+  let target: Target;
+  try {
+    target = parseConnectTarget(head.target);
+  } catch (error) {
+    const reason = error instanceof HeadError ? error.message : "Bad CONNECT target";
+    await session.answer(
+      { status: 400, proxyStatus: "http_request_error", reason },
+      { keepAlive: false, kind, method },
+    );
+    return false;
+  }
+  // A CONNECT has no body: a refused one leaves the connection usable.
+  const keepAfterRefusal = clientKeepsAlive(head);
+  let client = session.admit(head, kind, keepAfterRefusal, target);
+  if (client instanceof Promise) client = await client;
+  if (client === undefined) return keepAfterRefusal;
+
+  const dial = await dialTunnel(session, client, target, kind);
+  switch (dial.kind) {
+    case "refused":
+      await session.refuse(
+        dial.refusal,
+        { keepAlive: keepAfterRefusal, kind, method },
+        client,
+        target,
+      );
+      return keepAfterRefusal;
+    case "ended":
+      return false;
+    case "failed":
+      await session.answer(dial.failure.answer, { keepAlive: keepAfterRefusal, kind, method });
+      return keepAfterRefusal && !session.client.closed;
+    case "served":
+      await runTunnel(session, {
+        client,
+        target,
+        up: dial.value,
+        established: CONNECTION_ESTABLISHED,
+        kind,
+      });
+      return false;
+  }
+}

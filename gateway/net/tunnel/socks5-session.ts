@@ -1,0 +1,326 @@
+/**
+ * The SOCKS5 listener's connections (OCTOPROX_SOCKS_PORT; the listener itself is
+ * process/listener.ts with `protocol: "socks5"`): RFC 1928 with RFC 1929 username/password, the
+ * only method offered, so every client authenticates. The username and password are the HTTP
+ * ones (options and all): admission gets them as the Basic credentials an HTTP client would
+ * send, and runs its client steps when they arrive, its request steps once the CONNECT request
+ * names the target (session/admission.ts). Then the CONNECT command only; domain names, IPv4
+ * and IPv6 targets go on to the upstream unresolved. The dispatch, the upstream dialing, the
+ * retry before the tunnel is up and the relay are CONNECT's own (tunnel.ts). Refusals and
+ * failures become reply codes (socks5-replies.ts).
+ *
+ * The handshake runs under one deadline (OCTOPROX_CLIENT_IDLE_TIMEOUT, at most 10 s); a tunnel,
+ * like a CONNECT one, is not subject to the idle check. Nothing throws out of `run`.
+ */
+import { base64Encode, EMPTY_BYTES } from "../../../shared/proxy-protocol/bytes.ts";
+import { Socks5Command, Socks5Method, Socks5Reply } from "../../../shared/proxy-protocol/socks5.ts";
+import {
+  encodeSocks5AuthStatus,
+  encodeSocks5MethodSelection,
+  encodeSocks5Reply,
+  offersUserPass,
+  parseSocks5Greeting,
+  parseSocks5Request,
+  parseSocks5UserPass,
+  Socks5ServerError,
+} from "../../../shared/proxy-protocol/socks5-server.ts";
+import type { Client, MaybePromise, Refusal, Target } from "../../core/contract.ts";
+import { Leg, tuneTcp } from "../io/leg.ts";
+import { RequestKind, RequestOutcome } from "../process/metrics.ts";
+import { AdmissionStage } from "../session/admission.ts";
+import { AdmissionTicket } from "../session/admission-pipeline.ts";
+import type { NetContext, TunnelSession } from "../session/contract.ts";
+import { safely } from "../session/hooks.ts";
+import { socksReplyForFailure, socksReplyForRefusal } from "./socks5-replies.ts";
+import { dialTunnel, runTunnel } from "./tunnel.ts";
+
+/** The longest a client may take from its first byte to its CONNECT request. */
+export const SOCKS_HANDSHAKE_TIMEOUT_MS = 10_000;
+// Room for the longest client message (513 bytes) and whatever came after it.
+const HANDSHAKE_BUFFER_BYTES = 1024;
+const COLON = 0x3a;
+const SUCCEEDED = encodeSocks5Reply(Socks5Reply.succeeded);
+
+/** A step failed with an error (a bug, not a refusal): the client hears a general failure. */
+const ADMISSION_ERROR = Symbol("admission error");
+
+interface Parsed {
+  consumed: number;
+}
+
+/** The Basic header value an HTTP client would send for these credentials (raw bytes kept). */
+function basicHeader(username: Uint8Array, password: Uint8Array): string {
+  const joined = new Uint8Array(username.length + 1 + password.length);
+  joined.set(username, 0);
+  joined[username.length] = COLON;
+  joined.set(password, username.length + 1);
+  return `Basic ${base64Encode(joined)}`;
+}
+
+export class Socks5Session implements TunnelSession {
+  readonly ctx: NetContext;
+  readonly client: Leg;
+  readonly openedMs = Date.now();
+  readonly #abort = new AbortController();
+  readonly #buffer = new Uint8Array(HANDSHAKE_BUFFER_BYTES);
+  /** Unparsed client bytes: `#buffer[#start, #end)`. */
+  #start = 0;
+  #end = 0;
+  #upstream: Leg | undefined;
+  /** When the client's greeting arrived: its request's duration is measured from there. */
+  #requestStartedMs: number | undefined;
+  /** The connection's one request's admission, released when the session ends. */
+  readonly #admission: AdmissionTicket;
+
+  constructor(conn: Deno.Conn, ctx: NetContext) {
+    tuneTcp(conn);
+    this.client = new Leg(conn);
+    this.ctx = ctx;
+    this.#admission = new AdmissionTicket(conn.remoteAddr as Deno.NetAddr);
+  }
+
+  get signal(): AbortSignal {
+    return this.#abort.signal;
+  }
+
+  async run(): Promise<void> {
+    try {
+      await this.#serve();
+    } catch (error) {
+      // Every step catches its own failures; this is a bug's last stop, not a client's doing.
+      this.ctx.logger.error("SOCKS5 session failed", { error });
+    } finally {
+      if (this.#requestStartedMs !== undefined) {
+        this.ctx.metrics.requestDuration(
+          RequestKind.socks5,
+          performance.now() - this.#requestStartedMs,
+        );
+      }
+      // The tunnel (or the refusal) ended the connection's one request.
+      this.#admission.release();
+      this.client.clearDeadline();
+      this.#upstream?.close();
+      this.client.close();
+    }
+  }
+
+  /** Ends the session at once. Safe to call again. */
+  cancel(): void {
+    this.#abort.abort();
+    this.#upstream?.close();
+    this.client.close();
+  }
+
+  /** The handshake has its own deadline and a tunnel is exempt, as CONNECT's: nothing to do. */
+  checkIdle(_nowMs: number, _idleMs: number): void {}
+
+  keepAlive(): void {
+    this.client.keepAlive();
+    this.#upstream?.keepAlive();
+  }
+
+  attach(leg: Leg | undefined): void {
+    this.#upstream = leg;
+  }
+
+  takePending(): Uint8Array {
+    if (this.#end === this.#start) return EMPTY_BYTES;
+    // A copy: the relay's reads must never land in bytes it has not sent yet.
+    const pending = this.#buffer.slice(this.#start, this.#end);
+    this.#start = this.#end = 0;
+    return pending;
+  }
+
+  async #serve(): Promise<void> {
+    const ctx = this.ctx;
+    this.client.setDeadline(Math.min(ctx.limits.clientIdleTimeoutMs, SOCKS_HANDSHAKE_TIMEOUT_MS));
+
+    const greeting = await this.#message(parseSocks5Greeting);
+    if (greeting === undefined) return;
+    this.#requestStartedMs = performance.now();
+    if (!offersUserPass(greeting)) {
+      // Every client authenticates: without credentials there is no project to route for.
+      ctx.metrics.request(RequestKind.socks5, RequestOutcome.refused, 407);
+      await this.#send(encodeSocks5MethodSelection(Socks5Method.noAcceptable), true);
+      return;
+    }
+    if (!await this.#send(encodeSocks5MethodSelection(Socks5Method.userPass), false)) return;
+
+    const credentials = await this.#message(parseSocks5UserPass);
+    if (credentials === undefined) return;
+    // Built before the next read: the fields are views of the handshake buffer.
+    const ticket = this.#admission;
+    ticket.begin(
+      RequestKind.socks5,
+      basicHeader(credentials.usernameBytes, credentials.passwordBytes),
+      undefined,
+    );
+    const clientRefusal = await this.#admit(AdmissionStage.client);
+    if (clientRefusal === ADMISSION_ERROR) {
+      await this.#send(encodeSocks5AuthStatus(false), true);
+      return;
+    }
+    // A username option written wrong is answered at the request, "not allowed", as HTTP
+    // answers it 400 rather than 407: the credentials may well be right.
+    let optionRefusal: Refusal | undefined;
+    if (clientRefusal !== undefined) {
+      if (clientRefusal.status === 400) optionRefusal = clientRefusal;
+      else {
+        this.#rejected(clientRefusal, ticket.client, undefined);
+        ctx.metrics.request(RequestKind.socks5, RequestOutcome.refused, clientRefusal.status);
+        await this.#send(encodeSocks5AuthStatus(false), true);
+        return;
+      }
+    }
+    if (!await this.#send(encodeSocks5AuthStatus(true), false)) return;
+
+    const request = await this.#message(parseSocks5Request);
+    if (request === undefined) return;
+    this.client.clearDeadline();
+    const target: Target = request.target;
+    if (request.command !== Socks5Command.connect) {
+      ctx.metrics.request(RequestKind.socks5, RequestOutcome.refused, 400);
+      await this.#send(encodeSocks5Reply(Socks5Reply.commandNotSupported), true);
+      return;
+    }
+    if (optionRefusal !== undefined) {
+      await this.#refuse(optionRefusal, undefined, target);
+      return;
+    }
+    ticket.target = target;
+    const requestRefusal = await this.#admit(AdmissionStage.request);
+    if (requestRefusal === ADMISSION_ERROR) {
+      await this.#send(encodeSocks5Reply(Socks5Reply.generalFailure), true);
+      return;
+    }
+    if (requestRefusal !== undefined) {
+      await this.#refuse(requestRefusal, ticket.client, target);
+      return;
+    }
+    const client: Client = ticket.client!;
+
+    const dial = await dialTunnel(this, client, target, RequestKind.socks5);
+    switch (dial.kind) {
+      case "refused":
+        await this.#refuse(dial.refusal, client, target);
+        return;
+      case "ended":
+        return;
+      case "failed":
+        ctx.metrics.request(RequestKind.socks5, RequestOutcome.failed, dial.failure.answer.status);
+        await this.#send(
+          encodeSocks5Reply(socksReplyForFailure(dial.failure, dial.error)),
+          true,
+        );
+        return;
+      case "served":
+        await runTunnel(this, {
+          client,
+          target,
+          up: dial.value,
+          established: SUCCEEDED,
+          kind: RequestKind.socks5,
+        });
+        return;
+    }
+  }
+
+  /**
+   * Runs admission's steps of `through`'s stage: undefined when they admit, their refusal, or
+   * ADMISSION_ERROR when a step failed with an error (logged and counted here; the caller
+   * sends the failure reply). Waits only for a step that answers with a Promise.
+   */
+  #admit(through: AdmissionStage): MaybePromise<Refusal | undefined | typeof ADMISSION_ERROR> {
+    let result: MaybePromise<Refusal | undefined>;
+    try {
+      result = this.ctx.admission.run(this.#admission, through);
+    } catch (error) {
+      return this.#admissionFailed(error);
+    }
+    return result instanceof Promise
+      ? result.catch((error) => this.#admissionFailed(error))
+      : result;
+  }
+
+  #admissionFailed(error: unknown): typeof ADMISSION_ERROR {
+    const step = this.ctx.admission.failedStep(this.#admission);
+    this.ctx.logger.error("Admission failed with an error", { step, error });
+    this.ctx.metrics.request(RequestKind.socks5, RequestOutcome.failed, 500);
+    return ADMISSION_ERROR;
+  }
+
+  /**
+   * The next client message; undefined when the client left, the deadline passed, or the bytes
+   * can never be one (answered with the parser's reply, if it has one, and closed).
+   */
+  async #message<T extends Parsed>(parse: (bytes: Uint8Array) => T | undefined): Promise<
+    T | undefined
+  > {
+    for (;;) {
+      if (this.#end > this.#start) {
+        let parsed: T | undefined;
+        try {
+          parsed = parse(this.#buffer.subarray(this.#start, this.#end));
+        } catch (error) {
+          const reply = error instanceof Socks5ServerError ? error.reply : undefined;
+          this.ctx.metrics.request(RequestKind.socks5, RequestOutcome.refused, 400);
+          this.ctx.logger.debug("Malformed SOCKS5 message", { error });
+          if (reply !== undefined) await this.#send(encodeSocks5Reply(reply), true);
+          return undefined;
+        }
+        if (parsed !== undefined) {
+          this.#start += parsed.consumed;
+          return parsed;
+        }
+      }
+      if (this.#start > 0) {
+        this.#buffer.copyWithin(0, this.#start, this.#end);
+        this.#end -= this.#start;
+        this.#start = 0;
+      }
+      let count: number | null;
+      try {
+        count = await this.client.read(this.#buffer.subarray(this.#end));
+      } catch {
+        return undefined;
+      }
+      if (count === null) return undefined;
+      this.#end += count;
+    }
+  }
+
+  /** Answers a refusal of the router or the guard, and tells metering. */
+  async #refuse(refusal: Refusal, client: Client | undefined, target: Target): Promise<void> {
+    this.#rejected(refusal, client, target);
+    this.ctx.metrics.request(
+      RequestKind.socks5,
+      refusal.status >= 500 ? RequestOutcome.failed : RequestOutcome.refused,
+      refusal.status,
+    );
+    await this.#send(encodeSocks5Reply(socksReplyForRefusal(refusal)), true);
+  }
+
+  #rejected(refusal: Refusal, client: Client | undefined, target: Target | undefined): void {
+    const hooks = this.ctx.hooks;
+    if (hooks?.rejected) safely(() => hooks.rejected!(refusal, client, target, RequestKind.socks5));
+  }
+
+  /**
+   * Writes `bytes`; with `last`, then closes, lingering so the reply is read before any reset
+   * (RFC 1928: the server closes soon after a failure reply). False when the write failed.
+   */
+  async #send(bytes: Uint8Array, last: boolean): Promise<boolean> {
+    try {
+      await this.client.write(bytes);
+    } catch {
+      this.client.close();
+      return false;
+    }
+    if (last) {
+      this.client.clearDeadline();
+      this.#start = this.#end = 0;
+      await this.client.lingerClose(this.#buffer);
+    }
+    return true;
+  }
+}

@@ -1,0 +1,226 @@
+/**
+ * A tunnel through an upstream, as CONNECT (connect.ts) and SOCKS5 (socks5-session.ts) open
+ * it: `dialTunnel` runs the request path's retry loop (session/attempts.ts) over dials (TCP,
+ * TLS, the proxy's handshake), trying another proxy while the tunnel is not up (seed 001
+ * section 7.2: as many as the project's max_retries); `runTunnel` commits, tells the client its
+ * tunnel is up and relays both ways until it ends. Once the client heard that, a failure only
+ * ends the tunnel.
+ */
+import { UpstreamIdleError } from "../../../shared/proxy-protocol/errors.ts";
+import {
+  type Allocation,
+  type Client,
+  FailurePhase,
+  type Outcome,
+  type Target,
+} from "../../core/contract.ts";
+import { dialUpstream, type UpstreamLink } from "../io/dial.ts";
+import { type RequestKind, RequestOutcome } from "../process/metrics.ts";
+import {
+  AfterFailure,
+  type AttemptOutcome,
+  type AttemptPlan,
+  NOTHING_ANSWERED,
+  type Tried,
+  tryUpstreams,
+} from "../session/attempts.ts";
+import type { TunnelSession } from "../session/contract.ts";
+import { ClientGoneError, describeFailure, failureNote, tunnelLine } from "../session/failures.ts";
+import {
+  type FailureNote,
+  type RequestProtocol,
+  safely,
+  type TransferMeter,
+} from "../session/hooks.ts";
+import { attemptsFor, connectTimeoutFor } from "../session/limits.ts";
+import { relay, RelayEnd } from "./relay.ts";
+
+/** A tunnel that is up: its allocation (reserved, not committed), the link, when it began. */
+export interface TunnelUp {
+  allocation: Allocation;
+  link: UpstreamLink;
+  startedMs: number;
+}
+
+interface TunnelPlan extends AttemptPlan {
+  protocol: RequestProtocol;
+}
+
+/**
+ * Acquires an upstream and opens the tunnel through it, trying another proxy while the tunnel
+ * is not up (at most `attemptsFor(client)` distinct ones). Every attempt that failed is
+ * released here, and told to metering with the answer the dial ends with (the tunnel's 200, the
+ * last failure's answer, nothing when the client left); a `served` result hands its allocation
+ * (reserved, not committed) to the caller.
+ */
+export function dialTunnel(
+  session: TunnelSession,
+  client: Client,
+  target: Target,
+  protocol: RequestProtocol,
+): Promise<Tried<TunnelUp>> {
+  const plan: TunnelPlan = {
+    client,
+    target,
+    attempts: attemptsFor(client),
+    label: "CONNECT",
+    protocol,
+  };
+  return tryUpstreams(session, plan, dialAttempt);
+}
+
+/** One dial through the allocated upstream; released here when it fails. */
+async function dialAttempt(
+  session: TunnelSession,
+  plan: TunnelPlan,
+  allocation: Allocation,
+): Promise<AttemptOutcome<TunnelUp>> {
+  const ctx = session.ctx;
+  const startedMs = Date.now();
+  let link: UpstreamLink;
+  // Every read into it is awaited by the dial, which has settled when it goes back.
+  const buffer = ctx.pool.take();
+  const dialStartedMs = performance.now();
+  try {
+    link = await dialUpstream({
+      upstream: allocation.upstream,
+      target: plan.target,
+      tunnel: true,
+      timeoutMs: connectTimeoutFor(ctx.limits, plan.client),
+      maxHeadBytes: ctx.limits.maxHeaderBytes,
+      signal: session.signal,
+      buffer,
+    });
+  } catch (error) {
+    const failure = describeFailure(error);
+    releaseOnce(session, allocation, { ok: false, phase: failure.phase });
+    const note = failureNote(failure, error, {
+      protocol: plan.protocol,
+      line: tunnelLine(plan.target),
+      upstream: allocation.upstream,
+    }, NOTHING_ANSWERED);
+    return {
+      kind: "failed",
+      failure,
+      error,
+      note,
+      began: false,
+      status: 0,
+      elapsedMs: Date.now() - startedMs,
+      then: session.signal.aborted || session.client.closed ? AfterFailure.end : AfterFailure.retry,
+    };
+  } finally {
+    ctx.pool.give(buffer);
+  }
+  ctx.metrics.upstreamConnected(performance.now() - dialStartedMs);
+  return { kind: "served", value: { allocation, link, startedMs }, status: 200 };
+}
+
+function releaseOnce(session: TunnelSession, allocation: Allocation, outcome: Outcome): void {
+  try {
+    allocation.release(outcome);
+  } catch (error) {
+    session.ctx.logger.error("Allocation release failed", { error });
+  }
+}
+
+export interface TunnelRequest {
+  client: Client;
+  target: Target;
+  up: TunnelUp;
+  /** What tells the client its tunnel is up (`200 Connection established`, a SOCKS5 reply). */
+  established: Uint8Array;
+  kind: RequestKind;
+}
+
+/** The tunnel is up: commit, tell the client, relay. Releases the allocation exactly once. */
+export async function runTunnel(session: TunnelSession, request: TunnelRequest): Promise<void> {
+  const ctx = session.ctx;
+  const { allocation, link } = request.up;
+  const latencyMs = Date.now() - request.up.startedMs;
+  let outcome: Outcome = { ok: true, latencyMs };
+  /** How the tunnel failed, for its meter (built on failure only). */
+  let failedAs: { error: unknown; answered: number } | undefined;
+  let meter: TransferMeter | undefined;
+  /** Stopped by the interrupt traffic action: policy, not the upstream's failure. */
+  let interrupted = false;
+  session.attach(link.leg);
+  try {
+    allocation.commit();
+    meter = safely(() =>
+      ctx.hooks?.begin({
+        kind: "connect",
+        client: request.client,
+        target: request.target,
+        upstream: allocation.upstream,
+        latencyMs,
+        interrupt: () => {
+          interrupted = true;
+          link.leg.close();
+        },
+      })
+    );
+    try {
+      await session.client.write(request.established);
+    } catch (error) {
+      outcome = { ok: false, phase: FailurePhase.client, latencyMs };
+      failedAs = {
+        error: new ClientGoneError("Client left before its tunnel was up", { cause: error }),
+        answered: 0,
+      };
+      ctx.metrics.request(request.kind, RequestOutcome.broken, 200);
+      return;
+    }
+    ctx.metrics.request(request.kind, RequestOutcome.relayed, 200);
+    ctx.metrics.tunnelsOpen++;
+    try {
+      const result = await relay(session.client, link.leg, {
+        pool: ctx.pool,
+        small: ctx.small,
+        clientLeftover: session.takePending(),
+        upstreamLeftover: link.leftover,
+        // No signal: cancelling the session closes both legs (the upstream one is attached).
+        onBytes: (toUpstreamBytes, toClientBytes) => {
+          ctx.metrics.countBytes(toUpstreamBytes, toClientBytes);
+          if (meter) meter.bytes(toUpstreamBytes, toClientBytes);
+        },
+      });
+      // Legs closed by a cancelled session (the gateway stopping) are not the upstream's fault.
+      if (result.end === RelayEnd.upstream && !session.signal.aborted && !interrupted) {
+        outcome = { ok: false, phase: FailurePhase.idle, latencyMs };
+        failedAs = {
+          error: new UpstreamIdleError("The tunnel's upstream leg failed"),
+          answered: 200,
+        };
+        ctx.metrics.upstreamFailure(FailurePhase.idle);
+      }
+    } finally {
+      ctx.metrics.tunnelsOpen--;
+    }
+  } catch (error) {
+    ctx.logger.error("Tunnel failed", { error });
+    outcome = { ok: false, phase: FailurePhase.client, latencyMs };
+    failedAs = { error, answered: 200 };
+  } finally {
+    session.attach(undefined);
+    link.leg.close();
+    releaseOnce(session, allocation, outcome);
+    if (meter) {
+      const finished = meter;
+      const note = failedAs === undefined ? undefined : tunnelFailure(request, failedAs);
+      safely(() => finished.finish(outcome, note));
+    }
+  }
+}
+
+/** A tunnel that was up and failed, as its meter tells the failure log. */
+function tunnelFailure(
+  request: TunnelRequest,
+  failedAs: { error: unknown; answered: number },
+): FailureNote {
+  return failureNote(describeFailure(failedAs.error), failedAs.error, {
+    protocol: request.kind,
+    line: tunnelLine(request.target),
+    upstream: request.up.allocation.upstream,
+  }, { status: failedAs.answered, proxyStatus: "" });
+}
