@@ -23,6 +23,8 @@ export const RefusalKind = {
   trafficLimitExceeded: "traffic_limit_exceeded",
   /** The project's own traffic quota is used up for its period. */
   quotaExceeded: "quota_exceeded",
+  /** The project does not take requests from the client's address (its allowed_cidrs). */
+  clientAddressDenied: "client_address_denied",
   notReady: "not_ready",
 } as const;
 export type RefusalKind = (typeof RefusalKind)[keyof typeof RefusalKind];

@@ -6,6 +6,7 @@
  * Runs unchanged on Node and Deno: it reads only the record it is given.
  */
 import * as v from "valibot";
+import { parseCidr } from "./ip.ts";
 import { JOB_KINDS, type JobKind, type Role, ROLES, STRATEGIES, type Strategy } from "./roles.ts";
 
 type Env = Readonly<Record<string, string | undefined>>;
@@ -146,6 +147,28 @@ const cidrList = v.optional(
   "",
 );
 
+/** Blocks (a bare address is one host), each read as the gateway reads it; empty by default. */
+const blockList = v.optional(
+  v.pipe(
+    trimmed,
+    v.transform((s) => s.split(",").map((part) => part.trim()).filter((part) => part !== "")),
+    v.check(
+      (cidrs) =>
+        cidrs.every((cidr) => {
+          try {
+            parseCidr(cidr);
+            return true;
+          } catch {
+            return false;
+          }
+        }),
+      "must be a comma-separated list of CIDR blocks or addresses such as 10.0.0.5,10.1.0.0/16",
+    ),
+    v.transform((cidrs) => [...new Set(cidrs)]),
+  ),
+  "",
+);
+
 // ---------------------------------------------------------------------------------------------
 // The fields, by environment variable. Shared ones first, then each side's own.
 
@@ -239,6 +262,9 @@ const gatewayFields = {
   OCTOPROX_SOCKS_PORT: port(1080),
   OCTOPROX_SOCKS_ENABLED: flag(true),
   OCTOPROX_DESTINATION_ALLOW_CIDRS: cidrList,
+  // Balancers whose PROXY protocol header (v1 or v2) names the client; from any other peer a
+  // header is refused.
+  OCTOPROX_TRUSTED_PROXIES: blockList,
   OCTOPROX_MAX_CLIENT_CONNECTIONS: integer(20_000, 1, 1_000_000),
   OCTOPROX_MAX_HEADER_BYTES: integer(32_768, 1024, 1_048_576),
   OCTOPROX_CLIENT_IDLE_TIMEOUT: seconds(60, 1, 86_400),
@@ -317,6 +343,7 @@ export const GatewaySettingsSchema = v.pipe(
     socksPort: e.OCTOPROX_SOCKS_PORT,
     socksEnabled: e.OCTOPROX_SOCKS_ENABLED,
     destinationAllowCidrs: e.OCTOPROX_DESTINATION_ALLOW_CIDRS,
+    trustedProxies: e.OCTOPROX_TRUSTED_PROXIES,
     maxClientConnections: e.OCTOPROX_MAX_CLIENT_CONNECTIONS,
     maxHeaderBytes: e.OCTOPROX_MAX_HEADER_BYTES,
     clientIdleTimeoutMs: e.OCTOPROX_CLIENT_IDLE_TIMEOUT,

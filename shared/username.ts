@@ -94,42 +94,85 @@ export function parseUsername(raw: string): UsernameResult {
     if (end > start) values.set(delimiter, raw.slice(start, end));
   }
 
-  const options: ParsedUsername = { user: raw.slice(0, found[0].at) };
-  const countryText = values.get(CC);
+  const read = readOptions({
+    country: values.get(CC),
+    state: values.get(ST),
+    city: values.get(CITY),
+    sessionId: values.get(SESSID),
+    sessionMinutes: values.get(SESSTIME),
+  }, UsernameMessage);
+  if (!read.ok) return read;
+  return { ok: true, options: { user: raw.slice(0, found[0].at), ...read.options } };
+}
+
+/** The options as text, before they are read (undefined: not given). */
+export interface OptionTexts {
+  country?: string;
+  state?: string;
+  city?: string;
+  sessionId?: string;
+  sessionMinutes?: string;
+}
+
+/** What a client reads when an option is written wrong, in the words of where it wrote it. */
+export interface OptionMessages {
+  needsCountry: string;
+  country: string;
+  state: string;
+  city: string;
+  sessionId: string;
+  sessionMinutes: string;
+}
+
+export type OptionsResult =
+  | { ok: true; options: Omit<ParsedUsername, "user"> }
+  | { ok: false; message: string };
+
+/**
+ * Reads and checks option values, wherever the client wrote them (a username, request headers):
+ * one grammar for every place. `country` is a country already asked for elsewhere (the
+ * username's, for header options), which a state or city given here may rest on.
+ */
+export function readOptions(
+  texts: OptionTexts,
+  messages: OptionMessages,
+  country?: string,
+): OptionsResult {
+  const options: Omit<ParsedUsername, "user"> = {};
+  const countryText = texts.country;
   if (countryText !== undefined) {
-    const country = normaliseCountry(countryText);
-    if (country === undefined || !/^[A-Za-z]{2}$/.test(countryText)) {
-      return { ok: false, message: UsernameMessage.country };
+    const parsed = normaliseCountry(countryText);
+    if (parsed === undefined || !/^[A-Za-z]{2}$/.test(countryText)) {
+      return { ok: false, message: messages.country };
     }
-    options.country = country;
+    options.country = parsed;
   }
-  const stateText = values.get(ST);
-  const cityText = values.get(CITY);
-  if ((stateText !== undefined || cityText !== undefined) && options.country === undefined) {
-    return { ok: false, message: UsernameMessage.needsCountry };
+  const place = options.country ?? country;
+  const stateText = texts.state;
+  const cityText = texts.city;
+  if ((stateText !== undefined || cityText !== undefined) && place === undefined) {
+    return { ok: false, message: messages.needsCountry };
   }
   if (stateText !== undefined) {
-    const state = normaliseState(stateText, options.country);
-    if (state === undefined) return { ok: false, message: UsernameMessage.state };
+    const state = normaliseState(stateText, place);
+    if (state === undefined) return { ok: false, message: messages.state };
     options.state = state;
   }
   if (cityText !== undefined) {
     const city = slugifyCity(cityText);
-    if (city === undefined) return { ok: false, message: UsernameMessage.city };
+    if (city === undefined) return { ok: false, message: messages.city };
     options.city = city;
   }
-  const sessionId = values.get(SESSID);
+  const sessionId = texts.sessionId;
   if (sessionId !== undefined) {
-    if (sessionId.length > SESSION_ID_MAX_CHARS) {
-      return { ok: false, message: UsernameMessage.sessionId };
-    }
+    if (sessionId.length > SESSION_ID_MAX_CHARS) return { ok: false, message: messages.sessionId };
     options.sessionId = sessionId;
   }
-  const minutesText = values.get(SESSTIME);
+  const minutesText = texts.sessionMinutes;
   if (minutesText !== undefined) {
     const minutes = /^\d{1,4}$/.test(minutesText) ? Number(minutesText) : 0;
     if (minutes < 1 || minutes > SESSION_MINUTES_MAX) {
-      return { ok: false, message: UsernameMessage.sessionMinutes };
+      return { ok: false, message: messages.sessionMinutes };
     }
     options.sessionMinutes = minutes;
   }

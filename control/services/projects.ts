@@ -2,9 +2,11 @@
  * Projects: the one way their rows change. Names and proxy usernames are unique regardless of
  * case; the unique indexes enforce it and a clash answers DuplicateError naming the field.
  */
-import { asc, eq, sql } from "drizzle-orm";
+import { and, asc, eq, ne, sql } from "drizzle-orm";
+import type { Tx } from "../../db/client.ts";
 import { type ProjectRateLimit, projects, type TrafficConfig } from "../../db/schema.ts";
-import { NotFoundError, ValidationError } from "../../shared/errors.ts";
+import { formatCidr, openToAnyone, parseCidrs } from "../../shared/cidr-set.ts";
+import { DuplicateError, NotFoundError, ValidationError } from "../../shared/errors.ts";
 import {
   projectPasswordProblem,
   projectUsernameProblem,
@@ -42,6 +44,10 @@ export type ProjectPatch = Partial<ProjectFields>;
 
 const projectChange = (id: string) => ({ kind: ChangeKind.project, ref: id });
 
+export const OPEN_TO_ANYONE =
+  "must not let every address use the project without a password (such as 0.0.0.0/0 or ::/0): " +
+  "list your clients' networks, or narrow allowed_cidrs";
+
 /** The rules a stored project keeps, checked on the copy about to be saved. */
 function validateProject(project: ProjectFields): void {
   const issues = [];
@@ -49,7 +55,47 @@ function validateProject(project: ProjectFields): void {
   if (username) issues.push({ field: "body.username", message: username });
   const password = projectPasswordProblem(project.password);
   if (password) issues.push({ field: "body.password", message: password });
+  // A gateway listening beyond loopback refuses to start with such a project (strict mode).
+  const allowed = project.allowedCidrs.length === 0 ? undefined : parseCidrs(project.allowedCidrs);
+  if (openToAnyone(parseCidrs(project.passwordlessCidrs), allowed)) {
+    issues.push({ field: "body.passwordless_cidrs", message: OPEN_TO_ANYONE });
+  }
   if (issues.length > 0) throw new ValidationError(issues);
+}
+
+/** The transaction lock of writes that set password-less blocks. */
+export const PASSWORDLESS_LOCK = "octoprox.passwordless_cidrs";
+
+/**
+ * A client's address must select one project: a password-less block (as a network: `10.1.2.3/8`
+ * is `10.0.0.0/8`) that another project lists is refused. One lock serialises the writes that
+ * set such blocks, so two racing ones cannot both pass (gateways still reach neither project by
+ * a block two list, should a feed ever carry one).
+ */
+async function checkPasswordlessBlocks(
+  tx: Tx,
+  projectId: string | undefined,
+  blocks: readonly string[],
+): Promise<void> {
+  if (blocks.length === 0) return;
+  await tx.execute(sql`select pg_advisory_xact_lock(hashtext(${PASSWORDLESS_LOCK}))`);
+  const mine = new Set(parseCidrs(blocks).map(formatCidr));
+  const listing = sql`${projects.passwordlessCidrs} <> '[]'::jsonb`;
+  const others = await tx.select({ name: projects.name, blocks: projects.passwordlessCidrs })
+    .from(projects)
+    .where(projectId === undefined ? listing : and(listing, ne(projects.id, projectId)))
+    .orderBy(asc(projects.name));
+  for (const other of others) {
+    for (const block of parseCidrs(other.blocks).map(formatCidr)) {
+      if (mine.has(block)) {
+        throw new DuplicateError(
+          "passwordless_cidrs",
+          `${block} is already a password-less block of project ${other.name}: a client's ` +
+            "address must select one project",
+        );
+      }
+    }
+  }
 }
 
 export function listProjects(deps: ServiceDeps): Promise<ProjectRow[]> {
@@ -88,6 +134,7 @@ export function createProject(deps: ServiceDeps, input: NewProject): Promise<Pro
   };
   validateProject(project);
   return write(deps, async (tx) => {
+    await checkPasswordlessBlocks(tx, undefined, project.passwordlessCidrs);
     const [row] = await tx.insert(projects).values(project).returning();
     return { result: row, change: projectChange(row.id) };
   });
@@ -105,6 +152,9 @@ export function updateProject(
     validateProject({ ...next, strategy: next.strategy as Strategy });
     const changes = changedFields(current, patch);
     if (!changes) return { result: current, change: null };
+    if (changes.passwordlessCidrs !== undefined) {
+      await checkPasswordlessBlocks(tx, id, next.passwordlessCidrs);
+    }
     const [row] = await tx.update(projects).set({ ...changes, updatedAt: sql`now()` })
       .where(eq(projects.id, id)).returning();
     return { result: row, change: projectChange(id) };

@@ -7,6 +7,7 @@
 import type { ProxyScheme } from "../../shared/roles.ts";
 import type { FeedRateLimit } from "../../shared/feed/models.ts";
 import { RefusalKind } from "../../shared/failure-kinds.ts";
+import type { IpAddress } from "../../shared/ip.ts";
 
 /** The options a client put in its username: `<user>[-cc-..][-st-..][-city-..][-sessid-..][-sesstime-..]`. */
 export interface UsernameOptions {
@@ -130,8 +131,12 @@ export const NOTHING_TRIED: ReadonlySet<string> = new Set();
 export interface Router {
   /** False until the first feed is applied: the proxy listener stays closed meanwhile. */
   readonly ready: boolean;
-  /** Checks `Proxy-Authorization` (Basic) and the username's options. */
-  authenticate(proxyAuthorization: string | null): MaybePromise<AuthResult>;
+  /**
+   * Checks `Proxy-Authorization` (Basic) and the username's options. Without credentials, the
+   * client's address (`clientIp`, IPv4-mapped read as IPv4) may name the project through its
+   * password-less blocks.
+   */
+  authenticate(proxyAuthorization: string | null, clientIp?: IpAddress): MaybePromise<AuthResult>;
   /**
    * Chooses the upstream for one attempt among eligible proxies, excluding those already tried
    * for this request, and reserves a slot on it. Never waits on Postgres.

@@ -3,11 +3,12 @@
  * `Proxy-Status` error token and a short sentence for the body.
  *
  * Tokens: `http_request_error` for options the client wrote wrong, `http_request_denied` for
- * credentials, `destination_ip_prohibited` for the guard, `destination_unavailable` when no
- * upstream serves the request or every one is down (the next hop is what is unavailable; the
- * status tells "none" (502) from "down" (503) apart), `connection_limit_reached` when upstreams
- * exist but are resting (429) or at their concurrency limit (503). Traffic limits use the
- * extension token `bandwidth_limit_exceeded`, as Octoprox clients already read it.
+ * credentials and for a client address a project does not take, `destination_ip_prohibited`
+ * for the guard, `destination_unavailable` when no upstream serves the request or every one is
+ * down (the next hop is what is unavailable; the status tells "none" (502) from "down" (503)
+ * apart), `connection_limit_reached` when upstreams exist but are resting (429) or at their
+ * concurrency limit (503). Traffic limits use the extension token `bandwidth_limit_exceeded`,
+ * as Octoprox clients already read it.
  */
 import type { Refusal } from "./contract.ts";
 import { RejectionReason } from "./contract.ts";
@@ -21,6 +22,26 @@ export const unauthenticated: Refusal = Object.freeze({
   proxyStatus: "http_request_denied",
   reason: CREDENTIALS_REQUIRED,
   rejection: RejectionReason.unauthenticated,
+});
+
+/** The project's allowed_cidrs do not hold the client's address. */
+export const clientAddressDenied: Refusal = Object.freeze({
+  status: 403,
+  proxyStatus: "http_request_denied",
+  reason: "Client address not allowed for this project",
+  rejection: RejectionReason.clientAddressDenied,
+});
+
+/**
+ * Strict mode (a gateway listening beyond loopback): a project whose password-less blocks let
+ * every address in is not served without a password.
+ */
+export const openProjectRefused: Refusal = Object.freeze({
+  status: 403,
+  proxyStatus: "http_request_denied",
+  reason: "Password-less access refused: this project lets every address in without a password " +
+    "(strict mode)",
+  rejection: RejectionReason.clientAddressDenied,
 });
 
 export function badOptions(message: string): Refusal {

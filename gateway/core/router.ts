@@ -12,6 +12,7 @@
 import type { Strategy } from "../../shared/roles.ts";
 import type { FeedSections } from "../../shared/feed/models.ts";
 import { BoundedMap } from "../../shared/bounded-map.ts";
+import type { IpAddress } from "../../shared/ip.ts";
 import { parseUsername } from "../../shared/username.ts";
 import {
   type Allocation,
@@ -255,11 +256,16 @@ export class CoreRouter implements Router {
     }
   }
 
-  authenticate(proxyAuthorization: string | null): MaybePromise<AuthResult> {
+  authenticate(proxyAuthorization: string | null, clientIp?: IpAddress): MaybePromise<AuthResult> {
     const snapshot = this.current;
+    if (proxyAuthorization === null) {
+      return (clientIp !== undefined && snapshot !== undefined
+        ? passwordlessClient(snapshot, clientIp)
+        : undefined) ?? { ok: false, refusal: unauthenticated };
+    }
     // A keep-alive client sends the same header with every request: its answer under this
     // snapshot is kept (a new snapshot, which may change passwords or names, asks afresh).
-    if (proxyAuthorization !== null && snapshot !== undefined) {
+    if (snapshot !== undefined) {
       const accepted = this.accepted.get(proxyAuthorization);
       if (accepted !== undefined && accepted.snapshot === snapshot) return accepted.result;
     }
@@ -280,10 +286,10 @@ export class CoreRouter implements Router {
     const digest = project.passwordDigest;
     const known = this.passwords.get(digest);
     if (known !== undefined && timingSafeEqual(known, credentials.password)) {
-      return this.accept(proxyAuthorization!, snapshot, client);
+      return this.accept(proxyAuthorization, snapshot, client);
     }
     return this.verify(credentials.password, digest, client).then((result) =>
-      result.ok ? this.accept(proxyAuthorization!, snapshot, result.client) : result
+      result.ok ? this.accept(proxyAuthorization, snapshot, result.client) : result
     );
   }
 
@@ -575,4 +581,18 @@ class Attempt implements Candidates {
     if (quarantined !== 0) return allQuarantined;
     return allTried;
   }
+}
+
+/**
+ * The project a client without credentials is by its address: that of the most specific
+ * password-less block holding it, when exactly one project lists that block (two listing the
+ * same block reach neither by it: the request must give credentials). Undefined: none.
+ */
+function passwordlessClient(
+  snapshot: RoutingSnapshot,
+  clientIp: IpAddress,
+): AuthResult | undefined {
+  const match = snapshot.passwordless.match(clientIp);
+  if (match === undefined || match.values.length !== 1) return undefined;
+  return match.values[0].access.byAddress;
 }

@@ -20,8 +20,9 @@ import type {
   RuntimeSection,
 } from "../../shared/feed/models.ts";
 import { normaliseCountry } from "../../shared/countries.ts";
+import { CidrSet, CidrTable, formatCidr, openToAnyone, parseCidrs } from "../../shared/cidr-set.ts";
 import { MAX_RETRIES_LIMIT, type ProxyStatus, type Strategy } from "../../shared/roles.ts";
-import type { UpstreamChoice, UsernameOptions } from "./contract.ts";
+import type { AuthResult, UpstreamChoice, UsernameOptions } from "./contract.ts";
 import { Dispatch } from "./dispatch.ts";
 import { DeadlineTable, hashId } from "./id-table.ts";
 import type { CoreLog } from "./log.ts";
@@ -247,6 +248,19 @@ export class ConnectorIndex {
   }
 }
 
+/** Who may use a project from where, indexed once per snapshot (see shared/cidr-set.ts). */
+export interface ProjectAccess {
+  /** The client addresses it takes requests from; undefined: every address. */
+  readonly allowed: CidrSet | undefined;
+  /**
+   * Its password-less blocks let every address in (within the allowed ones): a gateway
+   * listening beyond loopback serves it with a password only (strict mode).
+   */
+  readonly openToAnyone: boolean;
+  /** The answer for a client its password-less blocks select: the project, no options. */
+  readonly byAddress: AuthResult | undefined;
+}
+
 export interface ProjectEntry {
   readonly id: string;
   readonly username: string;
@@ -256,6 +270,7 @@ export interface ProjectEntry {
   readonly connectTimeoutMs: number | undefined;
   /** max_retries; undefined when the feed gives no usable one. */
   readonly maxRetries: number | undefined;
+  readonly access: ProjectAccess;
   readonly project: FeedProject;
 }
 
@@ -283,6 +298,11 @@ export interface RoutingSnapshot {
   readonly sections: FeedSections;
   readonly projectsByUsername: ReadonlyMap<string, ProjectEntry>;
   readonly projectsById: ReadonlyMap<string, ProjectEntry>;
+  /**
+   * Every project's password-less blocks: a client without credentials is the project of the
+   * most specific block holding its address, when exactly one project lists that block.
+   */
+  readonly passwordless: CidrTable<ProjectEntry>;
   readonly connectors: ReadonlyMap<string, ConnectorIndex>;
   /** Each project's connectors, by id. */
   readonly connectorsByProject: ReadonlyMap<string, readonly ConnectorIndex[]>;
@@ -316,11 +336,13 @@ export function buildSnapshot(
 
   let projectsByUsername: ReadonlyMap<string, ProjectEntry>;
   let projectsById: ReadonlyMap<string, ProjectEntry>;
+  let passwordless: CidrTable<ProjectEntry>;
   if (previous !== undefined && previous.sections.global === update.global) {
     projectsByUsername = previous.projectsByUsername;
     projectsById = previous.projectsById;
+    passwordless = previous.passwordless;
   } else {
-    ({ projectsByUsername, projectsById } = indexProjects(update, options.log));
+    ({ projectsByUsername, projectsById, passwordless } = indexProjects(update, options.log));
     stats.projectsRebuilt = true;
   }
 
@@ -363,6 +385,7 @@ export function buildSnapshot(
     sections: update,
     projectsByUsername,
     projectsById,
+    passwordless,
     connectors,
     connectorsByProject,
     runtime,
@@ -374,20 +397,52 @@ export function buildSnapshot(
 function indexProjects(update: FeedSections, log: CoreLog | undefined) {
   const projectsByUsername = new Map<string, ProjectEntry>();
   const projectsById = new Map<string, ProjectEntry>();
+  const passwordless = new CidrTable<ProjectEntry>();
+  /** Each password-less network and the projects listing it, to find blocks two projects list. */
+  const listed = new Map<string, string[]>();
   for (const project of update.global.projects) {
+    const blocks = projectBlocks(project, log);
+    const connectTimeoutMs = project.connection_timeout_seconds > 0
+      ? project.connection_timeout_seconds * 1000
+      : undefined;
+    const maxRetries = Number.isInteger(project.max_retries) && project.max_retries >= 0
+      ? Math.min(project.max_retries, MAX_RETRIES_LIMIT)
+      : undefined;
+    // Built once: every password-less request of the project shares it (nothing changes it).
+    const byAddress: AuthResult | undefined = blocks.passwordless.length === 0
+      ? undefined
+      : Object.freeze({
+        ok: true,
+        client: Object.freeze({
+          projectId: project.id,
+          options: Object.freeze({ user: project.username }),
+          connectTimeoutMs,
+          maxRetries,
+        }),
+      });
     const entry: ProjectEntry = {
       id: project.id,
       username: project.username,
       passwordDigest: project.password_digest,
       strategy: project.strategy,
-      connectTimeoutMs: project.connection_timeout_seconds > 0
-        ? project.connection_timeout_seconds * 1000
-        : undefined,
-      maxRetries: Number.isInteger(project.max_retries) && project.max_retries >= 0
-        ? Math.min(project.max_retries, MAX_RETRIES_LIMIT)
-        : undefined,
+      connectTimeoutMs,
+      maxRetries,
+      access: {
+        allowed: blocks.allowed === undefined ? undefined : new CidrSet(blocks.allowed),
+        openToAnyone: openToAnyone(blocks.passwordless, blocks.allowed),
+        byAddress,
+      },
       project,
     };
+    if (byAddress !== undefined) {
+      for (const cidr of blocks.passwordless) {
+        passwordless.add(cidr, entry);
+        const block = formatCidr(cidr);
+        const seen = listed.get(block);
+        if (seen === undefined) listed.set(block, [project.id]);
+        else if (!seen.includes(project.id)) seen.push(project.id);
+      }
+    }
     projectsById.set(project.id, entry);
     if (projectsByUsername.has(project.username)) {
       // The database keeps usernames unique; two here mean a broken compile, so serve neither.
@@ -398,7 +453,36 @@ function indexProjects(update: FeedSections, log: CoreLog | undefined) {
     }
     projectsByUsername.set(project.username, entry);
   }
-  return { projectsByUsername, projectsById };
+  for (const [block, projects] of listed) {
+    // The api refuses this; a feed carrying it anyway reaches neither project by that block.
+    if (projects.length > 1) {
+      log?.warn("Projects share a password-less block: no client reaches either through it", {
+        block,
+        projects: projects.join(", "),
+      });
+    }
+  }
+  return { projectsByUsername, projectsById, passwordless };
+}
+
+/**
+ * A project's blocks, parsed. One that does not parse (the api refuses them) is left out with
+ * a warning, which narrows what it lets in: an allowed list of only bad blocks allows nothing.
+ */
+function projectBlocks(project: FeedProject, log: CoreLog | undefined) {
+  const bad = (field: string) => (text: string) =>
+    log?.warn("A client address block in the feed does not parse: left out", {
+      project: project.id,
+      field,
+      block: text,
+    });
+  const allowed = project.allowed_cidrs.length === 0
+    ? undefined
+    : parseCidrs(project.allowed_cidrs, bad("allowed_cidrs"));
+  return {
+    allowed,
+    passwordless: parseCidrs(project.passwordless_cidrs, bad("passwordless_cidrs")),
+  };
 }
 
 function sameConnectors(

@@ -185,3 +185,7 @@ export function encodeSocks5Reply(reply: number, bound?: TunnelTarget): Uint8Arr
 export function offersUserPass(greeting: Socks5Greeting): boolean {
   return greeting.methods.includes(Socks5Method.userPass);
 }
+
+export function offersNoAuth(greeting: Socks5Greeting): boolean {
+  return greeting.methods.includes(Socks5Method.noAuth);
+}

@@ -29,6 +29,7 @@ import type { TransferHooks } from "../session/hooks.ts";
 import { ConnectionBudget } from "../io/budget.ts";
 import type { IsolatePool } from "./isolates.ts";
 import { buildListeners, type ProxyListener } from "./listener.ts";
+import { StartRefused } from "./start-refused.ts";
 import type { Logger } from "./log.ts";
 import { GatewayMetrics, type MetricSample, type MetricsSnapshot, withRole } from "./metrics.ts";
 
@@ -39,10 +40,13 @@ export interface RoutingCore {
   /**
    * Admission steps of the core's own (who may use the gateway from where, project limits),
    * which every listener runs between the credentials and the destination guard, in this order
-   * (gateway/net/session/admission-steps.ts). None yet.
+   * (gateway/net/session/admission-steps.ts).
    */
   admissionSteps?: readonly AdmissionStep[];
-  /** Resolves once the first feed is applied: the proxy port is bound then. */
+  /**
+   * Resolves once the first feed is applied: the proxy port is bound then. Rejects with
+   * `StartRefused` when that feed is one the gateway must not serve.
+   */
   firstApplied: Promise<void>;
   /** Starts following the feed (returns once started, not once applied). */
   start(): void | Promise<void>;
@@ -169,7 +173,10 @@ export class GatewayProcess {
     }
     core.firstApplied.then(
       () => this.#bind(),
-      (error) => this.#fail("The routing core failed before its first feed", error),
+      (error) =>
+        error instanceof StartRefused
+          ? this.#fail(error.message, error.fields)
+          : this.#fail("The routing core failed before its first feed", { error }),
     );
   }
 
@@ -253,7 +260,7 @@ export class GatewayProcess {
       const addr = this.#listener.start();
       logger.info("Proxy listener bound", { host: addr.hostname, port: addr.port });
     } catch (error) {
-      this.#fail("Could not bind the proxy listener", error);
+      this.#fail("Could not bind the proxy listener", { error });
       return;
     }
     let socksPort: number | null = null;
@@ -263,7 +270,7 @@ export class GatewayProcess {
         socksPort = addr.port;
         logger.info("SOCKS5 listener bound", { host: addr.hostname, port: addr.port });
       } catch (error) {
-        this.#fail("Could not bind the SOCKS5 listener", error);
+        this.#fail("Could not bind the SOCKS5 listener", { error });
         return;
       }
     }
@@ -275,8 +282,8 @@ export class GatewayProcess {
     });
   }
 
-  #fail(message: string, error: unknown): void {
-    this.#options.logger.fatal(message, { error });
+  #fail(message: string, fields: Record<string, unknown>): void {
+    this.#options.logger.fatal(message, fields);
     void this.stop(1);
   }
 

@@ -12,6 +12,7 @@ import type { DestinationGuard, Router } from "../../core/contract.ts";
 import { ConnectionBudget } from "../io/budget.ts";
 import { BufferPool, SMALL_BUFFER_BYTES } from "../io/buffers.ts";
 import { KEEPALIVE_AFTER_MS } from "../io/leg.ts";
+import { ProxyHeaderPolicy } from "../io/proxy-prelude.ts";
 import { UpstreamPool } from "../io/upstream-pool.ts";
 import { Admission } from "../session/admission-pipeline.ts";
 import type { AdmissionStep } from "../session/admission.ts";
@@ -35,6 +36,8 @@ export interface ProxyListenerOptions extends NetLimits {
   guard: DestinationGuard;
   /** The core's own admission steps (RoutingCore.admissionSteps). */
   admissionSteps?: readonly AdmissionStep[];
+  /** Balancers whose PROXY protocol header names the client (OCTOPROX_TRUSTED_PROXIES). */
+  trustedProxies?: readonly string[];
   logger: Logger;
   metrics: GatewayMetrics;
   hooks?: TransferHooks;
@@ -76,6 +79,7 @@ export function buildListeners(
     maxHeaderBytes: settings.maxHeaderBytes,
     clientIdleTimeoutMs: settings.clientIdleTimeoutMs,
     connectTimeoutMs: settings.connectTimeoutMs,
+    trustedProxies: settings.trustedProxies,
     ...parts,
   };
   return {
@@ -127,6 +131,7 @@ export class ProxyListener {
         guard: options.guard,
         core: options.admissionSteps,
       })),
+      proxyHeaders: new ProxyHeaderPolicy(options.trustedProxies ?? [], options.logger),
       logger: options.logger,
       metrics: options.metrics,
       hooks: options.hooks,

@@ -28,7 +28,11 @@ import { loadMeteringScript, loadRateWindowScript } from "../../metering/lua.ts"
 import { randomSuffix, RequestMetering } from "../../metering/metering.ts";
 import { RateLimiter } from "../../metering/rate-limiter.ts";
 import { RedisStickyStore } from "../../sticky/redis-store.ts";
+import { clientAddressStep } from "../../access/client-address.ts";
+import { headerOptionsStep } from "../../access/header-options.ts";
+import { describeProjects, listensBeyondLoopback, openProjects } from "../../access/strict-mode.ts";
 import type { RoutingCore } from "./gateway.ts";
+import { StartRefused } from "./start-refused.ts";
 import type { AdmissionStep } from "../session/admission.ts";
 import type { TransferHooks } from "../session/hooks.ts";
 import type { Logger } from "./log.ts";
@@ -78,9 +82,9 @@ export interface IsolateCore {
   /**
    * Admission steps of the core's own (who may use the gateway from where, project limits),
    * which every listener runs between the credentials and the destination guard, in this order
-   * (gateway/net/session/admission-steps.ts). None yet.
+   * (gateway/net/session/admission-steps.ts): the client's address, the header options.
    */
-  admissionSteps?: readonly AdmissionStep[];
+  admissionSteps: readonly AdmissionStep[];
   hooks?: TransferHooks;
   /** This isolate's request metering (its own batch writer), also its hooks. */
   metering: RequestMetering;
@@ -186,9 +190,18 @@ export async function buildIsolateCore(
   failureLog.start();
   loopLag.start();
   const lagLabel = `isolate="${isolate}"`;
+  // Who may use a project from where, then the options its request headers ask for.
+  const admissionSteps: AdmissionStep[] = [
+    clientAddressStep({
+      snapshot: () => router.snapshot,
+      strict: listensBeyondLoopback(settings.host),
+    }),
+    headerOptionsStep(),
+  ];
   return {
     router,
     guard,
+    admissionSteps,
     hooks: metering,
     metering,
     rateLimiter,
@@ -287,9 +300,14 @@ export async function buildRoutingCore(
   let shared: FeedSections | undefined;
 
   let markApplied: () => void = () => {};
-  const firstApplied = new Promise<void>((resolve) => {
+  let refuseStart: (error: Error) => void = () => {};
+  const firstApplied = new Promise<void>((resolve, reject) => {
     markApplied = resolve;
+    refuseStart = reject;
   });
+  const strict = listensBeyondLoopback(settings.host);
+  /** Open projects already warned of (strict mode), so each is logged once while it stays so. */
+  let warnedOpen = new Set<string>();
   const follower = new FeedFollower({
     redis,
     keys,
@@ -313,6 +331,29 @@ export async function buildRoutingCore(
         applyMs: Math.round((performance.now() - started) * 100) / 100,
         projects: snapshot.projectsById.size,
       });
+      if (strict && snapshot.stats.projectsRebuilt) {
+        const open = openProjects(snapshot);
+        if (update.first && open.length > 0) {
+          // The listeners never bind: the process stops with this one line (gateway.ts).
+          refuseStart(
+            new StartRefused(
+              "Refusing to start: a project can be used without a password from any address " +
+                "(strict mode: the gateway listens beyond loopback)",
+              { projects: describeProjects(open), host: settings.host },
+            ),
+          );
+          return;
+        }
+        const newly = open.filter((entry) => !warnedOpen.has(entry.id));
+        if (newly.length > 0) {
+          logger.warn(
+            "Strict mode: password-less access refused for projects anyone could use without a " +
+              "password",
+            { projects: describeProjects(newly) },
+          );
+        }
+        warnedOpen = new Set(open.map((entry) => entry.id));
+      }
       markApplied();
     },
   });

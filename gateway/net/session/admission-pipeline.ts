@@ -5,6 +5,8 @@
  * synchronous loop: no Promise and no closure per request unless a step returns a Promise.
  * Runtime-neutral.
  */
+import { clientIp } from "../../../shared/cidr-set.ts";
+import type { IpAddress } from "../../../shared/ip.ts";
 import type { Client, MaybePromise, Refusal, Target } from "../../core/contract.ts";
 import type { HeaderField } from "../http/parse.ts";
 import {
@@ -24,6 +26,7 @@ const NO_HEADERS: readonly HeaderField[] = Object.freeze([]);
 export class AdmissionTicket implements AdmissionRequest {
   /** The connection's peer, or the address a trusted PROXY protocol header gave. */
   clientAddress: ClientAddress;
+  clientIp: IpAddress | undefined;
   protocol: RequestProtocol = "http";
   credentials: string | null = null;
   headers: readonly HeaderField[] = NO_HEADERS;
@@ -37,6 +40,13 @@ export class AdmissionTicket implements AdmissionRequest {
 
   constructor(clientAddress: ClientAddress) {
     this.clientAddress = clientAddress;
+    this.clientIp = clientIp(clientAddress.hostname);
+  }
+
+  /** The client is another than the peer: what a trusted PROXY protocol header said. */
+  setClientAddress(clientAddress: ClientAddress): void {
+    this.clientAddress = clientAddress;
+    this.clientIp = clientIp(clientAddress.hostname);
   }
 
   /**

@@ -25,7 +25,8 @@ function authenticated(request: AdmissionRequest, auth: AuthResult): Refusal | u
 
 /**
  * The client's credentials (the Proxy-Authorization value offered) and its username options,
- * as the router reads them: sets `request.client`, or refuses with 407 (or 400 for an option
+ * as the router reads them, or without credentials the project whose password-less blocks hold
+ * the client's address: sets `request.client`, or refuses with 407 (or 400 for an option
  * written wrong).
  */
 export function credentialsStep(router: Pick<Router, "authenticate">): AdmissionStep {
@@ -33,7 +34,7 @@ export function credentialsStep(router: Pick<Router, "authenticate">): Admission
     name: "credentials",
     stage: AdmissionStage.client,
     admit(request: AdmissionRequest): MaybePromise<AdmissionVerdict> {
-      const auth = router.authenticate(request.credentials);
+      const auth = router.authenticate(request.credentials, request.clientIp);
       return auth instanceof Promise
         ? auth.then((settled) => authenticated(request, settled))
         : authenticated(request, auth);

@@ -18,6 +18,7 @@
  * the request steps once its CONNECT request names the target. Every client step comes before
  * every request step in the list.
  */
+import type { IpAddress } from "../../../shared/ip.ts";
 import type { Client, MaybePromise, Refusal, Target } from "../../core/contract.ts";
 import type { HeaderField } from "../http/parse.ts";
 import type { RequestProtocol } from "./hooks.ts";
@@ -40,13 +41,20 @@ export interface ClientAddress {
 export interface AdmissionRequest {
   readonly protocol: RequestProtocol;
   /**
-   * The client's address: the connection's peer (a PROXY protocol header from a trusted proxy
-   * is where another address would come from, set on the session before its first request).
+   * The client's address: the connection's peer, or the source a PROXY protocol header from a
+   * trusted balancer (OCTOPROX_TRUSTED_PROXIES) named, set before the connection's first
+   * request.
    */
   readonly clientAddress: ClientAddress;
   /**
+   * `clientAddress` parsed once per connection, as address rules compare it (IPv4-mapped IPv6
+   * read as IPv4, shared/cidr-set.ts); undefined only for a peer that is no IP literal.
+   */
+  readonly clientIp: IpAddress | undefined;
+  /**
    * The credentials offered, as a `Proxy-Authorization` value: the HTTP field's, or SOCKS5's
-   * username and password as the Basic value an HTTP client would send. Null: none offered.
+   * username and password as the Basic value an HTTP client would send. Null: none offered
+   * (for SOCKS5, the no-authentication method).
    */
   readonly credentials: string | null;
   /** The request's header fields (HTTP and CONNECT); none for SOCKS5. */

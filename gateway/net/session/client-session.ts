@@ -18,6 +18,7 @@ import {
   requestHeadReader,
 } from "../http/parse.ts";
 import { Leg, tuneTcp } from "../io/leg.ts";
+import { readPrelude } from "../io/proxy-prelude.ts";
 import { RequestKind, RequestOutcome } from "../process/metrics.ts";
 import { handleConnect } from "../tunnel/connect.ts";
 import { AdmissionStage } from "./admission.ts";
@@ -127,6 +128,7 @@ export class ClientSession implements HttpSession {
   }
 
   async #serve(): Promise<void> {
+    if (!await this.#prelude()) return;
     for (;;) {
       this.idleWatch = true;
       let head: RequestHead | null;
@@ -158,6 +160,34 @@ export class ClientSession implements HttpSession {
       );
       if (!keep || this.client.closed) return;
     }
+  }
+
+  /**
+   * The connection's first bytes: a PROXY protocol header a trusted balancer sent names the
+   * client; one from anyone else (or malformed) is answered 400 and the connection closed.
+   * False: the session ends.
+   */
+  async #prelude(): Promise<boolean> {
+    const ticket = this.#admission;
+    const peer = ticket.clientAddress.hostname;
+    const policy = this.ctx.proxyHeaders;
+    const prelude = await readPrelude(
+      this.client,
+      this.#headBuffer,
+      policy.trusts(ticket.clientIp),
+    );
+    if (prelude.kind === "closed") return false;
+    if (prelude.kind === "refused") {
+      policy.refused(peer, prelude.reason);
+      await this.answer(
+        { status: 400, proxyStatus: "http_request_error", reason: prelude.reason },
+        { keepAlive: false, kind: RequestKind.http },
+      );
+      return false;
+    }
+    if (prelude.client !== undefined) ticket.setClientAddress(prelude.client);
+    this.#pending = this.#headBuffer.subarray(prelude.start, prelude.end);
+    return true;
   }
 
   /** The next request head; null when the client closed (or failed) between requests. */

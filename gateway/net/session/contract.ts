@@ -10,6 +10,7 @@ import type { Answer } from "../http/answers.ts";
 import type { RequestHead } from "../http/parse.ts";
 import type { BufferPool } from "../io/buffers.ts";
 import type { Leg } from "../io/leg.ts";
+import type { ProxyHeaderPolicy } from "../io/proxy-prelude.ts";
 import type { UpstreamPool } from "../io/upstream-pool.ts";
 import type { Logger } from "../process/log.ts";
 import type { GatewayMetrics, RequestKind, RequestOutcome } from "../process/metrics.ts";
@@ -23,6 +24,8 @@ export interface NetContext {
   router: Router;
   /** The steps every request passes before any upstream is chosen. */
   admission: Admission;
+  /** Who may send a PROXY protocol header before the connection's own protocol. */
+  proxyHeaders: ProxyHeaderPolicy;
   logger: Logger;
   metrics: GatewayMetrics;
   hooks: TransferHooks | undefined;

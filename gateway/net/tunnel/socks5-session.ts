@@ -1,10 +1,14 @@
 /**
  * The SOCKS5 listener's connections (OCTOPROX_SOCKS_PORT; the listener itself is
- * process/listener.ts with `protocol: "socks5"`): RFC 1928 with RFC 1929 username/password, the
- * only method offered, so every client authenticates. The username and password are the HTTP
- * ones (options and all): admission gets them as the Basic credentials an HTTP client would
- * send, and runs its client steps when they arrive, its request steps once the CONNECT request
- * names the target (session/admission.ts). Then the CONNECT command only; domain names, IPv4
+ * process/listener.ts with `protocol: "socks5"`): RFC 1928 with RFC 1929 username/password,
+ * chosen whenever the client offers it. The username and password are the HTTP ones (options
+ * and all): admission gets them as the Basic credentials an HTTP client would send, and runs its
+ * client steps when they arrive, its request steps once the CONNECT request names the target
+ * (session/admission.ts). A client offering only "no authentication" is admitted by its
+ * address (a project's password-less blocks): the client steps run on the greeting, and the
+ * method is chosen (no authentication) only when they admit it; otherwise no method is
+ * acceptable. A PROXY protocol header from a trusted balancer may come first
+ * (io/proxy-prelude.ts). Then the CONNECT command only; domain names, IPv4
  * and IPv6 targets go on to the upstream unresolved. The dispatch, the upstream dialing, the
  * retry before the tunnel is up and the relay are CONNECT's own (tunnel.ts). Refusals and
  * failures become reply codes (socks5-replies.ts).
@@ -18,6 +22,7 @@ import {
   encodeSocks5AuthStatus,
   encodeSocks5MethodSelection,
   encodeSocks5Reply,
+  offersNoAuth,
   offersUserPass,
   parseSocks5Greeting,
   parseSocks5Request,
@@ -26,6 +31,7 @@ import {
 } from "../../../shared/proxy-protocol/socks5-server.ts";
 import type { Client, MaybePromise, Refusal, Target } from "../../core/contract.ts";
 import { Leg, tuneTcp } from "../io/leg.ts";
+import { readPrelude } from "../io/proxy-prelude.ts";
 import { RequestKind, RequestOutcome } from "../process/metrics.ts";
 import { AdmissionStage } from "../session/admission.ts";
 import { AdmissionTicket } from "../session/admission-pipeline.ts";
@@ -135,44 +141,58 @@ export class Socks5Session implements TunnelSession {
     const ctx = this.ctx;
     this.client.setDeadline(Math.min(ctx.limits.clientIdleTimeoutMs, SOCKS_HANDSHAKE_TIMEOUT_MS));
 
+    if (!await this.#prelude()) return;
     const greeting = await this.#message(parseSocks5Greeting);
     if (greeting === undefined) return;
     this.#requestStartedMs = performance.now();
-    if (!offersUserPass(greeting)) {
-      // Every client authenticates: without credentials there is no project to route for.
+    const ticket = this.#admission;
+    // A username option written wrong is answered at the request, "not allowed", as HTTP
+    // answers it 400 rather than 407: the credentials may well be right.
+    let optionRefusal: Refusal | undefined;
+    if (offersUserPass(greeting)) {
+      if (!await this.#send(encodeSocks5MethodSelection(Socks5Method.userPass), false)) return;
+      const credentials = await this.#message(parseSocks5UserPass);
+      if (credentials === undefined) return;
+      // Built before the next read: the fields are views of the handshake buffer.
+      ticket.begin(
+        RequestKind.socks5,
+        basicHeader(credentials.usernameBytes, credentials.passwordBytes),
+        undefined,
+      );
+      const clientRefusal = await this.#admit(AdmissionStage.client);
+      if (clientRefusal === ADMISSION_ERROR) {
+        await this.#send(encodeSocks5AuthStatus(false), true);
+        return;
+      }
+      if (clientRefusal !== undefined) {
+        if (clientRefusal.status === 400) optionRefusal = clientRefusal;
+        else {
+          this.#rejected(clientRefusal, ticket.client, undefined);
+          ctx.metrics.request(RequestKind.socks5, RequestOutcome.refused, clientRefusal.status);
+          await this.#send(encodeSocks5AuthStatus(false), true);
+          return;
+        }
+      }
+      if (!await this.#send(encodeSocks5AuthStatus(true), false)) return;
+    } else if (offersNoAuth(greeting)) {
+      // No credentials: the client's address may name the project (its password-less blocks).
+      // A refusal can only be "no acceptable method": the method is chosen after admission.
+      ticket.begin(RequestKind.socks5, null, undefined);
+      const clientRefusal = await this.#admit(AdmissionStage.client);
+      if (clientRefusal !== undefined) {
+        if (clientRefusal !== ADMISSION_ERROR) {
+          this.#rejected(clientRefusal, ticket.client, undefined);
+          ctx.metrics.request(RequestKind.socks5, RequestOutcome.refused, clientRefusal.status);
+        }
+        await this.#send(encodeSocks5MethodSelection(Socks5Method.noAcceptable), true);
+        return;
+      }
+      if (!await this.#send(encodeSocks5MethodSelection(Socks5Method.noAuth), false)) return;
+    } else {
       ctx.metrics.request(RequestKind.socks5, RequestOutcome.refused, 407);
       await this.#send(encodeSocks5MethodSelection(Socks5Method.noAcceptable), true);
       return;
     }
-    if (!await this.#send(encodeSocks5MethodSelection(Socks5Method.userPass), false)) return;
-
-    const credentials = await this.#message(parseSocks5UserPass);
-    if (credentials === undefined) return;
-    // Built before the next read: the fields are views of the handshake buffer.
-    const ticket = this.#admission;
-    ticket.begin(
-      RequestKind.socks5,
-      basicHeader(credentials.usernameBytes, credentials.passwordBytes),
-      undefined,
-    );
-    const clientRefusal = await this.#admit(AdmissionStage.client);
-    if (clientRefusal === ADMISSION_ERROR) {
-      await this.#send(encodeSocks5AuthStatus(false), true);
-      return;
-    }
-    // A username option written wrong is answered at the request, "not allowed", as HTTP
-    // answers it 400 rather than 407: the credentials may well be right.
-    let optionRefusal: Refusal | undefined;
-    if (clientRefusal !== undefined) {
-      if (clientRefusal.status === 400) optionRefusal = clientRefusal;
-      else {
-        this.#rejected(clientRefusal, ticket.client, undefined);
-        ctx.metrics.request(RequestKind.socks5, RequestOutcome.refused, clientRefusal.status);
-        await this.#send(encodeSocks5AuthStatus(false), true);
-        return;
-      }
-    }
-    if (!await this.#send(encodeSocks5AuthStatus(true), false)) return;
 
     const request = await this.#message(parseSocks5Request);
     if (request === undefined) return;
@@ -223,6 +243,27 @@ export class Socks5Session implements TunnelSession {
         });
         return;
     }
+  }
+
+  /**
+   * The connection's first bytes: a PROXY protocol header a trusted balancer sent names the
+   * client; one from anyone else (or malformed) closes the connection without a reply. False:
+   * the session ends.
+   */
+  async #prelude(): Promise<boolean> {
+    const ticket = this.#admission;
+    const policy = this.ctx.proxyHeaders;
+    const prelude = await readPrelude(this.client, this.#buffer, policy.trusts(ticket.clientIp));
+    if (prelude.kind === "closed") return false;
+    if (prelude.kind === "refused") {
+      policy.refused(ticket.clientAddress.hostname, prelude.reason);
+      this.ctx.metrics.request(RequestKind.socks5, RequestOutcome.refused, 400);
+      return false;
+    }
+    if (prelude.client !== undefined) ticket.setClientAddress(prelude.client);
+    this.#start = prelude.start;
+    this.#end = prelude.end;
+    return true;
   }
 
   /**

@@ -1,0 +1,105 @@
+/**
+ * Options in request headers, for clients that cannot put them in a username (and for
+ * password-less clients, who have none): `X-Octoprox-Country`, `-State`, `-City`, `-Session`
+ * and `-Session-Time`, read with the username's grammar and checks (shared/username.ts). The
+ * admission step runs once the client is known; it keeps every `X-Octoprox-*` field from the
+ * upstream (consumed or not), refuses one it does not know, a repeated one, or a value written
+ * wrong with 400 naming the header, and adds what the headers ask for to the client's options.
+ * An option given both in the username and in a header must say the same (400 otherwise), so a
+ * request never means two things. HTTP forwarding and CONNECT have headers; SOCKS5 has none.
+ * Runtime-neutral.
+ */
+import { type OptionMessages, type OptionTexts, readOptions } from "../../shared/username.ts";
+import type { MaybePromise, UsernameOptions } from "../core/contract.ts";
+import { badOptions } from "../core/refusals.ts";
+import {
+  type AdmissionRequest,
+  AdmissionStage,
+  type AdmissionStep,
+  type AdmissionVerdict,
+} from "../net/session/admission.ts";
+
+const PREFIX = "x-octoprox-";
+
+type OptionName = keyof OptionTexts;
+
+/** Each option's header and the username delimiter it matches. */
+const OPTIONS: Readonly<Record<OptionName, { header: string; delimiter: string }>> = {
+  country: { header: "X-Octoprox-Country", delimiter: "-cc-" },
+  state: { header: "X-Octoprox-State", delimiter: "-st-" },
+  city: { header: "X-Octoprox-City", delimiter: "-city-" },
+  sessionId: { header: "X-Octoprox-Session", delimiter: "-sessid-" },
+  sessionMinutes: { header: "X-Octoprox-Session-Time", delimiter: "-sesstime-" },
+};
+
+/** Option by lower-case header name. */
+const BY_HEADER: ReadonlyMap<string, OptionName> = new Map(
+  (Object.keys(OPTIONS) as OptionName[]).map((name) => [OPTIONS[name].header.toLowerCase(), name]),
+);
+
+/** The names of the option headers, as a client writes them. */
+export const OPTION_HEADERS: readonly string[] = Object.values(OPTIONS).map((o) => o.header);
+
+/** What a client reads in the 400 answer: each names the header and how to write it. */
+export const HeaderOptionMessage: OptionMessages & { repeated: string } = {
+  needsCountry:
+    "X-Octoprox-State and X-Octoprox-City need a country: add X-Octoprox-Country, such as US",
+  country: "X-Octoprox-Country must be a two-letter ISO 3166-1 code, such as US",
+  state: "X-Octoprox-State must be the subdivision part of an ISO 3166-2 code, such as NY",
+  city: "X-Octoprox-City must be a name with letters or digits, such as new_york",
+  sessionId: "X-Octoprox-Session must be at most 128 characters, such as abc123",
+  sessionMinutes: "X-Octoprox-Session-Time must be whole minutes from 1 to 1440, such as 30",
+  repeated: "Each X-Octoprox option header may appear once",
+};
+
+function unknownHeader(name: string): string {
+  return `${name} is not an Octoprox option header: use ${OPTION_HEADERS.join(", ")}`;
+}
+
+function conflict(name: OptionName): string {
+  const { header, delimiter } = OPTIONS[name];
+  return `${header} conflicts with the username's ${delimiter} option: give it once, or the same in both`;
+}
+
+export function headerOptionsStep(): AdmissionStep {
+  return {
+    name: "header options",
+    stage: AdmissionStage.client,
+    admit(request: AdmissionRequest): MaybePromise<AdmissionVerdict> {
+      let texts: OptionTexts | undefined;
+      let seen: Set<OptionName> | undefined;
+      for (const field of request.headers) {
+        const lower = field.lower;
+        // Most requests carry none: one character compared per field.
+        if (lower.charCodeAt(0) !== 120 /* x */ || !lower.startsWith(PREFIX)) continue;
+        request.stripHeader(lower);
+        const name = BY_HEADER.get(lower);
+        if (name === undefined) return badOptions(unknownHeader(field.name));
+        seen ??= new Set();
+        if (seen.has(name)) return badOptions(HeaderOptionMessage.repeated);
+        seen.add(name);
+        // An empty value counts as absent, as an empty username option does.
+        const value = field.value.trim();
+        if (value !== "") (texts ??= {})[name] = value;
+      }
+      if (texts === undefined) return undefined;
+      const client = request.client!;
+      const read = readOptions(texts, HeaderOptionMessage, client.options.country);
+      if (!read.ok) return badOptions(read.message);
+      const options: UsernameOptions = { ...client.options };
+      const asked = read.options as Record<OptionName, string | number | undefined>;
+      const merged = options as unknown as Record<OptionName, string | number | undefined>;
+      for (const name of Object.keys(asked) as OptionName[]) {
+        const value = asked[name];
+        if (value === undefined) continue;
+        if (merged[name] !== undefined && merged[name] !== value) {
+          return badOptions(conflict(name));
+        }
+        merged[name] = value;
+      }
+      // A new client: the credentials' answer is shared by the connection's other requests.
+      request.client = { ...client, options };
+      return undefined;
+    },
+  };
+}
