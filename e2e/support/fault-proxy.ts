@@ -66,6 +66,8 @@ export interface FaultRequest {
   host: string;
   port: number;
   username?: string;
+  /** The header names of an HTTP or CONNECT request, lower case, as they reached the proxy. */
+  headers?: readonly string[];
 }
 
 export interface FaultProxy {
@@ -330,6 +332,7 @@ export async function startFaultProxy(options: FaultProxyOptions = {}): Promise<
       protocol: method === "CONNECT" ? "connect" : "http",
       ...destination,
       ...(credentials ? { username: credentials.username } : {}),
+      headers: [...headers.keys()],
     });
     connectionMode = options.hostModes?.[destination.host] ?? connectionMode;
     if (connectionMode === FaultMode.refuse) return client.destroy();

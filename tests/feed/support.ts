@@ -226,6 +226,9 @@ export interface FeedProjectSpec {
   connectionTimeoutSeconds?: number;
   /** max_retries (1 unless said). */
   maxRetries?: number;
+  /** allowed_cidrs and passwordless_cidrs (none unless said). */
+  allowedCidrs?: string[];
+  passwordlessCidrs?: string[];
 }
 
 /** A project entry of the global section as the compile writes it (password digested). */
@@ -245,7 +248,7 @@ export async function feedProject(bed: FeedBed, spec: FeedProjectSpec): Promise<
     traffic_quota: null,
     rate_limit: null,
     max_connections: null,
-    allowed_cidrs: [],
-    passwordless_cidrs: [],
+    allowed_cidrs: spec.allowedCidrs ?? [],
+    passwordless_cidrs: spec.passwordlessCidrs ?? [],
   };
 }

@@ -228,9 +228,10 @@ export class RawConnection {
     socket.on("error", () => {});
   }
 
-  static open(port: number, host = "127.0.0.1"): Promise<RawConnection> {
+  /** Connects to `host:port`, from `localAddress` when given (another loopback address, say). */
+  static open(port: number, host = "127.0.0.1", localAddress?: string): Promise<RawConnection> {
     return new Promise((resolve, reject) => {
-      const socket = net.connect({ host, port, allowHalfOpen: true });
+      const socket = net.connect({ host, port, allowHalfOpen: true, localAddress });
       socket.once("connect", () => resolve(new RawConnection(socket)));
       socket.once("error", reject);
     });
