@@ -50,6 +50,15 @@ const [CC, ST, CITY, SESSID, SESSTIME] = USERNAME_DELIMITERS as readonly [
   string,
 ];
 
+/** Each option's delimiter in a username, by option (what other places of an option name). */
+export const OptionDelimiter: Readonly<Record<keyof OptionTexts, string>> = {
+  country: CC,
+  state: ST,
+  city: CITY,
+  sessionId: SESSID,
+  sessionMinutes: SESSTIME,
+};
+
 /** Names people type for a city that vendors and databases spell otherwise. */
 const CITY_ALIASES: Readonly<Record<string, string>> = {
   nyc: "new_york",

@@ -213,14 +213,13 @@ export class Cluster {
   }
 
   /**
-   * Starts a gateway on this cluster's Redis, prefix and internal secret, with the command
-   * `npm start` uses (scripts/gateway-command.ts), both listeners on 127.0.0.1. Answers once
-   * its status listener is up, and by default once it is ready.
+   * The environment a gateway of this cluster runs with (its Redis, prefix and internal secret,
+   * both listeners on 127.0.0.1, every port 0), for a test that runs one itself: one expected
+   * to exit, say.
    */
-  async startGateway(options: GatewayOptions = {}): Promise<Gateway> {
-    const instance = options.instance ?? `e2e-gateway-${randomBytes(3).toString("hex")}`;
+  gatewayEnv(instance: string, options: GatewayOptions = {}): Record<string, string> {
     const allowCidrs = options.allowCidrs === undefined ? "127.0.0.0/8" : options.allowCidrs;
-    const spawned: Spawned = spawnCommand(DENO_BIN, gatewayRunArgs(), {
+    return {
       ...DENO_ENV,
       OCTOPROX_REDIS_URL: this.redisUrl,
       OCTOPROX_REDIS_PREFIX: this.prefix,
@@ -235,7 +234,21 @@ export class Cluster {
       OCTOPROX_LOG_LEVEL: "info",
       ...(allowCidrs === null ? {} : { OCTOPROX_DESTINATION_ALLOW_CIDRS: allowCidrs }),
       ...options.env,
-    });
+    };
+  }
+
+  /**
+   * Starts a gateway on this cluster's Redis, prefix and internal secret, with the command
+   * `npm start` uses (scripts/gateway-command.ts), both listeners on 127.0.0.1. Answers once
+   * its status listener is up, and by default once it is ready.
+   */
+  async startGateway(options: GatewayOptions = {}): Promise<Gateway> {
+    const instance = options.instance ?? `e2e-gateway-${randomBytes(3).toString("hex")}`;
+    const spawned: Spawned = spawnCommand(
+      DENO_BIN,
+      gatewayRunArgs(),
+      this.gatewayEnv(instance, options),
+    );
     const bound = (message: string) =>
       parseLogs(spawned.stdout).find((line) => line.msg === message)?.port as
         | number

@@ -42,6 +42,10 @@ export interface RequestOptions {
    * connection of its own otherwise.
    */
   connection?: ClientConnection;
+  /** Request header fields besides Host and Proxy-Authorization (options, say). */
+  headers?: Record<string, string>;
+  /** The client's own address (another loopback one, say); the system's choice otherwise. */
+  localAddress?: string;
 }
 
 /**
@@ -94,7 +98,7 @@ export function viaProxy(
   options: RequestOptions = {},
 ): Promise<ProxyAnswer> {
   const target = new URL(url);
-  const headers: Record<string, string> = { host: target.host };
+  const headers: Record<string, string> = { host: target.host, ...options.headers };
   if (credentials) headers["proxy-authorization"] = basicAuth(credentials);
   if (options.body !== undefined) {
     headers["content-type"] = "text/plain";
@@ -107,6 +111,7 @@ export function viaProxy(
       method: options.method ?? "GET",
       path: target.href,
       headers,
+      ...(options.localAddress === undefined ? {} : { localAddress: options.localAddress }),
       agent: options.connection?.agent ?? false,
       signal: AbortSignal.timeout(options.timeoutMs ?? 10_000),
     }, (response) => {

@@ -9,7 +9,12 @@
  * request never means two things. HTTP forwarding and CONNECT have headers; SOCKS5 has none.
  * Runtime-neutral.
  */
-import { type OptionMessages, type OptionTexts, readOptions } from "../../shared/username.ts";
+import {
+  OptionDelimiter,
+  type OptionMessages,
+  type OptionTexts,
+  readOptions,
+} from "../../shared/username.ts";
 import type { MaybePromise, UsernameOptions } from "../core/contract.ts";
 import { badOptions } from "../core/refusals.ts";
 import {
@@ -23,22 +28,22 @@ const PREFIX = "x-octoprox-";
 
 type OptionName = keyof OptionTexts;
 
-/** Each option's header and the username delimiter it matches. */
-const OPTIONS: Readonly<Record<OptionName, { header: string; delimiter: string }>> = {
-  country: { header: "X-Octoprox-Country", delimiter: "-cc-" },
-  state: { header: "X-Octoprox-State", delimiter: "-st-" },
-  city: { header: "X-Octoprox-City", delimiter: "-city-" },
-  sessionId: { header: "X-Octoprox-Session", delimiter: "-sessid-" },
-  sessionMinutes: { header: "X-Octoprox-Session-Time", delimiter: "-sesstime-" },
+/** Each option's header. */
+const HEADERS: Readonly<Record<OptionName, string>> = {
+  country: "X-Octoprox-Country",
+  state: "X-Octoprox-State",
+  city: "X-Octoprox-City",
+  sessionId: "X-Octoprox-Session",
+  sessionMinutes: "X-Octoprox-Session-Time",
 };
 
 /** Option by lower-case header name. */
 const BY_HEADER: ReadonlyMap<string, OptionName> = new Map(
-  (Object.keys(OPTIONS) as OptionName[]).map((name) => [OPTIONS[name].header.toLowerCase(), name]),
+  (Object.keys(HEADERS) as OptionName[]).map((name) => [HEADERS[name].toLowerCase(), name]),
 );
 
 /** The names of the option headers, as a client writes them. */
-export const OPTION_HEADERS: readonly string[] = Object.values(OPTIONS).map((o) => o.header);
+export const OPTION_HEADERS: readonly string[] = Object.values(HEADERS);
 
 /** What a client reads in the 400 answer: each names the header and how to write it. */
 export const HeaderOptionMessage: OptionMessages & { repeated: string } = {
@@ -57,8 +62,9 @@ function unknownHeader(name: string): string {
 }
 
 function conflict(name: OptionName): string {
-  const { header, delimiter } = OPTIONS[name];
-  return `${header} conflicts with the username's ${delimiter} option: give it once, or the same in both`;
+  return `${HEADERS[name]} conflicts with the username's ${
+    OptionDelimiter[name]
+  } option: give it once, or the same in both`;
 }
 
 export function headerOptionsStep(): AdmissionStep {

@@ -58,7 +58,8 @@ const LIMITS_NOTE = "`traffic_quota` (a traffic_config of connectors, its `limit
   "shows its window as a connector's does. `rate_limit` (`requests_per_second`, `burst`) holds " +
   "across every gateway; `max_connections` caps the connections at once per gateway; both are " +
   "refused with 429. `allowed_cidrs` (empty: anywhere) are the client addresses allowed; " +
-  "`passwordless_cidrs` reach the project by address alone.";
+  "`passwordless_cidrs` reach the project by address alone: a list letting every address in " +
+  "is a 422, a block another project lists a 400.";
 
 export function projectRoutes(deps: ApiDeps): Route[] {
   /** Projects as answered: each with its quota's usage. */

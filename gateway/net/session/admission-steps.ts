@@ -1,12 +1,14 @@
 /**
  * The admission steps, and the one list of them every listener runs, in order: who the client
- * is (its credentials), the routing core's own steps, then where it may go (the destination
- * guard). A new step is written against admission.ts. One that needs the core's state (the
- * snapshot's projects, shared counts) is built with the core (process/wiring.ts
- * `buildIsolateCore`, in every isolate) and listed in its `admissionSteps`, in this order:
- * checks of the client's address (which projects may be used from where), then project limits
- * (rates, concurrent connections, quotas), so that a request refused for where it comes from
- * counts against nothing, and one refused for a limit never resolves a name.
+ * is (its credentials, or its address for a password-less one), the routing core's own steps,
+ * then where it may go (the destination guard). A new step is written against admission.ts.
+ * One that needs the core's state (the snapshot's projects, shared counts) is built with the
+ * core (process/wiring.ts `buildIsolateCore`, in every isolate) and listed in its
+ * `admissionSteps`, in this order: checks of the client's address (which projects may be used
+ * from where, gateway/access/client-address.ts) and the options its headers ask for
+ * (access/header-options.ts), then project limits (rates, concurrent connections, quotas), so
+ * that a request refused for where it comes from counts against nothing, and one refused for a
+ * limit never resolves a name.
  */
 import type { AuthResult, DestinationGuard, Refusal, Router } from "../../core/contract.ts";
 import type { MaybePromise } from "../../core/contract.ts";
