@@ -23,6 +23,10 @@ export const RefusalKind = {
   trafficLimitExceeded: "traffic_limit_exceeded",
   /** The project's own traffic quota is used up for its period. */
   quotaExceeded: "quota_exceeded",
+  /** The project's request-rate limit: too many requests a second across the gateways. */
+  rateLimited: "rate_limited",
+  /** The project's cap on requests at once on this gateway. */
+  connectionLimit: "connection_limit",
   notReady: "not_ready",
 } as const;
 export type RefusalKind = (typeof RefusalKind)[keyof typeof RefusalKind];

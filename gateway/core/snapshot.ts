@@ -256,6 +256,8 @@ export interface ProjectEntry {
   readonly connectTimeoutMs: number | undefined;
   /** max_retries; undefined when the feed gives no usable one. */
   readonly maxRetries: number | undefined;
+  /** Its counts' slot in dispatch (requests in flight, for its max_connections). */
+  readonly slot: number;
   readonly project: FeedProject;
 }
 
@@ -320,7 +322,7 @@ export function buildSnapshot(
     projectsByUsername = previous.projectsByUsername;
     projectsById = previous.projectsById;
   } else {
-    ({ projectsByUsername, projectsById } = indexProjects(update, options.log));
+    ({ projectsByUsername, projectsById } = indexProjects(update, dispatch, options.log));
     stats.projectsRebuilt = true;
   }
 
@@ -371,7 +373,7 @@ export function buildSnapshot(
   };
 }
 
-function indexProjects(update: FeedSections, log: CoreLog | undefined) {
+function indexProjects(update: FeedSections, dispatch: Dispatch, log: CoreLog | undefined) {
   const projectsByUsername = new Map<string, ProjectEntry>();
   const projectsById = new Map<string, ProjectEntry>();
   for (const project of update.global.projects) {
@@ -386,6 +388,7 @@ function indexProjects(update: FeedSections, log: CoreLog | undefined) {
       maxRetries: Number.isInteger(project.max_retries) && project.max_retries >= 0
         ? Math.min(project.max_retries, MAX_RETRIES_LIMIT)
         : undefined,
+      slot: dispatch.projectSlots.assign(project.id),
       project,
     };
     projectsById.set(project.id, entry);

@@ -226,6 +226,8 @@ export interface FeedProjectSpec {
   connectionTimeoutSeconds?: number;
   /** max_retries (1 unless said). */
   maxRetries?: number;
+  /** rate_limit (none unless said). */
+  rateLimit?: { requests_per_second: number; burst: number };
 }
 
 /** A project entry of the global section as the compile writes it (password digested). */
@@ -243,7 +245,7 @@ export async function feedProject(bed: FeedBed, spec: FeedProjectSpec): Promise<
     connection_timeout_seconds: spec.connectionTimeoutSeconds ?? 30,
     max_retries: spec.maxRetries ?? 1,
     traffic_quota: null,
-    rate_limit: null,
+    rate_limit: spec.rateLimit ?? null,
     max_connections: null,
     allowed_cidrs: [],
     passwordless_cidrs: [],
