@@ -25,6 +25,10 @@ export const RefusalKind = {
   quotaExceeded: "quota_exceeded",
   /** The project does not take requests from the client's address (its allowed_cidrs). */
   clientAddressDenied: "client_address_denied",
+  /** The project's request-rate limit: too many requests a second across the gateways. */
+  rateLimited: "rate_limited",
+  /** The project's cap on requests at once on this gateway. */
+  connectionLimit: "connection_limit",
   notReady: "not_ready",
 } as const;
 export type RefusalKind = (typeof RefusalKind)[keyof typeof RefusalKind];

@@ -71,14 +71,6 @@ afterAll(async () => {
   await Promise.all([origin?.close(), upstream?.close()]);
 });
 
-async function flushNow(): Promise<void> {
-  const stream = cluster.keys.jobStream(JobKind.metricsFlush);
-  await cluster.redis.xadd(stream, "*", "key", "all");
-  await cluster.until(async () => (await cluster.redis.xlen(stream)) === 0, {
-    what: "the metrics flush to run",
-  });
-}
-
 /** Every key under the cluster's prefix with its content, as text. */
 async function redisText(): Promise<string> {
   const parts: string[] = [];
@@ -147,7 +139,7 @@ describe("the failure log end to end", () => {
       what: "the failure windows",
       timeoutMs: 20_000,
     });
-    await flushNow();
+    await cluster.runNow(JobKind.metricsFlush);
 
     const base = `/api/v1/projects/${projectId}`;
     const summary = await cluster.request("GET", `${base}/failures?range=1h`);

@@ -85,15 +85,6 @@ async function tunnel(payload: number): Promise<{ exit: string; sent: number; re
   }
 }
 
-async function flushNow(): Promise<void> {
-  const stream = cluster.keys.jobStream(JobKind.metricsFlush);
-  await cluster.redis.xadd(stream, "*", "key", "all");
-  // Handled: the entry is deleted once the job returned.
-  await cluster.until(async () => (await cluster.redis.xlen(stream)) === 0, {
-    what: "the metrics flush to run",
-  });
-}
-
 async function committedFlushes(): Promise<number> {
   const rows = await cluster.sql`select count(*)::int as n from metric_flushes`;
   return rows[0].n;
@@ -126,7 +117,7 @@ describe("usage end to end", () => {
       return requests === TUNNELS;
     }, { what: "the gateway's metering to publish every tunnel", timeoutMs: 20_000 });
 
-    await flushNow();
+    await cluster.runNow(JobKind.metricsFlush);
     expect(await committedFlushes()).toBe(1);
     // The live windows were taken: what the api shows now is the flushed history alone.
     for (const id of project.proxyIds) {
@@ -166,7 +157,7 @@ describe("usage end to end", () => {
     expect([...byExit.values()].every((f) => f.requests > 0)).toBe(true);
 
     // A second flush: nothing new metered, nothing added, nothing recorded.
-    await flushNow();
+    await cluster.runNow(JobKind.metricsFlush);
     expect(await committedFlushes()).toBe(1);
     await expectTotals();
   });

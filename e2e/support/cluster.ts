@@ -8,6 +8,7 @@ import { randomBytes } from "node:crypto";
 import postgres from "postgres";
 import { Redis } from "ioredis";
 import { redisKeys, WORKERS_GROUP } from "../../shared/redis-keys.ts";
+import type { JobKind } from "../../shared/roles.ts";
 import { deriveFeedKeys, type FeedKeys } from "../../shared/feed/codec.ts";
 import { DENO_BIN, DENO_ENV, gatewayRunArgs } from "../../scripts/gateway-command.ts";
 import { findFreePort } from "../../scripts/local-stores.ts";
@@ -334,6 +335,18 @@ export class Cluster {
     } finally {
       cancelled = true;
     }
+  }
+
+  /**
+   * Runs a job kind now, as its producer's slot would, and waits until a worker handled it (the
+   * entry is deleted once the job returned).
+   */
+  async runNow(kind: JobKind): Promise<void> {
+    const stream = this.keys.jobStream(kind);
+    await this.redis.xadd(stream, "*", "key", "all");
+    await this.until(async () => (await this.redis.xlen(stream)) === 0, {
+      what: `the ${kind} job to run`,
+    });
   }
 
   /** Waits until `member` logs a line whose message is `msg`; answers that line. */

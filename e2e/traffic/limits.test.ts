@@ -116,15 +116,6 @@ async function setLimit(project: RoutedProject, limitBytes: number, action = "bl
   expect(answer.status).toBe(200);
 }
 
-/** Runs a job kind now, as its producer's slot would, and waits until a worker handled it. */
-async function runNow(kind: JobKind): Promise<void> {
-  const stream = cluster.keys.jobStream(kind);
-  await cluster.redis.xadd(stream, "*", "key", "all");
-  await cluster.until(async () => (await cluster.redis.xlen(stream)) === 0, {
-    what: `the ${kind} job to run`,
-  });
-}
-
 async function restartWorker(): Promise<void> {
   worker = await cluster.start("worker");
 }
@@ -171,7 +162,7 @@ describe("a connector's traffic limit", () => {
     expect(await cluster.redis.xlen(cluster.keys.jobStream(JobKind.traffic))).toBe(0);
     expect((await get(gateways[0], project.credentials, "/ip")).status).toBe(509);
     expect(await usage(project)).toMatchObject({ pending: true, blocked: true });
-    await runNow(JobKind.indexHygiene);
+    await cluster.runNow(JobKind.indexHygiene);
     await untilEveryGateway(project, false, 10_000);
     expect(await usage(project)).toMatchObject({ pending: false, blocked: false });
 
@@ -179,7 +170,7 @@ describe("a connector's traffic limit", () => {
     // first, so none of them is still live when the usage counts from the reset.
     await setLimit(project, 200_000);
     await untilEveryGateway(project, true);
-    await runNow(JobKind.metricsFlush);
+    await cluster.runNow(JobKind.metricsFlush);
     await worker.stop("SIGKILL");
     const reset = await cluster.request("POST", `${connectorPath(project)}/traffic/reset`);
     expect(reset.status).toBe(200);

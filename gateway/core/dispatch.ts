@@ -276,33 +276,40 @@ export interface DispatchOptions {
 export interface DispatchBuffers {
   proxies: SharedArrayBuffer;
   connectors: SharedArrayBuffer;
+  projects: SharedArrayBuffer;
   errors: SharedArrayBuffer;
 }
 
 export class Dispatch implements DispatchReader {
   private readonly proxyCounts: CounterArray;
   private readonly connectorCounts: CounterArray;
+  /** Each project's requests in flight on this gateway (its max_connections cap). */
+  private readonly projectCounts: CounterArray;
   private readonly errorCounts: CounterArray;
   readonly proxySlots: SlotTable;
   readonly connectorSlots: SlotTable;
+  readonly projectSlots: SlotTable;
 
   constructor(options: DispatchOptions = {}) {
     this.proxyCounts = new CounterArray(
       Math.max(16, options.initialProxySlots ?? 0) * PROXY_STRIDE,
     );
     this.connectorCounts = new CounterArray(16);
+    this.projectCounts = new CounterArray(16);
     this.errorCounts = new CounterArray(ERROR_KINDS);
     this.proxySlots = new SlotTable(
       (n) => this.proxyCounts.ensure(n * PROXY_STRIDE),
       (slot) => this.forgetOutcomes(slot),
     );
     this.connectorSlots = new SlotTable((n) => this.connectorCounts.ensure(n));
+    this.projectSlots = new SlotTable((n) => this.projectCounts.ensure(n));
     if (options.follow !== undefined) {
       this.adopt(options.follow);
       // The numbering isolate forgets a departed proxy's outcomes, once for the process.
       this.proxySlots = new SlotTable((n) => this.proxyCounts.ensure(n * PROXY_STRIDE));
       this.proxySlots.follow();
       this.connectorSlots.follow();
+      this.projectSlots.follow();
     }
   }
 
@@ -310,6 +317,7 @@ export class Dispatch implements DispatchReader {
   adopt(buffers: DispatchBuffers): void {
     this.proxyCounts.adopt(buffers.proxies);
     this.connectorCounts.adopt(buffers.connectors);
+    this.projectCounts.adopt(buffers.projects);
     this.errorCounts.adopt(buffers.errors);
   }
 
@@ -321,16 +329,19 @@ export class Dispatch implements DispatchReader {
     buffers: DispatchBuffers,
     proxySlots: Iterable<readonly [string, number]>,
     connectorSlots: Iterable<readonly [string, number]>,
+    projectSlots: Iterable<readonly [string, number]> = [],
   ): void {
     this.adopt(buffers);
     this.proxySlots.preset(proxySlots);
     this.connectorSlots.preset(connectorSlots);
+    this.projectSlots.preset(projectSlots);
   }
 
   /** The slots handed over were used by a build. */
   followed(): void {
     this.proxySlots.clearPresets();
     this.connectorSlots.clearPresets();
+    this.projectSlots.clearPresets();
   }
 
   /** Whether the counts sit on a SharedArrayBuffer (so isolates can share them). */
@@ -342,13 +353,43 @@ export class Dispatch implements DispatchReader {
   get buffers(): {
     proxies: ArrayBufferLike;
     connectors: ArrayBufferLike;
+    projects: ArrayBufferLike;
     errors: ArrayBufferLike;
   } {
     return {
       proxies: this.proxyCounts.buffer,
       connectors: this.connectorCounts.buffer,
+      projects: this.projectCounts.buffer,
       errors: this.errorCounts.buffer,
     };
+  }
+
+  /**
+   * Counts one more request of the project in flight on this gateway unless `cap` (> 0) are
+   * already; false when it is full. Every isolate counts on the same word.
+   */
+  enterProject(projectSlot: number, cap: number): boolean {
+    const counts = this.projectCounts.view;
+    if (cap <= 0) {
+      Atomics.add(counts, projectSlot, 1);
+      return true;
+    }
+    for (;;) {
+      const inFlight = Atomics.load(counts, projectSlot);
+      if (inFlight >= cap) return false;
+      if (Atomics.compareExchange(counts, projectSlot, inFlight, inFlight + 1) === inFlight) {
+        return true;
+      }
+    }
+  }
+
+  /** One request `enterProject` counted ended. */
+  leaveProject(projectSlot: number): void {
+    Atomics.sub(this.projectCounts.view, projectSlot, 1);
+  }
+
+  projectInFlight(projectSlot: number): number {
+    return Atomics.load(this.projectCounts.view, projectSlot);
   }
 
   /** Forgets proxies that left the snapshot and have nothing in flight; returns those still busy. */

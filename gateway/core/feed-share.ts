@@ -30,6 +30,8 @@ export interface SectionsDelta {
   proxySlots: [string, number][];
   /** `[connector id, slot]` for the connectors in `connectors`. */
   connectorSlots: [string, number][];
+  /** `[project id, slot]` for every project, when `global` is in the delta. */
+  projectSlots: [string, number][];
 }
 
 /**
@@ -46,8 +48,12 @@ export function sectionsDelta(
     removed: [],
     proxySlots: [],
     connectorSlots: [],
+    projectSlots: [],
   };
-  if (previous === undefined || previous.global !== next.global) delta.global = next.global;
+  if (previous === undefined || previous.global !== next.global) {
+    delta.global = next.global;
+    for (const [id, entry] of snapshot.projectsById) delta.projectSlots.push([id, entry.slot]);
+  }
   if (previous === undefined || previous.runtime !== next.runtime) delta.runtime = next.runtime;
   for (const [id, section] of next.connectors) {
     if (previous?.connectors.get(id) === section) continue;

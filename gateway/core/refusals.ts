@@ -138,6 +138,22 @@ export function quotaExceeded(status: 429 | 509): Refusal {
   };
 }
 
+/** The project's request-rate limit: more requests a second than it allows, across gateways. */
+export const projectRateLimited: Refusal = Object.freeze({
+  status: 429,
+  proxyStatus: "connection_limit_reached",
+  reason: "Request rate limit reached for this project. Retry later.",
+  rejection: RejectionReason.rateLimited,
+});
+
+/** The project's cap on requests at once through this gateway. */
+export const projectConnectionLimit: Refusal = Object.freeze({
+  status: 429,
+  proxyStatus: "connection_limit_reached",
+  reason: "Too many connections at once for this project",
+  rejection: RejectionReason.connectionLimit,
+});
+
 export function prohibitedDestination(host: string, address: string, kind: string): Refusal {
   const what = host === address ? `${host} is` : `${host} resolves to ${address},`;
   const article = /^[aeiou]/.test(kind) ? "an" : "a";

@@ -235,6 +235,11 @@ export class CoreRouter implements Router {
     return this.current?.connectors.get(connectorId)?.trafficLimited === true;
   }
 
+  /** A project as the snapshot in force has it (its limits, its counts' slot). */
+  project(projectId: string): ProjectEntry | undefined {
+    return this.current?.projectsById.get(projectId);
+  }
+
   quotaLimited(projectId: string): boolean {
     return this.current?.projectsById.get(projectId)?.project.traffic_quota != null;
   }

@@ -271,6 +271,8 @@ export interface ProjectEntry {
   /** max_retries; undefined when the feed gives no usable one. */
   readonly maxRetries: number | undefined;
   readonly access: ProjectAccess;
+  /** Its counts' slot in dispatch (requests in flight, for its max_connections). */
+  readonly slot: number;
   readonly project: FeedProject;
 }
 
@@ -342,7 +344,11 @@ export function buildSnapshot(
     projectsById = previous.projectsById;
     passwordless = previous.passwordless;
   } else {
-    ({ projectsByUsername, projectsById, passwordless } = indexProjects(update, options.log));
+    ({ projectsByUsername, projectsById, passwordless } = indexProjects(
+      update,
+      dispatch,
+      options.log,
+    ));
     stats.projectsRebuilt = true;
   }
 
@@ -394,7 +400,7 @@ export function buildSnapshot(
   };
 }
 
-function indexProjects(update: FeedSections, log: CoreLog | undefined) {
+function indexProjects(update: FeedSections, dispatch: Dispatch, log: CoreLog | undefined) {
   const projectsByUsername = new Map<string, ProjectEntry>();
   const projectsById = new Map<string, ProjectEntry>();
   const passwordless = new CidrTable<ProjectEntry>();
@@ -432,6 +438,7 @@ function indexProjects(update: FeedSections, log: CoreLog | undefined) {
         openToAnyone: openToAnyone(blocks.passwordless, blocks.allowed),
         byAddress,
       },
+      slot: dispatch.projectSlots.assign(project.id),
       project,
     };
     if (byAddress !== undefined) {

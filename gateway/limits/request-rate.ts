@@ -12,14 +12,16 @@
  * the time plus the burst. Tokens a gateway leased and did not spend within `leaseLifeMs` are
  * dropped, so the project can be held below its rate by at most one chunk per gateway (and
  * isolate) a lease life. When Redis does not answer, each gateway (isolate) falls back to a
- * bucket of its own at the project's rate and burst for `fallbackMs`, then asks Redis again: a
- * rate limit fails open, bounded per gateway, as seed 001 asks.
+ * bucket of its own at the project's rate and burst, and asks Redis again in the background
+ * every `fallbackMs` until a lease answers, so no request waits on a Redis that is away twice:
+ * a rate limit fails open, bounded per gateway (isolate) by the project's own rate.
  *
  * Runtime-neutral: the caller passes the Redis client and the script.
  */
 import type { RedisKeys } from "../../shared/redis-keys.ts";
 import { withDeadline } from "../sticky/deadline.ts";
 import { type LuaScript, runScript, type ScriptClient } from "../metering/scripts.ts";
+import { counterSample, type MetricSample } from "../net/process/metrics.ts";
 
 export interface RequestRate {
   requests_per_second: number;
@@ -37,7 +39,7 @@ export interface RequestRateOptions {
   leaseMs?: number;
   /** Unspent leased tokens are dropped after this. */
   leaseLifeMs?: number;
-  /** After Redis failed a lease, the local bucket serves this long before Redis is asked again. */
+  /** After Redis failed a lease, the local bucket serves at least this long before Redis is asked again. */
   fallbackMs?: number;
   /** Projects tracked at most (the first tracked go first). */
   maxProjects?: number;
@@ -64,7 +66,10 @@ interface Bucket {
   waiting: number;
   /** The shared bucket answered empty: refuse locally until it holds a token again. */
   emptyUntilMs: number;
-  /** Redis failed a lease: the local bucket serves until then. */
+  /**
+   * Redis failed a lease: the local bucket serves until a lease answers, which is asked again
+   * in the background from this time on (0: Redis answers).
+   */
   fallbackUntilMs: number;
   localTokens: number;
   localAtMs: number;
@@ -102,7 +107,11 @@ export class RequestRateLimiter {
   admit(projectId: string, rate: RequestRate): boolean | Promise<boolean> {
     const bucket = this.#bucket(projectId, rate);
     const nowMs = this.#now();
-    if (nowMs < bucket.fallbackUntilMs) return this.#takeLocally(bucket, nowMs);
+    if (bucket.fallbackUntilMs !== 0) {
+      // Redis away: ask it again in the background, never making a request wait for it.
+      if (nowMs >= bucket.fallbackUntilMs) void this.#lease(projectId, bucket);
+      return this.#takeLocally(bucket, nowMs);
+    }
     if (bucket.allowance > 0 && nowMs - bucket.leasedAtMs < this.#leaseLifeMs) {
       bucket.allowance -= 1;
       this.#stats.admitted += 1;
@@ -120,7 +129,7 @@ export class RequestRateLimiter {
       for (let round = 0; round < 2; round++) {
         await this.#lease(projectId, bucket);
         const nowMs = this.#now();
-        if (nowMs < bucket.fallbackUntilMs) return this.#takeLocally(bucket, nowMs);
+        if (bucket.fallbackUntilMs !== 0) return this.#takeLocally(bucket, nowMs);
         if (bucket.allowance > 0) {
           bucket.allowance -= 1;
           this.#stats.admitted += 1;
@@ -168,10 +177,11 @@ export class RequestRateLimiter {
       bucket.allowance = kept + granted;
       bucket.leasedAtMs = nowMs;
       bucket.emptyUntilMs = granted === 0 ? nowMs + Math.max(1, waitMs) : 0;
+      bucket.fallbackUntilMs = 0;
     }).catch(() => {
       this.#stats.leaseFailures += 1;
       const nowMs = this.#now();
-      if (nowMs >= bucket.fallbackUntilMs) {
+      if (bucket.fallbackUntilMs === 0) {
         // Starting afresh: a local bucket as full as a new project's.
         bucket.localTokens = bucket.rate.burst;
         bucket.localAtMs = nowMs;
@@ -229,5 +239,33 @@ export class RequestRateLimiter {
 
   stats(): RequestRateStats {
     return { ...this.#stats };
+  }
+
+  /** This isolate's series for the gateway's /metrics (summed over the process's isolates). */
+  samples(): MetricSample[] {
+    const s = this.#stats;
+    return [
+      counterSample(
+        "octoprox_gateway_project_rate_requests_total",
+        s.admitted - s.admittedLocally,
+        'result="admitted"',
+      ),
+      counterSample(
+        "octoprox_gateway_project_rate_requests_total",
+        s.admittedLocally,
+        'result="admitted_locally"',
+      ),
+      counterSample("octoprox_gateway_project_rate_requests_total", s.refused, 'result="refused"'),
+      counterSample(
+        "octoprox_gateway_project_rate_leases_total",
+        s.leases - s.leaseFailures,
+        'result="leased"',
+      ),
+      counterSample(
+        "octoprox_gateway_project_rate_leases_total",
+        s.leaseFailures,
+        'result="failed"',
+      ),
+    ];
   }
 }

@@ -33,13 +33,21 @@
  * runs every target serves a short pass of both scenarios, uncounted (JIT, pools). CPU is read
  * from /proc at the window's start and end, as the load generator reports them.
  *
- * Other overrides: BENCH_THROUGHPUT_TARGETS (a comma list of gateway, relay, relay-dial,
- * squid, tinyproxy), BENCH_GATEWAY_ISOLATES (the gateway's OCTOPROX_GATEWAY_ISOLATES).
+ * The **gateway, rate limit on** target is the same gateway process through a second project
+ * whose request-rate limit (BENCH_RATE_LIMIT, 50,000 a second, its burst the same) stays above
+ * the load: every request spends a leased token, a lease every 100 ms of the rate goes to Redis.
+ * Its CPU per request less the plain gateway's, run by run, is the limiter's cost (budget: at
+ * most 10 µs).
+ *
+ * Other overrides: BENCH_THROUGHPUT_TARGETS (a comma list of gateway, gateway-rate, relay,
+ * relay-dial, squid, tinyproxy), BENCH_GATEWAY_ISOLATES (the gateway's
+ * OCTOPROX_GATEWAY_ISOLATES).
  */
 import { availableParallelism } from "node:os";
 import type { LoadOptions, LoadReport } from "../loadgen/index.ts";
 import { runLoadInChild, Scenario } from "../loadgen/index.ts";
 import { feedBed } from "../../tests/feed/support.ts";
+import { seriesValue } from "../../tests/support/promtool.ts";
 import {
   BENCH_LOGIN,
   httpProxyRow,
@@ -61,6 +69,9 @@ import {
   type SuiteContext,
 } from "./suite.ts";
 
+/** The second project's login, the one with a rate limit. */
+const RATE_LOGIN = { username: "bench-rate", password: "bench-rate-pass" };
+
 interface Target {
   key: string;
   label: string;
@@ -77,9 +88,17 @@ interface Point {
   wallMs: number;
 }
 
-const TARGET_KEYS = ["gateway", "relay", "relay-dial", "squid", "tinyproxy"] as const;
+const TARGET_KEYS = [
+  "gateway",
+  "gateway-rate",
+  "relay",
+  "relay-dial",
+  "squid",
+  "tinyproxy",
+] as const;
 const LABELS: Record<string, string> = {
   gateway: "gateway",
+  "gateway-rate": "gateway, rate limit on",
   relay: "bare relay",
   "relay-dial": "bare relay, new upstream connection per request",
   squid: "Squid",
@@ -156,7 +175,8 @@ async function run(context: SuiteContext): Promise<Row[]> {
     const shared = [...origin.pids, ...upstream.pids];
 
     const targets: Target[] = [];
-    if (wanted.includes("gateway")) {
+    let gatewayStatusPort: number | undefined;
+    if (wanted.includes("gateway") || wanted.includes("gateway-rate")) {
       const bed = await feedBed();
       stops.push(() => bed.close());
       await bed.lead();
@@ -166,21 +186,39 @@ async function run(context: SuiteContext): Promise<Row[]> {
       }
       const gateway = await startGateway(bed, gatewayEnv);
       stops.push(() => gateway.stop());
+      const rate = envPositive("BENCH_RATE_LIMIT") ?? 50_000;
       await publishFeed(bed, {
-        projects: [{ id: "bench", ...BENCH_LOGIN }],
-        connectors: [{
-          id: "upstream",
-          projectId: "bench",
-          proxies: [httpProxyRow("shared-upstream", "127.0.0.1", upstream.port)],
-        }],
+        projects: [
+          { id: "bench", ...BENCH_LOGIN },
+          {
+            id: "bench-rate",
+            ...RATE_LOGIN,
+            rateLimit: { requests_per_second: rate, burst: rate },
+          },
+        ],
+        connectors: [
+          {
+            id: "upstream",
+            projectId: "bench",
+            proxies: [httpProxyRow("shared-upstream", "127.0.0.1", upstream.port)],
+          },
+          {
+            id: "upstream-rate",
+            projectId: "bench-rate",
+            proxies: [httpProxyRow("shared-upstream-rate", "127.0.0.1", upstream.port)],
+          },
+        ],
       });
       await gateway.waitForProxy();
-      targets.push({
-        key: "gateway",
-        label: LABELS.gateway,
-        service: gateway,
-        authorization: `Basic ${btoa(`${BENCH_LOGIN.username}:${BENCH_LOGIN.password}`)}`,
-      });
+      gatewayStatusPort = gateway.statusPort;
+      const basic = (login: { username: string; password: string }) =>
+        `Basic ${btoa(`${login.username}:${login.password}`)}`;
+      for (
+        const [key, login] of [["gateway", BENCH_LOGIN], ["gateway-rate", RATE_LOGIN]] as const
+      ) {
+        if (!wanted.includes(key)) continue;
+        targets.push({ key, label: LABELS[key], service: gateway, authorization: basic(login) });
+      }
     }
     const starters: Record<string, () => Promise<Service>> = {
       relay: () =>
@@ -262,7 +300,22 @@ async function run(context: SuiteContext): Promise<Row[]> {
         }
       }
     }
-    return rows(targets, points, { seconds, concurrency, runs: context.runs });
+    // Proof the limited project's requests went through the limiter: its own count of them.
+    let limiterCounts: string | undefined;
+    if (gatewayStatusPort !== undefined && wanted.includes("gateway-rate")) {
+      const text = await (await fetch(`http://127.0.0.1:${gatewayStatusPort}/metrics`)).text();
+      const count = (result: string) =>
+        seriesValue(text, `octoprox_gateway_project_rate_requests_total{result="${result}"}`) ?? 0;
+      limiterCounts = `the limiter admitted ${formatNumber(count("admitted"), 0)}, refused ${
+        formatNumber(count("refused"), 0)
+      }, leased ${
+        formatNumber(
+          seriesValue(text, 'octoprox_gateway_project_rate_leases_total{result="leased"}') ?? 0,
+          0,
+        )
+      } times`;
+    }
+    return rows(targets, points, { seconds, concurrency, runs: context.runs, limiterCounts });
   } finally {
     for (const stop of stops.reverse()) await stop().catch(() => {});
   }
@@ -271,7 +324,7 @@ async function run(context: SuiteContext): Promise<Row[]> {
 function rows(
   targets: readonly Target[],
   points: Map<string, Point[]>,
-  setup: { seconds: number; concurrency: number; runs: number },
+  setup: { seconds: number; concurrency: number; runs: number; limiterCounts?: string },
 ): Row[] {
   const out: Row[] = [];
   const cores = availableParallelism();
@@ -336,6 +389,23 @@ function rows(
       });
     };
     ratio("gateway", "relay", { op: ">=", limit: 0.7 });
+    // The rate limiter's cost: the same process's CPU per request, limit on less limit off.
+    const plain = points.get(`${scenario}/gateway`);
+    const limited = points.get(`${scenario}/gateway-rate`);
+    if (plain && limited) {
+      const cpuPerRequest = (p: Point) => (p.targetCpuMs * 1000) / p.report.ok;
+      const runs = limited.map((p, i) => cpuPerRequest(p) - cpuPerRequest(plain[i]));
+      out.push({
+        figure: `${label}: gateway CPU per request, project rate limit on less off`,
+        value: median(runs),
+        runs,
+        unit: "µs",
+        digits: 1,
+        budget: { op: "<=", limit: 10 },
+        detail: "the same gateway process, the same run's two points, then the median" +
+          (setup.limiterCounts ? `; over the whole suite ${setup.limiterCounts}` : ""),
+      });
+    }
     ratio("gateway", "squid", { op: ">", limit: 1 });
     ratio("gateway", "tinyproxy", { op: ">", limit: 1 });
     // The bare relay routes nothing: what one event loop on this runtime reaches at best, so

@@ -229,6 +229,8 @@ export interface FeedProjectSpec {
   /** allowed_cidrs and passwordless_cidrs (none unless said). */
   allowedCidrs?: string[];
   passwordlessCidrs?: string[];
+  /** rate_limit (none unless said). */
+  rateLimit?: { requests_per_second: number; burst: number };
 }
 
 /** A project entry of the global section as the compile writes it (password digested). */
@@ -246,7 +248,7 @@ export async function feedProject(bed: FeedBed, spec: FeedProjectSpec): Promise<
     connection_timeout_seconds: spec.connectionTimeoutSeconds ?? 30,
     max_retries: spec.maxRetries ?? 1,
     traffic_quota: null,
-    rate_limit: null,
+    rate_limit: spec.rateLimit ?? null,
     max_connections: null,
     allowed_cidrs: spec.allowedCidrs ?? [],
     passwordless_cidrs: spec.passwordlessCidrs ?? [],

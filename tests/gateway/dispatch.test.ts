@@ -1,6 +1,11 @@
 /** Seed 001 §7.1's invariants on the dispatch counts, and slots that outlive their proxies. */
 import { describe, expect, it } from "vitest";
-import { Dispatch, DispatchErrorKind, type Lease } from "../../gateway/core/dispatch.ts";
+import {
+  Dispatch,
+  type DispatchBuffers,
+  DispatchErrorKind,
+  type Lease,
+} from "../../gateway/core/dispatch.ts";
 import type { UpstreamChoice } from "../../gateway/core/contract.ts";
 
 const upstream: UpstreamChoice = {
@@ -140,5 +145,20 @@ describe("dispatch", () => {
     expect(dispatch.proxySlots.get("gone")).toBeUndefined();
     const again = dispatch.proxySlots.assign("gone");
     expect(again).not.toBe(slot);
+  });
+
+  it("counts a project's requests in flight up to its cap, one count for every isolate", () => {
+    const dispatch = new Dispatch();
+    const slot = dispatch.projectSlots.assign("p1");
+    const other = new Dispatch({ follow: dispatch.buffers as DispatchBuffers });
+    expect(dispatch.enterProject(slot, 2)).toBe(true);
+    expect(other.enterProject(slot, 2)).toBe(true);
+    // Full for both isolates: the third is refused and counts nothing.
+    expect(dispatch.enterProject(slot, 2)).toBe(false);
+    expect(other.enterProject(slot, 2)).toBe(false);
+    expect(dispatch.projectInFlight(slot)).toBe(2);
+    other.leaveProject(slot);
+    expect(dispatch.enterProject(slot, 2)).toBe(true);
+    expect(other.projectInFlight(slot)).toBe(2);
   });
 });

@@ -30,7 +30,12 @@ function pair() {
     shared = snapshot.sections;
     // What crosses to the worker: a clone, the buffers shared.
     const message = structuredClone({ delta, dispatch: main.dispatch.buffers as DispatchBuffers });
-    workerDispatch.follow(message.dispatch, message.delta.proxySlots, message.delta.connectorSlots);
+    workerDispatch.follow(
+      message.dispatch,
+      message.delta.proxySlots,
+      message.delta.connectorSlots,
+      message.delta.projectSlots,
+    );
     worker.apply(mirror.apply(message.delta));
     workerDispatch.followed();
     return delta;
@@ -43,6 +48,9 @@ function slotsOf(router: CoreRouter): Map<string, number> {
   for (const index of router.snapshot!.connectors.values()) {
     slots.set(`connector:${index.id}`, index.slot);
     for (const entry of index.proxies) slots.set(entry.id, entry.slot);
+  }
+  for (const project of router.snapshot!.projectsById.values()) {
+    slots.set(`project:${project.id}`, project.slot);
   }
   return slots;
 }

@@ -15,6 +15,7 @@ import {
 } from "../../gateway/metering/scripts.ts";
 import { type RedisKeys, redisKeys } from "../../shared/redis-keys.ts";
 import { deletePrefix, TEST_REDIS_URL, testPrefix } from "../support/stores.ts";
+import { waitFor } from "../../e2e/support/wait.ts";
 
 let redis: Redis;
 let script: LuaScript;
@@ -127,5 +128,45 @@ describe("a project's request-rate limit", () => {
     } finally {
       dead.disconnect();
     }
+  });
+
+  it("once on its local bucket, never makes a request wait on Redis, and goes back when Redis answers", async () => {
+    const keys = freshKeys();
+    // A Redis that takes calls and never answers, until it is let through.
+    let answering = false;
+    const hanging: ScriptClient = {
+      evalsha: (sha1, n, ...rest) =>
+        answering ? redis.evalsha(sha1, n, ...rest) : new Promise(() => {}),
+      eval: (lua, n, ...rest) => (answering ? redis.eval(lua, n, ...rest) : new Promise(() => {})),
+    };
+    let nowMs = 1_000_000;
+    const gate = new RequestRateLimiter({
+      redis: hanging,
+      keys,
+      script,
+      requestTimeoutMs: 50,
+      fallbackMs: 100,
+      nowMs: () => nowMs,
+    });
+    const rate = { requests_per_second: 1_000, burst: 1_000 };
+    // The first request waits for the lease's deadline, then the local bucket answers.
+    expect(await gate.admit("p", rate)).toBe(true);
+    expect(gate.stats()).toMatchObject({ leaseFailures: 1, admittedLocally: 1 });
+    // Past the fallback's time: Redis is asked again, and the request is answered at once.
+    nowMs += 200;
+    const leases = gate.stats().leases;
+    expect(gate.admit("p", rate)).toBe(true);
+    expect(gate.stats().leases).toBe(leases + 1);
+    await waitFor(() => gate.stats().leaseFailures === 2, { message: "the second ask failing" });
+    // Redis answers again: the next ask's lease ends the fallback.
+    answering = true;
+    nowMs += 200;
+    expect(gate.admit("p", rate)).toBe(true);
+    // Served from the shared bucket again (not locally) once that lease answered.
+    await waitFor(() => {
+      const local = gate.stats().admittedLocally;
+      return gate.admit("p", rate) === true && gate.stats().admittedLocally === local;
+    }, { message: "a request served from the shared bucket" });
+    expect(Number(await redis.hget(keys.projectRate("p"), "tokens"))).toBeLessThan(1_000);
   });
 });

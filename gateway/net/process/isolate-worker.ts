@@ -98,7 +98,12 @@ async function init(message: Extract<ToWorker, { type: "init" }>): Promise<void>
 
 function feed(message: Extract<ToWorker, { type: "feed" }>, current: WorkerState): void {
   const { delta } = message;
-  current.dispatch.follow(message.dispatch, delta.proxySlots, delta.connectorSlots);
+  current.dispatch.follow(
+    message.dispatch,
+    delta.proxySlots,
+    delta.connectorSlots,
+    delta.projectSlots,
+  );
   const sections = current.mirror.apply(delta);
   current.router.apply(sections);
   // Kept until a build used them: a failed build's slots are needed by the next one.

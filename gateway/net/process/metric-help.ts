@@ -46,6 +46,11 @@ export const METRIC_HELP: Readonly<Record<string, string>> = {
     "Requests through rate-limited connectors, counted or dropped.",
   octoprox_gateway_rate_limit_trips_total: "Proxies this gateway put in quarantine.",
   octoprox_gateway_rate_limit_write_failures_total: "Rate-limit window writes that failed.",
+  // A project's request-rate limit (gateway/limits/request-rate.ts).
+  octoprox_gateway_project_rate_requests_total:
+    "Requests of rate-limited projects: admitted from a lease, admitted while Redis was away, refused.",
+  octoprox_gateway_project_rate_leases_total:
+    "Token leases asked of a project's Redis bucket, answered or failed.",
   octoprox_gateway_local_quarantines:
     "Proxies this gateway tripped that the applied feed does not carry yet.",
   // The failure log (gateway/metering/failure-log.ts).

@@ -24,7 +24,13 @@ import type { GatewayIsolateSnapshot } from "../../../shared/gateway-snapshot.ts
 import { withdrawInstanceKeys, writeInstanceKeys } from "../../../shared/instance-registry.ts";
 import { LoopLagTimer } from "../../../shared/loop-lag.ts";
 import { FailureLog } from "../../metering/failure-log.ts";
-import { loadMeteringScript, loadRateWindowScript } from "../../metering/lua.ts";
+import {
+  loadMeteringScript,
+  loadProjectRateScript,
+  loadRateWindowScript,
+} from "../../metering/lua.ts";
+import { projectLimitsStep } from "../../limits/project-limits-step.ts";
+import { RequestRateLimiter } from "../../limits/request-rate.ts";
 import { randomSuffix, RequestMetering } from "../../metering/metering.ts";
 import { RateLimiter } from "../../metering/rate-limiter.ts";
 import { RedisStickyStore } from "../../sticky/redis-store.ts";
@@ -156,6 +162,14 @@ export async function buildIsolateCore(
     },
     logger,
   });
+  // A project's request rate across every gateway: tokens leased from its Redis bucket a chunk
+  // at a time, spent from memory.
+  const requestRate = new RequestRateLimiter({
+    redis,
+    keys,
+    script: await loadProjectRateScript(),
+    requestTimeoutMs: settings.redisRequestTimeoutMs,
+  });
   // Examples of failed requests, a few per project and kind every 5 s, by a held write.
   const failureLog = new FailureLog({
     redis,
@@ -201,7 +215,10 @@ export async function buildIsolateCore(
   return {
     router,
     guard,
-    admissionSteps,
+    admissionSteps: [
+      ...admissionSteps,
+      projectLimitsStep({ router, dispatch: router.dispatch, rate: requestRate }),
+    ],
     hooks: metering,
     metering,
     rateLimiter,
@@ -212,6 +229,7 @@ export async function buildIsolateCore(
       return [
         ...metering.samples(),
         ...rateLimiter.samples(),
+        ...requestRate.samples(),
         // Every isolate holds the process's trips: the largest copy says how many there are.
         gaugeSample("octoprox_gateway_local_quarantines", router.localQuarantineCount, "max"),
         ...failureLog.samples(),
