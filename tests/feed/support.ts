@@ -231,6 +231,10 @@ export interface FeedProjectSpec {
   passwordlessCidrs?: string[];
   /** rate_limit (none unless said). */
   rateLimit?: { requests_per_second: number; burst: number };
+  /** max_connections (none unless said). */
+  maxConnections?: number;
+  /** traffic_quota as gateways see it (none unless said). */
+  trafficQuota?: { action: string; limit_status: number };
 }
 
 /** A project entry of the global section as the compile writes it (password digested). */
@@ -247,9 +251,9 @@ export async function feedProject(bed: FeedBed, spec: FeedProjectSpec): Promise<
     location_preflight: "off",
     connection_timeout_seconds: spec.connectionTimeoutSeconds ?? 30,
     max_retries: spec.maxRetries ?? 1,
-    traffic_quota: null,
+    traffic_quota: spec.trafficQuota ?? null,
     rate_limit: spec.rateLimit ?? null,
-    max_connections: null,
+    max_connections: spec.maxConnections ?? null,
     allowed_cidrs: spec.allowedCidrs ?? [],
     passwordless_cidrs: spec.passwordlessCidrs ?? [],
   };

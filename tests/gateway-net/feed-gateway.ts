@@ -53,6 +53,7 @@ export async function publishFeed(
     /** The runtime section's quarantines and traffic blocks (none unless said). */
     quarantines?: { proxy_id: string; until_ms: number }[];
     trafficBlocks?: { connector_id: string; until_ms: number }[];
+    projectBlocks?: { project_id: string; until_ms: number }[];
   },
 ): Promise<void> {
   const projects = await Promise.all(spec.projects.map((project) => feedProject(bed, project)));
@@ -62,7 +63,7 @@ export async function publishFeed(
       schema: SCHEMA_VERSION,
       quarantines: spec.quarantines ?? [],
       traffic_blocks: spec.trafficBlocks ?? [],
-      project_blocks: [],
+      project_blocks: spec.projectBlocks ?? [],
     },
   };
   for (const connector of spec.connectors) {

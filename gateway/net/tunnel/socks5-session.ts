@@ -146,9 +146,10 @@ export class Socks5Session implements TunnelSession {
     if (greeting === undefined) return;
     this.#requestStartedMs = performance.now();
     const ticket = this.#admission;
-    // A username option written wrong is answered at the request, "not allowed", as HTTP
-    // answers it 400 rather than 407: the credentials may well be right.
-    let optionRefusal: Refusal | undefined;
+    // A username option written wrong (400) and the project's limits (429, 509) are answered
+    // at the request, as HTTP answers them rather than 407: the credentials are not the problem,
+    // and the reply code can say what is ("not allowed", or "try again" for a rate or a cap).
+    let deferredRefusal: Refusal | undefined;
     if (offersUserPass(greeting)) {
       if (!await this.#send(encodeSocks5MethodSelection(Socks5Method.userPass), false)) return;
       const credentials = await this.#message(parseSocks5UserPass);
@@ -165,7 +166,7 @@ export class Socks5Session implements TunnelSession {
         return;
       }
       if (clientRefusal !== undefined) {
-        if (clientRefusal.status === 400) optionRefusal = clientRefusal;
+        if (answeredAtRequest(clientRefusal)) deferredRefusal = clientRefusal;
         else {
           this.#rejected(clientRefusal, ticket.client, undefined);
           ctx.metrics.request(RequestKind.socks5, RequestOutcome.refused, clientRefusal.status);
@@ -176,10 +177,16 @@ export class Socks5Session implements TunnelSession {
       if (!await this.#send(encodeSocks5AuthStatus(true), false)) return;
     } else if (offersNoAuth(greeting)) {
       // No credentials: the client's address may name the project (its password-less blocks).
-      // A refusal can only be "no acceptable method": the method is chosen after admission.
+      // Who the client is refused can only be "no acceptable method" (the method is chosen
+      // after admission); the project's limits are answered at the request, as above.
       ticket.begin(RequestKind.socks5, null, undefined);
       const clientRefusal = await this.#admit(AdmissionStage.client);
-      if (clientRefusal !== undefined) {
+      if (
+        clientRefusal !== undefined && clientRefusal !== ADMISSION_ERROR &&
+        answeredAtRequest(clientRefusal)
+      ) {
+        deferredRefusal = clientRefusal;
+      } else if (clientRefusal !== undefined) {
         if (clientRefusal !== ADMISSION_ERROR) {
           this.#rejected(clientRefusal, ticket.client, undefined);
           ctx.metrics.request(RequestKind.socks5, RequestOutcome.refused, clientRefusal.status);
@@ -203,8 +210,8 @@ export class Socks5Session implements TunnelSession {
       await this.#send(encodeSocks5Reply(Socks5Reply.commandNotSupported), true);
       return;
     }
-    if (optionRefusal !== undefined) {
-      await this.#refuse(optionRefusal, undefined, target);
+    if (deferredRefusal !== undefined) {
+      await this.#refuse(deferredRefusal, ticket.client, target);
       return;
     }
     ticket.target = target;
@@ -364,4 +371,9 @@ export class Socks5Session implements TunnelSession {
     }
     return true;
   }
+}
+
+/** A client-stage refusal answered once the request arrives, with its reply code. */
+function answeredAtRequest(refusal: Refusal): boolean {
+  return refusal.status === 400 || refusal.status === 429 || refusal.status === 509;
 }
