@@ -16,7 +16,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { JobKind } from "../../shared/roles.ts";
 import { Cluster, type Gateway, type Member } from "../support/cluster.ts";
 import { type Origin, startOrigin } from "../support/origin.ts";
-import { basicAuth, type Credentials } from "../support/proxy-client.ts";
+import { basicAuth, type Credentials, viaProxy } from "../support/proxy-client.ts";
 import { startTinyproxy, type Tinyproxy } from "../support/tinyproxy.ts";
 import { openConnect, RawConnection } from "../../tests/gateway-net/support.ts";
 import { createRoutedProject, type RoutedProject } from "../gateway/support.ts";
@@ -48,24 +48,11 @@ afterAll(async () => {
   await Promise.all([origin?.close(), tinyproxy?.close()]);
 });
 
-/** One forwarded GET of `path` through a gateway: its status and Proxy-Status. */
-async function get(
-  gateway: Gateway,
-  credentials: Credentials,
-  path: string,
-): Promise<{ status: number; proxyStatus: string | undefined; bytes: number }> {
-  const connection = await RawConnection.open(gateway.proxyPort);
-  try {
-    connection.write(
-      `GET ${origin.url}${path} HTTP/1.1\r\nHost: 127.0.0.1\r\n` +
-        `Proxy-Authorization: ${basicAuth(credentials)}\r\nConnection: close\r\n\r\n`,
-    );
-    const answer = await connection.readResponse();
-    const proxyStatus = answer.headers.get("proxy-status")?.[0];
-    return { status: answer.status, proxyStatus, bytes: answer.body.length };
-  } finally {
-    connection.destroy();
-  }
+/** One forwarded GET of `path` on the origin through a gateway, on a connection of its own. */
+async function get(gateway: Gateway, credentials: Credentials, path: string) {
+  const answer = await viaProxy(gateway.proxyPort, credentials, `${origin.url}${path}`);
+  const proxyStatus = answer.headers["proxy-status"];
+  return { ...answer, proxyStatus: Array.isArray(proxyStatus) ? proxyStatus[0] : proxyStatus };
 }
 
 /** A project routed through the tinyproxy, its connector limited as given. */

@@ -18,7 +18,7 @@ import { JobKind } from "../../shared/roles.ts";
 import { RawConnection } from "../../tests/gateway-net/support.ts";
 import { Cluster, type Gateway } from "../support/cluster.ts";
 import { type Origin, startOrigin } from "../support/origin.ts";
-import { basicAuth, type Credentials } from "../support/proxy-client.ts";
+import { basicAuth, type Credentials, viaProxy } from "../support/proxy-client.ts";
 import { startTinyproxy, type Tinyproxy } from "../support/tinyproxy.ts";
 import { createRoutedProject, type RoutedProject } from "../gateway/support.ts";
 
@@ -57,29 +57,11 @@ afterAll(async () => {
   if (folder) await rm(folder, { recursive: true, force: true });
 });
 
-interface Answer {
-  status: number;
-  proxyStatus: string | undefined;
-  body: string;
-}
-
-/** One forwarded GET of `path` through a gateway. */
-async function get(gateway: Gateway, credentials: Credentials, path: string): Promise<Answer> {
-  const connection = await RawConnection.open(gateway.proxyPort);
-  try {
-    connection.write(
-      `GET ${origin.url}${path} HTTP/1.1\r\nHost: 127.0.0.1\r\n` +
-        `Proxy-Authorization: ${basicAuth(credentials)}\r\nConnection: close\r\n\r\n`,
-    );
-    const answer = await connection.readResponse();
-    return {
-      status: answer.status,
-      proxyStatus: answer.headers.get("proxy-status")?.[0],
-      body: answer.body.toString("utf8"),
-    };
-  } finally {
-    connection.destroy();
-  }
+/** One forwarded GET of `path` on the origin through a gateway, on a connection of its own. */
+async function get(gateway: Gateway, credentials: Credentials, path: string) {
+  const answer = await viaProxy(gateway.proxyPort, credentials, `${origin.url}${path}`);
+  const proxyStatus = answer.headers["proxy-status"];
+  return { ...answer, proxyStatus: Array.isArray(proxyStatus) ? proxyStatus[0] : proxyStatus };
 }
 
 /** A project routed through the tinyproxy on both gateways, then its limits set as given. */

@@ -19,7 +19,7 @@ import { AdmissionStage } from "../../gateway/net/session/admission.ts";
 import { Admission, AdmissionTicket } from "../../gateway/net/session/admission-pipeline.ts";
 import { admissionSteps } from "../../gateway/net/session/admission-steps.ts";
 import type { FeedProject } from "../../shared/feed/models.ts";
-import { basic, feed, PASSWORD, project, section } from "./fixtures.ts";
+import { basic, connector, feed, PASSWORD, project, section } from "./fixtures.ts";
 
 const TARGET: Target = { host: "example.com", port: 80 };
 
@@ -57,21 +57,7 @@ function gateway(projects: FeedProject[], options: { strict?: boolean } = {}) {
 }
 
 function connectorOf(p: FeedProject) {
-  return {
-    id: `${p.id}-c`,
-    project_id: p.id,
-    name: "c",
-    kind: "static",
-    provider: "static",
-    enabled: true,
-    pending_deletion: false,
-    weight: 1,
-    countries: [],
-    domain_allow: [],
-    domain_deny: [],
-    rate_limit: null,
-    traffic: null,
-  };
+  return connector(`${p.id}-c`, { project_id: p.id, name: "c" });
 }
 
 /** The header fields of a request head with these extra lines. */
