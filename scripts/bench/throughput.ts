@@ -41,7 +41,7 @@
  *
  * Other overrides: BENCH_THROUGHPUT_TARGETS (a comma list of gateway, gateway-rate, relay,
  * relay-dial, squid, tinyproxy), BENCH_GATEWAY_ISOLATES (the gateway's
- * OCTOPROX_GATEWAY_ISOLATES).
+ * OCTOPROX_GATEWAY_ISOLATES), BENCH_GATEWAY_V8_FLAGS (its DENO_V8_FLAGS, e.g. --prof).
  */
 import { availableParallelism } from "node:os";
 import type { LoadOptions, LoadReport } from "../loadgen/index.ts";
@@ -183,6 +183,10 @@ async function run(context: SuiteContext): Promise<Row[]> {
       const gatewayEnv: Record<string, string> = {};
       if (process.env.BENCH_GATEWAY_ISOLATES) {
         gatewayEnv.OCTOPROX_GATEWAY_ISOLATES = process.env.BENCH_GATEWAY_ISOLATES;
+      }
+      // V8's own flags for the gateway (a profile: --prof), as Deno reads them.
+      if (process.env.BENCH_GATEWAY_V8_FLAGS) {
+        gatewayEnv.DENO_V8_FLAGS = process.env.BENCH_GATEWAY_V8_FLAGS;
       }
       const gateway = await startGateway(bed, gatewayEnv);
       stops.push(() => gateway.stop());
