@@ -15,9 +15,11 @@ function fieldOf(where: Where, issue: v.BaseIssue<unknown>): string {
 }
 
 function messageOf(issue: v.BaseIssue<unknown>): string {
-  // A strict object reports an unknown key with the object's own message; say what it means.
-  if (issue.type === "strict_object" || issue.type === "strict_tuple") {
-    return issue.path?.length ? "is not a known field" : "must be a JSON object";
+  // An object reports a key it does not know (expected "never") and a required key that is
+  // missing with its own message; say which it is.
+  if (issue.type === "strict_object" || issue.type === "strict_tuple" || issue.type === "object") {
+    if (!issue.path?.length) return "must be a JSON object";
+    return issue.expected === "never" ? "is not a known field" : "is required";
   }
   return issue.message;
 }

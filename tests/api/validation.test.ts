@@ -695,6 +695,20 @@ describe("every validation error names its field", () => {
     });
   }
 
+  test("says a missing field is required and an unknown one is not known", async () => {
+    const answer = await h.request("POST", "/api/v1/projects", {
+      token: h.tokens.editor,
+      body: { name: "Gamma", colour: "blue" },
+    });
+    expect(answer.status).toBe(422);
+    expect(answer.body.detail).toEqual([
+      { field: "body.username", message: "is required" },
+      { field: "body.colour", message: "is not a known field" },
+    ]);
+    const count = await h.request("GET", "/api/v1/projects", { token: h.tokens.editor });
+    expect(count.body.map((item: { name: string }) => item.name)).not.toContain("Gamma");
+  });
+
   test("a body that is not JSON is a 422 naming body", async () => {
     for (const text of ["{not json", ""]) {
       const answer = await h.request("POST", "/api/v1/projects", {
