@@ -6,7 +6,8 @@
  * chunk in the background while some are left, so a request under the limit costs a map lookup
  * and a decrement. A request finding no token waits for the lease under way (under the request
  * deadline); once the bucket answers empty, requests are refused locally until it holds a token
- * again, so a project over its limit costs Redis nothing per refusal.
+ * again (and a random share of a token's time more, so gateways do not all ask at once), so a
+ * project over its limit costs Redis nothing per refusal.
  *
  * What holds: every gateway together spends at most what the bucket handed out, the rate times
  * the time plus the burst. Tokens a gateway leased and did not spend within `leaseLifeMs` are
@@ -44,6 +45,17 @@ export interface RequestRateOptions {
   /** Projects tracked at most (the first tracked go first). */
   maxProjects?: number;
   nowMs?: () => number;
+  /** In [0, 1): the random share of an empty bucket's wait (tests pass their own). */
+  random?: () => number;
+}
+
+/**
+ * How long a gateway refuses locally after the bucket answered empty: `waitMs` until it holds a
+ * token, plus a random share of one token's refill at `rate` a second. The share is of a whole
+ * token's time, not of `waitMs`, so a gateway that asked late (a short wait) is not favoured.
+ */
+export function emptyWaitMs(waitMs: number, rate: number, random: number): number {
+  return Math.max(1, waitMs) + Math.floor(random * (1000 / rate));
 }
 
 export interface RequestRateStats {
@@ -78,6 +90,7 @@ interface Bucket {
 export class RequestRateLimiter {
   readonly #o: RequestRateOptions;
   readonly #now: () => number;
+  readonly #random: () => number;
   readonly #leaseMs: number;
   readonly #leaseLifeMs: number;
   readonly #fallbackMs: number;
@@ -94,6 +107,7 @@ export class RequestRateLimiter {
   constructor(options: RequestRateOptions) {
     this.#o = options;
     this.#now = options.nowMs ?? Date.now;
+    this.#random = options.random ?? Math.random;
     this.#leaseMs = options.leaseMs ?? 100;
     this.#leaseLifeMs = options.leaseLifeMs ?? 1_000;
     this.#fallbackMs = options.fallbackMs ?? 1_000;
@@ -176,7 +190,11 @@ export class RequestRateLimiter {
       const kept = nowMs - bucket.leasedAtMs < this.#leaseLifeMs ? bucket.allowance : 0;
       bucket.allowance = kept + granted;
       bucket.leasedAtMs = nowMs;
-      bucket.emptyUntilMs = granted === 0 ? nowMs + Math.max(1, waitMs) : 0;
+      // Empty: wait until it holds a token, plus a random share of that, so gateways told the
+      // same do not all ask at one moment, where the first to ask would win every token.
+      bucket.emptyUntilMs = granted === 0
+        ? nowMs + emptyWaitMs(waitMs, bucket.rate.requests_per_second, this.#random())
+        : 0;
       bucket.fallbackUntilMs = 0;
     }).catch(() => {
       this.#stats.leaseFailures += 1;

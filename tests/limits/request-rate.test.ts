@@ -7,7 +7,7 @@
 import { readFileSync } from "node:fs";
 import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { RequestRateLimiter } from "../../gateway/limits/request-rate.ts";
+import { emptyWaitMs, RequestRateLimiter } from "../../gateway/limits/request-rate.ts";
 import {
   type LuaScript,
   registerScript,
@@ -107,6 +107,32 @@ describe("a project's request-rate limit", () => {
     expect(total).toBeLessThanOrEqual(Math.ceil(ceiling));
     // Close to it: at most a chunk (20 tokens) per gateway a lease life held back.
     expect(total).toBeGreaterThanOrEqual(Math.floor(ceiling * 0.8));
+  });
+
+  it("shares an exhausted bucket between gateways asking in lockstep, none winning every token", async () => {
+    const keys = freshKeys();
+    const gates = [limiter(keys), limiter(keys)];
+    const rate = { requests_per_second: 100, burst: 100 };
+    const admittedBy = [0, 0];
+    const started = Date.now();
+    // Both offer 2x the rate in 5 ms ticks, the first gateway always a moment ahead, as
+    // clients started together are: whoever asks first after a refill would take it all.
+    while (Date.now() - started < 3_000) {
+      for (const [index, gate] of gates.entries()) {
+        if (await gate.admit("p", rate)) admittedBy[index]++;
+      }
+      await new Promise((resolve) => setTimeout(resolve, 5));
+    }
+    const total = admittedBy[0] + admittedBy[1];
+    expect(total).toBeGreaterThan(200);
+    // Asked in this order with no jitter, the second gets under a fifth; with it, near a third.
+    for (const count of admittedBy) expect(count).toBeGreaterThan(0.24 * total);
+  });
+
+  it("waits out an empty bucket's refill and a random share of one token's time", () => {
+    expect(emptyWaitMs(10, 20, 0)).toBe(10);
+    expect(emptyWaitMs(10, 20, 0.999)).toBe(59);
+    expect(emptyWaitMs(0, 1_000, 0.5)).toBe(1);
   });
 
   it("fails open with a local bound when Redis does not answer", async () => {
