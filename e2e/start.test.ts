@@ -104,9 +104,8 @@ describe("npm start", () => {
     const output = start.stdout.join("\n");
     expect(output).toContain(`http://127.0.0.1:${ports.api}/`);
     expect(output).toContain(`admin / ${secrets.admin_password}`);
-    // It claims no dashboard, and says where health checks go and how to point them here.
-    expect(output).not.toMatch(/dashboard and/i);
-    expect(output).toContain("no dashboard yet");
+    // It names the dashboard, and says where health checks go and how to point them here.
+    expect(output).toContain(`Dashboard           http://127.0.0.1:${ports.api}/`);
     expect(output).toContain(
       "Health checks       ask https://httpbin.org/ip through each proxy " +
         "(no OCTOPROX_PUBLIC_URL or OCTOPROX_ECHO_URL set: the public echo)",
@@ -114,6 +113,11 @@ describe("npm start", () => {
     expect(output).toContain(
       `set OCTOPROX_PUBLIC_URL=http://<an address of this machine the proxies reach>:${ports.api}`,
     );
+
+    // The dashboard is served, built by npm start when it was missing or stale.
+    const home = await fetch(`http://127.0.0.1:${ports.api}/`);
+    expect(home.status).toBe(200);
+    expect(await home.text()).toContain('<div id="app"></div>');
 
     const response = await login(secrets.admin_password);
     expect(response.status).toBe(200);

@@ -9,6 +9,7 @@
  * Settings: every OCTOPROX_* variable passes through to the children. Of its own, it reads
  * OCTOPROX_DATA_DIR (default ./data), OCTOPROX_LOCAL_POSTGRES_PORT and
  * OCTOPROX_LOCAL_REDIS_PORT (the local stores' ports, otherwise chosen once and remembered).
+ * The dashboard (dist/web) is built first when it is missing or older than its sources.
  *
  * Health checks are left to the settings (the public echo unless OCTOPROX_PUBLIC_URL or
  * OCTOPROX_ECHO_URL says otherwise), never this machine's loopback: the proxies may run on other
@@ -33,6 +34,7 @@ import {
   LOOPBACK_NOTE,
 } from "../control/jobs/health-echo.ts";
 import { DENO_BIN, DENO_ENV, gatewayRunArgs } from "./gateway-command.ts";
+import { ensureWebBuild } from "./build-web.ts";
 import { ensureStorePackages, findFreePort, LocalPostgres, LocalRedis } from "./local-stores.ts";
 
 const ROOT = fileURLToPath(new URL("..", import.meta.url));
@@ -366,6 +368,13 @@ async function main(): Promise<void> {
     redis: portFromEnv("OCTOPROX_LOCAL_REDIS_PORT"),
   };
 
+  // The dashboard the api serves, built when missing or older than its sources.
+  try {
+    if (await ensureWebBuild()) say("Dashboard built (dist/web).");
+  } catch (error) {
+    fail(errorText(error), 1);
+  }
+
   await mkdir(dataDir, { recursive: true });
   const secretsPath = join(dataDir, "secrets.json");
   const secrets = (await readJson<Secrets>(secretsPath)) ?? {};
@@ -442,7 +451,8 @@ async function main(): Promise<void> {
     : `${adminUsername} (password kept in ${shown(secretsPath)})`;
   say("");
   say("  Octoprox is running.");
-  say(`    API                 ${url}api/v1   (no dashboard yet: ${url} is a placeholder)`);
+  say(`    Dashboard           ${url}`);
+  say(`    API                 ${url}api/v1`);
   say(
     `    Proxy (HTTP)        http://<project username>:<password>@127.0.0.1:${gatewaySettings.proxyPort}`,
   );

@@ -68,6 +68,11 @@ export const Strategy = {
 export type Strategy = (typeof Strategy)[keyof typeof Strategy];
 export const STRATEGIES: readonly Strategy[] = Object.values(Strategy);
 
+/** A traffic limit's (or quota's) periods, actions and the statuses a blocked request may get. */
+export const TRAFFIC_PERIODS = ["day", "week", "month"] as const;
+export const TRAFFIC_ACTIONS = ["alert", "block", "interrupt"] as const;
+export const TRAFFIC_LIMIT_STATUSES = [509, 429] as const;
+
 /** The most other proxies a project's request may go on to after a failed attempt (max_retries). */
 export const MAX_RETRIES_LIMIT = 10;
 

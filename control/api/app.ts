@@ -1,6 +1,6 @@
 /**
  * The admin API: every route of the registry under /api/v1, the public echo and home page, and
- * the probes at the root. Each request runs inside its request context (so every log line names
+ * the probes at the root, then the dashboard (web-static.ts) as the catch-all. Each request runs inside its request context (so every log line names
  * its request id), answers with X-Request-ID, and leaves one access log line.
  */
 import { randomUUID } from "node:crypto";
@@ -12,6 +12,7 @@ import "./context.ts";
 import type { ApiDeps } from "./deps.ts";
 import { errorResponse, notFoundResponse } from "./errors.ts";
 import { buildOpenApiDocument } from "./openapi.ts";
+import { mountWeb } from "./web-static.ts";
 import { defineRoute, mountRoutes, type Route } from "./registry.ts";
 import { authRoutes } from "./routes/auth.ts";
 import { connectorRoutes } from "./routes/connectors.ts";
@@ -92,5 +93,7 @@ export function createApp(deps: ApiDeps): Hono {
   mountRoutes(app, apiRoutes(deps), {
     authorize: (c, access) => authorize(deps, c, access),
   });
+  // Last: the dashboard's files, and its pages for any other GET outside /api.
+  mountWeb(app, deps.webDir);
   return app;
 }

@@ -29,4 +29,6 @@ export interface ApiDeps extends ControlDeps {
   readiness(): Readiness;
   /** The process's telemetry, rendered from its snapshot when asked. */
   metrics(): Promise<MetricsText>;
+  /** The dashboard's build (default: the checkout's dist/web). */
+  webDir?: string;
 }

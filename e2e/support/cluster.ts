@@ -153,6 +153,11 @@ export class Cluster {
     );
   }
 
+  /** The first admin's login, as a person signs in to the dashboard. */
+  get adminLogin(): { username: string; password: string } {
+    return { username: ADMIN_USERNAME, password: this.#adminPassword };
+  }
+
   /** The api process (the first started with role api or all). */
   get api(): Member {
     if (!this.#api) throw new Error("The cluster has no api process");

@@ -72,6 +72,8 @@ export interface HarnessOptions {
   /** Skip creating the users of each role. */
   noUsers?: boolean;
   env?: Record<string, string>;
+  /** The dashboard's build to serve (the checkout's dist/web otherwise). */
+  webDir?: string;
 }
 
 export function captureLines(): { lines: LogLine[]; destination: Writable } {
@@ -139,6 +141,7 @@ export async function startHarness(options: HarnessOptions = {}): Promise<ApiHar
     readiness: () => ({ ready: true, reasons: [] }),
     // No node here, so no snapshot to render: real processes' /metrics are in tests/node.
     metrics: () => Promise.resolve({ contentType: "text/plain", body: "" }),
+    webDir: options.webDir,
   };
   const app = createApp(deps);
 

@@ -607,13 +607,6 @@ describe("the app's frame", () => {
     expect(answer.body.error).toMatch(/No route/);
   });
 
-  test("the home page is a placeholder linking the API description", async () => {
-    const answer = await h.request("GET", "/");
-    expect(answer.status).toBe(200);
-    expect(answer.headers.get("content-type")).toMatch(/text\/html/);
-    expect(answer.text).toContain("/api/v1/openapi.json");
-  });
-
   test("the probes are mounted", async () => {
     expect((await h.request("GET", "/health")).body).toMatchObject({ status: "healthy" });
     expect((await h.request("GET", "/live")).status).toBe(200);

@@ -1,7 +1,13 @@
 /** Connector bodies, with the rate-limit and traffic settings they carry. */
 import * as v from "valibot";
 import { COUNTRY_HINT, normaliseCountry } from "../../../shared/countries.ts";
-import { CONNECTOR_KINDS, ConnectorKind } from "../../../shared/roles.ts";
+import {
+  CONNECTOR_KINDS,
+  ConnectorKind,
+  TRAFFIC_ACTIONS,
+  TRAFFIC_LIMIT_STATUSES,
+  TRAFFIC_PERIODS,
+} from "../../../shared/roles.ts";
 import type { RateLimitConfig, TrafficConfig } from "../../../db/schema.ts";
 import { booleanField, integerField, nameField, readOnly, uuidField } from "./common.ts";
 
@@ -101,9 +107,9 @@ export const RateLimitConfigSchema = v.pipe(
   }),
 );
 
-const PERIODS = ["day", "week", "month"] as const;
-const ACTIONS = ["alert", "block", "interrupt"] as const;
-const LIMIT_STATUSES = [509, 429] as const;
+const PERIODS = TRAFFIC_PERIODS;
+const ACTIONS = TRAFFIC_ACTIONS;
+const LIMIT_STATUSES = TRAFFIC_LIMIT_STATUSES;
 
 /**
  * Traffic limit and billing. Only limit fields are required to be sensible together: reset_day

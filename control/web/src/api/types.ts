@@ -1,0 +1,93 @@
+/** The API's answers as the pages read them (the API's own field names). */
+
+export interface TrafficConfig {
+  limit_bytes: number | null;
+  period: string;
+  reset_day: number;
+  action: string;
+  warn_percent: number;
+  limit_status: number;
+  price_per_gb: number | null;
+  currency: string;
+}
+
+export interface TrafficUsage {
+  period: string;
+  period_end: string;
+  counting_since: string;
+  bytes: number;
+  limit_bytes: number | null;
+  percent: number | null;
+  status: "ok" | "warning" | "limit";
+  cost: number | null;
+  currency: string;
+  blocked: boolean;
+  blocked_until: string | null;
+  pending: boolean;
+}
+
+export interface Project {
+  id: string;
+  name: string;
+  description: string | null;
+  username: string;
+  password?: string;
+  strategy: string;
+  session_ttl_seconds: number;
+  sticky_quarantine: boolean;
+  metrics_retention_days: number;
+  connection_timeout_seconds: number | null;
+  max_retries: number | null;
+  traffic_quota: TrafficConfig | null;
+  traffic_usage: TrafficUsage | null;
+  rate_limit: { requests_per_second: number; burst: number } | null;
+  max_connections: number | null;
+  allowed_cidrs: string[];
+  passwordless_cidrs: string[];
+  created_at: string;
+  updated_at: string;
+}
+
+export interface Usage {
+  requests: number;
+  successes: number;
+  failures: number;
+  success_rate: number | null;
+  bytes_sent: number;
+  bytes_received: number;
+  avg_latency_ms: number | null;
+}
+
+export interface Series {
+  range: string;
+  bucket_seconds: number;
+  from: string;
+  to: string;
+  points: ({ t: string } & Usage)[];
+}
+
+export interface ProjectMetrics {
+  usage: Usage;
+  pool: { total: number; by_status: Record<string, number>; quarantined: number };
+}
+
+export interface SplitRow {
+  connector_id: string;
+  name: string;
+  enabled: boolean;
+  weight: number;
+  proxies: number;
+  healthy: number;
+  expected_share: number;
+  observed_share: number | null;
+  observed_bytes_share: number | null;
+  excluded_reason: string | null;
+  usage: Usage;
+  cost: number | null;
+  currency: string | null;
+}
+
+export interface FailureSummary {
+  total: number;
+  by_kind: Record<string, number>;
+}

@@ -1,0 +1,187 @@
+/**
+ * A project at a glance over a chosen range: requests a second, success rate, bytes and latency
+ * as charts; the pool by status and what rests in quarantine now; the traffic split across
+ * connectors with their spend; the top failures. Refreshed every 15 s.
+ */
+import { useMemo, useState } from "preact/hooks";
+import type { FailureSummary, ProjectMetrics, Series, SplitRow } from "../api/types.ts";
+import { Chart } from "../ui/chart.tsx";
+import { formatBytes, formatCount, formatMs, formatPercent } from "../ui/format.ts";
+import { Select } from "../ui/forms.tsx";
+import { ErrorNote } from "../ui/status.tsx";
+import { useApi } from "../ui/use-api.ts";
+
+const RANGES = [["1h", "1 hour"], ["6h", "6 hours"], ["24h", "24 hours"], [
+  "7d",
+  "7 days",
+], ["30d", "30 days"]] as const;
+
+const REFRESH_MS = 15_000;
+
+export function Overview({ projectId }: { projectId: string }) {
+  const [range, setRange] = useState("1h");
+  const base = `/projects/${projectId}`;
+  const metrics = useApi<ProjectMetrics>(`${base}/metrics`, undefined, REFRESH_MS);
+  const history = useApi<Series>(`${base}/metrics/history`, { range }, REFRESH_MS);
+  const split = useApi<{ items: SplitRow[] }>(`${base}/metrics/connectors`, { range }, REFRESH_MS);
+  const failures = useApi<FailureSummary>(`${base}/failures`, { range }, REFRESH_MS);
+
+  const charts = useMemo(() => {
+    const series = history.data;
+    if (!series) return undefined;
+    const times = series.points.map((p) => Date.parse(p.t) / 1000);
+    const perSecond = series.points.map((p) => p.requests / series.bucket_seconds);
+    return {
+      times,
+      rate: [{ label: "requests/s", stroke: "#3b82f6", values: perSecond }],
+      success: [{
+        label: "success",
+        stroke: "#16a34a",
+        values: series.points.map((p) => (p.success_rate === null ? null : p.success_rate * 100)),
+      }],
+      bytes: [
+        { label: "sent", stroke: "#f59e0b", values: series.points.map((p) => p.bytes_sent) },
+        {
+          label: "received",
+          stroke: "#8b5cf6",
+          values: series.points.map((p) => p.bytes_received),
+        },
+      ],
+      latency: [{
+        label: "latency",
+        stroke: "#ef4444",
+        values: series.points.map((p) => p.avg_latency_ms),
+      }],
+    };
+  }, [history.data]);
+
+  const usage = metrics.data?.usage;
+  const pool = metrics.data?.pool;
+  const windowTotals = useMemo(() => {
+    const points = history.data?.points ?? [];
+    const requests = points.reduce((sum, p) => sum + p.requests, 0);
+    const successes = points.reduce((sum, p) => sum + p.successes, 0);
+    const bytes = points.reduce((sum, p) => sum + p.bytes_sent + p.bytes_received, 0);
+    return { requests, successRate: requests > 0 ? successes / requests : null, bytes };
+  }, [history.data]);
+  const spend = (split.data?.items ?? []).reduce(
+    (
+      acc,
+      row,
+    ) => (row.cost === null ? acc : { total: acc.total + row.cost, currency: row.currency }),
+    { total: 0, currency: null as string | null },
+  );
+  const topFailures = Object.entries(failures.data?.by_kind ?? {}).sort((a, b) => b[1] - a[1])
+    .slice(0, 5);
+
+  return (
+    <section class="overview">
+      <header class="toolbar">
+        <h2>Overview</h2>
+        <label>
+          Range <Select name="range" value={range} onChange={setRange} options={RANGES} />
+        </label>
+      </header>
+      <ErrorNote error={metrics.error ?? history.error} />
+      <div class="tiles">
+        <Tile label="Requests in range" value={formatCount(windowTotals.requests)} />
+        <Tile label="Success rate in range" value={formatPercent(windowTotals.successRate)} />
+        <Tile label="Traffic in range" value={formatBytes(windowTotals.bytes)} />
+        <Tile label="Requests, all time" value={formatCount(usage?.requests)} />
+        <Tile label="Average latency, all time" value={formatMs(usage?.avg_latency_ms)} />
+        <Tile
+          label="Spend in range"
+          value={spend.currency ? `${spend.total.toFixed(2)} ${spend.currency}` : "–"}
+        />
+      </div>
+      <div class="tiles" aria-label="Pool">
+        <Tile label="Proxies" value={formatCount(pool?.total)} />
+        {Object.entries(pool?.by_status ?? {}).map(([status, count]) => (
+          <Tile key={status} label={status} value={formatCount(count)} />
+        ))}
+        <Tile label="Quarantined now" value={formatCount(pool?.quarantined)} />
+      </div>
+      {charts
+        ? (
+          <div class="charts">
+            <Chart
+              title="Requests a second"
+              times={charts.times}
+              series={charts.rate}
+              format={(v) => formatCount(v, 2)}
+            />
+            <Chart
+              title="Success rate (%)"
+              times={charts.times}
+              series={charts.success}
+              range={[0, 100]}
+              format={(v) => `${v.toFixed(0)} %`}
+            />
+            <Chart title="Bytes" times={charts.times} series={charts.bytes} format={formatBytes} />
+            <Chart title="Latency" times={charts.times} series={charts.latency} format={formatMs} />
+          </div>
+        )
+        : <p class="muted">Loading the history…</p>}
+      <div class="two-columns">
+        <section>
+          <h3>Traffic split</h3>
+          <table class="data" aria-label="Traffic split">
+            <thead>
+              <tr>
+                <th>Connector</th>
+                <th>Requests</th>
+                <th>Share</th>
+                <th>By weight</th>
+                <th>Bytes</th>
+                <th>Spend</th>
+              </tr>
+            </thead>
+            <tbody>
+              {(split.data?.items ?? []).map((row) => (
+                <tr key={row.connector_id}>
+                  <td>
+                    {row.name}
+                    {row.excluded_reason
+                      ? <span class="badge muted">{row.excluded_reason.replaceAll("_", " ")}</span>
+                      : null}
+                  </td>
+                  <td>{formatCount(row.usage.requests)}</td>
+                  <td>{formatPercent(row.observed_share)}</td>
+                  <td>{formatPercent(row.expected_share)}</td>
+                  <td>{formatBytes(row.usage.bytes_sent + row.usage.bytes_received)}</td>
+                  <td>{row.cost === null ? "–" : `${row.cost.toFixed(2)} ${row.currency}`}</td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        </section>
+        <section>
+          <h3>Top failures</h3>
+          {topFailures.length === 0
+            ? <p class="muted">No failures in this range.</p>
+            : (
+              <table class="data" aria-label="Top failures">
+                <tbody>
+                  {topFailures.map(([kind, count]) => (
+                    <tr key={kind}>
+                      <td>{kind.replaceAll("_", " ")}</td>
+                      <td>{formatCount(count)}</td>
+                    </tr>
+                  ))}
+                </tbody>
+              </table>
+            )}
+        </section>
+      </div>
+    </section>
+  );
+}
+
+function Tile({ label, value }: { label: string; value: string }) {
+  return (
+    <div class="tile" data-tile={label}>
+      <span class="tile-value">{value}</span>
+      <span class="tile-label">{label}</span>
+    </div>
+  );
+}

@@ -1,0 +1,44 @@
+/** One project's pages, under /projects/:id, with its own tabs. */
+import { useEffect, useState } from "preact/hooks";
+import { useRoute } from "preact-iso";
+import type { Project as ProjectData } from "../api/types.ts";
+import { ErrorNote } from "../ui/status.tsx";
+import { useApi } from "../ui/use-api.ts";
+import { Overview } from "./overview.tsx";
+import { ProjectSettings } from "./project-settings.tsx";
+
+const TABS = [["", "Overview"], ["settings", "Settings"]] as const;
+
+export function Project() {
+  const { params } = useRoute();
+  const id = params.id;
+  const tab = params.tab ?? "";
+  const loaded = useApi<ProjectData>(`/projects/${id}`);
+  const [project, setProject] = useState<ProjectData | undefined>();
+  useEffect(() => setProject(loaded.data), [loaded.data]);
+
+  if (loaded.error) return <ErrorNote error={loaded.error} />;
+  if (!project) return <p class="muted">Loading…</p>;
+  return (
+    <section class="project">
+      <header class="project-header">
+        <h1>{project.name}</h1>
+        <code class="muted">{project.username}</code>
+      </header>
+      <nav class="tabs" aria-label="Project pages">
+        {TABS.map(([path, label]) => (
+          <a
+            key={path}
+            href={`/projects/${id}${path ? `/${path}` : ""}`}
+            aria-current={tab === path ? "page" : undefined}
+          >
+            {label}
+          </a>
+        ))}
+      </nav>
+      {tab === "settings"
+        ? <ProjectSettings project={project} onChange={setProject} />
+        : <Overview projectId={id} />}
+    </section>
+  );
+}

@@ -1,0 +1,77 @@
+/**
+ * `npm run screenshots`: a picture of every dashboard page into docs/screenshots/, for
+ * docs/dashboard.md. It brings up the same real system the browser tests use (a control
+ * process of role all on a fresh test database, a gateway, a tinyproxy upstream), gives it a
+ * project with traffic and a flush, and photographs each page in Debian's chromium. Needs the
+ * test stores (Postgres on 127.0.0.1:5432, Redis on :6379), as `npm test` does.
+ */
+import { mkdir } from "node:fs/promises";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import type { Page } from "playwright-core";
+import { launchBrowser, signedIn } from "../e2e/support/browser.ts";
+import { Cluster } from "../e2e/support/cluster.ts";
+import { startTinyproxy } from "../e2e/support/tinyproxy.ts";
+import { createRoutedProject } from "../e2e/gateway/support.ts";
+import { JobKind } from "../shared/roles.ts";
+import { curl } from "../tests/gateway-net/support.ts";
+import { ensureWebBuild } from "./build-web.ts";
+
+const OUT = fileURLToPath(new URL("../docs/screenshots/", import.meta.url));
+
+async function shoot(page: Page, name: string): Promise<void> {
+  // Charts draw on the next frame after their data; give the page a settled state.
+  await page.waitForLoadState("networkidle");
+  await page.screenshot({ path: join(OUT, `${name}.png`), fullPage: true });
+  console.log(`docs/screenshots/${name}.png`);
+}
+
+async function main(): Promise<void> {
+  await mkdir(OUT, { recursive: true });
+  await ensureWebBuild();
+  const tinyproxy = await startTinyproxy();
+  const browser = await launchBrowser();
+  const cluster = await Cluster.create({ env: { OCTOPROX_METRICS_FLUSH_INTERVAL: "3600" } });
+  try {
+    await cluster.start("all");
+    const gateway = await cluster.startGateway();
+    const project = await createRoutedProject(cluster, [tinyproxy.url]);
+    await cluster.request("PATCH", `/api/v1/projects/${project.projectId}`, {
+      name: "Scrapers",
+      rate_limit: { requests_per_second: 200, burst: 400 },
+      traffic_quota: { limit_bytes: 50_000_000, period: "month", action: "block" },
+    });
+    const proxy = gateway.proxyUrl(project.credentials.username, project.credentials.password);
+    for (let i = 0; i < 40; i++) await curl(["-x", proxy, `${cluster.api.url}/echo`]);
+    await cluster.runNow(JobKind.metricsFlush);
+
+    const context = await browser.newContext({
+      baseURL: cluster.api.url,
+      viewport: { width: 1280, height: 900 },
+    });
+    const signIn = await context.newPage();
+    await signIn.goto("/");
+    await shoot(signIn, "sign-in");
+    await context.close();
+
+    const page = await signedIn(browser, cluster.api.url, cluster.adminLogin);
+    await shoot(page, "projects");
+    await page.getByRole("button", { name: "New project" }).click();
+    await shoot(page, "project-new");
+    await page.goto(`/projects/${project.projectId}`);
+    await page.locator('[data-chart="Requests a second"] canvas').waitFor();
+    await shoot(page, "overview");
+    await page.getByRole("button", { name: "Theme" }).click();
+    await shoot(page, "overview-dark");
+    await page.getByRole("button", { name: "Theme" }).click();
+    await page.goto(`/projects/${project.projectId}/settings`);
+    await shoot(page, "project-settings");
+    await page.context().close();
+  } finally {
+    await browser.close();
+    await cluster.close();
+    await tinyproxy.close();
+  }
+}
+
+await main();
