@@ -21,6 +21,7 @@ import { metricsRoutes } from "./routes/metrics.ts";
 import { projectRoutes } from "./routes/projects.ts";
 import { proxyRoutes } from "./routes/proxies.ts";
 import { publicRoutes } from "./routes/public.ts";
+import { routingPreviewRoutes } from "./routes/routing-preview.ts";
 import { systemRoutes } from "./routes/system.ts";
 import { tokenRoutes } from "./routes/tokens.ts";
 import { userRoutes } from "./routes/users.ts";
@@ -41,6 +42,7 @@ export function apiRoutes(deps: ApiDeps): Route[] {
     ...credentialRoutes(deps),
     ...connectorRoutes(deps),
     ...proxyRoutes(deps),
+    ...routingPreviewRoutes(deps),
     ...metricsRoutes(deps),
     ...systemRoutes(deps),
   ];

@@ -13,7 +13,7 @@
  * Redis (`readRuntimeSection`), filtered to what the compile holds, and read again on every
  * runtime entry without a compile.
  */
-import { asc, eq, sql } from "drizzle-orm";
+import { and, asc, eq, sql } from "drizzle-orm";
 import type { Redis } from "ioredis";
 import type { Db } from "../../db/client.ts";
 import { connectors, credentials, projects, proxies, type TrafficConfig } from "../../db/schema.ts";
@@ -69,6 +69,12 @@ export interface CompileOptions {
   /** The install's default strategy (OCTOPROX_DEFAULT_STRATEGY). */
   defaultStrategy: Strategy;
   logger?: Logger;
+  /**
+   * Only this project, its connectors, credentials and proxies (the api's routing preview):
+   * the same compile the gateways get, over one project, so a preview is routed by the rules
+   * the feed carries rather than a copy of them.
+   */
+  projectId?: string;
 }
 
 /** Proxies leaving the pool are not checked: a check must never undo a drain. */
@@ -78,6 +84,7 @@ const KNOWN_STRATEGIES: ReadonlySet<string> = new Set(STRATEGIES);
 type Config = Record<string, unknown>;
 
 export async function compile(db: Db, options: CompileOptions): Promise<Compiled> {
+  const only = options.projectId;
   const read = await db.transaction(async (tx) => {
     const compiledAt = Date.now();
     const projectRows = await tx.select({
@@ -97,7 +104,8 @@ export async function compile(db: Db, options: CompileOptions): Promise<Compiled
       maxConnections: projects.maxConnections,
       allowedCidrs: projects.allowedCidrs,
       passwordlessCidrs: projects.passwordlessCidrs,
-    }).from(projects).orderBy(asc(projects.id));
+    }).from(projects).where(only === undefined ? undefined : eq(projects.id, only))
+      .orderBy(asc(projects.id));
     const connectorRows = await tx.select({
       id: connectors.id,
       projectId: connectors.projectId,
@@ -114,9 +122,11 @@ export async function compile(db: Db, options: CompileOptions): Promise<Compiled
       rateLimit: connectors.rateLimitConfig,
       traffic: connectors.trafficConfig,
       pendingDeletion: connectors.pendingDeletion,
-    }).from(connectors).orderBy(asc(connectors.id));
+    }).from(connectors).where(only === undefined ? undefined : eq(connectors.projectId, only))
+      .orderBy(asc(connectors.id));
     const credentialRows = await tx.select({ id: credentials.id, config: credentials.config })
-      .from(credentials);
+      .from(credentials)
+      .where(only === undefined ? undefined : eq(credentials.projectId, only));
     // Raw rows (no per-row mapping) in the connector index's order: 100,000 rows are most of a
     // compile's time, so only what the feed carries is read, and metadata only for its one key.
     const proxyRows = await tx.execute<RawProxy>(sql`
@@ -126,11 +136,16 @@ export async function compile(db: Db, options: CompileOptions): Promise<Compiled
         ${proxies.country} as country, ${proxies.status} as status,
         ${proxies.metadata} -> 'max_concurrency' as max_concurrency
       from ${proxies}
+      ${only === undefined ? sql`` : sql`where ${proxies.projectId} = ${only}`}
       order by ${proxies.connectorId}, ${proxies.createdAt}, ${proxies.id}`);
     const cloud = await tx
       .select({ id: connectors.id })
       .from(connectors)
-      .where(eq(connectors.kind, "cloud"))
+      .where(
+        only === undefined
+          ? eq(connectors.kind, "cloud")
+          : and(eq(connectors.kind, "cloud"), eq(connectors.projectId, only)),
+      )
       .orderBy(asc(connectors.createdAt), asc(connectors.id));
     return { compiledAt, projectRows, connectorRows, credentialRows, proxyRows, cloud };
   }, { isolationLevel: "repeatable read", accessMode: "read only" });

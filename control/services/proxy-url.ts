@@ -42,7 +42,8 @@ function decode(part: string, what: string): Parsed<string> {
   }
 }
 
-function parseHost(text: string): Parsed<string> {
+/** A host name, an IPv4 address or an IPv6 address in brackets, lower-cased (brackets dropped). */
+export function parseHost(text: string): Parsed<string> {
   if (text.startsWith("[")) {
     if (!text.endsWith("]")) return fail("the IPv6 address lacks its closing bracket");
     const address = text.slice(1, -1).toLowerCase();
@@ -103,6 +104,18 @@ export function parseProxyUrl(input: string): Parsed<ProxyAddress> {
     ok: true,
     value: { scheme: scheme as ProxyScheme, host: host.value, port, username, password },
   };
+}
+
+/** Reads `host:port` (an IPv6 host in brackets), such as a destination; the port is required. */
+export function parseHostPort(input: string): Parsed<{ host: string; port: number }> {
+  const text = input.trim();
+  const portMatch = /:(\d+)$/.exec(text);
+  if (!portMatch) return fail("the port is missing (host:port)");
+  const port = Number(portMatch[1]);
+  if (port < 1 || port > 65535) return fail("the port must be from 1 to 65535");
+  const host = parseHost(text.slice(0, portMatch.index));
+  if (!host.ok) return host;
+  return { ok: true, value: { host: host.value, port } };
 }
 
 /** The address as a URL without its password, for answers and logs. */

@@ -16,6 +16,8 @@
  * - the session moves when its proxy turns unhealthy (once the feed carries that) and stays on
  *   its new exit, also after the old one is healthy again;
  * - a binding survives a gateway restart through Redis;
+ * - the api's routing preview names the proxy a real request leaves through: `-cc-de`'s, a new
+ *   session's (placed by the same hash), and a steered session's (read from its Redis binding);
  * - a FLUSHALL under steady session traffic through both gateways fails no request, and a
  *   session whose first request on a gateway comes after it is placed afresh.
  */
@@ -352,6 +354,43 @@ class SessionLoad {
     await Promise.all(this.#loops);
   }
 }
+
+describe("the api's routing preview", () => {
+  /** The preview's `chosen` proxy id for a username. */
+  async function previewed(username: string): Promise<string> {
+    const answer = await cluster.request(
+      "POST",
+      `/api/v1/projects/${projectId}/routing-preview`,
+      { username },
+    );
+    expect(answer.status).toBe(200);
+    expect(answer.body.refusal).toBeNull();
+    return answer.body.chosen.id;
+  }
+
+  it("names the proxy a real request leaves through: by place, by hash, by binding", async () => {
+    // -cc-de: the DE proxy, which the exit seen by the origin confirms.
+    expect(await previewed("user-cc-de")).toBe(proxyIds[0]);
+    expect(await exitVia(gateways[0], as({ country: "DE" }))).toBe(EXITS[0]);
+
+    // A new session: the preview places it by the gateways' hash and binds nothing, so the
+    // session's first real request is placed the same way, on either gateway.
+    const session = `preview-${randomBytes(4).toString("hex")}`;
+    const hashed = proxyIds.indexOf(await previewed(`user-sessid-${session}`));
+    expect(hashed).toBeGreaterThanOrEqual(0);
+    expect(await storedBinding(session)).toBeNull();
+    expect(await exitVia(gateways[1], as({ session }))).toBe(EXITS[hashed]);
+    await untilStored(session, hashed);
+
+    // Steered away from its hash by a real request, the session's Redis binding is what the
+    // preview follows.
+    const bound = (hashed + 1) % EXITS.length;
+    await steer(gateways[1], session, bound);
+    await untilStored(session, bound);
+    expect(await previewed(`user-sessid-${session}`)).toBe(proxyIds[bound]);
+    expect(await exitVia(gateways[0], as({ session }))).toBe(EXITS[bound]);
+  });
+});
 
 describe("a Redis flush", () => {
   it("fails no request, and places sessions afresh", async () => {

@@ -2,11 +2,11 @@
  * The router: who a client is (`authenticate`) and which upstream serves one attempt (`acquire`),
  * answered from the snapshot in force and this gateway's own counts; it never waits on a store.
  *
- * acquire: eligibility first (connector enabled and not pending deletion, serving the place,
- * letting the host through its domain filter, with a healthy row, not blocked by its traffic
- * limit; rows not quarantined (by the feed, or by this gateway's rate limiter until the feed
- * carries it), not already tried for this request, under their concurrency limit), then the
- * project's strategy picks the connector by weight and the proxy inside it, then dispatch
+ * acquire: eligibility first (eligibility.ts: connector enabled and not pending deletion,
+ * serving the place, letting the host through its domain filter, with a healthy row, not blocked
+ * by its traffic limit; rows not quarantined (by the feed, or by this gateway's rate limiter until
+ * the feed carries it), not already tried for this request, under their concurrency limit), then
+ * the project's strategy picks the connector by weight and the proxy inside it, then dispatch
  * reserves a slot on it. When nothing is chosen the answer says why (see refusals.ts).
  */
 import type { Strategy } from "../../shared/roles.ts";
@@ -26,6 +26,7 @@ import {
 } from "./contract.ts";
 import { parseBasicAuth, timingSafeEqual } from "./basic-auth.ts";
 import { Dispatch } from "./dispatch.ts";
+import { blockedNow, connectorVerdict, Ineligible, projectBlockedNow } from "./eligibility.ts";
 import type { DeadlineTable } from "./id-table.ts";
 import { consoleLog, type CoreLog } from "./log.ts";
 import { HeldTasks } from "../sticky/held-tasks.ts";
@@ -339,22 +340,11 @@ export class CoreRouter implements Router {
     let down = false;
     let limitStatus: 429 | 509 | undefined;
     for (const connector of snapshot.connectorsByProject.get(project.id) ?? NO_CONNECTORS) {
-      if (!connector.takesRequests) continue;
-      const place = connector.rowsFor(options);
-      if (place.present === 0) continue;
-      if (!connector.allowsHost(host)) {
-        domainExcluded = true;
-        continue;
-      }
-      if (place.rows.length === 0) {
-        down = true;
-        continue;
-      }
-      if (blockedNow(snapshot, connector.id, nowMs)) {
-        limitStatus ??= connector.limitStatus;
-        continue;
-      }
-      (choices ??= []).push(place);
+      const verdict = connectorVerdict(snapshot, connector, options, host, nowMs);
+      if (typeof verdict !== "string") (choices ??= []).push(verdict);
+      else if (verdict === Ineligible.domainFiltered) domainExcluded = true;
+      else if (verdict === Ineligible.noHealthyProxy) down = true;
+      else if (verdict === Ineligible.trafficBlocked) limitStatus ??= connector.limitStatus;
     }
     if (choices === undefined) {
       if (limitStatus !== undefined) return trafficLimited(limitStatus);
@@ -434,20 +424,6 @@ export class CoreRouter implements Router {
     this.strategies.set(project.id, { named: project.strategy, strategy });
     return strategy;
   }
-}
-
-/** The project is blocked by its traffic quota at `nowMs`, as the snapshot's runtime says. */
-function projectBlockedNow(snapshot: RoutingSnapshot, projectId: string, nowMs: number): boolean {
-  const untilMs = snapshot.runtime.projectBlockedUntilMs.get(projectId);
-  return untilMs !== undefined && untilMs > nowMs;
-}
-
-/** The connector is blocked by its traffic limit at `nowMs`, as the snapshot's runtime says. */
-function blockedNow(snapshot: RoutingSnapshot, connectorId: string, nowMs: number): boolean {
-  const blocked = snapshot.runtime.blockedUntilMs;
-  if (blocked.size === 0) return false;
-  const untilMs = blocked.get(connectorId);
-  return untilMs !== undefined && untilMs > nowMs;
 }
 
 /**

@@ -3,7 +3,8 @@
  * stopping it disturbs no other test:
  * - Redis away: a write still commits and answers within the request deadline; its change
  *   entry is kept and arrives, once, when Redis is back. Proxies read without their
- *   quarantines (soft state), and a quarantine lift answers 503 and lifts nothing.
+ *   quarantines (soft state), so does the routing preview, and a quarantine lift answers 503
+ *   and lifts nothing.
  * - Postgres away: routes answer 503 with Retry-After and no driver text, one warn line each,
  *   the process keeps answering, and the routes recover when Postgres returns.
  */
@@ -112,6 +113,14 @@ describe("Redis refuses the change entry", () => {
     const listed = await h.request("GET", proxies, { token: h.tokens.viewer });
     expect(listed.status).toBe(200);
     expect(listed.body.items).toHaveLength(1);
+    // The routing preview answers from Postgres alone, saying it saw no runtime state.
+    const preview = await h.request("POST", `/api/v1/projects/${project.body.id}/routing-preview`, {
+      token: h.tokens.viewer,
+      body: { username: "resting" },
+    });
+    expect(preview.status).toBe(200);
+    expect(preview.body).toMatchObject({ runtime_included: false, chosen: null });
+    expect(preview.body.refusal).toMatchObject({ status: 503 });
     expect(h.lines.some((line) => line.msg === "Runtime state unavailable, shown without it"))
       .toBe(true);
 

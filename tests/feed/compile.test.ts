@@ -178,6 +178,24 @@ describe("compile", () => {
     expect(compiled.connectorIds.size).toBe(4);
   });
 
+  it("restricted to one project, makes that project's sections, byte for byte the same", async () => {
+    const whole = await compile(db.database.db, options());
+    const shop = await compile(db.database.db, { ...options(), projectId: ids.shop });
+    const shopConnectors = [ids.main, ids.vendor].sort().map((id) => `connector:${id}`);
+    expect([...shop.sections.keys()]).toEqual(["global", ...shopConnectors]);
+    for (const name of shopConnectors) {
+      expect(shop.sections.get(name)).toEqual(whole.sections.get(name));
+    }
+    const global = JSON.parse(shop.sections.get("global")!.json) as GlobalSection;
+    const wholeGlobal = JSON.parse(whole.sections.get("global")!.json) as GlobalSection;
+    expect(global.projects).toEqual(wholeGlobal.projects.filter((p) => p.id === ids.shop));
+    expect([...shop.projectIds]).toEqual([ids.shop]);
+    expect([...shop.proxyIds].sort()).toEqual([ids.p1, ids.p2, ids.p3, ids.v1].sort());
+    expect(shop.jobKeys.get(JobKind.health)).toEqual(
+      whole.jobKeys.get(JobKind.health)!.filter((id) => id !== ids.o1),
+    );
+  });
+
   it("compiles unchanged definitions to the same bytes, and a change to one section only", async () => {
     const first = await compile(db.database.db, options());
     const second = await compile(db.database.db, options());

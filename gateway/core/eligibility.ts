@@ -1,0 +1,63 @@
+/**
+ * Whether one connector of a project can take a request, and if not, why: the test the router
+ * applies to each connector on every request (router.ts), kept in a file of its own so the api's
+ * routing preview asks the very same test and its reasons are the router's, not a copy of them.
+ *
+ * The tests run in the router's order and the first that fails is the reason: the connector
+ * takes requests (enabled, not pending deletion), has rows serving the place asked, lets the host
+ * through its domain filter, has a healthy row among those, and is not blocked by its traffic
+ * limit. Nothing is allocated: an eligible connector answers its cached place rows, another one
+ * of the constant reasons below.
+ */
+import type { UsernameOptions } from "./contract.ts";
+import type { ConnectorIndex, PlaceRows, RoutingSnapshot } from "./snapshot.ts";
+
+/** Why a connector cannot take a request, as stable codes. */
+export const Ineligible = {
+  /** Disabled, or pending deletion. */
+  notTakingRequests: "not_taking_requests",
+  /** No row of it serves the place asked (country, state or city). */
+  placeNotServed: "place_not_served",
+  /** Its domain allow list does not hold the host, or its deny list does. */
+  domainFiltered: "domain_filtered",
+  /** Rows serve the place, but none of them is healthy. */
+  noHealthyProxy: "no_healthy_proxy",
+  /** Blocked by its traffic limit (the runtime section's block has not ended). */
+  trafficBlocked: "traffic_blocked",
+} as const;
+export type Ineligible = (typeof Ineligible)[keyof typeof Ineligible];
+
+/** The connector's healthy rows for the place when it can take the request, else why not. */
+export function connectorVerdict(
+  snapshot: RoutingSnapshot,
+  connector: ConnectorIndex,
+  options: UsernameOptions,
+  host: string,
+  nowMs: number,
+): PlaceRows | Ineligible {
+  if (!connector.takesRequests) return Ineligible.notTakingRequests;
+  const place = connector.rowsFor(options);
+  if (place.present === 0) return Ineligible.placeNotServed;
+  if (!connector.allowsHost(host)) return Ineligible.domainFiltered;
+  if (place.rows.length === 0) return Ineligible.noHealthyProxy;
+  if (blockedNow(snapshot, connector.id, nowMs)) return Ineligible.trafficBlocked;
+  return place;
+}
+
+/** The connector is blocked by its traffic limit at `nowMs`, as the snapshot's runtime says. */
+export function blockedNow(snapshot: RoutingSnapshot, connectorId: string, nowMs: number): boolean {
+  const blocked = snapshot.runtime.blockedUntilMs;
+  if (blocked.size === 0) return false;
+  const untilMs = blocked.get(connectorId);
+  return untilMs !== undefined && untilMs > nowMs;
+}
+
+/** The project is blocked by its traffic quota at `nowMs`, as the snapshot's runtime says. */
+export function projectBlockedNow(
+  snapshot: RoutingSnapshot,
+  projectId: string,
+  nowMs: number,
+): boolean {
+  const untilMs = snapshot.runtime.projectBlockedUntilMs.get(projectId);
+  return untilMs !== undefined && untilMs > nowMs;
+}
