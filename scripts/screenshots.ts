@@ -66,6 +66,14 @@ async function main(): Promise<void> {
     await page.getByRole("button", { name: "Theme" }).click();
     await page.goto(`/projects/${project.projectId}/settings`);
     await shoot(page, "project-settings");
+    await page.goto(`/projects/${project.projectId}/usage`);
+    await page.locator('[data-chart="Requests a second"] canvas').waitFor();
+    await shoot(page, "usage");
+    await page.goto(`/projects/${project.projectId}/connect`);
+    const preview = page.getByRole("form", { name: "Routing preview" });
+    await preview.getByRole("button", { name: "Preview" }).click();
+    await preview.getByTestId("chosen").waitFor();
+    await shoot(page, "connect");
     await page.context().close();
   } finally {
     await browser.close();

@@ -5,16 +5,12 @@
  */
 import { useMemo, useState } from "preact/hooks";
 import type { FailureSummary, ProjectMetrics, Series, SplitRow } from "../api/types.ts";
-import { Chart } from "../ui/chart.tsx";
 import { formatBytes, formatCount, formatMs, formatPercent } from "../ui/format.ts";
 import { Select } from "../ui/forms.tsx";
 import { ErrorNote } from "../ui/status.tsx";
+import { RANGES } from "../ui/ranges.ts";
+import { UsageCharts } from "../ui/usage-charts.tsx";
 import { useApi } from "../ui/use-api.ts";
-
-const RANGES = [["1h", "1 hour"], ["6h", "6 hours"], ["24h", "24 hours"], [
-  "7d",
-  "7 days",
-], ["30d", "30 days"]] as const;
 
 const REFRESH_MS = 15_000;
 
@@ -25,35 +21,6 @@ export function Overview({ projectId }: { projectId: string }) {
   const history = useApi<Series>(`${base}/metrics/history`, { range }, REFRESH_MS);
   const split = useApi<{ items: SplitRow[] }>(`${base}/metrics/connectors`, { range }, REFRESH_MS);
   const failures = useApi<FailureSummary>(`${base}/failures`, { range }, REFRESH_MS);
-
-  const charts = useMemo(() => {
-    const series = history.data;
-    if (!series) return undefined;
-    const times = series.points.map((p) => Date.parse(p.t) / 1000);
-    const perSecond = series.points.map((p) => p.requests / series.bucket_seconds);
-    return {
-      times,
-      rate: [{ label: "requests/s", stroke: "#3b82f6", values: perSecond }],
-      success: [{
-        label: "success",
-        stroke: "#16a34a",
-        values: series.points.map((p) => (p.success_rate === null ? null : p.success_rate * 100)),
-      }],
-      bytes: [
-        { label: "sent", stroke: "#f59e0b", values: series.points.map((p) => p.bytes_sent) },
-        {
-          label: "received",
-          stroke: "#8b5cf6",
-          values: series.points.map((p) => p.bytes_received),
-        },
-      ],
-      latency: [{
-        label: "latency",
-        stroke: "#ef4444",
-        values: series.points.map((p) => p.avg_latency_ms),
-      }],
-    };
-  }, [history.data]);
 
   const usage = metrics.data?.usage;
   const pool = metrics.data?.pool;
@@ -101,27 +68,7 @@ export function Overview({ projectId }: { projectId: string }) {
         ))}
         <Tile label="Quarantined now" value={formatCount(pool?.quarantined)} />
       </div>
-      {charts
-        ? (
-          <div class="charts">
-            <Chart
-              title="Requests a second"
-              times={charts.times}
-              series={charts.rate}
-              format={(v) => formatCount(v, 2)}
-            />
-            <Chart
-              title="Success rate (%)"
-              times={charts.times}
-              series={charts.success}
-              range={[0, 100]}
-              format={(v) => `${v.toFixed(0)} %`}
-            />
-            <Chart title="Bytes" times={charts.times} series={charts.bytes} format={formatBytes} />
-            <Chart title="Latency" times={charts.times} series={charts.latency} format={formatMs} />
-          </div>
-        )
-        : <p class="muted">Loading the history…</p>}
+      <UsageCharts series={history.data} />
       <div class="two-columns">
         <section>
           <h3>Traffic split</h3>

@@ -4,10 +4,17 @@ import { useRoute } from "preact-iso";
 import type { Project as ProjectData } from "../api/types.ts";
 import { ErrorNote } from "../ui/status.tsx";
 import { useApi } from "../ui/use-api.ts";
+import { Connect } from "./connect.tsx";
 import { Overview } from "./overview.tsx";
 import { ProjectSettings } from "./project-settings.tsx";
+import { Usage } from "./usage.tsx";
 
-const TABS = [["", "Overview"], ["settings", "Settings"]] as const;
+const TABS = [
+  ["", "Overview"],
+  ["usage", "Usage"],
+  ["connect", "Connect"],
+  ["settings", "Settings"],
+] as const;
 
 export function Project() {
   const { params } = useRoute();
@@ -38,6 +45,10 @@ export function Project() {
       </nav>
       {tab === "settings"
         ? <ProjectSettings project={project} onChange={setProject} />
+        : tab === "usage"
+        ? <Usage projectId={id} />
+        : tab === "connect"
+        ? <Connect project={project} />
         : <Overview projectId={id} />}
     </section>
   );
