@@ -4,10 +4,15 @@ import { useRoute } from "preact-iso";
 import type { Project as ProjectData } from "../api/types.ts";
 import { ErrorNote } from "../ui/status.tsx";
 import { useApi } from "../ui/use-api.ts";
+import { Connectors } from "./connectors.tsx";
 import { Overview } from "./overview.tsx";
 import { ProjectSettings } from "./project-settings.tsx";
 
-const TABS = [["", "Overview"], ["settings", "Settings"]] as const;
+const TABS = [
+  ["", "Overview"],
+  ["settings", "Settings"],
+  ["connectors", "Connectors"],
+] as const;
 
 export function Project() {
   const { params } = useRoute();
@@ -38,6 +43,8 @@ export function Project() {
       </nav>
       {tab === "settings"
         ? <ProjectSettings project={project} onChange={setProject} />
+        : tab === "connectors"
+        ? <Connectors projectId={id} connectorId={params.item} />
         : <Overview projectId={id} />}
     </section>
   );
