@@ -220,7 +220,7 @@ export function ConnectorForm(
           label="Credential"
           field="credential_id"
           error={error}
-          hint="The project's login its proxies use when they have none of their own"
+          hint="A login of the project's: it fills {username} and {password} in the proxies' logins"
         >
           <Select
             name="credential_id"
