@@ -151,10 +151,17 @@ describe("the dashboard", () => {
     await page.goto(`/projects/${created.body.id}/settings`);
     const form = page.getByRole("form", { name: "Project" });
     await form.getByLabel("Connections at once, per gateway").fill("12");
+    // A quota priced in cents: the browser's own number checks must not stop the API's.
+    await form.getByLabel("Traffic quota over all connectors").check();
+    await form.getByLabel("Bytes a period").fill("5000000");
+    await form.getByLabel("Price per GB").fill("2.5");
     await form.getByRole("button", { name: "Save changes" }).click();
     await page.getByRole("status").filter({ hasText: "Saved" }).waitFor();
     const saved = await cluster.request("GET", `/api/v1/projects/${created.body.id}`);
     expect(saved.body.max_connections).toBe(12);
+    expect(saved.body.traffic_quota).toMatchObject({ limit_bytes: 5_000_000, price_per_gb: 2.5 });
+    // Its usage bar is shown at once.
+    await page.getByLabel("Traffic usage").waitFor();
 
     const zone = page.getByRole("form", { name: "Delete project" });
     const remove = zone.getByRole("button", { name: "Delete project" });

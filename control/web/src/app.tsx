@@ -34,6 +34,7 @@ function Shell() {
           <Route path="/" component={Projects} />
           <Route path="/projects/:id" component={Project} />
           <Route path="/projects/:id/:tab" component={Project} />
+          <Route path="/projects/:id/:tab/:item" component={Project} />
           <Route default component={NotFound} />
         </Router>
       </main>

@@ -91,3 +91,41 @@ export interface FailureSummary {
   total: number;
   by_kind: Record<string, number>;
 }
+
+export interface RateLimitConfig {
+  max_requests: number;
+  window_seconds: number;
+  quarantine_seconds_min: number;
+  quarantine_seconds_max: number;
+  sticky_quarantine: boolean;
+}
+
+export interface Connector {
+  id: string;
+  project_id: string;
+  name: string;
+  kind: string;
+  provider: string | null;
+  credential_id: string | null;
+  enabled: boolean;
+  weight: number;
+  countries: string[];
+  domain_allow: string[];
+  domain_deny: string[];
+  healthcheck_url: string | null;
+  rate_limit_config: RateLimitConfig | null;
+  traffic_config: TrafficConfig | null;
+  traffic_usage: TrafficUsage | null;
+  pending_deletion: boolean;
+  last_error: string | null;
+  consecutive_errors: number;
+  proxy_count: number;
+  created_at: string;
+  updated_at: string;
+}
+
+export interface Credential {
+  id: string;
+  name: string;
+  provider: string;
+}

@@ -177,7 +177,7 @@ export function ProjectForm(
   );
 
   return (
-    <form class="project-form" onSubmit={submit} aria-label="Project">
+    <form class="project-form" onSubmit={submit} aria-label="Project" noValidate>
       <FormError error={error} />
       <fieldset>
         <legend>Project</legend>

@@ -5,12 +5,14 @@ import type { Project as ProjectData } from "../api/types.ts";
 import { ErrorNote } from "../ui/status.tsx";
 import { useApi } from "../ui/use-api.ts";
 import { Connect } from "./connect.tsx";
+import { Connectors } from "./connectors.tsx";
 import { Overview } from "./overview.tsx";
 import { ProjectSettings } from "./project-settings.tsx";
 import { Usage } from "./usage.tsx";
 
 const TABS = [
   ["", "Overview"],
+  ["connectors", "Connectors"],
   ["usage", "Usage"],
   ["connect", "Connect"],
   ["settings", "Settings"],
@@ -45,6 +47,8 @@ export function Project() {
       </nav>
       {tab === "settings"
         ? <ProjectSettings project={project} onChange={setProject} />
+        : tab === "connectors"
+        ? <Connectors projectId={id} connectorId={params.item} />
         : tab === "usage"
         ? <Usage projectId={id} />
         : tab === "connect"

@@ -1,0 +1,446 @@
+/**
+ * Every field a connector has in the API, for create and edit: its name, kind and credential,
+ * its place in the routing (enabled, weight and the share of requests it gives, countries, the
+ * domain allow or deny list, the health-check URL), its per-proxy rate limit and its traffic
+ * limit. Values are kept as typed and sent as the API takes them; the API judges them, and its
+ * message for a field is shown beside that field.
+ */
+import { useState } from "preact/hooks";
+import {
+  TRAFFIC_ACTIONS,
+  TRAFFIC_LIMIT_STATUSES,
+  TRAFFIC_PERIODS,
+} from "../../../../shared/roles.ts";
+import type { ApiError } from "../api/client.ts";
+import type { Connector, Credential } from "../api/types.ts";
+import {
+  Checkbox,
+  Field,
+  FormError,
+  optionalNumber,
+  parseList,
+  Select,
+  TextInput,
+} from "../ui/forms.tsx";
+import { formatBytes, formatPercent } from "../ui/format.ts";
+
+/** The kinds the API accepts today (it refuses the others with a 422 that says so). */
+const KINDS = [["static", "static (proxies you list)"]] as const;
+
+interface FormState {
+  name: string;
+  kind: string;
+  credential_id: string;
+  enabled: boolean;
+  weight: string;
+  countries: string;
+  domain_allow: string;
+  domain_deny: string;
+  healthcheck_url: string;
+  rate_on: boolean;
+  rate_max_requests: string;
+  rate_window_seconds: string;
+  rate_quarantine_min: string;
+  rate_quarantine_max: string;
+  rate_sticky: boolean;
+  traffic_on: boolean;
+  traffic_limit_bytes: string;
+  traffic_period: string;
+  traffic_reset_day: string;
+  traffic_action: string;
+  traffic_warn_percent: string;
+  traffic_limit_status: string;
+  traffic_price_per_gb: string;
+  traffic_currency: string;
+}
+
+const text = (value: unknown) => (value === null || value === undefined ? "" : String(value));
+
+function stateOf(connector: Connector | undefined): FormState {
+  const rate = connector?.rate_limit_config;
+  const traffic = connector?.traffic_config;
+  return {
+    name: connector?.name ?? "",
+    kind: connector?.kind ?? "static",
+    credential_id: connector?.credential_id ?? "",
+    enabled: connector?.enabled ?? true,
+    weight: text(connector?.weight ?? 1),
+    countries: (connector?.countries ?? []).join(", "),
+    domain_allow: (connector?.domain_allow ?? []).join("\n"),
+    domain_deny: (connector?.domain_deny ?? []).join("\n"),
+    healthcheck_url: connector?.healthcheck_url ?? "",
+    rate_on: rate !== null && rate !== undefined,
+    rate_max_requests: text(rate?.max_requests),
+    rate_window_seconds: text(rate?.window_seconds),
+    rate_quarantine_min: text(rate?.quarantine_seconds_min),
+    rate_quarantine_max: text(rate?.quarantine_seconds_max),
+    rate_sticky: rate?.sticky_quarantine ?? false,
+    traffic_on: traffic !== null && traffic !== undefined,
+    traffic_limit_bytes: text(traffic?.limit_bytes),
+    traffic_period: traffic?.period ?? "month",
+    traffic_reset_day: text(traffic?.reset_day ?? 1),
+    traffic_action: traffic?.action ?? "alert",
+    traffic_warn_percent: text(traffic?.warn_percent ?? 80),
+    traffic_limit_status: text(traffic?.limit_status ?? 509),
+    traffic_price_per_gb: text(traffic?.price_per_gb),
+    traffic_currency: traffic?.currency ?? "USD",
+  };
+}
+
+/** The body for the API: every field, so what the form shows is what is stored. */
+function bodyOf(state: FormState, creating: boolean): Record<string, unknown> {
+  const body: Record<string, unknown> = {
+    name: state.name,
+    credential_id: state.credential_id === "" ? null : state.credential_id,
+    enabled: state.enabled,
+    weight: optionalNumber(state.weight) ?? state.weight,
+    countries: parseList(state.countries),
+    domain_allow: parseList(state.domain_allow),
+    domain_deny: parseList(state.domain_deny),
+    healthcheck_url: state.healthcheck_url.trim() === "" ? null : state.healthcheck_url.trim(),
+    rate_limit_config: state.rate_on
+      ? {
+        max_requests: optionalNumber(state.rate_max_requests),
+        window_seconds: optionalNumber(state.rate_window_seconds),
+        ...(state.rate_quarantine_min.trim() !== ""
+          ? { quarantine_seconds_min: optionalNumber(state.rate_quarantine_min) }
+          : {}),
+        ...(state.rate_quarantine_max.trim() !== ""
+          ? { quarantine_seconds_max: optionalNumber(state.rate_quarantine_max) }
+          : {}),
+        sticky_quarantine: state.rate_sticky,
+      }
+      : null,
+    traffic_config: state.traffic_on
+      ? {
+        limit_bytes: optionalNumber(state.traffic_limit_bytes),
+        period: state.traffic_period,
+        reset_day: optionalNumber(state.traffic_reset_day) ?? 1,
+        action: state.traffic_action,
+        warn_percent: optionalNumber(state.traffic_warn_percent) ?? 80,
+        limit_status: Number(state.traffic_limit_status),
+        price_per_gb: optionalNumber(state.traffic_price_per_gb),
+        currency: state.traffic_currency,
+      }
+      : null,
+  };
+  if (creating) {
+    body.kind = state.kind;
+    if (body.credential_id === null) delete body.credential_id;
+    if (body.rate_limit_config === null) delete body.rate_limit_config;
+    if (body.traffic_config === null) delete body.traffic_config;
+  }
+  return body;
+}
+
+/**
+ * The share of requests a connector gets among the enabled ones: its weight over the sum of
+ * the enabled weights (its own counted in when it is enabled). Null when it gets none or the
+ * weight is not a number yet.
+ */
+export function weightShare(weight: number, enabled: boolean, otherEnabled: number): number | null {
+  if (!enabled || !Number.isFinite(weight) || weight <= 0) return null;
+  return weight / (weight + otherEnabled);
+}
+
+export function ConnectorForm(
+  { connector, others, credentials, readOnly, onSubmit, submitLabel }: {
+    connector?: Connector;
+    /** The project's other connectors, for the share the weight gives. */
+    others: readonly Connector[];
+    credentials: readonly Credential[];
+    readOnly: boolean;
+    /** Saves; the connector as stored, when it stays on the page, refills the form. */
+    onSubmit: (body: Record<string, unknown>) => Promise<Connector | void>;
+    submitLabel: string;
+  },
+) {
+  const [state, setState] = useState<FormState>(() => stateOf(connector));
+  const [error, setError] = useState<ApiError | undefined>();
+  const [busy, setBusy] = useState(false);
+  const [saved, setSaved] = useState(false);
+  const set = <K extends keyof FormState>(key: K) => (value: FormState[K]) => {
+    setSaved(false);
+    setState((old) => ({ ...old, [key]: value }));
+  };
+  const creating = connector === undefined;
+
+  const submit = async (event: Event) => {
+    event.preventDefault();
+    setBusy(true);
+    setError(undefined);
+    try {
+      const stored = await onSubmit(bodyOf(state, creating));
+      if (stored) setState(stateOf(stored));
+      setSaved(true);
+    } catch (failure) {
+      setError(failure as ApiError);
+    } finally {
+      setBusy(false);
+    }
+  };
+
+  const input = (key: keyof FormState, props: { type?: "number" | "url" } = {}) => (
+    <TextInput
+      name={key}
+      value={state[key] as string}
+      onInput={set(key) as (value: string) => void}
+      disabled={readOnly}
+      type={props.type}
+    />
+  );
+
+  const otherEnabled = others.filter((other) => other.enabled && other.id !== connector?.id)
+    .reduce((sum, other) => sum + other.weight, 0);
+  const share = weightShare(Number(state.weight.trim() || NaN), state.enabled, otherEnabled);
+  const limitBytes = optionalNumber(state.traffic_limit_bytes);
+
+  return (
+    // noValidate: the API judges the values (a price of 2.5 is not a browser "step" error).
+    <form class="connector-form" onSubmit={submit} aria-label="Connector" noValidate>
+      <FormError error={error} />
+      <fieldset>
+        <legend>Connector</legend>
+        <Field label="Name" field="name" error={error}>{input("name")}</Field>
+        <Field
+          label="Kind"
+          field="kind"
+          error={error}
+          hint={creating ? "Static is the kind available today" : "Fixed once created"}
+        >
+          <Select
+            name="kind"
+            value={state.kind}
+            onChange={set("kind")}
+            disabled={readOnly || !creating}
+            options={creating ? KINDS : [[state.kind, state.kind]]}
+          />
+        </Field>
+        <Field
+          label="Credential"
+          field="credential_id"
+          error={error}
+          hint="A login of the project's: it fills {username} and {password} in the proxies' logins"
+        >
+          <Select
+            name="credential_id"
+            value={state.credential_id}
+            onChange={set("credential_id")}
+            disabled={readOnly}
+            options={[
+              ["", "None"] as const,
+              ...credentials.map((credential) => [credential.id, credential.name] as const),
+            ]}
+          />
+        </Field>
+      </fieldset>
+      <fieldset>
+        <legend>Routing</legend>
+        <Field label="Enabled" field="enabled" error={error}>
+          <Checkbox
+            name="enabled"
+            checked={state.enabled}
+            onChange={set("enabled")}
+            disabled={readOnly}
+            label="Requests may be routed to this connector"
+          />
+        </Field>
+        <Field
+          label="Weight"
+          field="weight"
+          error={error}
+          hint={
+            <>
+              1 to 100. Share of requests among the enabled connectors:{" "}
+              <strong class="share" data-share>
+                {share === null ? "none" : formatPercent(share)}
+              </strong>
+            </>
+          }
+        >
+          {input("weight", { type: "number" })}
+        </Field>
+        <Field
+          label="Countries"
+          field="countries"
+          error={error}
+          hint="Two-letter codes, comma-separated (de, us; uk reads as GB)"
+        >
+          {input("countries")}
+        </Field>
+        <div class="row">
+          <Field
+            label="Domain allow list"
+            field="domain_allow"
+            error={error}
+            hint="One host a line; only these (and their subdomains) go through it"
+          >
+            <TextInput
+              name="domain_allow"
+              value={state.domain_allow}
+              onInput={set("domain_allow")}
+              disabled={readOnly}
+              multiline
+            />
+          </Field>
+          <Field
+            label="Domain deny list"
+            field="domain_deny"
+            error={error}
+            hint="One host a line; these never go through it. One list or the other, not both"
+          >
+            <TextInput
+              name="domain_deny"
+              value={state.domain_deny}
+              onInput={set("domain_deny")}
+              disabled={readOnly}
+              multiline
+            />
+          </Field>
+        </div>
+        <Field
+          label="Health-check URL"
+          field="healthcheck_url"
+          error={error}
+          hint="Asked through each proxy; blank: the install's echo URL"
+        >
+          {input("healthcheck_url", { type: "url" })}
+        </Field>
+      </fieldset>
+      <fieldset>
+        <legend>Limits</legend>
+        <Checkbox
+          name="rate_on"
+          checked={state.rate_on}
+          onChange={set("rate_on")}
+          disabled={readOnly}
+          label="Request-rate limit per proxy"
+        />
+        {state.rate_on
+          ? (
+            <div class="grid">
+              <Field label="Requests a window" field="rate_limit_config.max_requests" error={error}>
+                {input("rate_max_requests", { type: "number" })}
+              </Field>
+              <Field
+                label="Window (seconds)"
+                field="rate_limit_config.window_seconds"
+                error={error}
+              >
+                {input("rate_window_seconds", { type: "number" })}
+              </Field>
+              <Field
+                label="Quarantine at least (seconds)"
+                field="rate_limit_config.quarantine_seconds_min"
+                error={error}
+                hint="Blank: the window"
+              >
+                {input("rate_quarantine_min", { type: "number" })}
+              </Field>
+              <Field
+                label="Quarantine at most (seconds)"
+                field="rate_limit_config.quarantine_seconds_max"
+                error={error}
+                hint="Blank: the least"
+              >
+                {input("rate_quarantine_max", { type: "number" })}
+              </Field>
+              <Field
+                label="Sessions in quarantine"
+                field="rate_limit_config.sticky_quarantine"
+                error={error}
+              >
+                <Checkbox
+                  name="rate_sticky"
+                  checked={state.rate_sticky}
+                  onChange={set("rate_sticky")}
+                  disabled={readOnly}
+                  label="A session keeps its resting proxy"
+                />
+              </Field>
+            </div>
+          )
+          : null}
+        <Checkbox
+          name="traffic_on"
+          checked={state.traffic_on}
+          onChange={set("traffic_on")}
+          disabled={readOnly}
+          label="Traffic limit and price"
+        />
+        {state.traffic_on
+          ? (
+            <div class="grid">
+              <Field
+                label="Bytes a period"
+                field="traffic_config.limit_bytes"
+                error={error}
+                hint={typeof limitBytes === "number"
+                  ? formatBytes(limitBytes)
+                  : "Blank: no limit, usage is still counted"}
+              >
+                {input("traffic_limit_bytes", { type: "number" })}
+              </Field>
+              <Field label="Period" field="traffic_config.period" error={error}>
+                <Select
+                  name="traffic_period"
+                  value={state.traffic_period}
+                  onChange={set("traffic_period")}
+                  disabled={readOnly}
+                  options={TRAFFIC_PERIODS.map((p) => [p, p] as const)}
+                />
+              </Field>
+              <Field
+                label="Reset day"
+                field="traffic_config.reset_day"
+                error={error}
+                hint="Of the month (1-28) or week (1 Monday to 7)"
+              >
+                {input("traffic_reset_day", { type: "number" })}
+              </Field>
+              <Field label="At the limit" field="traffic_config.action" error={error}>
+                <Select
+                  name="traffic_action"
+                  value={state.traffic_action}
+                  onChange={set("traffic_action")}
+                  disabled={readOnly}
+                  options={TRAFFIC_ACTIONS.map((a) => [a, a] as const)}
+                />
+              </Field>
+              <Field label="Warn at (percent)" field="traffic_config.warn_percent" error={error}>
+                {input("traffic_warn_percent", { type: "number" })}
+              </Field>
+              <Field
+                label="Blocked requests get"
+                field="traffic_config.limit_status"
+                error={error}
+              >
+                <Select
+                  name="traffic_limit_status"
+                  value={state.traffic_limit_status}
+                  onChange={set("traffic_limit_status")}
+                  disabled={readOnly}
+                  options={TRAFFIC_LIMIT_STATUSES.map((s) => [String(s), String(s)] as const)}
+                />
+              </Field>
+              <Field label="Price per GB" field="traffic_config.price_per_gb" error={error}>
+                {input("traffic_price_per_gb", { type: "number" })}
+              </Field>
+              <Field label="Currency" field="traffic_config.currency" error={error}>
+                {input("traffic_currency")}
+              </Field>
+            </div>
+          )
+          : null}
+      </fieldset>
+      {readOnly
+        ? <p class="muted">Your role can see this connector, not change it.</p>
+        : (
+          <div class="actions">
+            <button type="submit" disabled={busy}>{busy ? "Saving…" : submitLabel}</button>
+            {saved ? <span class="saved" role="status">Saved</span> : null}
+          </div>
+        )}
+    </form>
+  );
+}
