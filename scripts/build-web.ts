@@ -5,14 +5,15 @@
  * browser tests call.
  */
 import { execFile } from "node:child_process";
-import { readdir, stat } from "node:fs/promises";
+import { readdir, rename, rm, stat } from "node:fs/promises";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
 
 const ROOT = fileURLToPath(new URL("..", import.meta.url));
 export const WEB_SOURCE_DIR = join(ROOT, "control", "web");
-export const WEB_BUILD_INDEX = join(ROOT, "dist", "web", "index.html");
+export const WEB_BUILD_DIR = join(ROOT, "dist", "web");
+export const WEB_BUILD_INDEX = join(WEB_BUILD_DIR, "index.html");
 const VITE_BIN = join(ROOT, "node_modules", ".bin", "vite");
 const CONFIG = join(WEB_SOURCE_DIR, "vite.config.ts");
 /** Sources besides control/web: what the app imports from shared/, and the packages. */
@@ -40,20 +41,29 @@ export async function webBuildStale(): Promise<boolean> {
   return newest > built.mtimeMs;
 }
 
-/** Builds the dashboard (about 2 s); the build's own errors are thrown with its output. */
+/**
+ * Builds the dashboard (about 2 s) into a folder of its own, then swaps it in by renames, so an
+ * api serving the old build never finds it half written, and two builds at once cannot mix
+ * files. The build's own errors are thrown with its output.
+ */
 export async function buildWeb(): Promise<void> {
+  const stamp = `${process.pid}-${Date.now()}`;
+  const staging = `${WEB_BUILD_DIR}.build-${stamp}`;
   try {
-    await promisify(execFile)(VITE_BIN, ["build", "--config", CONFIG], {
+    await promisify(execFile)(VITE_BIN, ["build", "--config", CONFIG, "--outDir", staging], {
       cwd: ROOT,
       maxBuffer: 16 * 1024 * 1024,
     });
+    const retired = `${WEB_BUILD_DIR}.old-${stamp}`;
+    await rename(WEB_BUILD_DIR, retired).catch(() => undefined);
+    await rename(staging, WEB_BUILD_DIR);
+    await rm(retired, { recursive: true, force: true });
   } catch (error) {
+    await rm(staging, { recursive: true, force: true });
     const failure = error as { stdout?: string; stderr?: string };
     throw new Error(
       `The dashboard's build failed:\n${failure.stderr ?? ""}${failure.stdout ?? ""}`,
-      {
-        cause: error,
-      },
+      { cause: error },
     );
   }
 }

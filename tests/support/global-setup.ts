@@ -1,9 +1,12 @@
 /**
- * Runs once before the suite: checks the test bed's stores answer, and drops the databases a
- * crashed earlier run left behind (hours old; a concurrent run's are left alone).
+ * Runs once before the suite: checks the test bed's stores answer, drops the databases a
+ * crashed earlier run left behind (hours old; a concurrent run's are left alone), and builds the
+ * dashboard when it is missing or stale, once, before any file serves it (files run side by
+ * side, and a build while another file's browser loads the app would pull its files away).
  */
 import postgres from "postgres";
 import { Redis } from "ioredis";
+import { ensureWebBuild } from "../../scripts/build-web.ts";
 import {
   isStaleTestDatabase,
   TEST_ADMIN_DATABASE_URL,
@@ -12,6 +15,7 @@ import {
 } from "./stores.ts";
 
 export default async function setup(): Promise<void> {
+  await ensureWebBuild();
   const sql = postgres(TEST_ADMIN_DATABASE_URL, { max: 1, onnotice: () => {}, connect_timeout: 5 });
   try {
     const rows = await sql`select datname from pg_database where datname like ${
