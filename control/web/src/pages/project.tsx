@@ -6,8 +6,9 @@ import { ErrorNote } from "../ui/status.tsx";
 import { useApi } from "../ui/use-api.ts";
 import { Overview } from "./overview.tsx";
 import { ProjectSettings } from "./project-settings.tsx";
+import { Proxies } from "./proxies.tsx";
 
-const TABS = [["", "Overview"], ["settings", "Settings"]] as const;
+const TABS = [["", "Overview"], ["settings", "Settings"], ["proxies", "Proxies"]] as const;
 
 export function Project() {
   const { params } = useRoute();
@@ -38,6 +39,8 @@ export function Project() {
       </nav>
       {tab === "settings"
         ? <ProjectSettings project={project} onChange={setProject} />
+        : tab === "proxies"
+        ? <Proxies projectId={id} />
         : <Overview projectId={id} />}
     </section>
   );
