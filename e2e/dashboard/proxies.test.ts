@@ -172,6 +172,17 @@ describe("the proxies page", () => {
   );
 
   it("pages and sorts on the server", async () => {
+    // The statuses settle first (the dead addresses unhealthy at their third failed check), so
+    // a sort by status orders the same rows from one read to the next.
+    const base = `/api/v1/projects/${uploaded.projectId}/proxies?page_size=1`;
+    await cluster.until(async () => {
+      const [unhealthy, healthy] = await Promise.all([
+        cluster.request("GET", `${base}&status=unhealthy`),
+        cluster.request("GET", `${base}&status=healthy`),
+      ]);
+      return unhealthy.body.total === TOTAL_LINES - BAD_LINES - HEALTHY_LINES &&
+        healthy.body.total === HEALTHY_LINES;
+    }, { timeoutMs: 60_000, intervalMs: 500, what: "every status to settle" });
     const page = await asAdmin();
     await page.goto(`/projects/${uploaded.projectId}/proxies`);
     const id = uploaded.projectId;
