@@ -208,7 +208,15 @@ export const proxies = pgTable("proxies", {
   ),
   index("proxies_project_created_idx").on(t.projectId, t.createdAt, t.id),
   index("proxies_connector_created_idx").on(t.connectorId, t.createdAt, t.id),
-  index("proxies_project_status_idx").on(t.projectId, t.status),
+  // The proxies list's sorts (and the pool's counts by status): each pages by index.
+  index("proxies_project_status_idx").on(t.projectId, t.status, t.createdAt, t.id),
+  index("proxies_project_country_idx").on(t.projectId, t.country, t.createdAt, t.id),
+  index("proxies_project_status_changed_idx").on(
+    t.projectId,
+    t.statusChangedAt,
+    t.createdAt,
+    t.id,
+  ),
   check("proxies_scheme_check", sql`${t.scheme} in ('http', 'https', 'socks4', 'socks5')`),
   check("proxies_port_check", sql`${t.port} between 1 and 65535`),
   check(

@@ -124,7 +124,11 @@ export function presentConnector(
  * A proxy without its password: `url` carries the username only, `has_password` the rest. Its
  * quarantine is soft state from Redis (control/services/quarantines.ts).
  */
-export function presentProxy(row: ProxyRow, quarantine: QuarantineView) {
+export function presentProxy(
+  row: ProxyRow,
+  quarantine: QuarantineView,
+  lastCheckedAt: string | null = null,
+) {
   return {
     id: row.id,
     project_id: row.projectId,
@@ -142,6 +146,7 @@ export function presentProxy(row: ProxyRow, quarantine: QuarantineView) {
     status_changed_at: row.statusChangedAt,
     quarantined: quarantine.quarantined,
     quarantine_remaining_seconds: quarantine.quarantine_remaining_seconds,
+    last_checked_at: lastCheckedAt,
     created_at: row.createdAt,
     updated_at: row.updatedAt,
   };

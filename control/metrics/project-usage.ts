@@ -199,6 +199,8 @@ export class ProjectUsage {
     projectId: string,
     options: {
       connectorId?: string;
+      /** Only these proxies (a list page's rows). */
+      ids?: readonly string[];
       order: "requests" | "failures" | "bytes";
       limit: number;
       offset: number;
@@ -213,7 +215,11 @@ export class ProjectUsage {
     let filter = "";
     if (options.connectorId) {
       params.push(options.connectorId);
-      filter = "and p.connector_id = $2";
+      filter = `and p.connector_id = $${params.length}`;
+    }
+    if (options.ids) {
+      params.push(options.ids.join(","));
+      filter += ` and p.id = any(string_to_array($${params.length}, ',')::uuid[])`;
     }
     params.push(options.limit, options.offset);
     const sql = this.#o.database.sql;

@@ -4,7 +4,7 @@
  * and the health job. Every proxy write announces one change entry of kind `proxy` whose ref is
  * the connector whose proxies changed, since the routing feed is built per connector.
  */
-import { and, asc, count, eq, type SQL, sql } from "drizzle-orm";
+import { and, asc, count, desc, eq, ilike, type SQL, sql } from "drizzle-orm";
 import type { Tx } from "../../db/client.ts";
 import { connectors, proxies } from "../../db/schema.ts";
 import { ConflictError } from "../../shared/errors.ts";
@@ -27,7 +27,12 @@ export interface ProxyFilter {
   connectorId?: string;
   status?: ProxyStatus;
   country?: string;
+  /** Part of the host, lower-cased. */
+  search?: string;
 }
+
+/** The list's orders, each served by an index that starts with the project. */
+export type ProxyOrder = "created" | "status" | "country" | "status_changed";
 
 export interface ProxyPage {
   items: ProxyRow[];
@@ -80,21 +85,36 @@ function filterOf(projectId: string, filter: ProxyFilter): SQL | undefined {
     filter.connectorId === undefined ? undefined : eq(proxies.connectorId, filter.connectorId),
     filter.status === undefined ? undefined : eq(proxies.status, filter.status),
     filter.country === undefined ? undefined : eq(proxies.country, filter.country),
+    filter.search === undefined || filter.search === ""
+      ? undefined
+      : ilike(proxies.host, `%${filter.search.replace(/[\\%_]/g, (c) => `\\${c}`)}%`),
   );
+}
+
+/** The ORDER BY of a sort: its column, then creation and id, all in one direction. */
+function orderOf(sort: ProxyOrder, direction: "asc" | "desc"): SQL[] {
+  const by = direction === "asc" ? asc : desc;
+  const lead = {
+    created: [],
+    status: [by(proxies.status)],
+    country: [by(proxies.country)],
+    status_changed: [by(proxies.statusChangedAt)],
+  }[sort];
+  return [...lead, by(proxies.createdAt), by(proxies.id)];
 }
 
 export function listProxies(
   deps: ServiceDeps,
   projectId: string,
   filter: ProxyFilter,
-  page: { offset: number; limit: number },
+  page: { offset: number; limit: number; sort?: ProxyOrder; direction?: "asc" | "desc" },
 ): Promise<ProxyPage> {
   return read(deps, async (db) => {
     await requireProject(db, projectId);
     const where = filterOf(projectId, filter);
     const [items, [{ total }]] = await Promise.all([
       db.select().from(proxies).where(where)
-        .orderBy(asc(proxies.createdAt), asc(proxies.id))
+        .orderBy(...orderOf(page.sort ?? "created", page.direction ?? "asc"))
         .offset(page.offset).limit(page.limit),
       db.select({ total: count() }).from(proxies).where(where),
     ]);

@@ -161,7 +161,8 @@ export function metricsRoutes(deps: ApiDeps): Route[] {
       tag: "metrics",
       summary: "A project's proxies by their all-time usage, a page at a time",
       description: "Ordered by `order` (requests, failures or bytes; the flushed totals), " +
-        "filtered by `connector_id`. Each row's usage has the live counts added.",
+        "filtered by `connector_id` and by `ids` (proxy ids, comma-separated, at most 1000: " +
+        "the rows a list page shows). Each row's usage has the live counts added.",
       access: UserRole.viewer,
       query: ProxiesUsageQuery,
       responses: { 200: "`{items, total, page, page_size, live_included}`" },
@@ -169,6 +170,7 @@ export function metricsRoutes(deps: ApiDeps): Route[] {
         await getProject(deps, params.id);
         const page = await project.proxies(params.id, {
           connectorId: query.connector_id,
+          ids: query.ids,
           order: query.order,
           limit: query.page_size,
           offset: (query.page - 1) * query.page_size,

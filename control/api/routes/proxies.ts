@@ -9,6 +9,7 @@ import {
   uploadProxies,
 } from "../../services/proxies.ts";
 import type { ApiDeps } from "../deps.ts";
+import { lastCheckView, readLastChecks } from "../../services/health-view.ts";
 import { liftQuarantine, quarantineView, readQuarantines } from "../../services/quarantines.ts";
 import type { ProxyRow } from "../../services/proxies.ts";
 import { presentProxy } from "../present.ts";
@@ -35,7 +36,10 @@ export function proxyRoutes(deps: ApiDeps): Route[] {
       path: PROXIES,
       tag: "proxies",
       summary: "List a project's proxies, a page at a time",
-      description: `Ordered by creation. Filters combine. ${PASSWORD_NOTE}`,
+      description: "Ordered by `sort` (created, the default; status; country; status_changed) " +
+        "in `direction` (asc, the default, or desc), ties by creation. Filters combine; " +
+        "`search` matches part of the host. `last_checked_at` is the last health check " +
+        `(null when none is known). ${PASSWORD_NOTE}`,
       access: UserRole.viewer,
       query: ListProxiesQuery,
       responses: { 200: "`{items, total, page, page_size}`" },
@@ -44,12 +48,26 @@ export function proxyRoutes(deps: ApiDeps): Route[] {
           connectorId: query.connector_id,
           status: query.status,
           country: query.country,
-        }, { offset: (query.page - 1) * query.page_size, limit: query.page_size });
-        const quarantines = await readQuarantines(deps, items.map((row) => row.id));
+          search: query.search,
+        }, {
+          offset: (query.page - 1) * query.page_size,
+          limit: query.page_size,
+          sort: query.sort,
+          direction: query.direction,
+        });
+        const ids = items.map((row) => row.id);
+        const [quarantines, checks] = await Promise.all([
+          readQuarantines(deps, ids),
+          readLastChecks(deps, ids),
+        ]);
         const nowMs = Date.now();
         return c.json({
           items: items.map((row) =>
-            presentProxy(row, quarantineView(quarantines.get(row.id), nowMs))
+            presentProxy(
+              row,
+              quarantineView(quarantines.get(row.id), nowMs),
+              lastCheckView(checks.get(row.id)),
+            )
           ),
           total,
           page: query.page,
@@ -181,6 +199,13 @@ export function proxyRoutes(deps: ApiDeps): Route[] {
 
 /** One proxy with its quarantine as Redis holds it (none shown when Redis does not answer). */
 async function presentWithQuarantine(deps: ApiDeps, row: ProxyRow) {
-  const quarantines = await readQuarantines(deps, [row.id]);
-  return presentProxy(row, quarantineView(quarantines.get(row.id), Date.now()));
+  const [quarantines, checks] = await Promise.all([
+    readQuarantines(deps, [row.id]),
+    readLastChecks(deps, [row.id]),
+  ]);
+  return presentProxy(
+    row,
+    quarantineView(quarantines.get(row.id), Date.now()),
+    lastCheckView(checks.get(row.id)),
+  );
 }

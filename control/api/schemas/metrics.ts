@@ -83,8 +83,26 @@ export const HostHistoryQuery = v.object({
   end: endField,
 });
 
+/** At most this many proxies named by `ids` in one usage read (a list page's worth). */
+export const MAX_PROXY_IDS = 1000;
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
 export const ProxiesUsageQuery = v.object({
   connector_id: v.optional(uuidField),
+  ids: v.optional(
+    v.pipe(
+      v.string(),
+      v.transform((text) => [
+        ...new Set(text.split(",").map((id) => id.trim().toLowerCase()).filter((id) => id !== "")),
+      ]),
+      v.check(
+        (ids) => ids.every((id) => UUID.test(id)),
+        "must be proxy ids (uuids), comma-separated",
+      ),
+      v.minLength(1, "must name at least one proxy"),
+      v.maxLength(MAX_PROXY_IDS, `must name at most ${MAX_PROXY_IDS} proxies`),
+    ),
+  ),
   order: v.optional(
     v.picklist(
       ["requests", "failures", "bytes"],

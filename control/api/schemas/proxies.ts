@@ -52,8 +52,25 @@ export const UpdateProxyBody = v.strictObject({
   ...serverFields,
 });
 
+/** The list's orders; ties go by creation (then id), in the same direction. */
+export const PROXY_SORTS = ["created", "status", "country", "status_changed"] as const;
+export type ProxySort = (typeof PROXY_SORTS)[number];
+
 export const ListProxiesQuery = v.object({
   page: queryInteger(1, 1_000_000, 1),
+  sort: v.optional(
+    v.picklist(PROXY_SORTS, `must be one of ${PROXY_SORTS.join(", ")}`),
+    "created",
+  ),
+  direction: v.optional(v.picklist(["asc", "desc"], "must be asc or desc"), "asc"),
+  search: v.optional(
+    v.pipe(
+      v.string(),
+      v.trim(),
+      v.maxLength(200, "must be at most 200 characters"),
+      v.transform((value) => value.toLowerCase()),
+    ),
+  ),
   page_size: queryInteger(1, MAX_PAGE_SIZE, DEFAULT_PAGE_SIZE),
   connector_id: v.optional(uuidField),
   status: v.optional(

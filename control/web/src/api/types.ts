@@ -129,3 +129,48 @@ export interface Credential {
   name: string;
   provider: string;
 }
+
+export interface Proxy {
+  id: string;
+  connector_id: string;
+  url: string;
+  scheme: string;
+  host: string;
+  port: number;
+  username: string | null;
+  has_password: boolean;
+  country: string | null;
+  status: string;
+  status_changed_at: string;
+  quarantined: boolean;
+  quarantine_remaining_seconds: number;
+  last_checked_at: string | null;
+  created_at: string;
+}
+
+export interface Page<T> {
+  items: T[];
+  total: number;
+  page: number;
+  page_size: number;
+}
+
+export interface ProxyUsageRow {
+  proxy_id: string;
+  usage: Usage;
+}
+
+export interface UploadReport {
+  total_lines: number;
+  added: number;
+  duplicates: number;
+  refused: number;
+  errors: { line: number; reason: string }[];
+  duplicate_lines: number[];
+}
+
+export interface ConnectorSummary {
+  id: string;
+  name: string;
+  kind: string;
+}

@@ -8,11 +8,13 @@ import { Connect } from "./connect.tsx";
 import { Connectors } from "./connectors.tsx";
 import { Overview } from "./overview.tsx";
 import { ProjectSettings } from "./project-settings.tsx";
+import { Proxies } from "./proxies.tsx";
 import { Usage } from "./usage.tsx";
 
 const TABS = [
   ["", "Overview"],
   ["connectors", "Connectors"],
+  ["proxies", "Proxies"],
   ["usage", "Usage"],
   ["connect", "Connect"],
   ["settings", "Settings"],
@@ -49,6 +51,8 @@ export function Project() {
         ? <ProjectSettings project={project} onChange={setProject} />
         : tab === "connectors"
         ? <Connectors projectId={id} connectorId={params.item} />
+        : tab === "proxies"
+        ? <Proxies projectId={id} />
         : tab === "usage"
         ? <Usage projectId={id} />
         : tab === "connect"
