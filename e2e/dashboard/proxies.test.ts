@@ -226,9 +226,13 @@ describe("the proxies page", () => {
       .toContain("port");
     await add.getByLabel("Proxy URL").fill("http://user:secret@added.example:3128");
     await add.getByRole("button", { name: "Add proxy" }).click();
+    const search = `/api/v1/projects/${uploaded.projectId}/proxies?search=added.example`;
+    await cluster.until(async () => (await cluster.request("GET", search)).body.total === 1, {
+      what: "the proxy added",
+    });
     await page.getByLabel("Host contains").fill("added.example");
     const row = page.locator('table[aria-label="Proxies"] tbody tr');
-    await expect.poll(() => row.count()).toBe(1);
+    await expect.poll(() => row.count(), { timeout: 15_000 }).toBe(1);
     expect(await row.locator("code").textContent()).toBe("http://user@added.example:3128");
 
     await row.getByRole("button", { name: "Delete" }).click();
@@ -236,12 +240,8 @@ describe("the proxies page", () => {
     expect(await row.count()).toBe(1);
     await row.getByRole("button", { name: "Delete" }).click();
     await row.getByRole("button", { name: "Yes, delete" }).click();
-    await expect.poll(() => row.count()).toBe(0);
-    const left = await cluster.request(
-      "GET",
-      `/api/v1/projects/${uploaded.projectId}/proxies?search=added.example`,
-    );
-    expect(left.body.total).toBe(0);
+    await expect.poll(() => row.count(), { timeout: 15_000 }).toBe(0);
+    expect((await cluster.request("GET", search)).body.total).toBe(0);
   });
 
   it("counts a rate-limit quarantine down and lifts it", async () => {
