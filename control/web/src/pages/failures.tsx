@@ -43,14 +43,14 @@ export function Failures({ projectId }: { projectId: string }) {
     [connectors.data],
   );
   const connectorName = (id: string | null) =>
-    id === null ? "none (the gateway's own refusal)" : names.get(id) ?? id;
+    id === null ? "none: the gateway refused it" : names.get(id) ?? id;
   const report = summary.data;
 
   return (
     <section class="failures">
       <header class="toolbar">
         <h2>Failures</h2>
-        <div class="filters">
+        <div class="toolbar-filters">
           <label>
             Range <Select name="range" value={range} onChange={setRange} options={RANGES} />
           </label>
@@ -73,7 +73,7 @@ export function Failures({ projectId }: { projectId: string }) {
         Counted at each metrics flush, so the newest failures can take up to a flush interval to
         show here. Their examples show at once.
       </p>
-      <div class="two-columns">
+      <div class="failure-tables">
         <section>
           <h3>
             By kind <span class="muted">({formatCount(report?.total)} in this range)</span>
@@ -194,7 +194,7 @@ function Examples(
     <section class="examples">
       <header class="toolbar">
         <h3>Examples{kind ? `: ${kindLabel(kind)}` : ""}</h3>
-        <div class="filters">
+        <div class="toolbar-filters">
           <label>
             Kind{" "}
             <Select

@@ -499,7 +499,7 @@ function Storage() {
       <ErrorNote error={history.error?.status === 403 ? undefined : history.error} />
       <p class="muted">
         From the snapshot job's readings (every OCTOPROX_SYSTEM_METRICS_INTERVAL, 5 minutes by
-        default), averaged per {formatAge((history.data?.bucket_seconds ?? 0) * 1000)}.
+        default), averaged per {bucketLabel(history.data?.bucket_seconds)}.
       </p>
       {latest
         ? (
@@ -517,7 +517,10 @@ function Storage() {
         : history.data
         ? <p class="muted">No reading in this range yet.</p>
         : null}
-      {charts && points.length > 0
+      {points.length === 1
+        ? <p class="muted">One reading so far: the trends draw from the second.</p>
+        : null}
+      {charts && points.length > 1
         ? (
           <div class="charts">
             <Chart
@@ -555,6 +558,13 @@ function Storage() {
         : null}
     </section>
   );
+}
+
+function bucketLabel(seconds: number | undefined): string {
+  if (!seconds) return "bucket";
+  if (seconds % 86_400 === 0) return seconds === 86_400 ? "day" : `${seconds / 86_400} days`;
+  if (seconds % 3600 === 0) return seconds === 3600 ? "hour" : `${seconds / 3600} hours`;
+  return `${Math.round(seconds / 60)} minutes`;
 }
 
 function Figure({ label, value }: { label: string; value: string }) {
