@@ -112,9 +112,14 @@ describe("the failures page", () => {
     await byKind.getByRole("button", { name: "no proxy available" }).click();
     await page.getByRole("heading", { name: "Examples: no proxy available" }).waitFor();
     const examples = page.getByRole("table", { name: "Failure examples" });
-    await expect.poll(() => examples.textContent()).toContain(
-      "No upstream proxy available for this project",
-    );
+    // The example of the refusal for DE (the gateways send examples every few seconds).
+    await expect.poll(async () => {
+      const text = await examples.textContent();
+      if (!text?.includes("No upstream proxy available for DE")) {
+        await page.getByRole("button", { name: "Refresh" }).click();
+      }
+      return text;
+    }).toContain("No upstream proxy available for DE");
     const rows = examples.locator("tbody tr");
     expect(await rows.count()).toBeGreaterThanOrEqual(1);
     for (const text of await rows.allTextContents()) expect(text).toContain("no proxy available");
