@@ -167,6 +167,14 @@ export interface UploadReport {
   refused: number;
   errors: { line: number; reason: string }[];
   duplicate_lines: number[];
+}
+
+export interface ConnectorSummary {
+  id: string;
+  name: string;
+  kind: string;
+}
+
 /** `GET /projects/{id}/failures`: the flushed failure counts over a range. */
 export interface FailureReport {
   range: string;
@@ -195,13 +203,6 @@ export interface FailureExample {
   proxy_id: string | null;
   target: string;
   message: string;
-}
-
-export interface ConnectorSummary {
-  id: string;
-  name: string;
-  kind: string;
-  enabled: boolean;
 }
 
 /** A section of `GET /system/stats`: its data, or what Redis answered instead. */
