@@ -7,6 +7,9 @@ import { LocationProvider, Route, Router } from "preact-iso";
 import { Project } from "./pages/project.tsx";
 import { Projects } from "./pages/projects.tsx";
 import { SignIn } from "./pages/sign-in.tsx";
+import { System } from "./pages/system.tsx";
+import { Tokens } from "./pages/tokens.tsx";
+import { Users } from "./pages/users.tsx";
 import { SessionProvider, useSession } from "./session.tsx";
 import { applyTheme, currentTheme, setTheme, type Theme } from "./theme.ts";
 
@@ -35,6 +38,9 @@ function Shell() {
           <Route path="/projects/:id" component={Project} />
           <Route path="/projects/:id/:tab" component={Project} />
           <Route path="/projects/:id/:tab/:item" component={Project} />
+          <Route path="/system" component={System} />
+          <Route path="/users" component={Users} />
+          <Route path="/tokens" component={Tokens} />
           <Route default component={NotFound} />
         </Router>
       </main>
@@ -55,6 +61,9 @@ function TopBar() {
       <a href="/" class="brand">Octoprox</a>
       <nav aria-label="Main">
         <a href="/">Projects</a>
+        {session.isAdmin ? <a href="/system">System</a> : null}
+        {session.isAdmin ? <a href="/users">Users</a> : null}
+        <a href="/tokens">API tokens</a>
       </nav>
       <div class="account">
         <span class="user">{session.user?.username}</span>

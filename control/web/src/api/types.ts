@@ -174,3 +174,131 @@ export interface ConnectorSummary {
   name: string;
   kind: string;
 }
+
+/** `GET /projects/{id}/failures`: the flushed failure counts over a range. */
+export interface FailureReport {
+  range: string;
+  from: string;
+  to: string;
+  total: number;
+  by_kind: { kind: string; count: number }[];
+  rows: {
+    kind: string;
+    connector_id: string | null;
+    vendor_status: number | null;
+    count: number;
+  }[];
+}
+
+/** One scrubbed example of a failed request (`…/failures/examples`). */
+export interface FailureExample {
+  id: string;
+  at: string;
+  kind: string;
+  protocol: string;
+  client_status: number;
+  proxy_status: string;
+  vendor_status: number | null;
+  connector_id: string | null;
+  proxy_id: string | null;
+  target: string;
+  message: string;
+}
+
+/** A section of `GET /system/stats`: its data, or what Redis answered instead. */
+export interface StatsSection<T> {
+  data: T | null;
+  error: string | null;
+}
+
+export interface LoopStats {
+  name: string;
+  state: string;
+  runs: number;
+  failures: number;
+  consecutive_failures: number;
+  last_run_at: string | null;
+  last_error: string | null;
+  last_duration_ms: number | null;
+  owner?: string;
+}
+
+export interface ListedProcess {
+  instance: string;
+  role: string;
+  version: string | null;
+  started_at: string | null;
+  heartbeat_age_ms: number | null;
+  snapshot: Record<string, unknown> | null;
+}
+
+export interface FeedGatewayStatus {
+  instance: string;
+  applied_digest: string | null;
+  current: boolean;
+  apply_age_ms: number | null;
+  heartbeat_age_ms: number | null;
+}
+
+export interface WorkStreamStatus {
+  length: number;
+  pending: number;
+  backlog: number;
+  consumers: number;
+  oldestAgeMs: number | null;
+  groupMissing: boolean;
+}
+
+export interface SystemStats {
+  read_at: string;
+  processes: StatsSection<{ total: number; by_role: Record<string, ListedProcess[]> }>;
+  leader: StatsSection<{ instance: string; lease_ttl_ms: number } | null>;
+  feed: StatsSection<{
+    head: { digest: string; compiled_at: string } | null;
+    gateways: FeedGatewayStatus[];
+    behind: number;
+  }>;
+  work_streams: StatsSection<Record<string, WorkStreamStatus>>;
+}
+
+export interface SystemPoint {
+  t: string;
+  readings: number;
+  database_bytes: number;
+  redis_used_memory_bytes: number | null;
+  redis_keys: number | null;
+  projects: number;
+  connectors: number;
+  proxies_by_status: Record<string, number>;
+}
+
+export interface SystemHistory {
+  range: string;
+  bucket_seconds: number;
+  points: SystemPoint[];
+}
+
+export interface UserRecord {
+  id: string;
+  username: string;
+  role: "viewer" | "editor" | "admin";
+  email: string | null;
+  is_active: boolean;
+  created_at: string;
+  updated_at: string;
+  last_login_at: string | null;
+}
+
+export interface ApiToken {
+  id: string;
+  user_id: string;
+  name: string;
+  prefix: string;
+  created_at: string;
+  expires_at: string | null;
+  last_used_at: string | null;
+  revoked_at: string | null;
+  active: boolean;
+  /** Only in the create answer, this once. */
+  token?: string;
+}

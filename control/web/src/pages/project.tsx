@@ -6,6 +6,7 @@ import { ErrorNote } from "../ui/status.tsx";
 import { useApi } from "../ui/use-api.ts";
 import { Connect } from "./connect.tsx";
 import { Connectors } from "./connectors.tsx";
+import { Failures } from "./failures.tsx";
 import { Overview } from "./overview.tsx";
 import { ProjectSettings } from "./project-settings.tsx";
 import { Proxies } from "./proxies.tsx";
@@ -17,6 +18,7 @@ const TABS = [
   ["proxies", "Proxies"],
   ["usage", "Usage"],
   ["connect", "Connect"],
+  ["failures", "Failures"],
   ["settings", "Settings"],
 ] as const;
 
@@ -57,6 +59,8 @@ export function Project() {
         ? <Usage projectId={id} />
         : tab === "connect"
         ? <Connect project={project} />
+        : tab === "failures"
+        ? <Failures projectId={id} />
         : <Overview projectId={id} />}
     </section>
   );
