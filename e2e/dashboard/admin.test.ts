@@ -129,6 +129,13 @@ describe("the failures page", () => {
     await page.locator('select[name="connector"]').selectOption({ label: "static" });
     await expect.poll(() => byKind.textContent()).not.toContain("no proxy available");
     expect(await byKind.textContent()).toContain("upstream refused");
+
+    // The overview's top failures name the same kinds with their counts.
+    await page.goto(`/projects/${project.projectId}`);
+    const top = page.getByRole("table", { name: "Top failures" });
+    await expect.poll(() => top.textContent()).toContain("no proxy available");
+    expect(await top.textContent()).toContain("upstream refused");
+    expect(await top.textContent()).not.toContain("[object Object]");
   });
 });
 

@@ -87,11 +87,6 @@ export interface SplitRow {
   currency: string | null;
 }
 
-export interface FailureSummary {
-  total: number;
-  by_kind: Record<string, number>;
-}
-
 export interface RateLimitConfig {
   max_requests: number;
   window_seconds: number;

@@ -4,7 +4,7 @@
  * connectors with their spend; the top failures. Refreshed every 15 s.
  */
 import { useMemo, useState } from "preact/hooks";
-import type { FailureSummary, ProjectMetrics, Series, SplitRow } from "../api/types.ts";
+import type { FailureReport, ProjectMetrics, Series, SplitRow } from "../api/types.ts";
 import { formatBytes, formatCount, formatMs, formatPercent } from "../ui/format.ts";
 import { Select } from "../ui/forms.tsx";
 import { ErrorNote } from "../ui/status.tsx";
@@ -20,7 +20,7 @@ export function Overview({ projectId }: { projectId: string }) {
   const metrics = useApi<ProjectMetrics>(`${base}/metrics`, undefined, REFRESH_MS);
   const history = useApi<Series>(`${base}/metrics/history`, { range }, REFRESH_MS);
   const split = useApi<{ items: SplitRow[] }>(`${base}/metrics/connectors`, { range }, REFRESH_MS);
-  const failures = useApi<FailureSummary>(`${base}/failures`, { range }, REFRESH_MS);
+  const failures = useApi<FailureReport>(`${base}/failures`, { range }, REFRESH_MS);
 
   const usage = metrics.data?.usage;
   const pool = metrics.data?.pool;
@@ -38,7 +38,7 @@ export function Overview({ projectId }: { projectId: string }) {
     ) => (row.cost === null ? acc : { total: acc.total + row.cost, currency: row.currency }),
     { total: 0, currency: null as string | null },
   );
-  const topFailures = Object.entries(failures.data?.by_kind ?? {}).sort((a, b) => b[1] - a[1])
+  const topFailures = [...(failures.data?.by_kind ?? [])].sort((a, b) => b.count - a.count)
     .slice(0, 5);
 
   return (
@@ -109,10 +109,10 @@ export function Overview({ projectId }: { projectId: string }) {
             : (
               <table class="data" aria-label="Top failures">
                 <tbody>
-                  {topFailures.map(([kind, count]) => (
-                    <tr key={kind}>
-                      <td>{kind.replaceAll("_", " ")}</td>
-                      <td>{formatCount(count)}</td>
+                  {topFailures.map((row) => (
+                    <tr key={row.kind}>
+                      <td>{row.kind.replaceAll("_", " ")}</td>
+                      <td>{formatCount(row.count)}</td>
                     </tr>
                   ))}
                 </tbody>
