@@ -43,6 +43,13 @@ async function main(): Promise<void> {
     });
     const proxy = gateway.proxyUrl(project.credentials.username, project.credentials.password);
     for (let i = 0; i < 40; i++) await curl(["-x", proxy, `${cluster.api.url}/echo`]);
+    // A few failures for the failures page: a country no proxy has.
+    const elsewhere = gateway.proxyUrl(
+      `${project.credentials.username}-cc-de`,
+      project.credentials.password,
+    );
+    for (let i = 0; i < 3; i++) await curl(["-x", elsewhere, `${cluster.api.url}/echo`]);
+    await cluster.runNow(JobKind.snapshot);
     await cluster.runNow(JobKind.metricsFlush);
 
     const context = await browser.newContext({
@@ -74,6 +81,24 @@ async function main(): Promise<void> {
     await preview.getByRole("button", { name: "Preview" }).click();
     await preview.getByTestId("chosen").waitFor();
     await shoot(page, "connect");
+    await page.goto(`/projects/${project.projectId}/connectors`);
+    await page.getByRole("link", { name: "static" }).first().waitFor();
+    await shoot(page, "connectors");
+    await page.goto(`/projects/${project.projectId}/connectors/${project.connectorId}`);
+    await page.getByRole("form").first().waitFor();
+    await shoot(page, "connector");
+    await page.goto(`/projects/${project.projectId}/proxies`);
+    await page.locator('table[aria-label="Proxies"] tbody tr').first().waitFor();
+    await shoot(page, "proxies");
+    await page.goto(`/projects/${project.projectId}/failures`);
+    await shoot(page, "failures");
+    await page.goto("/system");
+    await page.getByText("leader").first().waitFor();
+    await shoot(page, "system");
+    await page.goto("/users");
+    await shoot(page, "users");
+    await page.goto("/tokens");
+    await shoot(page, "tokens");
     await page.context().close();
   } finally {
     await browser.close();
