@@ -125,8 +125,13 @@ describe("the dashboard", () => {
 
     const proxy = gateway.proxyUrl(project.credentials.username, project.credentials.password);
     const sent = 7;
-    for (let i = 0; i < sent; i++) {
-      const result = await curl(["-x", proxy, `${cluster.api.url}/echo`]);
+    // The first once the gateway routes the project (a refusal before that is no request).
+    await cluster.until(
+      async () => (await curl(["-f", "-x", proxy, `${cluster.api.url}/echo`])).code === 0,
+      { what: "the gateway to route the project" },
+    );
+    for (let i = 1; i < sent; i++) {
+      const result = await curl(["-f", "-x", proxy, `${cluster.api.url}/echo`]);
       expect(result.code, result.stderr).toBe(0);
     }
     await cluster.runNow(JobKind.metricsFlush);

@@ -34,6 +34,8 @@ export interface Project {
   password?: string;
   strategy: string;
   session_ttl_seconds: number;
+  location_policy: string;
+  location_preflight: string;
   sticky_quarantine: boolean;
   metrics_retention_days: number;
   connection_timeout_seconds: number | null;

@@ -252,6 +252,20 @@ export function ProjectForm(
         >
           {input("metrics_retention_days", { type: "number" })}
         </Field>
+        <Field
+          label="Location checks"
+          field="location_policy"
+          error={error}
+          hint="Checking where a proxy's exit really is comes in a later release: off until then"
+        >
+          <Select
+            name="location_policy"
+            value={project?.location_policy ?? "off"}
+            onChange={() => {}}
+            disabled
+            options={[["off", "off"]]}
+          />
+        </Field>
       </fieldset>
       <fieldset>
         <legend>Limits</legend>
