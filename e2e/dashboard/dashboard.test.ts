@@ -135,9 +135,12 @@ describe("the dashboard", () => {
       expect(result.code, result.stderr).toBe(0);
     }
     await cluster.runNow(JobKind.metricsFlush);
+    // The page reads the series again every 15 s; a reload asks at once. A dash means the
+    // answer has not come yet.
     await cluster.until(async () => {
       await page.reload();
-      return (await requestsTile.textContent({ timeout: 5_000 })) === String(sent);
+      await expect.poll(() => requestsTile.textContent()).not.toBe("–");
+      return (await requestsTile.textContent()) === String(sent);
     }, { what: "the overview to count the requests" });
     expect(await page.locator('[data-tile="Success rate in range"] .tile-value').textContent())
       .toBe("100.0 %");

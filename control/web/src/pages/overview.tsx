@@ -24,8 +24,10 @@ export function Overview({ projectId }: { projectId: string }) {
 
   const usage = metrics.data?.usage;
   const pool = metrics.data?.pool;
+  // Nothing shown as a count until the series has come (a dash, not a zero).
   const windowTotals = useMemo(() => {
-    const points = history.data?.points ?? [];
+    if (!history.data) return { requests: null, successRate: null, bytes: null };
+    const points = history.data.points;
     const requests = points.reduce((sum, p) => sum + p.requests, 0);
     const successes = points.reduce((sum, p) => sum + p.successes, 0);
     const bytes = points.reduce((sum, p) => sum + p.bytes_sent + p.bytes_received, 0);
