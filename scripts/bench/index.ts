@@ -22,6 +22,7 @@ import { producersSuite } from "./producers.ts";
 import { telemetrySuite } from "./telemetry.ts";
 import { throughputSuite } from "./throughput.ts";
 import { trafficSuite } from "./traffic.ts";
+import { webSuite } from "./web.ts";
 import { formatNumber, passes, type Row, type Suite } from "./suite.ts";
 
 /** Every suite, in the order a full run takes them. */
@@ -35,6 +36,7 @@ export const SUITES: readonly Suite[] = [
   metricsSuite,
   telemetrySuite,
   trafficSuite,
+  webSuite,
 ];
 
 interface Line {
