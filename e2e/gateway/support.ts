@@ -29,6 +29,11 @@ export interface RoutedProject {
 export async function createRoutedProject(
   cluster: Cluster,
   upstreams: readonly string[],
+  /**
+   * More fields of the project and its connector, set when they are created, so the first feed
+   * that routes the project carries them too.
+   */
+  fields: { project?: Record<string, unknown>; connector?: Record<string, unknown> } = {},
 ): Promise<RoutedProject> {
   const name = `gw${randomBytes(4).toString("hex")}`;
   const credentials = { username: name, password: `pw-${randomBytes(8).toString("hex")}` };
@@ -37,12 +42,13 @@ export async function createRoutedProject(
     username: credentials.username,
     password: credentials.password,
     strategy: "round_robin",
+    ...fields.project,
   });
   if (project.status !== 201) throw new Error(`Project not created: ${JSON.stringify(project)}`);
   const connector = await cluster.request(
     "POST",
     `/api/v1/projects/${project.body.id}/connectors`,
-    { name: "static", kind: "static" },
+    { name: "static", kind: "static", ...fields.connector },
   );
   if (connector.status !== 201) {
     throw new Error(`Connector not created: ${JSON.stringify(connector)}`);

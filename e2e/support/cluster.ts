@@ -153,6 +153,19 @@ export class Cluster {
     );
   }
 
+  /**
+   * Until every gateway of `gateways` has sent Redis what it metered (no row waiting for its
+   * next batch): what a metrics flush run after this takes is all the traffic so far.
+   */
+  async untilMetered(gateways: readonly Gateway[]): Promise<void> {
+    await this.until(async () => {
+      const pending = await Promise.all(
+        gateways.map((gateway) => gateway.metric("octoprox_gateway_metering_pending_rows")),
+      );
+      return pending.every((rows) => rows === 0);
+    }, { what: "the gateways' metering sent" });
+  }
+
   /** The first admin's login, as a person signs in to the dashboard. */
   get adminLogin(): { username: string; password: string } {
     return { username: ADMIN_USERNAME, password: this.#adminPassword };

@@ -57,13 +57,11 @@ async function get(gateway: Gateway, credentials: Credentials, path: string) {
 
 /** A project routed through the tinyproxy, its connector limited as given. */
 async function limitedProject(trafficConfig: Record<string, unknown>): Promise<RoutedProject> {
-  const project = await createRoutedProject(cluster, [tinyproxy.url]);
-  const edited = await cluster.request(
-    "PATCH",
-    `/api/v1/projects/${project.projectId}/connectors/${project.connectorId}`,
-    { traffic_config: { period: "day", ...trafficConfig } },
-  );
-  expect(edited.status).toBe(200);
+  // The limit is set with the connector, so the first feed that routes it carries the limit too:
+  // a gateway meters the project's first bytes as limited, and asks for their decision.
+  const project = await createRoutedProject(cluster, [tinyproxy.url], {
+    connector: { traffic_config: { period: "day", ...trafficConfig } },
+  });
   // Every gateway routes it (the first feed with its healthy proxy).
   for (const gateway of gateways) {
     await cluster.until(
@@ -157,6 +155,7 @@ describe("a connector's traffic limit", () => {
     // first, so none of them is still live when the usage counts from the reset.
     await setLimit(project, 200_000);
     await untilEveryGateway(project, true);
+    await cluster.untilMetered(gateways);
     await cluster.runNow(JobKind.metricsFlush);
     await worker.stop("SIGKILL");
     const reset = await cluster.request("POST", `${connectorPath(project)}/traffic/reset`);

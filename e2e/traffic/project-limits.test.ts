@@ -64,17 +64,19 @@ async function get(gateway: Gateway, credentials: Credentials, path: string) {
   return { ...answer, proxyStatus: Array.isArray(proxyStatus) ? proxyStatus[0] : proxyStatus };
 }
 
-/** A project routed through the tinyproxy on both gateways, then its limits set as given. */
+/**
+ * A project with its limits as given, routed through the tinyproxy on both gateways. The limits
+ * are set with the project, so the first feed that routes it carries them: its first bytes are
+ * metered as limited.
+ */
 async function limitedProject(limits: Record<string, unknown>): Promise<RoutedProject> {
-  const project = await createRoutedProject(cluster, [tinyproxy.url]);
+  const project = await createRoutedProject(cluster, [tinyproxy.url], { project: limits });
   for (const gateway of gateways) {
     await cluster.until(
       async () => (await get(gateway, project.credentials, "/ip")).status === 200,
       { what: "the project routed" },
     );
   }
-  const edited = await cluster.request("PATCH", `/api/v1/projects/${project.projectId}`, limits);
-  expect(edited.status).toBe(200);
   return project;
 }
 
@@ -108,6 +110,7 @@ describe("a project's traffic quota", () => {
     expect(shown.body.traffic_usage).toMatchObject({ blocked: true, status: "limit" });
 
     // The bytes flushed first: live ones would count after the reset (docs/traffic.md).
+    await cluster.untilMetered(gateways);
     await cluster.runNow(JobKind.metricsFlush);
     const reset = await cluster.request(
       "POST",
