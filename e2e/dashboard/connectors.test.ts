@@ -209,8 +209,9 @@ describe("the connectors page", () => {
       page.waitForResponse((r) => r.url().endsWith(`/connectors/${id}/traffic/reset`)),
       bar.getByRole("button", { name: "Reset usage" }).click(),
     ]);
-    expect((await answer.json()).traffic_usage.pending).toBe(true);
-    await badge.waitFor();
+    // Pending as answered, unless a worker decided before the answer was read back (the API
+    // reads the mark again for its answer); the page shows what the answer says.
+    if ((await answer.json()).traffic_usage.pending === true) await badge.waitFor();
     // The worker decides; the page reads the connector again and the badge goes.
     await cluster.until(async () => (await badge.count()) === 0, {
       timeoutMs: 20_000,
