@@ -3,11 +3,11 @@
  * deleting it with its proxies (typed confirmation).
  */
 import { useEffect, useState } from "preact/hooks";
-import { useLocation } from "preact-iso";
-import { api, type ApiError } from "../api/client.ts";
+import { api } from "../api/client.ts";
 import type { Connector, Credential } from "../api/types.ts";
 import { useSession } from "../session.tsx";
 import { ErrorNote } from "../ui/status.tsx";
+import { TypedDelete } from "../ui/typed-delete.tsx";
 import { UsageBar } from "../ui/usage-bar.tsx";
 import { useApi } from "../ui/use-api.ts";
 import { ConnectorForm } from "./connector-form.tsx";
@@ -85,35 +85,15 @@ export function ConnectorPage(
 }
 
 function DeleteConnector({ projectId, connector }: { projectId: string; connector: Connector }) {
-  const { route } = useLocation();
-  const [typed, setTyped] = useState("");
-  const [error, setError] = useState<ApiError | undefined>();
-  const remove = async (event: Event) => {
-    event.preventDefault();
-    try {
-      await api("DELETE", `/projects/${projectId}/connectors/${connector.id}`);
-      route(`/projects/${projectId}/connectors`);
-    } catch (failure) {
-      setError(failure as ApiError);
-    }
-  };
   return (
-    <form class="card danger-zone" onSubmit={remove} aria-label="Delete connector">
-      <h3>Delete this connector</h3>
-      <p>
-        Its {connector.proxy_count} {connector.proxy_count === 1 ? "proxy goes" : "proxies go"}{" "}
-        with it. Type <code>{connector.name}</code> to confirm.
-      </p>
-      <ErrorNote error={error} />
-      <input
-        name="confirm"
-        value={typed}
-        onInput={(event) => setTyped((event.currentTarget as HTMLInputElement).value)}
-        aria-label="Connector name to confirm"
-      />
-      <button type="submit" class="danger" disabled={typed !== connector.name}>
-        Delete connector
-      </button>
-    </form>
+    <TypedDelete
+      what="connector"
+      name={connector.name}
+      path={`/projects/${projectId}/connectors/${connector.id}`}
+      then={`/projects/${projectId}/connectors`}
+    >
+      Its {connector.proxy_count} {connector.proxy_count === 1 ? "proxy goes" : "proxies go"}{" "}
+      with it.
+    </TypedDelete>
   );
 }

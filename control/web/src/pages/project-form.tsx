@@ -3,7 +3,6 @@
  * routing, its limits and who may use it. Values are kept as typed and sent as the API takes
  * them; the API judges them, and its message for a field is shown beside that field.
  */
-import { useState } from "preact/hooks";
 import {
   MAX_RETRIES_LIMIT,
   STRATEGIES,
@@ -11,7 +10,6 @@ import {
   TRAFFIC_LIMIT_STATUSES,
   TRAFFIC_PERIODS,
 } from "../../../../shared/roles.ts";
-import type { ApiError } from "../api/client.ts";
 import type { Project } from "../api/types.ts";
 import {
   Checkbox,
@@ -22,6 +20,7 @@ import {
   Select,
   TextInput,
 } from "../ui/forms.tsx";
+import { useForm } from "../ui/use-form.ts";
 
 interface FormState {
   name: string;
@@ -141,30 +140,13 @@ export function ProjectForm(
     submitLabel: string;
   },
 ) {
-  const [state, setState] = useState<FormState>(() => stateOf(project));
-  const [error, setError] = useState<ApiError | undefined>();
-  const [busy, setBusy] = useState(false);
-  const [saved, setSaved] = useState(false);
-  const set = <K extends keyof FormState>(key: K) => (value: FormState[K]) => {
-    setSaved(false);
-    setState((old) => ({ ...old, [key]: value }));
-  };
   const creating = project === undefined;
-
-  const submit = async (event: Event) => {
-    event.preventDefault();
-    setBusy(true);
-    setError(undefined);
-    try {
-      const stored = await onSubmit(bodyOf(state, creating));
-      if (stored) setState(stateOf(stored));
-      setSaved(true);
-    } catch (failure) {
-      setError(failure as ApiError);
-    } finally {
-      setBusy(false);
-    }
-  };
+  const { state, set, error, busy, saved, submit } = useForm(
+    stateOf,
+    project,
+    (values: FormState) => bodyOf(values, creating),
+    onSubmit,
+  );
 
   const input = (key: keyof FormState, props: { type?: "number" | "password" } = {}) => (
     <TextInput

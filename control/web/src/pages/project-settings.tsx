@@ -1,10 +1,8 @@
 /** A project's every field, its traffic quota's usage, and deleting it (typed confirmation). */
-import { useState } from "preact/hooks";
-import { useLocation } from "preact-iso";
-import { api, type ApiError } from "../api/client.ts";
+import { api } from "../api/client.ts";
 import type { Project } from "../api/types.ts";
 import { useSession } from "../session.tsx";
-import { ErrorNote } from "../ui/status.tsx";
+import { TypedDelete } from "../ui/typed-delete.tsx";
 import { UsageBar } from "../ui/usage-bar.tsx";
 import { ProjectForm } from "./project-form.tsx";
 
@@ -44,35 +42,9 @@ export function ProjectSettings(
 }
 
 function DeleteProject({ project }: { project: Project }) {
-  const { route } = useLocation();
-  const [typed, setTyped] = useState("");
-  const [error, setError] = useState<ApiError | undefined>();
-  const remove = async (event: Event) => {
-    event.preventDefault();
-    try {
-      await api("DELETE", `/projects/${project.id}`);
-      route("/");
-    } catch (failure) {
-      setError(failure as ApiError);
-    }
-  };
   return (
-    <form class="card danger-zone" onSubmit={remove} aria-label="Delete project">
-      <h3>Delete this project</h3>
-      <p>
-        Its connectors, proxies and credentials go with it. Type <code>{project.name}</code>{" "}
-        to confirm.
-      </p>
-      <ErrorNote error={error} />
-      <input
-        name="confirm"
-        value={typed}
-        onInput={(event) => setTyped((event.currentTarget as HTMLInputElement).value)}
-        aria-label="Project name to confirm"
-      />
-      <button type="submit" class="danger" disabled={typed !== project.name}>
-        Delete project
-      </button>
-    </form>
+    <TypedDelete what="project" name={project.name} path={`/projects/${project.id}`} then="/">
+      Its connectors, proxies and credentials go with it.
+    </TypedDelete>
   );
 }
