@@ -47,6 +47,8 @@ export interface RouteSpec<
   body?: TBody;
   /** A text/plain body instead of JSON, such as an upload. */
   textBody?: { maxBytes: number; description: string };
+  /** A JSON body's bound, when larger than DEFAULT_MAX_BODY_BYTES (a configuration, a backup). */
+  maxBodyBytes?: number;
   query?: TQuery;
   /** The answers by status, with what each means. Error answers are added to the doc. */
   responses: Readonly<Record<number, string>>;
@@ -63,6 +65,7 @@ export interface Route {
   access: Access;
   body?: AnySchema;
   textBody?: { maxBytes: number; description: string };
+  maxBodyBytes?: number;
   query?: AnySchema;
   responses: Readonly<Record<number, string>>;
   /** Path parameter names, in order. */
@@ -106,6 +109,7 @@ export function defineRoute<
     access: spec.access,
     body: spec.body,
     textBody: spec.textBody,
+    maxBodyBytes: spec.maxBodyBytes,
     query: spec.query,
     responses: spec.responses,
     params,
@@ -153,7 +157,7 @@ export function mountRoutes(app: Hono<AppEnv>, routes: readonly Route[], options
       });
     }
     if (route.method !== "get" && route.method !== "delete") {
-      const maxSize = route.textBody?.maxBytes ?? DEFAULT_MAX_BODY_BYTES;
+      const maxSize = route.textBody?.maxBytes ?? route.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES;
       handlers.push(bodyLimit({ maxSize, onError: (c) => payloadTooLargeResponse(c, maxSize) }));
     }
     app.on(route.method.toUpperCase(), [route.path], ...handlers, (c) => route.run(c));
