@@ -202,6 +202,10 @@ const controlFields = {
   ),
   OCTOPROX_DATABASE_POOL_SIZE: integer(10, 1, 200),
   OCTOPROX_DEFAULT_STRATEGY: oneOf(STRATEGIES, "round_robin"),
+  // A configuration file the api applies at start, on SIGHUP and on a reload call.
+  OCTOPROX_CONFIG_FILE: v.optional(v.pipe(trimmed, v.minLength(1, "must be a file path"))),
+  // Whether that apply deletes what the file does not name.
+  OCTOPROX_CONFIG_PRUNE: flag(false),
   OCTOPROX_WORKER_JOBS: jobKindList,
   OCTOPROX_ECHO_URL: v.optional(urlWithSchemes(["http", "https"], "HTTP")),
   OCTOPROX_PUBLIC_URL: v.optional(
@@ -308,6 +312,8 @@ export const ControlSettingsSchema = v.pipe(
     adminPassword: e.OCTOPROX_ADMIN_PASSWORD,
     databasePoolSize: e.OCTOPROX_DATABASE_POOL_SIZE,
     defaultStrategy: e.OCTOPROX_DEFAULT_STRATEGY as Strategy,
+    configFile: e.OCTOPROX_CONFIG_FILE,
+    configPrune: e.OCTOPROX_CONFIG_PRUNE,
     workerJobs: e.OCTOPROX_WORKER_JOBS,
     echoUrl: e.OCTOPROX_ECHO_URL,
     publicUrl: e.OCTOPROX_PUBLIC_URL,

@@ -15,6 +15,7 @@ import { buildOpenApiDocument } from "./openapi.ts";
 import { mountWeb } from "./web-static.ts";
 import { defineRoute, mountRoutes, type Route } from "./registry.ts";
 import { authRoutes } from "./routes/auth.ts";
+import { configRoutes } from "./routes/config.ts";
 import { connectorRoutes } from "./routes/connectors.ts";
 import { credentialRoutes } from "./routes/credentials.ts";
 import { metricsRoutes } from "./routes/metrics.ts";
@@ -45,6 +46,7 @@ export function apiRoutes(deps: ApiDeps): Route[] {
     ...routingPreviewRoutes(deps),
     ...metricsRoutes(deps),
     ...systemRoutes(deps),
+    ...configRoutes(deps),
   ];
   let document: Record<string, unknown> | undefined;
   routes.push(defineRoute({

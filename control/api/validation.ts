@@ -9,9 +9,9 @@ export type AnySchema = v.GenericSchema<unknown, unknown>;
 
 export type Where = "body" | "query";
 
-function fieldOf(where: Where, issue: v.BaseIssue<unknown>): string {
+function fieldOf(where: string, issue: v.BaseIssue<unknown>): string {
   const keys = (issue.path ?? []).map((item) => String(item.key));
-  return [where, ...keys].join(".");
+  return (where === "" ? keys : [where, ...keys]).join(".");
 }
 
 function messageOf(issue: v.BaseIssue<unknown>): string {
@@ -24,8 +24,14 @@ function messageOf(issue: v.BaseIssue<unknown>): string {
   return issue.message;
 }
 
-/** The issues of a failed parse, one per field (the first message for each). */
-export function fieldIssues(where: Where, issues: readonly v.BaseIssue<unknown>[]): FieldIssue[] {
+/**
+ * The issues of a failed parse, one per field (the first message for each), each path after
+ * `where` (`body`, `query`, or "" for a document's own paths).
+ */
+export function fieldIssues(
+  where: Where | "config" | "",
+  issues: readonly v.BaseIssue<unknown>[],
+): FieldIssue[] {
   const byField = new Map<string, FieldIssue>();
   for (const issue of issues) {
     const field = fieldOf(where, issue);

@@ -6,6 +6,7 @@
 import type { ApiDeps } from "../api/deps.ts";
 import { createApp } from "../api/app.ts";
 import { seedFirstAdmin } from "../services/users.ts";
+import { reloadConfigFile } from "../config/reload.ts";
 import { Store } from "../../shared/errors.ts";
 import { HttpServer } from "../node/http-server.ts";
 import { BaseRuntime, type RuntimeName } from "./runtime.ts";
@@ -48,17 +49,28 @@ export class ApiRuntime extends BaseRuntime {
     }
   }
 
-  protected override afterLoops(): Promise<void> {
+  /** SIGHUP re-reads the configuration file; a bad one is logged and changes nothing. */
+  readonly #onHangup = () => {
+    void reloadConfigFile(this.#deps, "sighup")?.catch(() => {});
+  };
+
+  protected override async afterLoops(): Promise<void> {
+    if (this.#deps.settings.configFile !== undefined) {
+      // A file that fails leaves the stored configuration as it was; the api serves anyway.
+      await reloadConfigFile(this.#deps, "start")?.catch(() => {});
+      process.on("SIGHUP", this.#onHangup);
+    }
     const { settings } = this.#deps;
     this.#server = new HttpServer({
       app: createApp(this.#deps),
       host: settings.apiHost,
       port: settings.apiPort,
     });
-    return this.#server.start();
+    await this.#server.start();
   }
 
   protected override async beforeLoopsStop(): Promise<void> {
+    process.off("SIGHUP", this.#onHangup);
     await this.#server?.stop();
   }
 }

@@ -40,6 +40,19 @@ export type NewConnector = Pick<ConnectorFields, "name" | "kind"> & Partial<Conn
 /** The kind is fixed at creation: another kind is another connector. */
 export type ConnectorPatch = Partial<Omit<ConnectorFields, "kind">>;
 
+/** What a connector's fields are when a create leaves them out. */
+export const CONNECTOR_DEFAULTS: Readonly<Omit<ConnectorFields, "name" | "kind">> = {
+  credentialId: null,
+  enabled: true,
+  weight: 1,
+  countries: [],
+  domainAllow: [],
+  domainDeny: [],
+  healthcheckUrl: null,
+  rateLimitConfig: null,
+  trafficConfig: null,
+};
+
 const connectorChange = (id: string) => ({ kind: ChangeKind.connector, ref: id });
 
 /** The rules of a connector about to be saved. `touched` names the fields the caller sent. */
@@ -117,15 +130,7 @@ export function createConnector(
   input: NewConnector,
 ): Promise<ConnectorRow> {
   const connector: ConnectorFields = {
-    credentialId: null,
-    enabled: true,
-    weight: 1,
-    countries: [],
-    domainAllow: [],
-    domainDeny: [],
-    healthcheckUrl: null,
-    rateLimitConfig: null,
-    trafficConfig: null,
+    ...CONNECTOR_DEFAULTS,
     ...definedOnly(input),
     name: input.name,
     kind: input.kind,

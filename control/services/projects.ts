@@ -6,7 +6,12 @@ import { and, asc, eq, ne, sql } from "drizzle-orm";
 import type { Tx } from "../../db/client.ts";
 import { type ProjectRateLimit, projects, type TrafficConfig } from "../../db/schema.ts";
 import { formatCidr, openToAnyone, parseCidrs } from "../../shared/cidr-set.ts";
-import { DuplicateError, NotFoundError, ValidationError } from "../../shared/errors.ts";
+import {
+  DuplicateError,
+  type FieldIssue,
+  NotFoundError,
+  ValidationError,
+} from "../../shared/errors.ts";
 import {
   projectPasswordProblem,
   projectUsernameProblem,
@@ -48,9 +53,9 @@ export const OPEN_TO_ANYONE =
   "must not let every address use the project without a password (such as 0.0.0.0/0 or ::/0): " +
   "list your clients' networks, or narrow allowed_cidrs";
 
-/** The rules a stored project keeps, checked on the copy about to be saved. */
-function validateProject(project: ProjectFields): void {
-  const issues = [];
+/** The rules a stored project keeps, each broken one named `body.<field>`. */
+export function projectIssues(project: ProjectFields): FieldIssue[] {
+  const issues: FieldIssue[] = [];
   const username = projectUsernameProblem(project.username);
   if (username) issues.push({ field: "body.username", message: username });
   const password = projectPasswordProblem(project.password);
@@ -60,7 +65,35 @@ function validateProject(project: ProjectFields): void {
   if (openToAnyone(parseCidrs(project.passwordlessCidrs), allowed)) {
     issues.push({ field: "body.passwordless_cidrs", message: OPEN_TO_ANYONE });
   }
+  return issues;
+}
+
+/** The rules checked on the copy about to be saved. */
+function validateProject(project: ProjectFields): void {
+  const issues = projectIssues(project);
   if (issues.length > 0) throw new ValidationError(issues);
+}
+
+/** What a project's fields are when a create leaves them out (but its password: generated). */
+export function projectDefaults(
+  defaultStrategy: Strategy,
+): Omit<ProjectFields, "name" | "username" | "password"> {
+  return {
+    description: "",
+    strategy: defaultStrategy,
+    locationPolicy: "off",
+    locationPreflight: "off",
+    sessionTtlSeconds: 300,
+    stickyQuarantine: false,
+    metricsRetentionDays: 90,
+    connectionTimeoutSeconds: 30,
+    maxRetries: 1,
+    trafficQuota: null,
+    rateLimit: null,
+    maxConnections: null,
+    allowedCidrs: [],
+    passwordlessCidrs: [],
+  };
 }
 
 /** The transaction lock of writes that set password-less blocks. */
@@ -72,7 +105,7 @@ export const PASSWORDLESS_LOCK = "octoprox.passwordless_cidrs";
  * set such blocks, so two racing ones cannot both pass (gateways still reach neither project by
  * a block two list, should a feed ever carry one).
  */
-async function checkPasswordlessBlocks(
+export async function checkPasswordlessBlocks(
   tx: Tx,
   projectId: string | undefined,
   blocks: readonly string[],
@@ -113,21 +146,8 @@ export async function getProject(deps: ServiceDeps, id: string): Promise<Project
 
 export function createProject(deps: ServiceDeps, input: NewProject): Promise<ProjectRow> {
   const project: ProjectFields = {
-    description: "",
+    ...projectDefaults(deps.settings.defaultStrategy),
     password: generatePassword(),
-    strategy: deps.settings.defaultStrategy,
-    locationPolicy: "off",
-    locationPreflight: "off",
-    sessionTtlSeconds: 300,
-    stickyQuarantine: false,
-    metricsRetentionDays: 90,
-    connectionTimeoutSeconds: 30,
-    maxRetries: 1,
-    trafficQuota: null,
-    rateLimit: null,
-    maxConnections: null,
-    allowedCidrs: [],
-    passwordlessCidrs: [],
     ...definedOnly(input),
     name: input.name,
     username: input.username,

@@ -17,7 +17,8 @@ import { read, type ServiceDeps, write } from "./store.ts";
 export type ProxyRow = typeof proxies.$inferSelect;
 
 /** Where a country came from when an operator typed it. */
-const MANUAL = "manual";
+/** A country set by hand (an edit, an upload line, a configuration file). */
+export const MANUAL = "manual";
 /** Rows per INSERT of an upload: one statement of arrays each, all in the upload's transaction. */
 const UPLOAD_CHUNK_ROWS = 5000;
 
@@ -239,14 +240,38 @@ export function readUpload(text: string) {
   return { totalLines: lines.length, good, errors, repeated };
 }
 
+/** A proxy to insert: its address and its country set by hand (or none). */
+export interface NewProxyRow {
+  address: ProxyAddress;
+  country: string | null;
+}
+
+/**
+ * Inserts proxies into a connector inside `tx`, in chunks of one INSERT each, skipping those it
+ * already has; answers the ids of the rows inserted.
+ */
+export async function insertProxies(
+  tx: Tx,
+  projectId: string,
+  connectorId: string,
+  rows: readonly NewProxyRow[],
+): Promise<string[]> {
+  const ids: string[] = [];
+  for (let start = 0; start < rows.length; start += UPLOAD_CHUNK_ROWS) {
+    const chunk = rows.slice(start, start + UPLOAD_CHUNK_ROWS);
+    ids.push(...(await insertChunk(tx, projectId, connectorId, chunk)).values());
+  }
+  return ids;
+}
+
 /** Inserts one chunk, skipping rows the connector has; answers the ids inserted by identity. */
 async function insertChunk(
   tx: Tx,
   projectId: string,
   connectorId: string,
-  chunk: readonly GoodLine[],
+  chunk: readonly NewProxyRow[],
 ): Promise<Map<string, string>> {
-  const column = <T>(pick: (line: GoodLine) => T) => sql.param(chunk.map(pick));
+  const column = <T>(pick: (line: NewProxyRow) => T) => sql.param(chunk.map(pick));
   const rows = await tx.execute<Pick<ProxyRow, "id" | "scheme" | "host" | "port" | "username">>(sql`
     insert into ${proxies}
       (project_id, connector_id, scheme, host, port, username, password, country, country_source,

@@ -18,25 +18,20 @@ import { trafficUsageViews } from "../../traffic/usage-view.ts";
 import type { ApiDeps } from "../deps.ts";
 import { presentConnector } from "../present.ts";
 import { defineRoute, type Route } from "../registry.ts";
-import { CreateConnectorBody, UpdateConnectorBody } from "../schemas/connectors.ts";
+import {
+  CONNECTOR_FIELD_NAMES,
+  CreateConnectorBody,
+  UpdateConnectorBody,
+} from "../schemas/connectors.ts";
+import { renameFields } from "../schemas/common.ts";
 import type * as v from "valibot";
 
 const CONNECTORS = "/api/v1/projects/:id/connectors";
 
 /** The body's fields as the service names them; what the body leaves out stays undefined. */
 function toFields(body: Omit<v.InferOutput<typeof UpdateConnectorBody>, "kind">): ConnectorPatch {
-  return {
-    name: body.name,
-    credentialId: body.credential_id,
-    enabled: body.enabled,
-    weight: body.weight,
-    countries: body.countries,
-    domainAllow: body.domain_allow,
-    domainDeny: body.domain_deny,
-    healthcheckUrl: body.healthcheck_url,
-    rateLimitConfig: body.rate_limit_config,
-    trafficConfig: body.traffic_config,
-  };
+  const { kind: _kind, ...fields } = CONNECTOR_FIELD_NAMES;
+  return renameFields(body, fields) as ConnectorPatch;
 }
 
 const USAGE_NOTE = "Each answer carries `traffic_usage` (null without a traffic_config): the " +

@@ -8,6 +8,7 @@ import {
   deleteProject,
   getProject,
   listProjects,
+  type ProjectPatch,
   type ProjectRow,
   resetProjectTraffic,
   updateProject,
@@ -18,30 +19,13 @@ import { hasRole } from "../auth.ts";
 import type { ApiDeps } from "../deps.ts";
 import { presentProject } from "../present.ts";
 import { defineRoute, type Route } from "../registry.ts";
-import { CreateProjectBody, UpdateProjectBody } from "../schemas/projects.ts";
+import { CreateProjectBody, PROJECT_FIELD_NAMES, UpdateProjectBody } from "../schemas/projects.ts";
+import { renameFields } from "../schemas/common.ts";
 import type { Principal } from "../context.ts";
 
 /** A project body's fields under the service's names: one mapping for create and edit. */
-function projectFields(body: v.InferOutput<typeof UpdateProjectBody>) {
-  return {
-    name: body.name,
-    username: body.username,
-    password: body.password,
-    description: body.description,
-    strategy: body.strategy,
-    locationPolicy: body.location_policy,
-    locationPreflight: body.location_preflight,
-    sessionTtlSeconds: body.session_ttl_seconds,
-    stickyQuarantine: body.sticky_quarantine,
-    metricsRetentionDays: body.metrics_retention_days,
-    connectionTimeoutSeconds: body.connection_timeout_seconds,
-    maxRetries: body.max_retries,
-    trafficQuota: body.traffic_quota,
-    rateLimit: body.rate_limit,
-    maxConnections: body.max_connections,
-    allowedCidrs: body.allowed_cidrs,
-    passwordlessCidrs: body.passwordless_cidrs,
-  };
+function projectFields(body: v.InferOutput<typeof UpdateProjectBody>): ProjectPatch {
+  return renameFields(body, PROJECT_FIELD_NAMES) as ProjectPatch;
 }
 
 const PROJECTS = "/api/v1/projects";

@@ -58,3 +58,19 @@ export const jsonObjectField = v.custom<Record<string, unknown>>(
   (value) => typeof value === "object" && value !== null && !Array.isArray(value),
   "must be a JSON object",
 );
+
+/**
+ * A body's fields under the names a service uses (`session_ttl_seconds` as
+ * `sessionTtlSeconds`), by one table per resource that the routes and the configuration file
+ * share; fields the table does not name are left out, and absent ones stay absent.
+ */
+export function renameFields(
+  input: Readonly<Record<string, unknown>>,
+  names: Readonly<Record<string, string>>,
+): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  for (const [from, to] of Object.entries(names)) {
+    if (input[from] !== undefined) out[to] = input[from];
+  }
+  return out;
+}

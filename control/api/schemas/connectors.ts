@@ -189,3 +189,18 @@ export const UpdateConnectorBody = v.strictObject({
   kind: readOnly("cannot be changed; create another connector"),
   ...serverFields,
 });
+
+/** Body field names as the connectors service names them. */
+export const CONNECTOR_FIELD_NAMES = {
+  name: "name",
+  kind: "kind",
+  credential_id: "credentialId",
+  enabled: "enabled",
+  weight: "weight",
+  countries: "countries",
+  domain_allow: "domainAllow",
+  domain_deny: "domainDeny",
+  healthcheck_url: "healthcheckUrl",
+  rate_limit_config: "rateLimitConfig",
+  traffic_config: "trafficConfig",
+} as const;

@@ -155,3 +155,24 @@ export const UpdateProjectBody = v.strictObject({
   ...v.partial(v.strictObject(fields)).entries,
   ...serverFields,
 });
+
+/** Body field names as the projects service names them. */
+export const PROJECT_FIELD_NAMES = {
+  name: "name",
+  username: "username",
+  password: "password",
+  description: "description",
+  strategy: "strategy",
+  location_policy: "locationPolicy",
+  location_preflight: "locationPreflight",
+  session_ttl_seconds: "sessionTtlSeconds",
+  sticky_quarantine: "stickyQuarantine",
+  metrics_retention_days: "metricsRetentionDays",
+  connection_timeout_seconds: "connectionTimeoutSeconds",
+  max_retries: "maxRetries",
+  traffic_quota: "trafficQuota",
+  rate_limit: "rateLimit",
+  max_connections: "maxConnections",
+  allowed_cidrs: "allowedCidrs",
+  passwordless_cidrs: "passwordlessCidrs",
+} as const;
