@@ -365,3 +365,16 @@ export const systemMetrics = pgTable("system_metrics", {
 }, (t) => [
   index("system_metrics_recorded_idx").on(t.recordedAt),
 ]);
+
+/**
+ * The revision of the last configuration file applied with one (`revision:` in the file): an
+ * apply of a lower revision is refused, so a replica still holding an older file cannot undo a
+ * newer one. One row at most.
+ */
+export const configRevision = pgTable("config_revision", {
+  id: integer("id").primaryKey().default(1),
+  revision: bigint("revision", { mode: "number" }).notNull(),
+  appliedAt: timestamp("applied_at", { withTimezone: true }).notNull().defaultNow(),
+}, (t) => [
+  check("config_revision_single_row", sql`${t.id} = 1`),
+]);

@@ -12,6 +12,7 @@ export const ErrorCode = {
   unauthorized: "OX_UNAUTHORIZED",
   forbidden: "OX_FORBIDDEN",
   conflict: "OX_CONFLICT",
+  stale: "OX_STALE",
   // Stores that did not answer.
   storeUnavailable: "OX_STORE_UNAVAILABLE",
   // Migrations.
@@ -91,6 +92,14 @@ export class ConflictError extends OctoproxError {
   constructor(message: string) {
     super(ErrorCode.conflict, message);
     this.name = "ConflictError";
+  }
+}
+
+/** A write made against a state that has moved on (409), such as an older configuration. */
+export class StaleError extends OctoproxError {
+  constructor(message: string) {
+    super(ErrorCode.stale, message);
+    this.name = "StaleError";
   }
 }
 

@@ -15,6 +15,7 @@ import {
   DuplicateError,
   ForbiddenError,
   NotFoundError,
+  StaleError,
   StoreUnavailableError,
   UnauthorizedError,
   ValidationError,
@@ -89,6 +90,7 @@ export function errorResponse(error: unknown, c: Context<AppEnv>, logger: Logger
     return json(c, 400, { error: error.message, detail: [{ field, message: error.message }] });
   }
   if (error instanceof ConflictError) return json(c, 400, { error: error.message });
+  if (error instanceof StaleError) return json(c, 409, { error: error.message });
   if (error instanceof NotFoundError) return json(c, 404, { error: error.message });
   if (error instanceof UnauthorizedError) {
     c.header("WWW-Authenticate", "Bearer");

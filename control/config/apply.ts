@@ -8,8 +8,8 @@
  */
 import { and, eq, inArray, sql } from "drizzle-orm";
 import type { Tx } from "../../db/client.ts";
-import { connectors, credentials, projects, proxies } from "../../db/schema.ts";
-import { errorText, ValidationError } from "../../shared/errors.ts";
+import { configRevision, connectors, credentials, projects, proxies } from "../../db/schema.ts";
+import { errorText, StaleError, ValidationError } from "../../shared/errors.ts";
 import { ChangeKind, JobKind } from "../../shared/roles.ts";
 import { connectorSubject, projectSubject } from "../../shared/traffic-subjects.ts";
 import type { ApiDeps } from "../api/deps.ts";
@@ -58,6 +58,35 @@ function fingerprintOf(deps: ConfigDeps, state: Awaited<ReturnType<typeof readCo
   });
 }
 
+/**
+ * The revision fence: a document with a revision lower than the last one applied is refused, so
+ * a replica still holding an older file cannot undo a newer one. Answers the stored revision.
+ */
+async function checkRevision(tx: Tx, document: ConfigDocument): Promise<number | null> {
+  const [row] = await tx.select({ revision: configRevision.revision }).from(configRevision);
+  const stored = row?.revision ?? null;
+  if (document.revision !== undefined && stored !== null && document.revision < stored) {
+    throw new StaleError(
+      `This configuration is revision ${document.revision}, older than revision ${stored} ` +
+        "already applied: nothing was applied. Apply a file of revision " + stored +
+        " or higher.",
+    );
+  }
+  return stored;
+}
+
+async function recordRevision(tx: Tx, revision: number | undefined): Promise<void> {
+  if (revision === undefined) return;
+  await tx.insert(configRevision).values({ id: 1, revision })
+    .onConflictDoUpdate({
+      target: configRevision.id,
+      set: {
+        revision: sql`greatest(${configRevision.revision}, excluded.revision)`,
+        appliedAt: sql`now()`,
+      },
+    });
+}
+
 function throwIssues(plan: ConfigPlan): void {
   if (plan.issues.length > 0) throw new ValidationError(plan.issues);
 }
@@ -71,6 +100,7 @@ export function diffConfig(
   return read(deps, (db) =>
     db.transaction(async (tx) => {
       await lockConfig(tx);
+      await checkRevision(tx, document);
       const state = await readConfigState(tx);
       const plan = planConfig(state, document, {
         prune: options.prune === true,
@@ -90,8 +120,11 @@ export function exportStoredConfig(deps: ConfigDeps) {
   return read(deps, (db) =>
     db.transaction(async (tx) => {
       const state = await readConfigState(tx);
+      const [row] = await tx.select({ revision: configRevision.revision }).from(configRevision);
       return {
         fingerprint: fingerprintOf(deps, state),
+        /** The last revision a document applied with one carried; null when none did. */
+        revision: row?.revision ?? null,
         config: exportConfig(state, { defaultStrategy: deps.settings.defaultStrategy }),
       };
     }, { isolationLevel: "repeatable read", accessMode: "read only" }));
@@ -111,6 +144,7 @@ export async function applyConfig(
 ): Promise<ApplyOutcome> {
   const written = await write<Written>(deps, async (tx) => {
     await lockConfig(tx);
+    await checkRevision(tx, document);
     const state = await readConfigState(tx);
     const before = fingerprintOf(deps, state);
     const plan = planConfig(state, document, {
@@ -130,6 +164,7 @@ export async function applyConfig(
       };
     }
     if (plan.changes.length === 0) {
+      await recordRevision(tx, document.revision);
       return {
         result: {
           outcome: { applied: true, fingerprint: before, ...summary },
@@ -140,6 +175,7 @@ export async function applyConfig(
       };
     }
     const done = await runPlan(tx, plan);
+    await recordRevision(tx, document.revision);
     const after = fingerprintOf(deps, await readConfigState(tx));
     return {
       result: { outcome: { applied: true, fingerprint: after, ...summary }, ...done },

@@ -15,7 +15,7 @@ import { CreateProjectBody } from "../api/schemas/projects.ts";
 import { CreateConnectorBody } from "../api/schemas/connectors.ts";
 import { CreateCredentialBody } from "../api/schemas/credentials.ts";
 import { CreateProxyBody } from "../api/schemas/proxies.ts";
-import { nameField } from "../api/schemas/common.ts";
+import { integerField, nameField } from "../api/schemas/common.ts";
 import { formatProxyUrl, parseProxyUrl, proxyIdentity } from "../services/proxy-url.ts";
 
 /** The format's version; a file of another is refused by name. */
@@ -72,6 +72,8 @@ const ProjectEntry = v.strictObject({
 
 export const ConfigDocumentSchema = v.strictObject({
   version: v.literal(CONFIG_VERSION, `must be ${CONFIG_VERSION}`),
+  /** The file's own revision: an apply of one lower than the last applied is refused. */
+  revision: v.optional(integerField(1, Number.MAX_SAFE_INTEGER)),
   projects: v.optional(v.array(ProjectEntry, "must be a list of projects"), []),
 });
 

@@ -185,3 +185,23 @@ test("a username another project holds is named; a viewer may not apply", async 
   expect((await h.request("POST", "/api/v1/config/reload", { token: h.tokens.admin })).status)
     .toBe(409);
 });
+
+test("a revision older than the last applied is refused, so a stale file cannot undo a newer one", async () => {
+  const newer = { ...document(), revision: 7 };
+  newer.projects[0].strategy = "least_used";
+  expect((await post("apply", { config: newer })).status).toBe(200);
+  expect((await h.request("GET", "/api/v1/config", { token: h.tokens.viewer })).body.revision)
+    .toBe(7);
+  const older = { ...document(), revision: 6 };
+  older.projects[0].strategy = "round_robin";
+  for (const path of ["diff", "apply"]) {
+    const refused = await post(path, { config: older });
+    expect(refused.status).toBe(409);
+    expect(refused.body.error).toMatch(/revision 6, older than revision 7/);
+  }
+  const [project] = await h.deps.database.sql`select strategy from projects where name = 'Shop'`;
+  expect(project.strategy).toBe("least_used");
+  // The same revision again, or a document without one, is applied.
+  expect((await post("apply", { config: { ...newer } })).status).toBe(200);
+  expect((await post("apply", { config: document() })).status).toBe(200);
+});
