@@ -48,7 +48,19 @@ function config(port: number, options: HaproxyOptions): string {
   ].join("\n");
 }
 
-export async function startHaproxy(options: HaproxyOptions): Promise<Haproxy> {
+export function startHaproxy(options: HaproxyOptions): Promise<Haproxy> {
+  return startHaproxyConfig(([port]) => config(port, options), 1);
+}
+
+/**
+ * HAProxy with a config of the caller's: `render` gets `portCount` free ports on 127.0.0.1 (the
+ * first is the one waited for; HAProxy binds every listener at once, or exits) and answers the
+ * config text. `port` is the first of them.
+ */
+export async function startHaproxyConfig(
+  render: (ports: readonly number[]) => string,
+  portCount: number,
+): Promise<Haproxy & { readonly ports: readonly number[] }> {
   try {
     await access(HAPROXY_BIN, constants.X_OK);
   } catch {
@@ -64,8 +76,13 @@ export async function startHaproxy(options: HaproxyOptions): Promise<Haproxy> {
   try {
     // A free port can be taken between the check and HAProxy's bind: try a few.
     for (let attempt = 1;; attempt++) {
-      const port = await freePort();
-      await writeFile(configPath, config(port, options));
+      const ports: number[] = [];
+      while (ports.length < portCount) {
+        const candidate = await freePort();
+        if (!ports.includes(candidate)) ports.push(candidate);
+      }
+      const port = ports[0];
+      await writeFile(configPath, render(ports));
       output = "";
       const started = spawn(HAPROXY_BIN, ["-db", "-f", configPath], {
         stdio: ["ignore", "pipe", "pipe"],
@@ -88,6 +105,7 @@ export async function startHaproxy(options: HaproxyOptions): Promise<Haproxy> {
         return {
           host: "127.0.0.1",
           port,
+          ports,
           output: () => output,
           async close() {
             await stop(running);
