@@ -1,6 +1,6 @@
 /**
- * The gateway's status listener (OCTOPROX_GATEWAY_STATUS_PORT): /health while the process
- * runs, /ready once the first feed is applied and the proxy port is bound (503 before, and
+ * The gateway's status listener (OCTOPROX_GATEWAY_STATUS_PORT): /health and /live while the
+ * process runs, /ready once the first feed is applied and the proxy port is bound (503 before, and
  * while stopping), /metrics in the Prometheus text format. It comes up first, so a balancer
  * and an operator see an unready gateway rather than nothing.
  */
@@ -42,6 +42,9 @@ export function startStatusServer(options: StatusServerOptions): StatusServer {
           role: "gateway",
           startedAt,
         }, { headers: JSON_TYPE });
+      // Liveness: the status listener answers, so the process and its main isolate run.
+      case "/live":
+        return Response.json({ status: "alive" });
       case "/ready": {
         const reasons = options.unready();
         return reasons === undefined

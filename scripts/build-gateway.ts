@@ -9,10 +9,15 @@
  * `deno compile` needs Deno's runtime build (denort) for the target, which it downloads from
  * dl.deno.land the first time. Where that cannot be reached, the build stops with one line
  * saying so; set DENORT_BIN to a denort binary of the same Deno version to build offline.
+ *
+ * `npm run build:gateway -- --bundle` writes the code that binary embeds instead, as JavaScript
+ * for `deno run` (scripts/gateway-bundle.ts): dist/octoprox-gateway.js and its worker isolates'
+ * dist/octoprox-gateway-worker.js. It needs no runtime download.
  */
 import { spawn } from "node:child_process";
 import { existsSync, mkdirSync } from "node:fs";
 import { dirname, join, relative } from "node:path";
+import { buildGatewayBundle } from "./gateway-bundle.ts";
 import {
   DENO_BIN as DENO,
   DENO_ENV,
@@ -27,6 +32,18 @@ const OUTPUT = join(ROOT, "dist", "octoprox-gateway");
 function fail(message: string): never {
   process.stderr.write(`build:gateway: ${message}\n`);
   process.exit(1);
+}
+
+if (process.argv.includes("--bundle")) {
+  try {
+    const { bundle, worker } = await buildGatewayBundle();
+    process.stdout.write(
+      `build:gateway: wrote ${relative(ROOT, bundle)} and ${relative(ROOT, worker)}\n`,
+    );
+    process.exit(0);
+  } catch (error) {
+    fail((error as Error).message);
+  }
 }
 
 const denort = process.env.DENORT_BIN;

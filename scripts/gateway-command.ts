@@ -12,20 +12,25 @@ export const GATEWAY_ENTRY = join(ROOT, "gateway", "main.ts");
 
 /**
  * The network; OCTOPROX_* variables only (other lookups, such as a library's DEBUG, read as
- * unset); the host name (its default instance name); reading its own code, which worker
- * isolates load (gateway/net/process/isolates.ts), and nothing else of the disk. `--unstable-net` is
- * for SO_REUSEPORT, which lets every isolate listen on the same ports.
+ * unset); the host name (its default instance name); reading its own code (`readable`), which
+ * worker isolates load (gateway/net/process/isolates.ts), and nothing else of the disk.
+ * `--unstable-net` is for SO_REUSEPORT, which lets every isolate listen on the same ports.
  */
-export const GATEWAY_PERMISSIONS: readonly string[] = [
-  "--allow-net",
-  "--allow-env=OCTOPROX_*",
-  "--ignore-env",
-  "--allow-sys=hostname",
-  `--allow-read=${
-    ["gateway", "shared", "node_modules"].map((folder) => join(ROOT, folder)).join(",")
-  }`,
-  "--unstable-net",
-];
+export function gatewayPermissions(readable: readonly string[]): string[] {
+  return [
+    "--allow-net",
+    "--allow-env=OCTOPROX_*",
+    "--ignore-env",
+    "--allow-sys=hostname",
+    `--allow-read=${readable.join(",")}`,
+    "--unstable-net",
+  ];
+}
+
+/** The permissions of the gateway run from this checkout's sources. */
+export const GATEWAY_PERMISSIONS: readonly string[] = gatewayPermissions(
+  ["gateway", "shared", "node_modules"].map((folder) => join(ROOT, folder)),
+);
 
 /** The worker isolates' entry: `deno compile` embeds it (workers are not found by analysis). */
 export const GATEWAY_WORKER_ENTRY = join(ROOT, "gateway", "net", "process", "isolate-worker.ts");
@@ -33,6 +38,19 @@ export const GATEWAY_WORKER_ENTRY = join(ROOT, "gateway", "net", "process", "iso
 /** `deno run` arguments for the gateway. */
 export function gatewayRunArgs(): string[] {
   return ["run", ...GATEWAY_PERMISSIONS, GATEWAY_ENTRY];
+}
+
+/**
+ * The single-file bundle (`npm run build:gateway -- --bundle`): the gateway and its packages in
+ * one JavaScript file, and the worker isolates' entry bundled beside it under the name the
+ * bundled code loads (gateway/net/process/isolates.ts).
+ */
+export const GATEWAY_BUNDLE = join(ROOT, "dist", "octoprox-gateway.js");
+export const GATEWAY_WORKER_BUNDLE_NAME = "octoprox-gateway-worker.js";
+
+/** `deno run` arguments for a bundle: it may read only its own folder (the worker's file). */
+export function gatewayBundleRunArgs(bundle: string = GATEWAY_BUNDLE): string[] {
+  return ["run", "--no-config", ...gatewayPermissions([dirname(bundle)]), bundle];
 }
 
 /** The environment every Deno process we start gets: no update check against the internet. */

@@ -116,6 +116,11 @@ export interface GatewayOptions {
   env?: Record<string, string>;
   /** Wait for /ready (the first feed applied, the proxy port bound); default true. */
   ready?: boolean;
+  /**
+   * The program and its arguments: `deno run` of gateway/main.ts (gatewayRunArgs) unless told,
+   * such as the single-file bundle (gatewayBundleRunArgs).
+   */
+  command?: readonly [string, ...string[]];
 }
 
 export class Cluster {
@@ -263,11 +268,8 @@ export class Cluster {
    */
   async startGateway(options: GatewayOptions = {}): Promise<Gateway> {
     const instance = options.instance ?? `e2e-gateway-${randomBytes(3).toString("hex")}`;
-    const spawned: Spawned = spawnCommand(
-      DENO_BIN,
-      gatewayRunArgs(),
-      this.gatewayEnv(instance, options),
-    );
+    const [program, ...args] = options.command ?? [DENO_BIN, ...gatewayRunArgs()];
+    const spawned: Spawned = spawnCommand(program, args, this.gatewayEnv(instance, options));
     const bound = (message: string) =>
       parseLogs(spawned.stdout).find((line) => line.msg === message)?.port as
         | number

@@ -39,6 +39,15 @@ const METRICS_WAIT_MS = 1_000;
 /** A worker's stop waits for its handlers at most STOP_WAIT_MS (listener.ts); then some room. */
 const STOP_WAIT_MS = 8_000;
 
+/**
+ * The worker isolates' entry, beside this module. In the single-file bundle
+ * (`npm run build:gateway -- --bundle`) this module is inside dist/octoprox-gateway.js and the
+ * worker is bundled beside it, as octoprox-gateway-worker.js.
+ */
+const WORKER_ENTRY = import.meta.url.endsWith(".js")
+  ? "./octoprox-gateway-worker.js"
+  : "./isolate-worker.ts";
+
 interface Member {
   index: number;
   worker: Worker;
@@ -182,7 +191,7 @@ export class IsolatePool {
   }
 
   #spawn(index: number): Member {
-    const worker = new Worker(new URL("./isolate-worker.ts", import.meta.url), {
+    const worker = new Worker(new URL(WORKER_ENTRY, import.meta.url), {
       type: "module",
       name: `isolate-${index}`,
     });
