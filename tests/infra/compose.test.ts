@@ -1,0 +1,172 @@
+/**
+ * infra/docker/compose.yaml read as compose reads it (YAML with merge keys, `${VAR…}` filled in
+ * from an .env made of env.example with its secrets set), and checked for what makes it start:
+ * every dependency exists (and has a health check when waited for), every Octoprox process's
+ * environment is taken by its side's settings, the ports published are the ones those settings
+ * listen on, the store URLs name the store services with the database's own credentials, and
+ * the gateway runs the bundle with the gateway's permissions. The image's Dockerfile builds
+ * that bundle.
+ */
+import { readFile } from "node:fs/promises";
+import { join } from "node:path";
+import { beforeAll, describe, expect, it } from "vitest";
+import { parse } from "yaml";
+import { gatewayPermissions } from "../../scripts/gateway-command.ts";
+import {
+  parseControlSettings,
+  parseGatewaySettings,
+  SETTING_NAMES,
+} from "../../shared/settings.ts";
+import { ROOT } from "../support/processes.ts";
+
+const DOCKER = join(ROOT, "infra", "docker");
+const CONTROL = ["api", "controller", "worker"];
+
+interface Service {
+  image?: string;
+  build?: { context: string; dockerfile: string };
+  command?: string[];
+  environment?: Record<string, string>;
+  ports?: string[];
+  depends_on?: Record<string, { condition: string }>;
+  healthcheck?: { test: string[] };
+}
+
+let services: Record<string, Service>;
+let dotenv: Record<string, string>;
+
+/**
+ * compose's interpolation, on every string of the parsed file: ${VAR}, ${VAR:-default},
+ * ${VAR:?error} (an unset one throws).
+ */
+function interpolate(value: unknown, env: Record<string, string>): unknown {
+  if (Array.isArray(value)) return value.map((item) => interpolate(item, env));
+  if (value !== null && typeof value === "object") {
+    return Object.fromEntries(
+      Object.entries(value).map(([key, item]) => [key, interpolate(item, env)]),
+    );
+  }
+  if (typeof value !== "string") return value;
+  return value.replace(/\$\{([A-Z0-9_]+)(?::([-?])([^}]*))?\}/g, (_, name, kind, rest) => {
+    const value = env[name];
+    if (value !== undefined && value !== "") return value;
+    if (kind === "?") throw new Error(`${name}: ${rest}`);
+    return kind === "-" ? rest : "";
+  });
+}
+
+beforeAll(async () => {
+  const example = await readFile(join(DOCKER, "env.example"), "utf8");
+  dotenv = {};
+  for (const match of example.matchAll(/^([A-Z0-9_]+)=(.*)$/gm)) dotenv[match[1]] = match[2];
+  Object.assign(dotenv, {
+    POSTGRES_PASSWORD: "pg-password",
+    OCTOPROX_INTERNAL_SECRET: "i".repeat(64),
+    OCTOPROX_JWT_SECRET: "j".repeat(64),
+  });
+  services = (interpolate(await composeFile(), dotenv) as { services: typeof services }).services;
+});
+
+describe("infra/docker/compose.yaml", () => {
+  it("refuses to start without the secrets", async () => {
+    const file = await composeFile();
+    expect(() => interpolate(file, {})).toThrow(/POSTGRES_PASSWORD/);
+    expect(() => interpolate(file, { POSTGRES_PASSWORD: "x" })).toThrow(
+      /OCTOPROX_INTERNAL_SECRET/,
+    );
+  });
+
+  it("has the six services, and every dependency exists with a health check when waited for", () => {
+    expect(Object.keys(services).sort()).toEqual(
+      ["api", "controller", "gateway", "postgres", "redis", "worker"],
+    );
+    for (const [name, service] of Object.entries(services)) {
+      for (const [target, { condition }] of Object.entries(service.depends_on ?? {})) {
+        expect(services[target], `${name} depends on ${target}`).toBeDefined();
+        expect(["service_started", "service_healthy"]).toContain(condition);
+        if (condition === "service_healthy") expect(services[target].healthcheck).toBeDefined();
+      }
+    }
+    for (const name of CONTROL) {
+      expect(Object.keys(services[name].depends_on!).sort()).toEqual(["postgres", "redis"]);
+    }
+    expect(services.gateway.depends_on).toHaveProperty("redis");
+  });
+
+  it("builds every Octoprox service from the one Dockerfile, which builds the bundle", async () => {
+    for (const name of [...CONTROL, "gateway"]) {
+      expect(services[name].image, name).toBe(`octoprox:${await packageVersion()}`);
+      expect(services[name].build).toEqual({
+        context: "../..",
+        dockerfile: "infra/docker/Dockerfile",
+      });
+    }
+    const dockerfile = await readFile(join(DOCKER, "Dockerfile"), "utf8");
+    expect(dockerfile).toContain("npm run build:gateway -- --bundle");
+    expect(dockerfile).toMatch(/^WORKDIR \/opt\/octoprox$/m);
+  });
+
+  it("gives each control process settings its side takes, and publishes the api's port", () => {
+    for (const name of CONTROL) {
+      const env = services[name].environment!;
+      expect(Object.keys(env).filter((key) => !SETTING_NAMES.includes(key)), name).toEqual([]);
+      const settings = parseControlSettings(env);
+      expect(settings.role).toBe(name);
+      // The health check asks the port the process listens on.
+      expect(services[name].healthcheck!.test.join(" ")).toContain(
+        `127.0.0.1:${settings.apiPort}/ready`,
+      );
+      const db = new URL(settings.databaseUrl);
+      const postgres = services.postgres.environment!;
+      expect([db.hostname, db.username, db.password, db.pathname]).toEqual([
+        "postgres",
+        postgres.POSTGRES_USER,
+        postgres.POSTGRES_PASSWORD,
+        `/${postgres.POSTGRES_DB}`,
+      ]);
+      expect(new URL(settings.redisUrl).hostname).toBe("redis");
+    }
+    const api = parseControlSettings(services.api.environment!);
+    expect(services.api.ports).toEqual([`${api.apiPort}:${api.apiPort}`]);
+    expect(services.controller.ports).toBeUndefined();
+    expect(services.worker.ports).toBeUndefined();
+  });
+
+  it("runs the gateway bundle with the gateway's permissions on the ports it publishes", () => {
+    const gateway = services.gateway;
+    const env = gateway.environment!;
+    expect(Object.keys(env).filter((key) => !SETTING_NAMES.includes(key))).toEqual([]);
+    const settings = parseGatewaySettings(env);
+    // The gateway and the control plane share the Redis prefix and the internal secret.
+    const control = parseControlSettings(services.api.environment!);
+    expect([settings.redisUrl, settings.redisPrefix, settings.internalSecret]).toEqual([
+      control.redisUrl,
+      control.redisPrefix,
+      control.internalSecret,
+    ]);
+    expect(gateway.ports).toEqual(
+      [settings.proxyPort, settings.socksPort, settings.statusPort].map((port) =>
+        `${port}:${port}`
+      ),
+    );
+    expect(gateway.healthcheck!.test.join(" ")).toContain(
+      `127.0.0.1:${settings.statusPort}/ready`,
+    );
+    expect(gateway.command).toEqual([
+      "/opt/octoprox/node_modules/.bin/deno",
+      "run",
+      "--no-config",
+      ...gatewayPermissions(["/opt/octoprox/dist"]),
+      "/opt/octoprox/dist/octoprox-gateway.js",
+    ]);
+  });
+});
+
+async function composeFile(): Promise<unknown> {
+  return parse(await readFile(join(DOCKER, "compose.yaml"), "utf8"), { merge: true });
+}
+
+async function packageVersion(): Promise<string> {
+  return (JSON.parse(await readFile(join(ROOT, "package.json"), "utf8")) as { version: string })
+    .version;
+}
