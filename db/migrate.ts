@@ -27,11 +27,26 @@ export interface Migration {
   statements: string[];
 }
 
-export async function loadMigrations(): Promise<Migration[]> {
+/** The committed migrations' journal, in order. */
+async function journalEntries(): Promise<JournalEntry[]> {
   const journal = JSON.parse(
     await readFile(new URL("meta/_journal.json", MIGRATIONS_DIR), "utf8"),
   ) as { entries: JournalEntry[] };
-  const entries = [...journal.entries].sort((a, b) => a.idx - b.idx);
+  return [...journal.entries].sort((a, b) => a.idx - b.idx);
+}
+
+/**
+ * This build's schema version: the index of its last migration. Every process migrates to it
+ * at start (and refuses a database that is ahead), so it is the running install's version too.
+ */
+export async function schemaVersion(): Promise<number> {
+  const last = (await journalEntries()).at(-1);
+  if (!last) throw new Error("The migrations journal lists no migration");
+  return last.idx;
+}
+
+export async function loadMigrations(): Promise<Migration[]> {
+  const entries = await journalEntries();
   return Promise.all(entries.map(async (entry) => {
     const text = await readFile(new URL(`${entry.tag}.sql`, MIGRATIONS_DIR), "utf8");
     const statements = text.split("--> statement-breakpoint").map((s) => s.trim()).filter(

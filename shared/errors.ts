@@ -13,6 +13,7 @@ export const ErrorCode = {
   forbidden: "OX_FORBIDDEN",
   conflict: "OX_CONFLICT",
   stale: "OX_STALE",
+  backupRefused: "OX_BACKUP_REFUSED",
   // Stores that did not answer.
   storeUnavailable: "OX_STORE_UNAVAILABLE",
   // Migrations.
@@ -100,6 +101,17 @@ export class StaleError extends OctoproxError {
   constructor(message: string) {
     super(ErrorCode.stale, message);
     this.name = "StaleError";
+  }
+}
+
+/**
+ * A backup an import will not restore (400): not a backup, another schema version, or one the
+ * passphrase does not open. Nothing was changed.
+ */
+export class BackupRefusedError extends OctoproxError {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(ErrorCode.backupRefused, message, options);
+    this.name = "BackupRefusedError";
   }
 }
 

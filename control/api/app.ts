@@ -16,6 +16,7 @@ import { mountWeb } from "./web-static.ts";
 import { defineRoute, mountRoutes, type Route } from "./registry.ts";
 import { authRoutes } from "./routes/auth.ts";
 import { configRoutes } from "./routes/config.ts";
+import { backupRoutes } from "./routes/backup.ts";
 import { connectorRoutes } from "./routes/connectors.ts";
 import { credentialRoutes } from "./routes/credentials.ts";
 import { metricsRoutes } from "./routes/metrics.ts";
@@ -47,6 +48,7 @@ export function apiRoutes(deps: ApiDeps): Route[] {
     ...metricsRoutes(deps),
     ...systemRoutes(deps),
     ...configRoutes(deps),
+    ...backupRoutes(deps),
   ];
   let document: Record<string, unknown> | undefined;
   routes.push(defineRoute({

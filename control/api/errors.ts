@@ -11,6 +11,7 @@ import { HTTPException } from "hono/http-exception";
 import type { ContentfulStatusCode } from "hono/utils/http-status";
 import { isPostgresUnavailable } from "../../db/errors.ts";
 import {
+  BackupRefusedError,
   ConflictError,
   DuplicateError,
   ForbiddenError,
@@ -91,6 +92,7 @@ export function errorResponse(error: unknown, c: Context<AppEnv>, logger: Logger
   }
   if (error instanceof ConflictError) return json(c, 400, { error: error.message });
   if (error instanceof StaleError) return json(c, 409, { error: error.message });
+  if (error instanceof BackupRefusedError) return json(c, 400, { error: error.message });
   if (error instanceof NotFoundError) return json(c, 404, { error: error.message });
   if (error instanceof UnauthorizedError) {
     c.header("WWW-Authenticate", "Bearer");

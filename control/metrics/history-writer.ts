@@ -182,9 +182,31 @@ function entityStatement(table: EntityTable): string {
     select (select count(*) from history)::int as written`;
 }
 
-const STATEMENTS = new Map<EntityTable, string>(
-  [PROXY_HISTORY, PROJECT_HISTORY, CONNECTOR_HISTORY].map((t) => [t, entityStatement(t)]),
-);
+const ENTITY_TABLES: readonly EntityTable[] = [PROXY_HISTORY, PROJECT_HISTORY, CONNECTOR_HISTORY];
+
+const STATEMENTS = new Map<EntityTable, string>(ENTITY_TABLES.map((t) => [t, entityStatement(t)]));
+
+/**
+ * The running totals the flushes would have added up from the history now held: for each
+ * entity table that keeps totals, its rows summed per entity (the column the window's id fills),
+ * replacing every total. For a restore, which brings history but not totals. Answers the rows
+ * written.
+ */
+export async function recomputeTotals(tx: TxSql): Promise<number> {
+  await tx`delete from metric_totals`;
+  let written = 0;
+  for (const table of ENTITY_TABLES) {
+    if (table.totals === undefined) continue;
+    const entity = table.columns.find(([, value]) => value === "w.id")![0];
+    const result = await tx.unsafe(
+      `insert into metric_totals (entity_kind, entity_id, ${COUNT_COLUMNS.join(", ")})
+       select '${table.totals}', ${entity}, ${COUNT_COLUMNS.map((c) => `sum(${c})`).join(", ")}
+       from ${table.history} group by ${entity}`,
+    );
+    written += result.count;
+  }
+  return written;
+}
 
 async function insertEntities(
   tx: TxSql,

@@ -9,16 +9,26 @@ const PREFIX = "scrypt";
 const KEY_BYTES = 64;
 const SALT_BYTES = 16;
 /** 2^15 costs about 90 ms on a 2-core box; maxmem must exceed 128 * N * r. */
-const DEFAULT_COST = { N: 1 << 15, r: 8, p: 1 } as const;
-const MAX_MEMORY_BYTES = 128 * 1024 * 1024;
+export const DEFAULT_COST = { N: 1 << 15, r: 8, p: 1 } as const;
+export const MAX_MEMORY_BYTES = 128 * 1024 * 1024;
 
-function derive(password: string, salt: Buffer, options: ScryptOptions): Promise<Buffer> {
+/** scrypt of a secret (NFC-normalised, so the same text typed anywhere gives the same key). */
+export function scryptKey(
+  secret: string,
+  salt: Buffer,
+  keyBytes: number,
+  options: ScryptOptions,
+): Promise<Buffer> {
   return new Promise((resolve, reject) => {
-    scrypt(password.normalize("NFC"), salt, KEY_BYTES, options, (error, key) => {
+    scrypt(secret.normalize("NFC"), salt, keyBytes, options, (error, key) => {
       if (error) reject(error);
       else resolve(key);
     });
   });
+}
+
+function derive(password: string, salt: Buffer, options: ScryptOptions): Promise<Buffer> {
+  return scryptKey(password, salt, KEY_BYTES, options);
 }
 
 export async function hashPassword(password: string): Promise<string> {

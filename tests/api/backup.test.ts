@@ -1,0 +1,445 @@
+/**
+ * Backups: an export imported back restores every row as it was (ids, timestamps, hashes and
+ * passwords), the history with its ids and the totals recomputed from it, with one `all` change
+ * entry; a wrong passphrase, an altered file or header, another schema version and a file that
+ * is no backup are refused with 400 and change nothing; only an admin may export or import;
+ * 100,000 proxies go through.
+ */
+import { gzipSync } from "node:zlib";
+import { afterAll, beforeAll, describe, expect, test } from "vitest";
+import { schemaVersion } from "../../db/migrate.ts";
+import { backupTables } from "../../control/services/backup.ts";
+import { sealBackup } from "../../control/services/backup-envelope.ts";
+import { type Answer, type ApiHarness, startHarness } from "./harness.ts";
+
+const PASSPHRASE = "correct horse battery staple";
+const EXPORT = "/api/v1/backup/export";
+const IMPORT = "/api/v1/backup/import";
+
+let h: ApiHarness;
+let projectId: string;
+let connectorId: string;
+let proxyIds: string[];
+let apiToken: string;
+
+beforeAll(async () => {
+  h = await startHarness();
+  const project = await h.request("POST", "/api/v1/projects", {
+    token: h.tokens.admin,
+    body: {
+      name: "Shop",
+      username: "shop",
+      password: "shop-password-1",
+      strategy: "sticky",
+      rate_limit: { requests_per_second: 50, burst: 100 },
+    },
+  });
+  projectId = project.body.id;
+  const credential = await h.request("POST", `/api/v1/projects/${projectId}/credentials`, {
+    token: h.tokens.admin,
+    body: { name: "login", provider: "static", config: { username: "bob", password: "hunter22" } },
+  });
+  const connector = await h.request("POST", `/api/v1/projects/${projectId}/connectors`, {
+    token: h.tokens.admin,
+    body: { name: "main", kind: "static", credential_id: credential.body.id, weight: 3 },
+  });
+  connectorId = connector.body.id;
+  proxyIds = [];
+  for (const url of ["http://u1:p1@203.0.113.7:3128", "socks5://203.0.113.8:1080"]) {
+    const proxy = await h.request("POST", `/api/v1/projects/${projectId}/proxies`, {
+      token: h.tokens.admin,
+      body: { connector_id: connectorId, url, metadata: { rack: "a\nb" } },
+    });
+    expect(proxy.status, proxy.text).toBe(201);
+    proxyIds.push(proxy.body.id);
+  }
+  const token = await h.request("POST", "/api/v1/tokens", {
+    token: h.tokens.editor,
+    body: { name: "cli" },
+  });
+  apiToken = token.body.token;
+
+  // History of every table, as flushes and compaction leave it (minute and hour rows).
+  const sql = h.deps.database.sql;
+  const counts = (n: number) => [n, n - 1, 1, n * 100, n * 1000, n * 12.5];
+  for (const [i, proxyId] of proxyIds.entries()) {
+    for (
+      const [bucket, seconds] of [["2025-01-01T10:00:00Z", 3600], ["2025-01-02T10:01:00Z", 60]]
+    ) {
+      const [r, s, f, sent, received, latency] = counts(10 + i);
+      await sql`insert into proxy_metrics (project_id, proxy_id, status, bucket_start,
+          bucket_seconds, requests, successes, failures, bytes_sent, bytes_received, latency_sum_ms)
+        values (${projectId}, ${proxyId}, 'healthy', ${bucket}, ${seconds}, ${r}, ${s}, ${f},
+          ${sent}, ${received}, ${latency})`;
+    }
+  }
+  await sql`insert into project_metrics (project_id, bucket_start, bucket_seconds, requests,
+      successes, failures, bytes_sent, bytes_received, latency_sum_ms)
+    values (${projectId}, '2025-01-01T10:00:00Z', 3600, 21, 20, 1, 2100, 21000, 262.5),
+      (${projectId}, '2025-01-02T10:01:00Z', 60, 21, 20, 1, 2100, 21000, 262.5)`;
+  await sql`insert into connector_metrics (project_id, connector_id, bucket_start,
+      bucket_seconds, requests, bytes_sent, bytes_received)
+    values (${projectId}, ${connectorId}, '2025-01-01T10:00:00Z', 3600, 42, 4200, 42000)`;
+  await sql`insert into host_metrics (project_id, connector_id, host, bucket_start,
+      bucket_seconds, requests)
+    values (${projectId}, ${connectorId}, 'example.com', '2025-01-01T10:00:00Z', 3600, 7)`;
+  await sql`insert into failure_metrics (project_id, connector_id, kind, vendor_status,
+      bucket_start, bucket_seconds, count)
+    values (${projectId}, null, 'auth', null, '2025-01-01T10:00:00.123456Z', 60, 3)`;
+  await sql`insert into tunnel_device_metrics (project_id, device_id, protocol, bucket_start,
+      bucket_seconds, requests)
+    values (${projectId}, gen_random_uuid(), 'wireguard', '2025-01-01T10:00:00Z', 60, 5)`;
+});
+
+afterAll(async () => {
+  await h?.close();
+});
+
+/** Every row of every table a backup holds, as Postgres writes it. */
+async function snapshot(): Promise<Record<string, string[]>> {
+  const tables: Record<string, string[]> = {};
+  for (const table of backupTables(true)) {
+    const rows = await h.deps.database.sql.unsafe<{ row: string }[]>(
+      `select to_jsonb(t)::text as row from ${table} t order by id`,
+    );
+    tables[table] = rows.map((r) => r.row);
+  }
+  return tables;
+}
+
+async function exportBackup(includeHistory = true): Promise<Answer> {
+  const answer = await h.request("POST", EXPORT, {
+    token: h.tokens.admin,
+    body: { passphrase: PASSPHRASE, include_history: includeHistory },
+  });
+  expect(answer.status, answer.text.slice(0, 300)).toBe(200);
+  return answer;
+}
+
+function importBackup(backup: unknown, passphrase = PASSPHRASE, token = h.tokens.admin) {
+  return h.request("POST", IMPORT, { token, body: { passphrase, backup } });
+}
+
+/** Changes the install, so an import has something to put back. */
+async function changeThings(): Promise<void> {
+  expect(
+    (await h.request("DELETE", `/api/v1/projects/${projectId}/proxies/${proxyIds[1]}`, {
+      token: h.tokens.admin,
+    })).status,
+  ).toBe(204);
+  expect(
+    (await h.request("POST", "/api/v1/projects", {
+      token: h.tokens.admin,
+      body: { name: `Later ${Date.now()}`, username: `later${Date.now()}` },
+    })).status,
+  ).toBe(201);
+  expect(
+    (await h.request("PATCH", `/api/v1/users/${h.userIds.viewer}`, {
+      token: h.tokens.admin,
+      body: { password: "a-new-viewer-password" },
+    })).status,
+  ).toBe(200);
+}
+
+describe("export then import", () => {
+  test("restores every row as it was, the totals from the history, with one `all` entry", async () => {
+    const before = await snapshot();
+    expect(before.proxies).toHaveLength(2);
+    const exported = await exportBackup();
+    expect(exported.headers.get("content-disposition")).toMatch(
+      /^attachment; filename="octoprox-backup-\d{4}-\d{2}-\d{2}T\d{2}-\d{2}-\d{2}Z\.json"$/,
+    );
+    const envelope = exported.body;
+    expect(envelope).toMatchObject({
+      format: "octoprox-backup",
+      schema_version: await schemaVersion(),
+      include_history: true,
+      cipher: "aes-256-gcm",
+      kdf: { name: "scrypt", N: 32768, r: 8, p: 1, key_length: 32 },
+    });
+    expect(Buffer.from(envelope.kdf.salt, "base64")).toHaveLength(16);
+    expect(Buffer.from(envelope.iv, "base64")).toHaveLength(12);
+    // Sealed: no secret, name or hash is readable in the file.
+    for (const secret of ["hunter22", "shop-password-1", "Shop", "203.0.113.7", "scrypt$"]) {
+      expect(exported.text).not.toContain(secret);
+    }
+
+    await changeThings();
+    expect(await snapshot()).not.toEqual(before);
+    const entriesBefore = (await h.changes()).length;
+
+    const imported = await importBackup(envelope);
+    expect(imported.status, imported.text).toBe(200);
+    expect(imported.body).toEqual({
+      schema_version: await schemaVersion(),
+      restored: {
+        users: 3,
+        api_tokens: 1,
+        projects: 1,
+        credentials: 1,
+        connectors: 1,
+        proxies: 2,
+        proxy_metrics: 4,
+        project_metrics: 2,
+        connector_metrics: 1,
+        tunnel_device_metrics: 1,
+        host_metrics: 1,
+        failure_metrics: 1,
+      },
+    });
+    expect(await snapshot()).toEqual(before);
+    expect((await h.changes()).slice(entriesBefore)).toEqual([{ kind: "all", ref: "*" }]);
+
+    // The totals are the history's sums, per proxy and per project.
+    const totals = await h.deps.database.sql`
+      select entity_kind, entity_id::text, requests::int, bytes_sent::int, latency_sum_ms
+      from metric_totals order by entity_kind, requests`;
+    expect(totals).toEqual([
+      {
+        entity_kind: "project",
+        entity_id: projectId,
+        requests: 42,
+        bytes_sent: 4200,
+        latency_sum_ms: 525,
+      },
+      {
+        entity_kind: "proxy",
+        entity_id: proxyIds[0],
+        requests: 20,
+        bytes_sent: 2000,
+        latency_sum_ms: 250,
+      },
+      {
+        entity_kind: "proxy",
+        entity_id: proxyIds[1],
+        requests: 22,
+        bytes_sent: 2200,
+        latency_sum_ms: 275,
+      },
+    ]);
+    const usage = await h.request("GET", `/api/v1/projects/${projectId}/proxies/${proxyIds[1]}`, {
+      token: h.tokens.viewer,
+    });
+    expect(usage.status).toBe(200);
+
+    // The restored users, hashes and tokens work as before: the old password, the API token.
+    const login = await h.request("POST", "/api/v1/auth/login", {
+      body: { username: "viewer", password: "password-viewer" },
+    });
+    expect(login.status).toBe(200);
+    const me = await h.request("GET", "/api/v1/auth/me", { token: apiToken });
+    expect(me.body).toMatchObject({ username: "editor", via: "api_token" });
+
+    // New history rows take ids after the restored ones.
+    const [{ max }] = await h.deps.database.sql`select max(id)::int as max from proxy_metrics`;
+    const [{ id }] = await h.deps.database.sql`
+      insert into proxy_metrics (project_id, proxy_id, bucket_start, bucket_seconds)
+      values (${projectId}, ${proxyIds[0]}, now(), 60) returning id::int`;
+    expect(id).toBeGreaterThan(max);
+    await h.deps.database.sql`delete from proxy_metrics where id = ${id}`;
+  });
+
+  test("a backup without history restores the definitions and empties the history", async () => {
+    const before = await snapshot();
+    const exported = await exportBackup(false);
+    expect(exported.body.include_history).toBe(false);
+    await changeThings();
+    const imported = await importBackup(exported.body);
+    expect(imported.status, imported.text).toBe(200);
+    expect(Object.keys(imported.body.restored)).toEqual([
+      "users",
+      "api_tokens",
+      "projects",
+      "credentials",
+      "connectors",
+      "proxies",
+    ]);
+    const after = await snapshot();
+    for (const table of backupTables(false)) expect(after[table]).toEqual(before[table]);
+    expect(after.proxy_metrics).toEqual([]);
+    const [{ n }] = await h.deps.database.sql`select count(*)::int as n from metric_totals`;
+    expect(n).toBe(0);
+  });
+
+  test("a backup holds every table but the install's own records", async () => {
+    const rows = await h.deps.database.sql<{ name: string }[]>`
+      select table_name as name from information_schema.tables
+      where table_schema = 'public' order by table_name`;
+    const held = new Set([...backupTables(true), "metric_totals"]);
+    const others = rows.map((r) => r.name).filter((name) => !held.has(name));
+    expect(others.sort()).toEqual(["metric_flushes", "octoprox_migrations", "system_metrics"]);
+  });
+});
+
+describe("refusals change nothing", () => {
+  let envelope: Record<string, unknown>;
+  let state: Record<string, string[]>;
+
+  beforeAll(async () => {
+    envelope = (await exportBackup()).body;
+    // Changed after the export, so an import that went through would show.
+    await changeThings();
+    state = await snapshot();
+  });
+
+  async function expectRefused(answer: Answer, message: RegExp): Promise<void> {
+    expect(answer.status, answer.text).toBe(400);
+    expect(answer.body.error).toMatch(message);
+    expect(answer.body.error).toMatch(/nothing was changed/);
+    expect(await snapshot()).toEqual(state);
+  }
+
+  const UNOPENED = /^The passphrase does not open this backup, or the file was altered/;
+
+  test("a wrong passphrase", async () => {
+    const entries = (await h.changes()).length;
+    await expectRefused(await importBackup(envelope, "not the passphrase"), UNOPENED);
+    expect(await h.changes()).toHaveLength(entries);
+  });
+
+  test("altered contents", async () => {
+    const data = Buffer.from(envelope.data as string, "base64");
+    data[data.length >> 1] ^= 1;
+    await expectRefused(
+      await importBackup({ ...envelope, data: data.toString("base64") }),
+      UNOPENED,
+    );
+    await expectRefused(
+      await importBackup({ ...envelope, tag: "AAAAAAAAAAAAAAAAAAAAAA==" }),
+      UNOPENED,
+    );
+  });
+
+  test("an altered header", async () => {
+    const kdf = envelope.kdf as Record<string, unknown>;
+    for (
+      const altered of [
+        { ...envelope, created_at: "2020-01-01T00:00:00.000Z" },
+        { ...envelope, include_history: false },
+        { ...envelope, kdf: { ...kdf, N: 16384 } },
+      ]
+    ) {
+      await expectRefused(await importBackup(altered), UNOPENED);
+    }
+  });
+
+  test("another schema version", async () => {
+    const version = await schemaVersion();
+    const answer = await importBackup({ ...envelope, schema_version: version + 1 });
+    await expectRefused(
+      answer,
+      new RegExp(
+        `^This backup was made at schema version ${version + 1}; this install is at ${version}: `,
+      ),
+    );
+  });
+
+  test("a file that is not a backup", async () => {
+    await expectRefused(
+      await importBackup({ hello: "world" }),
+      /^This is not an Octoprox backup \(its format is not "octoprox-backup"\)/,
+    );
+    const { iv: _, ...noIv } = envelope;
+    await expectRefused(
+      await importBackup(noIv),
+      /^This is not an Octoprox backup: backup\.iv is missing or malformed/,
+    );
+    await expectRefused(
+      await importBackup({ ...envelope, kdf: { ...(envelope.kdf as object), N: 1 << 24 } }),
+      /^This is not an Octoprox backup: its key derivation cost/,
+    );
+  });
+
+  test("rows that do not fit, sealed with the right passphrase: the transaction undoes all", async () => {
+    // Users and projects would land before the proxy whose connector does not exist.
+    const lines = [
+      JSON.stringify({ table: "users", rows: 0 }),
+      JSON.stringify({ table: "api_tokens", rows: 0 }),
+      JSON.stringify({ table: "projects", rows: 1 }),
+      JSON.stringify({
+        ...JSON.parse(state.projects[0]),
+      }),
+      JSON.stringify({ table: "credentials", rows: 0 }),
+      JSON.stringify({ table: "connectors", rows: 0 }),
+      JSON.stringify({ table: "proxies", rows: 1 }),
+      state.proxies[0],
+    ];
+    const crafted = await sealBackup(PASSPHRASE, {
+      schemaVersion: await schemaVersion(),
+      createdAt: new Date(),
+      includeHistory: false,
+    }, [gzipSync(`${lines.join("\n")}\n`)]);
+    await expectRefused(
+      await importBackup(crafted),
+      /^The backup's rows of proxies do not fit this install \(Postgres refused them with 23503\)/,
+    );
+  });
+
+  test("bad bodies are 422 naming the field", async () => {
+    const short = await h.request("POST", EXPORT, {
+      token: h.tokens.admin,
+      body: { passphrase: "too short", include_history: "yes" },
+    });
+    expect(short.status).toBe(422);
+    expect(short.body.detail).toEqual([
+      { field: "body.passphrase", message: "must be at least 12 characters" },
+      { field: "body.include_history", message: "must be true or false" },
+    ]);
+    const noBackup = await h.request("POST", IMPORT, {
+      token: h.tokens.admin,
+      body: { passphrase: PASSPHRASE, backup: "a string" },
+    });
+    expect(noBackup.status).toBe(422);
+    expect(noBackup.body.detail).toEqual([{
+      field: "body.backup",
+      message: "must be a JSON object",
+    }]);
+    expect(await snapshot()).toEqual(state);
+  });
+
+  test("only an admin exports or imports", async () => {
+    for (const role of ["editor", "viewer"] as const) {
+      const exported = await h.request("POST", EXPORT, {
+        token: h.tokens[role],
+        body: { passphrase: PASSPHRASE },
+      });
+      expect(exported.status).toBe(403);
+      expect(exported.text).not.toContain("octoprox-backup");
+      const imported = await importBackup(envelope, PASSPHRASE, h.tokens[role]);
+      expect(imported.status).toBe(403);
+    }
+    expect((await h.request("POST", EXPORT, { body: { passphrase: PASSPHRASE } })).status)
+      .toBe(401);
+    expect(await snapshot()).toEqual(state);
+  });
+});
+
+test("100,000 proxies go out and come back", async () => {
+  const connector = await h.request("POST", `/api/v1/projects/${projectId}/connectors`, {
+    token: h.tokens.admin,
+    body: { name: "big", kind: "static" },
+  });
+  expect(connector.status, connector.text).toBe(201);
+  await h.deps.database.sql`
+    insert into proxies (project_id, connector_id, scheme, host, port, username, password)
+    select ${projectId}, ${connector.body.id}, 'http',
+      '10.' || (i >> 16) || '.' || ((i >> 8) & 255) || '.' || (i & 255), 1024 + i % 50000,
+      'user' || i, 'pass' || i
+    from generate_series(1, 100000) as i`;
+  const [{ n: total }] = await h.deps.database.sql`select count(*)::int as n from proxies`;
+  const startedMs = performance.now();
+  const exported = await exportBackup(false);
+  const exportSeconds = (performance.now() - startedMs) / 1000;
+  await h.deps.database.sql`delete from proxies where connector_id = ${connector.body.id}`;
+  const imported = await importBackup(exported.body);
+  const seconds = (performance.now() - startedMs) / 1000;
+  console.log(
+    `backup of ${total} proxies: ${(exported.text.length / 1e6).toFixed(1)} MB, export ` +
+      `${exportSeconds.toFixed(1)} s, both ${seconds.toFixed(1)} s`,
+  );
+  expect(imported.status, imported.text).toBe(200);
+  expect(imported.body.restored.proxies).toBe(total);
+  const [{ n }] = await h.deps.database.sql`
+    select count(*)::int as n from proxies where connector_id = ${connector.body.id}`;
+  expect(n).toBe(100_000);
+});
