@@ -4,6 +4,7 @@
  */
 import postgres from "postgres";
 import { drizzle, type PostgresJsDatabase } from "drizzle-orm/postgres-js";
+import { isPostgresUnavailable } from "./errors.ts";
 import * as schema from "./schema.ts";
 
 export type Db = PostgresJsDatabase<typeof schema>;
@@ -45,4 +46,35 @@ export function createDatabase(url: string, options: DatabaseOptions = {}): Data
       return closed;
     },
   };
+}
+
+/**
+ * One transaction on a connection of its own, for work that streams or batches through the
+ * driver directly (`begin` takes the mode, such as `isolation level repeatable read read only`).
+ *
+ * Not postgres.js's sql.begin: when the connection is lost mid-transaction, begin sends its
+ * ROLLBACK on the closed connection, and the driver (3.4.9) writes it to a null socket from a
+ * timer, an exception no caller can catch, which ends the process. Here a lost connection gets
+ * no ROLLBACK and is not handed back: Postgres rolled the transaction back when the connection
+ * went, and the pool reconnects a closed connection on its next use.
+ */
+export async function reservedTransaction<T>(
+  sql: postgres.Sql,
+  work: (tx: postgres.ReservedSql) => Promise<T>,
+  mode = "",
+): Promise<T> {
+  const tx = await sql.reserve();
+  try {
+    await tx.unsafe(`begin ${mode}`);
+    const result = await work(tx);
+    await tx.unsafe("commit");
+    tx.release();
+    return result;
+  } catch (error) {
+    if (!isPostgresUnavailable(error)) {
+      await tx.unsafe("rollback").catch(() => {});
+      tx.release();
+    }
+    throw error;
+  }
 }

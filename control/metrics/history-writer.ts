@@ -189,10 +189,10 @@ const STATEMENTS = new Map<EntityTable, string>(ENTITY_TABLES.map((t) => [t, ent
 /**
  * The running totals the flushes would have added up from the history now held: for each
  * entity table that keeps totals, its rows summed per entity (the column the window's id fills),
- * replacing every total. For a restore, which brings history but not totals. Answers the rows
- * written.
+ * replacing every total. For a restore, which brings history but not totals; run it inside the
+ * restore's transaction. Answers the rows written.
  */
-export async function recomputeTotals(tx: TxSql): Promise<number> {
+export async function recomputeTotals(tx: Sql): Promise<number> {
   await tx`delete from metric_totals`;
   let written = 0;
   for (const table of ENTITY_TABLES) {

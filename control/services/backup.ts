@@ -18,6 +18,7 @@ import { once } from "node:events";
 import { promisify } from "node:util";
 import { createGzip, gunzip } from "node:zlib";
 import type postgres from "postgres";
+import { reservedTransaction } from "../../db/client.ts";
 import { schemaVersion } from "../../db/migrate.ts";
 import { translatePostgresError } from "../../db/errors.ts";
 import { BackupRefusedError } from "../../shared/errors.ts";
@@ -113,8 +114,8 @@ export async function exportBackup(
   const rows: Record<string, number> = {};
   let createdAt: Date;
   try {
-    createdAt = await deps.database.sql.begin(
-      "isolation level repeatable read read only",
+    createdAt = await reservedTransaction(
+      deps.database.sql,
       async (tx) => {
         // The snapshot's own time, so created_at says which moment the rows are of.
         const [{ ms }] = await tx<{ ms: number }[]>`
@@ -138,7 +139,8 @@ export async function exportBackup(
         }
         return new Date(Math.floor(Number(ms)));
       },
-    ) as Date;
+      "isolation level repeatable read read only",
+    );
   } catch (error) {
     compressor.destroy();
     throw translatePostgresError(error);
@@ -261,7 +263,7 @@ export async function importBackup(
 
   let table = "";
   try {
-    await deps.database.sql.begin(async (tx) => {
+    await reservedTransaction(deps.database.sql, async (tx) => {
       await tx.unsafe(`truncate ${REPLACED_TABLES.join(", ")}`);
       for (const section of sections) {
         table = section.table;
@@ -296,7 +298,7 @@ export async function importBackup(
 }
 
 /** The history tables' ids go on after the restored ones (1 for an empty table). */
-async function restartSequences(tx: postgres.TransactionSql): Promise<void> {
+async function restartSequences(tx: postgres.Sql): Promise<void> {
   for (const table of BACKUP_HISTORY_TABLES) {
     await tx.unsafe(
       `select setval(pg_get_serial_sequence('${table}', 'id'),

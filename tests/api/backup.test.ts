@@ -3,13 +3,15 @@
  * passwords), the history with its ids and the totals recomputed from it, with one `all` change
  * entry; a wrong passphrase, an altered file or header, another schema version and a file that
  * is no backup are refused with 400 and change nothing; only an admin may export or import;
- * 100,000 proxies go through.
+ * 100,000 proxies go through, and Postgres lost in the middle of their import leaves the rows
+ * that were there.
  */
 import { gzipSync } from "node:zlib";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import { schemaVersion } from "../../db/migrate.ts";
 import { backupTables } from "../../control/services/backup.ts";
 import { sealBackup } from "../../control/services/backup-envelope.ts";
+import { waitUntil } from "../support/stores.ts";
 import { type Answer, type ApiHarness, startHarness } from "./harness.ts";
 
 const PASSPHRASE = "correct horse battery staple";
@@ -414,32 +416,71 @@ describe("refusals change nothing", () => {
   });
 });
 
-test("100,000 proxies go out and come back", async () => {
-  const connector = await h.request("POST", `/api/v1/projects/${projectId}/connectors`, {
-    token: h.tokens.admin,
-    body: { name: "big", kind: "static" },
+describe("100,000 proxies", () => {
+  let bigConnectorId: string;
+  let total: number;
+
+  beforeAll(async () => {
+    const connector = await h.request("POST", `/api/v1/projects/${projectId}/connectors`, {
+      token: h.tokens.admin,
+      body: { name: "big", kind: "static" },
+    });
+    expect(connector.status, connector.text).toBe(201);
+    bigConnectorId = connector.body.id;
+    await h.deps.database.sql`
+      insert into proxies (project_id, connector_id, scheme, host, port, username, password)
+      select ${projectId}, ${bigConnectorId}, 'http',
+        '10.' || (i >> 16) || '.' || ((i >> 8) & 255) || '.' || (i & 255), 1024 + i % 50000,
+        'user' || i, 'pass' || i
+      from generate_series(1, 100000) as i`;
+    [{ n: total }] = await h.deps.database.sql`select count(*)::int as n from proxies`;
   });
-  expect(connector.status, connector.text).toBe(201);
-  await h.deps.database.sql`
-    insert into proxies (project_id, connector_id, scheme, host, port, username, password)
-    select ${projectId}, ${connector.body.id}, 'http',
-      '10.' || (i >> 16) || '.' || ((i >> 8) & 255) || '.' || (i & 255), 1024 + i % 50000,
-      'user' || i, 'pass' || i
-    from generate_series(1, 100000) as i`;
-  const [{ n: total }] = await h.deps.database.sql`select count(*)::int as n from proxies`;
-  const startedMs = performance.now();
-  const exported = await exportBackup(false);
-  const exportSeconds = (performance.now() - startedMs) / 1000;
-  await h.deps.database.sql`delete from proxies where connector_id = ${connector.body.id}`;
-  const imported = await importBackup(exported.body);
-  const seconds = (performance.now() - startedMs) / 1000;
-  console.log(
-    `backup of ${total} proxies: ${(exported.text.length / 1e6).toFixed(1)} MB, export ` +
-      `${exportSeconds.toFixed(1)} s, both ${seconds.toFixed(1)} s`,
-  );
-  expect(imported.status, imported.text).toBe(200);
-  expect(imported.body.restored.proxies).toBe(total);
-  const [{ n }] = await h.deps.database.sql`
-    select count(*)::int as n from proxies where connector_id = ${connector.body.id}`;
-  expect(n).toBe(100_000);
+
+  const bigCount = async () => {
+    const [{ n }] = await h.deps.database.sql`
+      select count(*)::int as n from proxies where connector_id = ${bigConnectorId}`;
+    return n;
+  };
+
+  test("go out and come back", async () => {
+    const startedMs = performance.now();
+    const exported = await exportBackup(false);
+    const exportSeconds = (performance.now() - startedMs) / 1000;
+    await h.deps.database.sql`delete from proxies where connector_id = ${bigConnectorId}`;
+    const imported = await importBackup(exported.body);
+    const seconds = (performance.now() - startedMs) / 1000;
+    console.log(
+      `backup of ${total} proxies: ${(exported.text.length / 1e6).toFixed(1)} MB, export ` +
+        `${exportSeconds.toFixed(1)} s, both ${seconds.toFixed(1)} s`,
+    );
+    expect(imported.status, imported.text).toBe(200);
+    expect(imported.body.restored.proxies).toBe(total);
+    expect(await bigCount()).toBe(100_000);
+  });
+
+  test("Postgres lost in the middle of their import leaves the rows that were there", async () => {
+    const exported = await exportBackup(false);
+    await h.deps.database.sql`delete from proxies where connector_id = ${bigConnectorId}`;
+    const before = await snapshot();
+    const sql = h.deps.database.sql;
+    const importing = importBackup(exported.body);
+    // Once the import has emptied the tables (it holds their locks), its connection is cut.
+    const pid = await waitUntil(async () => {
+      const [held] = await sql<{ pid: number }[]>`
+        select l.pid from pg_locks l join pg_class c on c.oid = l.relation
+        where c.relname = 'proxies' and l.mode = 'AccessExclusiveLock' and l.granted`;
+      return held?.pid;
+    }, { timeoutMs: 30_000, intervalMs: 5, what: "the import to hold its locks" });
+    await sql`select pg_terminate_backend(${pid})`;
+    const answer = await importing;
+    expect(answer.status, answer.text).toBe(503);
+    expect(answer.body.error).toBe("Service temporarily unavailable: Postgres did not answer");
+    expect(await snapshot()).toEqual(before);
+    expect(await bigCount()).toBe(0);
+    // The api goes on: the same import, tried again, goes through.
+    const again = await importBackup(exported.body);
+    expect(again.status, again.text).toBe(200);
+    expect(again.body.restored.proxies).toBe(total);
+    expect(await bigCount()).toBe(100_000);
+  });
 });
