@@ -28,7 +28,10 @@ import { HISTORY_TABLES } from "../metrics/tiers.ts";
 import { type BackupEnvelope, openBackup, sealBackup } from "./backup-envelope.ts";
 import type { ServiceDeps } from "./store.ts";
 
-/** The definition tables, parents before the rows that refer to them. */
+/**
+ * The definition tables, parents before the rows that refer to them, and the configuration
+ * file's revision fence, which belongs with the definitions it was applied to.
+ */
 export const DEFINITION_TABLES = [
   "users",
   "api_tokens",
@@ -36,6 +39,7 @@ export const DEFINITION_TABLES = [
   "credentials",
   "connectors",
   "proxies",
+  "config_revision",
 ] as const;
 
 /** The history tables a backup with history holds (metric_totals is recomputed instead). */

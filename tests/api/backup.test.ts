@@ -63,6 +63,7 @@ beforeAll(async () => {
 
   // History of every table, as flushes and compaction leave it (minute and hour rows).
   const sql = h.deps.database.sql;
+  await sql`insert into config_revision (id, revision) values (1, 7)`;
   const counts = (n: number) => [n, n - 1, 1, n * 100, n * 1000, n * 12.5];
   for (const [i, proxyId] of proxyIds.entries()) {
     for (
@@ -124,6 +125,7 @@ function importBackup(backup: unknown, passphrase = PASSPHRASE, token = h.tokens
 
 /** Changes the install, so an import has something to put back. */
 async function changeThings(): Promise<void> {
+  await h.deps.database.sql`update config_revision set revision = revision + 1`;
   expect(
     (await h.request("DELETE", `/api/v1/projects/${projectId}/proxies/${proxyIds[1]}`, {
       token: h.tokens.admin,
@@ -181,6 +183,7 @@ describe("export then import", () => {
         credentials: 1,
         connectors: 1,
         proxies: 2,
+        config_revision: 1,
         proxy_metrics: 4,
         project_metrics: 2,
         connector_metrics: 1,
@@ -255,6 +258,7 @@ describe("export then import", () => {
       "credentials",
       "connectors",
       "proxies",
+      "config_revision",
     ]);
     const after = await snapshot();
     for (const table of backupTables(false)) expect(after[table]).toEqual(before[table]);
@@ -365,6 +369,7 @@ describe("refusals change nothing", () => {
       JSON.stringify({ table: "connectors", rows: 0 }),
       JSON.stringify({ table: "proxies", rows: 1 }),
       state.proxies[0],
+      JSON.stringify({ table: "config_revision", rows: 0 }),
     ];
     const crafted = await sealBackup(PASSPHRASE, {
       schemaVersion: await schemaVersion(),
