@@ -489,3 +489,19 @@ describe("100,000 proxies", () => {
     expect(await bigCount()).toBe(100_000);
   });
 });
+
+test("the OpenAPI document describes both routes", async () => {
+  const doc = (await h.request("GET", "/api/v1/openapi.json")).body;
+  const exported = doc.paths["/api/v1/backup/export"].post;
+  expect(exported.requestBody.content["application/json"].schema.required).toEqual([
+    "passphrase",
+  ]);
+  const imported = doc.paths["/api/v1/backup/import"].post;
+  expect(imported.requestBody.content["application/json"].schema.required.sort()).toEqual([
+    "backup",
+    "passphrase",
+  ]);
+  expect(Object.keys(imported.responses)).toEqual(
+    expect.arrayContaining(["200", "400", "401", "403", "413", "422"]),
+  );
+});
