@@ -50,10 +50,10 @@ export class ApiError extends CliError {
   }
 
   /** `detail`'s field issues, when the answer lists some (a 422). */
-  get issues(): { field: string; message: string }[] {
+  get issues(): { field: string; message: string; line?: number }[] {
     const detail = (this.body as { detail?: unknown } | undefined)?.detail;
     if (!Array.isArray(detail)) return [];
-    return detail.filter((item): item is { field: string; message: string } =>
+    return detail.filter((item): item is { field: string; message: string; line?: number } =>
       typeof item === "object" && item !== null && typeof item.field === "string"
     );
   }
