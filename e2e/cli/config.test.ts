@@ -199,4 +199,14 @@ projects:
     expect(applied.code, applied.stderr).toBe(0);
     expect(await projectNames()).toEqual(["shop"]);
   });
+
+  it("refuses a file older than the revision applied, in the API's words", async () => {
+    const newer = file("rev5.yaml", GOOD.replace("version: 1\n", "version: 1\nrevision: 5\n"));
+    expect((await user.run(["apply", "-f", newer, "--yes"])).code).toBe(0);
+    const older = file("rev3.yaml", GOOD.replace("version: 1\n", "version: 1\nrevision: 3\n"));
+    const run = await user.run(["apply", "-f", older, "--yes"]);
+    expect(run.code).toBe(1);
+    expect(run.stderr).toContain("409");
+    expect(run.stderr).toContain("older than revision 5");
+  });
 });

@@ -206,10 +206,13 @@ export function registerConfig(program: Command): void {
           base_fingerprint: diff.fingerprint,
         });
       } catch (error) {
-        if (error instanceof ApiError && error.status === 409) {
-          const fresh = (error.body as { detail?: DiffAnswer }).detail;
+        // A 409 with a diff: the base moved. One without (an older revision) says why itself.
+        const fresh = (error instanceof ApiError && error.status === 409)
+          ? (error.body as { detail?: DiffAnswer } | undefined)?.detail
+          : undefined;
+        if (fresh && Array.isArray(fresh.changes)) {
           if (output.json) printJson({ applied: false, conflict: true, ...fresh });
-          else if (fresh) {
+          else {
             note("The configuration changed since this diff; nothing was applied. The fresh diff:");
             printDiff(fresh, note);
           }
