@@ -40,6 +40,8 @@ export function printTable(head: string[], rows: Cell[][], empty = "Nothing to s
   const table = new Table({
     head: head.map((title) => pc.bold(title)),
     style: { head: [], border: [] },
+    // No rule between rows: a long list stays one line a row.
+    chars: { mid: "", "left-mid": "", "mid-mid": "", "right-mid": "" },
     wordWrap: false,
   });
   for (const row of rows) table.push(row.map(cell));

@@ -60,9 +60,10 @@ export function registerUsage(program: Command): void {
           [
             "Proxies",
             `${formatCount(totals.pool.total)} (${
-              Object.entries(totals.pool.by_status).map(([status, n]) => `${n} ${status}`).join(
-                ", ",
-              ) ||
+              Object.entries(totals.pool.by_status).filter(([, n]) => n > 0)
+                .map(([status, n]) => `${n} ${status}`).join(
+                  ", ",
+                ) ||
               "none"
             }; ${formatCount(totals.pool.quarantined)} quarantined)`,
           ],
