@@ -61,3 +61,11 @@ export function positiveInteger(text: string): number {
   }
   return value;
 }
+
+export function wholeNumber(text: string): number {
+  const value = Number(text);
+  if (!/^\d+$/.test(text.trim()) || !Number.isSafeInteger(value)) {
+    throw new InvalidArgumentError("must be a whole number");
+  }
+  return value;
+}

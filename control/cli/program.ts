@@ -2,6 +2,7 @@
  * The `octoprox` command tree. Commander's exits are turned into errors (exitOverride) so
  * main.ts decides every exit status: 0 done, 1 failed, 2 used wrong.
  */
+import { readFileSync } from "node:fs";
 import { Command } from "commander";
 import { examplesText } from "./command.ts";
 import { registerAuth } from "./commands/auth.ts";
@@ -21,7 +22,7 @@ export function buildProgram(): Command {
       "Manage an Octoprox install through its admin API.\n" +
         "Log in once with `octoprox login <url>`; OCTOPROX_URL and OCTOPROX_TOKEN override the stored login.",
     )
-    .version("0.1.0")
+    .version(packageVersion())
     // Inherited by every command added below: commander throws instead of exiting.
     .exitOverride()
     .showHelpAfterError("(add --help for usage)")
@@ -60,4 +61,10 @@ export function buildProgram(): Command {
     }
   }
   return program;
+}
+
+/** The checkout's version, from its package.json. */
+function packageVersion(): string {
+  const text = readFileSync(new URL("../../package.json", import.meta.url), "utf8");
+  return (JSON.parse(text) as { version: string }).version;
 }

@@ -98,7 +98,11 @@ async function postDocument<T>(
   body: Record<string, unknown>,
 ): Promise<T> {
   try {
-    return await client.request<T>("POST", route, { body: { config: file.config, ...body } });
+    // A document of 100,000 proxies can take the api a while: no deadline.
+    return await client.request<T>("POST", route, {
+      body: { config: file.config, ...body },
+      untimed: true,
+    });
   } catch (error) {
     if (error instanceof ApiError && error.status === 422) throw refusedFile(file, error);
     throw error;

@@ -1,7 +1,15 @@
 /** `connectors list|get|create|delete`, under a project (`--project <name or id>`). */
 import type { Command } from "commander";
 import type { Connector, Credential } from "../../web/src/api/types.ts";
-import { collectSet, connect, type JsonOption, leaf, outputOf, SET_HELP } from "../command.ts";
+import {
+  collectSet,
+  connect,
+  type JsonOption,
+  leaf,
+  outputOf,
+  SET_HELP,
+  wholeNumber,
+} from "../command.ts";
 import { emit, formatBytes, line, pc, printFields, printTable } from "../output.ts";
 import { confirm } from "../prompt.ts";
 import { pick, resolveConnector, resolveProject } from "../resolve.ts";
@@ -61,7 +69,7 @@ export function registerConnectors(program: Command): void {
   ])
     .requiredOption("-p, --project <project>", "the project (name or id)")
     .option("--kind <kind>", "the connector kind", "static")
-    .option("--weight <n>", "its share of the traffic against the others", Number)
+    .option("--weight <n>", "its share of the traffic against the others", wholeNumber)
     .option("--countries <codes>", "country codes, comma-separated")
     .option("--credential <credential>", "a credential of the project (name or id)")
     .option("--healthcheck-url <url>", "the URL health checks ask through its proxies")

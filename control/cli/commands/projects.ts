@@ -1,7 +1,15 @@
 /** `projects list|get|create|delete`. */
 import type { Command } from "commander";
 import type { Project } from "../../web/src/api/types.ts";
-import { collectSet, connect, type JsonOption, leaf, outputOf, SET_HELP } from "../command.ts";
+import {
+  collectSet,
+  connect,
+  type JsonOption,
+  leaf,
+  outputOf,
+  SET_HELP,
+  wholeNumber,
+} from "../command.ts";
 import { emit, formatBytes, line, pc, printFields, printTable } from "../output.ts";
 import { confirm } from "../prompt.ts";
 import { resolveProject } from "../resolve.ts";
@@ -53,7 +61,7 @@ export function registerProjects(program: Command): void {
     .option("--password <password>", "the proxy password (generated when left out)")
     .option("--strategy <strategy>", "the routing strategy")
     .option("--description <text>", "a description")
-    .option("--max-retries <n>", "other proxies tried after a failed attempt", Number)
+    .option("--max-retries <n>", "other proxies tried after a failed attempt", wholeNumber)
     .option("--set <field=value>", SET_HELP, collectSet)
     .action(async (
       name: string,
