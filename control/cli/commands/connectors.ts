@@ -1,0 +1,180 @@
+/** `connectors list|get|create|delete`, under a project (`--project <name or id>`). */
+import type { Command } from "commander";
+import type { Connector, Credential } from "../../web/src/api/types.ts";
+import {
+  collectSet,
+  connect,
+  type JsonOption,
+  leaf,
+  outputOf,
+  SET_HELP,
+  wholeNumber,
+} from "../command.ts";
+import { emit, formatBytes, line, pc, printFields, printTable } from "../output.ts";
+import { confirm } from "../prompt.ts";
+import { pick, resolveConnector, resolveProject } from "../resolve.ts";
+
+interface ProjectOption extends JsonOption {
+  project: string;
+}
+
+export function registerConnectors(program: Command): void {
+  const connectors = program.command("connectors").description(
+    "Connectors: where a project's proxies come from",
+  );
+
+  leaf(connectors, "list", "List a project's connectors", [
+    "octoprox connectors list --project shop",
+  ])
+    .requiredOption("-p, --project <project>", "the project (name or id)")
+    .action(async (options: ProjectOption) => {
+      const client = await connect();
+      const project = await resolveProject(client, options.project);
+      const list = await client.request<Connector[]>("GET", `/projects/${project.id}/connectors`);
+      emit(outputOf(options), list, () =>
+        printTable(
+          ["Name", "Kind", "Enabled", "Weight", "Proxies", "Countries", "Id"],
+          list.map((connector) => [
+            connector.name,
+            connector.kind,
+            connector.enabled,
+            connector.weight,
+            connector.proxy_count,
+            connector.countries.join(","),
+            connector.id,
+          ]),
+          `No connector in ${project.name} yet.`,
+        ));
+    });
+
+  leaf(connectors, "get <connector>", "Show a connector (by name or id)", [
+    "octoprox connectors get main --project shop",
+  ])
+    .requiredOption("-p, --project <project>", "the project (name or id)")
+    .action(async (ref: string, options: ProjectOption) => {
+      const client = await connect();
+      const project = await resolveProject(client, options.project);
+      const { id } = await resolveConnector(client, project.id, ref);
+      const connector = await client.request<Connector>(
+        "GET",
+        `/projects/${project.id}/connectors/${id}`,
+      );
+      emit(outputOf(options), connector, () => printConnector(connector));
+    });
+
+  leaf(connectors, "create <name>", "Create a connector in a project", [
+    "octoprox connectors create main --project shop",
+    "octoprox connectors create eu --project shop --weight 2 --countries de,fr",
+    "octoprox connectors create main --project shop --credential login --set enabled=false",
+  ])
+    .requiredOption("-p, --project <project>", "the project (name or id)")
+    .option("--kind <kind>", "the connector kind", "static")
+    .option("--weight <n>", "its share of the traffic against the others", wholeNumber)
+    .option("--countries <codes>", "country codes, comma-separated")
+    .option("--credential <credential>", "a credential of the project (name or id)")
+    .option("--healthcheck-url <url>", "the URL health checks ask through its proxies")
+    .option("--set <field=value>", SET_HELP, collectSet)
+    .action(async (
+      name: string,
+      options: ProjectOption & {
+        kind: string;
+        weight?: number;
+        countries?: string;
+        credential?: string;
+        healthcheckUrl?: string;
+        set?: Record<string, unknown>;
+      },
+    ) => {
+      const client = await connect();
+      const project = await resolveProject(client, options.project);
+      let credentialId: string | undefined;
+      if (options.credential) {
+        const credentials = await client.request<Credential[]>(
+          "GET",
+          `/projects/${project.id}/credentials`,
+        );
+        credentialId = pick(credentials, options.credential, (c) => c.name, "credential").id;
+      }
+      const body = {
+        name,
+        kind: options.kind,
+        weight: options.weight,
+        countries: options.countries?.split(",").map((code) => code.trim()).filter(Boolean),
+        credential_id: credentialId,
+        healthcheck_url: options.healthcheckUrl,
+        ...options.set,
+      };
+      const connector = await client.request<Connector>(
+        "POST",
+        `/projects/${project.id}/connectors`,
+        { body },
+      );
+      emit(outputOf(options), connector, () => {
+        line(`${pc.green("Created")} connector ${connector.name} in ${project.name}.`);
+        printConnector(connector);
+      });
+    });
+
+  leaf(connectors, "delete <connector>", "Delete a connector with its proxies", [
+    "octoprox connectors delete main --project shop --yes",
+  ])
+    .requiredOption("-p, --project <project>", "the project (name or id)")
+    .option("-y, --yes", "do not ask for confirmation")
+    .action(async (ref: string, options: ProjectOption & { yes?: boolean }) => {
+      const client = await connect();
+      const project = await resolveProject(client, options.project);
+      const connector = await resolveConnector(client, project.id, ref);
+      if (
+        !await confirm(
+          `Delete connector ${connector.name} of ${project.name} with its proxies?`,
+          options.yes,
+        )
+      ) {
+        line("Nothing deleted.");
+        return;
+      }
+      await client.request("DELETE", `/projects/${project.id}/connectors/${connector.id}`);
+      emit(
+        outputOf(options),
+        { deleted: connector },
+        () => line(`${pc.green("Deleted")} connector ${connector.name} of ${project.name}.`),
+      );
+    });
+}
+
+function printConnector(connector: Connector): void {
+  printFields([
+    ["Name", connector.name],
+    ["Id", connector.id],
+    ["Kind", connector.kind],
+    ["Enabled", connector.enabled],
+    ["Weight", connector.weight],
+    ["Proxies", connector.proxy_count],
+    ["Countries", connector.countries.join(", ")],
+    ["Domains allowed", connector.domain_allow.join(", ")],
+    ["Domains denied", connector.domain_deny.join(", ")],
+    ["Health check URL", connector.healthcheck_url],
+    [
+      "Rate limit",
+      connector.rate_limit_config
+        ? `${connector.rate_limit_config.max_requests} in ${connector.rate_limit_config.window_seconds} s`
+        : null,
+    ],
+    [
+      "Traffic limit",
+      connector.traffic_config?.limit_bytes
+        ? `${
+          formatBytes(connector.traffic_config.limit_bytes)
+        } a ${connector.traffic_config.period}`
+        : null,
+    ],
+    [
+      "Traffic used",
+      connector.traffic_usage
+        ? `${formatBytes(connector.traffic_usage.bytes)} (${connector.traffic_usage.status})`
+        : null,
+    ],
+    ["Last error", connector.last_error],
+    ["Created", connector.created_at],
+  ]);
+}
