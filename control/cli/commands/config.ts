@@ -1,6 +1,6 @@
 /**
  * Configuration as code: `diff`, `apply`, `export` and `reload`. A file is read here, with the
- * lead's parser (control/config/file.ts) and this machine's environment and files for its
+ * same parser as an api's own file (control/config/file.ts) and this machine's environment and files for its
  * `${ENV}` and `file:` references, so a secret never has to sit in the file; the API gets the
  * document with the references read. Every problem is listed with its path and line.
  */
