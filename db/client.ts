@@ -14,6 +14,8 @@ export type Tx = Parameters<Parameters<Db["transaction"]>[0]>[0];
 export interface Database {
   readonly sql: postgres.Sql;
   readonly db: Db;
+  /** One transaction (drizzleTransaction): the only way the control plane opens one. */
+  transaction<T>(work: (tx: Tx) => Promise<T>, mode?: string): Promise<T>;
   close(): Promise<void>;
 }
 
@@ -41,6 +43,7 @@ export function createDatabase(url: string, options: DatabaseOptions = {}): Data
   return {
     sql,
     db,
+    transaction: (work, mode) => drizzleTransaction(sql, work, mode),
     close() {
       closed ??= sql.end({ timeout: 5 }).catch(() => {});
       return closed;
@@ -48,33 +51,89 @@ export function createDatabase(url: string, options: DatabaseOptions = {}): Data
   };
 }
 
+/** The mode of a transaction that reads one consistent snapshot and writes nothing. */
+export const READ_SNAPSHOT = "isolation level repeatable read read only";
+
+/** The error a query on a transaction's lost connection fails with, as the driver names it. */
+function connectionClosed(): Error {
+  return Object.assign(new Error("CONNECTION_CLOSED: the transaction's connection was lost"), {
+    code: "CONNECTION_CLOSED",
+  });
+}
+
 /**
- * One transaction on a connection of its own, for work that streams or batches through the
- * driver directly (`begin` takes the mode, such as `isolation level repeatable read read only`).
+ * The reserved connection's queries, refused once the connection is lost: postgres.js (3.4.9)
+ * would write a query on a closed connection to a null socket from a timer, an exception no
+ * caller can catch, which ends the process (and leaves the connection unusable).
+ */
+function guarded(tx: postgres.ReservedSql, lost: () => boolean): postgres.ReservedSql {
+  return new Proxy(tx, {
+    apply(target, self, args) {
+      if (lost()) throw connectionClosed();
+      return Reflect.apply(target, self, args);
+    },
+    get(target, key) {
+      const value = Reflect.get(target, key);
+      if (key !== "unsafe" || typeof value !== "function") return value;
+      return (...args: unknown[]) => {
+        if (lost()) throw connectionClosed();
+        return value.apply(target, args);
+      };
+    },
+  });
+}
+
+/**
+ * One transaction on a connection of its own (`mode`, such as
+ * `isolation level repeatable read read only`). Every transaction of the control plane runs
+ * through here, never postgres.js's sql.begin or drizzle's transaction (which uses it).
  *
- * Not postgres.js's sql.begin: when the connection is lost mid-transaction, begin sends its
- * ROLLBACK on the closed connection, and the driver (3.4.9) writes it to a null socket from a
- * timer, an exception no caller can catch, which ends the process. Here a lost connection gets
- * no ROLLBACK and is not handed back: Postgres rolled the transaction back when the connection
- * went, and the pool reconnects a closed connection on its next use.
+ * When the connection is lost mid-transaction, sql.begin sends its ROLLBACK on the closed
+ * connection, and the driver (3.4.9) writes it to a null socket from a timer: an exception no
+ * caller can catch, which ends the process. Here the connection's close is watched: a lost
+ * connection gets no further query (each fails as CONNECTION_CLOSED), no ROLLBACK, and is not
+ * handed back. Postgres rolled the transaction back when the connection went, and the pool
+ * reconnects a closed connection on its next use.
  */
 export async function reservedTransaction<T>(
   sql: postgres.Sql,
   work: (tx: postgres.ReservedSql) => Promise<T>,
   mode = "",
 ): Promise<T> {
-  const tx = await sql.reserve();
+  const reserved = await sql.reserve();
+  let lost = false;
+  const tx = guarded(reserved, () => lost);
   try {
-    await tx.unsafe(`begin ${mode}`);
+    // The driver hands the query its connection; its close is the pool's to report, here too.
+    const watch = (connection: { onclose?: (() => void) | null }) => {
+      connection.onclose = () => {
+        lost = true;
+      };
+    };
+    await reserved.unsafe(`begin ${mode}`, [], { onexecute: watch } as never);
     const result = await work(tx);
     await tx.unsafe("commit");
-    tx.release();
+    reserved.release();
     return result;
   } catch (error) {
-    if (!isPostgresUnavailable(error)) {
-      await tx.unsafe("rollback").catch(() => {});
-      tx.release();
+    if (!lost && !isPostgresUnavailable(error)) {
+      await reserved.unsafe("rollback").catch(() => {});
+      reserved.release();
     }
     throw error;
   }
+}
+
+/** A drizzle transaction over reservedTransaction: the same query API as `Db`. */
+export function drizzleTransaction<T>(
+  sql: postgres.Sql,
+  work: (tx: Tx) => Promise<T>,
+  mode = "",
+): Promise<T> {
+  return reservedTransaction(sql, (tx) => {
+    // drizzle reads the client's type parsers from `options`, which a reserved connection
+    // shares with its pool (already set up by the pool's own drizzle instance).
+    Object.assign(tx, { options: sql.options });
+    return work(drizzle(tx as unknown as postgres.Sql) as unknown as Tx);
+  }, mode);
 }

@@ -8,6 +8,7 @@
  */
 import { readFile } from "node:fs/promises";
 import postgres from "postgres";
+import { reservedTransaction } from "./client.ts";
 import { UnknownRevisionError } from "../shared/errors.ts";
 
 /** A fixed 64-bit key: "octoprox migrate". */
@@ -137,7 +138,7 @@ export async function migrate(
       const applied: string[] = [];
       for (const migration of migrations) {
         if (done.includes(migration.tag)) continue;
-        await sql.begin(async (tx) => {
+        await reservedTransaction(sql, async (tx) => {
           for (const statement of migration.statements) await tx.unsafe(statement);
           await tx.unsafe(`insert into ${MIGRATIONS_TABLE} (tag) values ($1)`, [migration.tag]);
         });

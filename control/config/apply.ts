@@ -7,7 +7,7 @@
  * change entry; an apply that changes nothing writes and announces nothing.
  */
 import { and, eq, inArray, sql } from "drizzle-orm";
-import type { Tx } from "../../db/client.ts";
+import { READ_SNAPSHOT, type Tx } from "../../db/client.ts";
 import { configRevision, connectors, credentials, projects, proxies } from "../../db/schema.ts";
 import { errorText, StaleError, ValidationError } from "../../shared/errors.ts";
 import { ChangeKind, JobKind } from "../../shared/roles.ts";
@@ -97,8 +97,8 @@ export function diffConfig(
   document: ConfigDocument,
   options: { prune?: boolean } = {},
 ): Promise<ConfigOutcome> {
-  return read(deps, (db) =>
-    db.transaction(async (tx) => {
+  return read(deps, () =>
+    deps.database.transaction(async (tx) => {
       await lockConfig(tx);
       await checkRevision(tx, document);
       const state = await readConfigState(tx);
@@ -112,13 +112,13 @@ export function diffConfig(
         changes: plan.changes,
         unchanged: plan.unchanged,
       };
-    }, { isolationLevel: "repeatable read", accessMode: "read only" }));
+    }, READ_SNAPSHOT));
 }
 
 /** The stored configuration as a document (secrets left out), with its fingerprint. */
 export function exportStoredConfig(deps: ConfigDeps) {
-  return read(deps, (db) =>
-    db.transaction(async (tx) => {
+  return read(deps, () =>
+    deps.database.transaction(async (tx) => {
       const state = await readConfigState(tx);
       const [row] = await tx.select({ revision: configRevision.revision }).from(configRevision);
       return {
@@ -127,7 +127,7 @@ export function exportStoredConfig(deps: ConfigDeps) {
         revision: row?.revision ?? null,
         config: exportConfig(state, { defaultStrategy: deps.settings.defaultStrategy }),
       };
-    }, { isolationLevel: "repeatable read", accessMode: "read only" }));
+    }, READ_SNAPSHOT));
 }
 
 interface Written {

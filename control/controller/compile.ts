@@ -15,7 +15,7 @@
  */
 import { and, asc, eq, sql } from "drizzle-orm";
 import type { Redis } from "ioredis";
-import type { Db } from "../../db/client.ts";
+import { type Database, READ_SNAPSHOT } from "../../db/client.ts";
 import { connectors, credentials, projects, proxies, type TrafficConfig } from "../../db/schema.ts";
 import { type FeedKeys, passwordDigest, sectionDigest } from "../../shared/feed/codec.ts";
 import {
@@ -83,9 +83,12 @@ const KNOWN_STRATEGIES: ReadonlySet<string> = new Set(STRATEGIES);
 
 type Config = Record<string, unknown>;
 
-export async function compile(db: Db, options: CompileOptions): Promise<Compiled> {
+export async function compile(
+  database: Pick<Database, "transaction">,
+  options: CompileOptions,
+): Promise<Compiled> {
   const only = options.projectId;
-  const read = await db.transaction(async (tx) => {
+  const read = await database.transaction(async (tx) => {
     const compiledAt = Date.now();
     const projectRows = await tx.select({
       id: projects.id,
@@ -148,7 +151,7 @@ export async function compile(db: Db, options: CompileOptions): Promise<Compiled
       )
       .orderBy(asc(connectors.createdAt), asc(connectors.id));
     return { compiledAt, projectRows, connectorRows, credentialRows, proxyRows, cloud };
-  }, { isolationLevel: "repeatable read", accessMode: "read only" });
+  }, READ_SNAPSHOT);
 
   const { keys, defaultStrategy, logger } = options;
 

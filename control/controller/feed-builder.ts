@@ -11,7 +11,7 @@
  * compile holds; the publisher writes only the sections whose digest moved.
  */
 import type { Redis } from "ioredis";
-import type { Db } from "../../db/client.ts";
+import type { Database } from "../../db/client.ts";
 import { deriveFeedKeys, type FeedKeys, sectionDigest } from "../../shared/feed/codec.ts";
 import { RUNTIME_SECTION, type RuntimeSection } from "../../shared/feed/models.ts";
 import type { RedisKeys } from "../../shared/redis-keys.ts";
@@ -27,7 +27,7 @@ import { awaitLead } from "./leased.ts";
 import { FeedPublisher, NotLeaderError, type PublishResult } from "./publisher.ts";
 
 export interface FeedBuilderOptions {
-  db: Db;
+  database: Pick<Database, "transaction">;
   redis: Redis;
   keys: RedisKeys;
   lease: ControllerLease;
@@ -218,7 +218,7 @@ export class FeedBuilder extends BroadcastFollower {
     this.#lastCompileAt = Date.now();
     const term = this.#o.lease.term;
     try {
-      this.#latest = await compile(this.#o.db, {
+      this.#latest = await compile(this.#o.database, {
         keys: await this.#keys(),
         defaultStrategy: this.#o.defaultStrategy,
         logger: this.logger,

@@ -16,7 +16,7 @@
  * the running totals of entities that are gone, and metric_flushes rows older than a day.
  * Nothing is recorded about a run: each run checks what is due and does it.
  */
-import type { Database } from "../../db/client.ts";
+import { type Database, reservedTransaction } from "../../db/client.ts";
 import { translatePostgresError } from "../../db/errors.ts";
 import { JobKind } from "../../shared/roles.ts";
 import type { Logger } from "../core/logging.ts";
@@ -118,7 +118,7 @@ export class CompactionJob implements Job {
         signal?.throwIfAborted();
         // Whole target buckets only, so a later pass never starts a second row for one.
         const cutoff = new Date(tierCutoffMs(tier, nowMs));
-        const moved = await sql.begin(async (tx) => {
+        const moved = await reservedTransaction(sql, async (tx) => {
           let count = 0;
           for (const table of HISTORY_TABLES) {
             const rows = await tx.unsafe(foldStatement(table, tier), [

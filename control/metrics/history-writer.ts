@@ -6,11 +6,12 @@
  * window whose parent was removed is dropped rather than failing the flush.
  */
 import type postgres from "postgres";
+import { reservedTransaction } from "../../db/client.ts";
 import { type EntityRows, type FailureRows, FlushRows, type HostRows } from "./flush-rows.ts";
 import type { StagedWindow } from "./staging.ts";
 
 type Sql = postgres.Sql;
-type TxSql = postgres.TransactionSql;
+type TxSql = postgres.ReservedSql;
 
 /** Minute rows: the width every flush writes, which compaction folds into coarser tiers. */
 export const FLUSH_BUCKET_SECONDS = 60;
@@ -50,7 +51,7 @@ export async function commitFlush(
   bucketStart: Date,
   pages: AsyncIterable<readonly StagedWindow[]>,
 ): Promise<CommitResult> {
-  return await sql.begin(async (tx) => {
+  return await reservedTransaction(sql, async (tx) => {
     const result: CommitResult = {
       committed: false,
       windows: 0,

@@ -56,7 +56,7 @@ export class ControllerRuntime extends BaseRuntime {
       pollMs: settings.controllerLeasePollMs,
     });
     this.feedBuilder = new FeedBuilder({
-      db: options.database.db,
+      database: options.database,
       redis,
       keys,
       lease: this.lease,

@@ -156,8 +156,8 @@ export async function previewRouting(
   input: PreviewInput,
 ): Promise<RoutingPreview> {
   const settings = deps.settings;
-  const compiled = await read(deps, async (db) =>
-    compile(db, {
+  const compiled = await read(deps, async () =>
+    compile(deps.database, {
       keys: await feedKeysOf(settings.internalSecret),
       defaultStrategy: settings.defaultStrategy,
       projectId,

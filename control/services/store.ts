@@ -27,7 +27,7 @@ export async function write<T>(
 ): Promise<T> {
   let outcome: WriteOutcome<T>;
   try {
-    outcome = await deps.database.db.transaction(work);
+    outcome = await deps.database.transaction(work);
   } catch (error) {
     throw translatePostgresError(error);
   }

@@ -58,12 +58,12 @@ async function measureCompile(context: SuiteContext): Promise<Row[]> {
     await sql`analyze`;
     const [{ count }] = await sql`select count(*)::int as count from proxies`;
     const options = { keys, defaultStrategy: "round_robin" as const };
-    let compiled = await compile(database.db, options); // warm-up
+    let compiled = await compile(database, options); // warm-up
     const compiles: number[] = [];
     const reads: number[] = [];
     for (let i = 0; i < context.runs; i++) {
       const started = performance.now();
-      compiled = await compile(database.db, options);
+      compiled = await compile(database, options);
       compiles.push(performance.now() - started);
       const readStarted = performance.now();
       await sql`select id, connector_id, scheme, host, port, username, password, country, status,

@@ -570,8 +570,8 @@ describe("the app's frame", () => {
   });
 
   test("a bug answers 500 with the request id; one error line, never the SQL", async () => {
-    const db = h.deps.database.db;
-    const original = db.transaction;
+    const database = h.deps.database as { transaction: typeof h.deps.database.transaction };
+    const original = database.transaction;
     // What drizzle throws: the statement and its parameters in the wrapper, the cause inside.
     const wrapped = Object.assign(
       new Error("Failed query: insert into secret_table values ($1)\nparams: hunter2"),
@@ -581,7 +581,7 @@ describe("the app's frame", () => {
         cause: new TypeError("kaboom"),
       },
     );
-    db.transaction = (() => Promise.reject(wrapped)) as typeof db.transaction;
+    database.transaction = (() => Promise.reject(wrapped)) as typeof database.transaction;
     try {
       const answer = await h.request("POST", "/api/v1/projects", {
         token: h.tokens.editor,
@@ -597,7 +597,7 @@ describe("the app's frame", () => {
       const logged = JSON.stringify(h.lines.filter((l) => l.request_id === "bug-500"));
       expect(logged).not.toMatch(/hunter2|secret_table/);
     } finally {
-      db.transaction = original;
+      database.transaction = original;
     }
   });
 

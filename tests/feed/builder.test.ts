@@ -47,7 +47,7 @@ async function setup() {
   cleanups.push(() => bed.close());
   const published: PublishResult[] = [];
   const builder = new FeedBuilder({
-    db: db.database.db,
+    database: db.database,
     redis: bed.redis,
     keys: bed.keys,
     lease: bed.lease,

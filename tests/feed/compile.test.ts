@@ -90,7 +90,7 @@ function options() {
 
 describe("compile", () => {
   it("makes one global section and one per connector, in a stable order", async () => {
-    const compiled = await compile(db.database.db, options());
+    const compiled = await compile(db.database, options());
     const connectorIds = [ids.main, ids.vendor, ids.off, ids.leaving].sort();
     expect([...compiled.sections.keys()]).toEqual([
       "global",
@@ -179,8 +179,8 @@ describe("compile", () => {
   });
 
   it("restricted to one project, makes that project's sections, byte for byte the same", async () => {
-    const whole = await compile(db.database.db, options());
-    const shop = await compile(db.database.db, { ...options(), projectId: ids.shop });
+    const whole = await compile(db.database, options());
+    const shop = await compile(db.database, { ...options(), projectId: ids.shop });
     const shopConnectors = [ids.main, ids.vendor].sort().map((id) => `connector:${id}`);
     expect([...shop.sections.keys()]).toEqual(["global", ...shopConnectors]);
     for (const name of shopConnectors) {
@@ -197,14 +197,14 @@ describe("compile", () => {
   });
 
   it("compiles unchanged definitions to the same bytes, and a change to one section only", async () => {
-    const first = await compile(db.database.db, options());
-    const second = await compile(db.database.db, options());
+    const first = await compile(db.database, options());
+    const second = await compile(db.database, options());
     for (const [name, text] of first.sections) {
       expect(second.sections.get(name)).toEqual(text);
     }
     await db.database.sql`update proxies set status = 'unhealthy' where id = ${ids.p2}`;
     try {
-      const third = await compile(db.database.db, options());
+      const third = await compile(db.database, options());
       const moved = [...first.sections].filter(([name, text]) =>
         third.sections.get(name)!.digest !== text.digest
       ).map(([name]) => name);
@@ -220,7 +220,7 @@ describe("compile", () => {
     await sql`alter table projects drop constraint projects_strategy_check`;
     await sql`update projects set strategy = 'fastest' where id = ${ids.labs}`;
     try {
-      const compileLogged = () => compile(db.database.db, { ...options(), logger: bed.logger });
+      const compileLogged = () => compile(db.database, { ...options(), logger: bed.logger });
       const compiled = await compileLogged();
       await compileLogged();
       const global = JSON.parse(compiled.sections.get("global")!.json) as GlobalSection;
@@ -236,7 +236,7 @@ describe("compile", () => {
 
 describe("runtime section", () => {
   it("reads live quarantines and traffic blocks, filtered to what the compile holds", async () => {
-    const compiled = await compile(db.database.db, options());
+    const compiled = await compile(db.database, options());
     const now = Date.now();
     await bed.redis.zadd(
       bed.keys.proxyQuarantined,
