@@ -131,6 +131,28 @@ describe("projects", () => {
     const connectors = await user.run(["connectors", "list", "-p", "shop"]);
     expect(connectors.stdout).toContain("main");
 
+    // A proxy is named by its id, its URL or host:port.
+    const proxy = await user.json<{ id: string }>(
+      ["proxies", "create", "http://bob@203.0.113.7:3128", "-p", "shop", "-c", "main"],
+    );
+    await user.json(["proxies", "create", "socks5://203.0.113.7:3128", "-p", "shop", "-c", "main"]);
+    const byUrl = await user.json<{ id: string }>(
+      ["proxies", "get", "http://bob:any@203.0.113.7:3128", "-p", "shop"],
+    );
+    expect(byUrl.id).toBe(proxy.id);
+    const ambiguous = await user.run(["proxies", "get", "203.0.113.7:3128", "-p", "shop"]);
+    expect(ambiguous.code).toBe(1);
+    expect(ambiguous.stderr).toContain("2 proxies are at 203.0.113.7:3128");
+    const missing = await user.run(["proxies", "delete", "203.0.113.9:80", "-p", "shop", "--yes"]);
+    expect(missing.code).toBe(1);
+    expect(missing.stderr).toContain("No proxy of this project is at 203.0.113.9:80");
+    const gone = await user.run(
+      ["proxies", "delete", "http://bob@203.0.113.7:3128", "-p", "shop", "--yes"],
+    );
+    expect(gone.code, gone.stderr).toBe(0);
+    const left = await user.json<{ items: { url: string }[] }>(["proxies", "list", "-p", "shop"]);
+    expect(left.items.map((item) => item.url)).toEqual(["socks5://203.0.113.7:3128"]);
+
     // Without a terminal, a delete needs --yes rather than acting unasked.
     const unasked = await user.run(["projects", "delete", "shop"]);
     expect(unasked.code).toBe(2);

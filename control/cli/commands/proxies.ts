@@ -15,7 +15,7 @@ import {
 import { emit, formatCount, line, pc, printFields, printTable } from "../output.ts";
 import { byteProgress } from "../progress.ts";
 import { confirm } from "../prompt.ts";
-import { type Named, resolveConnector, resolveProject } from "../resolve.ts";
+import { type Named, resolveConnector, resolveProject, resolveProxy } from "../resolve.ts";
 import { sizeOf, streamParts } from "../streams.ts";
 
 interface ProjectOption extends JsonOption {
@@ -93,11 +93,15 @@ export function registerProxies(program: Command): void {
       line(pc.dim(`Page ${page.page} of ${pages}, ${formatCount(page.total)} proxies.`));
     });
 
-  leaf(proxies, "get <id>", "Show a proxy", ["octoprox proxies get 0b6f… --project shop"])
+  leaf(proxies, "get <proxy>", "Show a proxy (by id, URL or host:port)", [
+    "octoprox proxies get 0b6f… --project shop",
+    "octoprox proxies get 203.0.113.7:3128 --project shop",
+  ])
     .requiredOption(...projectOption)
-    .action(async (id: string, options: ProjectOption) => {
+    .action(async (ref: string, options: ProjectOption) => {
       const client = await connect();
       const project = await resolveProject(client, options.project);
+      const id = await resolveProxy(client, project.id, ref);
       const proxy = await client.request<Proxy>("GET", `/projects/${project.id}/proxies/${id}`);
       emit(outputOf(options), proxy, () => printProxy(proxy));
     });
@@ -130,14 +134,16 @@ export function registerProxies(program: Command): void {
       });
     });
 
-  leaf(proxies, "delete <id>", "Delete a proxy", [
+  leaf(proxies, "delete <proxy>", "Delete a proxy (by id, URL or host:port)", [
     "octoprox proxies delete 0b6f… --project shop --yes",
+    "octoprox proxies delete http://203.0.113.7:3128 --project shop --yes",
   ])
     .requiredOption(...projectOption)
     .option("-y, --yes", "do not ask for confirmation")
-    .action(async (id: string, options: ProjectOption & { yes?: boolean }) => {
+    .action(async (ref: string, options: ProjectOption & { yes?: boolean }) => {
       const client = await connect();
       const project = await resolveProject(client, options.project);
+      const id = await resolveProxy(client, project.id, ref);
       const proxy = await client.request<Proxy>("GET", `/projects/${project.id}/proxies/${id}`);
       if (!await confirm(`Delete proxy ${proxy.url}?`, options.yes)) {
         line("Nothing deleted.");
@@ -151,13 +157,15 @@ export function registerProxies(program: Command): void {
       );
     });
 
-  leaf(proxies, "lift <id>", "End a proxy's quarantine now", [
+  leaf(proxies, "lift <proxy>", "End a proxy's quarantine now (by id, URL or host:port)", [
     "octoprox proxies lift 0b6f… --project shop",
+    "octoprox proxies lift 203.0.113.7:3128 --project shop",
   ])
     .requiredOption(...projectOption)
-    .action(async (id: string, options: ProjectOption) => {
+    .action(async (ref: string, options: ProjectOption) => {
       const client = await connect();
       const project = await resolveProject(client, options.project);
+      const id = await resolveProxy(client, project.id, ref);
       const answer = await client.request(
         "POST",
         `/projects/${project.id}/proxies/${id}/unquarantine`,
@@ -169,7 +177,7 @@ export function registerProxies(program: Command): void {
           line(
             `${
               pc.green("Lifted")
-            } the quarantine of ${id}: gateways route to it with the next feed.`,
+            } the quarantine of ${ref}: gateways route to it with the next feed.`,
           ),
       );
     });
