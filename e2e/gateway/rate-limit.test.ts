@@ -152,7 +152,11 @@ describe("a connector's rate limit across gateways", () => {
         project.credentials,
         ipUrl(),
         (a) => a.status !== 429,
-        { timeoutMs: 5_000, what: `${gateway.instance} to route through the lifted proxy` },
+        {
+          timeoutMs: 30_000,
+          requestTimeoutMs: 30_000,
+          what: `${gateway.instance} to route through the lifted proxy`,
+        },
       );
       expect(served.status).toBe(200);
       expect(exitOf(served)).toBe(EXITS[0]);

@@ -146,13 +146,27 @@ export async function untilAnswer(
   credentials: Credentials,
   url: string,
   accept: (answer: ProxyAnswer) => boolean,
-  options: { timeoutMs?: number; intervalMs?: number; what?: string; probes?: number } = {},
+  options: {
+    timeoutMs?: number;
+    intervalMs?: number;
+    what?: string;
+    probes?: number;
+    /**
+     * Each request's own deadline (5 s). A test that counts what the gateway served gives a
+     * long one: a request given up on a loaded machine may still be served, and its retry then
+     * counts twice.
+     */
+    requestTimeoutMs?: number;
+  } = {},
 ): Promise<ProxyAnswer> {
   return await cluster.until(async () => {
     const answers = await Promise.all(
       Array.from(
         { length: options.probes ?? 1 },
-        () => viaProxy(gateway.proxyPort, credentials, url, { timeoutMs: 5_000 }),
+        () =>
+          viaProxy(gateway.proxyPort, credentials, url, {
+            timeoutMs: options.requestTimeoutMs ?? 5_000,
+          }),
       ),
     );
     return answers.every(accept) ? answers[0] : undefined;
