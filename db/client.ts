@@ -61,6 +61,11 @@ function connectionClosed(): Error {
   });
 }
 
+/** The driver's connection as a query's `onexecute` sees it: the pool calls `onclose` on close. */
+interface WatchedConnection {
+  onclose?: (() => void) | null;
+}
+
 /**
  * The reserved connection's queries, refused once the connection is lost: postgres.js (3.4.9)
  * would write a query on a closed connection to a null socket from a timer, an exception no
@@ -102,23 +107,30 @@ export async function reservedTransaction<T>(
 ): Promise<T> {
   const reserved = await sql.reserve();
   let lost = false;
+  let connection: WatchedConnection | undefined;
   const tx = guarded(reserved, () => lost);
-  try {
-    // The driver hands the query its connection; its close is the pool's to report, here too.
-    const watch = (connection: { onclose?: (() => void) | null }) => {
-      connection.onclose = () => {
-        lost = true;
-      };
+  // The driver hands the query its connection; the pool reports its close there, here too.
+  const watch = (watched: WatchedConnection) => {
+    connection = watched;
+    watched.onclose = () => {
+      lost = true;
     };
+  };
+  /** Hands a live connection back, no longer watched by this transaction. */
+  const release = () => {
+    if (connection) connection.onclose = null;
+    reserved.release();
+  };
+  try {
     await reserved.unsafe(`begin ${mode}`, [], { onexecute: watch } as never);
     const result = await work(tx);
     await tx.unsafe("commit");
-    reserved.release();
+    release();
     return result;
   } catch (error) {
     if (!lost && !isPostgresUnavailable(error)) {
       await reserved.unsafe("rollback").catch(() => {});
-      reserved.release();
+      release();
     }
     throw error;
   }

@@ -31,10 +31,8 @@ export interface ConfigOutcome {
   unchanged: number;
 }
 
-export type ApplyOutcome =
-  | ({ applied: true } & ConfigOutcome)
-  /** The base moved: nothing applied; the fresh diff against the current configuration. */
-  | ({ applied: false } & ConfigOutcome);
+/** An apply's outcome; not applied: the base moved, and this is the fresh diff against it. */
+export type ApplyOutcome = ConfigOutcome & { applied: boolean };
 
 export interface ApplyOptions {
   prune?: boolean;

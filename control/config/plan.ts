@@ -11,7 +11,7 @@ import { CONNECTOR_FIELD_NAMES } from "../api/schemas/connectors.ts";
 import { PROJECT_FIELD_NAMES } from "../api/schemas/projects.ts";
 import { CONNECTOR_DEFAULTS, type ConnectorFields } from "../services/connectors.ts";
 import { secretFields } from "../services/credentials.ts";
-import { changedFields } from "../services/diff.ts";
+import { changedFields, sameValue } from "../services/diff.ts";
 import { generatePassword } from "../services/passwords.ts";
 import { projectDefaults, type ProjectFields, projectIssues } from "../services/projects.ts";
 import type { ProxyAddress } from "../services/proxy-url.ts";
@@ -127,19 +127,6 @@ function credentialConfigOf(
   return out;
 }
 
-function sameJson(a: unknown, b: unknown): boolean {
-  return JSON.stringify(sortKeys(a)) === JSON.stringify(sortKeys(b));
-}
-
-function sortKeys(value: unknown): unknown {
-  if (Array.isArray(value)) return value.map(sortKeys);
-  if (value === null || typeof value !== "object") return value;
-  return Object.fromEntries(
-    Object.entries(value as Record<string, unknown>).sort(([a], [b]) => a.localeCompare(b))
-      .map(([key, inner]) => [key, sortKeys(inner)]),
-  );
-}
-
 class Planner {
   readonly plan: ConfigPlan = {
     projects: [],
@@ -239,7 +226,7 @@ class Planner {
       }
       const fields = [
         ...(stored.name !== credential.name ? ["name"] : []),
-        ...(sameJson(stored.config, config) ? [] : ["config"]),
+        ...(sameValue(stored.config, config) ? [] : ["config"]),
       ];
       if (fields.length === 0) {
         this.plan.unchanged += 1;

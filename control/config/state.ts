@@ -15,6 +15,7 @@ import type { Strategy } from "../../shared/roles.ts";
 import { CONNECTOR_FIELD_NAMES } from "../api/schemas/connectors.ts";
 import { PROJECT_FIELD_NAMES } from "../api/schemas/projects.ts";
 import { CONNECTOR_DEFAULTS, type ConnectorRow } from "../services/connectors.ts";
+import { sameValue } from "../services/diff.ts";
 import { type CredentialRow, secretFields } from "../services/credentials.ts";
 import { projectDefaults, type ProjectRow } from "../services/projects.ts";
 import { formatProxyUrl, type ProxyAddress, proxyIdentity } from "../services/proxy-url.ts";
@@ -80,10 +81,6 @@ export async function readConfigState(tx: Tx): Promise<ConfigState> {
   return state;
 }
 
-function same(a: unknown, b: unknown): boolean {
-  return JSON.stringify(a) === JSON.stringify(b);
-}
-
 /** A row's fields under their body names, those equal to their default left out. */
 function bodyFields(
   row: Readonly<Record<string, unknown>>,
@@ -94,7 +91,7 @@ function bodyFields(
   const out: Record<string, unknown> = {};
   for (const [body, field] of Object.entries(names)) {
     const value = row[field];
-    if (always.includes(body) || !(field in defaults) || !same(value, defaults[field])) {
+    if (always.includes(body) || !(field in defaults) || !sameValue(value, defaults[field])) {
       out[body] = value;
     }
   }

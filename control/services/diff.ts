@@ -19,7 +19,8 @@ export function changedFields<TRow extends object, TPatch extends Partial<TRow>>
   return any ? changes : undefined;
 }
 
-function sameValue(a: unknown, b: unknown): boolean {
+/** Whether two stored values are the same: objects and arrays by content, keys in any order. */
+export function sameValue(a: unknown, b: unknown): boolean {
   if (a === b) return true;
   if (a instanceof Date || b instanceof Date) return false;
   if (typeof a !== "object" || typeof b !== "object" || a === null || b === null) return false;

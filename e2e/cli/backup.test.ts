@@ -18,9 +18,7 @@ const PASSPHRASE = "correct horse battery staple";
 beforeAll(async () => {
   cluster = await Cluster.create();
   await cluster.start("all");
-  const token = await cluster.request("POST", "/api/v1/tokens", { name: "backup-test" });
-  const login = await user.run(["login", cluster.api.url, "--token", token.body.token]);
-  if (login.code !== 0) throw new Error(login.stderr);
+  await user.loginWithToken(cluster, "backup-test");
 }, 120_000);
 
 afterEach((context) => {

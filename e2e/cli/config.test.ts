@@ -19,9 +19,7 @@ const terminals: Terminal[] = [];
 beforeAll(async () => {
   cluster = await Cluster.create();
   await cluster.start("all");
-  const token = await cluster.request("POST", "/api/v1/tokens", { name: "config-test" });
-  const login = await user.run(["login", cluster.api.url, "--token", token.body.token]);
-  if (login.code !== 0) throw new Error(login.stderr);
+  await user.loginWithToken(cluster, "config-test");
 }, 120_000);
 
 afterEach((context) => {

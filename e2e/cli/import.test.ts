@@ -17,9 +17,7 @@ const terminals: Terminal[] = [];
 beforeAll(async () => {
   cluster = await Cluster.create();
   await cluster.start("all");
-  const token = await cluster.request("POST", "/api/v1/tokens", { name: "import-test" });
-  const login = await user.run(["login", cluster.api.url, "--token", token.body.token]);
-  if (login.code !== 0) throw new Error(login.stderr);
+  await user.loginWithToken(cluster, "import-test");
   await user.json(["projects", "create", "bulk"]);
   await user.json(["connectors", "create", "main", "--project", "bulk"]);
 }, 120_000);

@@ -10,6 +10,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { ROOT } from "../../tests/support/processes.ts";
 import { waitUntil } from "../../tests/support/stores.ts";
+import type { Cluster } from "../support/cluster.ts";
 
 export const BIN = join(ROOT, "control/cli/octoprox.js");
 
@@ -60,6 +61,13 @@ export class CliUser {
       );
       child.stdin?.end(options.input ?? "");
     });
+  }
+
+  /** Logs in to the cluster's api with a fresh API token of its admin (`--token`). */
+  async loginWithToken(cluster: Cluster, tokenName: string): Promise<void> {
+    const token = await cluster.request("POST", "/api/v1/tokens", { name: tokenName });
+    const login = await this.run(["login", cluster.api.url, "--token", token.body.token]);
+    if (login.code !== 0) throw new Error(`octoprox login failed: ${login.stderr}`);
   }
 
   /** Runs it and parses stdout as JSON; fails with its stderr when it did not exit 0. */

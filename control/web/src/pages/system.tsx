@@ -20,6 +20,7 @@ import { Select } from "../ui/forms.tsx";
 import { ErrorNote } from "../ui/status.tsx";
 import { Time } from "../ui/time.tsx";
 import { useApi } from "../ui/use-api.ts";
+import { formatAge } from "../../../../shared/format-age.ts";
 
 const STATS_REFRESH_MS = 5_000;
 const HISTORY_REFRESH_MS = 60_000;
@@ -30,19 +31,6 @@ const RANGES = [
   ["30d", "30 days"],
   ["90d", "90 days"],
 ] as const;
-
-/** A duration as a person reads it: 850 ms, 12 s, 3 min 4 s, 2 h 5 min. */
-export function formatAge(ms: number | null | undefined): string {
-  if (ms === null || ms === undefined || !Number.isFinite(ms)) return "–";
-  if (ms < 1000) return `${Math.max(0, Math.round(ms))} ms`;
-  const seconds = Math.floor(ms / 1000);
-  if (seconds < 60) return `${seconds} s`;
-  const minutes = Math.floor(seconds / 60);
-  if (minutes < 60) return `${minutes} min ${seconds % 60} s`;
-  const hours = Math.floor(minutes / 60);
-  if (hours < 48) return `${hours} h ${minutes % 60} min`;
-  return `${Math.floor(hours / 24)} d ${hours % 24} h`;
-}
 
 /** Now, once a second: what the ages count on from. */
 function useNow(everyMs = 1000): number {
