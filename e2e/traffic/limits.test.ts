@@ -141,6 +141,8 @@ describe("a connector's traffic limit", () => {
     await worker.stop("SIGKILL");
     await setLimit(project, 10_000_000);
     expect(await usage(project)).toMatchObject({ pending: true, blocked: true });
+    // The gateways' last metered windows ask for decisions too: sent before the stream empties.
+    await cluster.untilMetered(gateways);
     await cluster.redis.xtrim(cluster.keys.jobStream(JobKind.traffic), "MAXLEN", 0);
     await restartWorker();
     // Nothing asks for a decision (the stream is empty): the block stands, the mark waits.
