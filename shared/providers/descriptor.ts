@@ -167,6 +167,10 @@ export const ProxyTypeSchema = v.pipe(
     session_time: v.optional(SessionTimeSchema),
     /** The countries the vendor serves on this type; absent: any. */
     countries: v.optional(v.array(country)),
+    /** The countries whose states the templates can write (`-st-`); absent: any country's. */
+    state_countries: v.optional(v.array(country)),
+    /** The countries whose cities the templates can write (`-city-`); absent: any country's. */
+    city_countries: v.optional(v.array(country)),
     /** Slots a connector of this type may ask for, at most. */
     max_slots: v.optional(
       v.pipe(v.number(), v.integer(), v.minValue(1), v.maxValue(100_000)),
