@@ -15,6 +15,7 @@
  * on every request. Runs unchanged on Node and Deno.
  */
 import * as v from "valibot";
+import { usStateSlug } from "./us-states.ts";
 
 export interface ComposedTemplate {
   separator: string;
@@ -69,6 +70,16 @@ const FILTERS: Readonly<Record<string, (value: string, arg: string | undefined) 
   compact: (s) => s.replaceAll("_", ""),
   /** Words joined by `+` rather than `_`: `new_york` as `new+york`. */
   plus: (s) => s.replaceAll("_", "+"),
+  /**
+   * A US state's code as its name, lower case with `_` between words (`NY` as `new_york`, from
+   * us-states.ts). A code the table lacks stays as sent, lower case, so the vendor refuses it
+   * rather than serving the whole country; types using it restrict states to `["US"]`.
+   */
+  us_state: (s) => usStateSlug(s) ?? s.toLowerCase(),
+  /** The United Kingdom as `UK` rather than ISO's `GB` (NetNut's spelling). */
+  gb_as_uk: (s) => s.toUpperCase() === "GB" ? "UK" : s,
+  /** The argument when the value is present, else nothing: `{state|then:_sc}`. */
+  then: (s, arg) => s === "" ? "" : arg ?? "",
 };
 export const FILTER_NAMES: readonly string[] = Object.keys(FILTERS);
 
