@@ -14,6 +14,9 @@ export const ErrorCode = {
   conflict: "OX_CONFLICT",
   stale: "OX_STALE",
   backupRefused: "OX_BACKUP_REFUSED",
+  // Outbound calls a provider descriptor makes (control/providers/).
+  egressRefused: "OX_EGRESS_REFUSED",
+  vendorCall: "OX_VENDOR_CALL",
   // Stores that did not answer.
   storeUnavailable: "OX_STORE_UNAVAILABLE",
   // Migrations.
@@ -112,6 +115,39 @@ export class BackupRefusedError extends OctoproxError {
   constructor(message: string, options?: { cause?: unknown }) {
     super(ErrorCode.backupRefused, message, options);
     this.name = "BackupRefusedError";
+  }
+}
+
+/**
+ * An outbound call the egress guard will not make or finish: not HTTPS, a host that is or
+ * resolves to an internal address, a redirect, a page on another host, an answer too large.
+ * `host` is the call's host; the message names host and path only, never the query (it may
+ * hold an API key).
+ */
+export class EgressRefusedError extends OctoproxError {
+  readonly host: string;
+  constructor(host: string, message: string, options?: { cause?: unknown }) {
+    super(ErrorCode.egressRefused, message, options);
+    this.name = "EgressRefusedError";
+    this.host = host;
+  }
+}
+
+/**
+ * A vendor call that failed: a non-2xx answer (`status`), an answer that is not the JSON the
+ * descriptor reads, no answer in time, or no connection (`status` undefined). The message names
+ * host and path only, never the query or the answer's body (either may echo a secret).
+ */
+export class VendorCallError extends OctoproxError {
+  readonly status: number | undefined;
+  constructor(message: string, options?: { status?: number; cause?: unknown }) {
+    super(
+      ErrorCode.vendorCall,
+      message,
+      options && "cause" in options ? { cause: options.cause } : {},
+    );
+    this.name = "VendorCallError";
+    this.status = options?.status;
   }
 }
 

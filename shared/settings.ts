@@ -251,6 +251,10 @@ const controlFields = {
   OCTOPROX_RECLAIM_INTERVAL: seconds(20, 0.05, 3600),
   OCTOPROX_MAX_DELIVERIES: integer(5, 1, 100),
   OCTOPROX_STOP_GRACE: seconds(30, 0, 600),
+  // For tests only: lets a provider descriptor's HTTP calls reach loopback (127.0.0.0/8, ::1),
+  // where the tests run their vendor emulators. Private, link-local and metadata addresses stay
+  // refused; never set it on an install.
+  OCTOPROX_EGRESS_ALLOW_LOOPBACK: flag(false),
   // The periods of jobs that have no handler yet: refused until their job runs.
   OCTOPROX_IP_REFRESH_INTERVAL: unavailable("no sync job runs yet"),
   OCTOPROX_SCALE_INTERVAL: unavailable("no scale job runs yet"),
@@ -335,6 +339,7 @@ export const ControlSettingsSchema = v.pipe(
     reclaimIntervalMs: e.OCTOPROX_RECLAIM_INTERVAL,
     maxDeliveries: e.OCTOPROX_MAX_DELIVERIES,
     stopGraceMs: e.OCTOPROX_STOP_GRACE,
+    egressAllowLoopback: e.OCTOPROX_EGRESS_ALLOW_LOOPBACK,
   })),
 );
 export type ControlSettings = v.InferOutput<typeof ControlSettingsSchema>;
