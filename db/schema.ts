@@ -378,3 +378,33 @@ export const configRevision = pgTable("config_revision", {
 }, (t) => [
   check("config_revision_single_row", sql`${t.id} = 1`),
 ]);
+
+/**
+ * Custom provider descriptors: an admin's own vendors, one row each, the document as valibot
+ * accepted it. `version` counts its saves; every save and delete is in provider_audit_log.
+ */
+export const providerDescriptors = pgTable("provider_descriptors", {
+  id: text("id").primaryKey(),
+  version: integer("version").notNull().default(1),
+  document: jsonb("document").$type<Record<string, unknown>>().notNull(),
+  /** The egress hosts the admin confirmed with the last save. */
+  confirmedHosts: jsonb("confirmed_hosts").$type<string[]>().notNull().default([]),
+  createdAt: createdAt(),
+  updatedAt: updatedAt(),
+});
+
+/** Who saved or deleted which custom descriptor, and the document of each version. */
+export const providerAuditLog = pgTable("provider_audit_log", {
+  id: bigserial("id", { mode: "number" }).primaryKey(),
+  descriptorId: text("descriptor_id").notNull(),
+  version: integer("version").notNull(),
+  /** created, updated or deleted. */
+  action: text("action").notNull(),
+  /** The username of the admin who did it. */
+  actor: text("actor").notNull(),
+  document: jsonb("document").$type<Record<string, unknown>>(),
+  at: timestamp("at", { withTimezone: true }).notNull().defaultNow(),
+}, (t) => [
+  index("provider_audit_log_descriptor_idx").on(t.descriptorId, t.at),
+  check("provider_audit_log_action_check", sql`${t.action} in ('created', 'updated', 'deleted')`),
+]);

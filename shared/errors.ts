@@ -13,6 +13,7 @@ export const ErrorCode = {
   forbidden: "OX_FORBIDDEN",
   conflict: "OX_CONFLICT",
   stale: "OX_STALE",
+  unconfirmedHosts: "OX_UNCONFIRMED_HOSTS",
   backupRefused: "OX_BACKUP_REFUSED",
   // Outbound calls a provider descriptor makes (control/providers/).
   egressRefused: "OX_EGRESS_REFUSED",
@@ -67,10 +68,11 @@ export interface FieldIssue {
 /** A request that names fields at fault (422). */
 export class ValidationError extends OctoproxError {
   readonly issues: readonly FieldIssue[];
-  constructor(issues: readonly FieldIssue[]) {
+  constructor(issues: readonly FieldIssue[], options?: { cause?: unknown }) {
     super(
       ErrorCode.invalid,
       issues.map((issue) => `${issue.field}: ${issue.message}`).join("; ") || "Invalid request",
+      options,
     );
     this.name = "ValidationError";
     this.issues = issues;
@@ -104,6 +106,22 @@ export class StaleError extends OctoproxError {
   constructor(message: string) {
     super(ErrorCode.stale, message);
     this.name = "StaleError";
+  }
+}
+
+/**
+ * A custom descriptor whose egress hosts the admin has not confirmed (409): the save is refused,
+ * naming the hosts to confirm; nothing was stored.
+ */
+export class UnconfirmedHostsError extends OctoproxError {
+  readonly hosts: readonly string[];
+  constructor(hosts: readonly string[]) {
+    super(
+      ErrorCode.unconfirmedHosts,
+      `Confirm every host the descriptor calls (confirm_hosts): ${hosts.join(", ")}`,
+    );
+    this.name = "UnconfirmedHostsError";
+    this.hosts = hosts;
   }
 }
 

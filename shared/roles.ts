@@ -84,7 +84,7 @@ export const UserRole = {
 export type UserRole = (typeof UserRole)[keyof typeof UserRole];
 export const USER_ROLES: readonly UserRole[] = Object.values(UserRole);
 
-/** Connector kinds. Only `static` has behaviour so far; the others reserve their place in the model. */
+/** Connector kinds. `static` and `vendor` have behaviour; the others reserve their place in the model. */
 export const ConnectorKind = {
   static: "static",
   vendor: "vendor",
@@ -101,6 +101,8 @@ export const ChangeKind = {
   connector: "connector",
   proxy: "proxy",
   user: "user",
+  /** A custom provider descriptor (the global section carries them). */
+  descriptor: "descriptor",
   all: "all",
 } as const;
 export type ChangeKind = (typeof ChangeKind)[keyof typeof ChangeKind];

@@ -206,6 +206,8 @@ const controlFields = {
   OCTOPROX_CONFIG_FILE: v.optional(v.pipe(trimmed, v.minLength(1, "must be a file path"))),
   // Whether that apply deletes what the file does not name.
   OCTOPROX_CONFIG_PRUNE: flag(false),
+  // A folder of provider descriptors (YAML or JSON), read at start, never written.
+  OCTOPROX_PROVIDERS_DIR: v.optional(v.pipe(trimmed, v.minLength(1, "must be a folder path"))),
   OCTOPROX_WORKER_JOBS: jobKindList,
   OCTOPROX_ECHO_URL: v.optional(urlWithSchemes(["http", "https"], "HTTP")),
   OCTOPROX_PUBLIC_URL: v.optional(
@@ -318,6 +320,7 @@ export const ControlSettingsSchema = v.pipe(
     defaultStrategy: e.OCTOPROX_DEFAULT_STRATEGY as Strategy,
     configFile: e.OCTOPROX_CONFIG_FILE,
     configPrune: e.OCTOPROX_CONFIG_PRUNE,
+    providersDir: e.OCTOPROX_PROVIDERS_DIR,
     workerJobs: e.OCTOPROX_WORKER_JOBS,
     echoUrl: e.OCTOPROX_ECHO_URL,
     publicUrl: e.OCTOPROX_PUBLIC_URL,

@@ -17,6 +17,7 @@ import { defineRoute, mountRoutes, type Route } from "./registry.ts";
 import { authRoutes } from "./routes/auth.ts";
 import { configRoutes } from "./routes/config.ts";
 import { backupRoutes } from "./routes/backup.ts";
+import { providerRoutes } from "./routes/providers.ts";
 import { connectorRoutes } from "./routes/connectors.ts";
 import { credentialRoutes } from "./routes/credentials.ts";
 import { metricsRoutes } from "./routes/metrics.ts";
@@ -43,6 +44,7 @@ export function apiRoutes(deps: ApiDeps): Route[] {
     ...projectRoutes(deps),
     ...credentialRoutes(deps),
     ...connectorRoutes(deps),
+    ...providerRoutes(deps),
     ...proxyRoutes(deps),
     ...routingPreviewRoutes(deps),
     ...metricsRoutes(deps),

@@ -14,12 +14,15 @@ import {
   BackupRefusedError,
   ConflictError,
   DuplicateError,
+  EgressRefusedError,
   ForbiddenError,
   NotFoundError,
   StaleError,
   StoreUnavailableError,
   UnauthorizedError,
+  UnconfirmedHostsError,
   ValidationError,
+  VendorCallError,
 } from "../../shared/errors.ts";
 import type { Logger } from "../core/logging.ts";
 import type { AppEnv } from "./context.ts";
@@ -30,6 +33,8 @@ export const RETRY_AFTER_SECONDS = 5;
 export interface ErrorBody {
   error: string;
   detail?: { field: string; message: string }[];
+  /** A custom descriptor's egress hosts still to confirm (409). */
+  unconfirmed_hosts?: string[];
   request_id?: string;
 }
 
@@ -92,6 +97,13 @@ export function errorResponse(error: unknown, c: Context<AppEnv>, logger: Logger
   }
   if (error instanceof ConflictError) return json(c, 400, { error: error.message });
   if (error instanceof StaleError) return json(c, 409, { error: error.message });
+  if (error instanceof EgressRefusedError) return json(c, 422, { error: error.message });
+  if (error instanceof VendorCallError) {
+    return json(c, 502, { error: `The vendor did not answer as expected: ${error.message}` });
+  }
+  if (error instanceof UnconfirmedHostsError) {
+    return json(c, 409, { error: error.message, unconfirmed_hosts: [...error.hosts] });
+  }
   if (error instanceof BackupRefusedError) return json(c, 400, { error: error.message });
   if (error instanceof NotFoundError) return json(c, 404, { error: error.message });
   if (error instanceof UnauthorizedError) {

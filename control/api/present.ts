@@ -5,6 +5,7 @@
  * to roles that may hand it out.
  */
 import { maskConfig } from "../services/credentials.ts";
+import type { ProviderRegistry } from "../../shared/providers/registry.ts";
 import type { ConnectorRow } from "../services/connectors.ts";
 import type { CredentialRow } from "../services/credentials.ts";
 import type { ProjectRow } from "../services/projects.ts";
@@ -76,8 +77,8 @@ export function presentProject(
   };
 }
 
-export function presentCredential(row: CredentialRow) {
-  const { config, secretsSet } = maskConfig(row.provider, row.config);
+export function presentCredential(row: CredentialRow, registry?: ProviderRegistry) {
+  const { config, secretsSet } = maskConfig(row.provider, row.config, registry);
   return {
     id: row.id,
     project_id: row.projectId,

@@ -40,6 +40,8 @@ export interface RouteSpec<
   method: Method;
   /** The Hono path, such as `/api/v1/projects/:id`; parameters are uuids. */
   path: string;
+  /** Parameters that are identifiers (a provider id) rather than uuids. */
+  nameParams?: readonly string[];
   tag: string;
   summary: string;
   description?: string;
@@ -73,7 +75,11 @@ export interface Route {
   run(c: Context<AppEnv>): Promise<Response>;
 }
 
+/** What a name parameter may be (a provider id). */
+const NAME_PARAM = /^[A-Za-z0-9_-]{1,64}$/;
+
 const SINGULAR: Readonly<Record<string, string>> = {
+  providers: "Provider",
   proxies: "Proxy",
   users: "User",
   tokens: "Token",
@@ -118,7 +124,8 @@ export function defineRoute<
       for (const name of params) {
         const value = c.req.param(name) ?? "";
         // A malformed id names no row: answer as for a missing one, before Postgres casts it.
-        if (!isUuid(value)) throw new NotFoundError(paramEntity(spec.path, name));
+        const valid = spec.nameParams?.includes(name) ? NAME_PARAM.test(value) : isUuid(value);
+        if (!valid) throw new NotFoundError(paramEntity(spec.path, name));
         values[name] = value.toLowerCase();
       }
       const query = spec.query ? parseInput(spec.query, c.req.query(), "query") : undefined;

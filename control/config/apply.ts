@@ -42,7 +42,7 @@ export interface ApplyOptions {
 
 type ConfigDeps = Pick<
   ApiDeps,
-  "database" | "changes" | "settings" | "jobs" | "redis" | "keys" | "logger"
+  "database" | "changes" | "settings" | "jobs" | "redis" | "keys" | "logger" | "providers"
 >;
 
 async function lockConfig(tx: Tx): Promise<void> {

@@ -13,7 +13,7 @@ import * as v from "valibot";
 import type { FieldIssue } from "../../shared/errors.ts";
 import { CreateProjectBody } from "../api/schemas/projects.ts";
 import { CreateConnectorBody } from "../api/schemas/connectors.ts";
-import { CreateCredentialBody } from "../api/schemas/credentials.ts";
+import { CreateCredentialBody, StaticConfig, staticProvider } from "../api/schemas/credentials.ts";
 import { CreateProxyBody } from "../api/schemas/proxies.ts";
 import { integerField, nameField } from "../api/schemas/common.ts";
 import { formatProxyUrl, parseProxyUrl, proxyIdentity } from "../services/proxy-url.ts";
@@ -30,6 +30,8 @@ const {
   updated_at: _k3,
   pending_deletion: _k4,
   credential_id: _k5,
+  provider: _k6,
+  config: _k7,
   ...connectorFields
 } = CreateConnectorBody.entries;
 
@@ -54,11 +56,22 @@ const ProxyEntry = v.union(
   "must be a proxy address (scheme://host:port) or {url, country}",
 );
 
-const CredentialEntry = v.strictObject(credentialFields);
+// A file holds static lists: vendor credentials and connectors are made through the api.
+const CredentialEntry = v.strictObject({
+  ...credentialFields,
+  provider: staticProvider,
+  config: v.optional(StaticConfig, {}),
+});
 
 const ConnectorEntry = v.strictObject({
   ...connectorFields,
-  kind: v.optional(CreateConnectorBody.entries.kind, "static"),
+  kind: v.optional(
+    v.picklist(
+      ["static"],
+      "a configuration file holds static connectors only; make vendor connectors through the api",
+    ),
+    "static",
+  ),
   /** A credential of the same project, by name. */
   credential: v.optional(v.nullable(nameField())),
   proxies: v.optional(v.array(ProxyEntry, "must be a list of proxies"), []),

@@ -16,7 +16,14 @@
 import { and, asc, eq, sql } from "drizzle-orm";
 import type { Redis } from "ioredis";
 import { type Database, READ_SNAPSHOT } from "../../db/client.ts";
-import { connectors, credentials, projects, proxies, type TrafficConfig } from "../../db/schema.ts";
+import {
+  connectors,
+  credentials,
+  projects,
+  providerDescriptors,
+  proxies,
+  type TrafficConfig,
+} from "../../db/schema.ts";
 import { type FeedKeys, passwordDigest, sectionDigest } from "../../shared/feed/codec.ts";
 import {
   type ConnectorSection,
@@ -30,6 +37,7 @@ import {
   SCHEMA_VERSION,
 } from "../../shared/feed/models.ts";
 import { fillPlaceholders } from "../../shared/feed/placeholders.ts";
+import { type ProviderRegistry, storedDescriptors } from "../../shared/providers/registry.ts";
 import type { RedisKeys } from "../../shared/redis-keys.ts";
 import {
   type JobKind,
@@ -68,6 +76,11 @@ export interface CompileOptions {
   keys: FeedKeys;
   /** The install's default strategy (OCTOPROX_DEFAULT_STRATEGY). */
   defaultStrategy: Strategy;
+  /**
+   * The process's provider registry. The controller's compile applies the custom descriptors
+   * of its snapshot to it; a one-project compile (a preview) works on a fork and keeps nothing.
+   */
+  providers: ProviderRegistry;
   logger?: Logger;
   /**
    * Only this project, its connectors, credentials and proxies (the api's routing preview):
@@ -150,10 +163,24 @@ export async function compile(
           : and(eq(connectors.kind, "cloud"), eq(connectors.projectId, only)),
       )
       .orderBy(asc(connectors.createdAt), asc(connectors.id));
-    return { compiledAt, projectRows, connectorRows, credentialRows, proxyRows, cloud };
+    const descriptorRows = await tx.select({
+      document: providerDescriptors.document,
+      version: providerDescriptors.version,
+    }).from(providerDescriptors).orderBy(asc(providerDescriptors.id));
+    return {
+      compiledAt,
+      projectRows,
+      connectorRows,
+      credentialRows,
+      proxyRows,
+      cloud,
+      descriptorRows,
+    };
   }, READ_SNAPSHOT);
 
   const { keys, defaultStrategy, logger } = options;
+  const registry = only === undefined ? options.providers : options.providers.fork();
+  registry.setCustomDescriptors(storedDescriptors(read.descriptorRows));
 
   // Global: projects by id, each password only as its keyed digest.
   const feedProjects: FeedProject[] = await Promise.all(read.projectRows.map(async (row) => {
@@ -197,6 +224,11 @@ export async function compile(
     schema: SCHEMA_VERSION,
     default_strategy: defaultStrategy,
     projects: feedProjects,
+    descriptors: registry.shipped().map((entry) => ({
+      id: entry.descriptor.id,
+      version: entry.version,
+      document: entry.descriptor,
+    })),
   };
 
   // One section per connector, disabled and pending-deletion ones included (the router skips
@@ -215,18 +247,45 @@ export async function compile(
   const proxyIds = new Set<string>();
   const connectorIds = new Set<string>();
   const healthKeys: string[] = [];
+  const syncKeys: string[] = [];
   for (const row of read.connectorRows) {
+    const credential = row.credentialId === null
+      ? undefined
+      : credentialConfigs.get(row.credentialId);
+    const sources = { connector: row.config, credential };
+    // A vendor connector's provider, built as every process builds it.
+    let shipped: { config: Config; credential: Config } | null = null;
+    let dynamic = false;
+    if (row.kind === "vendor") {
+      const built = registry.descriptorProvider(row, credential ?? null);
+      if (!built.ok && built.reason === "gone") {
+        warnOnce(logger, `gone:${row.id}:${row.provider}`, {
+          connector_id: row.id,
+          provider: row.provider,
+        }, "Connector left out of the feed: its provider is gone");
+        continue;
+      }
+      if (built.ok) {
+        const provider = built.provider;
+        shipped = { config: provider.shippedConfig(), credential: provider.shippedCredential() };
+        dynamic = provider.dynamic;
+        if (row.enabled && !row.pendingDeletion) syncKeys.push(row.id);
+      } else {
+        warnOnce(logger, `invalid:${row.id}:${built.message}`, {
+          connector_id: row.id,
+          provider: row.provider,
+          error: built.message,
+        }, "Connector's provider cannot be built: its rows are served as stored");
+      }
+    }
     connectorIds.add(row.id);
-    const sources = {
-      connector: row.config,
-      credential: row.credentialId === null ? undefined : credentialConfigs.get(row.credentialId),
-    };
     const rows = byConnector.get(row.id) ?? [];
     const feedProxies: FeedProxy[] = new Array(rows.length);
     for (let i = 0; i < rows.length; i++) {
       const p = rows[i];
       proxyIds.add(p.id);
-      if (row.enabled && !LEAVING.has(p.status)) healthKeys.push(p.id);
+      // A dynamic-sessions row is a vendor session per request: no one exit speaks for it.
+      if (row.enabled && !dynamic && !LEAVING.has(p.status)) healthKeys.push(p.id);
       feedProxies[i] = {
         id: p.id,
         scheme: p.scheme as ProxyScheme,
@@ -243,6 +302,8 @@ export async function compile(
       schema: SCHEMA_VERSION,
       connector: feedConnector(row),
       proxies: feedProxies,
+      config: shipped?.config ?? null,
+      credential: shipped?.credential ?? null,
     };
     texts.push([connectorSectionName(row.id), JSON.stringify(section)]);
   }
@@ -255,8 +316,8 @@ export async function compile(
   // rows; producers spread keys by their slot, so the order carries no meaning.
   const jobKeys = new Map<JobKind, readonly string[]>([
     [K.health, healthKeys],
-    // Static connectors do not sync; provider connectors add their keys when they arrive.
-    [K.sync, []],
+    // Every enabled vendor connector whose provider can be built syncs.
+    [K.sync, syncKeys],
     [K.scale, read.cloud.map((row) => row.id)],
   ]);
   const projectIds = new Set(read.projectRows.map((row) => row.id));

@@ -25,6 +25,7 @@ import { compile, type Compiled, readRuntimeSection, type SectionText } from "./
 import type { ControllerLease } from "./lease.ts";
 import { awaitLead } from "./leased.ts";
 import { FeedPublisher, NotLeaderError, type PublishResult } from "./publisher.ts";
+import { ProviderRegistry } from "../../shared/providers/registry.ts";
 
 export interface FeedBuilderOptions {
   database: Pick<Database, "transaction">;
@@ -38,6 +39,8 @@ export interface FeedBuilderOptions {
   internalSecret: string;
   /** OCTOPROX_DEFAULT_STRATEGY: served for a project whose stored strategy no router has. */
   defaultStrategy: Strategy;
+  /** The process's provider registry; the shipped descriptors alone when not given. */
+  providers?: ProviderRegistry;
   /** Told after every compile that worked (the producers read `latest` themselves). */
   onCompiled?: (compiled: Compiled) => void;
   /** Told after every publish that worked, written or not. */
@@ -73,6 +76,7 @@ export interface FeedBuilderSnapshot extends FollowerSnapshot {
 
 export class FeedBuilder extends BroadcastFollower {
   readonly #o: FeedBuilderOptions;
+  readonly #providers: ProviderRegistry;
   #feedKeys: Promise<FeedKeys> | undefined;
   #publisher: FeedPublisher | undefined;
   #term = 0;
@@ -105,6 +109,7 @@ export class FeedBuilder extends BroadcastFollower {
       reconcileIntervalMs: options.reconcileIntervalMs,
     });
     this.#o = options;
+    this.#providers = options.providers ?? new ProviderRegistry();
   }
 
   /** The last compile that worked, kept across lost leads and Postgres outages. */
@@ -221,6 +226,7 @@ export class FeedBuilder extends BroadcastFollower {
       this.#latest = await compile(this.#o.database, {
         keys: await this.#keys(),
         defaultStrategy: this.#o.defaultStrategy,
+        providers: this.#providers,
         logger: this.logger,
       });
     } catch (error) {

@@ -1,12 +1,13 @@
 /**
  * What every part of a control process is built from, once per process by the node: the
  * settings, one Postgres pool, one Redis client with its key catalogue, the change log, the
- * run-now job queue and the logger. Roles take this bag (or a part of it) rather than each
+ * run-now job queue, the logger and the provider registry. Roles take this bag (or a part of it) rather than each
  * listing the same fields again.
  */
 import type { Redis } from "ioredis";
 import type { Database } from "../../db/client.ts";
 import type { RedisKeys } from "../../shared/redis-keys.ts";
+import type { ProviderRegistry } from "../../shared/providers/registry.ts";
 import type { ControlSettings } from "../../shared/settings.ts";
 import type { JobQueue } from "../jobs/queue.ts";
 import type { ChangeLog } from "./changelog.ts";
@@ -20,4 +21,6 @@ export interface ControlDeps {
   changes: ChangeLog;
   jobs: JobQueue;
   logger: Logger;
+  /** The provider descriptors this process knows, and how a connector's provider is built. */
+  providers: ProviderRegistry;
 }

@@ -20,6 +20,7 @@ import { migrate } from "../../db/migrate.ts";
 import { errorText, Store } from "../../shared/errors.ts";
 import { type RedisKeys, redisKeys } from "../../shared/redis-keys.ts";
 import { ChangeKind, ROLE_RUNTIMES } from "../../shared/roles.ts";
+import { ProviderRegistry } from "../../shared/providers/registry.ts";
 import type { ControlSettings } from "../../shared/settings.ts";
 import type { ApiDeps, MetricsText, ProcessInfo, Readiness } from "../api/deps.ts";
 import { ChangeLog } from "../core/changelog.ts";
@@ -27,6 +28,7 @@ import { createLogger, type Logger } from "../core/logging.ts";
 import { sleep } from "../core/loops.ts";
 import { createRedis } from "../core/redis.ts";
 import { JobQueue } from "../jobs/queue.ts";
+import { readProvidersDir } from "../providers/catalogue.ts";
 import type { ControlDeps } from "../core/deps.ts";
 import { TaskSet } from "../core/tasks.ts";
 import { VERSION } from "../core/version.ts";
@@ -80,6 +82,7 @@ export class Node {
   readonly changes: ChangeLog;
   /** Run-now requests, for writes that ask for a job after their commit. */
   readonly jobs: JobQueue;
+  readonly providers = new ProviderRegistry();
   readonly process: ProcessInfo;
   readonly runtimes: readonly RoleRuntime[];
 
@@ -162,6 +165,7 @@ export class Node {
       changes: this.changes,
       jobs: this.jobs,
       logger: this.logger,
+      providers: this.providers,
     };
   }
 
@@ -244,6 +248,9 @@ export class Node {
         signal,
       });
       signal.throwIfAborted();
+      if (this.settings.providersDir !== undefined) {
+        this.providers.setFileDescriptors(await readProvidersDir(this.settings.providersDir));
+      }
       await this.#connectRedis(signal);
       if (applied.length > 0) {
         // Every running process reads everything again; processes that waited for the lock
@@ -356,6 +363,7 @@ export class Node {
           redis: this.redis,
           keys: this.keys,
           instance: this.instance,
+          providers: this.providers,
         });
       case "worker":
         return new WorkerRuntime({

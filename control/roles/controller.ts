@@ -6,6 +6,7 @@
 import { randomBytes } from "node:crypto";
 import type { Redis } from "ioredis";
 import type { Database } from "../../db/client.ts";
+import type { ProviderRegistry } from "../../shared/providers/registry.ts";
 import type { RedisKeys } from "../../shared/redis-keys.ts";
 import { Store } from "../../shared/errors.ts";
 import type { ControlSettings } from "../../shared/settings.ts";
@@ -28,6 +29,8 @@ export interface ControllerRuntimeOptions extends RuntimeOptions {
   redis: Redis;
   keys: RedisKeys;
   instance: string;
+  /** The process's provider registry (the compile builds vendor connectors' providers). */
+  providers?: ProviderRegistry;
 }
 
 /** The controller's section of the snapshot. */
@@ -65,6 +68,7 @@ export class ControllerRuntime extends BaseRuntime {
       reconcileIntervalMs: settings.reconcileIntervalMs,
       internalSecret: settings.internalSecret,
       defaultStrategy: settings.defaultStrategy,
+      providers: options.providers,
     });
     const producers: JobProducer[] = [];
     for (const kind of HANDLED_KINDS) {

@@ -1,9 +1,11 @@
 /**
- * Connectors: where a project's proxies come from. Only `static` (a list an operator owns) has
- * behaviour in this release; the row already stores kind, provider and config for the vendor,
- * provider-API and cloud kinds that follow. Cross-field rules (one domain list at a time, a
- * credential of the same project) are checked on the copy about to be saved, so an edit of one
- * field cannot break a rule another field keeps.
+ * Connectors: where a project's proxies come from. `static` is a list an operator owns; `vendor`
+ * is a vendor account described by a provider descriptor, whose rows the sync job keeps (its
+ * config is checked against the descriptor here, with the descriptor's defaults stored); the row
+ * already stores kind, provider and config for the provider-API and cloud kinds that follow.
+ * Cross-field rules (one domain list at a time, a credential of the same project and provider)
+ * are checked on the copy about to be saved, so an edit of one field cannot break a rule another
+ * field keeps.
  */
 import { and, asc, count, eq, sql } from "drizzle-orm";
 import type { Tx } from "../../db/client.ts";
@@ -15,7 +17,9 @@ import {
   type TrafficConfig,
 } from "../../db/schema.ts";
 import { ConflictError, NotFoundError, ValidationError } from "../../shared/errors.ts";
-import { ChangeKind, type ConnectorKind } from "../../shared/roles.ts";
+import { checkConnectorConfig } from "../../shared/providers/fields.ts";
+import { ChangeKind, ConnectorKind, JobKind } from "../../shared/roles.ts";
+import { refreshCustom } from "../providers/catalogue.ts";
 import { changedFields, definedOnly } from "./diff.ts";
 import { missingIn, requireProject } from "./scope.ts";
 import { read, type ServiceDeps, write } from "./store.ts";
@@ -36,9 +40,20 @@ export interface ConnectorFields {
   trafficConfig: TrafficConfig | null;
 }
 
-export type NewConnector = Pick<ConnectorFields, "name" | "kind"> & Partial<ConnectorFields>;
-/** The kind is fixed at creation: another kind is another connector. */
-export type ConnectorPatch = Partial<Omit<ConnectorFields, "kind">>;
+/** A vendor connector's provider (fixed at creation) and config (checked against it). */
+export interface ProviderFields {
+  provider?: string;
+  config?: Record<string, unknown>;
+}
+
+export type NewConnector =
+  & Pick<ConnectorFields, "name" | "kind">
+  & Partial<ConnectorFields>
+  & ProviderFields;
+/** The kind and provider are fixed at creation: another kind is another connector. */
+export type ConnectorPatch =
+  & Partial<Omit<ConnectorFields, "kind">>
+  & Pick<ProviderFields, "config">;
 
 /** What a connector's fields are when a create leaves them out. */
 export const CONNECTOR_DEFAULTS: Readonly<Omit<ConnectorFields, "name" | "kind">> = {
@@ -55,13 +70,67 @@ export const CONNECTOR_DEFAULTS: Readonly<Omit<ConnectorFields, "name" | "kind">
 
 const connectorChange = (id: string) => ({ kind: ChangeKind.connector, ref: id });
 
+/**
+ * A vendor connector's provider and config, checked against its descriptor (stored with the
+ * descriptor's defaults); a static one takes neither. Returns the config to store.
+ */
+async function providerConfig(
+  deps: ServiceDeps,
+  tx: Tx,
+  kind: string,
+  provider: string,
+  config: Record<string, unknown>,
+): Promise<Record<string, unknown>> {
+  if (kind !== ConnectorKind.vendor) {
+    if (provider !== "static") {
+      throw new ValidationError([{
+        field: "body.provider",
+        message: "only vendor connectors name a provider",
+      }]);
+    }
+    if (Object.keys(config).length > 0) {
+      throw new ValidationError([{
+        field: "body.config",
+        message: "a static connector takes no config",
+      }]);
+    }
+    return {};
+  }
+  await refreshCustom(tx, deps.providers);
+  const entry = deps.providers.get(provider);
+  if (entry === undefined) {
+    throw new ValidationError([{
+      field: "body.provider",
+      message: provider === "static"
+        ? "a vendor connector needs a provider from GET /api/v1/providers"
+        : `no provider ${provider}: see GET /api/v1/providers`,
+    }]);
+  }
+  const checked = checkConnectorConfig(entry.descriptor, config);
+  if (checked.issues.length > 0) {
+    throw new ValidationError(
+      checked.issues.map((issue) => ({
+        field: `body.config.${issue.key}`,
+        message: issue.message,
+      })),
+    );
+  }
+  return checked.config;
+}
+
 /** The rules of a connector about to be saved. `touched` names the fields the caller sent. */
 async function validateConnector(
   tx: Tx,
   projectId: string,
-  connector: ConnectorFields,
+  connector: ConnectorFields & { provider: string },
   touched: ReadonlySet<string>,
 ): Promise<void> {
+  if (connector.kind === ConnectorKind.vendor && connector.credentialId === null) {
+    throw new ValidationError([{
+      field: "body.credential_id",
+      message: `a vendor connector needs a ${connector.provider} credential of this project`,
+    }]);
+  }
   if (connector.domainAllow.length > 0 && connector.domainDeny.length > 0) {
     const field = touched.has("domainAllow") && !touched.has("domainDeny")
       ? "body.domain_allow"
@@ -72,13 +141,20 @@ async function validateConnector(
     }]);
   }
   if (connector.credentialId !== null && touched.has("credentialId")) {
-    const [credential] = await tx.select({ id: credentials.id }).from(credentials)
+    const [credential] = await tx.select({ id: credentials.id, provider: credentials.provider })
+      .from(credentials)
       .where(and(
         eq(credentials.id, connector.credentialId),
         eq(credentials.projectId, projectId),
       )).for("key share");
     if (!credential) {
       throw new ConflictError("credential_id: no credential with this id in this project");
+    }
+    if (connector.kind === ConnectorKind.vendor && credential.provider !== connector.provider) {
+      throw new ValidationError([{
+        field: "body.credential_id",
+        message: `the credential is for ${credential.provider}, not ${connector.provider}`,
+      }]);
     }
   }
 }
@@ -124,55 +200,75 @@ export async function proxyCounts(
   return new Map(rows.map((row) => [row.connectorId, row.total]));
 }
 
-export function createConnector(
+export async function createConnector(
   deps: ServiceDeps,
   projectId: string,
   input: NewConnector,
 ): Promise<ConnectorRow> {
+  const { provider = "static", config = {}, ...fields } = input;
   const connector: ConnectorFields = {
     ...CONNECTOR_DEFAULTS,
-    ...definedOnly(input),
+    ...definedOnly(fields),
     name: input.name,
     kind: input.kind,
   };
-  return write(deps, async (tx) => {
+  const row = await write(deps, async (tx) => {
     await requireProject(tx, projectId, { lock: true });
-    await validateConnector(tx, projectId, connector, new Set(Object.keys(definedOnly(input))));
+    const stored = await providerConfig(deps, tx, connector.kind, provider, config);
+    await validateConnector(
+      tx,
+      projectId,
+      { ...connector, provider },
+      new Set(Object.keys(definedOnly(input))),
+    );
     const [row] = await tx.insert(connectors).values({
       ...connector,
       projectId,
-      // A static list names no provider; the vendor kinds will name theirs here.
-      provider: "static",
-      config: {},
+      provider,
+      config: stored,
     }).returning();
     return { result: row, change: connectorChange(row.id) };
   });
+  await askSync(deps, row);
+  return row;
 }
 
-export function updateConnector(
+/** A vendor connector created or edited is synced at once (its rows follow its config). */
+async function askSync(deps: ServiceDeps, row: ConnectorRow): Promise<void> {
+  if (row.kind === ConnectorKind.vendor) await deps.jobs.request(JobKind.sync, [row.id]);
+}
+
+export async function updateConnector(
   deps: ServiceDeps,
   projectId: string,
   id: string,
   patch: ConnectorPatch,
 ): Promise<ConnectorRow> {
-  return write(deps, async (tx) => {
+  let changed = false;
+  const row = await write(deps, async (tx) => {
     const [current] = await tx.select().from(connectors)
       .where(and(eq(connectors.projectId, projectId), eq(connectors.id, id))).for("update");
     if (!current) return missingIn(tx, projectId, "Connector");
     const next = { ...current, ...definedOnly(patch) } as ConnectorRow;
     const touched = new Set(Object.keys(definedOnly(patch)));
+    const config = patch.config === undefined
+      ? undefined
+      : await providerConfig(deps, tx, current.kind, current.provider, patch.config);
     await validateConnector(
       tx,
       projectId,
       { ...next, kind: next.kind as ConnectorKind },
       touched,
     );
-    const changes = changedFields(current, patch);
+    const changes = changedFields(current, { ...patch, config });
     if (!changes) return { result: current, change: null };
+    changed = true;
     const [row] = await tx.update(connectors).set({ ...changes, updatedAt: sql`now()` })
       .where(eq(connectors.id, id)).returning();
     return { result: row, change: connectorChange(id) };
   });
+  if (changed) await askSync(deps, row);
+  return row;
 }
 
 /**

@@ -1,41 +1,63 @@
 /**
- * Credentials: what a connector logs in with, per project. Only the `static` provider exists so
- * far (an optional default username and password for a static list's proxies); the vendor and
- * cloud providers bring their own config fields later. Secret fields never leave the api in
- * clear: answers carry a mask, and a mask sent back means "unchanged".
+ * Credentials: what a connector logs in with, per project. The `static` provider takes an
+ * optional default username and password for a static list's proxies; a descriptor provider
+ * takes its descriptor's credential fields, checked against it, and is checked with the vendor
+ * (when the descriptor says how) before the write's transaction opens, on create and when an
+ * edit changes a field. Secret fields never leave the api in clear: answers carry a mask, and a
+ * mask sent back means "unchanged".
  */
 import { and, asc, eq, sql } from "drizzle-orm";
+import * as v from "valibot";
 import { connectors, credentials } from "../../db/schema.ts";
-import { ConflictError, NotFoundError } from "../../shared/errors.ts";
+import {
+  ConflictError,
+  type FieldIssue,
+  NotFoundError,
+  ValidationError,
+} from "../../shared/errors.ts";
+import { checkCredentialConfig } from "../../shared/providers/fields.ts";
+import { ProviderRegistry } from "../../shared/providers/registry.ts";
 import { ChangeKind } from "../../shared/roles.ts";
-import { changedFields } from "./diff.ts";
+import { STATIC_PROVIDER, StaticConfig } from "../api/schemas/credentials.ts";
+import { refreshCustom } from "../providers/catalogue.ts";
+import { verifyCredential } from "../providers/verify.ts";
+import { changedFields, sameValue } from "./diff.ts";
 import { missingIn, requireProject } from "./scope.ts";
 import { read, type ServiceDeps, write } from "./store.ts";
 
 export type CredentialRow = typeof credentials.$inferSelect;
 export type CredentialConfig = Record<string, unknown>;
 
-/** Providers a credential may name today. */
-export const CREDENTIAL_PROVIDERS = ["static"] as const;
-
-/** Config fields that hold secrets, per provider. */
-const SECRET_FIELDS: Readonly<Record<string, readonly string[]>> = { static: ["password"] };
-
 /** What an answer shows in place of a secret; sent back in an edit, it keeps the secret. */
 export const SECRET_MASK = "********";
 
-export function secretFields(provider: string): readonly string[] {
-  return SECRET_FIELDS[provider] ?? [];
+/** The shipped descriptors only: for readers without a process registry (the config file). */
+const SHIPPED = new ProviderRegistry();
+
+/**
+ * Config fields that hold secrets: the static provider's password, a descriptor's secret
+ * fields. A provider no descriptor has any more keeps every field of `config` hidden.
+ */
+export function secretFields(
+  provider: string,
+  config: CredentialConfig = {},
+  registry: ProviderRegistry = SHIPPED,
+): readonly string[] {
+  if (provider === STATIC_PROVIDER) return ["password"];
+  const entry = registry.get(provider);
+  if (entry === undefined) return Object.keys(config);
+  return entry.descriptor.credential_fields.filter((f) => f.secret).map((f) => f.key);
 }
 
 /** The config as answers show it, and which secrets are set. */
 export function maskConfig(
   provider: string,
   config: CredentialConfig,
+  registry?: ProviderRegistry,
 ): { config: CredentialConfig; secretsSet: Record<string, boolean> } {
   const masked: CredentialConfig = { ...config };
   const secretsSet: Record<string, boolean> = {};
-  for (const field of secretFields(provider)) {
+  for (const field of secretFields(provider, config, registry)) {
     const set = typeof config[field] === "string" && config[field] !== "";
     secretsSet[field] = set;
     if (set) masked[field] = SECRET_MASK;
@@ -83,41 +105,100 @@ export function getCredential(
   });
 }
 
-export function createCredential(
+/**
+ * A config checked against its provider (the static schema, or the descriptor's fields with
+ * their defaults): the config to store, or a ValidationError naming `body.config.<key>`.
+ */
+async function checkedConfig(
+  deps: ServiceDeps,
+  provider: string,
+  config: CredentialConfig,
+): Promise<CredentialConfig> {
+  if (provider === STATIC_PROVIDER) {
+    const parsed = v.safeParse(StaticConfig, config);
+    if (!parsed.success) {
+      throw new ValidationError(parsed.issues.map((issue): FieldIssue => {
+        const path = v.getDotPath(issue);
+        return { field: path ? `body.config.${path}` : "body.config", message: issue.message };
+      }));
+    }
+    return withoutNulls(parsed.output);
+  }
+  await read(deps, (db) => refreshCustom(db, deps.providers));
+  const entry = deps.providers.get(provider);
+  if (entry === undefined) {
+    throw new ValidationError([{
+      field: "body.provider",
+      message: `no provider ${provider}: use static or a provider of GET /api/v1/providers`,
+    }]);
+  }
+  const checked = checkCredentialConfig(entry.descriptor, withoutNulls(config));
+  if (checked.issues.length > 0) {
+    throw new ValidationError(
+      checked.issues.map((issue) => ({
+        field: `body.config.${issue.key}`,
+        message: issue.message,
+      })),
+    );
+  }
+  return checked.config;
+}
+
+/** The vendor's own check of a descriptor credential: an outbound call, so outside any transaction. */
+async function verified(deps: ServiceDeps, provider: string, config: CredentialConfig) {
+  if (provider === STATIC_PROVIDER) return;
+  const entry = deps.providers.get(provider);
+  if (entry !== undefined) await verifyCredential(deps, entry.descriptor, config);
+}
+
+export async function createCredential(
   deps: ServiceDeps,
   projectId: string,
   input: NewCredential,
 ): Promise<CredentialRow> {
+  const config = await checkedConfig(deps, input.provider, input.config);
+  await read(deps, (db) => requireProject(db, projectId));
+  await verified(deps, input.provider, config);
   return write(deps, async (tx) => {
     await requireProject(tx, projectId, { lock: true });
     const [row] = await tx.insert(credentials).values({
       projectId,
       name: input.name,
       provider: input.provider,
-      config: withoutNulls(input.config),
+      config,
     }).returning();
     return { result: row, change: credentialChange(row.id) };
   });
 }
 
-export function updateCredential(
+export async function updateCredential(
   deps: ServiceDeps,
   projectId: string,
   id: string,
   patch: CredentialPatch,
 ): Promise<CredentialRow> {
+  // The merged config is checked, and the vendor asked, before the transaction opens; the
+  // transaction then refuses to save over a config another write changed meanwhile.
+  let config: CredentialConfig | undefined;
+  let before: CredentialConfig | undefined;
+  if (patch.config !== undefined) {
+    const current = await getCredential(deps, projectId, id);
+    before = current.config;
+    const secrets = secretFields(current.provider, current.config, deps.providers);
+    const merged: CredentialConfig = { ...current.config };
+    for (const [key, value] of Object.entries(patch.config)) {
+      const keepSecret = value === SECRET_MASK && secrets.includes(key);
+      if (!keepSecret) merged[key] = value;
+    }
+    config = await checkedConfig(deps, current.provider, merged);
+    if (!sameValue(config, current.config)) await verified(deps, current.provider, config);
+  }
   return write(deps, async (tx) => {
     const [current] = await tx.select().from(credentials)
       .where(and(eq(credentials.projectId, projectId), eq(credentials.id, id))).for("update");
     if (!current) return missingIn(tx, projectId, "Credential");
-    let config: CredentialConfig | undefined;
-    if (patch.config !== undefined) {
-      const merged: CredentialConfig = { ...current.config };
-      for (const [key, value] of Object.entries(patch.config)) {
-        const keepSecret = value === SECRET_MASK && secretFields(current.provider).includes(key);
-        if (!keepSecret) merged[key] = value;
-      }
-      config = withoutNulls(merged);
+    if (before !== undefined && !sameValue(before, current.config)) {
+      throw new ConflictError("The credential changed meanwhile; read it again and retry");
     }
     const changes = changedFields(current, { name: patch.name, config });
     if (!changes) return { result: current, change: null };

@@ -160,6 +160,7 @@ export async function previewRouting(
     compile(deps.database, {
       keys: await feedKeysOf(settings.internalSecret),
       defaultStrategy: settings.defaultStrategy,
+      providers: deps.providers,
       projectId,
     }));
   if (!compiled.projectIds.has(projectId)) throw new NotFoundError("Project");

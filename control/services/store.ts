@@ -10,9 +10,12 @@ import type { ControlDeps } from "../core/deps.ts";
 
 /**
  * What the services need: the part of the process's deps they touch (the store, the change log,
- * the settings, and the job queue for runs asked for after a commit).
+ * the settings, the job queue for runs asked for after a commit, and the provider registry).
  */
-export type ServiceDeps = Pick<ControlDeps, "database" | "changes" | "settings" | "jobs">;
+export type ServiceDeps = Pick<
+  ControlDeps,
+  "database" | "changes" | "settings" | "jobs" | "providers"
+>;
 
 export interface WriteOutcome<T> {
   result: T;

@@ -14,6 +14,7 @@ import type { FeedSections } from "../../shared/feed/models.ts";
 import { BoundedMap } from "../../shared/bounded-map.ts";
 import type { IpAddress } from "../../shared/ip.ts";
 import { parseUsername } from "../../shared/username.ts";
+import type { DescriptorProvider } from "../../shared/providers/provider.ts";
 import {
   type Allocation,
   type AuthResult,
@@ -23,6 +24,7 @@ import {
   type Refusal,
   type Router,
   type Target,
+  type UpstreamChoice,
 } from "./contract.ts";
 import { parseBasicAuth, timingSafeEqual } from "./basic-auth.ts";
 import { Dispatch } from "./dispatch.ts";
@@ -479,11 +481,11 @@ class Attempt implements Candidates {
       const selection = strategy.select(this, context);
       if (selection instanceof Promise) {
         return selection.then((proxy) => {
-          const done = this.reserve(proxy);
+          const done = this.reserve(proxy, context);
           return done ?? this.run(strategy, context, left - 1);
         });
       }
-      const done = this.reserve(selection);
+      const done = this.reserve(selection, context);
       if (done !== undefined) return done;
     }
     return this.refusal();
@@ -515,10 +517,10 @@ class Attempt implements Candidates {
   }
 
   /** An allocation, the refusal when nothing was selected, or undefined to select again. */
-  private reserve(proxy: Selection): Allocation | Refusal | undefined {
+  private reserve(proxy: Selection, context: StrategyContext): Allocation | Refusal | undefined {
     if (proxy === undefined) return this.refusal();
     const lease = this.dispatch.acquire(
-      proxy,
+      proxy.renderer === undefined ? proxy : rendered(proxy, proxy.renderer, context),
       proxy.slot,
       proxy.connectorSlot,
       proxy.maxConcurrency,
@@ -562,6 +564,19 @@ class Attempt implements Candidates {
     if (quarantined !== 0) return allQuarantined;
     return allTried;
   }
+}
+
+/**
+ * A dynamic-sessions row with its credentials rendered for this request: the client's session
+ * hashed with the project id into the vendor's, its place in the vendor's syntax.
+ */
+function rendered(
+  proxy: ProxyEntry,
+  renderer: DescriptorProvider,
+  context: StrategyContext,
+): UpstreamChoice {
+  const { username, password } = renderer.renderRequest(context.project.id, context.options);
+  return { ...proxy, username, password };
 }
 
 /**

@@ -9,8 +9,11 @@
  * Building is incremental: a section object the follower carried over keeps its index (the
  * follower hands unchanged sections over by identity), so an update of one connector costs that
  * connector, a runtime-only update costs no connector, and a changed global section rebuilds the
- * projects only (it carries no provider descriptors yet; when it does, they will rebuild the
- * connectors built from them).
+ * projects, and the vendor connectors too when the descriptors it carries changed.
+ *
+ * A vendor connector's provider is built from its section's config and credential by the same
+ * registry every process uses; one whose rows are rendered per request (dynamic sessions) serves
+ * every place its templates can write, within its declared countries.
  */
 import type {
   ConnectorSection,
@@ -26,6 +29,8 @@ import type { AuthResult, UpstreamChoice, UsernameOptions } from "./contract.ts"
 import { Dispatch } from "./dispatch.ts";
 import { DeadlineTable, hashId } from "./id-table.ts";
 import type { CoreLog } from "./log.ts";
+import type { DescriptorProvider } from "../../shared/providers/provider.ts";
+import { ProviderRegistry, storedDescriptors } from "../../shared/providers/registry.ts";
 
 /**
  * One row as the request path reads it. It is also the `UpstreamChoice` an allocation hands the
@@ -43,6 +48,8 @@ export interface ProxyEntry extends UpstreamChoice {
   readonly status: ProxyStatus;
   /** At most this many transfers at once on this gateway; 0 for no limit. */
   readonly maxConcurrency: number;
+  /** A dynamic-sessions row: its credentials are rendered per request by this provider. */
+  readonly renderer?: DescriptorProvider;
 }
 
 /**
@@ -55,6 +62,37 @@ export interface PlaceRows {
   readonly rows: readonly ProxyEntry[];
   /** Rows serving the place whatever their health (draining and terminating ones left out). */
   readonly present: number;
+}
+
+/**
+ * The provider of a vendor connector whose row is rendered per request; undefined for every other
+ * connector, and for one whose provider cannot be built here (its rows are served as the feed has
+ * them, logged).
+ */
+function dynamicProvider(
+  section: ConnectorSection,
+  registry: ProviderRegistry | undefined,
+  log: CoreLog | undefined,
+): DescriptorProvider | undefined {
+  if (section.config === null || registry === undefined) return undefined;
+  const connector = section.connector;
+  const built = registry.descriptorProvider(
+    { provider: connector.provider, config: section.config },
+    section.credential,
+    true,
+  );
+  if (!built.ok) {
+    log?.warn(
+      "Connector's provider cannot be built here: its rows are routed as the feed has them",
+      {
+        connector: connector.id,
+        provider: connector.provider,
+        error: built.message,
+      },
+    );
+    return undefined;
+  }
+  return built.provider.dynamic ? built.provider : undefined;
 }
 
 /** Rows on their way out: neither served nor counted as "down". */
@@ -139,8 +177,17 @@ export class ConnectorIndex {
   private readonly places = new Map<string, PlaceRows>();
   private byId: Map<string, ProxyEntry> | undefined;
 
-  constructor(section: ConnectorSection, dispatch: Dispatch) {
+  /** The provider a dynamic-sessions connector renders its row with, per request. */
+  readonly renderer: DescriptorProvider | undefined;
+
+  constructor(
+    section: ConnectorSection,
+    dispatch: Dispatch,
+    registry?: ProviderRegistry,
+    log?: CoreLog,
+  ) {
     const connector = section.connector;
+    this.renderer = dynamicProvider(section, registry, log);
     this.section = section;
     this.connector = connector;
     this.id = connector.id;
@@ -186,6 +233,7 @@ export class ConnectorIndex {
         username: row.username,
         password: row.password,
         rateLimit: connector.rate_limit,
+        renderer: this.renderer,
       };
       proxies[i] = entry;
       if (!isLeaving(row.status)) present++;
@@ -204,6 +252,10 @@ export class ConnectorIndex {
   rowsFor(options: UsernameOptions): PlaceRows {
     const country = options.country;
     if (country === undefined) return this.anyPlace;
+    // Rendered per request: its row serves every place the provider writes, nothing else.
+    if (this.renderer !== undefined) {
+      return this.renderer.servesPlace(options, this.declared) ? this.anyPlace : this.noPlace;
+    }
     // A state or city is served by exits known to be there (or gateways that render it); the
     // feed carries neither yet, so nothing serves it, and a request is never widened to the
     // country. Not cached: the keys are the client's to invent.
@@ -309,6 +361,10 @@ export interface RoutingSnapshot {
   /** Each project's connectors, by id. */
   readonly connectorsByProject: ReadonlyMap<string, readonly ConnectorIndex[]>;
   readonly runtime: RuntimeIndex;
+  /** The shipped descriptors and those the global section carries. */
+  readonly providers: ProviderRegistry;
+  /** The global section's descriptors as JSON: a change rebuilds the vendor connectors. */
+  readonly descriptorsJson: string;
   /** The process's dispatch counts, carried from snapshot to snapshot. */
   readonly dispatch: Dispatch;
   readonly stats: BuildStats;
@@ -352,9 +408,23 @@ export function buildSnapshot(
     stats.projectsRebuilt = true;
   }
 
+  // Descriptors change rarely: the registry (and every vendor connector built from it) is kept
+  // while the global section carries the same ones.
+  const descriptorsJson = JSON.stringify(update.global.descriptors);
+  let providers: ProviderRegistry;
+  const sameDescriptors = previous !== undefined && previous.descriptorsJson === descriptorsJson;
+  if (sameDescriptors) providers = previous.providers;
+  else {
+    providers = new ProviderRegistry();
+    providers.setCustomDescriptors(storedDescriptors(update.global.descriptors));
+  }
+
   let connectors: ReadonlyMap<string, ConnectorIndex>;
   let connectorsByProject: ReadonlyMap<string, readonly ConnectorIndex[]>;
-  if (previous !== undefined && sameConnectors(previous.connectors, update.connectors)) {
+  if (
+    previous !== undefined && sameDescriptors &&
+    sameConnectors(previous.connectors, update.connectors)
+  ) {
     connectors = previous.connectors;
     connectorsByProject = previous.connectorsByProject;
     stats.connectorsReused = connectors.size;
@@ -363,11 +433,13 @@ export function buildSnapshot(
     const built = new Map<string, ConnectorIndex>();
     for (const [id, section] of update.connectors) {
       const old = previous?.connectors.get(id);
-      if (old !== undefined && old.section === section) {
+      if (
+        old !== undefined && old.section === section && (sameDescriptors || section.config === null)
+      ) {
         built.set(id, old);
         stats.connectorsReused++;
       } else {
-        const index = new ConnectorIndex(section, dispatch);
+        const index = new ConnectorIndex(section, dispatch, providers, options.log);
         built.set(id, index);
         stats.connectorsIndexed++;
         stats.proxiesIndexed += index.proxies.length;
@@ -395,6 +467,8 @@ export function buildSnapshot(
     connectors,
     connectorsByProject,
     runtime,
+    providers,
+    descriptorsJson,
     dispatch,
     stats,
   };

@@ -106,6 +106,8 @@ export async function measureCore(parameters: CoreParameters): Promise<CoreResul
         traffic: null,
       },
       proxies,
+      config: null,
+      credential: null,
     };
   };
 
@@ -119,6 +121,7 @@ export async function measureCore(parameters: CoreParameters): Promise<CoreResul
       schema: 1,
       default_strategy: "round_robin",
       projects: [project({ id: "bench", name: "bench", username: "bench", password_digest: "x" })],
+      descriptors: [],
     },
     runtime: { schema: 1, quarantines: [], traffic_blocks: [], project_blocks: [] },
     connectors,

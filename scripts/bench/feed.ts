@@ -18,6 +18,7 @@ import { migrate } from "../../db/migrate.ts";
 import { compile } from "../../control/controller/compile.ts";
 import { deriveFeedKeys, seal } from "../../shared/feed/codec.ts";
 import { createTestDatabase } from "../../tests/support/stores.ts";
+import { ProviderRegistry } from "../../shared/providers/registry.ts";
 import type { DecodeResult } from "./feed-decode.ts";
 import { entryRuntime, runEntry } from "./runtime.ts";
 import { formatNumber, MB, median, type Row, type Suite, type SuiteContext } from "./suite.ts";
@@ -57,7 +58,11 @@ async function measureCompile(context: SuiteContext): Promise<Row[]> {
         lateral (select (c.n * 5000 + s.i)::int as g) x`;
     await sql`analyze`;
     const [{ count }] = await sql`select count(*)::int as count from proxies`;
-    const options = { keys, defaultStrategy: "round_robin" as const };
+    const options = {
+      keys,
+      defaultStrategy: "round_robin" as const,
+      providers: new ProviderRegistry(),
+    };
     let compiled = await compile(database, options); // warm-up
     const compiles: number[] = [];
     const reads: number[] = [];

@@ -5,8 +5,10 @@
  * release during an upgrade.
  *
  * Sections:
- * - `global`: the projects (each password only as a keyed digest) and install-wide settings;
- * - `connector:<id>`: one connector with its proxies, credentials filled, status as stored;
+ * - `global`: the projects (each password only as a keyed digest), install-wide settings and the
+ *   provider descriptors gateways cannot know by themselves (folder and custom ones);
+ * - `connector:<id>`: one connector with its proxies, credentials filled, status as stored, and
+ *   for a vendor connector the config and credential its provider is built from;
  * - `runtime`: the quarantines and traffic blocks of the moment.
  * Every list is in a stable order, so unchanged definitions compile to the same bytes.
  */
@@ -50,11 +52,22 @@ export const FeedProjectSchema = v.object({
 });
 export type FeedProject = v.InferOutput<typeof FeedProjectSchema>;
 
+/** A descriptor the gateway has no copy of: a folder or custom one (shipped ones are built in). */
+export const FeedDescriptorSchema = v.object({
+  id: v.string(),
+  version: v.number(),
+  /** The descriptor document; the gateway's registry validates it as every process does. */
+  document: v.unknown(),
+});
+export type FeedDescriptor = v.InferOutput<typeof FeedDescriptorSchema>;
+
 export const GlobalSectionSchema = v.object({
   schema: v.literal(SCHEMA_VERSION),
   default_strategy: v.picklist(STRATEGIES),
   /** By id. */
   projects: v.array(FeedProjectSchema),
+  /** By id. */
+  descriptors: v.optional(v.array(FeedDescriptorSchema), []),
 });
 export type GlobalSection = v.InferOutput<typeof GlobalSectionSchema>;
 
@@ -106,11 +119,19 @@ export const FeedProxySchema = v.object({
 });
 export type FeedProxy = v.InferOutput<typeof FeedProxySchema>;
 
+const ConfigSchema = v.record(v.string(), v.unknown());
+
 export const ConnectorSectionSchema = v.object({
   schema: v.literal(SCHEMA_VERSION),
   connector: FeedConnectorSchema,
   /** By creation time, then id. */
   proxies: v.array(FeedProxySchema),
+  /**
+   * A vendor connector's config and credential, less every secret no template reads: what its
+   * provider is built from (a dynamic-sessions row is rendered per request). Null otherwise.
+   */
+  config: v.optional(v.nullable(ConfigSchema), null),
+  credential: v.optional(v.nullable(ConfigSchema), null),
 });
 export type ConnectorSection = v.InferOutput<typeof ConnectorSectionSchema>;
 

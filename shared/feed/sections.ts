@@ -115,7 +115,18 @@ function checkConnectorSection(name: string, value: unknown): ConnectorSection {
     const problem = proxyProblem(proxies[i]);
     if (problem !== undefined) throw invalid(name, `proxies.${i}.${problem}`);
   }
+  const config = configOf(name, "config", section.config);
+  const credential = configOf(name, "credential", section.credential);
   // The rows are the parsed objects themselves (no copy): the check above proved their shape.
   // Unknown keys are kept as they are; nothing reads them.
-  return { schema: SCHEMA_VERSION, connector, proxies: proxies as FeedProxy[] };
+  return { schema: SCHEMA_VERSION, connector, proxies: proxies as FeedProxy[], config, credential };
+}
+
+/** A vendor connector's config or credential: an object, or absent (null). */
+function configOf(name: string, field: string, value: unknown): Record<string, unknown> | null {
+  if (value === undefined || value === null) return null;
+  if (typeof value !== "object" || Array.isArray(value)) {
+    throw invalid(name, `${field}: not an object`);
+  }
+  return value as Record<string, unknown>;
 }

@@ -65,6 +65,20 @@ export interface Renders {
   sessionTime: boolean;
 }
 
+/** What a proxy type's username and password templates write of a request's options. */
+export function typeRenders(type: ProxyType): Renders {
+  const names = new Set<string>();
+  for (const spec of [type.username, type.password]) {
+    if (spec !== undefined) { for (const name of templateNames(spec)) names.add(name); }
+  }
+  return {
+    country: names.has("country"),
+    state: names.has("state"),
+    city: names.has("city"),
+    sessionTime: names.has("session_time") && type.session_time !== undefined,
+  };
+}
+
 export class DescriptorProvider {
   readonly descriptor: Descriptor;
   readonly type: ProxyType;
@@ -293,6 +307,23 @@ export class DescriptorProvider {
       }
     }
     const type = this.type;
+    if (options.state !== undefined || options.city !== undefined) {
+      // A value the vendor's syntax has no word for (a state its table lacks) is not served.
+      let unwritable = false;
+      const context = this.context({
+        country: options.country,
+        state: options.state,
+        city: options.city,
+      });
+      const probe = { secrets: this.secrets, unwritable: () => (unwritable = true) };
+      if (this.usernameTemplate !== undefined) {
+        renderTemplate(this.usernameTemplate, context, probe);
+      }
+      if (this.passwordTemplate !== undefined) {
+        renderTemplate(this.passwordTemplate, context, probe);
+      }
+      if (unwritable) return false;
+    }
     if (options.state !== undefined) {
       if (!this.renders.state) return false;
       if (type.state_countries && !type.state_countries.includes(options.country ?? "")) {

@@ -31,6 +31,21 @@ export interface ProviderInputs {
   config: Readonly<Record<string, unknown>>;
 }
 
+/**
+ * Stored descriptors (Postgres rows, or the feed's copy of them) that parse, as the registry
+ * takes them: one this release cannot parse is left out (its connectors have no provider).
+ */
+export function storedDescriptors(
+  rows: readonly { document: unknown; version: number }[],
+): { descriptor: Descriptor; version: number }[] {
+  const out: { descriptor: Descriptor; version: number }[] = [];
+  for (const row of rows) {
+    const parsed = parseDescriptor(row.document);
+    if (parsed.ok) out.push({ descriptor: parsed.descriptor, version: row.version });
+  }
+  return out;
+}
+
 let builtins: ReadonlyMap<string, RegisteredDescriptor> | undefined;
 
 /** The shipped descriptors, parsed once per process (a broken one is a release bug: it throws). */
@@ -56,6 +71,14 @@ export function builtinDescriptors(): ReadonlyMap<string, RegisteredDescriptor> 
 export class ProviderRegistry {
   private files = new Map<string, RegisteredDescriptor>();
   private custom = new Map<string, RegisteredDescriptor>();
+
+  /** A registry with this one's folder and custom descriptors, changed apart from it. */
+  fork(): ProviderRegistry {
+    const copy = new ProviderRegistry();
+    copy.files = this.files;
+    copy.custom = this.custom;
+    return copy;
+  }
 
   /** Replaces the descriptors read from the providers folder. */
   setFileDescriptors(descriptors: readonly Descriptor[]): void {
@@ -86,6 +109,12 @@ export class ProviderRegistry {
 
   get(id: string): RegisteredDescriptor | undefined {
     return builtinDescriptors().get(id) ?? this.files.get(id) ?? this.custom.get(id);
+  }
+
+  /** The descriptors a gateway has no copy of (folder and custom), by id. */
+  shipped(): RegisteredDescriptor[] {
+    return [...this.files.values(), ...this.custom.values()]
+      .sort((a, b) => a.descriptor.id.localeCompare(b.descriptor.id));
   }
 
   /** Every descriptor, by id. */

@@ -57,10 +57,18 @@ export interface RenderContext {
 export interface RenderOptions {
   /** Config keys (credential's or connector's) that are secret: rendered as `{key}`. */
   secrets?: ReadonlySet<string>;
+  /** Told when a filter could not write a value (it renders empty). */
+  unwritable?: () => void;
 }
 
-/** The filters, by name; `arg` is what follows `:` (`or:fallback`). */
-const FILTERS: Readonly<Record<string, (value: string, arg: string | undefined) => string>> = {
+/**
+ * The filters, by name; `arg` is what follows `:` (`or:fallback`). A filter answers undefined
+ * for a value it cannot write: the render then counts as unwritable (`RenderOptions.unwritable`),
+ * so a place the vendor's syntax has no word for is not served rather than sent garbled.
+ */
+const FILTERS: Readonly<
+  Record<string, (value: string, arg: string | undefined) => string | undefined>
+> = {
   lower: (s) => s.toLowerCase(),
   upper: (s) => s.toUpperCase(),
   urlencode: (s) => encodeURIComponent(s),
@@ -72,10 +80,13 @@ const FILTERS: Readonly<Record<string, (value: string, arg: string | undefined) 
   plus: (s) => s.replaceAll("_", "+"),
   /**
    * A US state's code as its name, lower case with `_` between words (`NY` as `new_york`, from
-   * us-states.ts). A code the table lacks stays as sent, lower case, so the vendor refuses it
-   * rather than serving the whole country; types using it restrict states to `["US"]`.
+   * us-states.ts). A code the table lacks cannot be written: the request is not served by the
+   * connector, rather than sent on to serve the whole country. Types using it restrict states
+   * to `["US"]`.
    */
-  us_state: (s) => usStateSlug(s) ?? s.toLowerCase(),
+  us_state: (s) => s === "" ? "" : usStateSlug(s),
+  /** A US state's code as the code itself (`NY`), refused when no US state has it. */
+  us_state_code: (s) => s === "" ? "" : usStateSlug(s) === undefined ? undefined : s,
   /** The United Kingdom as `UK` rather than ISO's `GB` (NetNut's spelling). */
   gb_as_uk: (s) => s.toUpperCase() === "GB" ? "UK" : s,
   /** The argument when the value is present, else nothing: `{state|then:_sc}`. */
@@ -195,7 +206,15 @@ export function renderTemplate(
         continue;
       }
       let value = text(lookup(context, segment.path));
-      for (const filter of segment.filters) value = FILTERS[filter.name](value, filter.arg);
+      for (const filter of segment.filters) {
+        const next = FILTERS[filter.name](value, filter.arg);
+        if (next === undefined) {
+          options.unwritable?.();
+          value = "";
+          break;
+        }
+        value = next;
+      }
       out += value;
     }
   }

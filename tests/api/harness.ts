@@ -17,6 +17,7 @@ import { createRedis } from "../../control/core/redis.ts";
 import { createUser } from "../../control/services/users.ts";
 import { redisKeys } from "../../shared/redis-keys.ts";
 import { type UserRole } from "../../shared/roles.ts";
+import { ProviderRegistry } from "../../shared/providers/registry.ts";
 import { type ControlSettings, parseControlSettings } from "../../shared/settings.ts";
 import {
   createTestDatabase,
@@ -132,6 +133,7 @@ export async function startHarness(options: HarnessOptions = {}): Promise<ApiHar
     changes,
     jobs,
     logger,
+    providers: new ProviderRegistry(),
     process: {
       instance: "test",
       role: "api",

@@ -8,6 +8,7 @@ import { compile, readRuntimeSection } from "../../control/controller/compile.ts
 import { passwordDigest } from "../../shared/feed/codec.ts";
 import type { ConnectorSection, GlobalSection } from "../../shared/feed/models.ts";
 import { JobKind } from "../../shared/roles.ts";
+import { ProviderRegistry } from "../../shared/providers/registry.ts";
 import {
   type FeedBed,
   feedBed,
@@ -85,7 +86,11 @@ afterAll(async () => {
 });
 
 function options() {
-  return { keys: bed.feedKeys, defaultStrategy: "random" as const };
+  return {
+    keys: bed.feedKeys,
+    defaultStrategy: "random" as const,
+    providers: new ProviderRegistry(),
+  };
 }
 
 describe("compile", () => {

@@ -80,6 +80,8 @@ export function section(
     schema: 1,
     connector: typeof c === "string" ? connector(c) : c,
     proxies: proxies.map((p) => (typeof p === "string" ? proxy(p) : p)),
+    config: null,
+    credential: null,
   };
 }
 
@@ -99,6 +101,7 @@ export function feed(
       schema: 1,
       default_strategy: "round_robin",
       projects: options.projects ?? [project()],
+      descriptors: [],
     },
     runtime: options.runtime ?? emptyRuntime(),
     connectors: new Map(sections.map((s) => [s.connector.id, s])),

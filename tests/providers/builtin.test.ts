@@ -525,6 +525,8 @@ describe("places a vendor cannot write are refused", () => {
       expect(provider.servesPlace({ country: "US", state: "NY" }, null), id).toBe(true);
       // A German state (ISO 3166-2:DE BY) has no name in these vendors' grammars.
       expect(provider.servesPlace({ country: "DE", state: "BY" }, null), id).toBe(false);
+      // A state code no US state has is refused, never sent on to serve the whole country.
+      expect(provider.servesPlace({ country: "US", state: "ZZ" }, null), id).toBe(false);
       expect(provider.servesPlace({ country: "DE", city: "munich" }, null), id).toBe(true);
     }
   });
@@ -646,7 +648,7 @@ describe("port and list types store slot rows with secrets as placeholders", () 
 });
 
 describe("the filters vendors need", () => {
-  it("us_state: every state and DC by name; a code the table lacks stays as sent", () => {
+  it("us_state: every state and DC by name; a code the table lacks cannot be written", () => {
     expect(Object.keys(US_STATES)).toHaveLength(51);
     expect(usStateSlug("NY")).toBe("new_york");
     expect(usStateSlug("dc")).toBe("district_of_columbia");
@@ -654,7 +656,11 @@ describe("the filters vendors need", () => {
     for (const code of Object.keys(US_STATES)) {
       expect(renderTemplate("{state|us_state}", { state: code })).toMatch(/^[a-z]+(_[a-z]+)*$/);
     }
-    expect(renderTemplate("{state|us_state}", { state: "ZZ" })).toBe("zz");
+    let unwritable = false;
+    expect(renderTemplate("{state|us_state}", { state: "ZZ" }, {
+      unwritable: () => (unwritable = true),
+    })).toBe("");
+    expect(unwritable).toBe(true);
     expect(renderTemplate("{state|us_state|plus}", { state: "NH" })).toBe("new+hampshire");
     expect(renderTemplate("{state|us_state|compact}", { state: "NC" })).toBe("northcarolina");
   });

@@ -29,9 +29,11 @@ import type * as v from "valibot";
 const CONNECTORS = "/api/v1/projects/:id/connectors";
 
 /** The body's fields as the service names them; what the body leaves out stays undefined. */
-function toFields(body: Omit<v.InferOutput<typeof UpdateConnectorBody>, "kind">): ConnectorPatch {
+function toFields(
+  body: Omit<v.InferOutput<typeof UpdateConnectorBody>, "kind" | "provider">,
+): ConnectorPatch {
   const { kind: _kind, ...fields } = CONNECTOR_FIELD_NAMES;
-  return renameFields(body, fields) as ConnectorPatch;
+  return { ...renameFields(body, fields), config: body.config } as ConnectorPatch;
 }
 
 const USAGE_NOTE = "Each answer carries `traffic_usage` (null without a traffic_config): the " +
@@ -87,7 +89,10 @@ export function connectorRoutes(deps: ApiDeps): Route[] {
       path: CONNECTORS,
       tag: "connectors",
       summary: "Create a connector",
-      description: "Only kind `static` (a list of proxies you own) is available yet. Countries " +
+      description: "Kinds `static` (a list of proxies you own) and `vendor` (a vendor account: " +
+        "`provider` names a descriptor of GET /api/v1/providers, `config` its connector fields " +
+        "with `proxy_type`, `slots` and `session_mode`, checked against it; `credential_id` " +
+        "names a credential of the same provider; its rows are kept by the sync job). Countries " +
         "are ISO 3166-1 alpha-2 (`uk` reads as GB), stored upper-cased, deduplicated and " +
         "sorted. `domain_allow` and `domain_deny` are mutually exclusive. `credential_id` must " +
         "name a credential of the same project (400 otherwise). `rate_limit_config` and " +
@@ -99,10 +104,12 @@ export function connectorRoutes(deps: ApiDeps): Route[] {
         400: "The name is taken in this project, or the credential is not the project's",
       },
       async handler({ c, body, params }) {
+        const { provider, ...fields } = body;
         const row = await createConnector(deps, params.id, {
-          ...toFields(body),
+          ...toFields(fields),
           name: body.name,
           kind: body.kind,
+          provider,
         });
         const [answer] = await present([row], new Map());
         return c.json(answer, 201);

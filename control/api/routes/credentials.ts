@@ -18,6 +18,8 @@ const SECRET_NOTE = "Secret config fields are answered masked (`********`) with 
   "`has_<field>` flag.";
 
 export function credentialRoutes(deps: ApiDeps): Route[] {
+  const present = (row: Parameters<typeof presentCredential>[0]) =>
+    presentCredential(row, deps.providers);
   return [
     defineRoute({
       method: "get",
@@ -28,7 +30,7 @@ export function credentialRoutes(deps: ApiDeps): Route[] {
       access: UserRole.viewer,
       responses: { 200: "The credentials, oldest first" },
       async handler({ c, params }) {
-        return c.json((await listCredentials(deps, params.id)).map(presentCredential));
+        return c.json((await listCredentials(deps, params.id)).map((row) => present(row)));
       },
     }),
     defineRoute({
@@ -36,8 +38,11 @@ export function credentialRoutes(deps: ApiDeps): Route[] {
       path: CREDENTIALS,
       tag: "credentials",
       summary: "Create a credential",
-      description: "Only the `static` provider exists yet: an optional default `username` and " +
-        "`password` for a static list's proxies. Names are unique per project regardless of case.",
+      description: "`provider` is `static` (an optional default `username` and `password` for " +
+        "a static list's proxies) or a descriptor of GET /api/v1/providers, whose credential " +
+        "fields `config` must hold (422 naming `body.config.<field>`). A descriptor that says " +
+        "how is checked with the vendor before anything is stored (422 on `body.config` when " +
+        "the vendor refuses). Names are unique per project regardless of case.",
       access: UserRole.editor,
       body: CreateCredentialBody,
       responses: { 201: "The credential", 400: "The name is taken in this project" },
@@ -47,7 +52,7 @@ export function credentialRoutes(deps: ApiDeps): Route[] {
           provider: body.provider,
           config: body.config,
         });
-        return c.json(presentCredential(row), 201);
+        return c.json(present(row), 201);
       },
     }),
     defineRoute({
@@ -59,7 +64,7 @@ export function credentialRoutes(deps: ApiDeps): Route[] {
       access: UserRole.viewer,
       responses: { 200: "The credential" },
       async handler({ c, params }) {
-        return c.json(presentCredential(await getCredential(deps, params.id, params.cid)));
+        return c.json(present(await getCredential(deps, params.id, params.cid)));
       },
     }),
     defineRoute({
@@ -68,7 +73,8 @@ export function credentialRoutes(deps: ApiDeps): Route[] {
       tag: "credentials",
       summary: "Edit a credential",
       description: "`config` is merged key by key: null removes a key, and the mask " +
-        "`********` keeps the stored secret.",
+        "`********` keeps the stored secret. A change of the config is checked again, with " +
+        "the vendor too, before it is stored.",
       access: UserRole.editor,
       body: UpdateCredentialBody,
       responses: { 200: "The credential", 400: "The name is taken in this project" },
@@ -77,7 +83,7 @@ export function credentialRoutes(deps: ApiDeps): Route[] {
           name: body.name,
           config: body.config,
         });
-        return c.json(presentCredential(row));
+        return c.json(present(row));
       },
     }),
     defineRoute({

@@ -16,11 +16,22 @@ const MAX_LIST_ITEMS = 1000;
 const kind = v.pipe(
   v.picklist(CONNECTOR_KINDS, `must be one of ${CONNECTOR_KINDS.join(", ")}`),
   v.check(
-    (value) => value === ConnectorKind.static,
-    "only static connectors are available yet; vendor, provider_api and cloud connectors " +
+    (value) => value === ConnectorKind.static || value === ConnectorKind.vendor,
+    "only static and vendor connectors are available yet; provider_api and cloud connectors " +
       "arrive in a later release",
   ),
 );
+
+/** A vendor connector's provider: a descriptor id from GET /api/v1/providers. */
+const provider = v.pipe(
+  v.string("must be text"),
+  v.trim(),
+  v.toLowerCase(),
+  v.regex(/^[a-z][a-z0-9_-]{1,47}$/, "must be a provider id from GET /api/v1/providers"),
+);
+
+/** A vendor connector's config, checked against its descriptor by the connectors service. */
+const config = v.record(v.string(), v.unknown(), "must be an object of config fields");
 
 /** Country codes upper-cased (`uk` read as GB), deduplicated and sorted. */
 const countries = v.pipe(
@@ -181,12 +192,16 @@ export const CreateConnectorBody = v.strictObject({
   ...v.partial(v.strictObject(fields)).entries,
   name: fields.name,
   kind,
+  provider: v.optional(provider),
+  config: v.optional(config),
   ...serverFields,
 });
 
 export const UpdateConnectorBody = v.strictObject({
   ...v.partial(v.strictObject(fields)).entries,
   kind: readOnly("cannot be changed; create another connector"),
+  provider: readOnly("cannot be changed; create another connector"),
+  config: v.optional(config),
   ...serverFields,
 });
 

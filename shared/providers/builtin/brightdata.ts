@@ -75,7 +75,7 @@ export const brightdata: DescriptorInput = {
         parts: [
           { text: "brd-customer-{credential.customer_id}-zone-{connector.zone}" },
           { text: "country-{country|lower}", when: "country" },
-          { text: "state-{state|lower}", when: "state" },
+          { text: "state-{state|us_state_code|lower}", when: "state" },
           { text: "city-{city|compact}", when: "city" },
           { text: "session-{session_id}", when: "session_id" },
         ],
