@@ -257,8 +257,12 @@ const controlFields = {
   // where the tests run their vendor emulators. Private, link-local and metadata addresses stay
   // refused; never set it on an install.
   OCTOPROX_EGRESS_ALLOW_LOOPBACK: flag(false),
+  // A PEM file of the certificate authorities descriptor calls trust instead of the system's
+  // (vendor APIs behind an internal CA or a TLS-inspecting egress proxy; the tests' own CA).
+  OCTOPROX_EGRESS_CA_FILE: v.optional(v.pipe(trimmed, v.minLength(1, "must be a file path"))),
+  // How often each vendor connector's pool is synced with the vendor (the sync job's period).
+  OCTOPROX_IP_REFRESH_INTERVAL: seconds(3600, 60, 86_400),
   // The periods of jobs that have no handler yet: refused until their job runs.
-  OCTOPROX_IP_REFRESH_INTERVAL: unavailable("no sync job runs yet"),
   OCTOPROX_SCALE_INTERVAL: unavailable("no scale job runs yet"),
   OCTOPROX_GEO_UPDATER_INTERVAL: unavailable("no geo_update job runs yet"),
   OCTOPROX_TUNNEL_STATUS_INTERVAL: unavailable("no tunnel_last_seen job runs yet"),
@@ -321,6 +325,7 @@ export const ControlSettingsSchema = v.pipe(
     configFile: e.OCTOPROX_CONFIG_FILE,
     configPrune: e.OCTOPROX_CONFIG_PRUNE,
     providersDir: e.OCTOPROX_PROVIDERS_DIR,
+    egressCaFile: e.OCTOPROX_EGRESS_CA_FILE,
     workerJobs: e.OCTOPROX_WORKER_JOBS,
     echoUrl: e.OCTOPROX_ECHO_URL,
     publicUrl: e.OCTOPROX_PUBLIC_URL,
@@ -328,6 +333,7 @@ export const ControlSettingsSchema = v.pipe(
     reconcileIntervalMs: e.OCTOPROX_RECONCILE_INTERVAL,
     feedCompileIntervalMs: e.OCTOPROX_FEED_COMPILE_INTERVAL,
     healthCheckIntervalMs: e.OCTOPROX_HEALTH_CHECK_INTERVAL,
+    ipRefreshIntervalMs: e.OCTOPROX_IP_REFRESH_INTERVAL,
     healthCheckTimeoutMs: e.OCTOPROX_HEALTH_CHECK_TIMEOUT,
     healthCheckConcurrency: e.OCTOPROX_HEALTH_CHECK_CONCURRENCY,
     metricsFlushIntervalMs: e.OCTOPROX_METRICS_FLUSH_INTERVAL,

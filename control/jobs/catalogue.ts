@@ -24,7 +24,6 @@ export interface JobSpec {
  * accepted and do nothing (shared/settings.ts refuses their variables until the handlers exist).
  */
 const SPEC_PERIOD_MS = {
-  sync: 3_600_000,
   scale: 30_000,
   geoUpdate: 3_600_000,
   tunnelLastSeen: 10_000,
@@ -52,7 +51,7 @@ export const JOB_CATALOGUE: Readonly<Record<JobKind, JobSpec>> = {
     kind: K.sync,
     batchSize: 1,
     concurrency: () => 4,
-    periodMs: () => SPEC_PERIOD_MS.sync,
+    periodMs: (s) => wholeSeconds(s.ipRefreshIntervalMs),
     keyed: true,
   },
   [K.provision]: {

@@ -14,9 +14,13 @@ import { TrafficJob } from "./traffic.ts";
 import { CompactionJob } from "./compaction.ts";
 import { SystemSnapshotJob } from "./system-snapshot.ts";
 import type { Job } from "./job.ts";
+import { ProvisionJob } from "./provision.ts";
+import { SyncJob } from "./sync.ts";
 
 export const HANDLED_KINDS: readonly JobKind[] = [
   K.health,
+  K.sync,
+  K.provision,
   K.traffic,
   K.metricsFlush,
   K.compaction,
@@ -45,6 +49,12 @@ export function buildJobs(kinds: readonly JobKind[], deps: JobDeps): Job[] {
             probes: new Semaphore(deps.settings.healthCheckConcurrency),
           }),
         );
+        break;
+      case K.sync:
+        jobs.push(new SyncJob({ deps, logger: deps.logger.child({ job: kind }) }));
+        break;
+      case K.provision:
+        jobs.push(new ProvisionJob({ deps, logger: deps.logger.child({ job: kind }) }));
         break;
       case K.traffic:
         jobs.push(

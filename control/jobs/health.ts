@@ -18,11 +18,12 @@
  * count where the stored status says it must at least be, so a wipe never makes a failing proxy
  * look better.
  */
-import { and, eq, inArray } from "drizzle-orm";
+import { and, eq, inArray, sql } from "drizzle-orm";
 import type { Redis } from "ioredis";
 import type { Db } from "../../db/client.ts";
-import { connectors, proxies } from "../../db/schema.ts";
+import { connectors, credentials, proxies } from "../../db/schema.ts";
 import type { RedisKeys } from "../../shared/redis-keys.ts";
+import { fillPlaceholders } from "../../shared/feed/placeholders.ts";
 import { JobKind, ProxyStatus } from "../../shared/roles.ts";
 import { errorText } from "../../shared/errors.ts";
 import type { UpstreamScheme } from "../../shared/proxy-protocol/types.ts";
@@ -204,13 +205,28 @@ export class HealthCheckJob implements Job {
         status: proxies.status,
         createdAt: proxies.createdAt,
         checkUrl: connectors.healthcheckUrl,
+        dynamic: sql<boolean>`coalesce((${proxies.metadata} ->> 'dynamic') = 'true', false)`,
+        connectorConfig: connectors.config,
+        credentialConfig: credentials.config,
       })
       .from(proxies)
       .innerJoin(connectors, eq(connectors.id, proxies.connectorId))
+      .leftJoin(credentials, eq(credentials.id, connectors.credentialId))
       .where(and(inArray(proxies.id, valid), eq(connectors.enabled, true)));
+    // A dynamic-sessions row is a vendor session per request: no one check speaks for it. A
+    // vendor row keeps its secrets as placeholders: each slot is checked through its own
+    // credentials, filled as the feed fills them.
     return rows.filter((row) =>
+      !row.dynamic &&
       row.status !== ProxyStatus.draining && row.status !== ProxyStatus.terminating
-    );
+    ).map(({ dynamic: _d, connectorConfig, credentialConfig, ...row }) => {
+      const sources = { connector: connectorConfig, credential: credentialConfig ?? undefined };
+      return {
+        ...row,
+        username: fillPlaceholders(row.username, sources),
+        password: fillPlaceholders(row.password, sources),
+      };
+    });
   }
 
   async #softHealth(candidates: readonly Candidate[]): Promise<Map<string, number>> {

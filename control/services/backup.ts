@@ -40,6 +40,8 @@ export const DEFINITION_TABLES = [
   "connectors",
   "proxies",
   "config_revision",
+  "provider_descriptors",
+  "provider_audit_log",
 ] as const;
 
 /** The history tables a backup with history holds (metric_totals is recomputed instead). */
@@ -301,9 +303,9 @@ export async function importBackup(
   return { schemaVersion: version, restored };
 }
 
-/** The history tables' ids go on after the restored ones (1 for an empty table). */
+/** Tables with serial ids: theirs go on after the restored ones (1 for an empty table). */
 async function restartSequences(tx: postgres.Sql): Promise<void> {
-  for (const table of BACKUP_HISTORY_TABLES) {
+  for (const table of [...BACKUP_HISTORY_TABLES, "provider_audit_log"]) {
     await tx.unsafe(
       `select setval(pg_get_serial_sequence('${table}', 'id'),
          coalesce((select max(id) from ${table}), 0) + 1, false)`,

@@ -306,3 +306,30 @@ export function resetConnectorTraffic(
     return { result: row, change: null };
   });
 }
+
+/**
+ * A vendor sync's outcome on its connector: the vendor's error with one more in a row, or none.
+ * Error bookkeeping is not in the feed, so nothing is announced.
+ */
+export async function recordConnectorError(
+  deps: ServiceDeps,
+  id: string,
+  error: string | null,
+): Promise<void> {
+  await write(deps, async (tx) => {
+    await tx.update(connectors).set(
+      error === null ? { lastError: null, consecutiveErrors: 0 } : {
+        lastError: error.slice(0, 2000),
+        consecutiveErrors: sql`${connectors.consecutiveErrors} + 1`,
+      },
+    ).where(
+      error === null
+        ? and(
+          eq(connectors.id, id),
+          sql`(${connectors.lastError} is not null or ${connectors.consecutiveErrors} <> 0)`,
+        )
+        : eq(connectors.id, id),
+    );
+    return { result: undefined, change: null };
+  });
+}

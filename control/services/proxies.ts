@@ -1,6 +1,7 @@
 /**
- * Proxies: the rows a connector routes to. Added one at a time or uploaded as a list, edited and
- * deleted here only; their status moves only by add (initializing) and, later, drain, terminate
+ * Proxies: the rows a connector routes to. Added one at a time or uploaded as a list (static
+ * connectors), or kept by the sync and provision jobs (vendor connectors), edited and deleted
+ * here only; their status moves only by add (initializing) and, later, drain, terminate
  * and the health job. Every proxy write announces one change entry of kind `proxy` whose ref is
  * the connector whose proxies changed, since the routing feed is built per connector.
  */
@@ -19,6 +20,8 @@ export type ProxyRow = typeof proxies.$inferSelect;
 /** Where a country came from when an operator typed it. */
 /** A country set by hand (an edit, an upload line, a configuration file). */
 export const MANUAL = "manual";
+/** A country a vendor's list or the descriptor's group gave. */
+export const VENDOR = "vendor";
 /** Rows per INSERT of an upload: one statement of arrays each, all in the upload's transaction. */
 const UPLOAD_CHUNK_ROWS = 5000;
 
@@ -330,4 +333,144 @@ export async function uploadProxies(
     errors: upload.errors,
     duplicate_lines: duplicateLines,
   };
+}
+
+/** A vendor pool's writes (the sync and provision jobs): see control/providers/pool.ts. */
+export interface PoolWrites {
+  edits: readonly {
+    id: string;
+    set: Partial<Pick<ProxyRow, "scheme" | "host" | "port" | "username" | "password" | "country">>;
+    metadata: Record<string, unknown>;
+  }[];
+  deletions: readonly string[];
+  additions: readonly {
+    scheme: string;
+    host: string;
+    port: number;
+    username: string | null;
+    password: string | null;
+    country: string | null;
+    slot: string;
+    metadata: Record<string, unknown>;
+  }[];
+}
+
+/**
+ * Writes a vendor pool's plan: the edits (only the changed columns and metadata keys) and the
+ * deletions in one transaction, then the additions, insert-or-skip, in one more; each announced
+ * by one change entry when it changed a row. Added rows start initializing and are checked at
+ * once; a dynamic-sessions row (`healthy`) is never checked, since its vendor session changes
+ * per request. A sync's own deletions ask for no further sync.
+ */
+export async function writePool(
+  deps: ServiceDeps,
+  connector: { id: string; projectId: string },
+  plan: PoolWrites,
+  options: { addedStatus: ProxyStatus },
+): Promise<{ edited: number; deleted: number; added: string[] }> {
+  const { id: connectorId, projectId } = connector;
+  let edited = 0;
+  let deleted = 0;
+  if (plan.edits.length > 0 || plan.deletions.length > 0) {
+    await write(deps, async (tx) => {
+      for (const edit of plan.edits) {
+        const done = await tx.update(proxies).set({
+          ...edit.set,
+          ...(edit.set.country !== undefined
+            ? { countrySource: edit.set.country ? VENDOR : null }
+            : {}),
+          metadata: sql`${proxies.metadata} || ${JSON.stringify(edit.metadata)}::jsonb`,
+          updatedAt: sql`now()`,
+        }).where(and(eq(proxies.id, edit.id), eq(proxies.connectorId, connectorId)))
+          .returning({ id: proxies.id });
+        edited += done.length;
+      }
+      for (let start = 0; start < plan.deletions.length; start += UPLOAD_CHUNK_ROWS) {
+        const ids = plan.deletions.slice(start, start + UPLOAD_CHUNK_ROWS);
+        const done = await tx.execute<{ id: string }>(sql`
+          delete from ${proxies} where ${proxies.connectorId} = ${connectorId}
+            and ${proxies.id} = any(${sql.param(ids)}::uuid[]) returning ${proxies.id} as id`);
+        deleted += done.length;
+      }
+      return { result: undefined, change: edited + deleted > 0 ? proxyChange(connectorId) : null };
+    });
+  }
+  const added: string[] = [];
+  if (plan.additions.length > 0) {
+    await write(deps, async (tx) => {
+      for (let start = 0; start < plan.additions.length; start += UPLOAD_CHUNK_ROWS) {
+        const chunk = plan.additions.slice(start, start + UPLOAD_CHUNK_ROWS);
+        const column = <T>(pick: (row: PoolWrites["additions"][number]) => T) =>
+          sql.param(chunk.map(pick));
+        const rows = await tx.execute<{ id: string }>(sql`
+          insert into ${proxies}
+            (project_id, connector_id, scheme, host, port, username, password, country,
+             country_source, metadata, status)
+          select ${projectId}::uuid, ${connectorId}::uuid, t.scheme, t.host, t.port, t.username,
+            t.password, t.country, case when t.country is null then null else ${VENDOR} end,
+            t.metadata, ${options.addedStatus}
+          from unnest(
+            ${column((r) => r.scheme)}::text[],
+            ${column((r) => r.host)}::text[],
+            ${column((r) => r.port)}::int[],
+            ${column((r) => r.username)}::text[],
+            ${column((r) => r.password)}::text[],
+            ${column((r) => r.country)}::text[],
+            ${column((r) => JSON.stringify({ ...r.metadata, slot: r.slot }))}::jsonb[]
+          ) as t(scheme, host, port, username, password, country, metadata)
+          on conflict do nothing
+          returning id`);
+        added.push(...rows.map((row) => row.id));
+      }
+      return { result: undefined, change: added.length > 0 ? proxyChange(connectorId) : null };
+    });
+  }
+  if (options.addedStatus !== ProxyStatus.healthy) await deps.jobs.request(JobKind.health, added);
+  return { edited, deleted, added };
+}
+
+/**
+ * Adds one country group to an "All countries" session pool (the provision job), unless it has
+ * one: runs take turns on the connector's row lock, so two gateways asking at once make one
+ * group. Answers the ids added (none when the group was there).
+ */
+export async function addPoolGroup(
+  deps: ServiceDeps,
+  connector: { id: string; projectId: string },
+  country: string,
+  rows: PoolWrites["additions"],
+): Promise<string[]> {
+  const added = await write(deps, async (tx) => {
+    const [locked] = await tx.select({ id: connectors.id }).from(connectors)
+      .where(eq(connectors.id, connector.id)).for("update");
+    if (!locked) return { result: [] as string[], change: null };
+    const [present] = await tx.select({ total: count() }).from(proxies).where(and(
+      eq(proxies.connectorId, connector.id),
+      sql`${proxies.metadata} ->> 'group' = ${country}`,
+    ));
+    if ((present?.total ?? 0) > 0) return { result: [] as string[], change: null };
+    const column = <T>(pick: (row: PoolWrites["additions"][number]) => T) =>
+      sql.param(rows.map(pick));
+    const inserted = await tx.execute<{ id: string }>(sql`
+      insert into ${proxies}
+        (project_id, connector_id, scheme, host, port, username, password, country,
+         country_source, metadata, status)
+      select ${connector.projectId}::uuid, ${connector.id}::uuid, t.scheme, t.host, t.port,
+        t.username, t.password, t.country, ${VENDOR}, t.metadata, ${ProxyStatus.initializing}
+      from unnest(
+        ${column((r) => r.scheme)}::text[],
+        ${column((r) => r.host)}::text[],
+        ${column((r) => r.port)}::int[],
+        ${column((r) => r.username)}::text[],
+        ${column((r) => r.password)}::text[],
+        ${column((r) => r.country)}::text[],
+        ${column((r) => JSON.stringify({ ...r.metadata, slot: r.slot }))}::jsonb[]
+      ) as t(scheme, host, port, username, password, country, metadata)
+      on conflict do nothing
+      returning id`);
+    const ids = inserted.map((row) => row.id);
+    return { result: ids, change: ids.length > 0 ? proxyChange(connector.id) : null };
+  });
+  await deps.jobs.request(JobKind.health, added);
+  return added;
 }

@@ -120,6 +120,8 @@ const TemplateSchema = templateSpecSchema();
 const ItemMappingSchema = v.strictObject({
   host: v.string(),
   port: v.string(),
+  /** The exit's address as the vendor lists it, when the host is its gateway (port pools). */
+  exit: v.optional(v.string()),
   username: v.optional(TemplateSchema),
   password: v.optional(TemplateSchema),
   country: v.optional(v.string()),

@@ -246,7 +246,9 @@ export class DescriptorProvider {
       password: pass === undefined ? null : renderTemplate(pass, context, options) || null,
       country: country !== null && /^[A-Z]{2}$/.test(country) ? country : null,
       slot: `item:${host.toLowerCase()}:${port}`,
-      metadata: { exit: host },
+      metadata: {
+        exit: mapping.exit === undefined ? host : renderTemplate(mapping.exit, context).trim(),
+      },
     };
   }
 

@@ -60,6 +60,11 @@ beforeAll(async () => {
     body: { name: "cli" },
   });
   apiToken = token.body.token;
+  const descriptor = await h.request("POST", "/api/v1/providers", {
+    token: h.tokens.admin,
+    body: { descriptor: CUSTOM_DESCRIPTOR },
+  });
+  expect(descriptor.status, descriptor.text).toBe(201);
 
   // History of every table, as flushes and compaction leave it (minute and hour rows).
   const sql = h.deps.database.sql;
@@ -98,6 +103,21 @@ afterAll(async () => {
   await h?.close();
 });
 
+/** An admin's own vendor: its row and its audit log go with the definitions. */
+const CUSTOM_DESCRIPTOR = {
+  id: "house-vendor",
+  name: "House vendor",
+  credential_fields: [{ key: "user", label: "User", type: "text", required: true }],
+  proxy_types: [{
+    id: "sessions",
+    name: "Sessions",
+    mode: "session",
+    host: "gw.house.example",
+    port: 8000,
+    username: "{credential.user}-session-{session_id}",
+  }],
+};
+
 /** Every row of every table a backup holds, as Postgres writes it. */
 async function snapshot(): Promise<Record<string, string[]>> {
   const tables: Record<string, string[]> = {};
@@ -126,6 +146,11 @@ function importBackup(backup: unknown, passphrase = PASSPHRASE, token = h.tokens
 /** Changes the install, so an import has something to put back. */
 async function changeThings(): Promise<void> {
   await h.deps.database.sql`update config_revision set revision = revision + 1`;
+  const edit = await h.request("PUT", "/api/v1/providers/house-vendor", {
+    token: h.tokens.admin,
+    body: { descriptor: { ...CUSTOM_DESCRIPTOR, name: `House vendor ${Date.now()}` } },
+  });
+  expect(edit.status, edit.text).toBe(200);
   expect(
     (await h.request("DELETE", `/api/v1/projects/${projectId}/proxies/${proxyIds[1]}`, {
       token: h.tokens.admin,
@@ -184,6 +209,8 @@ describe("export then import", () => {
         connectors: 1,
         proxies: 2,
         config_revision: 1,
+        provider_descriptors: 1,
+        provider_audit_log: 1,
         proxy_metrics: 4,
         project_metrics: 2,
         connector_metrics: 1,
@@ -259,6 +286,8 @@ describe("export then import", () => {
       "connectors",
       "proxies",
       "config_revision",
+      "provider_descriptors",
+      "provider_audit_log",
     ]);
     const after = await snapshot();
     for (const table of backupTables(false)) expect(after[table]).toEqual(before[table]);
@@ -370,6 +399,8 @@ describe("refusals change nothing", () => {
       JSON.stringify({ table: "proxies", rows: 1 }),
       state.proxies[0],
       JSON.stringify({ table: "config_revision", rows: 0 }),
+      JSON.stringify({ table: "provider_descriptors", rows: 0 }),
+      JSON.stringify({ table: "provider_audit_log", rows: 0 }),
     ];
     const crafted = await sealBackup(PASSPHRASE, {
       schemaVersion: await schemaVersion(),

@@ -259,10 +259,10 @@ const cases: Case[] = [
   },
   // Credentials
   {
-    name: "credential: vendor provider",
+    name: "credential: unknown provider",
     method: "POST",
     path: credentials,
-    body: { name: "v", provider: "brightdata" },
+    body: { name: "v", provider: "nobody" },
     fields: ["body.provider"],
   },
   {
@@ -302,11 +302,11 @@ const cases: Case[] = [
     fields: ["body.kind"],
   },
   {
-    name: "connector: vendor kind later",
+    name: "connector: vendor kind without a provider",
     method: "POST",
     path: connectors,
     body: { name: "c", kind: "vendor" },
-    fields: ["body.kind"],
+    fields: ["body.provider"],
   },
   {
     name: "connector: cloud kind later",

@@ -39,7 +39,6 @@ describe("settings at start", () => {
   });
 
   it.each([
-    ["OCTOPROX_IP_REFRESH_INTERVAL", "sync"],
     ["OCTOPROX_SCALE_INTERVAL", "scale"],
     ["OCTOPROX_GEO_UPDATER_INTERVAL", "geo_update"],
     ["OCTOPROX_TUNNEL_STATUS_INTERVAL", "tunnel_last_seen"],

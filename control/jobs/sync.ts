@@ -1,0 +1,188 @@
+/**
+ * sync: keeps a vendor connector's rows what its configuration and the vendor say, one connector
+ * a batch (hourly at its slot second, and at once after the connector is created or edited).
+ *
+ * A run reads the connector, its credential and its rows; builds its provider (the registry's one
+ * way, with the stored custom descriptors applied first); for a type whose exits a vendor call
+ * lists (port pools with a call, list mirrors) asks the vendor, under the egress guard; works out
+ * the rows the pool should hold (control/providers/pool.ts); then writes the edits and deletions
+ * in one transaction and the additions, insert-or-skip, in one more (the proxies service).
+ *
+ * A vendor error records `last_error` and one more `consecutive_errors` on the connector, writes
+ * no row, and fails the run, which is delivered again after the claim timeout. A connector whose
+ * provider is gone is left alone (the feed leaves it out); one whose stored config its descriptor
+ * refuses records that error.
+ */
+import { and, eq } from "drizzle-orm";
+import type { Database } from "../../db/client.ts";
+import { translatePostgresError } from "../../db/errors.ts";
+import { connectors, credentials, proxies } from "../../db/schema.ts";
+import { errorText } from "../../shared/errors.ts";
+import type { DescriptorProvider } from "../../shared/providers/provider.ts";
+import { ConnectorKind, JobKind, ProxyStatus } from "../../shared/roles.ts";
+import type { Logger } from "../core/logging.ts";
+import { callOptions } from "../providers/call-options.ts";
+import { refreshCustom } from "../providers/catalogue.ts";
+import { authToken, runCall, TokenCache } from "../providers/http-call.ts";
+import { desiredRows, planPool, type StoredRow } from "../providers/pool.ts";
+import { recordConnectorError } from "../services/connectors.ts";
+import { writePool } from "../services/proxies.ts";
+import type { ServiceDeps } from "../services/store.ts";
+import type { Job, WorkBatch } from "./job.ts";
+
+export interface SyncJobOptions {
+  deps: ServiceDeps;
+  logger: Logger;
+}
+
+export interface SyncOutcome {
+  connectorId: string;
+  edited: number;
+  deleted: number;
+  added: number;
+}
+
+/** A connector's rows and what they are built from, read in one short session. */
+export interface PoolState {
+  connector: typeof connectors.$inferSelect;
+  credential: Record<string, unknown> | null;
+  rows: StoredRow[];
+}
+
+export async function readPoolState(
+  db: Database["db"],
+  connectorId: string,
+): Promise<PoolState | undefined> {
+  const [connector] = await db.select().from(connectors).where(eq(connectors.id, connectorId));
+  if (!connector || connector.kind !== ConnectorKind.vendor) return undefined;
+  const credential = connector.credentialId === null ? null : (await db
+    .select({ config: credentials.config }).from(credentials)
+    .where(and(
+      eq(credentials.id, connector.credentialId),
+      eq(credentials.projectId, connector.projectId),
+    )))[0]?.config ?? null;
+  const rows = await db.select({
+    id: proxies.id,
+    scheme: proxies.scheme,
+    host: proxies.host,
+    port: proxies.port,
+    username: proxies.username,
+    password: proxies.password,
+    country: proxies.country,
+    metadata: proxies.metadata,
+  }).from(proxies).where(eq(proxies.connectorId, connectorId));
+  return { connector, credential, rows };
+}
+
+export class SyncJob implements Job {
+  readonly kind: typeof JobKind.sync | typeof JobKind.provision = JobKind.sync;
+  protected readonly o: SyncJobOptions;
+  /** Vendor tokens, per credential digest, for the life of the worker. */
+  protected readonly tokens = new TokenCache();
+
+  constructor(options: SyncJobOptions) {
+    this.o = options;
+  }
+
+  async run(batch: WorkBatch, signal: AbortSignal): Promise<void> {
+    for (const key of batch.keys) {
+      signal.throwIfAborted();
+      await this.sync(key, signal);
+    }
+  }
+
+  /** One connector's sync; undefined when there was nothing to sync. */
+  async sync(
+    connectorId: string,
+    signal?: AbortSignal,
+    extraGroups: readonly string[] = [],
+  ): Promise<SyncOutcome | undefined> {
+    const deps = this.o.deps;
+    const built = await this.build(connectorId);
+    if (built === undefined) return undefined;
+    const { state, provider } = built;
+    let items: Record<string, unknown>[] | undefined;
+    if (provider.type.call !== undefined) {
+      try {
+        items = await this.listExits(provider, signal);
+      } catch (error) {
+        if (signal?.aborted) throw error;
+        await recordConnectorError(deps, connectorId, errorText(error));
+        throw error;
+      }
+    }
+    const desired = desiredRows(
+      provider,
+      state.connector.countries,
+      state.rows,
+      items,
+      extraGroups,
+    );
+    const plan = planPool(desired, state.rows);
+    const written = await writePool(deps, state.connector, plan, {
+      addedStatus: provider.dynamic ? ProxyStatus.healthy : ProxyStatus.initializing,
+    });
+    await recordConnectorError(deps, connectorId, null);
+    const outcome = {
+      connectorId,
+      edited: written.edited,
+      deleted: written.deleted,
+      added: written.added.length,
+    };
+    if (outcome.edited + outcome.deleted + outcome.added > 0) {
+      this.o.logger.info(outcome, "Vendor pool synced");
+    }
+    return outcome;
+  }
+
+  /** The connector's state and provider, or undefined when it has none to sync. */
+  protected async build(
+    connectorId: string,
+  ): Promise<{ state: PoolState; provider: DescriptorProvider } | undefined> {
+    const deps = this.o.deps;
+    let state: PoolState | undefined;
+    try {
+      state = await readPoolState(deps.database.db, connectorId);
+      await refreshCustom(deps.database.db, deps.providers);
+    } catch (error) {
+      throw translatePostgresError(error);
+    }
+    if (state === undefined || !state.connector.enabled || state.connector.pendingDeletion) {
+      return undefined;
+    }
+    const result = deps.providers.descriptorProvider(state.connector, state.credential);
+    if (!result.ok) {
+      if (result.reason === "invalid") {
+        await recordConnectorError(deps, connectorId, `configuration: ${result.message}`);
+      }
+      this.o.logger.warn(
+        { connector: connectorId, provider: state.connector.provider, error: result.message },
+        "Vendor pool not synced: its provider cannot be built",
+      );
+      return undefined;
+    }
+    return { state, provider: result.provider };
+  }
+
+  /** The vendor's exits (list mode, or a port pool whose exits a call lists). */
+  private async listExits(
+    provider: DescriptorProvider,
+    signal?: AbortSignal,
+  ): Promise<Record<string, unknown>[]> {
+    const call = provider.type.call!;
+    const options = callOptions(this.o.deps.settings, signal);
+    const context = { credential: provider.credential, connector: provider.config };
+    const token = await authToken(provider.descriptor, context, this.tokens, options);
+    const items = await runCall(call, {
+      ...context,
+      auth: token === undefined ? null : { token },
+    }, options);
+    const entries: Record<string, unknown>[] = [];
+    for (const item of items as unknown[]) {
+      if (item !== null && typeof item === "object" && !Array.isArray(item)) {
+        entries.push(item as Record<string, unknown>);
+      }
+    }
+    return entries;
+  }
+}
