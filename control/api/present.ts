@@ -5,6 +5,7 @@
  * to roles that may hand it out.
  */
 import { maskConfig } from "../services/credentials.ts";
+import { maskConnectorConfig } from "../services/connectors.ts";
 import type { ProviderRegistry } from "../../shared/providers/registry.ts";
 import type { ConnectorRow } from "../services/connectors.ts";
 import type { CredentialRow } from "../services/credentials.ts";
@@ -95,6 +96,7 @@ export function presentConnector(
   row: ConnectorRow,
   proxyCount: number,
   trafficUsage: TrafficUsageView | null,
+  registry: ProviderRegistry,
 ) {
   return {
     id: row.id,
@@ -102,6 +104,8 @@ export function presentConnector(
     name: row.name,
     kind: row.kind,
     provider: row.provider,
+    /** A vendor connector's config as stored (the descriptor's defaults in), secrets masked. */
+    config: maskConnectorConfig(row.provider, row.config, registry),
     credential_id: row.credentialId,
     enabled: row.enabled,
     weight: row.weight,

@@ -17,9 +17,12 @@ import {
   type TrafficConfig,
 } from "../../db/schema.ts";
 import { ConflictError, NotFoundError, ValidationError } from "../../shared/errors.ts";
+import { RESERVED_CONNECTOR_KEYS } from "../../shared/providers/descriptor.ts";
 import { checkConnectorConfig } from "../../shared/providers/fields.ts";
+import type { ProviderRegistry } from "../../shared/providers/registry.ts";
 import { ChangeKind, ConnectorKind, JobKind } from "../../shared/roles.ts";
 import { refreshCustom } from "../providers/catalogue.ts";
+import { SECRET_MASK } from "./credentials.ts";
 import { changedFields, definedOnly } from "./diff.ts";
 import { missingIn, requireProject } from "./scope.ts";
 import { read, type ServiceDeps, write } from "./store.ts";
@@ -71,6 +74,27 @@ export const CONNECTOR_DEFAULTS: Readonly<Omit<ConnectorFields, "name" | "kind">
 const connectorChange = (id: string) => ({ kind: ChangeKind.connector, ref: id });
 
 /**
+ * A vendor connector's config as answers show it: its descriptor's secret connector fields
+ * masked. A provider no descriptor has any more keeps every field hidden but the ones every
+ * connector has.
+ */
+export function maskConnectorConfig(
+  provider: string,
+  config: Record<string, unknown>,
+  registry: ProviderRegistry,
+): Record<string, unknown> {
+  const entry = registry.get(provider);
+  const secrets = entry === undefined
+    ? Object.keys(config).filter((k) => !(RESERVED_CONNECTOR_KEYS as readonly string[]).includes(k))
+    : entry.descriptor.connector_fields.filter((f) => f.secret).map((f) => f.key);
+  const masked = { ...config };
+  for (const key of secrets) {
+    if (typeof config[key] === "string" && config[key] !== "") masked[key] = SECRET_MASK;
+  }
+  return masked;
+}
+
+/**
  * A vendor connector's provider and config, checked against its descriptor (stored with the
  * descriptor's defaults); a static one takes neither. Returns the config to store.
  */
@@ -80,6 +104,8 @@ async function providerConfig(
   kind: string,
   provider: string,
   config: Record<string, unknown>,
+  /** An edit's stored config: a secret sent back as the mask keeps its stored value. */
+  stored?: Record<string, unknown>,
 ): Promise<Record<string, unknown>> {
   if (kind !== ConnectorKind.vendor) {
     if (provider !== "static") {
@@ -105,6 +131,12 @@ async function providerConfig(
         ? "a vendor connector needs a provider from GET /api/v1/providers"
         : `no provider ${provider}: see GET /api/v1/providers`,
     }]);
+  }
+  if (stored !== undefined) {
+    config = { ...config };
+    for (const field of entry.descriptor.connector_fields) {
+      if (field.secret && config[field.key] === SECRET_MASK) config[field.key] = stored[field.key];
+    }
   }
   const checked = checkConnectorConfig(entry.descriptor, config);
   if (checked.issues.length > 0) {
@@ -251,9 +283,14 @@ export async function updateConnector(
     if (!current) return missingIn(tx, projectId, "Connector");
     const next = { ...current, ...definedOnly(patch) } as ConnectorRow;
     const touched = new Set(Object.keys(definedOnly(patch)));
-    const config = patch.config === undefined
-      ? undefined
-      : await providerConfig(deps, tx, current.kind, current.provider, patch.config);
+    const config = patch.config === undefined ? undefined : await providerConfig(
+      deps,
+      tx,
+      current.kind,
+      current.provider,
+      patch.config,
+      current.config,
+    );
     await validateConnector(
       tx,
       projectId,

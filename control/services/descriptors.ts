@@ -70,12 +70,14 @@ function checkedDescriptor(deps: ServiceDeps, input: DescriptorSave, id?: string
   }
   const parsed = parseDescriptor(document);
   if (!parsed.ok) {
-    throw new ValidationError(parsed.issues.map((issue) => ({
-      field: issue.includes(": ")
-        ? `body.descriptor.${issue.slice(0, issue.indexOf(": "))}`
-        : "body.descriptor",
-      message: issue.includes(": ") ? issue.slice(issue.indexOf(": ") + 2) : issue,
-    })));
+    throw new ValidationError(parsed.issues.map((issue) => {
+      // `path: message`, where a path is dot-separated keys; a rule over the whole document
+      // ("proxy type res username: {…} names no credential field") has no path.
+      const path = /^([^\s:]+): /.exec(issue);
+      return path
+        ? { field: `body.descriptor.${path[1]}`, message: issue.slice(path[0].length) }
+        : { field: "body.descriptor", message: issue };
+    }));
   }
   const descriptor = parsed.descriptor;
   if (id !== undefined && descriptor.id !== id) {

@@ -55,7 +55,12 @@ export function connectorRoutes(deps: ApiDeps): Route[] {
       })),
     );
     return rows.map((row) =>
-      presentConnector(row, counts.get(row.id) ?? 0, usage.get(connectorSubject(row.id)) ?? null)
+      presentConnector(
+        row,
+        counts.get(row.id) ?? 0,
+        usage.get(connectorSubject(row.id)) ?? null,
+        deps.providers,
+      )
     );
   };
   /** A reset or an edit of what decides the block asks for a decision, marked pending. */
