@@ -98,9 +98,10 @@ function checkedDescriptor(deps: ServiceDeps, input: DescriptorSave, id?: string
   const hosts = egressHosts(descriptor);
   const refused = hosts.flatMap((host) => {
     const reason = checkEgressHost(host, { allowLoopback: deps.settings.egressAllowLoopback });
-    return reason === undefined
-      ? []
-      : [{ field: "body.descriptor", message: `${host}: ${reason}` }];
+    return reason === undefined ? [] : [{
+      field: "body.descriptor",
+      message: reason.includes(host) ? reason : `${host}: ${reason}`,
+    }];
   });
   if (refused.length > 0) throw new ValidationError(refused);
   const confirmed = new Set(input.confirmHosts.map((h) => h.trim().toLowerCase()));

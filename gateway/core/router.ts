@@ -32,6 +32,7 @@ import { blockedNow, connectorVerdict, Ineligible, projectBlockedNow } from "./e
 import type { DeadlineTable } from "./id-table.ts";
 import { consoleLog, type CoreLog } from "./log.ts";
 import { HeldTasks } from "../sticky/held-tasks.ts";
+import { type ProvisionRequests, ProvisionWaits } from "./provision.ts";
 import type { StickyStore } from "../sticky/store.ts";
 import {
   allBusy,
@@ -93,6 +94,10 @@ export interface RouterOptions {
   held?: HeldTasks;
   /** Successful (digest, password) checks kept so the hot path rarely hashes. */
   passwordCacheSize?: number;
+  /** Asks workers for country groups of "All countries" session pools (provision.ts). */
+  provision?: ProvisionRequests;
+  /** How long a request waits for its group (PROVISION_WAIT_MS unless said; tests). */
+  provisionWaitMs?: number;
 }
 
 /** How many times a selection that lost its reservation race is tried again. */
@@ -137,6 +142,8 @@ export class CoreRouter implements Router {
   private readonly stickyDeps: StickyDeps;
   /** Quarantines this gateway tripped, by proxy id: epoch ms, until the feed carries them. */
   private readonly localQuarantines = new Map<string, number>();
+  /** Requests waiting for a country group; undefined when nothing asks workers for one. */
+  private readonly provisioning: ProvisionWaits | undefined;
 
   constructor(options: RouterOptions) {
     this.verifyPassword = options.verifyPassword;
@@ -150,6 +157,17 @@ export class CoreRouter implements Router {
     this.held = options.held ?? new HeldTasks();
     this.stickyDeps = { ...options.sticky, held: this.held };
     this.fallback = random({ random: this.random });
+    this.provisioning = options.provision === undefined
+      ? undefined
+      : new ProvisionWaits(options.provision, {
+        waitMs: options.provisionWaitMs,
+        nowMs: this.nowMs,
+      });
+  }
+
+  /** Ends the waits for country groups (the gateway stops). */
+  close(): void {
+    this.provisioning?.close();
   }
 
   /** Waits for the strategies' background writes (sticky bindings); never rejects. */
@@ -176,6 +194,7 @@ export class CoreRouter implements Router {
     }
     this.current = next;
     this.handOverQuarantines(next);
+    this.provisioning?.swapped(next);
     return next;
   }
 
@@ -323,11 +342,23 @@ export class CoreRouter implements Router {
     return { ok: true, client };
   }
 
-  /** Answers without a Promise unless the strategy reads Redis (sticky). */
+  /**
+   * Answers without a Promise unless the strategy reads Redis (sticky) or the request waits for
+   * a country group to be provisioned.
+   */
   acquire(
     client: Client,
     target: Target,
     exclude: ReadonlySet<string> = NOTHING_TRIED,
+  ): MaybePromise<Allocation | Refusal> {
+    return this.acquireOnce(client, target, exclude, true);
+  }
+
+  private acquireOnce(
+    client: Client,
+    target: Target,
+    exclude: ReadonlySet<string>,
+    mayProvision: boolean,
   ): MaybePromise<Allocation | Refusal> {
     const snapshot = this.current;
     if (snapshot === undefined) return notReady;
@@ -349,6 +380,12 @@ export class CoreRouter implements Router {
       else if (verdict === Ineligible.trafficBlocked) limitStatus ??= connector.limitStatus;
     }
     if (choices === undefined) {
+      if (mayProvision && limitStatus === undefined && options.country !== undefined) {
+        const waiting = this.provisionGroups(snapshot, project.id, options);
+        if (waiting !== undefined) {
+          return waiting.then(() => this.acquireOnce(client, target, exclude, false));
+        }
+      }
       if (limitStatus !== undefined) return trafficLimited(limitStatus);
       if (down) return allDown;
       return noUpstream(options, domainExcluded);
@@ -393,6 +430,38 @@ export class CoreRouter implements Router {
       }
       return attempt.run(this.fallback, context);
     });
+  }
+
+  /**
+   * The wait for the country groups that could serve the request: "All countries" session pools
+   * of the project without healthy rows for the country, which have none at all or were asked
+   * for by this gateway lately (a group still being checked). Undefined: nothing to wait for.
+   */
+  private provisionGroups(
+    snapshot: RoutingSnapshot,
+    projectId: string,
+    options: Client["options"],
+  ): Promise<boolean> | undefined {
+    const provisioning = this.provisioning;
+    const country = options.country;
+    if (provisioning === undefined || country === undefined) return undefined;
+    const pools: ConnectorIndex[] = [];
+    const keys: string[] = [];
+    for (const connector of snapshot.connectorsByProject.get(projectId) ?? NO_CONNECTORS) {
+      if (!connector.provisions(country)) continue;
+      const place = connector.rowsFor(options);
+      const key = `${connector.id}:${country}`;
+      if (place.rows.length !== 0) continue;
+      if (place.present !== 0 && !provisioning.recentlyAsked(key)) continue;
+      pools.push(connector);
+      keys.push(key);
+    }
+    if (pools.length === 0) return undefined;
+    const ids = pools.map((pool) => pool.id);
+    return provisioning.provide(
+      keys,
+      (next) => ids.some((id) => (next.connectors.get(id)?.rowsFor(options).rows.length ?? 0) > 0),
+    );
   }
 
   /**

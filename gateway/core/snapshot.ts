@@ -65,11 +65,10 @@ export interface PlaceRows {
 }
 
 /**
- * The provider of a vendor connector whose row is rendered per request; undefined for every other
- * connector, and for one whose provider cannot be built here (its rows are served as the feed has
- * them, logged).
+ * The provider of a vendor connector; undefined for every other connector, and for one whose
+ * provider cannot be built here (its rows are served as the feed has them, logged).
  */
-function dynamicProvider(
+function vendorProvider(
   section: ConnectorSection,
   registry: ProviderRegistry | undefined,
   log: CoreLog | undefined,
@@ -92,7 +91,7 @@ function dynamicProvider(
     );
     return undefined;
   }
-  return built.provider.dynamic ? built.provider : undefined;
+  return built.provider;
 }
 
 /** Rows on their way out: neither served nor counted as "down". */
@@ -179,6 +178,8 @@ export class ConnectorIndex {
 
   /** The provider a dynamic-sessions connector renders its row with, per request. */
   readonly renderer: DescriptorProvider | undefined;
+  /** A vendor connector's provider, when it can be built here. */
+  readonly provider: DescriptorProvider | undefined;
 
   constructor(
     section: ConnectorSection,
@@ -187,7 +188,8 @@ export class ConnectorIndex {
     log?: CoreLog,
   ) {
     const connector = section.connector;
-    this.renderer = dynamicProvider(section, registry, log);
+    this.provider = vendorProvider(section, registry, log);
+    this.renderer = this.provider?.dynamic === true ? this.provider : undefined;
     this.section = section;
     this.connector = connector;
     this.id = connector.id;
@@ -281,6 +283,19 @@ export class ConnectorIndex {
       if (entry.status === "healthy") healthy.push(entry);
     }
     return present === 0 ? this.noPlace : { connector: this, rows: healthy, present };
+  }
+
+  /**
+   * An "All countries" session pool that can add a group for `country` on demand (the provision
+   * job): it takes requests, declares no countries, writes the country into its sessions, and
+   * its vendor serves it.
+   */
+  provisions(country: string): boolean {
+    const provider = this.provider;
+    if (provider === undefined || !this.takesRequests || this.declared !== null) return false;
+    const type = provider.type;
+    return type.mode === "session" && !provider.dynamic && provider.renders.country &&
+      (type.countries === undefined || type.countries.includes(country));
   }
 
   /** The domain filter: an allow list must match the host (or a name above it); a deny list must not. */

@@ -5,29 +5,26 @@
  * before anything is stored.
  *
  * The harness admits loopback egress (OCTOPROX_EGRESS_ALLOW_LOOPBACK), since the emulator
- * listens on 127.0.0.1. Its certificate is signed by a test CA the system store does not hold,
- * and the product has no setting that hands the guard a CA on the service path (callOptions
- * passes none, so the system store is used): the test wraps `callOptions` to add the emulator's
- * CA when a test says so, the rest of the call options as the product builds them. Without it
- * the guard's TLS check refuses the vendor, which is a test of its own.
+ * listens on 127.0.0.1. Its certificate is signed by a test CA the system store does not hold:
+ * a test trusts it through OCTOPROX_EGRESS_CA_FILE (the settings the call options are read
+ * from), or leaves it unset, and the guard's TLS check refuses the vendor, a test of its own.
  */
-import { afterAll, beforeAll, describe, expect, test, vi } from "vitest";
+import { writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import { startVendorApi, type VendorApi } from "../../e2e/support/vendor-emulator.ts";
 import { type ApiHarness, startHarness } from "./harness.ts";
 
-/** The CA the guard trusts on the service path; undefined: the system store, as in production. */
-const egress = vi.hoisted(() => ({ ca: undefined as string | undefined }));
-
-vi.mock("../../control/providers/call-options.ts", async (importOriginal) => {
-  const real = await importOriginal<typeof import("../../control/providers/call-options.ts")>();
-  return {
-    ...real,
-    callOptions: (...args: Parameters<typeof real.callOptions>) => ({
-      ...real.callOptions(...args),
-      ca: egress.ca,
-    }),
-  };
-});
+/** Trusts the emulator's CA on the service path (a file), or the system store (undefined). */
+async function trust(ca: string | undefined): Promise<void> {
+  let file: string | undefined;
+  if (ca !== undefined) {
+    file = join(tmpdir(), `ox-vendor-ca-${process.pid}.pem`);
+    await writeFile(file, ca);
+  }
+  (h.deps.settings as { egressCaFile?: string }).egressCaFile = file;
+}
 
 let h: ApiHarness;
 let projectId: string;
@@ -177,7 +174,7 @@ describe("the vendor's own check of a credential", () => {
   });
 
   afterAll(async () => {
-    egress.ca = undefined;
+    await trust(undefined);
     await api?.close();
   });
 
@@ -199,7 +196,7 @@ describe("the vendor's own check of a credential", () => {
   });
 
   test("a vendor whose certificate the system store does not trust is refused: 502", async () => {
-    egress.ca = undefined;
+    await trust(undefined);
     const before = { ...api.counts };
     const answer = await create("Untrusted", "right-key");
     expect(answer.status).toBe(502);
@@ -211,7 +208,7 @@ describe("the vendor's own check of a credential", () => {
   });
 
   test("a key the vendor refuses is a 422 on body.config, and nothing is stored", async () => {
-    egress.ca = api.ca;
+    await trust(api.ca);
     const before = { ...api.counts };
     const answer = await create("Wrong key", "wrong-key");
     expect(answer.status).toBe(422);
@@ -227,7 +224,7 @@ describe("the vendor's own check of a credential", () => {
   });
 
   test("an account the vendor says is inactive is refused the same way", async () => {
-    egress.ca = api.ca;
+    await trust(api.ca);
     api.setActive(false);
     try {
       const answer = await create("Inactive", "right-key");
@@ -243,7 +240,7 @@ describe("the vendor's own check of a credential", () => {
   });
 
   test("the right key is checked with the vendor, stored, and answered masked", async () => {
-    egress.ca = api.ca;
+    await trust(api.ca);
     const before = { ...api.counts };
     const answer = await create("Right key", "right-key");
     expect(answer.status).toBe(201);

@@ -12,7 +12,8 @@
 import { Redis } from "ioredis";
 import { deriveFeedKeys, verifyPassword } from "../../../shared/feed/codec.ts";
 import type { FeedSections } from "../../../shared/feed/models.ts";
-import { redisKeys } from "../../../shared/redis-keys.ts";
+import { redisKeys, STREAM_CAPS } from "../../../shared/redis-keys.ts";
+import { JobKind } from "../../../shared/roles.ts";
 import type { GatewaySettings } from "../../../shared/settings.ts";
 import type { DestinationGuard } from "../../core/contract.ts";
 import type { Dispatch } from "../../core/dispatch.ts";
@@ -139,6 +140,22 @@ export async function buildIsolateCore(
     sticky: {
       store: new RedisStickyStore(redis, keys),
       requestTimeoutMs: settings.redisRequestTimeoutMs,
+    },
+    // A country an "All countries" session pool has no group for asks a worker for one.
+    provision: {
+      ask: async (key) => {
+        await withDeadline("provision request", settings.redisRequestTimeoutMs, () =>
+          redis.xadd(
+            keys.jobStream(JobKind.provision),
+            "MAXLEN",
+            "~",
+            STREAM_CAPS.work,
+            "*",
+            "key",
+            key,
+          ));
+        return true;
+      },
     },
   });
   const guard = createDestinationGuard({
@@ -272,6 +289,7 @@ export async function buildIsolateCore(
     },
     async stop() {
       loopLag.stop();
+      router.close();
       try {
         // Sticky binding writes still under way, each bounded by the request deadline.
         await router.drain();
