@@ -19,6 +19,7 @@ import { healthSuite } from "./health.ts";
 import { memorySuite } from "./memory.ts";
 import { metricsSuite } from "./metrics.ts";
 import { producersSuite } from "./producers.ts";
+import { providersSuite } from "./providers.ts";
 import { telemetrySuite } from "./telemetry.ts";
 import { throughputSuite } from "./throughput.ts";
 import { trafficSuite } from "./traffic.ts";
@@ -36,6 +37,7 @@ export const SUITES: readonly Suite[] = [
   metricsSuite,
   telemetrySuite,
   trafficSuite,
+  providersSuite,
   webSuite,
 ];
 
