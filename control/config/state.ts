@@ -8,7 +8,7 @@
  * tells nothing of the secrets.
  */
 import { createHmac } from "node:crypto";
-import { asc } from "drizzle-orm";
+import { asc, eq } from "drizzle-orm";
 import type { Tx } from "../../db/client.ts";
 import { connectors, credentials, projects, proxies } from "../../db/schema.ts";
 import type { Strategy } from "../../shared/roles.ts";
@@ -42,12 +42,18 @@ export interface ProjectState {
 /** Every project by lower-cased name, in creation order. */
 export type ConfigState = Map<string, ProjectState>;
 
-/** Reads the whole configuration inside `tx` (one snapshot of it under repeatable read). */
+/**
+ * Reads the whole configuration inside `tx` (one snapshot of it under repeatable read). A file
+ * holds static credentials and connectors only: vendor ones are the api's, so they are not read
+ * here, never exported, compared or pruned (their rows go only with their project).
+ */
 export async function readConfigState(tx: Tx): Promise<ConfigState> {
   const [projectRows, credentialRows, connectorRows, proxyRows] = [
     await tx.select().from(projects).orderBy(asc(projects.createdAt), asc(projects.id)),
-    await tx.select().from(credentials).orderBy(asc(credentials.createdAt), asc(credentials.id)),
-    await tx.select().from(connectors).orderBy(asc(connectors.createdAt), asc(connectors.id)),
+    await tx.select().from(credentials).where(eq(credentials.provider, "static"))
+      .orderBy(asc(credentials.createdAt), asc(credentials.id)),
+    await tx.select().from(connectors).where(eq(connectors.kind, "static"))
+      .orderBy(asc(connectors.createdAt), asc(connectors.id)),
     await tx.select({
       id: proxies.id,
       connectorId: proxies.connectorId,

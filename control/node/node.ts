@@ -29,6 +29,7 @@ import { sleep } from "../core/loops.ts";
 import { createRedis } from "../core/redis.ts";
 import { JobQueue } from "../jobs/queue.ts";
 import { readProvidersDir } from "../providers/catalogue.ts";
+import { callOptions } from "../providers/call-options.ts";
 import type { ControlDeps } from "../core/deps.ts";
 import { TaskSet } from "../core/tasks.ts";
 import { VERSION } from "../core/version.ts";
@@ -251,6 +252,8 @@ export class Node {
       if (this.settings.providersDir !== undefined) {
         this.providers.setFileDescriptors(await readProvidersDir(this.settings.providersDir));
       }
+      // Read now, so a wrong path stops the start rather than the first vendor call.
+      callOptions(this.settings);
       await this.#connectRedis(signal);
       if (applied.length > 0) {
         // Every running process reads everything again; processes that waited for the lock

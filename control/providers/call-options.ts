@@ -8,12 +8,19 @@ export const VENDOR_CALL_TIMEOUT_MS = 20_000;
 
 const authorities = new Map<string, string>();
 
-/** The CA file's PEM, read once per process (a missing file fails the call that needs it). */
+/** The CA file's PEM, read once per process (the node reads it at start). */
 function authority(path: string | undefined): string | undefined {
   if (path === undefined) return undefined;
   let pem = authorities.get(path);
   if (pem === undefined) {
-    pem = readFileSync(path, "utf8");
+    try {
+      pem = readFileSync(path, "utf8");
+    } catch (error) {
+      throw new Error(`OCTOPROX_EGRESS_CA_FILE: cannot read ${path}`, { cause: error });
+    }
+    if (!pem.includes("-----BEGIN CERTIFICATE-----")) {
+      throw new Error(`OCTOPROX_EGRESS_CA_FILE: ${path} holds no PEM certificate`);
+    }
     authorities.set(path, pem);
   }
   return pem;

@@ -167,6 +167,40 @@ test("without prune what the document leaves out stays; with prune it goes", asy
   expect(await counts()).toEqual({ projects: 1, credentials: 1, connectors: 1, proxies: 1 });
 });
 
+test("vendor credentials and connectors are the api's: a file never exports, compares or prunes them", async () => {
+  const [shop] = await h.deps.database.sql`select id from projects where name = 'Shop'`;
+  const base = `/api/v1/projects/${shop.id}`;
+  const credential = await h.request("POST", `${base}/credentials`, {
+    token: h.tokens.editor,
+    body: { name: "oxy", provider: "oxylabs", config: { username: "acme", password: "pw" } },
+  });
+  expect(credential.status, credential.text).toBe(201);
+  const connector = await h.request("POST", `${base}/connectors`, {
+    token: h.tokens.editor,
+    body: {
+      name: "residential",
+      kind: "vendor",
+      provider: "oxylabs",
+      credential_id: credential.body.id,
+    },
+  });
+  expect(connector.status, connector.text).toBe(201);
+  const exported = await h.request("GET", "/api/v1/config", { token: h.tokens.viewer });
+  expect(JSON.stringify(exported.body)).not.toContain("oxylabs");
+  const pruned = await post("apply", { config: exported.body.config, prune: true });
+  expect(pruned.status, pruned.text).toBe(200);
+  expect(pruned.body.changes).toEqual([]);
+  const [left] = await h.deps.database
+    .sql`select count(*)::int as n from connectors where kind = 'vendor'`;
+  expect(left.n).toBe(1);
+  // A file naming a vendor connector is refused, naming the field.
+  const vendorFile = document();
+  (vendorFile.projects[0].connectors[0] as Record<string, unknown>).kind = "vendor";
+  const refused = await post("diff", { config: vendorFile });
+  expect(refused.status).toBe(422);
+  expect(refused.text).toContain("static connectors only");
+});
+
 test("a username another project holds is named; a viewer may not apply", async () => {
   const other = await h.request("POST", "/api/v1/projects", {
     token: h.tokens.editor,
