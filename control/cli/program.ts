@@ -14,6 +14,7 @@ import { registerProxies } from "./commands/proxies.ts";
 import { registerStatus } from "./commands/status.ts";
 import { registerTokens } from "./commands/tokens.ts";
 import { registerUsage } from "./commands/usage.ts";
+import { registerProviders } from "./commands/providers.ts";
 import { registerUsers } from "./commands/users.ts";
 
 export function buildProgram(): Command {
@@ -44,6 +45,7 @@ export function buildProgram(): Command {
   registerProxies(program);
   registerUsage(program);
   registerTokens(program);
+  registerProviders(program);
   registerUsers(program);
   registerConfig(program);
   registerBackup(program);

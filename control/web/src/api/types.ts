@@ -299,3 +299,38 @@ export interface ApiToken {
   /** Only in the create answer, this once. */
   token?: string;
 }
+
+/** A provider descriptor as the catalogue answers it (GET /api/v1/providers). */
+export interface ProviderField {
+  key: string;
+  label: string;
+  type: string;
+  secret: boolean;
+  required: boolean;
+  default?: string | number | boolean;
+  help?: string;
+}
+
+export interface ProviderRecord {
+  id: string;
+  name: string;
+  description: string;
+  docs_url: string | null;
+  beta: boolean;
+  source: "builtin" | "file" | "custom";
+  version: number;
+  credential_fields: ProviderField[];
+  connector_fields: ProviderField[];
+  proxy_types: {
+    id: string;
+    name: string;
+    mode: "session" | "port" | "list";
+    host: string | null;
+    port: number | null;
+    dynamic_sessions: boolean;
+    countries: string[] | null;
+    renders: { country: boolean; state: boolean; city: boolean; session_time: boolean };
+  }[];
+  egress_hosts: string[];
+  checks_credentials: boolean;
+}
