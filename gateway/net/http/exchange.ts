@@ -26,7 +26,10 @@
 import { EMPTY_BYTES } from "../../../shared/proxy-protocol/bytes.ts";
 import { basicProxyAuthorization } from "../../../shared/proxy-protocol/http-request.ts";
 import {
+  HandshakeFailure,
+  HandshakeProtocol,
   UpstreamFirstByteError,
+  UpstreamHandshakeError,
   UpstreamIdleError,
 } from "../../../shared/proxy-protocol/errors.ts";
 import {
@@ -343,6 +346,16 @@ class Exchange {
         continue;
       }
       leg.clearDeadline();
+      // An HTTP proxy's 407 to a forwarded request is its refusal of our credential for it,
+      // not the client's to answer: a failed attempt, as a 407 to CONNECT is.
+      if (parsed.head.status === 407 && !this.tunnel) {
+        throw new UpstreamHandshakeError(
+          HandshakeProtocol.http,
+          HandshakeFailure.authRequired,
+          "Proxy answered 407 Proxy Authentication Required",
+          { status: 407 },
+        );
+      }
       return { response: parsed.head, leftover: chunk };
     }
   }
