@@ -27,7 +27,7 @@ import { authToken, runCall, TokenCache } from "../providers/http-call.ts";
 import { desiredRows, planPool, type StoredRow } from "../providers/pool.ts";
 import { recordConnectorError } from "../services/connectors.ts";
 import { writePool } from "../services/proxies.ts";
-import type { ServiceDeps } from "../services/store.ts";
+import { isUuid, type ServiceDeps } from "../services/store.ts";
 import type { Job, WorkBatch } from "./job.ts";
 
 export interface SyncJobOptions {
@@ -87,7 +87,12 @@ export class SyncJob implements Job {
   async run(batch: WorkBatch, signal: AbortSignal): Promise<void> {
     for (const key of batch.keys) {
       signal.throwIfAborted();
-      await this.sync(key, signal);
+      if (!isUuid(key)) {
+        // Delivering it again would not make it a connector.
+        this.o.logger.warn({ key }, "Sync key skipped: not a connector id");
+        continue;
+      }
+      await this.sync(key.toLowerCase(), signal);
     }
   }
 

@@ -132,11 +132,20 @@ describe("health status by the checks", () => {
 
   it("shows the processes, the leader and the work streams on GET /api/v1/system/stats", async () => {
     // A stream no worker takes, with a group: three entries, one of them pending.
-    const sync = cluster.keys.jobStream(JobKind.sync);
-    await cluster.redis.xgroup("CREATE", sync, WORKERS_GROUP, "0", "MKSTREAM");
+    const unhandled = cluster.keys.jobStream(JobKind.enrich);
+    await cluster.redis.xgroup("CREATE", unhandled, WORKERS_GROUP, "0", "MKSTREAM");
     const addedAt = Date.now();
-    for (const key of ["a", "b", "c"]) await cluster.redis.xadd(sync, "*", "key", key);
-    await cluster.redis.xreadgroup("GROUP", WORKERS_GROUP, "e2e", "COUNT", 1, "STREAMS", sync, ">");
+    for (const key of ["a", "b", "c"]) await cluster.redis.xadd(unhandled, "*", "key", key);
+    await cluster.redis.xreadgroup(
+      "GROUP",
+      WORKERS_GROUP,
+      "e2e",
+      "COUNT",
+      1,
+      "STREAMS",
+      unhandled,
+      ">",
+    );
 
     const stats = await cluster.until(async () => {
       const answer = await cluster.request("GET", "/api/v1/system/stats");
@@ -174,10 +183,10 @@ describe("health status by the checks", () => {
     expect(stats.leader.data.lease_ttl_ms).toBeGreaterThan(0);
 
     expect(stats.work_streams.error).toBeNull();
-    const syncStats = stats.work_streams.data["jobs.sync"];
-    expect(syncStats).toMatchObject({ length: 3, pending: 1, backlog: 2, groupMissing: false });
-    expect(syncStats.oldestAgeMs).toBeGreaterThanOrEqual(0);
-    expect(syncStats.oldestAgeMs).toBeLessThanOrEqual(readAt - addedAt + 1_000);
+    const enrichStats = stats.work_streams.data["jobs.enrich"];
+    expect(enrichStats).toMatchObject({ length: 3, pending: 1, backlog: 2, groupMissing: false });
+    expect(enrichStats.oldestAgeMs).toBeGreaterThanOrEqual(0);
+    expect(enrichStats.oldestAgeMs).toBeLessThanOrEqual(readAt - addedAt + 1_000);
     // Streams nobody wrote to are shown empty, with their group missing.
     expect(stats.work_streams.data["jobs.geo_update"]).toMatchObject({
       length: 0,

@@ -140,7 +140,7 @@ describe("on-demand country groups", () => {
     expect(answer).toEqual(unserved);
   });
 
-  it("never asks for a pool that declares its countries, or a dynamic one", async () => {
+  it("never asks for a pool that declares its countries, or a dynamic one", () => {
     const asked: string[] = [];
     const r = new CoreRouter({
       verifyPassword,

@@ -44,7 +44,10 @@ export function registerProviders(program: Command): void {
     "octoprox providers show oxylabs",
   ]).action(async (id: string, options: JsonOption) => {
     const client = await connect();
-    const provider = await client.request<ProviderRecord>("GET", `/providers/${encodeURIComponent(id)}`);
+    const provider = await client.request<ProviderRecord>(
+      "GET",
+      `/providers/${encodeURIComponent(id)}`,
+    );
     emit(outputOf(options), provider, () => {
       line(`${pc.bold(provider.name)} (${provider.id}, ${provider.source} v${provider.version})`);
       if (provider.docs_url) line(provider.docs_url);
@@ -70,11 +73,21 @@ export function registerProviders(program: Command): void {
     });
   });
 
-  leaf(providers, "apply", "Store a custom descriptor from a YAML or JSON file (create or replace)", [
-    "octoprox providers apply -f acme.yaml --confirm-host api.acme.example",
-  ])
+  leaf(
+    providers,
+    "apply",
+    "Store a custom descriptor from a YAML or JSON file (create or replace)",
+    [
+      "octoprox providers apply -f acme.yaml --confirm-host api.acme.example",
+    ],
+  )
     .requiredOption("-f, --file <path>", "the descriptor (YAML or JSON)")
-    .option("--confirm-host <host>", "a host its calls reach, confirmed (repeat for each)", collect, [])
+    .option(
+      "--confirm-host <host>",
+      "a host its calls reach, confirmed (repeat for each)",
+      collect,
+      [],
+    )
     .action(async (options: JsonOption & { file: string; confirmHost: string[] }) => {
       const client = await connect();
       const text = await readFile(options.file, "utf8");
@@ -108,7 +121,9 @@ export function registerProviders(program: Command): void {
     .option("-y, --yes", "do not ask for confirmation")
     .action(async (id: string, options: JsonOption & { yes?: boolean }) => {
       const client = await connect();
-      if (!await confirm(`Delete descriptor ${id}? Connectors using it leave the feed.`, options.yes)) {
+      if (
+        !await confirm(`Delete descriptor ${id}? Connectors using it leave the feed.`, options.yes)
+      ) {
         line("Nothing deleted.");
         return;
       }
@@ -119,7 +134,11 @@ export function registerProviders(program: Command): void {
       emit(outputOf(options), answer, () => {
         line(`${pc.green("Deleted")} descriptor ${id}.`);
         if (answer.orphaned_connectors.length > 0) {
-          line(`Left out of the feed until it is stored again: ${answer.orphaned_connectors.join(", ")}`);
+          line(
+            `Left out of the feed until it is stored again: ${
+              answer.orphaned_connectors.join(", ")
+            }`,
+          );
         }
       });
     });
@@ -132,7 +151,14 @@ export function registerProviders(program: Command): void {
       "GET",
       `/providers/${encodeURIComponent(id)}/history`,
     );
-    emit(outputOf(options), rows, () =>
-      printTable(["Version", "Action", "By", "At"], rows.map((r) => [r.version, r.action, r.actor, r.at])));
+    emit(
+      outputOf(options),
+      rows,
+      () =>
+        printTable(
+          ["Version", "Action", "By", "At"],
+          rows.map((r) => [r.version, r.action, r.actor, r.at]),
+        ),
+    );
   });
 }
