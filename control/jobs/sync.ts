@@ -4,7 +4,8 @@
  *
  * A run reads the connector, its credential and its rows; builds its provider (the registry's one
  * way, with the stored custom descriptors applied first); for a type whose exits a vendor call
- * lists (port pools with a call, list mirrors) asks the vendor, under the egress guard; works out
+ * lists (port pools with a call, list mirrors) asks the vendor, under the egress guard, and for
+ * a port pool with discovery asks each slot for its exit through it; works out
  * the rows the pool should hold (control/providers/pool.ts); then writes the edits and deletions
  * in one transaction and the additions, insert-or-skip, in one more (the proxies service).
  *
@@ -24,6 +25,7 @@ import type { Logger } from "../core/logging.ts";
 import { callOptions } from "../providers/call-options.ts";
 import { refreshCustom } from "../providers/catalogue.ts";
 import { authToken, runCall, TokenCache } from "../providers/http-call.ts";
+import { discoverExits } from "../providers/discovery.ts";
 import { desiredRows, planPool, type StoredRow } from "../providers/pool.ts";
 import { recordConnectorError } from "../services/connectors.ts";
 import { writePool } from "../services/proxies.ts";
@@ -116,13 +118,22 @@ export class SyncJob implements Job {
         throw error;
       }
     }
-    const desired = desiredRows(
-      provider,
-      state.connector.countries,
-      state.rows,
-      items,
-      extraGroups,
-    );
+    let desired = desiredRows(provider, state.connector.countries, state.rows, items, extraGroups);
+    if (provider.type.discovery !== undefined) {
+      const found = await discoverExits(provider, desired, state.rows, signal);
+      if (signal?.aborted) throw signal.reason;
+      // An exit discovered outside the pool's countries leaves it.
+      const declared = state.connector.countries;
+      desired = declared.length === 0
+        ? found.rows
+        : found.rows.filter((row) => row.country === null || declared.includes(row.country));
+      if (found.failed > 0) {
+        this.o.logger.warn(
+          { connector: connectorId, failed: found.failed, discovered: found.discovered },
+          "Exit discovery failed for some slots: they keep the exits they had",
+        );
+      }
+    }
     const plan = planPool(desired, state.rows);
     const written = await writePool(deps, state.connector, plan, {
       addedStatus: provider.dynamic ? ProxyStatus.healthy : ProxyStatus.initializing,

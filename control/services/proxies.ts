@@ -9,6 +9,7 @@ import { and, asc, count, desc, eq, ilike, type SQL, sql } from "drizzle-orm";
 import type { Tx } from "../../db/client.ts";
 import { connectors, proxies } from "../../db/schema.ts";
 import { ConflictError } from "../../shared/errors.ts";
+import type { ProviderRow } from "../../shared/providers/provider.ts";
 import { ChangeKind, ConnectorKind, JobKind, ProxyStatus } from "../../shared/roles.ts";
 import { changedFields } from "./diff.ts";
 import { parseProxyLine, type ProxyAddress, proxyIdentity } from "./proxy-url.ts";
@@ -343,16 +344,37 @@ export interface PoolWrites {
     metadata: Record<string, unknown>;
   }[];
   deletions: readonly string[];
-  additions: readonly {
-    scheme: string;
-    host: string;
-    port: number;
-    username: string | null;
-    password: string | null;
-    country: string | null;
-    slot: string;
-    metadata: Record<string, unknown>;
-  }[];
+  additions: readonly ProviderRow[];
+}
+
+/** Inserts a pool's rows, insert-or-skip, their slot in their metadata; answers the ids added. */
+async function insertPoolRows(
+  tx: Tx,
+  connector: { id: string; projectId: string },
+  rows: PoolWrites["additions"],
+  status: ProxyStatus,
+): Promise<string[]> {
+  const column = <T>(pick: (row: PoolWrites["additions"][number]) => T) =>
+    sql.param(rows.map(pick));
+  const inserted = await tx.execute<{ id: string }>(sql`
+    insert into ${proxies}
+      (project_id, connector_id, scheme, host, port, username, password, country,
+       country_source, metadata, status)
+    select ${connector.projectId}::uuid, ${connector.id}::uuid, t.scheme, t.host, t.port,
+      t.username, t.password, t.country, case when t.country is null then null else ${VENDOR} end,
+      t.metadata, ${status}
+    from unnest(
+      ${column((r) => r.scheme)}::text[],
+      ${column((r) => r.host)}::text[],
+      ${column((r) => r.port)}::int[],
+      ${column((r) => r.username)}::text[],
+      ${column((r) => r.password)}::text[],
+      ${column((r) => r.country)}::text[],
+      ${column((r) => JSON.stringify({ ...r.metadata, slot: r.slot }))}::jsonb[]
+    ) as t(scheme, host, port, username, password, country, metadata)
+    on conflict do nothing
+    returning id`);
+  return inserted.map((row) => row.id);
 }
 
 /**
@@ -368,7 +390,7 @@ export async function writePool(
   plan: PoolWrites,
   options: { addedStatus: ProxyStatus },
 ): Promise<{ edited: number; deleted: number; added: string[] }> {
-  const { id: connectorId, projectId } = connector;
+  const connectorId = connector.id;
   let edited = 0;
   let deleted = 0;
   if (plan.edits.length > 0 || plan.deletions.length > 0) {
@@ -400,27 +422,7 @@ export async function writePool(
     await write(deps, async (tx) => {
       for (let start = 0; start < plan.additions.length; start += UPLOAD_CHUNK_ROWS) {
         const chunk = plan.additions.slice(start, start + UPLOAD_CHUNK_ROWS);
-        const column = <T>(pick: (row: PoolWrites["additions"][number]) => T) =>
-          sql.param(chunk.map(pick));
-        const rows = await tx.execute<{ id: string }>(sql`
-          insert into ${proxies}
-            (project_id, connector_id, scheme, host, port, username, password, country,
-             country_source, metadata, status)
-          select ${projectId}::uuid, ${connectorId}::uuid, t.scheme, t.host, t.port, t.username,
-            t.password, t.country, case when t.country is null then null else ${VENDOR} end,
-            t.metadata, ${options.addedStatus}
-          from unnest(
-            ${column((r) => r.scheme)}::text[],
-            ${column((r) => r.host)}::text[],
-            ${column((r) => r.port)}::int[],
-            ${column((r) => r.username)}::text[],
-            ${column((r) => r.password)}::text[],
-            ${column((r) => r.country)}::text[],
-            ${column((r) => JSON.stringify({ ...r.metadata, slot: r.slot }))}::jsonb[]
-          ) as t(scheme, host, port, username, password, country, metadata)
-          on conflict do nothing
-          returning id`);
-        added.push(...rows.map((row) => row.id));
+        added.push(...await insertPoolRows(tx, connector, chunk, options.addedStatus));
       }
       return { result: undefined, change: added.length > 0 ? proxyChange(connectorId) : null };
     });
@@ -449,26 +451,7 @@ export async function addPoolGroup(
       sql`${proxies.metadata} ->> 'group' = ${country}`,
     ));
     if ((present?.total ?? 0) > 0) return { result: [] as string[], change: null };
-    const column = <T>(pick: (row: PoolWrites["additions"][number]) => T) =>
-      sql.param(rows.map(pick));
-    const inserted = await tx.execute<{ id: string }>(sql`
-      insert into ${proxies}
-        (project_id, connector_id, scheme, host, port, username, password, country,
-         country_source, metadata, status)
-      select ${connector.projectId}::uuid, ${connector.id}::uuid, t.scheme, t.host, t.port,
-        t.username, t.password, t.country, ${VENDOR}, t.metadata, ${ProxyStatus.initializing}
-      from unnest(
-        ${column((r) => r.scheme)}::text[],
-        ${column((r) => r.host)}::text[],
-        ${column((r) => r.port)}::int[],
-        ${column((r) => r.username)}::text[],
-        ${column((r) => r.password)}::text[],
-        ${column((r) => r.country)}::text[],
-        ${column((r) => JSON.stringify({ ...r.metadata, slot: r.slot }))}::jsonb[]
-      ) as t(scheme, host, port, username, password, country, metadata)
-      on conflict do nothing
-      returning id`);
-    const ids = inserted.map((row) => row.id);
+    const ids = await insertPoolRows(tx, connector, rows, ProxyStatus.initializing);
     return { result: ids, change: ids.length > 0 ? proxyChange(connector.id) : null };
   });
   await deps.jobs.request(JobKind.health, added);

@@ -12,8 +12,6 @@
  *   gateway serves through it again, with nothing more logged.
  */
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { oxylabs as shippedOxylabs } from "../../shared/providers/builtin/oxylabs.ts";
-import type { DescriptorInput } from "../../shared/providers/descriptor.ts";
 import { seriesValue } from "../../tests/support/promtool.ts";
 import { Cluster, type Gateway, type Member } from "../support/cluster.ts";
 import { type Origin, startOrigin } from "../support/origin.ts";
@@ -30,6 +28,7 @@ import {
   createCredential,
   createProject,
   createVendorConnector,
+  emulatedOxylabs,
   type ListedProxy,
   saveDescriptor,
   untilRows,
@@ -50,17 +49,6 @@ let project: VendorProject;
 let connectorId: string;
 let rows: ListedProxy[];
 
-/** The shipped Oxylabs descriptor, its residential type (session pools) on the emulator. */
-function descriptor(port: number): DescriptorInput {
-  const residential = shippedOxylabs.proxy_types.find((t) => t.id === "residential")!;
-  return {
-    ...shippedOxylabs,
-    id: PROVIDER,
-    name: "Oxylabs pool (emulated)",
-    proxy_types: [{ ...residential, host: "127.0.0.1", port }],
-  };
-}
-
 beforeAll(async () => {
   [cluster, origin, vendor] = await Promise.all([
     Cluster.create(),
@@ -74,7 +62,7 @@ beforeAll(async () => {
   ]);
   gateway = await cluster.startGateway();
 
-  await saveDescriptor(cluster, descriptor(vendor.port));
+  await saveDescriptor(cluster, emulatedOxylabs(PROVIDER, "Oxylabs pool (emulated)", vendor.port));
   project = await createProject(cluster);
   const credentialId = await createCredential(cluster, project.projectId, PROVIDER, {
     username: ACCOUNT,
@@ -183,7 +171,10 @@ describe("a connector whose descriptor is deleted", () => {
   });
 
   it("is back once the descriptor is stored again, nothing more logged", async () => {
-    await saveDescriptor(cluster, descriptor(vendor.port));
+    await saveDescriptor(
+      cluster,
+      emulatedOxylabs(PROVIDER, "Oxylabs pool (emulated)", vendor.port),
+    );
     const answer = await untilAnswer(cluster, gateway, credentials(), ipUrl(), served, {
       what: "the gateway to serve through the connector again",
     });

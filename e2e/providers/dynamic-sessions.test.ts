@@ -20,8 +20,6 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { stringify } from "yaml";
-import { oxylabs as shippedOxylabs } from "../../shared/providers/builtin/oxylabs.ts";
-import type { DescriptorInput } from "../../shared/providers/descriptor.ts";
 import { Cluster, type Gateway } from "../support/cluster.ts";
 import { type Origin, startOrigin } from "../support/origin.ts";
 import {
@@ -45,6 +43,7 @@ import {
   createCredential,
   createProject,
   createVendorConnector,
+  emulatedOxylabs,
   type ListedProxy,
   syncNow,
   untilRows,
@@ -65,24 +64,16 @@ let project: VendorProject;
 let connectorId: string;
 let row: ListedProxy;
 
-/** The shipped Oxylabs descriptor, its residential type on the emulator's address. */
-function emulatedOxylabs(port: number): DescriptorInput {
-  const residential = shippedOxylabs.proxy_types.find((t) => t.id === "residential")!;
-  return {
-    ...shippedOxylabs,
-    id: PROVIDER,
-    name: "Oxylabs (emulated)",
-    proxy_types: [{ ...residential, host: "127.0.0.1", port }],
-  };
-}
-
 beforeAll(async () => {
   folder = await mkdtemp(join(tmpdir(), "ox-e2e-dynamic-"));
   [origin, vendor] = await Promise.all([
     startOrigin(),
     startVendorProxy({ grammar: oxylabsGrammar, accounts: { [ACCOUNT]: VENDOR_PASSWORD } }),
   ]);
-  await writeFile(join(folder, "e2e-oxylabs.yaml"), stringify(emulatedOxylabs(vendor.port)));
+  await writeFile(
+    join(folder, "e2e-oxylabs.yaml"),
+    stringify(emulatedOxylabs(PROVIDER, "Oxylabs (emulated)", vendor.port)),
+  );
   cluster = await Cluster.create({ env: { OCTOPROX_PROVIDERS_DIR: folder } });
   await cluster.start("all");
   [gatewayA, gatewayB] = await Promise.all([cluster.startGateway(), cluster.startGateway()]);

@@ -10,8 +10,6 @@
  * - later FR requests are served from the group at once, with no new group.
  */
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { oxylabs as shippedOxylabs } from "../../shared/providers/builtin/oxylabs.ts";
-import type { DescriptorInput } from "../../shared/providers/descriptor.ts";
 import { Cluster, type Gateway } from "../support/cluster.ts";
 import { type Origin, startOrigin } from "../support/origin.ts";
 import { exitOf, viaProxy } from "../support/proxy-client.ts";
@@ -27,6 +25,7 @@ import {
   createCredential,
   createProject,
   createVendorConnector,
+  emulatedOxylabs,
   saveDescriptor,
   untilRows,
   type VendorProject,
@@ -43,16 +42,6 @@ let vendor: VendorProxy;
 let project: VendorProject;
 let connectorId: string;
 
-function descriptor(port: number): DescriptorInput {
-  const residential = shippedOxylabs.proxy_types.find((t) => t.id === "residential")!;
-  return {
-    ...shippedOxylabs,
-    id: PROVIDER,
-    name: "Oxylabs, all countries (emulated)",
-    proxy_types: [{ ...residential, host: "127.0.0.1", port }],
-  };
-}
-
 beforeAll(async () => {
   [cluster, origin, vendor] = await Promise.all([
     Cluster.create(),
@@ -62,7 +51,10 @@ beforeAll(async () => {
   await cluster.start("api");
   await Promise.all([cluster.start("controller"), cluster.start("worker")]);
   gateways = await Promise.all([cluster.startGateway(), cluster.startGateway()]);
-  await saveDescriptor(cluster, descriptor(vendor.port));
+  await saveDescriptor(
+    cluster,
+    emulatedOxylabs(PROVIDER, "Oxylabs, all countries (emulated)", vendor.port),
+  );
   project = await createProject(cluster);
   const credentialId = await createCredential(cluster, project.projectId, PROVIDER, {
     username: ACCOUNT,

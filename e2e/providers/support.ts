@@ -8,6 +8,8 @@ import { randomBytes } from "node:crypto";
 import { writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { expect } from "vitest";
+import { oxylabs } from "../../shared/providers/builtin/oxylabs.ts";
+import type { DescriptorInput } from "../../shared/providers/descriptor.ts";
 import { JobKind } from "../../shared/roles.ts";
 import type { Cluster } from "../support/cluster.ts";
 import type { Credentials } from "../support/proxy-client.ts";
@@ -150,4 +152,14 @@ export async function syncNow(cluster: Cluster, connectorId: string): Promise<vo
       (await cluster.redis.xlen(stream)) === 0 && (await cluster.pending(stream)).length === 0,
     { what: `the sync of ${connectorId} to run` },
   );
+}
+
+/**
+ * The shipped Oxylabs descriptor as `id`, its residential type on the vendor emulator at
+ * 127.0.0.1:`port` (the emulator speaks Oxylabs' grammar), so a test sends what a real Oxylabs
+ * account would be sent.
+ */
+export function emulatedOxylabs(id: string, name: string, port: number): DescriptorInput {
+  const residential = oxylabs.proxy_types.find((t) => t.id === "residential")!;
+  return { ...oxylabs, id, name, proxy_types: [{ ...residential, host: "127.0.0.1", port }] };
 }

@@ -145,6 +145,21 @@ const SessionTimeSchema = v.strictObject({
   default_minutes: v.optional(v.pipe(v.number(), v.integer(), v.minValue(1))),
 });
 
+/**
+ * How a port pool learns each slot's exit when the vendor lists none: one GET through the slot
+ * (the vendor's own "where am I" page), its JSON read at `ip_path` and `country_path`.
+ */
+const DiscoverySchema = v.strictObject({
+  url: v.pipe(
+    v.string(),
+    v.regex(/^https?:\/\/[^{}\s]+$/, "a discovery url is an http:// or https:// URL, written out"),
+  ),
+  ip_path: v.optional(jmesPath, "ip"),
+  country_path: v.optional(jmesPath),
+  /** Slots asked at once. */
+  concurrency: v.optional(v.pipe(v.number(), v.integer(), v.minValue(1), v.maxValue(64)), 8),
+});
+
 const country = v.pipe(
   v.string(),
   v.check(
@@ -183,6 +198,8 @@ export const ProxyTypeSchema = v.pipe(
     /** Port mode: the call that lists the exits (items mapped by `item`); list mode: the list. */
     call: v.optional(HttpCallSchema),
     item: v.optional(ItemMappingSchema),
+    /** Port mode without a call: each slot's exit discovered through it at every sync. */
+    discovery: v.optional(DiscoverySchema),
   }),
   v.check((t) => t.mode === "list" || t.host !== undefined, "session and port types need a host"),
   v.check((t) => t.mode === "list" || t.port !== undefined, "session and port types need a port"),
@@ -199,6 +216,10 @@ export const ProxyTypeSchema = v.pipe(
     "a call and its item mapping come together",
   ),
   v.check((t) => t.mode !== "session" || t.call === undefined, "a session type makes no call"),
+  v.check(
+    (t) => t.discovery === undefined || (t.mode === "port" && t.call === undefined),
+    "discovery is for port types whose exits no call lists",
+  ),
 );
 export type ProxyType = v.InferOutput<typeof ProxyTypeSchema>;
 

@@ -12,7 +12,13 @@ import { connectors, credentials as credentialsTable, proxies } from "../../db/s
 import { ProvisionJob } from "../../control/jobs/provision.ts";
 import { SyncJob } from "../../control/jobs/sync.ts";
 import { testCertificate } from "../../e2e/support/certs.ts";
-import { startVendorApi, type VendorApi } from "../../e2e/support/vendor-emulator.ts";
+import { startOrigin } from "../../e2e/support/origin.ts";
+import {
+  oxylabs as oxylabsGrammar,
+  startVendorApi,
+  startVendorProxy,
+  type VendorApi,
+} from "../../e2e/support/vendor-emulator.ts";
 import { type ApiHarness, startHarness } from "../api/harness.ts";
 
 let h: ApiHarness;
@@ -143,6 +149,78 @@ describe("port and list pools", () => {
     const sync = new SyncJob({ deps: h.deps, logger: h.deps.logger });
     expect(await sync.sync(id)).toMatchObject({ added: 5 });
     expect((await rowsOf(id)).map((r) => r.port).sort()).toEqual([8001, 8002, 8003, 8004, 8005]);
+  });
+});
+
+describe("port pools whose exits are discovered through them", () => {
+  test("each slot's exit is asked through it; one that moved is written, a failure moves nothing", async () => {
+    const [vendor, origin] = await Promise.all([
+      startVendorProxy({ grammar: oxylabsGrammar, accounts: { acme: "pw" } }),
+      startOrigin(),
+    ]);
+    try {
+      const saved = await h.request("POST", "/api/v1/providers", {
+        token: h.tokens.admin,
+        body: {
+          descriptor: {
+            id: "acme-discovered",
+            name: "Acme discovered ports",
+            credential_fields: [
+              { key: "username", label: "User", type: "text", required: true },
+              {
+                key: "password",
+                label: "Password",
+                type: "password",
+                secret: true,
+                required: true,
+              },
+            ],
+            proxy_types: [{
+              id: "isp",
+              name: "ISP",
+              mode: "port",
+              host: "127.0.0.1",
+              port: vendor.port,
+              max_slots: 1,
+              username: "customer-{credential.username}",
+              password: "{credential.password}",
+              discovery: { url: `${origin.url}/ip`, ip_path: "ip" },
+            }],
+          },
+        },
+      });
+      expect(saved.status, saved.text).toBe(201);
+      const credentialId = await credential("acme-discovered", "acme-discovered", {
+        username: "acme",
+        password: "pw",
+      });
+      const id = await vendorConnector("discovered", "acme-discovered", credentialId, { slots: 1 });
+      const sync = new SyncJob({ deps: h.deps, logger: h.deps.logger });
+      expect(await sync.sync(id)).toMatchObject({ added: 1 });
+      const [first] = await rowsOf(id);
+      // The exit the vendor gave the discovery request (the emulator's, per request).
+      expect(vendor.requests).toHaveLength(1);
+      expect(first.metadata.exit).toMatch(/^127\./);
+      expect(first.password).toBe("{password}");
+
+      // The next sync asks again: the emulator gives a session-less request a fresh exit, as a
+      // vendor whose port moved to another address would; it is written on the same row.
+      expect(await sync.sync(id)).toMatchObject({ edited: 1, added: 0, deleted: 0 });
+      const [moved] = await rowsOf(id);
+      expect(moved.id).toBe(first.id);
+      expect(moved.metadata.exit).not.toBe(first.metadata.exit);
+
+      // The vendor refusing the discovery (a wrong password): the slot keeps its exit.
+      await h.deps.database.db.update(credentialsTable).set({
+        config: { username: "acme", password: "no" },
+      })
+        .where(eq(credentialsTable.id, credentialId));
+      expect(await sync.sync(id)).toMatchObject({ edited: 0, added: 0, deleted: 0 });
+      const [kept] = await rowsOf(id);
+      expect(kept.metadata.exit).toBe(moved.metadata.exit);
+    } finally {
+      await Promise.all([vendor.close(), origin.close()]);
+    }
   });
 });
 
