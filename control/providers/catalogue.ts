@@ -12,7 +12,7 @@ import { asc } from "drizzle-orm";
 import type { Database } from "../../db/client.ts";
 import { providerDescriptors } from "../../db/schema.ts";
 import { type Descriptor, parseDescriptor } from "../../shared/providers/descriptor.ts";
-import { ProviderRegistry, storedDescriptors } from "../../shared/providers/registry.ts";
+import { type ProviderRegistry, storedDescriptors } from "../../shared/providers/registry.ts";
 
 type Db = Database["db"];
 
@@ -47,13 +47,6 @@ export async function readProvidersDir(dir: string): Promise<Descriptor[]> {
     descriptors.push(parsed.descriptor);
   }
   return descriptors;
-}
-
-/** The registry a control process starts with: shipped and folder descriptors. */
-export async function createProviderRegistry(providersDir?: string): Promise<ProviderRegistry> {
-  const registry = new ProviderRegistry();
-  if (providersDir !== undefined) registry.setFileDescriptors(await readProvidersDir(providersDir));
-  return registry;
 }
 
 /**
