@@ -6,6 +6,7 @@ import { useState } from "preact/hooks";
 import { LocationProvider, Route, Router } from "preact-iso";
 import { Project } from "./pages/project.tsx";
 import { Projects } from "./pages/projects.tsx";
+import { Providers } from "./pages/providers.tsx";
 import { SignIn } from "./pages/sign-in.tsx";
 import { System } from "./pages/system.tsx";
 import { Tokens } from "./pages/tokens.tsx";
@@ -38,6 +39,7 @@ function Shell() {
           <Route path="/projects/:id" component={Project} />
           <Route path="/projects/:id/:tab" component={Project} />
           <Route path="/projects/:id/:tab/:item" component={Project} />
+          <Route path="/providers" component={Providers} />
           <Route path="/system" component={System} />
           <Route path="/users" component={Users} />
           <Route path="/tokens" component={Tokens} />
@@ -61,6 +63,7 @@ function TopBar() {
       <a href="/" class="brand">Octoprox</a>
       <nav aria-label="Main">
         <a href="/">Projects</a>
+        <a href="/providers">Providers</a>
         {session.isAdmin ? <a href="/system">System</a> : null}
         {session.isAdmin ? <a href="/users">Users</a> : null}
         <a href="/tokens">API tokens</a>

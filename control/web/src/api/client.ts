@@ -29,6 +29,11 @@ export class ApiError extends Error {
       issue.field === `body.${field}` || issue.field.startsWith(`body.${field}.`)
     )?.message;
   }
+
+  /** The message for exactly one field, not those under it (`config` alone: the vendor's refusal). */
+  forFieldExactly(field: string): string | undefined {
+    return this.issues.find((issue) => issue.field === `body.${field}`)?.message;
+  }
 }
 
 type Listener = () => void;

@@ -117,15 +117,26 @@ export interface Connector {
   last_error: string | null;
   consecutive_errors: number;
   proxy_count: number;
+  /** A vendor connector's config (proxy_type, slots, session_mode, its fields), secrets masked. */
+  config: Record<string, unknown>;
   created_at: string;
   updated_at: string;
 }
 
+/** A credential; secret config fields are answered masked, with a `has_<key>` flag. */
 export interface Credential {
   id: string;
+  project_id: string;
   name: string;
   provider: string;
+  config: Record<string, unknown>;
+  created_at: string;
+  updated_at: string;
+  [flag: `has_${string}`]: boolean;
 }
+
+/** What the API answers in place of a secret; sent back, it keeps the stored one. */
+export const SECRET_MASK = "********";
 
 export interface Proxy {
   id: string;
@@ -137,6 +148,7 @@ export interface Proxy {
   username: string | null;
   has_password: boolean;
   country: string | null;
+  metadata?: Record<string, unknown>;
   status: string;
   status_changed_at: string;
   quarantined: boolean;
@@ -304,11 +316,39 @@ export interface ApiToken {
 export interface ProviderField {
   key: string;
   label: string;
-  type: string;
+  type: "text" | "password" | "number" | "select" | "boolean" | "textarea" | "url" | "country";
   secret: boolean;
   required: boolean;
   default?: string | number | boolean;
+  /** Bounds of a number. */
+  min?: number;
+  max?: number;
+  /** A regular expression the whole value must match. */
+  pattern?: string;
+  /** The choices of a select. */
+  options?: { value: string; label?: string }[];
   help?: string;
+}
+
+export interface ProviderType {
+  id: string;
+  name: string;
+  mode: "session" | "port" | "list";
+  scheme?: string;
+  host: string | null;
+  port: number | null;
+  dynamic_sessions: boolean;
+  countries: string[] | null;
+  state_countries?: string[] | null;
+  city_countries?: string[] | null;
+  session_time?: {
+    unit: "minutes" | "seconds";
+    min_minutes: number;
+    max_minutes: number;
+    default_minutes?: number;
+  } | null;
+  max_slots?: number;
+  renders: { country: boolean; state: boolean; city: boolean; session_time: boolean };
 }
 
 export interface ProviderRecord {
@@ -321,16 +361,15 @@ export interface ProviderRecord {
   version: number;
   credential_fields: ProviderField[];
   connector_fields: ProviderField[];
-  proxy_types: {
-    id: string;
-    name: string;
-    mode: "session" | "port" | "list";
-    host: string | null;
-    port: number | null;
-    dynamic_sessions: boolean;
-    countries: string[] | null;
-    renders: { country: boolean; state: boolean; city: boolean; session_time: boolean };
-  }[];
+  proxy_types: ProviderType[];
   egress_hosts: string[];
   checks_credentials: boolean;
+}
+
+/** GET /api/v1/providers/{id}: the entry with the whole descriptor as stored. */
+export interface ProviderDetail extends ProviderRecord {
+  descriptor: {
+    proxy_types: { id: string; call?: unknown; discovery?: unknown }[];
+    [key: string]: unknown;
+  };
 }

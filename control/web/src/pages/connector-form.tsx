@@ -2,34 +2,77 @@
  * Every field a connector has in the API, for create and edit: its name, kind and credential,
  * its place in the routing (enabled, weight and the share of requests it gives, countries, the
  * domain allow or deny list, the health-check URL), its per-proxy rate limit and its traffic
- * limit. Values are kept as typed and sent as the API takes them; the API judges them, and its
+ * limit. A vendor connector also names its provider (from the catalogue), a credential of that
+ * provider, the proxy type, the session mode (types with dynamic sessions), the slots (session
+ * pools, and port pools whose exits no vendor call lists) and the descriptor's own connector
+ * fields. Values are kept as typed and sent as the API takes them; the API judges them, and its
  * message for a field is shown beside that field.
  */
+import { useMemo, useRef } from "preact/hooks";
 import {
   TRAFFIC_ACTIONS,
   TRAFFIC_LIMIT_STATUSES,
   TRAFFIC_PERIODS,
 } from "../../../../shared/roles.ts";
-import type { Connector, Credential } from "../api/types.ts";
+import type {
+  Connector,
+  Credential,
+  ProviderDetail,
+  ProviderRecord,
+  ProviderType,
+} from "../api/types.ts";
 import {
   Checkbox,
   Field,
+  FieldError,
   FormError,
   optionalNumber,
   parseList,
   Select,
   TextInput,
 } from "../ui/forms.tsx";
+import {
+  configOf,
+  type FieldValues,
+  initialValues,
+  ProviderFieldInputs,
+  secretsSet,
+} from "../ui/provider-fields.tsx";
+import { MODE_HELP, MODE_NAMES, rendersOf } from "../ui/providers.ts";
+import { useApi } from "../ui/use-api.ts";
 import { useForm } from "../ui/use-form.ts";
 import { formatBytes, formatPercent } from "../ui/format.ts";
 
 /** The kinds the API accepts today (it refuses the others with a 422 that says so). */
-const KINDS = [["static", "static (proxies you list)"]] as const;
+const KINDS = [
+  ["static", "static (proxies you list)"],
+  ["vendor", "vendor (a provider's pool)"],
+] as const;
+
+/** Slots a connector gets when it names none (the API's default, within the type's bound). */
+const DEFAULT_SLOTS = 10;
+
+const SESSION_MODES = [
+  ["pool", "Session pool (a row per vendor session)"],
+  ["dynamic", "Dynamic sessions (one row, rendered per request)"],
+] as const;
+
+/** What a new connector's form starts with (a credential page's "new connector" link). */
+export interface ConnectorStart {
+  kind?: string;
+  provider?: string;
+  credential_id?: string;
+}
 
 interface FormState {
   name: string;
   kind: string;
   credential_id: string;
+  provider: string;
+  proxy_type: string;
+  session_mode: string;
+  slots: string;
+  values: FieldValues;
   enabled: boolean;
   weight: string;
   countries: string;
@@ -55,13 +98,27 @@ interface FormState {
 
 const text = (value: unknown) => (value === null || value === undefined ? "" : String(value));
 
-function stateOf(connector: Connector | undefined): FormState {
+function stateOf(
+  connector: Connector | undefined,
+  providers: readonly ProviderRecord[],
+  start: ConnectorStart = {},
+): FormState {
   const rate = connector?.rate_limit_config;
   const traffic = connector?.traffic_config;
+  const config = connector?.config ?? {};
+  const providerId = connector ? connector.provider ?? "" : start.provider ?? "";
+  const provider = providers.find((p) => p.id === providerId);
   return {
     name: connector?.name ?? "",
-    kind: connector?.kind ?? "static",
-    credential_id: connector?.credential_id ?? "",
+    kind: connector?.kind ?? start.kind ?? "static",
+    credential_id: connector?.credential_id ?? start.credential_id ?? "",
+    provider: providerId === "static" ? "" : providerId,
+    proxy_type: typeof config.proxy_type === "string"
+      ? config.proxy_type
+      : provider?.proxy_types[0]?.id ?? "",
+    session_mode: config.session_mode === "dynamic" ? "dynamic" : "pool",
+    slots: text(config.slots),
+    values: initialValues(provider?.connector_fields ?? [], connector ? config : undefined),
     enabled: connector?.enabled ?? true,
     weight: text(connector?.weight ?? 1),
     countries: (connector?.countries ?? []).join(", "),
@@ -86,8 +143,64 @@ function stateOf(connector: Connector | undefined): FormState {
   };
 }
 
+/** Whether a type's connectors choose pool or dynamic sessions. */
+function hasSessionModes(type: ProviderType | undefined): boolean {
+  return type?.mode === "session" && type.dynamic_sessions;
+}
+
+/**
+ * Whether the connector takes a slot count: a session pool, or a port pool whose exits no
+ * vendor call lists. `listed`: whether the type's exits come from a call (undefined: not known
+ * yet, while the descriptor loads).
+ */
+function takesSlots(
+  type: ProviderType | undefined,
+  sessionMode: string,
+  listed: boolean | undefined,
+): boolean | undefined {
+  if (type === undefined) return false;
+  if (type.mode === "session") return !(type.dynamic_sessions && sessionMode === "dynamic");
+  if (type.mode === "port") return listed === undefined ? undefined : !listed;
+  return false;
+}
+
+interface VendorContext {
+  provider: ProviderRecord | undefined;
+  type: ProviderType | undefined;
+  /** Whether the type's exits come from a vendor call; undefined while not known. */
+  listed: boolean | undefined;
+  /** The connector's secret fields that are set (answered masked). */
+  setSecrets: ReadonlySet<string>;
+}
+
+/** A vendor connector's config: the whole of it, as the API replaces it on an edit. */
+function vendorConfig(
+  state: FormState,
+  creating: boolean,
+  vendor: VendorContext,
+): Record<string, unknown> {
+  const config: Record<string, unknown> = {};
+  if (state.proxy_type !== "") config.proxy_type = state.proxy_type;
+  if (hasSessionModes(vendor.type)) config.session_mode = state.session_mode;
+  const slotted = takesSlots(vendor.type, state.session_mode, vendor.listed);
+  // While the descriptor loads, a slot count already there is kept as it is.
+  if (slotted !== false && state.slots.trim() !== "") config.slots = optionalNumber(state.slots);
+  return {
+    ...config,
+    ...configOf(
+      vendor.provider?.connector_fields ?? [],
+      state.values,
+      creating ? "create" : "replace",
+      vendor.setSecrets,
+    ),
+  };
+}
+
 /** The body for the API: every field, so what the form shows is what is stored. */
-function bodyOf(state: FormState, creating: boolean): Record<string, unknown> {
+function bodyOf(state: FormState, creating: boolean, vendor: VendorContext): Record<
+  string,
+  unknown
+> {
   const body: Record<string, unknown> = {
     name: state.name,
     credential_id: state.credential_id === "" ? null : state.credential_id,
@@ -123,8 +236,12 @@ function bodyOf(state: FormState, creating: boolean): Record<string, unknown> {
       }
       : null,
   };
+  if (state.kind === "vendor" && vendor.provider !== undefined) {
+    body.config = vendorConfig(state, creating, vendor);
+  }
   if (creating) {
     body.kind = state.kind;
+    if (state.kind === "vendor" && state.provider !== "") body.provider = state.provider;
     if (body.credential_id === null) delete body.credential_id;
     if (body.rate_limit_config === null) delete body.rate_limit_config;
     if (body.traffic_config === null) delete body.traffic_config;
@@ -143,24 +260,93 @@ export function weightShare(weight: number, enabled: boolean, otherEnabled: numb
 }
 
 export function ConnectorForm(
-  { connector, others, credentials, readOnly, onSubmit, submitLabel }: {
+  {
+    projectId,
+    connector,
+    others,
+    credentials,
+    providers,
+    readOnly,
+    onSubmit,
+    submitLabel,
+    start,
+  }: {
+    projectId: string;
     connector?: Connector;
     /** The project's other connectors, for the share the weight gives. */
     others: readonly Connector[];
     credentials: readonly Credential[];
+    /** The provider catalogue (GET /providers), for vendor connectors. */
+    providers: readonly ProviderRecord[];
     readOnly: boolean;
     /** Saves; the connector as stored, when it stays on the page, refills the form. */
     onSubmit: (body: Record<string, unknown>) => Promise<Connector | void>;
     submitLabel: string;
+    /** A new connector's first values. */
+    start?: ConnectorStart;
   },
 ) {
   const creating = connector === undefined;
+  // What the body needs of the catalogue, from the form's values (filled below, each render).
+  const vendor = useRef<VendorContext>({
+    provider: undefined,
+    type: undefined,
+    listed: undefined,
+    setSecrets: new Set(),
+  });
   const { state, set, error, busy, saved, submit } = useForm(
-    stateOf,
+    (stored: Connector | undefined) => stateOf(stored, providers, start),
     connector,
-    (values: FormState) => bodyOf(values, creating),
+    (values: FormState) => bodyOf(values, creating, vendor.current),
     onSubmit,
   );
+  const isVendor = state.kind === "vendor";
+  const provider = isVendor ? providers.find((p) => p.id === state.provider) : undefined;
+  const type = provider?.proxy_types.find((t) => t.id === state.proxy_type) ??
+    provider?.proxy_types[0];
+  // Whether a port type's exits come from a vendor call is in the whole descriptor.
+  const detail = useApi<ProviderDetail>(
+    provider && type?.mode === "port" ? `/providers/${encodeURIComponent(provider.id)}` : null,
+  );
+  const described = detail.data?.id === provider?.id ? detail.data : undefined;
+  const listed = type?.mode === "port"
+    ? (described
+      ? described.descriptor.proxy_types.some((t) => t.id === type.id && t.call !== undefined)
+      : undefined)
+    : type?.mode === "list";
+  const setSecrets = useMemo(
+    () => secretsSet(provider?.connector_fields ?? [], connector?.config),
+    [provider, connector],
+  );
+  vendor.current = { provider, type, listed, setSecrets };
+  const slotted = takesSlots(type, state.session_mode, listed) === true;
+  const ownCredentials = credentials.filter((c) =>
+    isVendor ? c.provider === state.provider : c.provider === "static"
+  );
+  // A credential the connector names stays listed, whatever its provider.
+  const current = credentials.find((c) => c.id === state.credential_id);
+  const credentialOptions = current && !ownCredentials.includes(current)
+    ? [...ownCredentials, current]
+    : ownCredentials;
+
+  const chooseKind = (kind: string) => {
+    set("kind")(kind);
+    set("credential_id")("");
+  };
+  const chooseProvider = (id: string) => {
+    const chosen = providers.find((p) => p.id === id);
+    set("provider")(id);
+    set("proxy_type")(chosen?.proxy_types[0]?.id ?? "");
+    set("session_mode")("pool");
+    set("slots")("");
+    set("values")(initialValues(chosen?.connector_fields ?? []));
+    set("credential_id")(credentials.find((c) => c.provider === id)?.id ?? "");
+  };
+  const chooseType = (id: string) => {
+    set("proxy_type")(id);
+    set("session_mode")("pool");
+    set("slots")("");
+  };
 
   const input = (key: keyof FormState, props: { type?: "number" | "url" } = {}) => (
     <TextInput
@@ -188,34 +374,163 @@ export function ConnectorForm(
           label="Kind"
           field="kind"
           error={error}
-          hint={creating ? "Static is the kind available today" : "Fixed once created"}
+          hint={creating
+            ? "Static: proxies you add or upload. Vendor: a provider's pool, kept by its sync"
+            : "Fixed once created"}
         >
           <Select
             name="kind"
             value={state.kind}
-            onChange={set("kind")}
+            onChange={chooseKind}
             disabled={readOnly || !creating}
             options={creating ? KINDS : [[state.kind, state.kind]]}
           />
         </Field>
+        {isVendor
+          ? (
+            <Field
+              label="Provider"
+              field="provider"
+              error={error}
+              required
+              hint={creating
+                ? (provider ? provider.description : "The vendor, from the Providers catalogue")
+                : "Fixed once created"}
+            >
+              <Select
+                name="provider"
+                value={state.provider}
+                onChange={chooseProvider}
+                disabled={readOnly || !creating}
+                required
+                options={creating
+                  ? [
+                    ["", "Choose a provider…"] as const,
+                    ...providers.map((p) => [p.id, p.name] as const),
+                  ]
+                  : [[state.provider, provider?.name ?? state.provider] as const]}
+              />
+            </Field>
+          )
+          : null}
         <Field
           label="Credential"
           field="credential_id"
           error={error}
-          hint="A login of the project's: it fills {username} and {password} in the proxies' logins"
+          required={isVendor}
+          hint={isVendor
+            ? (state.provider === ""
+              ? "A credential of the provider's, once one is chosen"
+              : ownCredentials.length === 0
+              ? (
+                <>
+                  This project has no {provider?.name ?? state.provider} credential yet:{" "}
+                  <a href={`/projects/${projectId}/credentials?new=${state.provider}`}>
+                    create one
+                  </a>
+                </>
+              )
+              : `The ${provider?.name ?? state.provider} account its rows log in with`)
+            : "A login of the project's: it fills {username} and {password} in the proxies' logins"}
         >
           <Select
             name="credential_id"
             value={state.credential_id}
             onChange={set("credential_id")}
             disabled={readOnly}
+            required={isVendor}
             options={[
-              ["", "None"] as const,
-              ...credentials.map((credential) => [credential.id, credential.name] as const),
+              ["", isVendor ? "Choose a credential…" : "None"] as const,
+              ...credentialOptions.map((credential) => [credential.id, credential.name] as const),
             ]}
           />
         </Field>
       </fieldset>
+      {isVendor && provider
+        ? (
+          <fieldset data-field="config">
+            <legend>{provider.name}</legend>
+            <FieldError error={error} field="config" exact />
+            <Field
+              label="Proxy type"
+              field="config.proxy_type"
+              error={error}
+              hint={type ? typeHint(type) : undefined}
+            >
+              <Select
+                name="proxy_type"
+                value={state.proxy_type}
+                onChange={chooseType}
+                disabled={readOnly}
+                options={provider.proxy_types.map((t) =>
+                  [
+                    t.id,
+                    `${t.name} (${MODE_NAMES[t.mode]}${
+                      t.dynamic_sessions ? ", dynamic sessions" : ""
+                    })`,
+                  ] as const
+                )}
+              />
+            </Field>
+            {hasSessionModes(type)
+              ? (
+                <Field
+                  label="Session mode"
+                  field="config.session_mode"
+                  error={error}
+                  hint={state.session_mode === "dynamic"
+                    ? "One row, always routable: each request's -sessid-, -cc-, -st-, -city- and " +
+                      "-sesstime- are written in the vendor's syntax"
+                    : "A row per vendor session, each health-checked, in a group per country"}
+                >
+                  <Select
+                    name="session_mode"
+                    value={state.session_mode}
+                    onChange={set("session_mode")}
+                    disabled={readOnly}
+                    options={SESSION_MODES}
+                  />
+                </Field>
+              )
+              : null}
+            {slotted && type
+              ? (
+                <Field
+                  label="Slots"
+                  field="config.slots"
+                  error={error}
+                  hint={`${
+                    type.mode === "port"
+                      ? `Ports from ${type.port ?? "the first"}, one exit each`
+                      : "Vendor sessions per country group"
+                  }: 1 to ${type.max_slots ?? 1000}; blank: ${
+                    Math.min(DEFAULT_SLOTS, type.max_slots ?? 1000)
+                  }`}
+                >
+                  <TextInput
+                    name="slots"
+                    type="number"
+                    value={state.slots}
+                    onInput={set("slots")}
+                    disabled={readOnly}
+                    min={1}
+                    max={type.max_slots}
+                    placeholder={String(Math.min(DEFAULT_SLOTS, type.max_slots ?? 1000))}
+                  />
+                </Field>
+              )
+              : null}
+            <ProviderFieldInputs
+              fields={provider.connector_fields}
+              values={state.values}
+              onChange={set("values")}
+              error={error}
+              readOnly={readOnly}
+              setSecrets={setSecrets}
+            />
+          </fieldset>
+        )
+        : null}
       <fieldset>
         <legend>Routing</legend>
         <Field label="Enabled" field="enabled" error={error}>
@@ -246,7 +561,7 @@ export function ConnectorForm(
           label="Countries"
           field="countries"
           error={error}
-          hint="Two-letter codes, comma-separated (de, us; uk reads as GB)"
+          hint={countriesHint(isVendor ? type : undefined, state.session_mode)}
         >
           {input("countries")}
         </Field>
@@ -425,4 +740,28 @@ export function ConnectorForm(
         )}
     </form>
   );
+}
+
+/** A proxy type in words: its mode, gateway and what its templates write of a request. */
+function typeHint(type: ProviderType): string {
+  const renders = rendersOf(type);
+  const gateway = type.host ? ` at ${type.host}${type.port ? `:${type.port}` : ""}` : "";
+  return `${MODE_HELP[type.mode]}${gateway}. Renders ${
+    renders.length > 0 ? renders.join(", ") : "nothing of a request"
+  }`;
+}
+
+/** What the countries mean for the connector, by kind and mode. */
+function countriesHint(type: ProviderType | undefined, sessionMode: string): string {
+  const codes = "Two-letter codes, comma-separated (de, us; uk reads as GB)";
+  if (type === undefined) return codes;
+  const served = type.countries ? `. The vendor serves ${type.countries.join(", ")}` : "";
+  if (type.mode === "session" && type.dynamic_sessions && sessionMode === "dynamic") {
+    return `${codes}: the countries clients may ask for; blank: any${served}`;
+  }
+  if (type.mode === "session") {
+    return `${codes}: a group of sessions per country; blank: All countries (a group is ` +
+      `made the first time a client asks for a country)${served}`;
+  }
+  return `${codes}: exits outside them are left out; blank: any${served}`;
 }

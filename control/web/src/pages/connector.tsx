@@ -1,12 +1,16 @@
 /**
- * One connector: its traffic usage with the reset, every field (connector-form.tsx), and
- * deleting it with its proxies (typed confirmation).
+ * One connector: its traffic usage with the reset, a vendor connector's provider, proxy type,
+ * mode, sync errors and rows, every field (connector-form.tsx), and deleting it with its
+ * proxies (typed confirmation).
  */
 import { useEffect, useState } from "preact/hooks";
 import { api } from "../api/client.ts";
-import type { Connector, Credential } from "../api/types.ts";
+import type { Connector, Credential, Page, ProviderRecord, Proxy } from "../api/types.ts";
 import { useSession } from "../session.tsx";
+import { formatCount } from "../ui/format.ts";
+import { connectorMode, typeOf } from "../ui/providers.ts";
 import { ErrorNote } from "../ui/status.tsx";
+import { Time } from "../ui/time.tsx";
 import { TypedDelete } from "../ui/typed-delete.tsx";
 import { UsageBar } from "../ui/usage-bar.tsx";
 import { useApi } from "../ui/use-api.ts";
@@ -15,6 +19,26 @@ import { ConnectorForm } from "./connector-form.tsx";
 /** How often a connector is read again; faster while a traffic decision is pending. */
 export const REFRESH_MS = 15_000;
 export const PENDING_REFRESH_MS = 2_000;
+/**
+ * How long after a vendor connector's save its sync is awaited at the faster pace: its first
+ * rows, or what an edit's sync made of it.
+ */
+const FIRST_SYNC_WAIT_MS = 120_000;
+const SYNC_WAIT_MS = 30_000;
+/** Rows shown on the page; the Proxies tab has them all. */
+const ROWS_SHOWN = 25;
+
+/** A vendor connector saved a moment ago, without a sync error: its sync is awaited. */
+function syncAwaited(connector: Connector | undefined): boolean {
+  if (connector?.kind !== "vendor" || !connector.enabled || connector.last_error) return false;
+  const age = Date.now() - Date.parse(connector.updated_at);
+  return age < (connector.proxy_count === 0 ? FIRST_SYNC_WAIT_MS : SYNC_WAIT_MS);
+}
+
+/** A vendor connector saved a moment ago with no row yet: its first sync is awaited. */
+function firstSyncAwaited(connector: Connector | undefined): boolean {
+  return syncAwaited(connector) && connector?.proxy_count === 0;
+}
 
 export function ConnectorPage(
   { projectId, connectorId }: { projectId: string; connectorId: string },
@@ -25,20 +49,23 @@ export function ConnectorPage(
   const loaded = useApi<Connector>(path, undefined, refreshMs);
   const all = useApi<Connector[]>(`/projects/${projectId}/connectors`);
   const credentials = useApi<Credential[]>(`/projects/${projectId}/credentials`);
+  const providers = useApi<ProviderRecord[]>("/providers");
   const [connector, setConnector] = useState<Connector | undefined>();
   useEffect(() => setConnector(loaded.data), [loaded.data]);
   useEffect(() => {
-    setRefreshMs(connector?.traffic_usage?.pending ? PENDING_REFRESH_MS : REFRESH_MS);
+    const fast = connector?.traffic_usage?.pending || syncAwaited(connector);
+    setRefreshMs(fast ? PENDING_REFRESH_MS : REFRESH_MS);
   }, [connector]);
 
   if (loaded.error && !connector) return <ErrorNote error={loaded.error} />;
-  if (!connector) return <p class="muted">Loading…</p>;
+  if (!connector || (!providers.data && !providers.error)) return <p class="muted">Loading…</p>;
 
   const save = async (body: Record<string, unknown>) => {
     const stored = await api<Connector>("PATCH", path, { body });
     setConnector(stored);
     return stored;
   };
+  const vendor = connector.kind === "vendor";
 
   return (
     <section>
@@ -54,9 +81,19 @@ export function ConnectorPage(
       </header>
       {connector.last_error
         ? (
-          <p class="form-error">
-            Last error ({connector.consecutive_errors} in a row): {connector.last_error}
+          <p class="form-error" data-last-error>
+            Last sync error ({connector.consecutive_errors} in a row): {connector.last_error}
           </p>
+        )
+        : null}
+      {vendor
+        ? (
+          <VendorFacts
+            connector={connector}
+            providers={providers.data ?? []}
+            credentials={credentials.data ?? []}
+            projectId={projectId}
+          />
         )
         : null}
       {connector.traffic_usage
@@ -70,16 +107,191 @@ export function ConnectorPage(
           />
         )
         : null}
+      {vendor
+        ? (
+          <VendorRows
+            projectId={projectId}
+            connector={connector}
+            refreshMs={syncAwaited(connector) ? PENDING_REFRESH_MS : REFRESH_MS}
+            onCount={(total) => {
+              // Rows read after the connector: read it again, so its count and state agree.
+              if (total !== connector.proxy_count) loaded.reload();
+            }}
+          />
+        )
+        : null}
       <ConnectorForm
         key={connector.id}
+        projectId={projectId}
         connector={connector}
         others={all.data ?? []}
         credentials={credentials.data ?? []}
+        providers={providers.data ?? []}
         readOnly={!session.canEdit}
         onSubmit={save}
         submitLabel="Save changes"
       />
       {session.canEdit ? <DeleteConnector projectId={projectId} connector={connector} /> : null}
+    </section>
+  );
+}
+
+/** A vendor connector at a glance: provider, credential, proxy type, mode, sync state. */
+function VendorFacts(
+  { connector, providers, credentials, projectId }: {
+    connector: Connector;
+    providers: readonly ProviderRecord[];
+    credentials: readonly Credential[];
+    projectId: string;
+  },
+) {
+  const provider = providers.find((p) => p.id === connector.provider);
+  const type = typeOf(provider, connector.config);
+  const credential = credentials.find((c) => c.id === connector.credential_id);
+  return (
+    <dl class="card facts" aria-label="Vendor connector">
+      <div>
+        <dt>Provider</dt>
+        <dd data-fact="provider">
+          <a href={`/providers#${connector.provider}`}>{provider?.name ?? connector.provider}</a>
+          {provider ? null : (
+            <span class="badge danger">
+              descriptor gone: left out of the feed until it is stored again
+            </span>
+          )}
+        </dd>
+      </div>
+      <div>
+        <dt>Proxy type</dt>
+        <dd data-fact="proxy_type">
+          {type?.name ?? String(connector.config?.proxy_type ?? "–")}
+          {type?.host
+            ? <code class="muted">{` ${type.host}${type.port ? `:${type.port}` : ""}`}</code>
+            : null}
+        </dd>
+      </div>
+      <div>
+        <dt>Mode</dt>
+        <dd data-fact="mode">{connectorMode(connector, type)}</dd>
+      </div>
+      <div>
+        <dt>Credential</dt>
+        <dd data-fact="credential">
+          {credential
+            ? (
+              <a href={`/projects/${projectId}/credentials/${credential.id}`}>
+                {credential.name}
+              </a>
+            )
+            : <span class="muted">none</span>}
+        </dd>
+      </div>
+      <div>
+        <dt>Sync</dt>
+        <dd data-fact="sync">
+          {connector.last_error
+            ? (
+              <span class="badge danger" title={connector.last_error}>
+                {connector.consecutive_errors} consecutive{" "}
+                {connector.consecutive_errors === 1 ? "error" : "errors"}
+              </span>
+            )
+            : firstSyncAwaited(connector)
+            ? <span class="muted">waiting for the first sync…</span>
+            : connector.enabled
+            ? <span class="badge ok">no errors</span>
+            : <span class="muted">disabled: not synced</span>}
+        </dd>
+      </div>
+    </dl>
+  );
+}
+
+/** What a vendor row is: its dynamic rendering, vendor session, port or listed exit. */
+function rowKind(proxy: Proxy): string {
+  const meta = proxy.metadata ?? {};
+  if (meta.dynamic === true) return "dynamic: rendered per request";
+  if (typeof meta.session_id === "string") {
+    return `session ${meta.session_id}${typeof meta.group === "string" ? ` (${meta.group})` : ""}`;
+  }
+  if (typeof meta.exit === "string") return `exit ${meta.exit}`;
+  if (typeof meta.index === "number") return `slot ${meta.index + 1}`;
+  return "–";
+}
+
+/** The rows a vendor connector's sync keeps, as the proxies API lists them. */
+function VendorRows(
+  { projectId, connector, refreshMs, onCount }: {
+    projectId: string;
+    connector: Connector;
+    refreshMs: number;
+    /** Hears how many rows the list answered. */
+    onCount: (total: number) => void;
+  },
+) {
+  const rows = useApi<Page<Proxy>>(`/projects/${projectId}/proxies`, {
+    connector_id: connector.id,
+    page_size: ROWS_SHOWN,
+  }, refreshMs);
+  // A new connector answer (its count, an edit) reads the rows again.
+  const { reload } = rows;
+  useEffect(() => reload(), [connector.proxy_count, connector.updated_at, reload]);
+  useEffect(() => {
+    if (rows.data) onCount(rows.data.total);
+  }, [rows.data]);
+  const items = rows.data?.items ?? [];
+  const total = rows.data?.total ?? 0;
+  return (
+    <section class="card vendor-rows" aria-label="Rows">
+      <header class="toolbar">
+        <h3>Rows</h3>
+        <a href={`/projects/${projectId}/proxies?connector=${connector.id}`}>
+          {total > ROWS_SHOWN
+            ? `All ${formatCount(total)} on the Proxies tab`
+            : "On the Proxies tab"}
+        </a>
+      </header>
+      <ErrorNote error={rows.error} />
+      {items.length > 0
+        ? (
+          <table class="data" aria-label="Connector rows">
+            <thead>
+              <tr>
+                <th>Address</th>
+                <th>Row</th>
+                <th>Country</th>
+                <th>Status</th>
+                <th>Created</th>
+              </tr>
+            </thead>
+            <tbody>
+              {items.map((proxy) => (
+                <tr key={proxy.id} data-proxy={proxy.id}>
+                  <td>
+                    <code>{proxy.url}</code>
+                  </td>
+                  <td>{rowKind(proxy)}</td>
+                  <td>{proxy.country ?? "any"}</td>
+                  <td>
+                    <span class="badge status" data-status={proxy.status}>{proxy.status}</span>
+                  </td>
+                  <td>
+                    <Time value={proxy.created_at} />
+                  </td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        )
+        : (
+          <p class="muted">
+            {rows.data
+              ? firstSyncAwaited(connector)
+                ? "No rows yet: the sync makes them in a moment."
+                : "No rows: the sync makes them from the configuration and the vendor."
+              : "Loading…"}
+          </p>
+        )}
     </section>
   );
 }

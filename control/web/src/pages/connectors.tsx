@@ -1,14 +1,16 @@
 /**
- * A project's connectors: the list (kind, enabled, weight and the share of requests it gives,
- * countries, proxies, traffic usage), enable and disable in one click, and a new connector
- * (editors). One connector's page (`/projects/:id/connectors/:cid`) is in connector.tsx.
+ * A project's connectors: the list (kind, a vendor connector's provider, proxy type and mode,
+ * enabled, weight and the share of requests it gives, countries, proxies, traffic usage),
+ * enable and disable in one click, and a new connector (editors). One connector's page
+ * (`/projects/:id/connectors/:cid`) is in connector.tsx.
  */
 import { useEffect, useState } from "preact/hooks";
 import { useLocation } from "preact-iso";
 import { api, type ApiError } from "../api/client.ts";
-import type { Connector, Credential } from "../api/types.ts";
+import type { Connector, Credential, ProviderRecord } from "../api/types.ts";
 import { useSession } from "../session.tsx";
 import { formatPercent } from "../ui/format.ts";
+import { connectorMode, typeOf } from "../ui/providers.ts";
 import { ErrorNote } from "../ui/status.tsx";
 import { UsageBar } from "../ui/usage-bar.tsx";
 import { useApi } from "../ui/use-api.ts";
@@ -24,12 +26,14 @@ export function Connectors(
 
 function ConnectorList({ projectId }: { projectId: string }) {
   const session = useSession();
-  const { route } = useLocation();
+  const { route, query } = useLocation();
   const [refreshMs, setRefreshMs] = useState(REFRESH_MS);
   const loaded = useApi<Connector[]>(`/projects/${projectId}/connectors`, undefined, refreshMs);
   const credentials = useApi<Credential[]>(`/projects/${projectId}/credentials`);
+  const providers = useApi<ProviderRecord[]>("/providers");
   const [connectors, setConnectors] = useState<Connector[] | undefined>();
-  const [creating, setCreating] = useState(false);
+  // `?new=<credential id>` (a credential's page) opens a vendor connector's form on it.
+  const [creating, setCreating] = useState(query.new !== undefined);
   const [toggleError, setToggleError] = useState<ApiError | undefined>();
   useEffect(() => setConnectors(loaded.data), [loaded.data]);
   useEffect(() => {
@@ -57,6 +61,8 @@ function ConnectorList({ projectId }: { projectId: string }) {
   };
 
   const list = connectors ?? [];
+  const catalogue = providers.data ?? [];
+  const startOn = credentials.data?.find((c) => c.id === query.new);
   const enabledWeight = list.filter((c) => c.enabled).reduce((sum, c) => sum + c.weight, 0);
 
   return (
@@ -69,17 +75,27 @@ function ConnectorList({ projectId }: { projectId: string }) {
       </header>
       <ErrorNote error={loaded.error} />
       <ErrorNote error={toggleError} />
-      {creating
+      <ErrorNote error={providers.error} />
+      {creating && session.canEdit
         ? (
           <div class="card">
             <h3>New connector</h3>
-            <ConnectorForm
-              others={list}
-              credentials={credentials.data ?? []}
-              readOnly={false}
-              onSubmit={create}
-              submitLabel="Create connector"
-            />
+            {credentials.data && (providers.data || providers.error)
+              ? (
+                <ConnectorForm
+                  projectId={projectId}
+                  others={list}
+                  credentials={credentials.data}
+                  providers={catalogue}
+                  readOnly={false}
+                  onSubmit={create}
+                  submitLabel="Create connector"
+                  start={startOn
+                    ? { kind: "vendor", provider: startOn.provider, credential_id: startOn.id }
+                    : undefined}
+                />
+              )
+              : <p class="muted">Loading…</p>}
             <button type="button" class="secondary" onClick={() => setCreating(false)}>
               Cancel
             </button>
@@ -91,6 +107,7 @@ function ConnectorList({ projectId }: { projectId: string }) {
           <tr>
             <th>Name</th>
             <th>Kind</th>
+            <th>Provider</th>
             <th>Enabled</th>
             <th>Weight</th>
             <th>Share of requests</th>
@@ -114,6 +131,9 @@ function ConnectorList({ projectId }: { projectId: string }) {
                   : null}
               </td>
               <td>{connector.kind}</td>
+              <td data-provider={connector.kind === "vendor" ? connector.provider : undefined}>
+                <VendorSummary connector={connector} providers={catalogue} />
+              </td>
               <td>
                 <span
                   class={`badge ${connector.enabled ? "ok" : ""}`}
@@ -158,5 +178,30 @@ function ConnectorList({ projectId }: { projectId: string }) {
       </table>
       {connectors?.length === 0 ? <p class="muted">No connectors yet.</p> : null}
     </section>
+  );
+}
+
+/** A vendor connector's provider, proxy type and mode, in one cell; static ones have none. */
+function VendorSummary(
+  { connector, providers }: { connector: Connector; providers: readonly ProviderRecord[] },
+) {
+  if (connector.kind !== "vendor") return <span class="muted">–</span>;
+  const provider = providers.find((p) => p.id === connector.provider);
+  const type = typeOf(provider, connector.config);
+  return (
+    <>
+      <a href={`/providers#${connector.provider}`}>{provider?.name ?? connector.provider}</a>
+      {provider || providers.length === 0
+        ? null
+        : (
+          <span class="badge danger" title="Its descriptor is gone: left out of the feed">
+            gone
+          </span>
+        )}
+      <br />
+      <span class="muted">
+        {type?.name ?? String(connector.config?.proxy_type ?? "")}, {connectorMode(connector, type)}
+      </span>
+    </>
   );
 }

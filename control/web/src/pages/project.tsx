@@ -6,6 +6,7 @@ import { ErrorNote } from "../ui/status.tsx";
 import { useApi } from "../ui/use-api.ts";
 import { Connect } from "./connect.tsx";
 import { Connectors } from "./connectors.tsx";
+import { Credentials } from "./credentials.tsx";
 import { Failures } from "./failures.tsx";
 import { Overview } from "./overview.tsx";
 import { ProjectSettings } from "./project-settings.tsx";
@@ -15,6 +16,7 @@ import { Usage } from "./usage.tsx";
 const TABS = [
   ["", "Overview"],
   ["connectors", "Connectors"],
+  ["credentials", "Credentials"],
   ["proxies", "Proxies"],
   ["usage", "Usage"],
   ["connect", "Connect"],
@@ -53,6 +55,8 @@ export function Project() {
         ? <ProjectSettings project={project} onChange={setProject} />
         : tab === "connectors"
         ? <Connectors projectId={id} connectorId={params.item} />
+        : tab === "credentials"
+        ? <Credentials projectId={id} credentialId={params.item} />
         : tab === "proxies"
         ? <Proxies projectId={id} />
         : tab === "usage"

@@ -5,6 +5,7 @@
  * progress and the lines the API refused.
  */
 import { useEffect, useMemo, useState } from "preact/hooks";
+import { useLocation } from "preact-iso";
 import { api, type ApiError, upload } from "../api/client.ts";
 import type {
   ConnectorSummary,
@@ -34,7 +35,9 @@ export function Proxies({ projectId }: { projectId: string }) {
   const [pageSize, setPageSize] = useState(50);
   const [sort, setSort] = useState<Sort>("created");
   const [direction, setDirection] = useState<Direction>("asc");
-  const [connectorId, setConnectorId] = useState("");
+  // `?connector=<id>` (a connector's page) opens the list filtered to that connector.
+  const { query } = useLocation();
+  const [connectorId, setConnectorId] = useState(query.connector ?? "");
   const [status, setStatus] = useState("");
   const [country, setCountry] = useState("");
   const [search, setSearch] = useState("");
@@ -112,7 +115,12 @@ export function Proxies({ projectId }: { projectId: string }) {
         )
         : null}
       {session.canEdit && connectors.data && statics.length === 0
-        ? <p class="muted">Proxies are added to a static connector; this project has none.</p>
+        ? (
+          <p class="muted">
+            Proxies are added to a static connector; this project has none. A vendor connector's
+            rows are kept by its sync.
+          </p>
+        )
         : null}
       <div class="filters" role="search" aria-label="Proxy filters">
         <Field label="Connector" field="connector_id">

@@ -5,24 +5,29 @@
 import type { ComponentChildren } from "preact";
 import type { ApiError } from "../api/client.ts";
 
-export function FieldError({ error, field }: { error?: ApiError; field: string }) {
-  const message = error?.forField(field);
+export function FieldError(
+  { error, field, exact }: { error?: ApiError; field: string; exact?: boolean },
+) {
+  const message = exact ? error?.forFieldExactly(field) : error?.forField(field);
   return message ? <span class="field-error" role="alert">{message}</span> : null;
 }
 
 export function Field(
-  { label, field, error, hint, children }: {
+  { label, field, error, hint, required, children }: {
     label: string;
     field: string;
     error?: ApiError;
     hint?: ComponentChildren;
+    /** Marked on the label (the API refuses the form without it). */
+    required?: boolean;
     children: ComponentChildren;
   },
 ) {
   const invalid = error?.forField(field) !== undefined;
   return (
     <label class={`field${invalid ? " invalid" : ""}`} data-field={field}>
-      <span class="label">{label}</span>
+      {/* A required field's mark is drawn by the stylesheet, so the label's text stays its name. */}
+      <span class={required ? "label is-required" : "label"}>{label}</span>
       {children}
       {hint ? <span class="hint">{hint}</span> : null}
       <FieldError error={error} field={field} />
@@ -31,7 +36,7 @@ export function Field(
 }
 
 export function TextInput(
-  { value, onInput, disabled, placeholder, name, type = "text", multiline }: {
+  { value, onInput, disabled, placeholder, name, type = "text", multiline, required, min, max }: {
     value: string;
     onInput: (value: string) => void;
     disabled?: boolean;
@@ -39,6 +44,10 @@ export function TextInput(
     name: string;
     type?: "text" | "password" | "number" | "email" | "url" | "search";
     multiline?: boolean;
+    /** Said to assistive technology; the API judges it (forms are noValidate). */
+    required?: boolean;
+    min?: number;
+    max?: number;
   },
 ) {
   const handler = (event: Event) => onInput((event.currentTarget as HTMLInputElement).value);
@@ -50,6 +59,7 @@ export function TextInput(
         onInput={handler}
         disabled={disabled}
         placeholder={placeholder}
+        aria-required={required ? "true" : undefined}
         rows={3}
       />
     )
@@ -61,17 +71,23 @@ export function TextInput(
         onInput={handler}
         disabled={disabled}
         placeholder={placeholder}
+        aria-required={required ? "true" : undefined}
+        min={min}
+        max={max}
+        // A secret typed here is a vendor's, never the browser's saved login.
+        autoComplete={type === "password" ? "new-password" : undefined}
       />
     );
 }
 
 export function Select(
-  { value, onChange, options, disabled, name }: {
+  { value, onChange, options, disabled, name, required }: {
     value: string;
     onChange: (value: string) => void;
     options: readonly (readonly [string, string])[];
     disabled?: boolean;
     name: string;
+    required?: boolean;
   },
 ) {
   return (
@@ -79,6 +95,7 @@ export function Select(
       name={name}
       value={value}
       disabled={disabled}
+      aria-required={required ? "true" : undefined}
       onChange={(event) => onChange((event.currentTarget as HTMLSelectElement).value)}
     >
       {options.map(([key, label]) => <option value={key} key={key}>{label}</option>)}
