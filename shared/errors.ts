@@ -18,6 +18,8 @@ export const ErrorCode = {
   // Outbound calls a provider descriptor makes (control/providers/).
   egressRefused: "OX_EGRESS_REFUSED",
   vendorCall: "OX_VENDOR_CALL",
+  // A provider API's fetch answer (control/provider-api/).
+  providerAnswer: "OX_PROVIDER_ANSWER",
   // Stores that did not answer.
   storeUnavailable: "OX_STORE_UNAVAILABLE",
   // Migrations.
@@ -166,6 +168,33 @@ export class VendorCallError extends OctoproxError {
     );
     this.name = "VendorCallError";
     this.status = options?.status;
+  }
+}
+
+/**
+ * Why a provider API's fetch answer could not be read as proxies: `too_large` (past the byte
+ * cap), `too_many_items` (past the item cap), `malformed` (not the format the connector names),
+ * `no_proxies` (entries, none of them a proxy), `spec` (the connector's parser settings do not
+ * compile). A stable word, so counts and logs can tell failures apart without quoting the answer.
+ */
+export type ProviderAnswerFailure =
+  | "too_large"
+  | "too_many_items"
+  | "malformed"
+  | "no_proxies"
+  | "spec";
+
+/**
+ * A provider API's fetch answer that cannot be read as proxies (an Error fetch, seed 001 section
+ * 8.1). The message names the failure and the connector's own settings, never the answer's text:
+ * a provider's answer carries proxy credentials, and a parser's message quotes what it read.
+ */
+export class ProviderAnswerError extends OctoproxError {
+  readonly reason: ProviderAnswerFailure;
+  constructor(reason: ProviderAnswerFailure, message: string) {
+    super(ErrorCode.providerAnswer, message);
+    this.name = "ProviderAnswerError";
+    this.reason = reason;
   }
 }
 
