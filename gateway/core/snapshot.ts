@@ -258,9 +258,9 @@ export class ConnectorIndex {
     if (this.renderer !== undefined) {
       return this.renderer.servesPlace(options, this.declared) ? this.anyPlace : this.noPlace;
     }
-    // A state or city is served by exits known to be there (or gateways that render it); the
-    // feed carries neither yet, so nothing serves it, and a request is never widened to the
-    // country. Not cached: the keys are the client's to invent.
+    // A state or city is served by exits known to be there, or by a dynamic-sessions row that
+    // renders it (above); the feed carries no row's state or city, so no other row serves one,
+    // and a request is never widened to the country. Not cached: the keys are the client's.
     if (options.state !== undefined || options.city !== undefined) return this.noPlace;
     let rows = this.places.get(country);
     if (rows === undefined) {
