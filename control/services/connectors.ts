@@ -17,7 +17,7 @@ import {
   type TrafficConfig,
 } from "../../db/schema.ts";
 import { ConflictError, NotFoundError, ValidationError } from "../../shared/errors.ts";
-import { RESERVED_CONNECTOR_KEYS } from "../../shared/providers/descriptor.ts";
+import { CONNECTOR_CONFIG_KEYS } from "../../shared/providers/descriptor.ts";
 import { checkConnectorConfig } from "../../shared/providers/fields.ts";
 import type { ProviderRegistry } from "../../shared/providers/registry.ts";
 import { ChangeKind, ConnectorKind, JobKind } from "../../shared/roles.ts";
@@ -85,7 +85,7 @@ export function maskConnectorConfig(
 ): Record<string, unknown> {
   const entry = registry.get(provider);
   const secrets = entry === undefined
-    ? Object.keys(config).filter((k) => !(RESERVED_CONNECTOR_KEYS as readonly string[]).includes(k))
+    ? Object.keys(config).filter((k) => !(CONNECTOR_CONFIG_KEYS as readonly string[]).includes(k))
     : entry.descriptor.connector_fields.filter((f) => f.secret).map((f) => f.key);
   const masked = { ...config };
   for (const key of secrets) {

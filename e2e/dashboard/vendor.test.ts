@@ -26,7 +26,11 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { ensureWebBuild } from "../../scripts/build-web.ts";
 import { launchBrowser, signedIn } from "../support/browser.ts";
 import { Cluster } from "../support/cluster.ts";
-import { startVendorApi, type VendorApi } from "../support/vendor-emulator.ts";
+import {
+  startVendorApi,
+  type VendorApi,
+  vendorApiDescriptorParts,
+} from "../support/vendor-emulator.ts";
 
 const API_KEY = "right-key";
 
@@ -90,6 +94,7 @@ afterAll(async () => {
  * checks), a connector field, and a list type mirroring the emulator's proxies.
  */
 function emulatedDescriptor(id: string, name: string, api: VendorApi) {
+  const parts = vendorApiDescriptorParts(api, name);
   return {
     id,
     name,
@@ -120,37 +125,9 @@ function emulatedDescriptor(id: string, name: string, api: VendorApi) {
         default: "main",
       },
     ],
-    proxy_types: [{
-      id: "proxy_list",
-      name: "Proxy list",
-      mode: "list",
-      call: {
-        url: `${api.url}/proxies`,
-        headers: { Authorization: "Bearer {auth.token}" },
-        items: "results",
-        next_url: "next",
-      },
-      item: {
-        host: "{item.proxy_address}",
-        port: "{item.port}",
-        username: "{item.username}",
-        password: "{item.password}",
-        country: "{item.country_code}",
-      },
-    }],
-    auth: {
-      call: {
-        method: "POST",
-        url: `${api.url}/auth/token`,
-        body: { api_key: "{credential.api_key}" },
-      },
-      token_path: "token",
-    },
-    validation: {
-      call: { url: `${api.url}/me`, headers: { "X-Api-Key": "{credential.api_key}" } },
-      success: "active",
-      error_message: `${name} refused the API key`,
-    },
+    proxy_types: [parts.listType],
+    auth: parts.auth,
+    validation: parts.validation,
   };
 }
 

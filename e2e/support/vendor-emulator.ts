@@ -30,6 +30,7 @@ import {
 } from "../../shared/proxy-protocol/socks5-server.ts";
 import { Socks5Command, Socks5Method, Socks5Reply } from "../../shared/proxy-protocol/socks5.ts";
 import { testCertificate } from "./certs.ts";
+import { parseBasicAuth } from "../../gateway/core/basic-auth.ts";
 import type { VendorGrammar, VendorRequest } from "./vendor-grammars.ts";
 
 export * from "./vendor-grammars.ts";
@@ -90,17 +91,6 @@ export interface VendorProxy {
   /** Requests refused with 407 (or SOCKS5's auth failure). */
   readonly refused: number;
   close(): Promise<void>;
-}
-
-function basicCredentials(
-  header: string | undefined,
-): { username: string; password: string } | undefined {
-  const match = /^Basic\s+(\S+)$/i.exec(header?.trim() ?? "");
-  if (match === null) return undefined;
-  const decoded = Buffer.from(match[1], "base64").toString("utf8");
-  const colon = decoded.indexOf(":");
-  if (colon < 0) return undefined;
-  return { username: decoded.slice(0, colon), password: decoded.slice(colon + 1) };
 }
 
 /** The target's socket, leaving from `exit` (IPv6 targets from the system's choice). */
@@ -226,7 +216,7 @@ export async function startVendorProxy(options: VendorProxyOptions): Promise<Ven
 
   const realm = 'Basic realm="vendor"';
   const server = http.createServer((incoming, response) => {
-    const credentials = basicCredentials(incoming.headers["proxy-authorization"]);
+    const credentials = parseBasicAuth(incoming.headers["proxy-authorization"] ?? null);
     const asked = credentials && authorize(credentials.username, credentials.password);
     if (!asked) {
       response.writeHead(407, { "proxy-authenticate": realm });
@@ -270,7 +260,7 @@ export async function startVendorProxy(options: VendorProxyOptions): Promise<Ven
   });
   server.on("connect", async (incoming: http.IncomingMessage, client: net.Socket, head: Buffer) => {
     track(client);
-    const credentials = basicCredentials(incoming.headers["proxy-authorization"]);
+    const credentials = parseBasicAuth(incoming.headers["proxy-authorization"] ?? null);
     const asked = credentials && authorize(credentials.username, credentials.password);
     if (!asked) {
       return void client.end(
@@ -527,6 +517,47 @@ export async function startVendorApi(options: VendorApiOptions): Promise<VendorA
         server.closeAllConnections();
       });
       return closing;
+    },
+  };
+}
+
+/**
+ * The descriptor parts that describe `startVendorApi` as a vendor: its token flow, its
+ * credential check (`GET /me` must say active) and a `list` type mirroring `GET /proxies`. A test
+ * composes them with the fields it needs.
+ */
+export function vendorApiDescriptorParts(api: Pick<VendorApi, "url">, vendorName: string) {
+  return {
+    listType: {
+      id: "proxy_list",
+      name: "Proxy list",
+      mode: "list" as const,
+      call: {
+        url: `${api.url}/proxies`,
+        headers: { Authorization: "Bearer {auth.token}" },
+        items: "results",
+        next_url: "next",
+      },
+      item: {
+        host: "{item.proxy_address}",
+        port: "{item.port}",
+        username: "{item.username}",
+        password: "{item.password}",
+        country: "{item.country_code}",
+      },
+    },
+    auth: {
+      call: {
+        method: "POST" as const,
+        url: `${api.url}/auth/token`,
+        body: { api_key: "{credential.api_key}" },
+      },
+      token_path: "token",
+    },
+    validation: {
+      call: { url: `${api.url}/me`, headers: { "X-Api-Key": "{credential.api_key}" } },
+      success: "active",
+      error_message: `${vendorName} refused the API key`,
     },
   };
 }

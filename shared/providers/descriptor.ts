@@ -41,13 +41,10 @@ export type DescriptorSource = (typeof DESCRIPTOR_SOURCES)[number];
 
 const IDENT = /^[a-z][a-z0-9_]*$/;
 const PROVIDER_ID = /^[a-z][a-z0-9_-]{1,47}$/;
-/** Config keys every descriptor connector has, which a descriptor's own fields may not reuse. */
-export const RESERVED_CONNECTOR_KEYS = [
-  "proxy_type",
-  "countries",
-  "slots",
-  "session_mode",
-] as const;
+/** The config keys every descriptor connector has besides its descriptor's fields. */
+export const CONNECTOR_CONFIG_KEYS = ["proxy_type", "slots", "session_mode"] as const;
+/** Names a descriptor's connector fields may not take: those keys and the connector's countries. */
+export const RESERVED_CONNECTOR_KEYS = [...CONNECTOR_CONFIG_KEYS, "countries"] as const;
 
 const ident = (what: string) =>
   v.pipe(v.string(), v.regex(IDENT, `${what} must be lower case letters, digits and _`));

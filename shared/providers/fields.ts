@@ -10,7 +10,12 @@
  * Runs unchanged on Node and Deno.
  */
 import { normaliseCountry } from "../countries.ts";
-import type { Descriptor, Field, ProxyType } from "./descriptor.ts";
+import {
+  CONNECTOR_CONFIG_KEYS,
+  type Descriptor,
+  type Field,
+  type ProxyType,
+} from "./descriptor.ts";
 import { DEFAULT_SLOTS, SessionMode } from "./provider.ts";
 
 export interface ConfigIssue {
@@ -107,7 +112,7 @@ export function checkCredentialConfig(
   return checkFields(descriptor.credential_fields, config, new Set(), descriptor.name, shipped);
 }
 
-const CONNECTOR_KEYS = new Set(["proxy_type", "slots", "session_mode"]);
+const CONNECTOR_KEYS: ReadonlySet<string> = new Set(CONNECTOR_CONFIG_KEYS);
 
 /** The proxy type a connector config names (the descriptor's first when it names none). */
 export function proxyTypeOf(descriptor: Descriptor, config: Config): ProxyType | undefined {

@@ -146,23 +146,22 @@ export class DescriptorProvider {
   }
 
   /**
-   * The credential a gateway holds for this connector: its configs less every secret no template
+   * The credential a gateway holds for this connector: its config less every secret no template
    * reads (an API token stays in Postgres).
    */
   shippedCredential(): Record<string, unknown> {
-    const read = this.secretsRead();
-    const out: Record<string, unknown> = {};
-    for (const [key, value] of Object.entries(this.credential)) {
-      if (!this.secrets.has(key) || read.has(key)) out[key] = value;
-    }
-    return out;
+    return this.withoutUnreadSecrets(this.credential);
   }
 
   /** The connector config a gateway holds: less its secrets no template reads. */
   shippedConfig(): Record<string, unknown> {
+    return this.withoutUnreadSecrets(this.config);
+  }
+
+  private withoutUnreadSecrets(config: Config): Record<string, unknown> {
     const read = this.secretsRead();
     const out: Record<string, unknown> = {};
-    for (const [key, value] of Object.entries(this.config)) {
+    for (const [key, value] of Object.entries(config)) {
       if (!this.secrets.has(key) || read.has(key)) out[key] = value;
     }
     return out;

@@ -13,7 +13,11 @@ import { writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
-import { startVendorApi, type VendorApi } from "../../e2e/support/vendor-emulator.ts";
+import {
+  startVendorApi,
+  type VendorApi,
+  vendorApiDescriptorParts,
+} from "../../e2e/support/vendor-emulator.ts";
 import { type ApiHarness, startHarness } from "./harness.ts";
 
 /** Trusts the emulator's CA on the service path (a file), or the system store (undefined). */
@@ -291,6 +295,7 @@ describe("the vendor's own check of a credential", () => {
 
 /** A vendor described against the emulator: a token flow, then `GET /me` must say active. */
 function emulatorDescriptor(api: VendorApi) {
+  const parts = vendorApiDescriptorParts(api, "Emulated Vendor");
   return {
     id: "emulated",
     name: "Emulated Vendor",
@@ -298,36 +303,8 @@ function emulatorDescriptor(api: VendorApi) {
       { key: "account", label: "Account", type: "text", required: true },
       { key: "api_key", label: "API key", type: "password", secret: true, required: true },
     ],
-    proxy_types: [{
-      id: "proxy_list",
-      name: "Proxy list",
-      mode: "list",
-      call: {
-        url: `${api.url}/proxies`,
-        headers: { Authorization: "Bearer {auth.token}" },
-        items: "results",
-        next_url: "next",
-      },
-      item: {
-        host: "{item.proxy_address}",
-        port: "{item.port}",
-        username: "{item.username}",
-        password: "{item.password}",
-        country: "{item.country_code}",
-      },
-    }],
-    auth: {
-      call: {
-        method: "POST",
-        url: `${api.url}/auth/token`,
-        body: { api_key: "{credential.api_key}" },
-      },
-      token_path: "token",
-    },
-    validation: {
-      call: { url: `${api.url}/me`, headers: { "X-Api-Key": "{credential.api_key}" } },
-      success: "active",
-      error_message: "Emulated Vendor refused the API key",
-    },
+    proxy_types: [parts.listType],
+    auth: parts.auth,
+    validation: parts.validation,
   };
 }

@@ -28,6 +28,38 @@
  */
 import type { DescriptorInput } from "../descriptor.ts";
 
+/**
+ * One zone type: every Bright Data zone is reached at the same super proxy with the zone's own
+ * password; the types differ in the places their zones can be asked for.
+ */
+function zoneType(
+  id: string,
+  name: string,
+  places: { states: boolean; cities: boolean },
+): NonNullable<DescriptorInput["proxy_types"]>[number] {
+  return {
+    id,
+    name,
+    mode: "session",
+    host: "brd.superproxy.io",
+    port: 33335,
+    dynamic_sessions: true,
+    session_id: { length: 10, alphabet: "abcdefghijklmnopqrstuvwxyz0123456789" },
+    ...(places.states ? { state_countries: ["US"] } : {}),
+    username: {
+      separator: "-",
+      parts: [
+        { text: "brd-customer-{credential.customer_id}-zone-{connector.zone}" },
+        { text: "country-{country|lower}", when: "country" },
+        ...(places.states ? [{ text: "state-{state|us_state_code|lower}", when: "state" }] : []),
+        ...(places.cities ? [{ text: "city-{city|compact}", when: "city" }] : []),
+        { text: "session-{session_id}", when: "session_id" },
+      ],
+    },
+    password: "{connector.zone_password}",
+  };
+}
+
 export const brightdata: DescriptorInput = {
   id: "brightdata",
   name: "Bright Data",
@@ -61,82 +93,10 @@ export const brightdata: DescriptorInput = {
     },
   ],
   proxy_types: [
-    {
-      id: "residential",
-      name: "Residential",
-      mode: "session",
-      host: "brd.superproxy.io",
-      port: 33335,
-      dynamic_sessions: true,
-      session_id: { length: 10, alphabet: "abcdefghijklmnopqrstuvwxyz0123456789" },
-      state_countries: ["US"],
-      username: {
-        separator: "-",
-        parts: [
-          { text: "brd-customer-{credential.customer_id}-zone-{connector.zone}" },
-          { text: "country-{country|lower}", when: "country" },
-          { text: "state-{state|us_state_code|lower}", when: "state" },
-          { text: "city-{city|compact}", when: "city" },
-          { text: "session-{session_id}", when: "session_id" },
-        ],
-      },
-      password: "{connector.zone_password}",
-    },
-    {
-      id: "mobile",
-      name: "Mobile",
-      mode: "session",
-      host: "brd.superproxy.io",
-      port: 33335,
-      dynamic_sessions: true,
-      session_id: { length: 10, alphabet: "abcdefghijklmnopqrstuvwxyz0123456789" },
-      // State targeting is Residential only: no `-state-` here.
-      username: {
-        separator: "-",
-        parts: [
-          { text: "brd-customer-{credential.customer_id}-zone-{connector.zone}" },
-          { text: "country-{country|lower}", when: "country" },
-          { text: "city-{city|compact}", when: "city" },
-          { text: "session-{session_id}", when: "session_id" },
-        ],
-      },
-      password: "{connector.zone_password}",
-    },
-    {
-      id: "isp",
-      name: "ISP (shared)",
-      mode: "session",
-      host: "brd.superproxy.io",
-      port: 33335,
-      dynamic_sessions: true,
-      session_id: { length: 10, alphabet: "abcdefghijklmnopqrstuvwxyz0123456789" },
-      username: {
-        separator: "-",
-        parts: [
-          { text: "brd-customer-{credential.customer_id}-zone-{connector.zone}" },
-          { text: "country-{country|lower}", when: "country" },
-          { text: "session-{session_id}", when: "session_id" },
-        ],
-      },
-      password: "{connector.zone_password}",
-    },
-    {
-      id: "datacenter",
-      name: "Datacenter (shared)",
-      mode: "session",
-      host: "brd.superproxy.io",
-      port: 33335,
-      dynamic_sessions: true,
-      session_id: { length: 10, alphabet: "abcdefghijklmnopqrstuvwxyz0123456789" },
-      username: {
-        separator: "-",
-        parts: [
-          { text: "brd-customer-{credential.customer_id}-zone-{connector.zone}" },
-          { text: "country-{country|lower}", when: "country" },
-          { text: "session-{session_id}", when: "session_id" },
-        ],
-      },
-      password: "{connector.zone_password}",
-    },
+    zoneType("residential", "Residential", { states: true, cities: true }),
+    // State targeting is Residential only: no `-state-` here.
+    zoneType("mobile", "Mobile", { states: false, cities: true }),
+    zoneType("isp", "ISP (shared)", { states: false, cities: false }),
+    zoneType("datacenter", "Datacenter (shared)", { states: false, cities: false }),
   ],
 };
