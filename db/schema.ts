@@ -165,6 +165,11 @@ export const connectors = pgTable("connectors", {
   pendingDeletion: boolean("pending_deletion").notNull().default(false),
   lastError: text("last_error"),
   consecutiveErrors: integer("consecutive_errors").notNull().default(0),
+  /**
+   * A provider-API connector's run of Empty fetches reached its threshold at this time (the
+   * routing sequences that stand on it moved on); cleared by its next fetch that finds proxies.
+   */
+  depletedAt: timestamp("depleted_at", { withTimezone: true }),
   createdAt: createdAt(),
   updatedAt: updatedAt(),
 }, (t) => [
@@ -407,4 +412,56 @@ export const providerAuditLog = pgTable("provider_audit_log", {
 }, (t) => [
   index("provider_audit_log_descriptor_idx").on(t.descriptorId, t.at),
   check("provider_audit_log_action_check", sql`${t.action} in ('created', 'updated', 'deleted')`),
+]);
+
+/**
+ * A project's sequential routing: its connectors in order, served one at a time from
+ * `current_index`. The index moves only by compare-and-set on `version`, so any number of
+ * processes seeing the same depleted connector move the sequence on once.
+ */
+export const projectSequences = pgTable("project_sequences", {
+  projectId: uuid("project_id").primaryKey().references(() => projects.id, {
+    onDelete: "cascade",
+  }),
+  /** Connector ids in order (at least two). */
+  connectorIds: jsonb("connector_ids").$type<string[]>().notNull(),
+  currentIndex: integer("current_index").notNull().default(0),
+  /** Bumped by every move of the index and every edit: what a compare-and-set compares. */
+  version: integer("version").notNull().default(1),
+  /** Past the last connector: stop (serve nothing), loop (back to the first), stay_last. */
+  onEnd: text("on_end").notNull().default("stop"),
+  /** When the current connector cannot serve a request: reject (503 with the reason). */
+  onUnavailable: text("on_unavailable").notNull().default("reject"),
+  /** Whether the sequence has run past its last connector (on_end stop). */
+  exhausted: boolean("exhausted").notNull().default(false),
+  switchedAt: timestamp("switched_at", { withTimezone: true }),
+  createdAt: createdAt(),
+  updatedAt: updatedAt(),
+}, (t) => [
+  check("project_sequences_on_end_check", sql`${t.onEnd} in ('stop', 'loop', 'stay_last')`),
+  check("project_sequences_on_unavailable_check", sql`${t.onUnavailable} in ('reject')`),
+  check("project_sequences_index_check", sql`${t.currentIndex} >= 0`),
+]);
+
+/**
+ * Distribution keys: the credentials of the extraction API, one project each and nothing else.
+ * As API tokens, only a digest is stored; the key is shown once.
+ */
+export const distributionKeys = pgTable("distribution_keys", {
+  id: id(),
+  projectId: uuid("project_id").notNull().references(() => projects.id, { onDelete: "cascade" }),
+  name: text("name").notNull(),
+  /** SHA-256 of the key, hex. */
+  keyHash: text("key_hash").notNull(),
+  /** The first characters of the key, so an operator can tell keys apart. */
+  keyPrefix: text("key_prefix").notNull(),
+  /** Client addresses the key is taken from (CIDR blocks); empty: from anywhere. */
+  allowedCidrs: jsonb("allowed_cidrs").$type<string[]>().notNull().default([]),
+  createdAt: createdAt(),
+  expiresAt: timestamp("expires_at", { withTimezone: true }),
+  lastUsedAt: timestamp("last_used_at", { withTimezone: true }),
+  revokedAt: timestamp("revoked_at", { withTimezone: true }),
+}, (t) => [
+  uniqueIndex("distribution_keys_key_hash_key").on(t.keyHash),
+  uniqueIndex("distribution_keys_project_name_key").on(t.projectId, sql`lower(${t.name})`),
 ]);

@@ -97,6 +97,37 @@ export function redisKeys(prefix: string) {
     autoscaler: (connectorId: string) => `${p}autoscaler:${connectorId}`,
     scaleCreating: (connectorId: string) => `${p}scale:creating:${connectorId}`,
 
+    // Provider-API pools (the activity pool of short-lived proxies): see docs/provider-api.md.
+    // The install's pool generation: made anew when Redis lost it, so leases and ledgers of an
+    // earlier generation can never be taken for this one's.
+    poolGeneration: `${p}pool:generation`,
+    /** Entries by id: each a JSON record (credentials sealed). */
+    poolEntries: (connectorId: string) => `${p}pool:${connectorId}:entries`,
+    /** Fetched entries waiting for their first check, scored by fetch time (ms). */
+    poolChecking: (connectorId: string) => `${p}pool:${connectorId}:checking`,
+    /** Available entries the feed routes, scored by usable-until (ms). */
+    poolRouted: (connectorId: string) => `${p}pool:${connectorId}:routed`,
+    /** Available entries no gateway routes (extraction stock), scored by usable-until (ms). */
+    poolStock: (connectorId: string) => `${p}pool:${connectorId}:stock`,
+    /** Extracted entries, scored by their expiry (ms). */
+    poolExtracted: (connectorId: string) => `${p}pool:${connectorId}:extracted`,
+    /** Every entry, scored by its hard expiry (ms): what the reaper walks. */
+    poolExpiry: (connectorId: string) => `${p}pool:${connectorId}:expiry`,
+    /** Which upstream owns a proxy, by digest of its uniqueness key, per project. */
+    poolOwners: (projectId: string) => `${p}pool:owners:${projectId}`,
+    /** A provider-API connector's fetch state: leader, epoch, pacing, permits, ledger, counts. */
+    poolLeader: (connectorId: string) => `${p}pool:${connectorId}:leader`,
+    poolEpoch: (connectorId: string) => `${p}pool:${connectorId}:epoch`,
+    poolFetch: (connectorId: string) => `${p}pool:${connectorId}:fetch`,
+    poolPermits: (connectorId: string) => `${p}pool:${connectorId}:permits`,
+
+    // Exclusive extraction: idempotent answers per project and key digest, leases.
+    extractIdempotency: (projectId: string, keyDigest: string) =>
+      `${p}extract:idem:${projectId}:${keyDigest}`,
+    extractLease: (leaseId: string) => `${p}extract:lease:${leaseId}`,
+    /** Every open lease, scored by its end (ms): what the reaper walks. */
+    extractLeases: `${p}extract:leases`,
+
     // Failure log and interception captures, per project.
     failures: (projectId: string, kind: string) => `${p}failures:${projectId}:${kind}`,
     mitmRequests: (projectId: string) => `${p}mitm:requests:${projectId}`,

@@ -34,6 +34,8 @@ export const JobKind = {
   geoUpdate: "geo_update",
   tunnelLastSeen: "tunnel_last_seen",
   indexHygiene: "index_hygiene",
+  /** A provider-API connector's pool: reap, check, promote, plan and run fetches. */
+  pool: "pool",
 } as const;
 export type JobKind = (typeof JobKind)[keyof typeof JobKind];
 export const JOB_KINDS: readonly JobKind[] = Object.values(JobKind);
@@ -84,7 +86,7 @@ export const UserRole = {
 export type UserRole = (typeof UserRole)[keyof typeof UserRole];
 export const USER_ROLES: readonly UserRole[] = Object.values(UserRole);
 
-/** Connector kinds. `static` and `vendor` have behaviour; the others reserve their place in the model. */
+/** Connector kinds. `static`, `vendor` and `provider_api` have behaviour; `cloud` reserves its place. */
 export const ConnectorKind = {
   static: "static",
   vendor: "vendor",

@@ -262,6 +262,9 @@ const controlFields = {
   OCTOPROX_EGRESS_CA_FILE: v.optional(v.pipe(trimmed, v.minLength(1, "must be a file path"))),
   // How often each vendor connector's pool is synced with the vendor (the sync job's period).
   OCTOPROX_IP_REFRESH_INTERVAL: seconds(3600, 60, 86_400),
+  // How often each provider-API connector's pool is looked after (reaped, checked, refilled);
+  // a shortfall asks a run at once besides.
+  OCTOPROX_POOL_INTERVAL: seconds(5, 1, 3600),
   // The periods of jobs that have no handler yet: refused until their job runs.
   OCTOPROX_SCALE_INTERVAL: unavailable("no scale job runs yet"),
   OCTOPROX_GEO_UPDATER_INTERVAL: unavailable("no geo_update job runs yet"),
@@ -334,6 +337,7 @@ export const ControlSettingsSchema = v.pipe(
     feedCompileIntervalMs: e.OCTOPROX_FEED_COMPILE_INTERVAL,
     healthCheckIntervalMs: e.OCTOPROX_HEALTH_CHECK_INTERVAL,
     ipRefreshIntervalMs: e.OCTOPROX_IP_REFRESH_INTERVAL,
+    poolIntervalMs: e.OCTOPROX_POOL_INTERVAL,
     healthCheckTimeoutMs: e.OCTOPROX_HEALTH_CHECK_TIMEOUT,
     healthCheckConcurrency: e.OCTOPROX_HEALTH_CHECK_CONCURRENCY,
     metricsFlushIntervalMs: e.OCTOPROX_METRICS_FLUSH_INTERVAL,

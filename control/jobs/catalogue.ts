@@ -132,6 +132,13 @@ export const JOB_CATALOGUE: Readonly<Record<JobKind, JobSpec>> = {
     periodMs: (s) => wholeSeconds(s.indexHygieneIntervalMs),
     keyed: false,
   },
+  [K.pool]: {
+    kind: K.pool,
+    batchSize: 1,
+    concurrency: () => 4,
+    periodMs: (s) => wholeSeconds(s.poolIntervalMs),
+    keyed: true,
+  },
 };
 
 /** The key install-wide kinds are published under. */
