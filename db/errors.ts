@@ -74,6 +74,10 @@ const UNIQUE_MESSAGES: Readonly<Record<string, { field: string; message: string 
     field: "name",
     message: "A connector with this name already exists in this project",
   },
+  distribution_keys_project_name_key: {
+    field: "name",
+    message: "A distribution key with this name already exists in this project",
+  },
   proxies_identity_key: {
     field: "url",
     message: "This proxy (scheme, host, port and username) already exists in this connector",

@@ -15,6 +15,7 @@ export const ErrorCode = {
   stale: "OX_STALE",
   unconfirmedHosts: "OX_UNCONFIRMED_HOSTS",
   backupRefused: "OX_BACKUP_REFUSED",
+  idempotencyConflict: "OX_IDEMPOTENCY_CONFLICT",
   // Outbound calls a provider descriptor makes (control/providers/).
   egressRefused: "OX_EGRESS_REFUSED",
   vendorCall: "OX_VENDOR_CALL",
@@ -124,6 +125,19 @@ export class UnconfirmedHostsError extends OctoproxError {
     );
     this.name = "UnconfirmedHostsError";
     this.hosts = hosts;
+  }
+}
+
+/**
+ * An Idempotency-Key used again with another request (409): the first request's answer stays
+ * the key's, and nothing was done for this one.
+ */
+export class IdempotencyConflictError extends OctoproxError {
+  constructor(
+    message = "This Idempotency-Key was used with another request; use a new key for a new request",
+  ) {
+    super(ErrorCode.idempotencyConflict, message);
+    this.name = "IdempotencyConflictError";
   }
 }
 

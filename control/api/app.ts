@@ -8,6 +8,7 @@ import { Hono } from "hono";
 import { requestContext } from "../core/logging.ts";
 import { probeRoutes } from "../node/probes.ts";
 import { authorize } from "./auth.ts";
+import { Extraction } from "../extraction/extraction.ts";
 import "./context.ts";
 import type { ApiDeps } from "./deps.ts";
 import { errorResponse, notFoundResponse } from "./errors.ts";
@@ -20,6 +21,8 @@ import { backupRoutes } from "./routes/backup.ts";
 import { providerRoutes } from "./routes/providers.ts";
 import { connectorRoutes } from "./routes/connectors.ts";
 import { credentialRoutes } from "./routes/credentials.ts";
+import { distributionKeyRoutes } from "./routes/distribution-keys.ts";
+import { extractionRoutes } from "./routes/extraction.ts";
 import { metricsRoutes } from "./routes/metrics.ts";
 import { projectRoutes } from "./routes/projects.ts";
 import { proxyRoutes } from "./routes/proxies.ts";
@@ -36,12 +39,15 @@ export const OPENAPI_PATH = "/api/v1/openapi.json";
 
 /** Every route of the app, in mount order. */
 export function apiRoutes(deps: ApiDeps): Route[] {
+  const extraction = deps.extraction ?? new Extraction(deps);
   const routes: Route[] = [
     ...publicRoutes(),
     ...authRoutes(deps),
     ...tokenRoutes(deps),
     ...userRoutes(deps),
     ...projectRoutes(deps),
+    ...distributionKeyRoutes(deps),
+    ...extractionRoutes(extraction),
     ...credentialRoutes(deps),
     ...connectorRoutes(deps),
     ...providerRoutes(deps),
@@ -69,7 +75,19 @@ export function apiRoutes(deps: ApiDeps): Route[] {
   return routes;
 }
 
-export function createApp(deps: ApiDeps): Hono {
+/**
+ * What the access log says of a path: an extraction lease's id is per-extraction detail, which
+ * no log line carries.
+ */
+export function loggedPath(path: string): string {
+  return path.replace(/\/extract\/[^/]+\//, "/extract/:lease/");
+}
+
+export function createApp(appDeps: ApiDeps): Hono {
+  const deps: ApiDeps & { extraction: Extraction } = {
+    ...appDeps,
+    extraction: appDeps.extraction ?? new Extraction(appDeps),
+  };
   const app = new Hono();
   const logger = deps.logger;
 
@@ -85,7 +103,7 @@ export function createApp(deps: ApiDeps): Hono {
       await next();
       logger.info({
         method: c.req.method,
-        path: c.req.path,
+        path: loggedPath(c.req.path),
         status: c.res.status,
         duration_ms: Math.round((performance.now() - startedMs) * 10) / 10,
       }, "request");
@@ -99,7 +117,13 @@ export function createApp(deps: ApiDeps): Hono {
 
   app.route("/", probeRoutes(deps));
   mountRoutes(app, apiRoutes(deps), {
-    authorize: (c, access) => authorize(deps, c, access),
+    authorize: async (c, access) => {
+      if (access !== "distribution") return await authorize(deps, c, access);
+      // The extraction's own check: a distribution key of the project in the path, nothing else.
+      const projectId = (c.req.param("id") ?? "").toLowerCase();
+      c.set("distribution", await deps.extraction.keys.authenticate(c, projectId));
+      return undefined;
+    },
   });
   // Last: the dashboard's files, and its pages for any other GET outside /api.
   mountWeb(app, deps.webDir);

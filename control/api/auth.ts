@@ -11,14 +11,19 @@ import type { ControlSettings } from "../../shared/settings.ts";
 import { requestContext } from "../core/logging.ts";
 import type { ServiceDeps } from "../services/store.ts";
 import { isApiToken, resolveToken } from "../services/tokens.ts";
+import { isDistributionKey } from "../services/distribution-keys.ts";
 import { activeUser, type UserRow } from "../services/users.ts";
 import type { AppEnv, Principal } from "./context.ts";
 
 const ISSUER = "octoprox";
 const AUDIENCE = "octoprox-api";
 
-/** Who may call a route: anyone, or a user of at least this role. */
-export type Access = "public" | UserRole;
+/**
+ * Who may call a route: anyone, a user of at least this role, or (`distribution`) a
+ * distribution key of the project in the path, which no other route takes
+ * (control/extraction/keys.ts).
+ */
+export type Access = "public" | "distribution" | UserRole;
 
 const RANK: Readonly<Record<UserRole, number>> = {
   [UserRole.viewer]: 1,
@@ -83,6 +88,9 @@ export async function authenticate(deps: ServiceDeps, c: Context<AppEnv>): Promi
   const bearer = BEARER.exec(header)?.[1];
   if (!bearer) throw new UnauthorizedError("The Authorization header must be Bearer <token>");
 
+  if (isDistributionKey(bearer)) {
+    throw new UnauthorizedError("A distribution key calls a project's extraction API only");
+  }
   let principal: Principal | undefined;
   if (isApiToken(bearer)) {
     const found = await resolveToken(deps, bearer);
@@ -112,11 +120,14 @@ function toPrincipal(user: UserRow, tokenId?: string): Principal {
   };
 }
 
-/** Authenticates and checks the role a route needs; undefined for a public route. */
+/**
+ * Authenticates and checks the role a route needs; undefined for a public route. Extraction
+ * routes (`distribution`) are the extraction's own to authenticate (app.ts routes them there).
+ */
 export async function authorize(
   deps: ServiceDeps,
   c: Context<AppEnv>,
-  access: Access,
+  access: Exclude<Access, "distribution">,
 ): Promise<Principal | undefined> {
   if (access === "public") return undefined;
   const principal = await authenticate(deps, c);

@@ -14,10 +14,17 @@ export interface Principal {
   tokenId?: string;
 }
 
+/** Who calls an extraction route: a distribution key of the project in the path. */
+export interface DistributionCaller {
+  keyId: string;
+  projectId: string;
+}
+
 declare module "hono" {
   interface ContextVariableMap {
     requestId: string;
     principal: Principal | undefined;
+    distribution: DistributionCaller | undefined;
   }
 }
 

@@ -3,6 +3,7 @@
  * readiness. The node builds them once per process; tests build the same from their own stores.
  */
 import type { ControlDeps } from "../core/deps.ts";
+import type { Extraction } from "../extraction/extraction.ts";
 
 export interface Readiness {
   ready: boolean;
@@ -31,4 +32,6 @@ export interface ApiDeps extends ControlDeps {
   metrics(): Promise<MetricsText>;
   /** The dashboard's build (default: the checkout's dist/web). */
   webDir?: string;
+  /** The extraction API's parts (the api runtime's, for its snapshot); the app makes its own otherwise. */
+  extraction?: Extraction;
 }

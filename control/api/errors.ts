@@ -16,6 +16,7 @@ import {
   DuplicateError,
   EgressRefusedError,
   ForbiddenError,
+  IdempotencyConflictError,
   NotFoundError,
   StaleError,
   StoreUnavailableError,
@@ -97,6 +98,7 @@ export function errorResponse(error: unknown, c: Context<AppEnv>, logger: Logger
   }
   if (error instanceof ConflictError) return json(c, 400, { error: error.message });
   if (error instanceof StaleError) return json(c, 409, { error: error.message });
+  if (error instanceof IdempotencyConflictError) return json(c, 409, { error: error.message });
   if (error instanceof EgressRefusedError) return json(c, 422, { error: error.message });
   if (error instanceof VendorCallError) {
     return json(c, 502, { error: `The vendor did not answer as expected: ${error.message}` });

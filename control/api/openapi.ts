@@ -80,7 +80,8 @@ function operation(route: Route): JsonObject {
   for (const [status, description] of Object.entries(route.responses)) {
     responses[status] = { description };
   }
-  const guarded = route.access !== "public";
+  const distribution = route.access === "distribution";
+  const guarded = route.access !== "public" && !distribution;
   if (route.body || route.query || route.textBody) {
     responses["422"] = errorAnswer("A field of the body or query is invalid; `detail` names each");
   }
@@ -88,6 +89,12 @@ function operation(route: Route): JsonObject {
   if (guarded) {
     responses["401"] = errorAnswer("No valid bearer token");
     responses["403"] = errorAnswer(`Needs the ${route.access} role or higher`);
+  }
+  if (distribution) {
+    responses["401"] = errorAnswer("No valid distribution key (admin tokens are refused here)");
+    responses["403"] = errorAnswer(
+      "The key is another project's, or not taken from the caller's address",
+    );
   }
   responses["503"] = errorAnswer("A store did not answer; try again", {
     "Retry-After": {
@@ -110,9 +117,17 @@ function operation(route: Route): JsonObject {
     summary: route.summary,
     description: [
       route.description,
-      guarded ? `Role: ${route.access} or higher.` : "Public: no token needed.",
+      distribution
+        ? "A distribution key of the project: `Authorization: Bearer oxd_…` or `X-API-Key`."
+        : guarded
+        ? `Role: ${route.access} or higher.`
+        : "Public: no token needed.",
     ].filter(Boolean).join("\n\n"),
-    security: guarded ? [{ bearer: [] }] : [],
+    security: distribution
+      ? [{ distribution_bearer: [] }, { distribution_api_key: [] }]
+      : guarded
+      ? [{ bearer: [] }]
+      : [],
     responses,
   };
   if (parameters.length > 0) result.parameters = parameters;
@@ -172,6 +187,17 @@ export function buildOpenApiDocument(routes: readonly Route[], version: string):
           type: "http",
           scheme: "bearer",
           description: "A login JWT or an API token (oxp_…)",
+        },
+        distribution_bearer: {
+          type: "http",
+          scheme: "bearer",
+          description: "A distribution key (oxd_…): the extraction routes only",
+        },
+        distribution_api_key: {
+          type: "apiKey",
+          in: "header",
+          name: "X-API-Key",
+          description: "A distribution key (oxd_…): the extraction routes only",
         },
       },
       schemas: { Error: ERROR_SCHEMA },

@@ -14,6 +14,7 @@ import type { ProxyRow } from "../services/proxies.ts";
 import type { QuarantineView } from "../services/quarantines.ts";
 import { formatProxyUrl } from "../services/proxy-url.ts";
 import type { TokenRow } from "../services/tokens.ts";
+import type { DistributionKeyRow } from "../services/distribution-keys.ts";
 import type { UserRow } from "../services/users.ts";
 import type { ProxyScheme } from "../../shared/roles.ts";
 import type { TrafficUsageView } from "../traffic/usage-view.ts";
@@ -39,6 +40,24 @@ export function presentToken(row: TokenRow) {
     name: row.name,
     /** The token's first characters, to tell tokens apart; never the whole token. */
     prefix: row.tokenPrefix,
+    created_at: row.createdAt,
+    expires_at: row.expiresAt,
+    last_used_at: row.lastUsedAt,
+    revoked_at: row.revokedAt,
+    active: row.revokedAt === null && !expired,
+  };
+}
+
+/** A distribution key, without its secret (shown once, at creation). */
+export function presentDistributionKey(row: DistributionKeyRow) {
+  const expired = row.expiresAt !== null && row.expiresAt.getTime() <= Date.now();
+  return {
+    id: row.id,
+    project_id: row.projectId,
+    name: row.name,
+    /** The key's first characters, to tell keys apart; never the whole key. */
+    prefix: row.keyPrefix,
+    allowed_cidrs: row.allowedCidrs,
     created_at: row.createdAt,
     expires_at: row.expiresAt,
     last_used_at: row.lastUsedAt,

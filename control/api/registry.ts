@@ -29,7 +29,7 @@ export interface RouteInput<TAccess extends Access, TBody, TQuery> {
   text: string;
   /** Path parameters, each a uuid (anything else answered 404 before the handler). */
   params: Readonly<Record<string, string>>;
-  principal: TAccess extends "public" ? undefined : Principal;
+  principal: TAccess extends "public" | "distribution" ? undefined : Principal;
 }
 
 export interface RouteSpec<
@@ -86,6 +86,8 @@ const SINGULAR: Readonly<Record<string, string>> = {
   projects: "Project",
   credentials: "Credential",
   connectors: "Connector",
+  "distribution-keys": "Distribution key",
+  extract: "Lease",
 };
 
 /** The entity a path parameter names: the collection before it (`/projects/:id` → Project). */

@@ -54,7 +54,10 @@ export type ScriptName =
   | "feed_publish"
   | "metrics_take"
   | "metrics_restore"
-  | "traffic_set_block";
+  | "traffic_set_block"
+  | "extract"
+  | "extract_release"
+  | "extract_renew";
 
 const defined = new WeakSet<Redis>();
 

@@ -11,6 +11,10 @@ import { WORKERS_GROUP } from "../../shared/redis-keys.ts";
 import type { Job, WorkBatch } from "./job.ts";
 import type { JobQueue } from "./queue.ts";
 import { blockedOrPending } from "../traffic/asks.ts";
+import { returnEndedLeases } from "../extraction/leases.ts";
+
+/** Ended extraction leases one hygiene run returns at most (the next run returns the rest). */
+export const ENDED_LEASES_PER_RUN = 5000;
 
 export interface IndexHygieneOptions {
   redis: Redis;
@@ -33,7 +37,10 @@ export interface IndexHygieneOptions {
  * 3. ended quarantines are trimmed (readers skip them anyway);
  * 4. a traffic decision is asked for every subject blocked or pending, each once, ended blocks
  *    included: a decision lost, trimmed or given up leaves a block or a pending mark for about a
- *    minute at most.
+ *    minute at most;
+ * 5. extraction leases whose end has passed are returned: their proxies go back to checking and
+ *    a pool run is asked for their connectors (the api's extractions return some as they come;
+ *    this step is the bound when none come).
  */
 export class IndexHygieneJob implements Job {
   readonly kind = JobKind.indexHygiene;
@@ -51,6 +58,19 @@ export class IndexHygieneJob implements Job {
       this.#o.logger.info({ pruned, removed, trimmed }, "Index hygiene removed stale entries");
     }
     await this.askTrafficDecisions();
+    const ended = await this.returnEndedLeases();
+    if (ended.leases > 0) {
+      this.#o.logger.info(
+        { leases: ended.leases, entries: ended.entries },
+        "Ended extraction leases returned their proxies to the pool",
+      );
+    }
+  }
+
+  /** Step 5: leases past their end give their proxies back. */
+  returnEndedLeases() {
+    const now = (this.#o.now ?? Date.now)();
+    return returnEndedLeases(this.#o, { nowMs: now, limit: ENDED_LEASES_PER_RUN });
   }
 
   /** Step 4: one traffic decision asked for each subject blocked or pending. */

@@ -5,6 +5,7 @@
  */
 import type { ApiDeps } from "../api/deps.ts";
 import { createApp } from "../api/app.ts";
+import { Extraction } from "../extraction/extraction.ts";
 import { seedFirstAdmin } from "../services/users.ts";
 import { reloadConfigFile } from "../config/reload.ts";
 import { Store } from "../../shared/errors.ts";
@@ -22,12 +23,15 @@ export class ApiRuntime extends BaseRuntime {
   // An api serves its reads without the soft state, so only Postgres keeps it from serving.
   readonly stores: readonly Store[] = [Store.postgres];
   readonly #deps: ApiDeps;
+  readonly #extraction: Extraction;
   readonly #announce: (line: string) => void;
   #server: HttpServer | undefined;
 
   constructor(options: ApiRuntimeOptions) {
     super({ logger: options.deps.logger });
-    this.#deps = options.deps;
+    // Built here, so the runtime's snapshot (and /metrics) reads the app's extraction counts.
+    this.#extraction = options.deps.extraction ?? new Extraction(options.deps);
+    this.#deps = { ...options.deps, extraction: this.#extraction };
     this.#announce = options.announce ?? ((line) => process.stdout.write(`${line}\n`));
   }
 
@@ -67,6 +71,10 @@ export class ApiRuntime extends BaseRuntime {
       port: settings.apiPort,
     });
     await this.#server.start();
+  }
+
+  protected override details(): Record<string, unknown> {
+    return { extraction: this.#extraction.snapshot() };
   }
 
   protected override async beforeLoopsStop(): Promise<void> {

@@ -1,6 +1,7 @@
 /**
  * Backups of a whole install: every definition row (users with their password hashes, API
- * tokens' hashes, projects with their passwords, credentials, connectors, proxies) and, when
+ * tokens' hashes, projects with their passwords, distribution keys' hashes, credentials,
+ * connectors, proxies) and, when
  * asked, the metrics history, sealed with a passphrase (backup-envelope.ts).
  *
  * The contents, before they are compressed (gzip) and sealed, are JSON lines: per table in
@@ -36,6 +37,7 @@ export const DEFINITION_TABLES = [
   "users",
   "api_tokens",
   "projects",
+  "distribution_keys",
   "credentials",
   "connectors",
   "proxies",

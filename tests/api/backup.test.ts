@@ -60,6 +60,12 @@ beforeAll(async () => {
     body: { name: "cli" },
   });
   apiToken = token.body.token;
+  const distributionKey = await h.request(
+    "POST",
+    `/api/v1/projects/${projectId}/distribution-keys`,
+    { token: h.tokens.editor, body: { name: "shop-scraper", allowed_cidrs: ["203.0.113.0/24"] } },
+  );
+  expect(distributionKey.status, distributionKey.text).toBe(201);
   const descriptor = await h.request("POST", "/api/v1/providers", {
     token: h.tokens.admin,
     body: { descriptor: CUSTOM_DESCRIPTOR },
@@ -146,6 +152,7 @@ function importBackup(backup: unknown, passphrase = PASSPHRASE, token = h.tokens
 /** Changes the install, so an import has something to put back. */
 async function changeThings(): Promise<void> {
   await h.deps.database.sql`update config_revision set revision = revision + 1`;
+  await h.deps.database.sql`update distribution_keys set revoked_at = now()`;
   const edit = await h.request("PUT", "/api/v1/providers/house-vendor", {
     token: h.tokens.admin,
     body: { descriptor: { ...CUSTOM_DESCRIPTOR, name: `House vendor ${Date.now()}` } },
@@ -205,6 +212,7 @@ describe("export then import", () => {
         users: 3,
         api_tokens: 1,
         projects: 1,
+        distribution_keys: 1,
         credentials: 1,
         connectors: 1,
         proxies: 2,
@@ -282,6 +290,7 @@ describe("export then import", () => {
       "users",
       "api_tokens",
       "projects",
+      "distribution_keys",
       "credentials",
       "connectors",
       "proxies",
@@ -394,6 +403,7 @@ describe("refusals change nothing", () => {
       JSON.stringify({
         ...JSON.parse(state.projects[0]),
       }),
+      JSON.stringify({ table: "distribution_keys", rows: 0 }),
       JSON.stringify({ table: "credentials", rows: 0 }),
       JSON.stringify({ table: "connectors", rows: 0 }),
       JSON.stringify({ table: "proxies", rows: 1 }),

@@ -82,7 +82,7 @@ const rateLimit = v.pipe(
 );
 
 /** CIDR blocks (a bare address is one host), trimmed, each parsed as the gateway parses it. */
-const cidrList = v.pipe(
+export const cidrList = v.pipe(
   v.array(
     v.pipe(
       v.string("must be text"),

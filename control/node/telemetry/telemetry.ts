@@ -14,6 +14,7 @@ import type { RuntimeName } from "../../roles/runtime.ts";
 import type { ProcessSnapshot } from "../heartbeat.ts";
 import { FeedTelemetry, LeaseTelemetry, ProducerTelemetry } from "./controller.ts";
 import type { Scrape } from "./family.ts";
+import { ExtractionTelemetry } from "./extraction.ts";
 import { JobTelemetry } from "./jobs.ts";
 import { LoopLagTelemetry } from "./loop-lag.ts";
 import { LoopTelemetry } from "./loops.ts";
@@ -53,6 +54,7 @@ export class Telemetry {
     new LoopLagTelemetry(this.#registry, read);
     new StreamTelemetry(this.#registry, read);
     if (options.runtimes.includes("worker")) new JobTelemetry(this.#registry, read);
+    if (options.runtimes.includes("api")) new ExtractionTelemetry(this.#registry, read);
     if (options.runtimes.includes("controller")) {
       new LeaseTelemetry(this.#registry, read);
       new FeedTelemetry(this.#registry, read);

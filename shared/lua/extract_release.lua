@@ -1,0 +1,64 @@
+-- extract_release: ends an extraction lease and returns its proxies to the pool to be checked
+-- again before anyone gets them: each entry the lease still holds goes back to checking (state
+-- checking, no lease, out of extracted, into checking scored now). Entries gone meanwhile (past
+-- their expiry) or held by no longer this lease are skipped. A sweep (ARGV[4] 1) ends only a
+-- lease whose end has passed, so a renewal that won the race keeps its lease.
+-- KEYS[1] the lease's hash
+-- KEYS[2] the open leases zset
+-- KEYS[3 .. 2+3n] per connector of the lease, three keys: its entries hash, extracted zset, checking zset
+-- ARGV[1] now, epoch ms
+-- ARGV[2] the lease's id
+-- ARGV[3] the project the caller acts for; '' for any (a sweep)
+-- ARGV[4] 1: only if the lease has ended (a sweep); 0: now (a release)
+-- ARGV[5 .. 4+n] the connectors' ids, in KEYS order
+-- Reply: {status, project, returned, connector id...}: status 1 ended, with the connectors
+-- whose entries were returned; 0 no such lease; -1 another project's; -2 not ended yet (sweep
+-- only); -3 the lease names a connector not given (read it again). Nothing changes unless 1.
+local now = tonumber(ARGV[1])
+local lease_id = ARGV[2]
+
+local fields = redis.call('HMGET', KEYS[1], 'project', 'end', 'entries')
+local project, lease_end, refs = fields[1], fields[2], fields[3]
+if not project then
+  redis.call('ZREM', KEYS[2], lease_id)
+  return {0, '', 0}
+end
+if ARGV[3] ~= '' and ARGV[3] ~= project then return {-1, '', 0} end
+if ARGV[4] == '1' and tonumber(lease_end) > now then return {-2, project, 0} end
+
+local slot = {}
+for i = 5, #ARGV do slot[ARGV[i]] = i - 5 end
+local entries = cjson.decode(refs)
+for _, ref in ipairs(entries) do
+  local connector = string.match(ref, '^([^/]+)/')
+  if slot[connector] == nil then return {-3, project, 0} end
+end
+
+local returned = 0
+local touched, reply_connectors = {}, {}
+for _, ref in ipairs(entries) do
+  local connector, id = string.match(ref, '^([^/]+)/(.+)$')
+  local base = 3 + 3 * slot[connector]
+  local raw = redis.call('HGET', KEYS[base], id)
+  if raw then
+    local e = cjson.decode(raw)
+    if e.state == 'extracted' and e.lease == lease_id then
+      e.state = 'checking'
+      e.lease = cjson.null
+      e.routed = false
+      redis.call('HSET', KEYS[base], id, cjson.encode(e))
+      redis.call('ZREM', KEYS[base + 1], id)
+      redis.call('ZADD', KEYS[base + 2], now, id)
+      returned = returned + 1
+      if not touched[connector] then
+        touched[connector] = true
+        reply_connectors[#reply_connectors + 1] = connector
+      end
+    end
+  end
+end
+redis.call('DEL', KEYS[1])
+redis.call('ZREM', KEYS[2], lease_id)
+local reply = {1, project, returned}
+for _, connector in ipairs(reply_connectors) do reply[#reply + 1] = connector end
+return reply
