@@ -54,7 +54,11 @@ export type ScriptName =
   | "feed_publish"
   | "metrics_take"
   | "metrics_restore"
-  | "traffic_set_block";
+  | "traffic_set_block"
+  | "pool_add"
+  | "pool_checked"
+  | "pool_maintain"
+  | "pool_purge";
 
 const defined = new WeakSet<Redis>();
 
