@@ -16,7 +16,7 @@ import {
   type PoolCounts,
   type PoolStore,
 } from "./contract.ts";
-import type { CredentialSealer, PoolCredentials } from "./credentials.ts";
+import { CredentialSealer, type PoolCredentials } from "./credentials.ts";
 
 export interface PoolConnectorRef {
   id: string;
@@ -272,4 +272,27 @@ export class RedisPoolStore implements PoolStore {
       ], [c]),
     );
   }
+}
+
+const processStores = new WeakMap<Redis, Map<string, RedisPoolStore>>();
+
+/**
+ * The process's pool store over its Redis client and key prefix, made once (the sealer's key
+ * derivation is not free): what the api, the pool job and the feed use.
+ */
+export function poolStoreOf(
+  deps: { redis: Redis; keys: RedisKeys; settings: { internalSecret: string } },
+): RedisPoolStore {
+  let byPrefix = processStores.get(deps.redis);
+  if (byPrefix === undefined) processStores.set(deps.redis, byPrefix = new Map());
+  let store = byPrefix.get(deps.keys.prefix);
+  if (store === undefined) {
+    store = new RedisPoolStore({
+      redis: deps.redis,
+      keys: deps.keys,
+      sealer: new CredentialSealer(deps.settings.internalSecret),
+    });
+    byPrefix.set(deps.keys.prefix, store);
+  }
+  return store;
 }

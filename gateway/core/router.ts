@@ -538,7 +538,10 @@ class Attempt implements Candidates {
     this.exclude = exclude;
     this.quarantineUntilMs = snapshot.runtime.quarantineUntilMs;
     this.nowMs = nowMs;
-    this.usable = (proxy) => !this.excluded(proxy) && !this.quarantined(proxy) && !this.full(proxy);
+    // A proxy past its usable-until takes no new request here, whatever the feed still says.
+    this.usable = (proxy) =>
+      proxy.usableUntilMs > nowMs && !this.excluded(proxy) && !this.quarantined(proxy) &&
+      !this.full(proxy);
   }
 
   run(
