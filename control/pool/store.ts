@@ -252,6 +252,32 @@ export class RedisPoolStore implements PoolStore {
     return this.#sealer.open(entry.id, entry.credentials);
   }
 
+  /**
+   * Empties the pool of a connector that is gone: its project is read off one of its entries
+   * (an empty pool has nothing to give up). Answers the entries it held.
+   */
+  async purgeConnector(connectorId: string): Promise<number> {
+    const entries = this.#keys.poolEntries(connectorId);
+    const [field] = await this.#redis.hrandfield(entries, 1) as string[];
+    if (field === undefined) {
+      // No entries: only fetch bookkeeping may remain.
+      await this.#redis.del(
+        this.#keys.poolChecking(connectorId),
+        this.#keys.poolRouted(connectorId),
+        this.#keys.poolStock(connectorId),
+        this.#keys.poolExtracted(connectorId),
+        this.#keys.poolExpiry(connectorId),
+        this.#keys.poolFetch(connectorId),
+        this.#keys.poolPermits(connectorId),
+        this.#keys.poolLeader(connectorId),
+      );
+      return 0;
+    }
+    const [record] = await this.entries(connectorId, [field]);
+    if (record === undefined) return 0;
+    return await this.purge({ id: connectorId, projectId: record.project_id });
+  }
+
   /** Empties a connector's pool (gone, or no longer a provider-API connector). */
   async purge(connector: PoolConnectorRef): Promise<number> {
     const k = this.#keys;

@@ -625,15 +625,20 @@ class Attempt implements Candidates {
   private refusal(): Refusal {
     let quarantined = 0;
     let busy = 0;
+    let live = 0;
     for (const choice of this.choices) {
       for (const proxy of choice.rows) {
         if (this.exclude.has(proxy.id)) continue;
+        // Past its usable-until a provider-API proxy is as good as down until the feed drops it.
+        if (proxy.usableUntilMs <= this.nowMs) continue;
+        live++;
         if (this.quarantined(proxy)) quarantined++;
         else if (this.full(proxy) || this.lost?.has(proxy.id) === true) busy++;
       }
     }
     if (busy !== 0) return allBusy;
     if (quarantined !== 0) return allQuarantined;
+    if (live === 0 && this.exclude.size === 0) return allDown;
     return allTried;
   }
 }
