@@ -40,6 +40,7 @@ import { fillPlaceholders } from "../../shared/feed/placeholders.ts";
 import { type ProviderRegistry, storedDescriptors } from "../../shared/providers/registry.ts";
 import type { RedisKeys } from "../../shared/redis-keys.ts";
 import {
+  ConnectorKind,
   type JobKind,
   JobKind as K,
   type ProxyScheme,
@@ -64,6 +65,11 @@ export interface Compiled {
   jobKeys: ReadonlyMap<JobKind, readonly string[]>;
   /** The global section and one section per connector, by section name. */
   sections: ReadonlyMap<string, SectionText>;
+  /**
+   * Provider-API connectors by id, each as its section without proxies: their rows live in the
+   * activity pool in Redis and are read at each publish (control/pool/feed.ts), not compiled.
+   */
+  pools: ReadonlyMap<string, ConnectorSection>;
   /** What the runtime section is filtered to. */
   proxyIds: ReadonlySet<string>;
   connectorIds: ReadonlySet<string>;
@@ -248,7 +254,23 @@ export async function compile(
   const connectorIds = new Set<string>();
   const healthKeys: string[] = [];
   const syncKeys: string[] = [];
+  const poolKeys: string[] = [];
+  const pools = new Map<string, ConnectorSection>();
   for (const row of read.connectorRows) {
+    if (row.kind === ConnectorKind.providerApi) {
+      // Its rows are the pool's routed entries, read at publish; a disabled one's pool is still
+      // looked after (reaped), only not refilled.
+      connectorIds.add(row.id);
+      if (!row.pendingDeletion) poolKeys.push(row.id);
+      pools.set(row.id, {
+        schema: SCHEMA_VERSION,
+        connector: feedConnector(row),
+        proxies: [],
+        config: null,
+        credential: null,
+      });
+      continue;
+    }
     const credential = row.credentialId === null
       ? undefined
       : credentialConfigs.get(row.credentialId);
@@ -319,6 +341,7 @@ export async function compile(
     // Every enabled vendor connector whose provider can be built syncs.
     [K.sync, syncKeys],
     [K.scale, read.cloud.map((row) => row.id)],
+    [K.pool, poolKeys],
   ]);
   const projectIds = new Set(read.projectRows.map((row) => row.id));
   const limited = {
@@ -329,6 +352,7 @@ export async function compile(
     compiledAt: read.compiledAt,
     jobKeys,
     sections,
+    pools,
     proxyIds,
     connectorIds,
     projectIds,

@@ -55,6 +55,10 @@ export type ScriptName =
   | "metrics_take"
   | "metrics_restore"
   | "traffic_set_block"
+  | "pool_add"
+  | "pool_checked"
+  | "pool_maintain"
+  | "pool_purge"
   | "extract"
   | "extract_release"
   | "extract_renew";

@@ -100,5 +100,5 @@ export interface PoolStore {
     proxies: readonly NewPoolProxy[],
     options: { nowMs: number; maxSize: number },
   ): Promise<AddResult>;
-  counts(connectorId: string, nowMs: number): Promise<PoolCounts>;
+  counts(connectorId: string): Promise<PoolCounts>;
 }

@@ -41,7 +41,9 @@ const AuthSchema = v.variant("type", [
   v.strictObject({
     type: v.literal("api_key"),
     value: template,
-    header: v.optional(v.pipe(v.string(), v.regex(/^[A-Za-z0-9-]{1,64}$/, "must be a header name"))),
+    header: v.optional(
+      v.pipe(v.string(), v.regex(/^[A-Za-z0-9-]{1,64}$/, "must be a header name")),
+    ),
     query: v.optional(v.pipe(v.string(), v.regex(/^[A-Za-z0-9_.-]{1,64}$/, "must be a name"))),
   }),
 ], "must be an object whose type is none, bearer, basic or api_key");

@@ -13,12 +13,15 @@
  * own and thrown away with it. Without Redis the preview is answered without runtime state
  * (`runtime_included: false`), as the other views are.
  */
-import { compile, readRuntimeSection } from "../controller/compile.ts";
+import { compile, readRuntimeSection, type SectionText } from "../controller/compile.ts";
+import { poolSections } from "../pool/feed.ts";
+import { poolStoreOf } from "../pool/store.ts";
 import { withDeadline } from "../core/redis.ts";
 import type { ControlDeps } from "../core/deps.ts";
 import { deriveFeedKeys, type FeedKeys } from "../../shared/feed/codec.ts";
 import {
   type ConnectorSection,
+  connectorSectionName,
   type FeedSections,
   type GlobalSection,
   type RuntimeSection,
@@ -166,12 +169,40 @@ export async function previewRouting(
   if (!compiled.projectIds.has(projectId)) throw new NotFoundError("Project");
 
   const nowMs = Date.now();
+  // Provider-API connectors' rows are their pools' routed entries, read as a publish reads them.
+  let poolTexts = new Map<string, SectionText>();
+  let poolProxyIds = new Set<string>();
+  if (compiled.pools.size > 0) {
+    try {
+      const feedKeys = await feedKeysOf(settings.internalSecret);
+      const found = await withDeadline(
+        settings.redisRequestTimeoutMs,
+        () => poolSections(compiled.pools, poolStoreOf(deps), feedKeys, nowMs),
+      );
+      poolTexts = found.sections;
+      poolProxyIds = found.proxyIds;
+    } catch (error) {
+      deps.logger.warn(
+        { what: "routing preview", error: errorText(error) },
+        "Provider-API pools unavailable, their connectors shown without proxies",
+      );
+      for (const [id, section] of compiled.pools) {
+        const json = JSON.stringify(section);
+        poolTexts.set(connectorSectionName(id), { json, digest: "" });
+      }
+    }
+  }
+
   let runtime = EMPTY_RUNTIME;
   let runtimeIncluded = true;
   try {
     runtime = await withDeadline(
       settings.redisRequestTimeoutMs,
-      () => readRuntimeSection(deps.redis, deps.keys, compiled, nowMs),
+      () =>
+        readRuntimeSection(deps.redis, deps.keys, {
+          ...compiled,
+          proxyIds: new Set([...compiled.proxyIds, ...poolProxyIds]),
+        }, nowMs),
     );
   } catch (error) {
     runtimeIncluded = false;
@@ -184,7 +215,7 @@ export async function previewRouting(
   // The sections as a gateway's follower hands them over: parsed by the same models.
   let global: GlobalSection | undefined;
   const connectors = new Map<string, ConnectorSection>();
-  for (const [name, text] of compiled.sections) {
+  for (const [name, text] of [...compiled.sections, ...poolTexts]) {
     const parsed = parseSection(name, text.json);
     if (parsed.kind === "global") global = parsed.section;
     else if (parsed.kind === "connector") connectors.set(parsed.connectorId, parsed.section);

@@ -538,7 +538,10 @@ class Attempt implements Candidates {
     this.exclude = exclude;
     this.quarantineUntilMs = snapshot.runtime.quarantineUntilMs;
     this.nowMs = nowMs;
-    this.usable = (proxy) => !this.excluded(proxy) && !this.quarantined(proxy) && !this.full(proxy);
+    // A proxy past its usable-until takes no new request here, whatever the feed still says.
+    this.usable = (proxy) =>
+      proxy.usableUntilMs > nowMs && !this.excluded(proxy) && !this.quarantined(proxy) &&
+      !this.full(proxy);
   }
 
   run(
@@ -622,15 +625,20 @@ class Attempt implements Candidates {
   private refusal(): Refusal {
     let quarantined = 0;
     let busy = 0;
+    let live = 0;
     for (const choice of this.choices) {
       for (const proxy of choice.rows) {
         if (this.exclude.has(proxy.id)) continue;
+        // Past its usable-until a provider-API proxy is as good as down until the feed drops it.
+        if (proxy.usableUntilMs <= this.nowMs) continue;
+        live++;
         if (this.quarantined(proxy)) quarantined++;
         else if (this.full(proxy) || this.lost?.has(proxy.id) === true) busy++;
       }
     }
     if (busy !== 0) return allBusy;
     if (quarantined !== 0) return allQuarantined;
+    if (live === 0 && this.exclude.size === 0) return allDown;
     return allTried;
   }
 }

@@ -48,6 +48,8 @@ export interface ProxyEntry extends UpstreamChoice {
   readonly status: ProxyStatus;
   /** At most this many transfers at once on this gateway; 0 for no limit. */
   readonly maxConcurrency: number;
+  /** No new allocation from this time on (epoch ms; a provider-API proxy's); Infinity: none. */
+  readonly usableUntilMs: number;
   /** A dynamic-sessions row: its credentials are rendered per request by this provider. */
   readonly renderer?: DescriptorProvider;
 }
@@ -227,6 +229,7 @@ export class ConnectorIndex {
         maxConcurrency: row.max_concurrency !== null && row.max_concurrency > 0
           ? Math.floor(row.max_concurrency)
           : 0,
+        usableUntilMs: typeof row.usable_until_ms === "number" ? row.usable_until_ms : Infinity,
         proxyId: row.id,
         connectorId: this.id,
         scheme: row.scheme,

@@ -116,6 +116,11 @@ export const FeedProxySchema = v.object({
   status: v.picklist(PROXY_STATUSES),
   /** At most this many requests at once through the proxy on one gateway; null: no limit. */
   max_concurrency: v.nullable(v.number()),
+  /**
+   * A provider-API proxy's usable-until (epoch ms): gateways allocate it for no new request from
+   * then on, whatever feed they hold. Absent or null: no such end.
+   */
+  usable_until_ms: v.optional(v.nullable(v.number())),
 });
 export type FeedProxy = v.InferOutput<typeof FeedProxySchema>;
 
