@@ -4,7 +4,7 @@
  * the counts in its snapshot, which /metrics reads.
  */
 import type { ControlDeps } from "../core/deps.ts";
-import { CredentialSealer } from "../pool/credentials.ts";
+import { poolStoreOf } from "../pool/store.ts";
 import { ConnectorCache } from "./connectors.ts";
 import { DistributionKeys } from "./keys.ts";
 import { ExtractionService } from "./service.ts";
@@ -35,7 +35,7 @@ export class Extraction {
       keys: deps.keys,
       jobs: deps.jobs,
       logger,
-      sealer: new CredentialSealer(deps.settings.internalSecret),
+      sealer: poolStoreOf(deps).sealer,
       connectors: this.connectors,
       stats: this.stats,
       deadlineMs: deps.settings.redisRequestTimeoutMs,

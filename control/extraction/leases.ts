@@ -61,7 +61,9 @@ export async function endLease(
       [
         keys.extractLease(leaseId),
         keys.extractLeases,
-        ...connectors.flatMap((c) => [keys.poolEntries(c), keys.poolExtracted(c), keys.poolChecking(c)]),
+        ...connectors.flatMap((
+          c,
+        ) => [keys.poolEntries(c), keys.poolExtracted(c), keys.poolChecking(c)]),
       ],
       [options.nowMs, leaseId, options.projectId ?? "", options.onlyEnded ? 1 : 0, ...connectors],
     ) as (string | number)[];

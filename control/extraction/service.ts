@@ -10,11 +10,7 @@
  */
 import { createHash, randomUUID } from "node:crypto";
 import type { Redis } from "ioredis";
-import {
-  IdempotencyConflictError,
-  NotFoundError,
-  ValidationError,
-} from "../../shared/errors.ts";
+import { IdempotencyConflictError, NotFoundError, ValidationError } from "../../shared/errors.ts";
 import type { RedisKeys } from "../../shared/redis-keys.ts";
 import { JobKind } from "../../shared/roles.ts";
 import type { Logger } from "../core/logging.ts";
@@ -244,7 +240,10 @@ export class ExtractionService {
       ),
     );
     if (status === -2) {
-      throw new NotFoundError("Lease", "This lease has ended; its proxies are returned to the pool");
+      throw new NotFoundError(
+        "Lease",
+        "This lease has ended; its proxies are returned to the pool",
+      );
     }
     if (status !== 1) throw new NotFoundError("Lease");
     this.#o.stats.of(projectId).renewed += 1;

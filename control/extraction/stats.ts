@@ -70,7 +70,10 @@ export class ExtractionStats {
     for (const [id, counts] of this.#projects) {
       projects[id] = {
         ...counts,
-        modes: { partial: { ...counts.modes.partial }, all_or_nothing: { ...counts.modes.all_or_nothing } },
+        modes: {
+          partial: { ...counts.modes.partial },
+          all_or_nothing: { ...counts.modes.all_or_nothing },
+        },
       };
     }
     return { projects };

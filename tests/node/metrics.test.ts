@@ -107,6 +107,8 @@ const OUR_LABELS = new Set([
   "version",
   "connector",
   "project",
+  "mode",
+  "outcome",
 ]);
 
 async function expectWellFormed(scraped: Scraped, role: string): Promise<void> {
