@@ -155,6 +155,24 @@ export interface MountOptions {
   authorize(c: Context<AppEnv>, access: Access): Promise<Principal | undefined>;
 }
 
+/**
+ * The body bound. A body that says its length is judged by its Content-Length header alone, so
+ * the request is never turned into a web Request with a stream (what hono's bodyLimit does to
+ * read `body`, and what costs the extraction path most): the handler then reads it straight off
+ * the Node request. A chunked body is counted as it streams, by hono's bodyLimit.
+ */
+function limitBody(maxSize: number): MiddlewareHandler<AppEnv> {
+  const streamed = bodyLimit({ maxSize, onError: (c) => payloadTooLargeResponse(c, maxSize) });
+  return async (c, next) => {
+    const length = c.req.header("content-length");
+    if (length === undefined || c.req.header("transfer-encoding") !== undefined) {
+      return await streamed(c, next);
+    }
+    if (Number.parseInt(length, 10) > maxSize) return payloadTooLargeResponse(c, maxSize);
+    await next();
+  };
+}
+
 /** Mounts routes: authentication first (401/403 before anything is read), then the body bound. */
 export function mountRoutes(app: Hono<AppEnv>, routes: readonly Route[], options: MountOptions) {
   for (const route of routes) {
@@ -167,7 +185,7 @@ export function mountRoutes(app: Hono<AppEnv>, routes: readonly Route[], options
     }
     if (route.method !== "get" && route.method !== "delete") {
       const maxSize = route.textBody?.maxBytes ?? route.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES;
-      handlers.push(bodyLimit({ maxSize, onError: (c) => payloadTooLargeResponse(c, maxSize) }));
+      handlers.push(limitBody(maxSize));
     }
     app.on(route.method.toUpperCase(), [route.path], ...handlers, (c) => route.run(c));
   }

@@ -122,6 +122,54 @@ export function requestDigest(request: ExtractRequest): string {
   ]));
 }
 
+/** One call of extract.lua: its keys and arguments (the bench's bare loop makes the same). */
+export function extractScriptCall(
+  keys: RedisKeys,
+  call: {
+    projectId: string;
+    from: readonly Pick<ProjectConnector, "id" | "reserve">[];
+    request: ExtractRequest;
+    leaseId: string;
+    nowMs: number;
+    /** The digest of the caller's key and its Idempotency-Key; undefined without one. */
+    idempotency: string | undefined;
+  },
+): { keys: string[]; args: (string | number)[] } {
+  const { request, nowMs } = call;
+  return {
+    keys: [
+      keys.extractIdempotency(call.projectId, call.idempotency ?? "-"),
+      keys.extractLease(call.leaseId),
+      keys.extractLeases,
+      ...call.from.flatMap((c) => [
+        keys.poolEntries(c.id),
+        keys.poolStock(c.id),
+        keys.poolRouted(c.id),
+        keys.poolExtracted(c.id),
+      ]),
+    ],
+    args: [
+      nowMs,
+      request.count,
+      request.mode === "all_or_nothing" ? 1 : 0,
+      call.leaseId,
+      nowMs + request.leaseSeconds * 1000,
+      call.idempotency === undefined ? 0 : IDEMPOTENCY_TTL_MS,
+      requestDigest(request),
+      Math.max(nowMs + 1, nowMs + request.minRemainingTtlSeconds * 1000),
+      request.maxHealthCheckAgeSeconds === null
+        ? -1
+        : nowMs - request.maxHealthCheckAgeSeconds * 1000,
+      request.protocol ?? "",
+      request.country ?? "",
+      request.carrier?.toLowerCase() ?? "",
+      call.projectId,
+      SCAN_LIMIT_PER_CONNECTOR,
+      ...call.from.flatMap((c) => [c.id, c.reserve ?? 0]),
+    ],
+  };
+}
+
 export class ExtractionService {
   readonly #o: ExtractionServiceOptions;
   readonly #now: () => number;
@@ -155,43 +203,17 @@ export class ExtractionService {
     }
 
     const nowMs = this.#now();
-    const leaseId = randomUUID();
-    const leaseEndMs = nowMs + request.leaseSeconds * 1000;
     // The digest is of the caller's key id and its Idempotency-Key: keys do not share answers.
-    const idempotencyKeyName = keys.extractIdempotency(
+    const call = extractScriptCall(keys, {
       projectId,
-      idempotencyKey === undefined ? "-" : sha256(`${keyId}\n${idempotencyKey}`),
-    );
+      from,
+      request,
+      leaseId: randomUUID(),
+      nowMs,
+      idempotency: idempotencyKey === undefined ? undefined : sha256(`${keyId}\n${idempotencyKey}`),
+    });
     const reply = await this.#redis(() =>
-      runScript(this.#o.redis, "extract", [
-        idempotencyKeyName,
-        keys.extractLease(leaseId),
-        keys.extractLeases,
-        ...from.flatMap((c) => [
-          keys.poolEntries(c.id),
-          keys.poolStock(c.id),
-          keys.poolRouted(c.id),
-          keys.poolExtracted(c.id),
-        ]),
-      ], [
-        nowMs,
-        request.count,
-        request.mode === "all_or_nothing" ? 1 : 0,
-        leaseId,
-        leaseEndMs,
-        idempotencyKey === undefined ? 0 : IDEMPOTENCY_TTL_MS,
-        requestDigest(request),
-        Math.max(nowMs + 1, nowMs + request.minRemainingTtlSeconds * 1000),
-        request.maxHealthCheckAgeSeconds === null
-          ? -1
-          : nowMs - request.maxHealthCheckAgeSeconds * 1000,
-        request.protocol ?? "",
-        request.country ?? "",
-        request.carrier?.toLowerCase() ?? "",
-        projectId,
-        SCAN_LIMIT_PER_CONNECTOR,
-        ...from.flatMap((c) => [c.id, c.reserve ?? 0]),
-      ])
+      runScript(this.#o.redis, "extract", call.keys, call.args)
     ) as (string | number)[];
 
     this.#sweepNow(nowMs);

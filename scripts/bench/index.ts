@@ -13,6 +13,7 @@
  */
 import { availableParallelism, loadavg } from "node:os";
 import { parseArgs } from "node:util";
+import { extractSuite } from "./extract.ts";
 import { feedSuite } from "./feed.ts";
 import { gatewayCoreSuite } from "./gateway-core.ts";
 import { healthSuite } from "./health.ts";
@@ -38,6 +39,7 @@ export const SUITES: readonly Suite[] = [
   telemetrySuite,
   trafficSuite,
   providersSuite,
+  extractSuite,
   webSuite,
 ];
 

@@ -10,6 +10,11 @@ export const Scenario = {
   http: "http",
   /** A new CONNECT tunnel per request, one small HTTP exchange through it, then close. */
   connect: "connect",
+  /**
+   * Extraction API calls: keep-alive POSTs straight to the api's extract URL with a
+   * distribution key, each answer read for how many proxies it returned (no proxy in between).
+   */
+  extract: "extract",
 } as const;
 export type Scenario = (typeof Scenario)[keyof typeof Scenario];
 
@@ -21,6 +26,7 @@ export interface ProxyAddress {
 }
 
 export interface LoadOptions {
+  /** The proxy requests go through; the api itself for `extract`. */
   proxy: ProxyAddress;
   /** The target URL (http only: through CONNECT it is spoken in plain HTTP too). */
   url: URL;
@@ -41,6 +47,8 @@ export interface LoadOptions {
   /** Extra request fields, in order, repeats allowed. */
   headers: [string, string][];
   body?: string;
+  /** `extract`: the distribution key (sent as X-API-Key) and the proxies each call asks for. */
+  extract?: { key: string; count: number };
 }
 
 export const DEFAULTS = {
@@ -116,9 +124,17 @@ function parseHeader(text: string): [string, string] {
 export const USAGE = `proxy-loadgen: load through an HTTP proxy.
 
   npm run loadgen -- --proxy http://user:pass@127.0.0.1:8080 --url http://127.0.0.1:9000/ [options]
+  npm run loadgen -- --scenario extract --url http://127.0.0.1:8000/api/v1/projects/<id>/extract \
+    --key oxd_... [--count 1] [options]
 
-  --scenario http|connect   http: keep-alive forward requests (default); connect: a new CONNECT
-                            tunnel per request, one request through it, then close
+  --scenario http|connect|extract
+                            http: keep-alive forward requests (default); connect: a new CONNECT
+                            tunnel per request, one request through it, then close; extract:
+                            keep-alive POSTs to the extraction API (no --proxy), reporting the
+                            proxies returned and the calls that came back short
+  --key oxd_...             extract: the distribution key (X-API-Key)
+  --count 1                 extract: proxies each call asks for (the body {"count": N} unless
+                            --body gives another)
   --requests N              stop after N requests (fixed count), or
   --duration 10s            stop after this long (default 10s)
   --warmup 0s               run this long first without counting
@@ -157,6 +173,8 @@ export function parseCommandLine(argv: readonly string[]): CommandLine {
         method: { type: "string" },
         header: { type: "string", multiple: true },
         body: { type: "string" },
+        key: { type: "string" },
+        count: { type: "string" },
         json: { type: "boolean", default: false },
         help: { type: "boolean", short: "h", default: false },
       },
@@ -168,27 +186,40 @@ export function parseCommandLine(argv: readonly string[]): CommandLine {
   if (v.help) {
     return { options: undefined as unknown as LoadOptions, json: false, help: true };
   }
-  if (v.proxy === undefined) throw new UsageError("--proxy is required");
-  if (v.url === undefined) throw new UsageError("--url is required");
   const scenario = (v.scenario ?? DEFAULTS.scenario) as Scenario;
-  if (scenario !== Scenario.http && scenario !== Scenario.connect) {
-    throw new UsageError("--scenario must be http or connect");
+  if (!Object.values(Scenario).includes(scenario)) {
+    throw new UsageError("--scenario must be http, connect or extract");
   }
+  const extract = scenario === Scenario.extract;
+  if (extract && v.proxy !== undefined) {
+    throw new UsageError("--proxy is not taken by extract: it calls the api directly");
+  }
+  if (!extract && v.proxy === undefined) throw new UsageError("--proxy is required");
+  if (extract && v.key === undefined) throw new UsageError("extract needs --key (oxd_...)");
+  if (!extract && (v.key !== undefined || v.count !== undefined)) {
+    throw new UsageError("--key and --count are extract's");
+  }
+  if (v.url === undefined) throw new UsageError("--url is required");
   if (v.requests !== undefined && v.duration !== undefined) {
     throw new UsageError("give --requests or --duration, not both");
   }
+  const url = parseTarget(v.url);
   const options: LoadOptions = {
-    proxy: parseProxy(v.proxy),
-    url: parseTarget(v.url),
+    proxy: extract ? directAddress(url) : parseProxy(v.proxy!),
+    url,
     scenario,
     warmupMs: v.warmup === undefined ? DEFAULTS.warmupMs : parseDuration(v.warmup, "--warmup"),
     concurrency: v.concurrency === undefined
       ? DEFAULTS.concurrency
       : positiveInteger(v.concurrency, "--concurrency"),
     timeoutMs: v.timeout === undefined ? DEFAULTS.timeoutMs : parseDuration(v.timeout, "--timeout"),
-    method: (v.method ?? DEFAULTS.method).toUpperCase(),
+    method: (v.method ?? (extract ? "POST" : DEFAULTS.method)).toUpperCase(),
     headers: (v.header ?? []).map(parseHeader),
   };
+  if (extract) {
+    const count = v.count === undefined ? 1 : positiveInteger(v.count, "--count");
+    options.extract = { key: v.key!, count };
+  }
   if (!/^[A-Z]+$/.test(options.method)) throw new UsageError("--method must be a method name");
   if (v.requests !== undefined) options.requests = positiveInteger(v.requests, "--requests");
   else {
@@ -207,14 +238,21 @@ export function parseCommandLine(argv: readonly string[]): CommandLine {
   return { options, json: v.json, help: false };
 }
 
+/** The api's own address, which the extract scenario connects to. */
+function directAddress(url: URL): ProxyAddress {
+  return { host: url.hostname.replace(/^\[|\]$/g, ""), port: Number(url.port || "80") };
+}
+
 /** Options back into a command line (for running the generator in a child process). */
 export function toCommandLine(options: LoadOptions): string[] {
   const proxy = `http://${
     options.proxy.host.includes(":") ? `[${options.proxy.host}]` : options.proxy.host
   }:${options.proxy.port}`;
   const args = [
-    "--proxy",
-    options.proxy.authorization ? withLogin(proxy, options.proxy.authorization) : proxy,
+    ...(options.extract ? [] : [
+      "--proxy",
+      options.proxy.authorization ? withLogin(proxy, options.proxy.authorization) : proxy,
+    ]),
     "--url",
     options.url.href,
     "--scenario",
@@ -233,6 +271,9 @@ export function toCommandLine(options: LoadOptions): string[] {
   if (options.rate !== undefined) args.push("--rate", String(options.rate));
   for (const [name, value] of options.headers) args.push("--header", `${name}: ${value}`);
   if (options.body !== undefined) args.push("--body", options.body);
+  if (options.extract) {
+    args.push("--key", options.extract.key, "--count", String(options.extract.count));
+  }
   return args;
 }
 

@@ -35,11 +35,26 @@ export class ResponseReader {
   #line: Buffer | undefined;
   readonly #head0: boolean;
   readonly #connect: boolean;
+  /** The body's pieces, when asked to keep it. */
+  readonly #body: Buffer[] | undefined;
 
-  /** `head`: the request was HEAD; `connect`: a CONNECT, whose 2xx answer starts a tunnel. */
-  constructor(options: { head?: boolean; connect?: boolean } = {}) {
+  /**
+   * `head`: the request was HEAD; `connect`: a CONNECT, whose 2xx answer starts a tunnel;
+   * `keepBody`: keep the body's bytes for `body` (the extraction scenario reads its answers).
+   */
+  constructor(options: { head?: boolean; connect?: boolean; keepBody?: boolean } = {}) {
     this.#head0 = options.head ?? false;
     this.#connect = options.connect ?? false;
+    this.#body = options.keepBody ? [] : undefined;
+  }
+
+  /** The body read so far (empty unless `keepBody`). */
+  get body(): Buffer {
+    return this.#body === undefined ? Buffer.alloc(0) : Buffer.concat(this.#body);
+  }
+
+  #keep(chunk: Buffer, start: number, end: number): void {
+    this.#body?.push(chunk.subarray(start, end));
   }
 
   get done(): boolean {
@@ -75,12 +90,14 @@ export class ResponseReader {
         }
         case State.length: {
           const take = Math.min(this.#remaining, chunk.length - offset);
+          this.#keep(chunk, offset, offset + take);
           this.#remaining -= take;
           offset += take;
           if (this.#remaining === 0) this.#state = State.done;
           break;
         }
         case State.untilClose:
+          this.#keep(chunk, offset, chunk.length);
           return chunk.length;
         case State.chunkSize:
         case State.trailer:
@@ -98,6 +115,7 @@ export class ResponseReader {
         }
         case State.chunkData: {
           const take = Math.min(this.#remaining, chunk.length - offset);
+          this.#keep(chunk, offset, offset + take);
           this.#remaining -= take;
           offset += take;
           if (this.#remaining === 0) this.#state = State.chunkDataEnd;

@@ -8,6 +8,10 @@
  * - `connect`: `concurrency` loops, each opening a new connection per request, sending CONNECT
  *   for the URL's host, then one GET through the tunnel (`Connection: close`), reading the whole
  *   answer and closing. The latency is the whole of it, connect to last byte.
+ * - `extract`: `concurrency` persistent connections straight to the api, each POSTing to the
+ *   extraction URL with the distribution key (X-API-Key) and reading the whole JSON answer:
+ *   the proxies it returned are counted, and a call that returned fewer than it asked for is
+ *   counted insufficient (still an answered request: the API did what it should).
  *
  * Counting: a request counts when it starts after the warm-up; the measured window runs from
  * the warm-up's end to the last counted request's end. With `rate`, request starts are spread
@@ -51,6 +55,8 @@ export interface LoadReport {
   connections: number;
   /** Requests sent again on a new connection after a reused one turned out closed. */
   retries: number;
+  /** `extract`: proxies asked for and returned over the window, and calls that came back short. */
+  extraction?: { requested: number; returned: number; insufficient: number };
   /** This process's CPU over the window. */
   cpu: {
     userMs: number;
@@ -105,7 +111,11 @@ interface Tracker {
   socket: net.Socket | undefined;
 }
 
-function requestBytes(options: LoadOptions, form: "absolute" | "origin"): Buffer {
+/**
+ * `absolute`: a forward request to a proxy; `origin`: one request through a tunnel, then close;
+ * `direct`: a keep-alive request to the server itself (extract).
+ */
+function requestBytes(options: LoadOptions, form: "absolute" | "origin" | "direct"): Buffer {
   const url = options.url;
   const target = form === "absolute" ? url.href : `${url.pathname}${url.search}`;
   let head = `${options.method} ${target} HTTP/1.1\r\nHost: ${url.host}\r\n`;
@@ -113,8 +123,13 @@ function requestBytes(options: LoadOptions, form: "absolute" | "origin"): Buffer
     head += `Proxy-Authorization: ${options.proxy.authorization}\r\n`;
   }
   if (form === "origin") head += "Connection: close\r\n";
+  let text = options.body;
+  if (options.extract) {
+    head += `X-API-Key: ${options.extract.key}\r\nContent-Type: application/json\r\n`;
+    text ??= JSON.stringify({ count: options.extract.count });
+  }
   for (const [name, value] of options.headers) head += `${name}: ${value}\r\n`;
-  const body = options.body === undefined ? undefined : Buffer.from(options.body);
+  const body = text === undefined ? undefined : Buffer.from(text);
   if (body) head += `Content-Length: ${body.length}\r\n`;
   head += "\r\n";
   return body ? Buffer.concat([Buffer.from(head, "latin1"), body]) : Buffer.from(head, "latin1");
@@ -142,11 +157,13 @@ class KeepAliveConnection {
   readonly #options: LoadOptions;
   readonly #tracker: Tracker;
   readonly #onOpen: () => void;
+  readonly #keepBody: boolean;
 
-  constructor(options: LoadOptions, tracker: Tracker, onOpen: () => void) {
+  constructor(options: LoadOptions, tracker: Tracker, onOpen: () => void, keepBody = false) {
     this.#options = options;
     this.#tracker = tracker;
     this.#onOpen = onOpen;
+    this.#keepBody = keepBody;
   }
 
   #open(): Promise<net.Socket> {
@@ -204,13 +221,16 @@ class KeepAliveConnection {
    * saying so) fails before any answer byte: then the request goes once more on a new
    * connection, as HTTP clients do, and `onRetry` is told.
    */
-  async exchange(request: Buffer, onRetry: () => void): Promise<void> {
+  async exchange(request: Buffer, onRetry: () => void): Promise<Buffer> {
     for (let attempt = 0;; attempt++) {
       const reused = this.#socket !== undefined;
       this.#answered = false;
       try {
         const socket = this.#socket ?? (this.#socket = await this.#open());
-        const reader = new ResponseReader({ head: this.#options.method === "HEAD" });
+        const reader = new ResponseReader({
+          head: this.#options.method === "HEAD",
+          keepBody: this.#keepBody,
+        });
         this.#reader = reader;
         await new Promise<void>((resolve, reject) => {
           this.#settle = (error) => (error === undefined ? resolve() : reject(error));
@@ -219,7 +239,7 @@ class KeepAliveConnection {
         this.#reader = undefined;
         if (!reader.keepAlive) this.drop();
         if (reader.status >= 400) throw new StatusFailure(`status ${reader.status}`);
-        return;
+        return reader.body;
       } catch (error) {
         this.#reader = undefined;
         if (error instanceof StatusFailure) throw error;
@@ -427,7 +447,51 @@ export async function runLoad(options: LoadOptions, hooks: LoadHooks = {}): Prom
     }
   };
 
-  const worker = options.scenario === Scenario.connect ? connectWorker : httpWorker;
+  const extraction = { requested: 0, returned: 0, insufficient: 0 };
+
+  const extractWorker = async (): Promise<void> => {
+    const tracker: Tracker = { since: 0, socket: undefined };
+    trackers.push(tracker);
+    const connection = new KeepAliveConnection(options, tracker, onOpen, true);
+    const request = requestBytes(options, "direct");
+    try {
+      for (;;) {
+        const start = await nextStart();
+        if (start === undefined) return;
+        tracker.since = performance.now();
+        try {
+          const body = await connection.exchange(request, () => {
+            if (start >= windowStart) retries++;
+          });
+          const answer = JSON.parse(body.toString("utf8")) as {
+            requested?: unknown;
+            returned?: unknown;
+          };
+          if (typeof answer.returned !== "number" || typeof answer.requested !== "number") {
+            throw new ProtocolError("not an extraction answer");
+          }
+          if (start >= windowStart) {
+            extraction.requested += answer.requested;
+            extraction.returned += answer.returned;
+            if (answer.returned < answer.requested) extraction.insufficient++;
+          }
+          settle(start);
+        } catch (error) {
+          settle(start, error instanceof SyntaxError ? new ProtocolError(error.message) : error);
+        } finally {
+          tracker.since = 0;
+        }
+      }
+    } finally {
+      connection.drop();
+    }
+  };
+
+  const worker = options.scenario === Scenario.connect
+    ? connectWorker
+    : options.scenario === Scenario.extract
+    ? extractWorker
+    : httpWorker;
   try {
     await Promise.all(Array.from({ length: options.concurrency }, () => worker()));
   } finally {
@@ -463,6 +527,7 @@ export async function runLoad(options: LoadOptions, hooks: LoadHooks = {}): Prom
     },
     connections,
     retries,
+    ...(options.scenario === Scenario.extract ? { extraction } : {}),
     cpu: {
       userMs: cpuEnd.user / 1000,
       systemMs: cpuEnd.system / 1000,
@@ -477,7 +542,9 @@ export function formatReport(report: LoadReport): string {
     n.toLocaleString("en-US", { minimumFractionDigits: digits, maximumFractionDigits: digits });
   const errorCount = report.requests - report.ok;
   const lines = [
-    `scenario   ${report.scenario} via ${report.proxy} to ${report.url}` +
+    `scenario   ${report.scenario} ${
+      report.scenario === Scenario.extract ? "at" : `via ${report.proxy} to`
+    } ${report.url}` +
     `, concurrency ${report.concurrency}${report.rate ? `, rate ${report.rate}/s` : ""}`,
     `requests   ${report.requests} in ${
       f(report.elapsedMs / 1000)
@@ -486,6 +553,12 @@ export function formatReport(report: LoadReport): string {
     `latency    p50 ${f(report.latencyMs.p50, 3)} ms, p90 ${f(report.latencyMs.p90, 3)} ms, ` +
     `p99 ${f(report.latencyMs.p99, 3)} ms, max ${f(report.latencyMs.max, 3)} ms`,
     `connections opened ${report.connections}, requests resent on a new connection ${report.retries}`,
+    ...(report.extraction
+      ? [
+        `extraction proxies asked ${report.extraction.requested}, returned ` +
+        `${report.extraction.returned}; calls short of stock ${report.extraction.insufficient}`,
+      ]
+      : []),
     `loadgen CPU ${f(report.cpu.cores * 100, 0)}% of a core ` +
     `(user ${f(report.cpu.userMs, 0)} ms, system ${f(report.cpu.systemMs, 0)} ms)`,
   ];

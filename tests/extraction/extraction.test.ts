@@ -188,6 +188,9 @@ describe("extracting", () => {
       field: "body.connectors.0",
       message: "is not a connector of this project",
     }]);
+    // Past the JSON bound, told by its length alone.
+    const large = await p.extract({ count: 1, carrier: "x".repeat(1024 * 1024) });
+    expect(large.status).toBe(413);
     const header = await p.extract({ count: 1 }, { "idempotency-key": "é" });
     expect(header.status).toBe(422);
     expect(header.body.detail[0].field).toBe("header.idempotency-key");

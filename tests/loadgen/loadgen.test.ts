@@ -111,6 +111,37 @@ describe("command line", () => {
   });
 });
 
+describe("the extract scenario", () => {
+  it("calls the api itself with the key, and goes to a child process unchanged", () => {
+    const url = "http://127.0.0.1:8000/api/v1/projects/0a0b/extract";
+    const { options } = parseCommandLine([
+      "--scenario",
+      "extract",
+      "--url",
+      url,
+      "--key",
+      "oxd_abc",
+      "--count",
+      "3",
+      "--rate",
+      "2000",
+    ]);
+    expect(options.proxy).toEqual({ host: "127.0.0.1", port: 8000 });
+    expect(options.method).toBe("POST");
+    expect(options.extract).toEqual({ key: "oxd_abc", count: 3 });
+    expect(parseCommandLine(toCommandLine(options)).options).toEqual(options);
+    const defaults = parseCommandLine(["--scenario", "extract", "--url", url, "--key", "oxd_a"]);
+    expect(defaults.options.extract).toEqual({ key: "oxd_a", count: 1 });
+    const bad = [
+      ["--scenario", "extract", "--url", url],
+      ["--scenario", "extract", "--url", url, "--key", "k", "--proxy", "http://p:1"],
+      ["--scenario", "extract", "--url", url, "--key", "k", "--count", "0"],
+      ["--proxy", "http://p:1", "--url", "http://o/", "--key", "k"],
+    ];
+    for (const argv of bad) expect(() => parseCommandLine(argv)).toThrow(UsageError);
+  });
+});
+
 describe("response reader", () => {
   const feedAll = (reader: ResponseReader, text: string, step: number) => {
     const bytes = Buffer.from(text, "latin1");
@@ -132,6 +163,14 @@ describe("response reader", () => {
       const b = new ResponseReader();
       feedAll(b, chunked, step);
       expect([b.done, b.status]).toEqual([true, 404]);
+      // Kept when asked (the extract scenario reads its answers), never otherwise.
+      expect(b.body.length).toBe(0);
+      const kept = new ResponseReader({ keepBody: true });
+      feedAll(kept, chunked, step);
+      expect(kept.body.toString()).toBe("helloabc");
+      const keptPlain = new ResponseReader({ keepBody: true });
+      feedAll(keptPlain, plain, step);
+      expect(keptPlain.body.toString()).toBe("hello");
     }
   });
 
