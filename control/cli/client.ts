@@ -16,20 +16,28 @@ export interface RequestOptions {
   stream?: { body: ReadableStream<Uint8Array>; contentType: string; lengthBytes?: number };
   /** No deadline: the request streams a large body or answer. */
   untimed?: boolean;
+  /** Request fields besides the usual (an Idempotency-Key). */
+  headers?: Record<string, string>;
 }
 
 export interface Connection {
   url: string;
   token?: string;
+  /** What a 401 suggests; a login's hint unless told (a distribution key has its own). */
+  unauthorizedHint?: string;
 }
+
+const LOGIN_HINT = "(log in again with `octoprox login <url>`, or check OCTOPROX_TOKEN)";
 
 export class Client {
   readonly baseUrl: string;
   readonly #token: string | undefined;
+  readonly #hint: string;
 
   constructor(connection: Connection) {
     this.baseUrl = connection.url.replace(/\/+$/, "");
     this.#token = connection.token;
+    this.#hint = connection.unauthorizedHint ?? LOGIN_HINT;
   }
 
   /** A JSON answer (undefined for 204). */
@@ -48,7 +56,7 @@ export class Client {
 
   /** The raw answer of a successful request (its body not read yet): a download. */
   async send(method: string, path: string, options: RequestOptions = {}): Promise<Response> {
-    const headers: Record<string, string> = { accept: "application/json" };
+    const headers: Record<string, string> = { accept: "application/json", ...options.headers };
     if (this.#token) headers.authorization = `Bearer ${this.#token}`;
     let body: BodyInit | undefined;
     if (options.stream) {
@@ -77,7 +85,7 @@ export class Client {
     } catch (error) {
       throw new UnreachableError(this.baseUrl, { cause: error });
     }
-    if (!response.ok) throw await apiErrorOf(method, path, response);
+    if (!response.ok) throw await apiErrorOf(method, path, response, this.#hint);
     return response;
   }
 
@@ -92,7 +100,12 @@ export class Client {
 }
 
 /** `POST /projects: 422 Invalid request` and one line per field the API named. */
-async function apiErrorOf(method: string, path: string, response: Response): Promise<ApiError> {
+async function apiErrorOf(
+  method: string,
+  path: string,
+  response: Response,
+  hint: string,
+): Promise<ApiError> {
   const text = await response.text().catch(() => "");
   let body: unknown = undefined;
   try {
@@ -107,9 +120,7 @@ async function apiErrorOf(method: string, path: string, response: Response): Pro
   const lines = [`${method} /api/v1${path.split("?")[0]}: ${response.status} ${summary}`];
   lines.push(...detailLines(answer.detail));
   if (typeof answer.request_id === "string") lines.push(`  request id: ${answer.request_id}`);
-  if (response.status === 401) {
-    lines.push("  (log in again with `octoprox login <url>`, or check OCTOPROX_TOKEN)");
-  }
+  if (response.status === 401) lines.push(`  ${hint}`);
   return new ApiError(response.status, lines.join("\n"), body);
 }
 

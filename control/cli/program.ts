@@ -9,6 +9,8 @@ import { registerAuth } from "./commands/auth.ts";
 import { registerBackup } from "./commands/backup.ts";
 import { registerConfig } from "./commands/config.ts";
 import { registerConnectors } from "./commands/connectors.ts";
+import { registerDistributionKeys } from "./commands/distribution-keys.ts";
+import { registerExtract } from "./commands/extract.ts";
 import { registerProjects } from "./commands/projects.ts";
 import { registerProxies } from "./commands/proxies.ts";
 import { registerStatus } from "./commands/status.ts";
@@ -45,6 +47,8 @@ export function buildProgram(): Command {
   registerProxies(program);
   registerUsage(program);
   registerTokens(program);
+  registerDistributionKeys(program);
+  registerExtract(program);
   registerProviders(program);
   registerUsers(program);
   registerConfig(program);
