@@ -58,7 +58,12 @@ export type ScriptName =
   | "pool_add"
   | "pool_checked"
   | "pool_maintain"
-  | "pool_purge";
+  | "pool_purge"
+  | "pool_lead_take"
+  | "pool_lead_renew"
+  | "pool_fetch_reserve"
+  | "pool_fetch_settle"
+  | "pool_fetch_stats";
 
 const defined = new WeakSet<Redis>();
 
