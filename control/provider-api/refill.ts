@@ -51,6 +51,11 @@ import type { FetchMetrics } from "./metrics.ts";
 
 /** The longest wait for the interval or a permit before a refill gives up until its next run. */
 export const DEFAULT_MAX_WAIT_MS = 30_000;
+/**
+ * How often a refill with no call of its own in flight asks again for a permit another worker
+ * holds: that call settles well before its permit would lapse.
+ */
+export const PERMIT_POLL_MS = 250;
 
 export interface RefillerOptions {
   coordinator: FetchCoordinator;
@@ -114,6 +119,8 @@ export class ProviderRefiller implements Refiller {
       const planned = need > 0 ? Math.ceil(need / bounds.estimate) : 0;
       let started = 0;
       let asked = 0;
+      /** Waits logged already (once a reason a refill). */
+      const waited = new Set<string>();
       for (;;) {
         if (stoppedBy === undefined && stop.aborted) stoppedBy = stopReason();
         const planning = stoppedBy === undefined && !result.depleted && started < planned &&
@@ -159,8 +166,23 @@ export class ProviderRefiller implements Refiller {
               stoppedBy = reservation.reason;
               continue;
             }
-            // Wait for the interval (or the first permit to lapse), or one of ours to finish.
-            await Promise.race([sleep(reservation.waitMs, stop), ...running]);
+            if (!waited.has(reservation.reason)) {
+              waited.add(reservation.reason);
+              this.#o.logger.debug(
+                {
+                  connector: connector.id,
+                  reason: reservation.reason,
+                  wait_ms: reservation.waitMs,
+                },
+                "Provider fetch waiting",
+              );
+            }
+            // The interval's end, or one of ours finishing; another worker's permit is asked
+            // for again soon, since its call settles long before the permit would lapse.
+            const waitMs = reservation.reason === "in_flight"
+              ? Math.min(reservation.waitMs, PERMIT_POLL_MS)
+              : reservation.waitMs;
+            await Promise.race([sleep(waitMs, stop), ...running]);
             continue;
           }
           stoppedBy = reservation.reason;
@@ -297,6 +319,7 @@ export class ProviderRefiller implements Refiller {
       connector: connector.id,
       kind: kind ?? (signal.aborted ? "cancelled" : "unrecorded"),
       count: permit.count,
+      reserved_at_ms: permit.reservedAtMs,
       ...(status === undefined ? {} : { status }),
       ...(durationMs === undefined ? {} : { duration_ms: Math.round(durationMs) }),
       entries: answer?.counts.entries ?? 0,
