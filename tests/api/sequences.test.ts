@@ -498,3 +498,42 @@ describe("the feed and the routing preview", () => {
     });
   });
 });
+
+describe("a configuration prune", () => {
+  // Last in the file: a prune deletes every project the document does not name.
+  test("drops a connector it deletes from the sequence, in the same transaction", async () => {
+    const document = (names: string[]) => ({
+      version: 1,
+      projects: [{
+        name: "Pruned",
+        username: "pruned",
+        password: "pruned-secret-1",
+        connectors: names.map((name) => ({ name, proxies: [] })),
+      }],
+    });
+    const apply = (names: string[]) =>
+      h.request("POST", "/api/v1/config/apply", {
+        token: h.tokens.editor,
+        body: { config: document(names), prune: true },
+      });
+    const created = await apply(["a", "b", "c"]);
+    expect(created.status, created.text).toBe(200);
+    const [{ id: projectId }] = await h.deps.database.sql<{ id: string }[]>`
+      select id from projects where username = 'pruned'`;
+    const rows = await h.deps.database.sql<{ id: string; name: string }[]>`
+      select id, name from connectors where project_id = ${projectId} order by name`;
+    const ids = rows.map((row) => row.id);
+    await set(projectId, { connector_ids: ids });
+    await markDepleted(h.deps, ids[0]);
+
+    const pruned = await apply(["b", "c"]);
+    expect(pruned.status, pruned.text).toBe(200);
+    expect(await sequenceOf(projectId)).toMatchObject({
+      connector_ids: [ids[1], ids[2]],
+      current_index: 0,
+      current_connector_id: ids[1],
+    });
+    expect((await apply(["c"])).status).toBe(200);
+    expect((await get(projectId)).status).toBe(404);
+  });
+});
