@@ -168,6 +168,8 @@ export function prohibitedDestination(host: string, address: string, kind: strin
   };
 }
 
+const NO_OPTIONS: UsernameOptions = Object.freeze({ user: "" });
+
 /** The project's connector sequence ran past its last connector (on_end stop): nothing serves. */
 export const sequenceExhausted: Refusal = Object.freeze({
   status: 503,
@@ -176,8 +178,11 @@ export const sequenceExhausted: Refusal = Object.freeze({
   rejection: RejectionReason.sequenceExhausted,
 });
 
-/** Why a sequence's current connector cannot serve: a router verdict, or not in the feed. */
-export type SequenceStop = Ineligible | "not_in_routing";
+/**
+ * Why a sequence's current connector cannot serve: a router verdict, not in the feed, or every
+ * healthy row past its usable-until.
+ */
+export type SequenceStop = Ineligible | "not_in_routing" | "no_usable_proxy";
 
 /**
  * The current connector of the project's sequence cannot serve this request (on_unavailable
@@ -188,7 +193,7 @@ export function sequenceUnavailable(
   sequence: { readonly position: number; readonly length: number },
   stop: SequenceStop,
   pendingDeletion: boolean,
-  options: UsernameOptions,
+  options: UsernameOptions = NO_OPTIONS,
 ): Refusal {
   const place = sequence.position === 0
     ? "The current connector of this project's sequence"
@@ -209,6 +214,8 @@ function sequenceStopText(
   switch (stop) {
     case "not_in_routing":
       return "is not in routing";
+    case "no_usable_proxy":
+      return "has no usable proxy";
     case Ineligible.notTakingRequests:
       return pendingDeletion ? "is being deleted" : "is disabled";
     case Ineligible.placeNotServed: {

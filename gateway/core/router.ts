@@ -69,6 +69,7 @@ import {
   type ProjectEntry,
   type ProxyEntry,
   type RoutingSnapshot,
+  type SequenceEntry,
 } from "./snapshot.ts";
 import { random } from "./strategies/random.ts";
 import { roundRobin } from "./strategies/round-robin.ts";
@@ -434,6 +435,7 @@ export class CoreRouter implements Router {
       choices,
       exclude,
       nowMs,
+      sequence,
     );
     const strategy = this.strategyFor(project);
     const context: StrategyContext = {
@@ -557,6 +559,8 @@ class Attempt implements Candidates {
   private readonly quarantineUntilMs: DeadlineTable;
   private readonly localQuarantines: ReadonlyMap<string, number>;
   private readonly nowMs: number;
+  /** The project's sequence, whose current connector is the one choice. */
+  private readonly sequence: SequenceEntry | undefined;
   /** Proxies whose reservation was lost to a concurrent request (another isolate or await). */
   private lost: Set<string> | undefined;
 
@@ -567,8 +571,10 @@ class Attempt implements Candidates {
     choices: readonly PlaceRows[],
     exclude: ReadonlySet<string>,
     nowMs: number,
+    sequence?: SequenceEntry,
   ) {
     this.dispatch = dispatch;
+    this.sequence = sequence;
     this.localQuarantines = localQuarantines;
     this.choices = choices;
     this.exclude = exclude;
@@ -674,7 +680,12 @@ class Attempt implements Candidates {
     }
     if (busy !== 0) return allBusy;
     if (quarantined !== 0) return allQuarantined;
-    if (live === 0 && this.exclude.size === 0) return allDown;
+    if (live === 0 && this.exclude.size === 0) {
+      // A sequence's current connector with nothing usable left: no other one stands in.
+      return this.sequence === undefined
+        ? allDown
+        : sequenceUnavailable(this.sequence, "no_usable_proxy", false);
+    }
     return allTried;
   }
 }

@@ -165,6 +165,15 @@ describe("a project with a connector sequence", () => {
     expect(await refusal(routed(sequence(1), { sections: down }))).toEqual(
       unavailable("The current connector of this project's sequence (2 of 3) has no healthy proxy"),
     );
+    // A provider pool's proxies past their usable-until take no new request.
+    const expired = sections();
+    expired[1] = section(connector("b"), [
+      proxy("b1", { usable_until_ms: NOW - 1 }),
+      proxy("b2", { usable_until_ms: NOW }),
+    ]);
+    expect(await refusal(routed(sequence(1), { sections: expired }))).toEqual(
+      unavailable("The current connector of this project's sequence (2 of 3) has no usable proxy"),
+    );
     const empty = sections();
     empty[1] = section(connector("b"), []);
     expect(await refusal(routed(sequence(1), { sections: empty }))).toEqual(
