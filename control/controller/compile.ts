@@ -6,8 +6,9 @@
  *
  * Stable bytes: every object is written with its keys in the order of its schema in
  * shared/feed/models.ts, and every list in one order (projects and connectors by id, proxies by
- * creation time then id, country and domain lists sorted), so an unchanged definition compiles
- * to the same JSON, keeps its digest and publishes nothing.
+ * creation time then id, country and domain lists sorted; a sequence's connectors in its own
+ * order, which is its meaning), so an unchanged definition compiles to the same JSON, keeps its
+ * digest and publishes nothing.
  *
  * The runtime section is not compiled from Postgres: it is a read of what other roles keep in
  * Redis (`readRuntimeSection`), filtered to what the compile holds, and read again on every
@@ -20,6 +21,7 @@ import {
   connectors,
   credentials,
   projects,
+  projectSequences,
   providerDescriptors,
   proxies,
   type TrafficConfig,
@@ -31,6 +33,7 @@ import {
   type FeedConnector,
   type FeedProject,
   type FeedProxy,
+  type FeedSequence,
   GLOBAL_SECTION,
   type GlobalSection,
   type RuntimeSection,
@@ -40,6 +43,7 @@ import { fillPlaceholders } from "../../shared/feed/placeholders.ts";
 import { type ProviderRegistry, storedDescriptors } from "../../shared/providers/registry.ts";
 import type { RedisKeys } from "../../shared/redis-keys.ts";
 import {
+  ConnectorKind,
   type JobKind,
   JobKind as K,
   type ProxyScheme,
@@ -64,6 +68,11 @@ export interface Compiled {
   jobKeys: ReadonlyMap<JobKind, readonly string[]>;
   /** The global section and one section per connector, by section name. */
   sections: ReadonlyMap<string, SectionText>;
+  /**
+   * Provider-API connectors by id, each as its section without proxies: their rows live in the
+   * activity pool in Redis and are read at each publish (control/pool/feed.ts), not compiled.
+   */
+  pools: ReadonlyMap<string, ConnectorSection>;
   /** What the runtime section is filtered to. */
   proxyIds: ReadonlySet<string>;
   connectorIds: ReadonlySet<string>;
@@ -140,6 +149,15 @@ export async function compile(
       pendingDeletion: connectors.pendingDeletion,
     }).from(connectors).where(only === undefined ? undefined : eq(connectors.projectId, only))
       .orderBy(asc(connectors.id));
+    const sequenceRows = await tx.select({
+      projectId: projectSequences.projectId,
+      connectorIds: projectSequences.connectorIds,
+      currentIndex: projectSequences.currentIndex,
+      onEnd: projectSequences.onEnd,
+      onUnavailable: projectSequences.onUnavailable,
+      exhausted: projectSequences.exhausted,
+    }).from(projectSequences)
+      .where(only === undefined ? undefined : eq(projectSequences.projectId, only));
     const credentialRows = await tx.select({ id: credentials.id, config: credentials.config })
       .from(credentials)
       .where(only === undefined ? undefined : eq(credentials.projectId, only));
@@ -170,6 +188,7 @@ export async function compile(
     return {
       compiledAt,
       projectRows,
+      sequenceRows,
       connectorRows,
       credentialRows,
       proxyRows,
@@ -181,6 +200,16 @@ export async function compile(
   const { keys, defaultStrategy, logger } = options;
   const registry = only === undefined ? options.providers : options.providers.fork();
   registry.setCustomDescriptors(storedDescriptors(read.descriptorRows));
+
+  const sequences = new Map<string, FeedSequence>(
+    read.sequenceRows.map((row) => [row.projectId, {
+      connectors: [...row.connectorIds],
+      current: row.currentIndex,
+      on_end: row.onEnd,
+      on_unavailable: row.onUnavailable,
+      exhausted: row.exhausted,
+    }]),
+  );
 
   // Global: projects by id, each password only as its keyed digest.
   const feedProjects: FeedProject[] = await Promise.all(read.projectRows.map(async (row) => {
@@ -218,6 +247,7 @@ export async function compile(
       max_connections: row.maxConnections,
       allowed_cidrs: [...row.allowedCidrs],
       passwordless_cidrs: [...row.passwordlessCidrs],
+      sequence: sequences.get(row.id) ?? null,
     };
   }));
   const global: GlobalSection = {
@@ -248,7 +278,23 @@ export async function compile(
   const connectorIds = new Set<string>();
   const healthKeys: string[] = [];
   const syncKeys: string[] = [];
+  const poolKeys: string[] = [];
+  const pools = new Map<string, ConnectorSection>();
   for (const row of read.connectorRows) {
+    if (row.kind === ConnectorKind.providerApi) {
+      // Its rows are the pool's routed entries, read at publish; a disabled one's pool is still
+      // looked after (reaped), only not refilled.
+      connectorIds.add(row.id);
+      if (!row.pendingDeletion) poolKeys.push(row.id);
+      pools.set(row.id, {
+        schema: SCHEMA_VERSION,
+        connector: feedConnector(row),
+        proxies: [],
+        config: null,
+        credential: null,
+      });
+      continue;
+    }
     const credential = row.credentialId === null
       ? undefined
       : credentialConfigs.get(row.credentialId);
@@ -319,6 +365,7 @@ export async function compile(
     // Every enabled vendor connector whose provider can be built syncs.
     [K.sync, syncKeys],
     [K.scale, read.cloud.map((row) => row.id)],
+    [K.pool, poolKeys],
   ]);
   const projectIds = new Set(read.projectRows.map((row) => row.id));
   const limited = {
@@ -329,6 +376,7 @@ export async function compile(
     compiledAt: read.compiledAt,
     jobKeys,
     sections,
+    pools,
     proxyIds,
     connectorIds,
     projectIds,

@@ -7,6 +7,8 @@
  *
  * Every runtime entry, whatever its kind, asks for the runtime section again: the builder reads
  * the runtime state from Redis and publishes on the compile in hand, without reading Postgres.
+ * Provider-API connectors' sections are read from their pools at every publish too, so a pool
+ * that changed (the pool job appends a runtime entry) is published the same way.
  * Each publish re-reads the runtime state, so the runtime section always matches the ids the
  * compile holds; the publisher writes only the sections whose digest moved.
  */
@@ -26,6 +28,8 @@ import type { ControllerLease } from "./lease.ts";
 import { awaitLead } from "./leased.ts";
 import { FeedPublisher, NotLeaderError, type PublishResult } from "./publisher.ts";
 import { ProviderRegistry } from "../../shared/providers/registry.ts";
+import { poolSections } from "../pool/feed.ts";
+import { poolStoreOf } from "../pool/store.ts";
 
 export interface FeedBuilderOptions {
   database: Pick<Database, "transaction">;
@@ -245,9 +249,22 @@ export class FeedBuilder extends BroadcastFollower {
     this.#publishOwed = false;
     try {
       const keys = await this.#keys();
-      const runtime = await readRuntimeSection(this.#o.redis, this.#o.keys, compiled);
+      const nowMs = Date.now();
+      const pool = poolStoreOf({
+        redis: this.#o.redis,
+        keys: this.#o.keys,
+        settings: { internalSecret: this.#o.internalSecret },
+      });
+      const pools = await poolSections(compiled.pools, pool, keys, nowMs);
+      const runtime = await readRuntimeSection(this.#o.redis, this.#o.keys, {
+        ...compiled,
+        proxyIds: pools.proxyIds.size === 0
+          ? compiled.proxyIds
+          : new Set([...compiled.proxyIds, ...pools.proxyIds]),
+      }, nowMs);
       const runtimeJson = JSON.stringify(runtime);
       const sections = new Map<string, SectionText>(compiled.sections);
+      for (const [name, text] of pools.sections) sections.set(name, text);
       sections.set(RUNTIME_SECTION, {
         json: runtimeJson,
         digest: await sectionDigest(keys, runtimeJson),

@@ -16,7 +16,7 @@ import {
   type PoolCounts,
   type PoolStore,
 } from "./contract.ts";
-import type { CredentialSealer, PoolCredentials } from "./credentials.ts";
+import { CredentialSealer, type PoolCredentials } from "./credentials.ts";
 
 export interface PoolConnectorRef {
   id: string;
@@ -252,6 +252,32 @@ export class RedisPoolStore implements PoolStore {
     return this.#sealer.open(entry.id, entry.credentials);
   }
 
+  /**
+   * Empties the pool of a connector that is gone: its project is read off one of its entries
+   * (an empty pool has nothing to give up). Answers the entries it held.
+   */
+  async purgeConnector(connectorId: string): Promise<number> {
+    const entries = this.#keys.poolEntries(connectorId);
+    const [field] = await this.#redis.hrandfield(entries, 1) as string[];
+    if (field === undefined) {
+      // No entries: only fetch bookkeeping may remain.
+      await this.#redis.del(
+        this.#keys.poolChecking(connectorId),
+        this.#keys.poolRouted(connectorId),
+        this.#keys.poolStock(connectorId),
+        this.#keys.poolExtracted(connectorId),
+        this.#keys.poolExpiry(connectorId),
+        this.#keys.poolFetch(connectorId),
+        this.#keys.poolPermits(connectorId),
+        this.#keys.poolLeader(connectorId),
+      );
+      return 0;
+    }
+    const [record] = await this.entries(connectorId, [field]);
+    if (record === undefined) return 0;
+    return await this.purge({ id: connectorId, projectId: record.project_id });
+  }
+
   /** Empties a connector's pool (gone, or no longer a provider-API connector). */
   async purge(connector: PoolConnectorRef): Promise<number> {
     const k = this.#keys;
@@ -272,4 +298,27 @@ export class RedisPoolStore implements PoolStore {
       ], [c]),
     );
   }
+}
+
+const processStores = new WeakMap<Redis, Map<string, RedisPoolStore>>();
+
+/**
+ * The process's pool store over its Redis client and key prefix, made once (the sealer's key
+ * derivation is not free): what the api, the pool job and the feed use.
+ */
+export function poolStoreOf(
+  deps: { redis: Redis; keys: RedisKeys; settings: { internalSecret: string } },
+): RedisPoolStore {
+  let byPrefix = processStores.get(deps.redis);
+  if (byPrefix === undefined) processStores.set(deps.redis, byPrefix = new Map());
+  let store = byPrefix.get(deps.keys.prefix);
+  if (store === undefined) {
+    store = new RedisPoolStore({
+      redis: deps.redis,
+      keys: deps.keys,
+      sealer: new CredentialSealer(deps.settings.internalSecret),
+    });
+    byPrefix.set(deps.keys.prefix, store);
+  }
+  return store;
 }

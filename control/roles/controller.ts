@@ -16,6 +16,9 @@ import { ControllerLease, type LeaseSnapshot } from "../controller/lease.ts";
 import { JobProducer } from "../controller/producers.ts";
 import { JOB_CATALOGUE } from "../jobs/catalogue.ts";
 import { HANDLED_KINDS } from "../jobs/handlers.ts";
+import { poolStoreOf } from "../pool/store.ts";
+import { PoolWatch } from "../pool/watch.ts";
+import type { FetchStats } from "../provider-api/contract.ts";
 import {
   BaseRuntime,
   type RuntimeName,
@@ -31,6 +34,8 @@ export interface ControllerRuntimeOptions extends RuntimeOptions {
   instance: string;
   /** The process's provider registry (the compile builds vendor connectors' providers). */
   providers?: ProviderRegistry;
+  /** A provider-API connector's fetch bookkeeping, for the pool watch. */
+  fetchStats?: (connectorId: string) => Promise<FetchStats>;
 }
 
 /** The controller's section of the snapshot. */
@@ -44,6 +49,7 @@ export class ControllerRuntime extends BaseRuntime {
   readonly lease: ControllerLease;
   readonly feedBuilder: FeedBuilder;
   readonly producers: readonly JobProducer[];
+  readonly poolWatch: PoolWatch;
 
   constructor(options: ControllerRuntimeOptions) {
     super(options);
@@ -88,6 +94,16 @@ export class ControllerRuntime extends BaseRuntime {
       );
     }
     this.producers = producers;
+    this.poolWatch = new PoolWatch({
+      redis,
+      keys,
+      store: poolStoreOf({ redis, keys, settings }),
+      lease: this.lease,
+      logger,
+      intervalMs: settings.heartbeatIntervalMs,
+      pools: () => this.feedBuilder.latest?.pools,
+      fetchStats: options.fetchStats,
+    });
   }
 
   protected override beforeLoops(): Promise<void> {
@@ -96,7 +112,7 @@ export class ControllerRuntime extends BaseRuntime {
   }
 
   protected override loops(): Loop[] {
-    return [this.feedBuilder, ...this.producers];
+    return [this.feedBuilder, ...this.producers, this.poolWatch];
   }
 
   protected override afterLoopsStop(): Promise<void> {

@@ -43,6 +43,7 @@ import { checkEgressHost } from "../providers/egress.ts";
 import { SECRET_MASK } from "./credentials.ts";
 import { changedFields, definedOnly } from "./diff.ts";
 import { missingIn, requireProject } from "./scope.ts";
+import { dropFromSequence } from "./sequences.ts";
 import { read, type ServiceDeps, write } from "./store.ts";
 
 export type ConnectorRow = typeof connectors.$inferSelect;
@@ -428,8 +429,9 @@ export async function updateConnector(
 }
 
 /**
- * Deletes a connector with its proxies and history (by cascade), in one transaction. Cloud
- * connectors, when they arrive, must terminate their instances first (pending deletion).
+ * Deletes a connector with its proxies and history (by cascade), in one transaction, and drops it
+ * from its project's sequence in the same one (sequences.ts). Cloud connectors, when they
+ * arrive, must terminate their instances first (pending deletion).
  */
 export async function deleteConnector(
   deps: ServiceDeps,
@@ -441,6 +443,7 @@ export async function deleteConnector(
       .where(and(eq(connectors.projectId, projectId), eq(connectors.id, id)))
       .returning({ id: connectors.id });
     if (deleted.length === 0) return missingIn(tx, projectId, "Connector");
+    await dropFromSequence(tx, projectId, [id]);
     return { result: undefined, change: connectorChange(id) };
   });
 }

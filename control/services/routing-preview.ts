@@ -13,12 +13,15 @@
  * own and thrown away with it. Without Redis the preview is answered without runtime state
  * (`runtime_included: false`), as the other views are.
  */
-import { compile, readRuntimeSection } from "../controller/compile.ts";
+import { compile, readRuntimeSection, type SectionText } from "../controller/compile.ts";
+import { poolSections } from "../pool/feed.ts";
+import { poolStoreOf } from "../pool/store.ts";
 import { withDeadline } from "../core/redis.ts";
 import type { ControlDeps } from "../core/deps.ts";
 import { deriveFeedKeys, type FeedKeys } from "../../shared/feed/codec.ts";
 import {
   type ConnectorSection,
+  connectorSectionName,
   type FeedSections,
   type GlobalSection,
   type RuntimeSection,
@@ -34,11 +37,12 @@ import {
   type Target,
   type UsernameOptions,
 } from "../../gateway/core/contract.ts";
-import { connectorVerdict, Ineligible } from "../../gateway/core/eligibility.ts";
+import { connectorVerdict, Ineligible, inSequence } from "../../gateway/core/eligibility.ts";
 import { CoreRouter } from "../../gateway/core/router.ts";
 import {
   type ConnectorIndex,
   normaliseHost,
+  type ProjectEntry,
   type ProxyEntry,
   type RoutingSnapshot,
 } from "../../gateway/core/snapshot.ts";
@@ -109,6 +113,13 @@ export interface RoutingPreview {
   target: { host: string; port: number } | null;
   connectors: PreviewConnector[];
   proxies: { items: PreviewProxy[]; total: number };
+  /** The project's connector sequence as the feed carries it: only its current one serves. */
+  sequence: {
+    connector_ids: string[];
+    current_index: number;
+    current_connector_id: string | null;
+    exhausted: boolean;
+  } | null;
   chosen: PreviewProxy | null;
   refusal: PreviewRefusal | null;
   /** False when Redis did not answer: no quarantine, block or sticky binding was seen. */
@@ -166,12 +177,40 @@ export async function previewRouting(
   if (!compiled.projectIds.has(projectId)) throw new NotFoundError("Project");
 
   const nowMs = Date.now();
+  // Provider-API connectors' rows are their pools' routed entries, read as a publish reads them.
+  let poolTexts = new Map<string, SectionText>();
+  let poolProxyIds = new Set<string>();
+  if (compiled.pools.size > 0) {
+    try {
+      const feedKeys = await feedKeysOf(settings.internalSecret);
+      const found = await withDeadline(
+        settings.redisRequestTimeoutMs,
+        () => poolSections(compiled.pools, poolStoreOf(deps), feedKeys, nowMs),
+      );
+      poolTexts = found.sections;
+      poolProxyIds = found.proxyIds;
+    } catch (error) {
+      deps.logger.warn(
+        { what: "routing preview", error: errorText(error) },
+        "Provider-API pools unavailable, their connectors shown without proxies",
+      );
+      for (const [id, section] of compiled.pools) {
+        const json = JSON.stringify(section);
+        poolTexts.set(connectorSectionName(id), { json, digest: "" });
+      }
+    }
+  }
+
   let runtime = EMPTY_RUNTIME;
   let runtimeIncluded = true;
   try {
     runtime = await withDeadline(
       settings.redisRequestTimeoutMs,
-      () => readRuntimeSection(deps.redis, deps.keys, compiled, nowMs),
+      () =>
+        readRuntimeSection(deps.redis, deps.keys, {
+          ...compiled,
+          proxyIds: new Set([...compiled.proxyIds, ...poolProxyIds]),
+        }, nowMs),
     );
   } catch (error) {
     runtimeIncluded = false;
@@ -184,7 +223,7 @@ export async function previewRouting(
   // The sections as a gateway's follower hands them over: parsed by the same models.
   let global: GlobalSection | undefined;
   const connectors = new Map<string, ConnectorSection>();
-  for (const [name, text] of compiled.sections) {
+  for (const [name, text] of [...compiled.sections, ...poolTexts]) {
     const parsed = parseSection(name, text.json);
     if (parsed.kind === "global") global = parsed.section;
     else if (parsed.kind === "connector") connectors.set(parsed.connectorId, parsed.section);
@@ -212,7 +251,10 @@ export async function previewRouting(
   const previewConnectors: PreviewConnector[] = [];
   const candidates: PreviewProxy[] = [];
   for (const connector of snapshot.connectorsByProject.get(projectId) ?? []) {
-    const verdict = connectorVerdict(snapshot, connector, options, host, nowMs);
+    // A sequence's other connectors are out of it before any test, as in the router.
+    const verdict = inSequence(project, connector)
+      ? connectorVerdict(snapshot, connector, options, host, nowMs)
+      : Ineligible.outOfSequence;
     const place = connector.rowsFor(options);
     let quarantined = 0;
     for (const proxy of place.rows) {
@@ -226,7 +268,9 @@ export async function previewRouting(
       weight: connector.weight,
       eligible: code === null,
       code,
-      reason: code === null ? null : describe(code, connector, options, host, place.present),
+      reason: code === null
+        ? null
+        : describe(code, project, connector, options, host, place.present),
       proxies_for_place: place.present,
       healthy: place.rows.length,
       quarantined,
@@ -268,6 +312,12 @@ export async function previewRouting(
     target: input.target ?? null,
     connectors: previewConnectors,
     proxies: { items: candidates.slice(0, PREVIEW_PROXY_LIMIT), total: candidates.length },
+    sequence: project.sequence === undefined ? null : {
+      connector_ids: [...project.sequence.feed.connectors],
+      current_index: project.sequence.feed.current,
+      current_connector_id: project.sequence.currentId ?? null,
+      exhausted: project.sequence.exhausted,
+    },
     chosen,
     refusal: refusal === undefined ? null : {
       status: refusal.status,
@@ -324,6 +374,7 @@ function presentProxy(snapshot: RoutingSnapshot, proxy: ProxyEntry, nowMs: numbe
 /** The router's reason code in words, with what of the connector made it so. */
 function describe(
   code: Ineligible,
+  project: ProjectEntry,
   connector: ConnectorIndex,
   options: UsernameOptions,
   host: string,
@@ -355,5 +406,17 @@ function describe(
       return `None of the connector's ${present} proxies for this place is healthy`;
     case Ineligible.trafficBlocked:
       return "The connector is blocked by its traffic limit";
+    case Ineligible.outOfSequence: {
+      const sequence = project.sequence;
+      if (sequence?.exhausted === true) {
+        return "The project's connector sequence is exhausted: no connector serves";
+      }
+      const at = sequence?.feed.connectors.indexOf(connector.id) ?? -1;
+      const place = at === -1
+        ? "The connector is not in the project's sequence"
+        : `The connector is ${at + 1} of ${sequence?.length} in the project's sequence`;
+      return `${place}; only its current one (${sequence?.position} of ${sequence?.length}) ` +
+        "serves";
+    }
   }
 }

@@ -101,6 +101,9 @@ function proxyProblem(row: unknown): string | undefined {
   if (!isStringOrNull(p.country)) return "country";
   if (!STATUSES.has(p.status)) return "status";
   if (!isNumberOrNull(p.max_concurrency)) return "max_concurrency";
+  if (p.usable_until_ms !== undefined && !isNumberOrNull(p.usable_until_ms)) {
+    return "usable_until_ms";
+  }
   return undefined;
 }
 

@@ -289,6 +289,25 @@ describe("choosing an upstream", () => {
     for (let i = 0; i < 4; i++) expect((await pick(router)).proxyId).toBe("a2");
   });
 
+  it("allocates no proxy past its usable-until, whatever the feed says, and refuses when none is left", async () => {
+    let now = NOW;
+    const { router } = routerFor(
+      feed([section("p", [
+        proxy("short", { usable_until_ms: NOW + 1000 }),
+        proxy("long", { usable_until_ms: NOW + 60_000 }),
+      ])]),
+      { nowMs: () => now },
+    );
+    const seen = new Set<string>();
+    for (let i = 0; i < 4; i++) seen.add((await pick(router)).proxyId);
+    expect(seen).toEqual(new Set(["short", "long"]));
+    now = NOW + 1000;
+    for (let i = 0; i < 4; i++) expect((await pick(router)).proxyId).toBe("long");
+    now = NOW + 60_000;
+    const refused = await router.acquire(client(), target(), new Set());
+    expect(isRefusal(refused) && refused.status).toBe(503);
+  });
+
   it("honours a proxy's concurrency limit and moves on to the next", async () => {
     const { router } = routerFor(
       feed([section("c", [proxy("one", { max_concurrency: 1 }), "two"])]),

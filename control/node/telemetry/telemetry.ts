@@ -17,6 +17,7 @@ import type { Scrape } from "./family.ts";
 import { JobTelemetry } from "./jobs.ts";
 import { LoopLagTelemetry } from "./loop-lag.ts";
 import { LoopTelemetry } from "./loops.ts";
+import { PoolTelemetry } from "./pools.ts";
 import { ProcessTelemetry } from "./process.ts";
 import { StreamTelemetry } from "./streams.ts";
 
@@ -57,6 +58,7 @@ export class Telemetry {
       new LeaseTelemetry(this.#registry, read);
       new FeedTelemetry(this.#registry, read);
       new ProducerTelemetry(this.#registry, read);
+      new PoolTelemetry(this.#registry, read);
     }
     if (options.processMetrics ?? true) {
       collectDefaultMetrics({ register: this.#registry });
