@@ -1,12 +1,15 @@
 /**
- * The fetch path's metrics (seed 001 section 16): provider fetches by section 8.1's outcome,
- * 429 answers, back-offs started, call durations, proxies added and duplicates, per connector.
+ * The fetch path's metrics as a worker sees them (seed 001 section 16): call durations,
+ * back-offs started, proxies added and duplicates, per connector. The fetches by outcome, the
+ * 429s, the back-off, the streaks, the calls in flight and the ledger are the cluster's, kept in
+ * Redis by the coordinator: the leading controller's pool watch reads them once for everyone
+ * (control/node/telemetry/pools.ts), so no sum over workers counts them twice.
  *
  * `FetchMetrics` counts in memory as the refiller observes fetches (plain numbers, no
- * prom-client), and answers a snapshot; `FetchTelemetry` is the families a control process's
- * registry renders from such a snapshot at each scrape, as the other families read the
- * heartbeat's (control/node/telemetry/). The one label is `connector`, an id: never an
- * address, a URL or a credential.
+ * prom-client; its snapshot keeps the outcomes and 429s too, for the heartbeat and tests), and
+ * `FetchTelemetry` is the families a control process's registry renders from such a snapshot
+ * at each scrape, as the other families read the heartbeat's (control/node/telemetry/). The one
+ * label is `connector`, an id: never an address, a URL or a credential.
  */
 import { Histogram, type Registry } from "prom-client";
 import type { Sample, Scrape } from "../node/telemetry/family.ts";
@@ -147,9 +150,9 @@ function durationValues(name: string, snapshot: FetchMetricsSnapshot | undefined
 }
 
 /**
- * The fetch families on a process's registry, read at each scrape from `source` (the worker's
- * `FetchMetrics.snapshot()`, or the part of the heartbeat snapshot that carries it). Every
- * connector the worker fetched for is listed with all its outcomes, zero or not.
+ * The worker's fetch families on a process's registry, read at each scrape from `source` (the
+ * worker's `FetchMetrics.snapshot()`, or the part of the heartbeat snapshot that carries it).
+ * Every connector the worker fetched for is listed, zero or not.
  */
 export class FetchTelemetry extends TelemetryPart {
   constructor(
@@ -159,23 +162,6 @@ export class FetchTelemetry extends TelemetryPart {
   ) {
     super(registry, read);
     const labelNames = ["connector"] as const;
-    this.counter<"connector" | "outcome">({
-      name: "octoprox_provider_fetches_total",
-      help: "Provider API fetches by outcome (success, empty, duplicate_only, error; seed 8.1).",
-      labelNames: ["connector", "outcome"],
-      samples: (scrape) =>
-        Object.entries(source(scrape)?.connectors ?? {}).flatMap(([connector, counts]) =>
-          KINDS.map((outcome) =>
-            [{ connector, outcome }, counts.fetches[outcome]] as Sample<"connector" | "outcome">
-          )
-        ),
-    });
-    this.counter({
-      name: "octoprox_provider_fetch_rate_limited_total",
-      help: "Provider API fetches answered 429 (each an error fetch).",
-      labelNames,
-      samples: (scrape) => perConnector(source(scrape), (c) => c.rate_limited),
-    });
     this.counter({
       name: "octoprox_provider_fetch_backoffs_total",
       help: "Back-offs a provider API fetch started or lengthened (one per error fetch).",

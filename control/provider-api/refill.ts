@@ -16,9 +16,10 @@
  * error status handed nothing out and counts none.
  *
  * It stops on the caller's signal, a lost lead (its calls in flight are cancelled, settled and
- * their proxies left out: fail closed), a back-off, a spent ledger, the connector depleted, or a
- * wait for pacing or a permit longer than `maxWaitMs`. It never throws. Logs: one line a fetch at
- * debug, one warning an Error; neither holds the answer, the URL's query or a credential.
+ * their proxies left out: fail closed), a back-off, a spent ledger, the connector depleted, an
+ * interval longer than `maxWaitMs`, or permits other calls held for longer than that. It never
+ * throws. Logs: one line a fetch at debug, one warning an Error; neither holds the answer, the
+ * URL's query or a credential.
  */
 import { errorText, VendorCallError } from "../../shared/errors.ts";
 import type { Logger } from "../core/logging.ts";
@@ -121,6 +122,8 @@ export class ProviderRefiller implements Refiller {
       let asked = 0;
       /** Waits logged already (once a reason a refill). */
       const waited = new Set<string>();
+      /** When the refill began waiting for a permit another call holds. */
+      let permitWaitSince: number | undefined;
       for (;;) {
         if (stoppedBy === undefined && stop.aborted) stoppedBy = stopReason();
         const planning = stoppedBy === undefined && !result.depleted && started < planned &&
@@ -142,6 +145,7 @@ export class ProviderRefiller implements Refiller {
             continue;
           }
           if (reservation.ok) {
+            permitWaitSince = undefined;
             const permit = reservation.permit;
             started++;
             asked += permit.count;
@@ -162,7 +166,14 @@ export class ProviderRefiller implements Refiller {
             continue;
           }
           if (reservation.reason === "interval" || reservation.reason === "in_flight") {
-            if (reservation.waitMs > this.#maxWaitMs) {
+            // Permits free up as calls settle, long before they would lapse: what bounds that
+            // wait is how long this refill has waited for them.
+            const nowMs = performance.now();
+            if (reservation.reason === "in_flight") permitWaitSince ??= nowMs;
+            const waitedMs = reservation.reason === "in_flight"
+              ? nowMs - (permitWaitSince ?? nowMs)
+              : reservation.waitMs;
+            if (waitedMs > this.#maxWaitMs) {
               stoppedBy = reservation.reason;
               continue;
             }
