@@ -19,6 +19,7 @@ import { HANDLED_KINDS } from "../jobs/handlers.ts";
 import { poolStoreOf } from "../pool/store.ts";
 import { PoolWatch } from "../pool/watch.ts";
 import type { FetchStats } from "../provider-api/contract.ts";
+import { FetchCoordinator } from "../provider-api/coordinator.ts";
 import {
   BaseRuntime,
   type RuntimeName,
@@ -94,6 +95,7 @@ export class ControllerRuntime extends BaseRuntime {
       );
     }
     this.producers = producers;
+    const fetches = new FetchCoordinator({ redis, keys, logger });
     this.poolWatch = new PoolWatch({
       redis,
       keys,
@@ -102,7 +104,7 @@ export class ControllerRuntime extends BaseRuntime {
       logger,
       intervalMs: settings.heartbeatIntervalMs,
       pools: () => this.feedBuilder.latest?.pools,
-      fetchStats: options.fetchStats,
+      fetchStats: options.fetchStats ?? ((id) => fetches.stats(id)),
     });
   }
 

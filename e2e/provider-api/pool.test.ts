@@ -249,7 +249,7 @@ describe("a provider-API pool", () => {
       fetch: { estimated_ips_per_call: 2, max_in_flight: 2, max_total: 6 },
       pool: { min_size: 8, target_size: 10, max_size: 10 },
     });
-    await cluster.until(async () => provider.served >= 6 ? true : undefined, {
+    await cluster.until(() => provider.served >= 6 ? true : undefined, {
       what: "the provider to hand out max_total proxies",
     });
     // However often the pool runs short from here, no call is made.
