@@ -174,7 +174,12 @@ export class EgressRefusedError extends OctoproxError {
  */
 export class VendorCallError extends OctoproxError {
   readonly status: number | undefined;
-  constructor(message: string, options?: { status?: number; cause?: unknown }) {
+  /** A 429's (or 503's) `Retry-After`, in seconds, when the answer gave one. */
+  readonly retryAfterSeconds: number | undefined;
+  constructor(
+    message: string,
+    options?: { status?: number; retryAfterSeconds?: number; cause?: unknown },
+  ) {
     super(
       ErrorCode.vendorCall,
       message,
@@ -182,6 +187,7 @@ export class VendorCallError extends OctoproxError {
     );
     this.name = "VendorCallError";
     this.status = options?.status;
+    this.retryAfterSeconds = options?.retryAfterSeconds;
   }
 }
 

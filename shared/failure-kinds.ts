@@ -29,6 +29,10 @@ export const RefusalKind = {
   rateLimited: "rate_limited",
   /** The project's cap on requests at once on this gateway. */
   connectionLimit: "connection_limit",
+  /** The project's connector sequence ran past its last connector (on_end stop). */
+  sequenceExhausted: "sequence_exhausted",
+  /** The current connector of the project's sequence cannot serve the request. */
+  sequenceUnavailable: "sequence_unavailable",
   notReady: "not_ready",
 } as const;
 export type RefusalKind = (typeof RefusalKind)[keyof typeof RefusalKind];

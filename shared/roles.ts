@@ -75,6 +75,16 @@ export const TRAFFIC_PERIODS = ["day", "week", "month"] as const;
 export const TRAFFIC_ACTIONS = ["alert", "block", "interrupt"] as const;
 export const TRAFFIC_LIMIT_STATUSES = [509, 429] as const;
 
+/**
+ * A routing sequence's move past its last connector (stop: serve nothing; loop: back to the
+ * first; stay_last: keep the last), and what a request gets when its current connector cannot
+ * serve it (reject: refused with the reason).
+ */
+export const SEQUENCE_ON_END = ["stop", "loop", "stay_last"] as const;
+export type SequenceOnEnd = (typeof SEQUENCE_ON_END)[number];
+export const SEQUENCE_ON_UNAVAILABLE = ["reject"] as const;
+export type SequenceOnUnavailable = (typeof SEQUENCE_ON_UNAVAILABLE)[number];
+
 /** The most other proxies a project's request may go on to after a failed attempt (max_retries). */
 export const MAX_RETRIES_LIMIT = 10;
 

@@ -28,6 +28,7 @@ import { projectRoutes } from "./routes/projects.ts";
 import { proxyRoutes } from "./routes/proxies.ts";
 import { publicRoutes } from "./routes/public.ts";
 import { routingPreviewRoutes } from "./routes/routing-preview.ts";
+import { sequenceRoutes } from "./routes/sequences.ts";
 import { systemRoutes } from "./routes/system.ts";
 import { tokenRoutes } from "./routes/tokens.ts";
 import { userRoutes } from "./routes/users.ts";
@@ -53,6 +54,7 @@ export function apiRoutes(deps: ApiDeps): Route[] {
     ...providerRoutes(deps),
     ...proxyRoutes(deps),
     ...routingPreviewRoutes(deps),
+    ...sequenceRoutes(deps),
     ...metricsRoutes(deps),
     ...systemRoutes(deps),
     ...configRoutes(deps),

@@ -12,6 +12,7 @@ import type { CredentialRow } from "../services/credentials.ts";
 import type { ProjectRow } from "../services/projects.ts";
 import type { ProxyRow } from "../services/proxies.ts";
 import type { QuarantineView } from "../services/quarantines.ts";
+import type { SequenceView } from "../services/sequences.ts";
 import { formatProxyUrl } from "../services/proxy-url.ts";
 import type { TokenRow } from "../services/tokens.ts";
 import type { DistributionKeyRow } from "../services/distribution-keys.ts";
@@ -141,6 +142,28 @@ export function presentConnector(
     proxy_count: proxyCount,
     created_at: row.createdAt,
     updated_at: row.updatedAt,
+  };
+}
+
+/** A project's connector sequence, each connector with when it ran dry. */
+export function presentSequence(sequence: SequenceView) {
+  return {
+    project_id: sequence.projectId,
+    connector_ids: sequence.connectorIds,
+    current_index: sequence.currentIndex,
+    current_connector_id: sequence.currentConnectorId,
+    on_end: sequence.onEnd,
+    on_unavailable: sequence.onUnavailable,
+    exhausted: sequence.exhausted,
+    version: sequence.version,
+    switched_at: sequence.switchedAt,
+    connectors: sequence.connectors.map((connector) => ({
+      id: connector.id,
+      name: connector.name,
+      depleted_at: connector.depletedAt,
+    })),
+    created_at: sequence.createdAt,
+    updated_at: sequence.updatedAt,
   };
 }
 

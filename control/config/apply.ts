@@ -15,6 +15,7 @@ import { connectorSubject, projectSubject } from "../../shared/traffic-subjects.
 import type { ApiDeps } from "../api/deps.ts";
 import { insertProxies, MANUAL } from "../services/proxies.ts";
 import { checkPasswordlessBlocks } from "../services/projects.ts";
+import { dropFromSequence } from "../services/sequences.ts";
 import { read, write } from "../services/store.ts";
 import { askPending } from "../traffic/asks.ts";
 import type { ConfigDocument } from "./document.ts";
@@ -210,6 +211,9 @@ async function runPlan(
     if (toDelete.length > 0) await tx.delete(proxies).where(inArray(proxies.id, toDelete));
     if (project.deleteConnectors.length > 0) {
       await tx.delete(connectors).where(inArray(connectors.id, project.deleteConnectors));
+      if (project.id !== undefined) {
+        await dropFromSequence(tx, project.id, project.deleteConnectors);
+      }
     }
     if (project.deleteCredentials.length > 0) {
       await tx.delete(credentials).where(inArray(credentials.id, project.deleteCredentials));

@@ -6,8 +6,9 @@
  *
  * Stable bytes: every object is written with its keys in the order of its schema in
  * shared/feed/models.ts, and every list in one order (projects and connectors by id, proxies by
- * creation time then id, country and domain lists sorted), so an unchanged definition compiles
- * to the same JSON, keeps its digest and publishes nothing.
+ * creation time then id, country and domain lists sorted; a sequence's connectors in its own
+ * order, which is its meaning), so an unchanged definition compiles to the same JSON, keeps its
+ * digest and publishes nothing.
  *
  * The runtime section is not compiled from Postgres: it is a read of what other roles keep in
  * Redis (`readRuntimeSection`), filtered to what the compile holds, and read again on every
@@ -20,6 +21,7 @@ import {
   connectors,
   credentials,
   projects,
+  projectSequences,
   providerDescriptors,
   proxies,
   type TrafficConfig,
@@ -31,6 +33,7 @@ import {
   type FeedConnector,
   type FeedProject,
   type FeedProxy,
+  type FeedSequence,
   GLOBAL_SECTION,
   type GlobalSection,
   type RuntimeSection,
@@ -146,6 +149,15 @@ export async function compile(
       pendingDeletion: connectors.pendingDeletion,
     }).from(connectors).where(only === undefined ? undefined : eq(connectors.projectId, only))
       .orderBy(asc(connectors.id));
+    const sequenceRows = await tx.select({
+      projectId: projectSequences.projectId,
+      connectorIds: projectSequences.connectorIds,
+      currentIndex: projectSequences.currentIndex,
+      onEnd: projectSequences.onEnd,
+      onUnavailable: projectSequences.onUnavailable,
+      exhausted: projectSequences.exhausted,
+    }).from(projectSequences)
+      .where(only === undefined ? undefined : eq(projectSequences.projectId, only));
     const credentialRows = await tx.select({ id: credentials.id, config: credentials.config })
       .from(credentials)
       .where(only === undefined ? undefined : eq(credentials.projectId, only));
@@ -176,6 +188,7 @@ export async function compile(
     return {
       compiledAt,
       projectRows,
+      sequenceRows,
       connectorRows,
       credentialRows,
       proxyRows,
@@ -187,6 +200,16 @@ export async function compile(
   const { keys, defaultStrategy, logger } = options;
   const registry = only === undefined ? options.providers : options.providers.fork();
   registry.setCustomDescriptors(storedDescriptors(read.descriptorRows));
+
+  const sequences = new Map<string, FeedSequence>(
+    read.sequenceRows.map((row) => [row.projectId, {
+      connectors: [...row.connectorIds],
+      current: row.currentIndex,
+      on_end: row.onEnd,
+      on_unavailable: row.onUnavailable,
+      exhausted: row.exhausted,
+    }]),
+  );
 
   // Global: projects by id, each password only as its keyed digest.
   const feedProjects: FeedProject[] = await Promise.all(read.projectRows.map(async (row) => {
@@ -224,6 +247,7 @@ export async function compile(
       max_connections: row.maxConnections,
       allowed_cidrs: [...row.allowedCidrs],
       passwordless_cidrs: [...row.passwordlessCidrs],
+      sequence: sequences.get(row.id) ?? null,
     };
   }));
   const global: GlobalSection = {

@@ -59,6 +59,11 @@ export type ScriptName =
   | "pool_checked"
   | "pool_maintain"
   | "pool_purge"
+  | "pool_lead_take"
+  | "pool_lead_renew"
+  | "pool_fetch_reserve"
+  | "pool_fetch_settle"
+  | "pool_fetch_stats"
   | "extract"
   | "extract_release"
   | "extract_renew";

@@ -16,9 +16,17 @@ import { SystemSnapshotJob } from "./system-snapshot.ts";
 import type { Job } from "./job.ts";
 import { ProvisionJob } from "./provision.ts";
 import { SyncJob } from "./sync.ts";
+import { PoolJob } from "../pool/job.ts";
+import { poolStoreOf } from "../pool/store.ts";
+import { providerEgress } from "../provider-api/call.ts";
+import { FetchCoordinator } from "../provider-api/coordinator.ts";
+import type { FetchMetrics } from "../provider-api/metrics.ts";
+import { ProviderRefiller } from "../provider-api/refill.ts";
+import { clearDepleted, markDepleted } from "../services/sequences.ts";
 
 export const HANDLED_KINDS: readonly JobKind[] = [
   K.health,
+  K.pool,
   K.sync,
   K.provision,
   K.traffic,
@@ -31,11 +39,64 @@ export const HANDLED_KINDS: readonly JobKind[] = [
 /** What a worker's jobs are built from: the process's shared parts. */
 export type JobDeps = ControlDeps;
 
+/** What the worker keeps of its jobs for its snapshot (and /metrics). */
+export interface JobExtras {
+  /** The pool job's fetch counts, per connector. */
+  fetchMetrics?: FetchMetrics;
+}
+
 /** Builds the jobs of the kinds a worker takes that have a handler. */
-export function buildJobs(kinds: readonly JobKind[], deps: JobDeps): Job[] {
+export function buildJobs(
+  kinds: readonly JobKind[],
+  deps: JobDeps,
+  extras: JobExtras = {},
+): Job[] {
   const jobs: Job[] = [];
+  // One bound on probes in flight for health checks and pool checks alike.
+  const probes = new Semaphore(deps.settings.healthCheckConcurrency);
   for (const kind of kinds) {
     switch (kind) {
+      case K.pool: {
+        const logger = deps.logger.child({ job: kind });
+        const store = poolStoreOf(deps);
+        const coordinator = new FetchCoordinator({
+          redis: deps.redis,
+          keys: deps.keys,
+          logger,
+          holder: deps.settings.instanceId,
+        });
+        jobs.push(
+          new PoolJob({
+            database: deps.database,
+            redis: deps.redis,
+            keys: deps.keys,
+            logger,
+            store,
+            leader: coordinator,
+            refiller: new ProviderRefiller({
+              coordinator,
+              pool: store,
+              logger,
+              egress: providerEgress(deps.settings),
+              metrics: extras.fetchMetrics,
+            }),
+            depletion: {
+              markDepleted: async (id) => {
+                await markDepleted(deps, id);
+              },
+              clearDepleted: async (id) => {
+                await clearDepleted(deps, id);
+              },
+            },
+            probes,
+            echoUrl: healthEcho(deps.settings).url,
+            timeoutMs: deps.settings.healthCheckTimeoutMs,
+            recheckAfterMs: deps.settings.healthCheckIntervalMs,
+            onPurged: (id) => extras.fetchMetrics?.forget(id),
+          }),
+        );
+        break;
+      }
       case K.health:
         jobs.push(
           new HealthCheckJob({
@@ -46,7 +107,7 @@ export function buildJobs(kinds: readonly JobKind[], deps: JobDeps): Job[] {
             writeStatuses: (changes) => applyStatusChanges(deps, changes),
             echoUrl: healthEcho(deps.settings).url,
             timeoutMs: deps.settings.healthCheckTimeoutMs,
-            probes: new Semaphore(deps.settings.healthCheckConcurrency),
+            probes,
           }),
         );
         break;

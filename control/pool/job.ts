@@ -71,6 +71,8 @@ export interface PoolJobOptions {
   /** Stock last checked longer ago than this is checked again. */
   recheckAfterMs: number;
   onCounts?: PoolCountsSink;
+  /** Told when a gone connector's pool was purged (its per-connector counts can go). */
+  onPurged?: (connectorId: string) => void;
   nowMs?: () => number;
 }
 
@@ -132,6 +134,7 @@ export class PoolJob implements Job {
         this.#o.logger.info({ connector: connectorId, entries: purged }, "Pool purged");
         await this.#announce(connectorId);
       }
+      this.#o.onPurged?.(connectorId);
       return { skipped: "gone", checked: 0, fetched: 0 };
     }
     const config = connector.config;

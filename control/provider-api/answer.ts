@@ -779,22 +779,32 @@ export function classifyFetch(outcome: FetchOutcome, owned: OwnedKeys): FetchCla
     duplicates: answer.counts.repeated + held,
     new: fresh.length,
   };
-  if (answer.counts.entries > 0 && answer.counts.parsed === 0) {
-    return {
-      kind: FetchKind.error,
-      counts,
-      fresh: [],
-      invalid: answer.invalid,
-      error: new ProviderAnswerError(
-        "no_proxies",
-        `none of the answer's ${answer.counts.entries} entries is a proxy`,
-      ),
-    };
+  const unreadable = unreadableAnswer(answer);
+  if (unreadable !== undefined) {
+    return { kind: FetchKind.error, counts, fresh: [], invalid: answer.invalid, error: unreadable };
   }
-  const kind = answer.proxies.length === 0
-    ? FetchKind.empty
-    : fresh.length === 0
-    ? FetchKind.duplicateOnly
-    : FetchKind.success;
-  return { kind, counts, fresh, invalid: answer.invalid };
+  return { kind: answerKind(answer, fresh.length), counts, fresh, invalid: answer.invalid };
+}
+
+/**
+ * An answer read whole that is still an Error fetch: entries, none of them a proxy (an error
+ * page served as 200 must back off, not count as Empty); undefined for any other answer.
+ */
+export function unreadableAnswer(answer: ParsedAnswer): ProviderAnswerError | undefined {
+  if (answer.counts.entries === 0 || answer.counts.parsed > 0) return undefined;
+  return new ProviderAnswerError(
+    "no_proxies",
+    `none of the answer's ${answer.counts.entries} entries is a proxy`,
+  );
+}
+
+/**
+ * Section 8.1's kind of an answer that is not unreadable (`unreadableAnswer`), given how many of
+ * its live proxies were new to the pool: `empty` without a live proxy, `duplicate_only` when
+ * none was new, else `success`. One rule for the classification above, which learns what is
+ * new from the keys the pool holds, and for the fetch path, which learns it from the pool's add.
+ */
+export function answerKind(answer: ParsedAnswer, fresh: number): FetchKind {
+  if (answer.proxies.length === 0) return FetchKind.empty;
+  return fresh === 0 ? FetchKind.duplicateOnly : FetchKind.success;
 }

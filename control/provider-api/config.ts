@@ -11,8 +11,11 @@
  * asked of this call).
  */
 import * as v from "valibot";
+import type { FieldIssue } from "../../shared/errors.ts";
+import { callHost } from "../../shared/providers/descriptor.ts";
+import { templateIssues, templateNames } from "../../shared/providers/templates.ts";
 import { PROXY_SCHEMES, ProxyScheme } from "../../shared/roles.ts";
-import { ANSWER_FIELDS, ANSWER_FORMATS, type AnswerSpec } from "./answer.ts";
+import { ANSWER_FIELDS, ANSWER_FORMATS, type AnswerSpec, answerSpecIssues } from "./answer.ts";
 
 /** The `provider` a provider-API connector and its credential are stored with. */
 export const PROVIDER_API = "provider_api";
@@ -31,6 +34,62 @@ const template = v.pipe(
   v.maxLength(4096, "must be at most 4096 characters"),
 );
 
+/** An HTTP header's name (RFC 9110's token). */
+const HEADER_NAME = /^[A-Za-z0-9!#$%&'*+.^_`|~-]{1,64}$/;
+/**
+ * Headers the call writes itself (the host the guard pins, the connection, the body's length):
+ * a template could otherwise smuggle another site or a second request past the guard.
+ */
+const RESERVED_HEADERS: ReadonlySet<string> = new Set([
+  "host",
+  "content-length",
+  "transfer-encoding",
+  "connection",
+  "keep-alive",
+  "upgrade",
+  "te",
+  "trailer",
+]);
+const notReserved = v.check(
+  (name: string) => !RESERVED_HEADERS.has(name.toLowerCase()),
+  "is a header the call writes itself",
+);
+
+const HeadersSchema = v.pipe(
+  v.record(
+    v.pipe(v.string(), v.regex(HEADER_NAME, "must be a header name"), notReserved),
+    template,
+    "must be an object of header templates",
+  ),
+  v.check((record) => Object.keys(record).length <= 32, "must name at most 32 headers"),
+  v.check(
+    (record) =>
+      new Set(Object.keys(record).map((name) => name.toLowerCase())).size ===
+        Object.keys(record).length,
+    "must name each header once (header names are read regardless of case)",
+  ),
+);
+
+const ParamsSchema = v.pipe(
+  v.record(
+    v.pipe(v.string(), v.minLength(1, "must not be empty"), v.maxLength(128)),
+    template,
+    "must be an object of query templates",
+  ),
+  v.check((record) => Object.keys(record).length <= 64, "must name at most 64 parameters"),
+);
+
+/** The JSON body at most, as written (its strings are templates). */
+const MAX_BODY_CHARS = 65_536;
+
+const BodySchema = v.pipe(
+  v.record(v.string(), v.unknown(), "must be a JSON object"),
+  v.check(
+    (value) => JSON.stringify(value).length <= MAX_BODY_CHARS,
+    `must be at most ${MAX_BODY_CHARS} characters as JSON`,
+  ),
+);
+
 const AuthSchema = v.variant("type", [
   v.strictObject({ type: v.literal("none") }),
   /** `Authorization: Bearer <token>`. */
@@ -38,36 +97,71 @@ const AuthSchema = v.variant("type", [
   /** `Authorization: Basic base64(username:password)`. */
   v.strictObject({ type: v.literal("basic"), username: template, password: template }),
   /** A key in a header (`X-Api-Key` unless named) or a query parameter. */
-  v.strictObject({
-    type: v.literal("api_key"),
-    value: template,
-    header: v.optional(
-      v.pipe(v.string(), v.regex(/^[A-Za-z0-9-]{1,64}$/, "must be a header name")),
+  v.pipe(
+    v.strictObject({
+      type: v.literal("api_key"),
+      value: template,
+      header: v.optional(
+        v.pipe(v.string(), v.regex(/^[A-Za-z0-9-]{1,64}$/, "must be a header name"), notReserved),
+      ),
+      query: v.optional(v.pipe(v.string(), v.regex(/^[A-Za-z0-9_.-]{1,64}$/, "must be a name"))),
+    }),
+    v.forward(
+      v.check(
+        (auth) => auth.header === undefined || auth.query === undefined,
+        "the key goes in a header or in the query, not both",
+      ),
+      ["query"],
     ),
-    query: v.optional(v.pipe(v.string(), v.regex(/^[A-Za-z0-9_.-]{1,64}$/, "must be a name"))),
-  }),
+  ),
 ], "must be an object whose type is none, bearer, basic or api_key");
 
-export const FetchSchema = v.strictObject({
-  /** Where proxies are asked for: an https:// template. */
-  url: v.pipe(template, v.startsWith("https://", "must be an https:// URL")),
-  method: v.optional(v.picklist(["GET", "POST"], "must be GET or POST"), "GET"),
-  headers: v.optional(v.record(v.string(), template, "must be an object of header templates")),
-  params: v.optional(v.record(v.string(), template, "must be an object of query templates")),
-  /** A JSON body; its strings are templates. */
-  body: v.optional(v.record(v.string(), v.unknown(), "must be a JSON object")),
-  auth: v.optional(AuthSchema, { type: "none" }),
-  /** One call's deadline. */
-  timeout_ms: v.optional(whole(100, 120_000), 10_000),
-  /** Proxies one call is expected to hand out: what a call reserves of `max_total`. */
-  estimated_ips_per_call: v.optional(whole(1, 100_000), 10),
-  /** Least time between two calls' starts, across every worker. */
-  request_interval_ms: v.optional(whole(0, 3_600_000), 1000),
-  /** Calls in flight at once, across every worker. */
-  max_in_flight: v.optional(whole(1, 64), 1),
-  /** Proxies fetched at most over the connector's life (per pool generation); null: no cap. */
-  max_total: v.optional(v.nullable(whole(1, Number.MAX_SAFE_INTEGER)), null),
-});
+export const FetchSchema = v.pipe(
+  v.strictObject({
+    /**
+     * Where proxies are asked for: an https:// template whose host is written out (no
+     * placeholder in it), so no value can send the call elsewhere.
+     */
+    url: v.pipe(
+      template,
+      v.startsWith("https://", "must be an https:// URL"),
+      v.check(
+        (url) => callHost(url) !== undefined,
+        "must write its host out: a template may not make the host",
+      ),
+      v.check(
+        (url) => !/^https:\/\/[^/?#]*@/i.test(url),
+        "may not carry credentials; use auth, headers or params",
+      ),
+    ),
+    method: v.optional(v.picklist(["GET", "POST"], "must be GET or POST"), "GET"),
+    headers: v.optional(HeadersSchema),
+    params: v.optional(ParamsSchema),
+    /** A JSON body (POST only); its strings are templates. */
+    body: v.optional(BodySchema),
+    auth: v.optional(AuthSchema, { type: "none" }),
+    /** One call's deadline. */
+    timeout_ms: v.optional(whole(100, 120_000), 10_000),
+    /**
+     * Proxies one call is expected to hand out: what a call asks for (`{count}`) and reserves
+     * of `max_total`.
+     */
+    estimated_ips_per_call: v.optional(whole(1, 100_000), 10),
+    /** Least time between two calls' starts, across every worker. */
+    request_interval_ms: v.optional(whole(0, 3_600_000), 1000),
+    /** Calls in flight at once, across every worker. */
+    max_in_flight: v.optional(whole(1, 64), 1),
+    /** Proxies fetched at most over the connector's life (per pool generation); null: no cap. */
+    max_total: v.optional(v.nullable(whole(1, Number.MAX_SAFE_INTEGER)), null),
+  }),
+  v.forward(
+    v.check(
+      (fetch) => fetch.body === undefined || fetch.method === "POST",
+      "a GET call takes no body; use POST",
+    ),
+    ["body"],
+  ),
+);
 
 export const ParserSchema = v.strictObject({
   format: v.picklist(ANSWER_FORMATS, `must be one of ${ANSWER_FORMATS.join(", ")}`),
@@ -120,11 +214,47 @@ export const PoolSchema = v.pipe(
   v.transform((pool) => ({ ...pool, min_size: pool.min_size ?? pool.target_size })),
 );
 
-export const ProviderApiConfigSchema = v.strictObject({
-  fetch: FetchSchema,
-  parser: ParserSchema,
-  pool: v.optional(PoolSchema, {}),
-});
+/** Where `answerSpecIssues` names a field, as the config names it. */
+const SPEC_FIELDS: Readonly<Record<string, string>> = {
+  format: "format",
+  items: "items",
+  defaultScheme: "default_scheme",
+  defaultTtlSeconds: "ttl_seconds",
+  safetyMarginMs: "safety_margin_seconds",
+};
+
+export const ProviderApiConfigSchema = v.pipe(
+  v.strictObject({
+    fetch: FetchSchema,
+    parser: ParserSchema,
+    pool: v.optional(PoolSchema, {}),
+  }),
+  // The parser's expressions compile, and only where they are read (the parser's own rules).
+  v.rawCheck(({ dataset, addIssue }) => {
+    if (!dataset.typed) return;
+    for (const issue of answerSpecIssues(answerSpec(dataset.value))) {
+      const [head, ...rest] = issue.field.split(".");
+      const item = (key: string): v.ObjectPathItem => ({
+        type: "object",
+        origin: "value",
+        input: dataset.value,
+        key,
+        value: undefined,
+      });
+      addIssue({
+        message: issue.message,
+        path: [item("parser"), ...[SPEC_FIELDS[head] ?? head, ...rest].map(item)],
+      });
+    }
+  }),
+  v.forward(
+    v.check(
+      (config) => config.parser.format !== "text" || config.parser.ttl_seconds !== undefined,
+      "is required for a text answer, whose lines give no expiry",
+    ),
+    ["parser", "ttl_seconds"],
+  ),
+);
 
 export type ProviderApiConfig = v.InferOutput<typeof ProviderApiConfigSchema>;
 export type ProviderApiConfigInput = v.InferInput<typeof ProviderApiConfigSchema>;
@@ -132,7 +262,7 @@ export type FetchConfig = ProviderApiConfig["fetch"];
 export type PoolConfig = ProviderApiConfig["pool"];
 
 /** The answer parser's settings of a config. */
-export function answerSpec(config: ProviderApiConfig): AnswerSpec {
+export function answerSpec(config: Pick<ProviderApiConfig, "parser">): AnswerSpec {
   const parser = config.parser;
   return {
     format: parser.format,
@@ -148,4 +278,106 @@ export function answerSpec(config: ProviderApiConfig): AnswerSpec {
 export function readProviderApiConfig(stored: unknown): ProviderApiConfig | undefined {
   const parsed = v.safeParse(ProviderApiConfigSchema, stored);
   return parsed.success ? parsed.output : undefined;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Templates.
+
+/** Bare names a fetch template may read, besides `{credential.<key>}`. */
+export const FETCH_TEMPLATE_NAMES: readonly string[] = ["count"];
+
+/** A template of a config: where it is (a dot path from the config's root) and its text. */
+export interface ConfigTemplate {
+  path: string;
+  text: string;
+}
+
+function bodyTemplates(value: unknown, path: string, out: ConfigTemplate[]): void {
+  if (typeof value === "string") out.push({ path, text: value });
+  else if (Array.isArray(value)) {
+    value.forEach((entry, index) => bodyTemplates(entry, `${path}.${index}`, out));
+  } else if (value !== null && typeof value === "object") {
+    for (const [key, entry] of Object.entries(value)) bodyTemplates(entry, `${path}.${key}`, out);
+  }
+}
+
+/** Every template of a config's fetch call, with its path. */
+export function fetchTemplates(config: { fetch: FetchConfig }): ConfigTemplate[] {
+  const fetch = config.fetch;
+  const out: ConfigTemplate[] = [{ path: "fetch.url", text: fetch.url }];
+  for (const [key, text] of Object.entries(fetch.params ?? {})) {
+    out.push({ path: `fetch.params.${key}`, text });
+  }
+  for (const [key, text] of Object.entries(fetch.headers ?? {})) {
+    out.push({ path: `fetch.headers.${key}`, text });
+  }
+  if (fetch.body !== undefined) bodyTemplates(fetch.body, "fetch.body", out);
+  const auth = fetch.auth;
+  if (auth.type === "bearer") out.push({ path: "fetch.auth.token", text: auth.token });
+  if (auth.type === "basic") {
+    out.push({ path: "fetch.auth.username", text: auth.username });
+    out.push({ path: "fetch.auth.password", text: auth.password });
+  }
+  if (auth.type === "api_key") out.push({ path: "fetch.auth.value", text: auth.value });
+  return out;
+}
+
+/** The credential keys a template reads (`{credential.<key>}`). */
+function credentialReads(text: string): string[] {
+  return templateNames(text).flatMap((name) => {
+    const [head, key, ...rest] = name.split(".");
+    return head === "credential" && key !== undefined && key !== "" && rest.length === 0
+      ? [key]
+      : [];
+  });
+}
+
+/** The credential keys a config's templates read, sorted. */
+export function credentialKeysRead(config: { fetch: FetchConfig }): string[] {
+  const keys = new Set<string>();
+  for (const template of fetchTemplates(config)) {
+    for (const key of credentialReads(template.text)) keys.add(key);
+  }
+  return [...keys].sort();
+}
+
+const NO_NAMES: ReadonlySet<string> = new Set();
+
+/**
+ * What is wrong with a config's templates, each issue at its template's path: a name other than
+ * `{credential.<key>}` and `{count}` (no template reads the environment, a file or the network),
+ * an unknown filter, the credential read in the URL (its path shows in errors and logs: secrets
+ * go in params, headers, the body or auth), and, when the credential's keys are given, a key the
+ * credential lacks.
+ */
+export function fetchTemplateIssues(
+  config: { fetch: FetchConfig },
+  credentialKeys?: ReadonlySet<string>,
+): FieldIssue[] {
+  const issues: FieldIssue[] = [];
+  for (const template of fetchTemplates(config)) {
+    const reads = credentialReads(template.text);
+    const found = templateIssues(template.text, {
+      credential: new Set(reads),
+      connector: NO_NAMES,
+      secrets: NO_NAMES,
+      auth: false,
+      names: FETCH_TEMPLATE_NAMES,
+    });
+    if (template.path === "fetch.url" && reads.length > 0) {
+      found.push(
+        "may not read the credential (the URL's path shows in errors and logs); put secrets " +
+          "in params, headers, the body or auth",
+      );
+    }
+    if (credentialKeys !== undefined) {
+      for (const key of reads) {
+        if (!credentialKeys.has(key)) {
+          found.push(`{credential.${key}} names no key of the connector's credential`);
+        }
+      }
+    }
+    if (found.length > 0) issues.push({ field: template.path, message: found.join("; ") });
+  }
+  return issues;
 }

@@ -16,6 +16,10 @@ import { ControllerLease, type LeaseSnapshot } from "../controller/lease.ts";
 import { JobProducer } from "../controller/producers.ts";
 import { JOB_CATALOGUE } from "../jobs/catalogue.ts";
 import { HANDLED_KINDS } from "../jobs/handlers.ts";
+import { poolStoreOf } from "../pool/store.ts";
+import { PoolWatch } from "../pool/watch.ts";
+import type { FetchStats } from "../provider-api/contract.ts";
+import { FetchCoordinator } from "../provider-api/coordinator.ts";
 import {
   BaseRuntime,
   type RuntimeName,
@@ -31,6 +35,8 @@ export interface ControllerRuntimeOptions extends RuntimeOptions {
   instance: string;
   /** The process's provider registry (the compile builds vendor connectors' providers). */
   providers?: ProviderRegistry;
+  /** A provider-API connector's fetch bookkeeping, for the pool watch. */
+  fetchStats?: (connectorId: string) => Promise<FetchStats>;
 }
 
 /** The controller's section of the snapshot. */
@@ -44,6 +50,7 @@ export class ControllerRuntime extends BaseRuntime {
   readonly lease: ControllerLease;
   readonly feedBuilder: FeedBuilder;
   readonly producers: readonly JobProducer[];
+  readonly poolWatch: PoolWatch;
 
   constructor(options: ControllerRuntimeOptions) {
     super(options);
@@ -88,6 +95,17 @@ export class ControllerRuntime extends BaseRuntime {
       );
     }
     this.producers = producers;
+    const fetches = new FetchCoordinator({ redis, keys, logger });
+    this.poolWatch = new PoolWatch({
+      redis,
+      keys,
+      store: poolStoreOf({ redis, keys, settings }),
+      lease: this.lease,
+      logger,
+      intervalMs: settings.heartbeatIntervalMs,
+      pools: () => this.feedBuilder.latest?.pools,
+      fetchStats: options.fetchStats ?? ((id) => fetches.stats(id)),
+    });
   }
 
   protected override beforeLoops(): Promise<void> {
@@ -96,7 +114,7 @@ export class ControllerRuntime extends BaseRuntime {
   }
 
   protected override loops(): Loop[] {
-    return [this.feedBuilder, ...this.producers];
+    return [this.feedBuilder, ...this.producers, this.poolWatch];
   }
 
   protected override afterLoopsStop(): Promise<void> {

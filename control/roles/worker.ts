@@ -10,6 +10,7 @@ import type { Loop } from "../core/loops.ts";
 import { buildJobs, HANDLED_KINDS, type JobDeps } from "../jobs/handlers.ts";
 import { JobRunner } from "../jobs/runner.ts";
 import { describeHealthEcho, type HealthEcho, healthEcho } from "../jobs/health-echo.ts";
+import { FetchMetrics } from "../provider-api/metrics.ts";
 import { BaseRuntime, type RuntimeName, type RuntimeOptions } from "./runtime.ts";
 
 export interface WorkerRuntimeOptions extends RuntimeOptions {
@@ -24,6 +25,8 @@ export class WorkerRuntime extends BaseRuntime {
   readonly stores: readonly Store[] = [Store.postgres, Store.redis];
   readonly consumer: string;
   readonly runners: readonly JobRunner[];
+  /** The pool job's fetch counts, when it takes pool runs. */
+  readonly fetchMetrics: FetchMetrics | undefined;
   readonly #jobs: readonly JobKind[];
   /** What its health checks ask, when it takes them. */
   readonly #echo: HealthEcho | undefined;
@@ -34,7 +37,8 @@ export class WorkerRuntime extends BaseRuntime {
     this.consumer = `${options.instance}:${randomBytes(4).toString("hex")}`;
     const taken = options.jobs.filter((kind) => HANDLED_KINDS.includes(kind));
     this.#echo = taken.includes(JobKind.health) ? healthEcho(options.deps.settings) : undefined;
-    this.runners = buildJobs(taken, options.deps).map((job) =>
+    this.fetchMetrics = taken.includes(JobKind.pool) ? new FetchMetrics() : undefined;
+    this.runners = buildJobs(taken, options.deps, { fetchMetrics: this.fetchMetrics }).map((job) =>
       new JobRunner({
         job,
         redis: options.deps.redis,
@@ -63,6 +67,10 @@ export class WorkerRuntime extends BaseRuntime {
   }
 
   protected override details(): Record<string, unknown> {
-    return { jobs: [...this.#jobs], consumer: this.consumer };
+    return {
+      jobs: [...this.#jobs],
+      consumer: this.consumer,
+      ...(this.fetchMetrics === undefined ? {} : { fetch: this.fetchMetrics.snapshot() }),
+    };
   }
 }

@@ -1,8 +1,8 @@
 /**
  * Backups of a whole install: every definition row (users with their password hashes, API
- * tokens' hashes, projects with their passwords, distribution keys' hashes, credentials,
- * connectors, proxies) and, when
- * asked, the metrics history, sealed with a passphrase (backup-envelope.ts).
+ * tokens' hashes, projects with their passwords and connector sequences, distribution keys'
+ * hashes, credentials, connectors, proxies) and, when asked, the metrics history, sealed with a
+ * passphrase (backup-envelope.ts).
  *
  * The contents, before they are compressed (gzip) and sealed, are JSON lines: per table in
  * dependency order, one line `{"table": name, "rows": n}` then its n rows, each the row as
@@ -41,10 +41,18 @@ export const DEFINITION_TABLES = [
   "credentials",
   "connectors",
   "proxies",
+  "project_sequences",
   "config_revision",
   "provider_descriptors",
   "provider_audit_log",
 ] as const;
+
+/** What a table's rows are read in order of: its key (`id` unless named here). */
+const ORDER_COLUMNS: Readonly<Record<string, string>> = { project_sequences: "project_id" };
+
+export function backupOrderColumn(table: string): string {
+  return ORDER_COLUMNS[table] ?? "id";
+}
 
 /** The history tables a backup with history holds (metric_totals is recomputed instead). */
 export const BACKUP_HISTORY_TABLES: readonly string[] = HISTORY_TABLES.map((t) => t.name);
@@ -135,7 +143,7 @@ export async function exportBackup(
           await compressor.write(`${JSON.stringify({ table, rows: n })}\n`);
           let written = 0;
           const query = tx.unsafe<{ row: string }[]>(
-            `select to_jsonb(t)::text as row from ${table} t order by id`,
+            `select to_jsonb(t)::text as row from ${table} t order by ${backupOrderColumn(table)}`,
           );
           for await (const page of query.cursor(PAGE_ROWS)) {
             written += page.length;

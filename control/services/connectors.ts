@@ -1,8 +1,11 @@
 /**
  * Connectors: where a project's proxies come from. `static` is a list an operator owns; `vendor`
  * is a vendor account described by a provider descriptor, whose rows the sync job keeps (its
- * config is checked against the descriptor here, with the descriptor's defaults stored); the row
- * already stores kind, provider and config for the provider-API and cloud kinds that follow.
+ * config is checked against the descriptor here, with the descriptor's defaults stored);
+ * `provider_api` is a provider's API that hands out short-lived proxies into the connector's
+ * pool (its config checked by its own schema and stored with its defaults; its templates read
+ * only its `provider_api` credential's keys and `{count}`). The row already stores kind, provider
+ * and config for the cloud kind that follows.
  * Cross-field rules (one domain list at a time, a credential of the same project and provider)
  * are checked on the copy about to be saved, so an edit of one field cannot break a rule another
  * field keeps.
@@ -16,15 +19,31 @@ import {
   type RateLimitConfig,
   type TrafficConfig,
 } from "../../db/schema.ts";
-import { ConflictError, NotFoundError, ValidationError } from "../../shared/errors.ts";
-import { CONNECTOR_CONFIG_KEYS } from "../../shared/providers/descriptor.ts";
+import * as v from "valibot";
+import {
+  ConflictError,
+  type FieldIssue,
+  NotFoundError,
+  ValidationError,
+} from "../../shared/errors.ts";
+import { callHost, CONNECTOR_CONFIG_KEYS } from "../../shared/providers/descriptor.ts";
 import { checkConnectorConfig } from "../../shared/providers/fields.ts";
 import type { ProviderRegistry } from "../../shared/providers/registry.ts";
 import { ChangeKind, ConnectorKind, JobKind } from "../../shared/roles.ts";
+import { fieldIssues } from "../api/validation.ts";
+import {
+  credentialKeysRead,
+  fetchTemplateIssues,
+  PROVIDER_API,
+  ProviderApiConfigSchema,
+  readProviderApiConfig,
+} from "../provider-api/config.ts";
 import { refreshCustom } from "../providers/catalogue.ts";
+import { checkEgressHost } from "../providers/egress.ts";
 import { SECRET_MASK } from "./credentials.ts";
 import { changedFields, definedOnly } from "./diff.ts";
 import { missingIn, requireProject } from "./scope.ts";
+import { dropFromSequence } from "./sequences.ts";
 import { read, type ServiceDeps, write } from "./store.ts";
 
 export type ConnectorRow = typeof connectors.$inferSelect;
@@ -83,6 +102,8 @@ export function maskConnectorConfig(
   config: Record<string, unknown>,
   registry: ProviderRegistry,
 ): Record<string, unknown> {
+  // A provider_api config holds no secret: its secrets are its credential's.
+  if (provider === PROVIDER_API) return { ...config };
   const entry = registry.get(provider);
   const secrets = entry === undefined
     ? Object.keys(config).filter((k) => !(CONNECTOR_CONFIG_KEYS as readonly string[]).includes(k))
@@ -94,9 +115,37 @@ export function maskConnectorConfig(
   return masked;
 }
 
+/** A body's issues under `body.config`. */
+function configIssues(issues: readonly FieldIssue[]): FieldIssue[] {
+  return issues.map((issue) => ({
+    field: issue.field === "" ? "body.config" : `body.config.${issue.field}`,
+    message: issue.message,
+  }));
+}
+
 /**
- * A vendor connector's provider and config, checked against its descriptor (stored with the
- * descriptor's defaults); a static one takes neither. Returns the config to store.
+ * A provider_api connector's config: its schema (defaults filled in), its templates' names, and
+ * a URL whose host is visibly internal refused (the egress guard refuses the rest at call time).
+ */
+function providerApiConfig(deps: ServiceDeps, config: Record<string, unknown>) {
+  const parsed = v.safeParse(ProviderApiConfigSchema, config, { abortEarly: false });
+  if (!parsed.success) throw new ValidationError(configIssues(fieldIssues("", parsed.issues)));
+  const issues = fetchTemplateIssues(parsed.output);
+  const host = callHost(parsed.output.fetch.url);
+  const refusal = host === undefined
+    ? undefined
+    : checkEgressHost(host, { allowLoopback: deps.settings.egressAllowLoopback });
+  if (refusal !== undefined) {
+    issues.push({ field: "fetch.url", message: `is refused: ${refusal}` });
+  }
+  if (issues.length > 0) throw new ValidationError(configIssues(issues));
+  return parsed.output;
+}
+
+/**
+ * A connector's provider and config: a vendor connector's checked against its descriptor
+ * (stored with the descriptor's defaults), a provider_api connector's against its schema
+ * (stored with its defaults); a static one takes neither. Returns the config to store.
  */
 async function providerConfig(
   deps: ServiceDeps,
@@ -107,6 +156,15 @@ async function providerConfig(
   /** An edit's stored config: a secret sent back as the mask keeps its stored value. */
   stored?: Record<string, unknown>,
 ): Promise<Record<string, unknown>> {
+  if (kind === ConnectorKind.providerApi) {
+    if (provider !== PROVIDER_API) {
+      throw new ValidationError([{
+        field: "body.provider",
+        message: `a provider_api connector's provider is ${PROVIDER_API}; leave it out`,
+      }]);
+    }
+    return providerApiConfig(deps, config);
+  }
   if (kind !== ConnectorKind.vendor) {
     if (provider !== "static") {
       throw new ValidationError([{
@@ -150,13 +208,60 @@ async function providerConfig(
   return checked.config;
 }
 
+/**
+ * A provider_api connector's credential: one of provider `provider_api` holding every key its
+ * templates read, or none when they read none.
+ */
+async function checkProviderApiCredential(
+  tx: Tx,
+  projectId: string,
+  credentialId: string | null,
+  stored: Record<string, unknown>,
+): Promise<void> {
+  const config = readProviderApiConfig(stored);
+  // Checked a moment ago by its schema; a stored one that no longer parses reads nothing.
+  if (config === undefined) return;
+  const reads = credentialKeysRead(config);
+  if (credentialId === null) {
+    if (reads.length === 0) return;
+    throw new ValidationError([{
+      field: "body.credential_id",
+      message: `the templates read ${
+        reads.map((key) => `{credential.${key}}`).join(", ")
+      }: name a ${PROVIDER_API} credential of this project`,
+    }]);
+  }
+  const [credential] = await tx.select({
+    provider: credentials.provider,
+    config: credentials.config,
+  }).from(credentials)
+    .where(and(eq(credentials.id, credentialId), eq(credentials.projectId, projectId)))
+    .for("key share");
+  if (!credential) {
+    throw new ConflictError("credential_id: no credential with this id in this project");
+  }
+  if (credential.provider !== PROVIDER_API) {
+    throw new ValidationError([{
+      field: "body.credential_id",
+      message: `the credential is for ${credential.provider}, not ${PROVIDER_API}`,
+    }]);
+  }
+  const issues = fetchTemplateIssues(config, new Set(Object.keys(credential.config)));
+  if (issues.length > 0) throw new ValidationError(configIssues(issues));
+}
+
 /** The rules of a connector about to be saved. `touched` names the fields the caller sent. */
 async function validateConnector(
   tx: Tx,
   projectId: string,
-  connector: ConnectorFields & { provider: string },
+  connector: ConnectorFields & { provider: string; config: Record<string, unknown> },
   touched: ReadonlySet<string>,
 ): Promise<void> {
+  if (connector.kind === ConnectorKind.providerApi) {
+    if (touched.has("credentialId") || touched.has("config")) {
+      await checkProviderApiCredential(tx, projectId, connector.credentialId, connector.config);
+    }
+  }
   if (connector.kind === ConnectorKind.vendor && connector.credentialId === null) {
     throw new ValidationError([{
       field: "body.credential_id",
@@ -186,6 +291,13 @@ async function validateConnector(
       throw new ValidationError([{
         field: "body.credential_id",
         message: `the credential is for ${credential.provider}, not ${connector.provider}`,
+      }]);
+    }
+    // A provider API's keys are for its calls, never a proxy's login.
+    if (connector.kind === ConnectorKind.static && credential.provider === PROVIDER_API) {
+      throw new ValidationError([{
+        field: "body.credential_id",
+        message: `a ${PROVIDER_API} credential serves ${PROVIDER_API} connectors only`,
       }]);
     }
   }
@@ -237,7 +349,11 @@ export async function createConnector(
   projectId: string,
   input: NewConnector,
 ): Promise<ConnectorRow> {
-  const { provider = "static", config = {}, ...fields } = input;
+  const {
+    provider = input.kind === ConnectorKind.providerApi ? PROVIDER_API : "static",
+    config = {},
+    ...fields
+  } = input;
   const connector: ConnectorFields = {
     ...CONNECTOR_DEFAULTS,
     ...definedOnly(fields),
@@ -250,7 +366,7 @@ export async function createConnector(
     await validateConnector(
       tx,
       projectId,
-      { ...connector, provider },
+      { ...connector, provider, config: stored },
       new Set(Object.keys(definedOnly(input))),
     );
     const [row] = await tx.insert(connectors).values({
@@ -265,9 +381,13 @@ export async function createConnector(
   return row;
 }
 
-/** A vendor connector created or edited is synced at once (its rows follow its config). */
+/**
+ * A vendor connector created or edited is synced at once (its rows follow its config); a
+ * provider_api connector's pool is looked after at once (its size and fetch follow its config).
+ */
 async function askSync(deps: ServiceDeps, row: ConnectorRow): Promise<void> {
   if (row.kind === ConnectorKind.vendor) await deps.jobs.request(JobKind.sync, [row.id]);
+  if (row.kind === ConnectorKind.providerApi) await deps.jobs.request(JobKind.pool, [row.id]);
 }
 
 export async function updateConnector(
@@ -294,7 +414,7 @@ export async function updateConnector(
     await validateConnector(
       tx,
       projectId,
-      { ...next, kind: next.kind as ConnectorKind },
+      { ...next, kind: next.kind as ConnectorKind, config: config ?? current.config },
       touched,
     );
     const changes = changedFields(current, { ...patch, config });
@@ -309,8 +429,9 @@ export async function updateConnector(
 }
 
 /**
- * Deletes a connector with its proxies and history (by cascade), in one transaction. Cloud
- * connectors, when they arrive, must terminate their instances first (pending deletion).
+ * Deletes a connector with its proxies and history (by cascade), in one transaction, and drops it
+ * from its project's sequence in the same one (sequences.ts). Cloud connectors, when they
+ * arrive, must terminate their instances first (pending deletion).
  */
 export async function deleteConnector(
   deps: ServiceDeps,
@@ -322,6 +443,7 @@ export async function deleteConnector(
       .where(and(eq(connectors.projectId, projectId), eq(connectors.id, id)))
       .returning({ id: connectors.id });
     if (deleted.length === 0) return missingIn(tx, projectId, "Connector");
+    await dropFromSequence(tx, projectId, [id]);
     return { result: undefined, change: connectorChange(id) };
   });
 }

@@ -1,13 +1,15 @@
 /**
  * Credentials: what a connector logs in with, per project. The `static` provider takes an
- * optional default username and password for a static list's proxies; a descriptor provider
- * takes its descriptor's credential fields, checked against it, and is checked with the vendor
- * (when the descriptor says how) before the write's transaction opens, on create and when an
- * edit changes a field. Secret fields never leave the api in clear: answers carry a mask, and a
- * mask sent back means "unchanged".
+ * optional default username and password for a static list's proxies; `provider_api` takes a
+ * flat object of secrets its connectors' fetch templates read (`{credential.<key>}`); a
+ * descriptor provider takes its descriptor's credential fields, checked against it, and is
+ * checked with the vendor (when the descriptor says how) before the write's transaction opens,
+ * on create and when an edit changes a field. Secret fields never leave the api in clear:
+ * answers carry a mask, and a mask sent back means "unchanged".
  */
 import { and, asc, eq, sql } from "drizzle-orm";
 import * as v from "valibot";
+import type { Tx } from "../../db/client.ts";
 import { connectors, credentials } from "../../db/schema.ts";
 import {
   ConflictError,
@@ -17,8 +19,13 @@ import {
 } from "../../shared/errors.ts";
 import { checkCredentialConfig } from "../../shared/providers/fields.ts";
 import { ProviderRegistry } from "../../shared/providers/registry.ts";
-import { ChangeKind } from "../../shared/roles.ts";
-import { STATIC_PROVIDER, StaticConfig } from "../api/schemas/credentials.ts";
+import { ChangeKind, ConnectorKind } from "../../shared/roles.ts";
+import {
+  ProviderApiCredentialConfig,
+  STATIC_PROVIDER,
+  StaticConfig,
+} from "../api/schemas/credentials.ts";
+import { credentialKeysRead, PROVIDER_API, readProviderApiConfig } from "../provider-api/config.ts";
 import { refreshCustom } from "../providers/catalogue.ts";
 import { verifyCredential } from "../providers/verify.ts";
 import { changedFields, sameValue } from "./diff.ts";
@@ -35,8 +42,9 @@ export const SECRET_MASK = "********";
 const SHIPPED = new ProviderRegistry();
 
 /**
- * Config fields that hold secrets: the static provider's password, a descriptor's secret
- * fields. A provider no descriptor has any more keeps every field of `config` hidden.
+ * Config fields that hold secrets: the static provider's password, every key of a provider_api
+ * credential, a descriptor's secret fields. A provider no descriptor has any more keeps every
+ * field of `config` hidden.
  */
 export function secretFields(
   provider: string,
@@ -44,6 +52,7 @@ export function secretFields(
   registry: ProviderRegistry = SHIPPED,
 ): readonly string[] {
   if (provider === STATIC_PROVIDER) return ["password"];
+  if (provider === PROVIDER_API) return Object.keys(config);
   const entry = registry.get(provider);
   if (entry === undefined) return Object.keys(config);
   return entry.descriptor.credential_fields.filter((f) => f.secret).map((f) => f.key);
@@ -114,8 +123,10 @@ async function checkedConfig(
   provider: string,
   config: CredentialConfig,
 ): Promise<CredentialConfig> {
-  if (provider === STATIC_PROVIDER) {
-    const parsed = v.safeParse(StaticConfig, config);
+  if (provider === STATIC_PROVIDER || provider === PROVIDER_API) {
+    const parsed = provider === STATIC_PROVIDER
+      ? v.safeParse(StaticConfig, config)
+      : v.safeParse(ProviderApiCredentialConfig, withoutNulls(config));
     if (!parsed.success) {
       throw new ValidationError(parsed.issues.map((issue): FieldIssue => {
         const path = v.getDotPath(issue);
@@ -146,7 +157,7 @@ async function checkedConfig(
 
 /** The vendor's own check of a descriptor credential: an outbound call, so outside any transaction. */
 async function verified(deps: ServiceDeps, provider: string, config: CredentialConfig) {
-  if (provider === STATIC_PROVIDER) return;
+  if (provider === STATIC_PROVIDER || provider === PROVIDER_API) return;
   const entry = deps.providers.get(provider);
   if (entry !== undefined) await verifyCredential(deps, entry.descriptor, config);
 }
@@ -200,12 +211,41 @@ export async function updateCredential(
     if (before !== undefined && !sameValue(before, current.config)) {
       throw new ConflictError("The credential changed meanwhile; read it again and retry");
     }
+    if (config !== undefined && current.provider === PROVIDER_API) {
+      await keepReadKeys(tx, id, config);
+    }
     const changes = changedFields(current, { name: patch.name, config });
     if (!changes) return { result: current, change: null };
     const [row] = await tx.update(credentials).set({ ...changes, updatedAt: sql`now()` })
       .where(eq(credentials.id, id)).returning();
     return { result: row, change: credentialChange(id) };
   });
+}
+
+/**
+ * A provider_api credential keeps every key its connectors' templates read: an edit that drops
+ * one is refused at that key, naming the connector.
+ */
+async function keepReadKeys(tx: Tx, id: string, config: CredentialConfig): Promise<void> {
+  const users = await tx.select({ name: connectors.name, config: connectors.config })
+    .from(connectors)
+    .where(and(eq(connectors.credentialId, id), eq(connectors.kind, ConnectorKind.providerApi)))
+    .for("key share");
+  const issues: FieldIssue[] = [];
+  const named = new Set<string>();
+  for (const user of users) {
+    const read = readProviderApiConfig(user.config);
+    if (read === undefined) continue;
+    for (const key of credentialKeysRead(read)) {
+      if (Object.hasOwn(config, key) || named.has(key)) continue;
+      named.add(key);
+      issues.push({
+        field: `body.config.${key}`,
+        message: `connector "${user.name}" reads it ({credential.${key}}); keep it`,
+      });
+    }
+  }
+  if (issues.length > 0) throw new ValidationError(issues);
 }
 
 /** Deletes a credential no connector uses; one in use is refused with the connector's name. */

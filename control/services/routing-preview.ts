@@ -37,11 +37,12 @@ import {
   type Target,
   type UsernameOptions,
 } from "../../gateway/core/contract.ts";
-import { connectorVerdict, Ineligible } from "../../gateway/core/eligibility.ts";
+import { connectorVerdict, Ineligible, inSequence } from "../../gateway/core/eligibility.ts";
 import { CoreRouter } from "../../gateway/core/router.ts";
 import {
   type ConnectorIndex,
   normaliseHost,
+  type ProjectEntry,
   type ProxyEntry,
   type RoutingSnapshot,
 } from "../../gateway/core/snapshot.ts";
@@ -112,6 +113,13 @@ export interface RoutingPreview {
   target: { host: string; port: number } | null;
   connectors: PreviewConnector[];
   proxies: { items: PreviewProxy[]; total: number };
+  /** The project's connector sequence as the feed carries it: only its current one serves. */
+  sequence: {
+    connector_ids: string[];
+    current_index: number;
+    current_connector_id: string | null;
+    exhausted: boolean;
+  } | null;
   chosen: PreviewProxy | null;
   refusal: PreviewRefusal | null;
   /** False when Redis did not answer: no quarantine, block or sticky binding was seen. */
@@ -243,7 +251,10 @@ export async function previewRouting(
   const previewConnectors: PreviewConnector[] = [];
   const candidates: PreviewProxy[] = [];
   for (const connector of snapshot.connectorsByProject.get(projectId) ?? []) {
-    const verdict = connectorVerdict(snapshot, connector, options, host, nowMs);
+    // A sequence's other connectors are out of it before any test, as in the router.
+    const verdict = inSequence(project, connector)
+      ? connectorVerdict(snapshot, connector, options, host, nowMs)
+      : Ineligible.outOfSequence;
     const place = connector.rowsFor(options);
     let quarantined = 0;
     for (const proxy of place.rows) {
@@ -257,7 +268,9 @@ export async function previewRouting(
       weight: connector.weight,
       eligible: code === null,
       code,
-      reason: code === null ? null : describe(code, connector, options, host, place.present),
+      reason: code === null
+        ? null
+        : describe(code, project, connector, options, host, place.present),
       proxies_for_place: place.present,
       healthy: place.rows.length,
       quarantined,
@@ -299,6 +312,12 @@ export async function previewRouting(
     target: input.target ?? null,
     connectors: previewConnectors,
     proxies: { items: candidates.slice(0, PREVIEW_PROXY_LIMIT), total: candidates.length },
+    sequence: project.sequence === undefined ? null : {
+      connector_ids: [...project.sequence.feed.connectors],
+      current_index: project.sequence.feed.current,
+      current_connector_id: project.sequence.currentId ?? null,
+      exhausted: project.sequence.exhausted,
+    },
     chosen,
     refusal: refusal === undefined ? null : {
       status: refusal.status,
@@ -355,6 +374,7 @@ function presentProxy(snapshot: RoutingSnapshot, proxy: ProxyEntry, nowMs: numbe
 /** The router's reason code in words, with what of the connector made it so. */
 function describe(
   code: Ineligible,
+  project: ProjectEntry,
   connector: ConnectorIndex,
   options: UsernameOptions,
   host: string,
@@ -386,5 +406,17 @@ function describe(
       return `None of the connector's ${present} proxies for this place is healthy`;
     case Ineligible.trafficBlocked:
       return "The connector is blocked by its traffic limit";
+    case Ineligible.outOfSequence: {
+      const sequence = project.sequence;
+      if (sequence?.exhausted === true) {
+        return "The project's connector sequence is exhausted: no connector serves";
+      }
+      const at = sequence?.feed.connectors.indexOf(connector.id) ?? -1;
+      const place = at === -1
+        ? "The connector is not in the project's sequence"
+        : `The connector is ${at + 1} of ${sequence?.length} in the project's sequence`;
+      return `${place}; only its current one (${sequence?.position} of ${sequence?.length}) ` +
+        "serves";
+    }
   }
 }

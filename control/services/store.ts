@@ -25,7 +25,7 @@ export interface WriteOutcome<T> {
 
 /** Runs a write in one transaction, then announces it. Never announces a rolled-back write. */
 export async function write<T>(
-  deps: ServiceDeps,
+  deps: Pick<ServiceDeps, "database" | "changes">,
   work: (tx: Tx) => Promise<WriteOutcome<T>>,
 ): Promise<T> {
   let outcome: WriteOutcome<T>;
@@ -40,7 +40,10 @@ export async function write<T>(
 }
 
 /** Runs a read, its driver errors read as catalogue errors. */
-export async function read<T>(deps: ServiceDeps, work: (db: Database["db"]) => Promise<T>) {
+export async function read<T>(
+  deps: Pick<ServiceDeps, "database">,
+  work: (db: Database["db"]) => Promise<T>,
+) {
   try {
     return await work(deps.database.db);
   } catch (error) {

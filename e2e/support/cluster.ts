@@ -450,6 +450,11 @@ export class Cluster {
     return this.#sql;
   }
 
+  /** The cluster's database URL, for a test that calls a service against it. */
+  get databaseUrl(): string {
+    return this.#database.url;
+  }
+
   async proxyRow(id: string): Promise<ProxyRow> {
     const [row] = await this.#sql<ProxyRow[]>`
       select status, status_changed_at from proxies where id = ${id}`;

@@ -8,9 +8,12 @@
  * through its domain filter, has a healthy row among those, and is not blocked by its traffic
  * limit. Nothing is allocated: an eligible connector answers its cached place rows, another one
  * of the constant reasons below.
+ *
+ * A project with a connector sequence routes through its current connector alone: the others
+ * are out of its sequence before any test (`inSequence`), and the router judges only that one.
  */
 import type { UsernameOptions } from "./contract.ts";
-import type { ConnectorIndex, PlaceRows, RoutingSnapshot } from "./snapshot.ts";
+import type { ConnectorIndex, PlaceRows, ProjectEntry, RoutingSnapshot } from "./snapshot.ts";
 
 /** Why a connector cannot take a request, as stable codes. */
 export const Ineligible = {
@@ -24,6 +27,8 @@ export const Ineligible = {
   noHealthyProxy: "no_healthy_proxy",
   /** Blocked by its traffic limit (the runtime section's block has not ended). */
   trafficBlocked: "traffic_blocked",
+  /** The project routes by a sequence, and this is not its current connector (or none is). */
+  outOfSequence: "out_of_sequence",
 } as const;
 export type Ineligible = (typeof Ineligible)[keyof typeof Ineligible];
 
@@ -42,6 +47,30 @@ export function connectorVerdict(
   if (place.rows.length === 0) return Ineligible.noHealthyProxy;
   if (blockedNow(snapshot, connector.id, nowMs)) return Ineligible.trafficBlocked;
   return place;
+}
+
+/**
+ * Whether the project's routing lets the connector serve at all: every connector of a project
+ * without a sequence; with one, only its current connector (none once it is exhausted).
+ */
+export function inSequence(project: ProjectEntry, connector: ConnectorIndex): boolean {
+  const sequence = project.sequence;
+  return sequence === undefined || sequence.currentId === connector.id;
+}
+
+/**
+ * The current connector of the project's sequence as the snapshot holds it; undefined when the
+ * project has no sequence, the sequence is exhausted, or its current connector is not in the
+ * feed (a connector of another project counts as not in the feed).
+ */
+export function sequenceConnector(
+  snapshot: RoutingSnapshot,
+  project: ProjectEntry,
+): ConnectorIndex | undefined {
+  const id = project.sequence?.currentId;
+  if (id === undefined) return undefined;
+  const connector = snapshot.connectors.get(id);
+  return connector?.projectId === project.id ? connector : undefined;
 }
 
 /** The connector is blocked by its traffic limit at `nowMs`, as the snapshot's runtime says. */

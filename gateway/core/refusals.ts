@@ -8,11 +8,14 @@
  * down (the next hop is what is unavailable; the status tells "none" (502) from "down" (503)
  * apart), `connection_limit_reached` when upstreams exist but are resting (429) or at their
  * concurrency limit (503). Traffic limits use the extension token `bandwidth_limit_exceeded`,
- * as Octoprox clients already read it.
+ * as Octoprox clients already read it. A project's connector sequence that cannot serve (run
+ * past its end, or its current connector unable to) is `destination_unavailable` with 503: the
+ * upstream the project is on now is down, and no other may stand in for it.
  */
 import type { Refusal } from "./contract.ts";
 import { RejectionReason } from "./contract.ts";
 import type { UsernameOptions } from "./contract.ts";
+import { Ineligible } from "./eligibility.ts";
 
 export const CREDENTIALS_REQUIRED =
   "Valid project credentials required in Proxy-Authorization header";
@@ -163,4 +166,67 @@ export function prohibitedDestination(host: string, address: string, kind: strin
     reason: `Destination not allowed: ${what} ${article} ${kind} address`,
     rejection: RejectionReason.destinationProhibited,
   };
+}
+
+const NO_OPTIONS: UsernameOptions = Object.freeze({ user: "" });
+
+/** The project's connector sequence ran past its last connector (on_end stop): nothing serves. */
+export const sequenceExhausted: Refusal = Object.freeze({
+  status: 503,
+  proxyStatus: "destination_unavailable",
+  reason: "This project's connector sequence is exhausted: its last connector ran dry",
+  rejection: RejectionReason.sequenceExhausted,
+});
+
+/**
+ * Why a sequence's current connector cannot serve: a router verdict, not in the feed, or every
+ * healthy row past its usable-until.
+ */
+export type SequenceStop = Ineligible | "not_in_routing" | "no_usable_proxy";
+
+/**
+ * The current connector of the project's sequence cannot serve this request (on_unavailable
+ * reject, the only answer so far): 503 saying which place in the sequence it holds and why. The
+ * connector's name is the operator's and is not told to clients.
+ */
+export function sequenceUnavailable(
+  sequence: { readonly position: number; readonly length: number },
+  stop: SequenceStop,
+  pendingDeletion: boolean,
+  options: UsernameOptions = NO_OPTIONS,
+): Refusal {
+  const place = sequence.position === 0
+    ? "The current connector of this project's sequence"
+    : `The current connector of this project's sequence (${sequence.position} of ${sequence.length})`;
+  return {
+    status: 503,
+    proxyStatus: "destination_unavailable",
+    reason: `${place} ${sequenceStopText(stop, pendingDeletion, options)}`,
+    rejection: RejectionReason.sequenceUnavailable,
+  };
+}
+
+function sequenceStopText(
+  stop: SequenceStop,
+  pendingDeletion: boolean,
+  options: UsernameOptions,
+): string {
+  switch (stop) {
+    case "not_in_routing":
+      return "is not in routing";
+    case "no_usable_proxy":
+      return "has no usable proxy";
+    case Ineligible.notTakingRequests:
+      return pendingDeletion ? "is being deleted" : "is disabled";
+    case Ineligible.placeNotServed: {
+      const place = describePlace(options);
+      return place === undefined ? "has no proxy in routing" : `has no proxy for ${place}`;
+    }
+    case Ineligible.domainFiltered:
+      return "does not serve this domain";
+    case Ineligible.noHealthyProxy:
+      return "has no healthy proxy";
+    default:
+      return "cannot serve this request";
+  }
 }

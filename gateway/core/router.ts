@@ -8,6 +8,11 @@
  * the feed carries it), not already tried for this request, under their concurrency limit), then
  * the project's strategy picks the connector by weight and the proxy inside it, then dispatch
  * reserves a slot on it. When nothing is chosen the answer says why (see refusals.ts).
+ *
+ * A project with a connector sequence is judged on its current connector alone, so the
+ * strategy chooses among that connector's rows and the earlier connectors' proxies take no new
+ * request (what runs through them finishes). When that connector cannot serve, or the sequence
+ * is exhausted, the request is refused with 503 and the reason; no other connector stands in.
  */
 import type { Strategy } from "../../shared/roles.ts";
 import type { FeedSections } from "../../shared/feed/models.ts";
@@ -28,7 +33,13 @@ import {
 } from "./contract.ts";
 import { parseBasicAuth, timingSafeEqual } from "./basic-auth.ts";
 import { Dispatch } from "./dispatch.ts";
-import { blockedNow, connectorVerdict, Ineligible, projectBlockedNow } from "./eligibility.ts";
+import {
+  blockedNow,
+  connectorVerdict,
+  Ineligible,
+  projectBlockedNow,
+  sequenceConnector,
+} from "./eligibility.ts";
 import type { DeadlineTable } from "./id-table.ts";
 import { consoleLog, type CoreLog } from "./log.ts";
 import { HeldTasks } from "../sticky/held-tasks.ts";
@@ -43,6 +54,8 @@ import {
   notReady,
   noUpstream,
   quotaExceeded,
+  sequenceExhausted,
+  sequenceUnavailable,
   sessionResting,
   trafficLimited,
   unauthenticated,
@@ -56,6 +69,7 @@ import {
   type ProjectEntry,
   type ProxyEntry,
   type RoutingSnapshot,
+  type SequenceEntry,
 } from "./snapshot.ts";
 import { random } from "./strategies/random.ts";
 import { roundRobin } from "./strategies/round-robin.ts";
@@ -368,25 +382,48 @@ export class CoreRouter implements Router {
     const nowMs = this.nowMs();
     const host = normaliseHost(target.host);
 
+    // A sequence routes through its current connector alone (on_unavailable reject: the only
+    // answer so far, and the one a gateway gives to a value it does not know).
+    const sequence = project.sequence;
+    let connectors = snapshot.connectorsByProject.get(project.id) ?? NO_CONNECTORS;
+    if (sequence !== undefined) {
+      if (sequence.exhausted) return sequenceExhausted;
+      const current = sequenceConnector(snapshot, project);
+      if (current === undefined) {
+        return sequenceUnavailable(sequence, "not_in_routing", false, options);
+      }
+      connectors = [current];
+    }
+
     let choices: PlaceRows[] | undefined;
     let domainExcluded = false;
     let down = false;
     let limitStatus: 429 | 509 | undefined;
-    for (const connector of snapshot.connectorsByProject.get(project.id) ?? NO_CONNECTORS) {
+    let refused: Ineligible | undefined;
+    for (const connector of connectors) {
       const verdict = connectorVerdict(snapshot, connector, options, host, nowMs);
-      if (typeof verdict !== "string") (choices ??= []).push(verdict);
-      else if (verdict === Ineligible.domainFiltered) domainExcluded = true;
+      if (typeof verdict !== "string") {
+        (choices ??= []).push(verdict);
+        continue;
+      }
+      refused = verdict;
+      if (verdict === Ineligible.domainFiltered) domainExcluded = true;
       else if (verdict === Ineligible.noHealthyProxy) down = true;
       else if (verdict === Ineligible.trafficBlocked) limitStatus ??= connector.limitStatus;
     }
     if (choices === undefined) {
       if (mayProvision && limitStatus === undefined && options.country !== undefined) {
-        const waiting = this.provisionGroups(snapshot, project.id, options);
+        const waiting = this.provisionGroups(connectors, options);
         if (waiting !== undefined) {
           return waiting.then(() => this.acquireOnce(client, target, exclude, false));
         }
       }
+      // A traffic limit keeps its own answer (its status and token), with a sequence too.
       if (limitStatus !== undefined) return trafficLimited(limitStatus);
+      if (sequence !== undefined && refused !== undefined) {
+        const pendingDeletion = connectors[0].connector.pending_deletion;
+        return sequenceUnavailable(sequence, refused, pendingDeletion, options);
+      }
       if (down) return allDown;
       return noUpstream(options, domainExcluded);
     }
@@ -398,6 +435,7 @@ export class CoreRouter implements Router {
       choices,
       exclude,
       nowMs,
+      sequence,
     );
     const strategy = this.strategyFor(project);
     const context: StrategyContext = {
@@ -434,12 +472,12 @@ export class CoreRouter implements Router {
 
   /**
    * The wait for the country groups that could serve the request: "All countries" session pools
-   * of the project without healthy rows for the country, which have none at all or were asked
-   * for by this gateway lately (a group still being checked). Undefined: nothing to wait for.
+   * among the connectors the request may use without healthy rows for the country, which have
+   * none at all or were asked for by this gateway lately (a group still being checked).
+   * Undefined: nothing to wait for.
    */
   private provisionGroups(
-    snapshot: RoutingSnapshot,
-    projectId: string,
+    connectors: readonly ConnectorIndex[],
     options: Client["options"],
   ): Promise<boolean> | undefined {
     const provisioning = this.provisioning;
@@ -447,7 +485,7 @@ export class CoreRouter implements Router {
     if (provisioning === undefined || country === undefined) return undefined;
     const pools: ConnectorIndex[] = [];
     const keys: string[] = [];
-    for (const connector of snapshot.connectorsByProject.get(projectId) ?? NO_CONNECTORS) {
+    for (const connector of connectors) {
       if (!connector.provisions(country)) continue;
       const place = connector.rowsFor(options);
       const key = `${connector.id}:${country}`;
@@ -521,6 +559,8 @@ class Attempt implements Candidates {
   private readonly quarantineUntilMs: DeadlineTable;
   private readonly localQuarantines: ReadonlyMap<string, number>;
   private readonly nowMs: number;
+  /** The project's sequence, whose current connector is the one choice. */
+  private readonly sequence: SequenceEntry | undefined;
   /** Proxies whose reservation was lost to a concurrent request (another isolate or await). */
   private lost: Set<string> | undefined;
 
@@ -531,8 +571,10 @@ class Attempt implements Candidates {
     choices: readonly PlaceRows[],
     exclude: ReadonlySet<string>,
     nowMs: number,
+    sequence?: SequenceEntry,
   ) {
     this.dispatch = dispatch;
+    this.sequence = sequence;
     this.localQuarantines = localQuarantines;
     this.choices = choices;
     this.exclude = exclude;
@@ -638,7 +680,12 @@ class Attempt implements Candidates {
     }
     if (busy !== 0) return allBusy;
     if (quarantined !== 0) return allQuarantined;
-    if (live === 0 && this.exclude.size === 0) return allDown;
+    if (live === 0 && this.exclude.size === 0) {
+      // A sequence's current connector with nothing usable left: no other one stands in.
+      return this.sequence === undefined
+        ? allDown
+        : sequenceUnavailable(this.sequence, "no_usable_proxy", false);
+    }
     return allTried;
   }
 }

@@ -20,6 +20,7 @@ import type {
   FeedConnector,
   FeedProject,
   FeedSections,
+  FeedSequence,
   RuntimeSection,
 } from "../../shared/feed/models.ts";
 import { normaliseCountry } from "../../shared/countries.ts";
@@ -331,6 +332,20 @@ export interface ProjectAccess {
   readonly byAddress: AuthResult | undefined;
 }
 
+/** A project's connector sequence, as the router reads it. */
+export interface SequenceEntry {
+  /**
+   * The connector that serves the project; undefined once the sequence is exhausted, or when
+   * its index names no connector (the router then refuses, as for a connector not in routing).
+   */
+  readonly currentId: string | undefined;
+  /** The current connector's place, from 1, and how many the sequence names (for reasons). */
+  readonly position: number;
+  readonly length: number;
+  readonly exhausted: boolean;
+  readonly feed: FeedSequence;
+}
+
 export interface ProjectEntry {
   readonly id: string;
   readonly username: string;
@@ -343,6 +358,8 @@ export interface ProjectEntry {
   readonly access: ProjectAccess;
   /** Its counts' slot in dispatch (requests in flight, for its max_connections). */
   readonly slot: number;
+  /** Sequential routing: only the sequence's current connector serves. Undefined: none. */
+  readonly sequence: SequenceEntry | undefined;
   readonly project: FeedProject;
 }
 
@@ -531,6 +548,7 @@ function indexProjects(update: FeedSections, dispatch: Dispatch, log: CoreLog | 
         byAddress,
       },
       slot: dispatch.projectSlots.assign(project.id),
+      sequence: sequenceEntry(project.sequence),
       project,
     };
     if (byAddress !== undefined) {
@@ -562,6 +580,20 @@ function indexProjects(update: FeedSections, dispatch: Dispatch, log: CoreLog | 
     }
   }
   return { projectsByUsername, projectsById, passwordless };
+}
+
+/** A project's sequence as the router reads it; undefined when it has none. */
+function sequenceEntry(sequence: FeedSequence | null | undefined): SequenceEntry | undefined {
+  if (sequence === null || sequence === undefined) return undefined;
+  const index = sequence.current;
+  const named = Number.isInteger(index) && index >= 0 && index < sequence.connectors.length;
+  return {
+    currentId: named && !sequence.exhausted ? sequence.connectors[index] : undefined,
+    position: named ? index + 1 : 0,
+    length: sequence.connectors.length,
+    exhausted: sequence.exhausted,
+    feed: sequence,
+  };
 }
 
 /**

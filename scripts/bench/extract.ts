@@ -246,7 +246,7 @@ async function run(context: SuiteContext): Promise<Row[]> {
         unit: "/s",
         budget: { op: ">=", limit: BUDGET_PER_SECOND },
         runs: apiRates,
-        detail: `${concurrency} keep-alive connections; ${details.at(-1)}`,
+        detail: `${concurrency} keep-alive connections; last run: ${details.at(-1)}`,
       },
       {
         figure: "extract: bare EVALSHA loop of extract.lua, one Node client",

@@ -86,6 +86,7 @@ function acquireUs(kind: "static" | "vendor"): number {
         max_connections: null,
         allowed_cidrs: [],
         passwordless_cidrs: [],
+        sequence: null,
       }],
       descriptors: [],
     },

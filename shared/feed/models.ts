@@ -25,6 +25,24 @@ export const connectorSectionName = (connectorId: string) =>
 
 // ---------------------------------------------------------------------------------------------
 
+/**
+ * A project's connector sequence as gateways route it. `on_end` and `on_unavailable` are text
+ * rather than a list of known values, so a value a later release adds cannot make a gateway
+ * refuse the whole global section; a gateway answers an `on_unavailable` it does not know as
+ * `reject`.
+ */
+export const FeedSequenceSchema = v.object({
+  /** Connector ids in order. */
+  connectors: v.array(v.string()),
+  /** The index in `connectors` of the one that serves. */
+  current: v.number(),
+  on_end: v.string(),
+  on_unavailable: v.string(),
+  /** Past the last connector with on_end stop: nothing serves. */
+  exhausted: v.boolean(),
+});
+export type FeedSequence = v.InferOutput<typeof FeedSequenceSchema>;
+
 export const FeedProjectSchema = v.object({
   id: v.string(),
   name: v.string(),
@@ -49,6 +67,11 @@ export const FeedProjectSchema = v.object({
   allowed_cidrs: v.array(v.string()),
   /** Client addresses that reach the project without a password. */
   passwordless_cidrs: v.array(v.string()),
+  /**
+   * Sequential routing: only `connectors[current]` serves the project (none once `exhausted`).
+   * Null: every eligible connector shares by weight. Absent from feeds of earlier releases.
+   */
+  sequence: v.optional(v.nullable(FeedSequenceSchema), null),
 });
 export type FeedProject = v.InferOutput<typeof FeedProjectSchema>;
 

@@ -6,8 +6,8 @@
  * separator, each part kept only `when` the value it names is present (`!name`: absent).
  *
  * Names: `credential.<key>`, `connector.<key>` (the configs), `auth.token`, `item.<key>` (a list
- * entry), and the slot's or request's own: `session_id`, `index`, `port`, `country`, `state`,
- * `city`, `session_time`. A secret field is never written out here: it renders as the stored
+ * entry), the slot's or request's own: `session_id`, `index`, `port`, `country`, `state`,
+ * `city`, `session_time`, and a provider-API fetch's `count`. A secret field is never written out here: it renders as the stored
  * placeholder `{key}`, which the one placeholder function (shared/feed/placeholders.ts) fills
  * where the row is used, so rows in Postgres never hold it.
  *
@@ -52,6 +52,8 @@ export interface RenderContext {
   state?: string;
   city?: string;
   session_time?: number;
+  /** A provider-API fetch: the proxies this call asks for. */
+  count?: number;
 }
 
 export interface RenderOptions {

@@ -9,8 +9,9 @@
 import { gzipSync } from "node:zlib";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import { schemaVersion } from "../../db/migrate.ts";
-import { backupTables } from "../../control/services/backup.ts";
+import { backupOrderColumn, backupTables } from "../../control/services/backup.ts";
 import { sealBackup } from "../../control/services/backup-envelope.ts";
+import { markDepleted } from "../../control/services/sequences.ts";
 import { waitUntil } from "../support/stores.ts";
 import { type Answer, type ApiHarness, startHarness } from "./harness.ts";
 
@@ -21,6 +22,7 @@ const IMPORT = "/api/v1/backup/import";
 let h: ApiHarness;
 let projectId: string;
 let connectorId: string;
+let spareId: string;
 let proxyIds: string[];
 let apiToken: string;
 
@@ -46,6 +48,18 @@ beforeAll(async () => {
     body: { name: "main", kind: "static", credential_id: credential.body.id, weight: 3 },
   });
   connectorId = connector.body.id;
+  // A sequence that has moved on, so its index, version and switch time go out and come back.
+  const spare = await h.request("POST", `/api/v1/projects/${projectId}/connectors`, {
+    token: h.tokens.admin,
+    body: { name: "spare", kind: "static" },
+  });
+  spareId = spare.body.id;
+  const sequence = await h.request("PUT", `/api/v1/projects/${projectId}/sequence`, {
+    token: h.tokens.admin,
+    body: { connector_ids: [connectorId, spareId], on_end: "loop" },
+  });
+  expect(sequence.status, sequence.text).toBe(200);
+  expect((await markDepleted(h.deps, connectorId)).moved).toHaveLength(1);
   proxyIds = [];
   for (const url of ["http://u1:p1@203.0.113.7:3128", "socks5://203.0.113.8:1080"]) {
     const proxy = await h.request("POST", `/api/v1/projects/${projectId}/proxies`, {
@@ -129,7 +143,7 @@ async function snapshot(): Promise<Record<string, string[]>> {
   const tables: Record<string, string[]> = {};
   for (const table of backupTables(true)) {
     const rows = await h.deps.database.sql.unsafe<{ row: string }[]>(
-      `select to_jsonb(t)::text as row from ${table} t order by id`,
+      `select to_jsonb(t)::text as row from ${table} t order by ${backupOrderColumn(table)}`,
     );
     tables[table] = rows.map((r) => r.row);
   }
@@ -153,6 +167,11 @@ function importBackup(backup: unknown, passphrase = PASSPHRASE, token = h.tokens
 async function changeThings(): Promise<void> {
   await h.deps.database.sql`update config_revision set revision = revision + 1`;
   await h.deps.database.sql`update distribution_keys set revoked_at = now()`;
+  const sequence = await h.request("PUT", `/api/v1/projects/${projectId}/sequence`, {
+    token: h.tokens.admin,
+    body: { connector_ids: [spareId, connectorId] },
+  });
+  expect(sequence.status, sequence.text).toBe(200);
   const edit = await h.request("PUT", "/api/v1/providers/house-vendor", {
     token: h.tokens.admin,
     body: { descriptor: { ...CUSTOM_DESCRIPTOR, name: `House vendor ${Date.now()}` } },
@@ -214,8 +233,9 @@ describe("export then import", () => {
         projects: 1,
         distribution_keys: 1,
         credentials: 1,
-        connectors: 1,
+        connectors: 2,
         proxies: 2,
+        project_sequences: 1,
         config_revision: 1,
         provider_descriptors: 1,
         provider_audit_log: 1,
@@ -294,6 +314,7 @@ describe("export then import", () => {
       "credentials",
       "connectors",
       "proxies",
+      "project_sequences",
       "config_revision",
       "provider_descriptors",
       "provider_audit_log",
@@ -408,6 +429,7 @@ describe("refusals change nothing", () => {
       JSON.stringify({ table: "connectors", rows: 0 }),
       JSON.stringify({ table: "proxies", rows: 1 }),
       state.proxies[0],
+      JSON.stringify({ table: "project_sequences", rows: 0 }),
       JSON.stringify({ table: "config_revision", rows: 0 }),
       JSON.stringify({ table: "provider_descriptors", rows: 0 }),
       JSON.stringify({ table: "provider_audit_log", rows: 0 }),

@@ -123,7 +123,9 @@ describe("compile", () => {
       "max_connections",
       "allowed_cidrs",
       "passwordless_cidrs",
+      "sequence",
     ]);
+    expect(shop.sequence).toBeNull();
     expect(shop.password_digest).toBe(await passwordDigest(bed.feedKeys, "pw-shop-1"));
     // The password itself is never in the feed.
     expect(compiled.sections.get("global")!.json).not.toContain("pw-shop-1");

@@ -63,6 +63,7 @@ const globalSection = (projects: string[] = []) => ({
     max_connections: null,
     allowed_cidrs: [],
     passwordless_cidrs: [],
+    sequence: null,
   })),
 });
 

@@ -256,5 +256,6 @@ export async function feedProject(bed: FeedBed, spec: FeedProjectSpec): Promise<
     max_connections: spec.maxConnections ?? null,
     allowed_cidrs: spec.allowedCidrs ?? [],
     passwordless_cidrs: spec.passwordlessCidrs ?? [],
+    sequence: null,
   };
 }

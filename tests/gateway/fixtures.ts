@@ -34,6 +34,7 @@ export function project(over: Partial<FeedProject> = {}): FeedProject {
     max_connections: null,
     allowed_cidrs: [],
     passwordless_cidrs: [],
+    sequence: null,
     ...over,
   };
 }

@@ -94,10 +94,15 @@ export function connectorRoutes(deps: ApiDeps): Route[] {
       path: CONNECTORS,
       tag: "connectors",
       summary: "Create a connector",
-      description: "Kinds `static` (a list of proxies you own) and `vendor` (a vendor account: " +
+      description: "Kinds `static` (a list of proxies you own), `vendor` (a vendor account: " +
         "`provider` names a descriptor of GET /api/v1/providers, `config` its connector fields " +
         "with `proxy_type`, `slots` and `session_mode`, checked against it; `credential_id` " +
-        "names a credential of the same provider; its rows are kept by the sync job). Countries " +
+        "names a credential of the same provider; its rows are kept by the sync job) and " +
+        "`provider_api` (a provider API handing out short-lived proxies into the connector's " +
+        "pool: `config` holds `fetch`, `parser` and `pool`, stored with their defaults (422 " +
+        "naming `body.config.<path>`); its templates read only `{credential.<key>}` of its " +
+        "`provider_api` credential and `{count}`; `provider` is `provider_api` or left out; see " +
+        "docs/provider-api.md). `cloud` is refused (a later release). Countries " +
         "are ISO 3166-1 alpha-2 (`uk` reads as GB), stored upper-cased, deduplicated and " +
         "sorted. `domain_allow` and `domain_deny` are mutually exclusive. `credential_id` must " +
         "name a credential of the same project (400 otherwise). `rate_limit_config` and " +

@@ -39,7 +39,9 @@ export function credentialRoutes(deps: ApiDeps): Route[] {
       tag: "credentials",
       summary: "Create a credential",
       description: "`provider` is `static` (an optional default `username` and `password` for " +
-        "a static list's proxies) or a descriptor of GET /api/v1/providers, whose credential " +
+        "a static list's proxies), `provider_api` (a flat object of text values, every one " +
+        "secret, that provider_api connectors' templates read as `{credential.<key>}`) or a " +
+        "descriptor of GET /api/v1/providers, whose credential " +
         "fields `config` must hold (422 naming `body.config.<field>`). A descriptor that says " +
         "how is checked with the vendor before anything is stored (422 on `body.config` when " +
         "the vendor refuses). Names are unique per project regardless of case.",
@@ -74,7 +76,8 @@ export function credentialRoutes(deps: ApiDeps): Route[] {
       summary: "Edit a credential",
       description: "`config` is merged key by key: null removes a key, and the mask " +
         "`********` keeps the stored secret. A change of the config is checked again, with " +
-        "the vendor too, before it is stored.",
+        "the vendor too, before it is stored. A `provider_api` credential keeps every key its " +
+        "connectors' templates read (422 naming the key otherwise).",
       access: UserRole.editor,
       body: UpdateCredentialBody,
       responses: { 200: "The credential", 400: "The name is taken in this project" },

@@ -19,12 +19,14 @@ export function routingPreviewRoutes(deps: ApiDeps): Route[] {
         "answers 400 with. Without `target`, the destination is one that no domain rule names. " +
         `\`proxies\` lists at most ${PREVIEW_PROXY_LIMIT} of the eligible connectors' healthy ` +
         "proxies (`total` counts them all); `chosen` is the proxy the project's strategy picks, " +
-        "or null with the gateway's `refusal`. No login or password is shown.",
+        "or null with the gateway's `refusal`. With a connector sequence, only its current " +
+        "connector serves (the others show `out_of_sequence`) and `sequence` shows where it " +
+        "stands. No login or password is shown.",
       access: UserRole.viewer,
       body: RoutingPreviewBody,
       responses: {
         200: "`{project_id, strategy, username, target, connectors, proxies: {items, total}, " +
-          "chosen, refusal, runtime_included, compiled_at}`",
+          "sequence, chosen, refusal, runtime_included, compiled_at}`",
       },
       async handler({ c, body, params }) {
         return c.json(await previewRouting(deps, params.id, body));

@@ -16,13 +16,16 @@ const MAX_LIST_ITEMS = 1000;
 const kind = v.pipe(
   v.picklist(CONNECTOR_KINDS, `must be one of ${CONNECTOR_KINDS.join(", ")}`),
   v.check(
-    (value) => value === ConnectorKind.static || value === ConnectorKind.vendor,
-    "only static and vendor connectors are available yet; provider_api and cloud connectors " +
+    (value) => value !== ConnectorKind.cloud,
+    "only static, vendor and provider_api connectors are available yet; cloud connectors " +
       "arrive in a later release",
   ),
 );
 
-/** A vendor connector's provider: a descriptor id from GET /api/v1/providers. */
+/**
+ * A vendor connector's provider: a descriptor id from GET /api/v1/providers (a provider_api
+ * connector's is `provider_api`, and may be left out).
+ */
 const provider = v.pipe(
   v.string("must be text"),
   v.trim(),
@@ -30,7 +33,10 @@ const provider = v.pipe(
   v.regex(/^[a-z][a-z0-9_-]{1,47}$/, "must be a provider id from GET /api/v1/providers"),
 );
 
-/** A vendor connector's config, checked against its descriptor by the connectors service. */
+/**
+ * A vendor connector's config, checked against its descriptor by the connectors service; a
+ * provider_api connector's, checked by its own schema (control/provider-api/config.ts).
+ */
 const config = v.record(v.string(), v.unknown(), "must be an object of config fields");
 
 /** Country codes upper-cased (`uk` read as GB), deduplicated and sorted. */

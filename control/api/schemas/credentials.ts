@@ -1,6 +1,7 @@
 /**
- * Credential bodies. `static` takes the config below; a descriptor provider's config is checked
- * against its descriptor's fields by the credentials service (422 naming `config.<key>`).
+ * Credential bodies. `static` and `provider_api` take the configs below; a descriptor
+ * provider's config is checked against its descriptor's fields by the credentials service (422
+ * naming `config.<key>`).
  */
 import * as v from "valibot";
 import { nameField, readOnly } from "./common.ts";
@@ -38,6 +39,33 @@ export const StaticConfig = v.strictObject({
   username: v.optional(credentialText(255)),
   password: v.optional(credentialText(1024)),
 });
+
+/** Keys of a provider_api credential: what its connectors' templates read as `{credential.<key>}`. */
+const PROVIDER_API_KEY = /^[A-Za-z_][A-Za-z0-9_-]{0,63}$/;
+const MAX_PROVIDER_API_KEYS = 32;
+const MAX_SECRET_CHARS = 4096;
+
+/**
+ * A provider_api credential's config: a flat object of text values (API keys, tokens, account
+ * names), every one of them secret. null removes a key; in an edit, the mask keeps a value.
+ */
+export const ProviderApiCredentialConfig = v.pipe(
+  v.record(
+    v.pipe(
+      v.string(),
+      v.regex(PROVIDER_API_KEY, "must be a key of letters, digits, _ and -, from a letter or _"),
+    ),
+    v.pipe(
+      v.string("must be text (a secret)"),
+      v.maxLength(MAX_SECRET_CHARS, `must be at most ${MAX_SECRET_CHARS} characters`),
+    ),
+    "must be an object of text values",
+  ),
+  v.check(
+    (config) => Object.keys(config).length <= MAX_PROVIDER_API_KEYS,
+    `must hold at most ${MAX_PROVIDER_API_KEYS} keys`,
+  ),
+);
 
 /** A config as a body carries it; the service checks it against its provider. */
 const anyConfig = v.record(v.string(), v.unknown(), "must be an object of config fields");

@@ -18,6 +18,8 @@ import { ExtractionTelemetry } from "./extraction.ts";
 import { JobTelemetry } from "./jobs.ts";
 import { LoopLagTelemetry } from "./loop-lag.ts";
 import { LoopTelemetry } from "./loops.ts";
+import { type FetchMetricsSnapshot, FetchTelemetry } from "../../provider-api/metrics.ts";
+import { PoolTelemetry } from "./pools.ts";
 import { ProcessTelemetry } from "./process.ts";
 import { StreamTelemetry } from "./streams.ts";
 
@@ -53,12 +55,21 @@ export class Telemetry {
     new LoopTelemetry(this.#registry, read);
     new LoopLagTelemetry(this.#registry, read);
     new StreamTelemetry(this.#registry, read);
-    if (options.runtimes.includes("worker")) new JobTelemetry(this.#registry, read);
+    if (options.runtimes.includes("worker")) {
+      new JobTelemetry(this.#registry, read);
+      new FetchTelemetry(
+        this.#registry,
+        read,
+        (scrape) =>
+          (scrape.snapshot.runtimes.worker as { fetch?: FetchMetricsSnapshot } | undefined)?.fetch,
+      );
+    }
     if (options.runtimes.includes("api")) new ExtractionTelemetry(this.#registry, read);
     if (options.runtimes.includes("controller")) {
       new LeaseTelemetry(this.#registry, read);
       new FeedTelemetry(this.#registry, read);
       new ProducerTelemetry(this.#registry, read);
+      new PoolTelemetry(this.#registry, read);
     }
     if (options.processMetrics ?? true) {
       collectDefaultMetrics({ register: this.#registry });

@@ -1,0 +1,329 @@
+/**
+ * A provider-API connector through real processes: an api, a controller, two workers (each
+ * with OCTOPROX_EGRESS_ALLOW_LOOPBACK and the test CA, pool runs every second), two gateways
+ * (gateway/main.ts under Deno), the provider emulator over HTTPS handing out real tinyproxy
+ * exits (each with its own login and outgoing address) with lifetimes, and an origin that
+ * answers the address a request left from.
+ *
+ * - the pool fills from the provider, each proxy is checked through itself, and both gateways
+ *   route clients through the proxies it handed out; no proxy password is in Redis in clear;
+ * - a proxy past its usable-until takes no new request on either gateway, even though no feed
+ *   removed it (the controller is stopped first, so the gateways keep the feed that routes it);
+ * - `fetch.max_total` holds across both workers: the provider hands out no more than it, however
+ *   often the pool runs short, and never more calls at once than `fetch.max_in_flight`;
+ * - a Redis wipe starts a new pool generation, and the pool refills from the provider.
+ */
+import { randomBytes } from "node:crypto";
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { testCertificate } from "../support/certs.ts";
+import { Cluster, type Gateway, type Member } from "../support/cluster.ts";
+import { type Origin, startOrigin } from "../support/origin.ts";
+import {
+  PROVIDER_EMULATOR_JSON,
+  type ProviderEmulator,
+  startProviderEmulator,
+} from "../support/provider-emulator.ts";
+import { exitOf, viaProxy } from "../support/proxy-client.ts";
+import { startTinyproxy, type Tinyproxy } from "../support/tinyproxy.ts";
+import { JobKind } from "../../shared/roles.ts";
+import type { EntryRecord } from "../../control/pool/contract.ts";
+import {
+  createCredential,
+  createProject,
+  type VendorProject,
+  writeCaFile,
+} from "../providers/support.ts";
+
+const API_KEY = `pk-${randomBytes(6).toString("hex")}`;
+
+let folder: string;
+let caFile: string;
+let cluster: Cluster;
+let controller: Member;
+let origin: Origin;
+let exits: Tinyproxy[];
+let gateways: Gateway[];
+const emulators: ProviderEmulator[] = [];
+
+/** Exit i's login: each tinyproxy takes only its own. */
+const login = (i: number) => ({ username: `exit${i}`, password: `exit-secret-${i}-${API_KEY}` });
+
+beforeAll(async () => {
+  folder = await mkdtemp(join(tmpdir(), "ox-e2e-pool-"));
+  caFile = await writeCaFile(folder, (await testCertificate()).ca);
+  [origin, ...exits] = await Promise.all([
+    startOrigin(),
+    ...[1, 2, 3, 4, 5, 6].map((i) =>
+      startTinyproxy({ bindAddress: `127.0.0.${30 + i}`, auth: login(i) })
+    ),
+  ]);
+  cluster = await Cluster.create({
+    env: {
+      OCTOPROX_EGRESS_ALLOW_LOOPBACK: "true",
+      OCTOPROX_EGRESS_CA_FILE: caFile,
+      OCTOPROX_POOL_INTERVAL: "1",
+    },
+  });
+  await cluster.start("api");
+  controller = await cluster.start("controller");
+  await Promise.all([cluster.start("worker"), cluster.start("worker")]);
+  gateways = await Promise.all([cluster.startGateway(), cluster.startGateway()]);
+}, 120_000);
+
+afterAll(async () => {
+  await cluster?.close();
+  await Promise.all([
+    origin?.close(),
+    ...(exits ?? []).map((exit) => exit.close()),
+    ...emulators.map((emulator) => emulator.close()),
+  ]);
+  if (folder) await rm(folder, { recursive: true, force: true });
+});
+
+/** An emulator handing out `exitIndexes`' tinyproxies (with their logins). */
+async function emulator(
+  exitIndexes: readonly number[],
+  settings: { perCall?: number; ttlSeconds?: number } = {},
+): Promise<ProviderEmulator> {
+  const made = await startProviderEmulator({
+    tls: true,
+    apiKey: API_KEY,
+    exits: exitIndexes.map((i) => ({
+      host: "127.0.0.1",
+      port: exits[i - 1].port,
+      ...login(i),
+      country: "DE",
+    })),
+    perCall: settings.perCall ?? 2,
+    ttlSeconds: settings.ttlSeconds ?? 600,
+  });
+  emulators.push(made);
+  return made;
+}
+
+interface PoolSetup {
+  project: VendorProject;
+  connectorId: string;
+  provider: ProviderEmulator;
+}
+
+async function poolConnector(
+  provider: ProviderEmulator,
+  config: {
+    fetch?: Record<string, unknown>;
+    parser?: Record<string, unknown>;
+    pool?: Record<string, unknown>;
+  },
+): Promise<PoolSetup> {
+  const project = await createProject(cluster);
+  const credentialId = await createCredential(cluster, project.projectId, "provider_api", {
+    api_key: API_KEY,
+  });
+  const answer = await cluster.request(
+    "POST",
+    `/api/v1/projects/${project.projectId}/connectors`,
+    {
+      name: `pool-${randomBytes(3).toString("hex")}`,
+      kind: "provider_api",
+      credential_id: credentialId,
+      config: {
+        fetch: {
+          url: provider.fetchUrl,
+          params: { count: "{count}" },
+          auth: { type: "api_key", header: "X-Api-Key", value: "{credential.api_key}" },
+          estimated_ips_per_call: 2,
+          request_interval_ms: 0,
+          max_in_flight: 2,
+          ...config.fetch,
+        },
+        parser: {
+          format: "json",
+          items: PROVIDER_EMULATOR_JSON.items,
+          fields: PROVIDER_EMULATOR_JSON.fields,
+          safety_margin_seconds: 5,
+          ...config.parser,
+        },
+        pool: { min_size: 2, target_size: 3, max_size: 10, ...config.pool },
+      },
+    },
+  );
+  expect(answer.status, JSON.stringify(answer.body)).toBe(201);
+  return { project, connectorId: answer.body.id as string, provider };
+}
+
+async function routedEntries(connectorId: string): Promise<EntryRecord[]> {
+  const ids = await cluster.redis.zrange(cluster.keys.poolRouted(connectorId), "0", "-1");
+  if (ids.length === 0) return [];
+  const raws = await cluster.redis.hmget(cluster.keys.poolEntries(connectorId), ...ids);
+  return raws.filter((raw): raw is string => raw !== null).map((raw) => JSON.parse(raw));
+}
+
+/** The exits the origin saw through `gateway` over `probes` requests (null: refused). */
+async function exitsThrough(
+  gateway: Gateway,
+  project: VendorProject,
+  probes: number,
+): Promise<(string | number)[]> {
+  const seen: (string | number)[] = [];
+  for (let i = 0; i < probes; i++) {
+    const answer = await viaProxy(gateway.proxyPort, project.credentials, `${origin.url}/ip`, {
+      timeoutMs: 10_000,
+    });
+    seen.push(answer.status === 200 ? exitOf(answer) : answer.status);
+  }
+  return seen;
+}
+
+/** Asks a pool run of the connector now and waits until a worker took and finished it. */
+async function poolRunNow(connectorId: string): Promise<void> {
+  const stream = cluster.keys.jobStream(JobKind.pool);
+  await cluster.redis.xadd(stream, "*", "key", connectorId);
+  await cluster.until(
+    async () =>
+      (await cluster.redis.xlen(stream)) === 0 && (await cluster.pending(stream)).length === 0,
+    { what: `a pool run of ${connectorId}` },
+  );
+}
+
+describe("a provider-API pool", () => {
+  it("fills from the provider, checks each proxy and routes it on every gateway", async () => {
+    const provider = await emulator([1, 2, 3]);
+    const { project, connectorId } = await poolConnector(provider, {});
+    const handedOut = new Set(["127.0.0.31", "127.0.0.32", "127.0.0.33"]);
+    for (const gateway of gateways) {
+      await cluster.until(async () => {
+        const seen = await exitsThrough(gateway, project, 3);
+        return seen.every((exit) => typeof exit === "string" && handedOut.has(exit))
+          ? seen
+          : undefined;
+      }, { what: "both gateways to route through the provider's proxies" });
+    }
+    const routed = await routedEntries(connectorId);
+    expect(routed.length).toBeGreaterThanOrEqual(2);
+    expect(routed.every((entry) => entry.state === "available" && entry.checked_at !== null))
+      .toBe(true);
+    // The provider was asked with the credential's key and the count the pool needed.
+    const asked = provider.requests[0];
+    expect(asked.headers["x-api-key"]).toBe(API_KEY);
+    expect(new URL(asked.url, "https://x").searchParams.get("count")).toMatch(/^\d+$/);
+    // No exit's password, and not the provider's key, is anywhere in Redis in clear.
+    const dump = await dumpPrefix();
+    for (const i of [1, 2, 3]) expect(dump).not.toContain(login(i).password);
+    expect(dump).not.toContain(API_KEY);
+  });
+
+  it("takes no new request through a proxy past its usable-until, on either gateway", async () => {
+    // Lives 12 s, usable for 7 (a 5 s safety margin): one exit, so nothing replaces it.
+    const provider = await emulator([4], { perCall: 1, ttlSeconds: 12 });
+    const { project, connectorId } = await poolConnector(provider, {
+      fetch: { estimated_ips_per_call: 1 },
+      pool: { min_size: 1, target_size: 1, max_size: 1 },
+    });
+    for (const gateway of gateways) {
+      await cluster.until(async () => {
+        const [exit] = await exitsThrough(gateway, project, 1);
+        return exit === "127.0.0.34" ? exit : undefined;
+      }, { what: "both gateways to route through exit 4", timeoutMs: 30_000 });
+    }
+    const [entry] = await routedEntries(connectorId);
+    // No more publishes from here on: the gateways keep the feed that routes the proxy.
+    await controller.stop();
+    await cluster.until(() => Date.now() > entry.usable_until + 50 ? true : undefined, {
+      what: "the proxy's usable-until to pass",
+      timeoutMs: 20_000,
+    });
+    for (const gateway of gateways) {
+      const refused = await exitsThrough(gateway, project, 3);
+      expect(refused).toEqual([503, 503, 503]);
+    }
+    controller = await cluster.start("controller");
+  });
+
+  it("never fetches past max_total, nor more calls at once than max_in_flight, across two workers", async () => {
+    const provider = await emulator([5, 6, 1, 2, 3, 4], { perCall: 2 });
+    provider.setMode({ kind: "slow", delayMs: 200 });
+    const { connectorId } = await poolConnector(provider, {
+      fetch: { estimated_ips_per_call: 2, max_in_flight: 2, max_total: 6 },
+      pool: { min_size: 8, target_size: 10, max_size: 10 },
+    });
+    await cluster.until(() => provider.served >= 6 ? true : undefined, {
+      what: "the provider to hand out max_total proxies",
+    });
+    // However often the pool runs short from here, no call is made.
+    for (let run = 0; run < 3; run++) await poolRunNow(connectorId);
+    expect(provider.served).toBe(6);
+    expect(provider.calls).toBe(3);
+    expect(provider.maxInFlight).toBeLessThanOrEqual(2);
+  });
+
+  it("starts a new generation after a Redis wipe and refills from the provider", async () => {
+    const provider = await emulator([1, 2, 3]);
+    const { project, connectorId } = await poolConnector(provider, {});
+    await cluster.until(async () => (await routedEntries(connectorId)).length >= 2 || undefined, {
+      what: "the pool to fill",
+    });
+    const generation = await cluster.redis.get(cluster.keys.poolGeneration);
+    expect(generation).not.toBeNull();
+    const callsBefore = provider.calls;
+    provider.releaseAll();
+    await wipePrefix();
+    await cluster.until(async () => {
+      const now = await cluster.redis.get(cluster.keys.poolGeneration);
+      return now !== null && now !== generation && (await routedEntries(connectorId)).length >= 2
+        ? true
+        : undefined;
+    }, { what: "a new generation with a refilled pool", timeoutMs: 60_000 });
+    expect(provider.calls).toBeGreaterThan(callsBefore);
+    await cluster.until(async () => {
+      const [exit] = await exitsThrough(gateways[0], project, 1);
+      return typeof exit === "string" ? exit : undefined;
+    }, { what: "the gateway to route the refilled pool", timeoutMs: 60_000 });
+  });
+});
+
+/** Every key and value under the cluster's prefix, as text (feed sections are sealed). */
+async function dumpPrefix(): Promise<string> {
+  const parts: string[] = [];
+  let cursor = "0";
+  do {
+    const [next, keys] = await cluster.redis.scan(
+      cursor,
+      "MATCH",
+      `${cluster.prefix}*`,
+      "COUNT",
+      500,
+    );
+    cursor = next;
+    for (const key of keys) {
+      parts.push(key);
+      const type = await cluster.redis.type(key);
+      if (type === "string") parts.push((await cluster.redis.get(key)) ?? "");
+      else if (type === "hash") parts.push(JSON.stringify(await cluster.redis.hgetall(key)));
+      else if (type === "zset") {
+        parts.push(JSON.stringify(await cluster.redis.zrange(key, "0", "-1")));
+      } else if (type === "stream") {
+        parts.push(JSON.stringify(await cluster.redis.xrange(key, "-", "+")));
+      }
+    }
+  } while (cursor !== "0");
+  return parts.join("\n");
+}
+
+/** Deletes every key of the cluster's prefix: what a Redis that lost its data looks like. */
+async function wipePrefix(): Promise<void> {
+  let cursor = "0";
+  do {
+    const [next, keys] = await cluster.redis.scan(
+      cursor,
+      "MATCH",
+      `${cluster.prefix}*`,
+      "COUNT",
+      1000,
+    );
+    cursor = next;
+    if (keys.length > 0) await cluster.redis.del(...keys);
+  } while (cursor !== "0");
+}
