@@ -70,6 +70,21 @@ export class ConnectorCache {
     return entry.value;
   }
 
+  /**
+   * The list read now (a caller named a connector the list does not hold: it may be new). While
+   * Postgres does not answer, the list in hand.
+   */
+  async reload(projectId: string): Promise<ProjectConnectors> {
+    const entry = this.#projects.get(projectId);
+    try {
+      return await this.#refresh(projectId, entry);
+    } catch (error) {
+      if (entry === undefined) throw error;
+      this.#warn(projectId, error);
+      return entry.value;
+    }
+  }
+
   #refresh(projectId: string, entry: Entry | undefined): Promise<ProjectConnectors> {
     if (entry?.refreshing) return entry.refreshing;
     const refreshing = (async () => {

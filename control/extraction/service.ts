@@ -19,7 +19,7 @@ import { runScript } from "../core/scripts.ts";
 import type { JobQueue } from "../jobs/queue.ts";
 import type { EntryRecord } from "../pool/contract.ts";
 import type { CredentialSealer } from "../pool/credentials.ts";
-import type { ConnectorCache, ProjectConnector } from "./connectors.ts";
+import type { ConnectorCache, ProjectConnector, ProjectConnectors } from "./connectors.ts";
 import { endLease, LeaseEnd, returnEndedLeases } from "./leases.ts";
 import type { ExtractionStats, ExtractMode } from "./stats.ts";
 
@@ -188,10 +188,14 @@ export class ExtractionService {
     idempotencyKey: string | undefined,
   ): Promise<ExtractOutcome> {
     const { keys, stats } = this.#o;
-    const project = await this.#o.connectors.get(projectId);
+    let project = await this.#o.connectors.get(projectId);
+    const unknownIn = (list: ProjectConnectors) =>
+      request.connectors?.findIndex((id) => !list.all.has(id)) ?? -1;
+    // A connector the list does not hold may be newer than the list: read it again once.
+    if (unknownIn(project) >= 0) project = await this.#o.connectors.reload(projectId);
     let from: readonly ProjectConnector[] = project.eligible;
     if (request.connectors !== null) {
-      const unknown = request.connectors.findIndex((id) => !project.all.has(id));
+      const unknown = unknownIn(project);
       if (unknown >= 0) {
         throw new ValidationError([{
           field: `body.connectors.${unknown}`,

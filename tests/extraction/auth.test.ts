@@ -114,6 +114,23 @@ describe("distribution keys", () => {
 });
 
 describe("extraction's authentication", () => {
+  it("is described in the OpenAPI document as a distribution key's", async () => {
+    const doc = (await bed.h.request("GET", "/api/v1/openapi.json")).body;
+    const extract = doc.paths["/api/v1/projects/{id}/extract"].post;
+    expect(extract.security).toEqual([{ distribution_bearer: [] }, { distribution_api_key: [] }]);
+    expect(extract.responses["401"].description).toMatch(/distribution key/);
+    expect(doc.paths["/api/v1/projects/{id}/extract/{lease}/renew"].post).toBeDefined();
+    expect(doc.paths["/api/v1/projects/{id}/extract/{lease}/release"].post).toBeDefined();
+    expect(doc.paths["/api/v1/projects/{id}/distribution-keys"].post.security).toEqual([
+      { bearer: [] },
+    ]);
+    expect(doc.components.securitySchemes.distribution_api_key).toMatchObject({
+      type: "apiKey",
+      in: "header",
+      name: "X-API-Key",
+    });
+  });
+
   it("takes a key as a bearer or as X-API-Key, and writes its last use", async () => {
     const { key, id } = await createKey(bed.h, projectId);
     const asBearer = await bed.call("POST", extractPath(projectId), {

@@ -170,6 +170,16 @@ describe("extracting", () => {
     ]);
   });
 
+  it("finds a connector made after the project's list was read, when a call names it", async () => {
+    const p = await project("late-connector");
+    expect((await p.extract({ count: 1 })).body.returned).toBe(0);
+    const late = await createConnector(bed.h, p.projectId, { name: "late", reserve: 0 });
+    const [id] = await fill(bed.store, { id: late, projectId: p.projectId }, 1, 0);
+    const answer = await p.extract({ count: 1, connectors: [late] });
+    expect(answer.status, answer.text).toBe(200);
+    expect(ids(answer)).toEqual([id]);
+  });
+
   it("refuses a body at fault naming the field, and a connector of another project", async () => {
     const p = await project("bodies");
     const stranger = await project("stranger");
