@@ -438,14 +438,17 @@ export async function deleteConnector(
   projectId: string,
   id: string,
 ): Promise<void> {
-  await write(deps, async (tx) => {
+  const kind = await write(deps, async (tx) => {
     const deleted = await tx.delete(connectors)
       .where(and(eq(connectors.projectId, projectId), eq(connectors.id, id)))
-      .returning({ id: connectors.id });
+      .returning({ id: connectors.id, kind: connectors.kind });
     if (deleted.length === 0) return missingIn(tx, projectId, "Connector");
     await dropFromSequence(tx, projectId, [id]);
-    return { result: undefined, change: connectorChange(id) };
+    return { result: deleted[0].kind, change: connectorChange(id) };
   });
+  // A provider-API connector's pool lives in Redis: its key's next run finds it gone and purges
+  // the pool (entries, ownership, fetch bookkeeping).
+  if (kind === ConnectorKind.providerApi) await deps.jobs.request(JobKind.pool, [id]);
 }
 
 /**

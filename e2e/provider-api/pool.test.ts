@@ -11,7 +11,12 @@
  *   removed it (the controller is stopped first, so the gateways keep the feed that routes it);
  * - `fetch.max_total` holds across both workers: the provider hands out no more than it, however
  *   often the pool runs short, and never more calls at once than `fetch.max_in_flight`;
- * - a Redis wipe starts a new pool generation, and the pool refills from the provider.
+ * - a Redis wipe starts a new pool generation, and the pool refills from the provider;
+ * - extraction hands out stock only: the extracted proxies work directly with the credentials
+ *   the answer gives, neither gateway routes them, and once released they are checked again
+ *   before they are stock once more;
+ * - a sequence of two provider-API connectors moves to the second once the first one's provider
+ *   answers empty `depleted_after_empty` times in a row, and the gateway follows.
  */
 import { randomBytes } from "node:crypto";
 import { mkdtemp, rm } from "node:fs/promises";
@@ -281,6 +286,137 @@ describe("a provider-API pool", () => {
       const [exit] = await exitsThrough(gateways[0], project, 1);
       return typeof exit === "string" ? exit : undefined;
     }, { what: "the gateway to route the refilled pool", timeoutMs: 60_000 });
+  });
+});
+
+describe("extraction from the pool", () => {
+  it("hands out stock no gateway routes, with working credentials, and takes it back after a check", async () => {
+    const provider = await emulator([1, 2, 3, 4, 5], { perCall: 5 });
+    const { project, connectorId } = await poolConnector(provider, {
+      fetch: { estimated_ips_per_call: 5 },
+      pool: { min_size: 5, target_size: 5, max_size: 10, reserve_for_gateway: 1 },
+    });
+    await cluster.until(async () => {
+      const [routed, stock] = await Promise.all([
+        cluster.redis.zcard(cluster.keys.poolRouted(connectorId)),
+        cluster.redis.zcard(cluster.keys.poolStock(connectorId)),
+      ]);
+      return routed === 1 && stock === 4 ? true : undefined;
+    }, { what: "one routed proxy and four in stock" });
+    const made = await cluster.request(
+      "POST",
+      `/api/v1/projects/${project.projectId}/distribution-keys`,
+      { name: "e2e" },
+    );
+    expect(made.status, JSON.stringify(made.body)).toBe(201);
+    const extract = (path: string, body: unknown) =>
+      fetch(`${cluster.apiUrl}/api/v1/projects/${project.projectId}/extract${path}`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${made.body.key}`, "content-type": "application/json" },
+        body: JSON.stringify(body),
+      });
+    const answer = await extract("", { count: 2 });
+    expect(answer.status).toBe(200);
+    const taken = await answer.json();
+    expect(taken).toMatchObject({ requested: 2, returned: 2 });
+    const routedIds = await cluster.redis.zrange(cluster.keys.poolRouted(connectorId), "0", "-1");
+    for (const proxy of taken.proxies) expect(routedIds).not.toContain(proxy.id);
+    // The credentials are the exit's own: the proxy works directly, outside the gateway.
+    const direct = taken.proxies[0];
+    const through = await viaProxy(
+      direct.port,
+      { username: direct.username, password: direct.password },
+      `${origin.url}/ip`,
+    );
+    expect(through.status).toBe(200);
+    // No gateway routes an extracted proxy.
+    const extractedExits = new Set(
+      taken.proxies.map((p: { port: number }) =>
+        `127.0.0.${31 + exits.findIndex((e) => e.port === p.port)}`
+      ),
+    );
+    for (const gateway of gateways) {
+      // Once the gateway has the pool's routed proxy (the feed follows Redis by a publish)...
+      await cluster.until(async () => {
+        const [exit] = await exitsThrough(gateway, project, 1);
+        return typeof exit === "string" ? exit : undefined;
+      }, { what: "the gateway to route the pool's routed proxy" });
+      for (const exit of await exitsThrough(gateway, project, 4)) {
+        expect(typeof exit).toBe("string");
+        expect(extractedExits.has(exit as string)).toBe(false);
+      }
+    }
+    // Released, they are checked again (a pool run) before they are stock once more.
+    const releasedAt = Date.now();
+    const released = await extract(`/${taken.lease.id}/release`, {});
+    expect(released.status).toBe(200);
+    await cluster.until(async () => {
+      const entries = await cluster.redis.hmget(
+        cluster.keys.poolEntries(connectorId),
+        ...taken.proxies.map((p: { id: string }) => p.id),
+      );
+      const records = entries.map((raw) => raw === null ? undefined : JSON.parse(raw));
+      return records.every((r) =>
+          r?.state === "available" && !r.routed && r.lease === null && r.checked_at >= releasedAt
+        )
+        ? true
+        : undefined;
+    }, { what: "the released proxies to be checked back into stock" });
+  });
+});
+
+describe("sequential routing over provider-API connectors", () => {
+  it("moves to the next connector once the current one's provider runs dry", async () => {
+    // A's proxies are usable 3 s (8 s lives, 5 s margin), then A finds its provider empty.
+    const providerA = await emulator([1, 2], { perCall: 2, ttlSeconds: 8 });
+    const providerB = await emulator([3, 4], { perCall: 2 });
+    const a = await poolConnector(providerA, {
+      pool: { min_size: 2, target_size: 2, max_size: 4, depleted_after_empty: 2 },
+    });
+    const project = a.project;
+    const credential = await createCredential(cluster, project.projectId, "provider_api", {
+      api_key: API_KEY,
+    });
+    const b = await cluster.request("POST", `/api/v1/projects/${project.projectId}/connectors`, {
+      name: "second",
+      kind: "provider_api",
+      credential_id: credential,
+      config: {
+        fetch: {
+          url: providerB.fetchUrl,
+          params: { count: "{count}" },
+          auth: { type: "api_key", header: "X-Api-Key", value: "{credential.api_key}" },
+          estimated_ips_per_call: 2,
+          request_interval_ms: 0,
+        },
+        parser: {
+          format: "json",
+          items: PROVIDER_EMULATOR_JSON.items,
+          fields: PROVIDER_EMULATOR_JSON.fields,
+        },
+        pool: { min_size: 2, target_size: 2, max_size: 4 },
+      },
+    });
+    expect(b.status, JSON.stringify(b.body)).toBe(201);
+    const sequence = await cluster.request(
+      "PUT",
+      `/api/v1/projects/${project.projectId}/sequence`,
+      { connector_ids: [a.connectorId, b.body.id], on_end: "stop" },
+    );
+    expect(sequence.status, JSON.stringify(sequence.body)).toBe(200);
+    await cluster.until(async () => {
+      const [exit] = await exitsThrough(gateways[0], project, 1);
+      return exit === "127.0.0.31" || exit === "127.0.0.32" ? exit : undefined;
+    }, { what: "the gateway to route through A's proxies" });
+    providerA.setMode({ kind: "empty" });
+    await cluster.until(async () => {
+      const [exit] = await exitsThrough(gateways[0], project, 1);
+      return exit === "127.0.0.33" || exit === "127.0.0.34" ? exit : undefined;
+    }, { what: "the gateway to route through B's proxies", timeoutMs: 60_000 });
+    const moved = await cluster.request("GET", `/api/v1/projects/${project.projectId}/sequence`);
+    expect(moved.body).toMatchObject({ current_index: 1, current_connector_id: b.body.id });
+    const dry = moved.body.connectors.find((c: { id: string }) => c.id === a.connectorId);
+    expect(dry.depleted_at).not.toBeNull();
   });
 });
 

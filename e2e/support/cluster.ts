@@ -450,6 +450,12 @@ export class Cluster {
     return this.#sql;
   }
 
+  /** The api's address (the first api or all process started). */
+  get apiUrl(): string {
+    if (this.#api === undefined) throw new Error("The cluster has no api yet");
+    return this.#api.url;
+  }
+
   /** The cluster's database URL, for a test that calls a service against it. */
   get databaseUrl(): string {
     return this.#database.url;
