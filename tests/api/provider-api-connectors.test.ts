@@ -8,6 +8,7 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import { JobKind } from "../../shared/roles.ts";
+import { poolStoreOf } from "../../control/pool/store.ts";
 import { type ApiHarness, startHarness } from "./harness.ts";
 
 let h: ApiHarness;
@@ -547,5 +548,76 @@ describe("editing a provider_api connector", () => {
 
     const read = await h.request("GET", item, { token: h.tokens.viewer });
     expect(read.body.config.fetch).toMatchObject({ max_in_flight: 4, max_total: 500 });
+  });
+});
+
+describe("a connector's pool", () => {
+  test("answers its counts by state, sizes and fetch bookkeeping; asks a run; 404 for other kinds", async () => {
+    const made = await h.request("POST", connectors, {
+      token: h.tokens.editor,
+      body: body("Pool view", config({ pool: { min_size: 2, target_size: 4, max_size: 6 } }), {
+        credential_id: apiCredential,
+      }),
+    });
+    expect(made.status, made.text).toBe(201);
+    const id = made.body.id as string;
+    const path = `${connectors}/${id}/pool`;
+    const empty = await h.request("GET", path, { token: h.tokens.viewer });
+    expect(empty.status, empty.text).toBe(200);
+    expect(empty.body).toMatchObject({
+      connector_id: id,
+      counts: { checking: 0, routed: 0, stock: 0, draining: 0, extracted: 0 },
+      live: 0,
+      pool: { min_size: 2, target_size: 4, max_size: 6, reserve_for_gateway: null },
+      fetch: { success: 0, empty: 0, error: 0, in_flight: 0, ledger_used: 0, max_total: null },
+      depleted_at: null,
+    });
+
+    // Two fetched proxies, one of them checked: the answer counts them, and names neither.
+    const store = poolStoreOf(h.deps);
+    const nowMs = Date.now();
+    const proxy = (n: number) => ({
+      key: `http|203.0.113.${n}|8080|u${n}`,
+      scheme: "http",
+      host: `203.0.113.${n}`,
+      port: 8080,
+      username: `u${n}`,
+      password: `secret-${n}`,
+      country: null,
+      expiresAtMs: nowMs + 600_000,
+      usableUntilMs: nowMs + 590_000,
+    });
+    const added = await store.add({ id, projectId }, [proxy(1), proxy(2)], {
+      nowMs,
+      maxSize: 6,
+    });
+    await store.markChecked({ id, projectId }, [{ id: added.ids[0], passed: true }], {
+      nowMs,
+      reserve: null,
+    });
+    const filled = await h.request("GET", path, { token: h.tokens.viewer });
+    expect(filled.body.counts).toMatchObject({ checking: 1, routed: 1 });
+    expect(filled.body.live).toBe(2);
+    expect(filled.text).not.toContain("203.0.113.");
+    expect(filled.text).not.toContain("secret-");
+
+    const stream = h.deps.keys.jobStream(JobKind.pool);
+    const before = await h.deps.redis.xlen(stream);
+    const viewerRun = await h.request("POST", `${path}/run`, { token: h.tokens.viewer });
+    expect(viewerRun.status).toBe(403);
+    const run = await h.request("POST", `${path}/run`, { token: h.tokens.editor });
+    expect(run.status, run.text).toBe(202);
+    const entries = await h.deps.redis.xrange(stream, "-", "+");
+    expect(entries.length).toBe(before + 1);
+    expect(entries.at(-1)?.[1]).toEqual(["key", id]);
+
+    const plain = await h.request("POST", connectors, {
+      token: h.tokens.editor,
+      body: { name: "Plain list", kind: "static" },
+    });
+    const refused = await h.request("GET", `${connectors}/${plain.body.id}/pool`, {
+      token: h.tokens.viewer,
+    });
+    expect(refused.status).toBe(404);
   });
 });

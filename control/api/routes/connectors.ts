@@ -1,6 +1,7 @@
 /** Connectors of a project. */
-import { UserRole } from "../../../shared/roles.ts";
-import { errorText } from "../../../shared/errors.ts";
+import { ConnectorKind, JobKind, UserRole } from "../../../shared/roles.ts";
+import { errorText, StoreUnavailableError } from "../../../shared/errors.ts";
+import { noPool, poolView } from "../../pool/view.ts";
 import { connectorSubject } from "../../../shared/traffic-subjects.ts";
 import {
   type ConnectorPatch,
@@ -179,6 +180,42 @@ export function connectorRoutes(deps: ApiDeps): Route[] {
         const counts = await proxyCounts(deps, params.id, row.id);
         const [answer] = await present([row], counts);
         return c.json(answer);
+      },
+    }),
+    defineRoute({
+      method: "get",
+      path: `${CONNECTORS}/:cid/pool`,
+      tag: "connectors",
+      summary: "Read a provider-API connector's pool",
+      description: "The activity pool's entries by state (checking, routed, stock, draining, " +
+        "extracted; exact), the pool's sizes, the fetch bookkeeping of the current pool " +
+        "generation (fetches by kind, 429s, streaks, back-off, calls in flight, the max_total " +
+        "ledger) and `depleted_at`. No address or credential. 404 for another kind of " +
+        "connector; 503 while Redis does not answer.",
+      access: UserRole.viewer,
+      responses: { 200: "The pool", 404: "No such connector, or not a provider_api one" },
+      async handler({ c, params }) {
+        const row = await getConnector(deps, params.id, params.cid);
+        return c.json(await poolView(deps, row));
+      },
+    }),
+    defineRoute({
+      method: "post",
+      path: `${CONNECTORS}/:cid/pool/run`,
+      tag: "connectors",
+      summary: "Ask a pool run of a provider-API connector now",
+      description: "Appends the connector's key to the pool job's stream: a worker reaps, " +
+        "checks and refills the pool within moments (a run in hand covers it). 202 once Redis " +
+        "took the request.",
+      access: UserRole.editor,
+      responses: { 202: "Asked", 404: "No such connector, or not a provider_api one" },
+      async handler({ c, params }) {
+        const row = await getConnector(deps, params.id, params.cid);
+        if (row.kind !== ConnectorKind.providerApi) throw noPool();
+        if (!await deps.jobs.request(JobKind.pool, [row.id])) {
+          throw new StoreUnavailableError("redis");
+        }
+        return c.json({ asked: true }, 202);
       },
     }),
     defineRoute({
