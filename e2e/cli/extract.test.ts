@@ -2,7 +2,8 @@
  * `octoprox distribution-keys` and `octoprox extract` against a real api process: a key made
  * and listed over the admin login, proxies extracted with it (as JSON, as URLs, again with an
  * Idempotency-Key), the lease renewed and released; no key is a usage error; a distribution key
- * opens no admin command; a revoked key is refused with its own hint.
+ * opens no admin command; a revoked key is refused with its own hint. `octoprox connectors pool`
+ * shows the pool's counts and asks a run.
  */
 import { randomBytes } from "node:crypto";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
@@ -10,6 +11,7 @@ import { CredentialSealer } from "../../control/pool/credentials.ts";
 import { RedisPoolStore } from "../../control/pool/store.ts";
 import { fill } from "../../tests/extraction/support.ts";
 import { Cluster } from "../support/cluster.ts";
+import { JobKind } from "../../shared/roles.ts";
 import { CliUser } from "./support.ts";
 
 // The api seals and opens pool credentials with the install's secret; the test fills the pool
@@ -60,6 +62,27 @@ afterEach((context) => {
 afterAll(async () => {
   user.remove();
   await cluster?.close();
+});
+
+describe("connectors pool", () => {
+  it("shows a provider-API pool's counts, and asks a run with --run", async () => {
+    const pool = await user.json<{ counts: Record<string, number>; live: number }>([
+      "connectors",
+      "pool",
+      "pool",
+      "--project",
+      "crawl",
+    ]);
+    expect(pool.counts).toMatchObject({ routed: 2, checking: 0 });
+    expect(pool.live).toBe(pool.counts.routed + pool.counts.stock);
+    const stream = cluster.keys.jobStream(JobKind.pool);
+    const before = await cluster.redis.xlen(stream);
+    const shown = await user.run(["connectors", "pool", "pool", "--project", "crawl", "--run"]);
+    expect(shown.code, shown.stderr).toBe(0);
+    expect(shown.stdout).toMatch(/Asked a pool run of pool/);
+    expect(shown.stdout).toMatch(/Routed\s+2/);
+    expect(await cluster.redis.xlen(stream)).toBe(before + 1);
+  });
 });
 
 describe("extract", () => {

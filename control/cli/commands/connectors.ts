@@ -13,6 +13,7 @@ import {
 import { emit, formatBytes, line, pc, printFields, printTable } from "../output.ts";
 import { confirm } from "../prompt.ts";
 import { pick, resolveConnector, resolveProject } from "../resolve.ts";
+import type { PoolView } from "../../pool/view.ts";
 
 interface ProjectOption extends JsonOption {
   project: string;
@@ -60,6 +61,51 @@ export function registerConnectors(program: Command): void {
         `/projects/${project.id}/connectors/${id}`,
       );
       emit(outputOf(options), connector, () => printConnector(connector));
+    });
+
+  leaf(connectors, "pool <connector>", "Show a provider_api connector's pool (--run: refill now)", [
+    "octoprox connectors pool rotating --project shop",
+    "octoprox connectors pool rotating --project shop --run",
+  ])
+    .requiredOption("-p, --project <project>", "the project (name or id)")
+    .option("--run", "ask a pool run (reap, check, refill) before showing it")
+    .action(async (ref: string, options: ProjectOption & { run?: boolean }) => {
+      const client = await connect();
+      const project = await resolveProject(client, options.project);
+      const { id, name } = await resolveConnector(client, project.id, ref);
+      const path = `/projects/${project.id}/connectors/${id}/pool`;
+      if (options.run) await client.request("POST", `${path}/run`);
+      const pool = await client.request<PoolView>("GET", path);
+      emit(outputOf(options), pool, () => {
+        if (options.run) line(`${pc.green("Asked")} a pool run of ${name}.`);
+        const c = pool.counts;
+        const f = pool.fetch;
+        const sizes = pool.pool === null
+          ? "–"
+          : `min ${pool.pool.min_size}, target ${pool.pool.target_size}, max ${pool.pool.max_size}`;
+        printFields([
+          ["Live", `${pool.live} (${sizes})`],
+          ["Checking", c.checking],
+          ["Routed", c.routed],
+          ["Stock", c.stock],
+          ["Draining", c.draining],
+          ["Extracted", c.extracted],
+          ["Gateway reserve", pool.pool?.reserve_for_gateway ?? "all routed"],
+          [
+            "Fetches",
+            `${f.success} success, ${f.duplicate_only} duplicate only, ${f.empty} empty, ${f.error} error (${f.rate_limited} rate limited)`,
+          ],
+          ["Streaks", `${f.empty_streak} empty, ${f.error_streak} error`],
+          ["Backing off until", f.backoff_until ?? "–"],
+          ["In flight", f.in_flight],
+          [
+            "Ledger",
+            `${f.ledger_used} used, ${f.ledger_pending} pending of ${f.max_total ?? "no cap"}`,
+          ],
+          ["Depleted since", pool.depleted_at ?? "–"],
+          ["Generation", pool.generation ?? "–"],
+        ]);
+      });
     });
 
   leaf(connectors, "create <name>", "Create a connector in a project", [
