@@ -404,10 +404,14 @@ describe("sequential routing over provider-API connectors", () => {
       { connector_ids: [a.connectorId, b.body.id], on_end: "stop" },
     );
     expect(sequence.status, JSON.stringify(sequence.body)).toBe(200);
+    // B filled its pool before the sequence named it: until the gateway has the sequence it
+    // routes both, so wait for a run of requests through A alone.
     await cluster.until(async () => {
-      const [exit] = await exitsThrough(gateways[0], project, 1);
-      return exit === "127.0.0.31" || exit === "127.0.0.32" ? exit : undefined;
-    }, { what: "the gateway to route through A's proxies" });
+      const seen = await exitsThrough(gateways[0], project, 6);
+      return seen.every((exit) => exit === "127.0.0.31" || exit === "127.0.0.32")
+        ? seen
+        : undefined;
+    }, { what: "the gateway to route through A's proxies alone" });
     providerA.setMode({ kind: "empty" });
     await cluster.until(async () => {
       const [exit] = await exitsThrough(gateways[0], project, 1);
