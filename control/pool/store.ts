@@ -82,7 +82,7 @@ export class RedisPoolStore implements PoolStore {
     options: { nowMs: number; maxSize: number },
   ): Promise<AddResult> {
     if (proxies.length === 0) return { added: 0, duplicates: 0, overMax: 0, ids: [] };
-    const args: (string | number)[] = [options.nowMs, options.maxSize, connector.id];
+    const items: [string, string, string, string][] = [];
     for (const proxy of proxies) {
       const id = randomUUID();
       const key = this.#sealer.keyDigest(proxy.key);
@@ -105,7 +105,7 @@ export class RedisPoolStore implements PoolStore {
         checked_at: null,
         lease: null,
       };
-      args.push(id, key, proxy.expiresAtMs, JSON.stringify(record));
+      items.push([id, key, String(proxy.expiresAtMs), JSON.stringify(record)]);
     }
     const k = this.#keys;
     const reply = await runScript(this.#redis, "pool_add", [
@@ -115,7 +115,10 @@ export class RedisPoolStore implements PoolStore {
       k.poolOwners(connector.projectId),
       k.poolRouted(connector.id),
       k.poolStock(connector.id),
-    ], args) as (number | string)[];
+    ], [options.nowMs, options.maxSize, connector.id, JSON.stringify(items)]) as (
+      | number
+      | string
+    )[];
     return {
       added: Number(reply[0]),
       duplicates: Number(reply[1]),
