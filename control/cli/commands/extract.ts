@@ -17,30 +17,10 @@ import {
 import { readStored, resolveConnection } from "../config-store.ts";
 import { CliError, UsageError } from "../errors.ts";
 import { emit, line, note, pc, printTable } from "../output.ts";
+import type { ExtractAnswer, ExtractedProxy } from "../../extraction/service.ts";
 import { isUuid, resolveProject } from "../resolve.ts";
 
 export const KEY_ENV = "OCTOPROX_DISTRIBUTION_KEY";
-
-interface ExtractedProxy {
-  id: string;
-  connector_id: string;
-  scheme: string;
-  host: string;
-  port: number;
-  username: string | null;
-  password: string | null;
-  country: string | null;
-  carrier: string | null;
-  expires_at: string;
-  usable_until: string;
-}
-
-interface ExtractAnswer {
-  requested: number;
-  returned: number;
-  lease: { id: string; expires_at: string } | null;
-  proxies: ExtractedProxy[];
-}
 
 interface KeyOptions {
   key?: string;
