@@ -14,7 +14,7 @@ import { connectorMode, typeOf } from "../ui/providers.ts";
 import { ErrorNote } from "../ui/status.tsx";
 import { UsageBar } from "../ui/usage-bar.tsx";
 import { useApi } from "../ui/use-api.ts";
-import { ConnectorForm } from "./connector-form.tsx";
+import { ConnectorForm, PROVIDER_API } from "./connector-form.tsx";
 import { ConnectorPage, PENDING_REFRESH_MS, REFRESH_MS } from "./connector.tsx";
 
 export function Connectors(
@@ -91,7 +91,9 @@ function ConnectorList({ projectId }: { projectId: string }) {
                   onSubmit={create}
                   submitLabel="Create connector"
                   start={startOn
-                    ? { kind: "vendor", provider: startOn.provider, credential_id: startOn.id }
+                    ? (startOn.provider === PROVIDER_API
+                      ? { kind: PROVIDER_API, credential_id: startOn.id }
+                      : { kind: "vendor", provider: startOn.provider, credential_id: startOn.id })
                     : undefined}
                 />
               )
