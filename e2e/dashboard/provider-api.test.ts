@@ -13,7 +13,8 @@
  * - a sequence of two connectors is set from the form (one alone is refused at the field), shown
  *   with its current connector, and cleared;
  * - a distribution key is made (a bad CIDR refused at its field first), shown once with the
- *   warning, listed by its prefix only, and revoked.
+ *   warning, listed by its prefix only, and revoked;
+ * - a viewer reads the pool, the sequence and the keys, with no button or input to change them.
  */
 import { randomBytes } from "node:crypto";
 import { mkdtemp, rm } from "node:fs/promises";
@@ -95,6 +96,15 @@ async function asAdmin(): Promise<Page> {
   return page;
 }
 
+async function asViewer(): Promise<Page> {
+  const login = { username: `view${randomBytes(3).toString("hex")}`, password: "viewer-pass-1" };
+  const made = await cluster.request("POST", "/api/v1/users", { ...login, role: "viewer" });
+  expect(made.status, JSON.stringify(made.body)).toBe(201);
+  const page = await signedIn(browser, cluster.api.url, login);
+  pages.push(page);
+  return page;
+}
+
 async function newProject(): Promise<string> {
   const name = `pa${randomBytes(4).toString("hex")}`;
   const project = await cluster.request("POST", "/api/v1/projects", { name, username: name });
@@ -138,101 +148,119 @@ function poolConfig(url: string) {
 const text = async (locator: Locator) => (await locator.textContent())?.trim();
 
 describe("a provider_api credential, connector and pool", () => {
-  it("are made from the forms, refusals at their fields, and the pool shows its proxies", async () => {
-    const projectId = await newProject();
-    const page = await asAdmin();
+  it(
+    "are made from the forms, refusals at their fields, and the pool shows its proxies",
+    async () => {
+      const projectId = await newProject();
+      const page = await asAdmin();
 
-    // The credential: a value longer than the API takes is refused at its row.
-    await page.goto(`/projects/${projectId}/credentials`);
-    await page.getByRole("button", { name: "New credential" }).click();
-    const credentialForm = page.getByRole("form", { name: "Credential" });
-    await credentialForm.locator('select[name="provider"]').selectOption("provider_api");
-    await credentialForm.locator('input[name="name"]').fill("acme-keys");
-    const row = credentialForm.locator('[data-secret-row="api_key"]');
-    await row.locator('input[name="secret_value_0"]').fill("x".repeat(5000));
-    await credentialForm.getByRole("button", { name: "Create credential" }).click();
-    await row.locator(".field-error").waitFor();
-    expect(await text(row.locator(".field-error"))).toMatch(/at most 4096/);
-    expect(await listOf(`/projects/${projectId}/credentials`)).toEqual([]);
+      // The credential: a value longer than the API takes is refused at its row.
+      await page.goto(`/projects/${projectId}/credentials`);
+      await page.getByRole("button", { name: "New credential" }).click();
+      const credentialForm = page.getByRole("form", { name: "Credential" });
+      await credentialForm.locator('select[name="provider"]').selectOption("provider_api");
+      await credentialForm.locator('input[name="name"]').fill("acme-keys");
+      const row = credentialForm.locator('[data-secret-row="api_key"]');
+      await row.locator('input[name="secret_value_0"]').fill("x".repeat(5000));
+      await credentialForm.getByRole("button", { name: "Create credential" }).click();
+      await row.locator(".field-error").waitFor();
+      expect(await text(row.locator(".field-error"))).toMatch(/at most 4096/);
+      expect(await listOf(`/projects/${projectId}/credentials`)).toEqual([]);
 
-    await row.locator('input[name="secret_value_0"]').fill(API_KEY);
-    await credentialForm.getByRole("button", { name: "Create credential" }).click();
-    await page.waitForURL(/\/credentials\/[0-9a-f-]{36}$/);
-    await page.locator('[data-secret-set="api_key"]').waitFor();
-    const [credential] = await listOf(`/projects/${projectId}/credentials`);
-    expect(credential).toMatchObject({
-      name: "acme-keys",
-      provider: "provider_api",
-      config: { api_key: "********" },
-    });
-    // Saved again with the value left blank, the stored secret is kept (the mask sent back).
-    await page.getByRole("button", { name: "Save changes" }).click();
-    await page.getByRole("status").filter({ hasText: "Saved" }).waitFor();
-    await page.locator('[data-secret-set="api_key"]').waitFor();
+      await row.locator('input[name="secret_value_0"]').fill(API_KEY);
+      await credentialForm.getByRole("button", { name: "Create credential" }).click();
+      await page.waitForURL(/\/credentials\/[0-9a-f-]{36}$/);
+      await page.locator('[data-secret-set="api_key"]').waitFor();
+      const [credential] = await listOf(`/projects/${projectId}/credentials`);
+      expect(credential).toMatchObject({
+        name: "acme-keys",
+        provider: "provider_api",
+        config: { api_key: "********" },
+      });
+      // Saved again with the value left blank, the stored secret is kept (the mask sent back).
+      await page.getByRole("button", { name: "Save changes" }).click();
+      await page.getByRole("status").filter({ hasText: "Saved" }).waitFor();
+      await page.locator('[data-secret-set="api_key"]').waitFor();
 
-    // The connector: a config the API refuses names its path under the editor.
-    await page.goto(`/projects/${projectId}/connectors`);
-    await page.getByRole("button", { name: "New connector" }).click();
-    const form = page.getByRole("form", { name: "Connector" });
-    await form.locator('select[name="kind"]').selectOption("provider_api");
-    await form.locator('input[name="name"]').fill("acme-pool");
-    expect(await form.locator('select[name="credential_id"]').inputValue()).toBe(credential.id);
-    // The editor starts with a working shape to edit.
-    expect(JSON.parse(await form.locator('textarea[name="config_json"]').inputValue()))
-      .toMatchObject({ fetch: { params: { count: "{count}" } }, parser: { format: "json" } });
-    const plain = provider.fetchUrl.replace(/^https:/, "http:");
-    await form.locator('textarea[name="config_json"]').fill(
-      JSON.stringify(poolConfig(plain), null, 2),
-    );
-    await form.getByRole("button", { name: "Create connector" }).click();
-    const issue = form.locator('[data-issue="body.config.fetch.url"]');
-    await issue.waitFor();
-    expect(await text(issue)).toMatch(/^config\.fetch\.url: .*https/);
-    expect(await listOf(`/projects/${projectId}/connectors`)).toEqual([]);
+      // The connector: a config the API refuses names its path under the editor.
+      await page.goto(`/projects/${projectId}/connectors`);
+      await page.getByRole("button", { name: "New connector" }).click();
+      const form = page.getByRole("form", { name: "Connector" });
+      await form.locator('select[name="kind"]').selectOption("provider_api");
+      await form.locator('input[name="name"]').fill("acme-pool");
+      expect(await form.locator('select[name="credential_id"]').inputValue()).toBe(credential.id);
+      // The editor starts with a working shape to edit.
+      expect(JSON.parse(await form.locator('textarea[name="config_json"]').inputValue()))
+        .toMatchObject({ fetch: { params: { count: "{count}" } }, parser: { format: "json" } });
+      const plain = provider.fetchUrl.replace(/^https:/, "http:");
+      await form.locator('textarea[name="config_json"]').fill(
+        JSON.stringify(poolConfig(plain), null, 2),
+      );
+      await form.getByRole("button", { name: "Create connector" }).click();
+      const issue = form.locator('[data-issue="body.config.fetch.url"]');
+      await issue.waitFor();
+      expect(await text(issue)).toMatch(/^config\.fetch\.url: .*https/);
+      expect(await listOf(`/projects/${projectId}/connectors`)).toEqual([]);
 
-    await form.locator('textarea[name="config_json"]').fill(
-      JSON.stringify(poolConfig(provider.fetchUrl), null, 2),
-    );
-    await form.getByRole("button", { name: "Create connector" }).click();
-    await page.waitForURL(/\/connectors\/[0-9a-f-]{36}$/);
-    const [connector] = await listOf(`/projects/${projectId}/connectors`);
-    expect(connector).toMatchObject({
-      name: "acme-pool",
-      kind: "provider_api",
-      credential_id: credential.id,
-    });
+      await form.locator('textarea[name="config_json"]').fill(
+        JSON.stringify(poolConfig(provider.fetchUrl), null, 2),
+      );
+      await form.getByRole("button", { name: "Create connector" }).click();
+      await page.waitForURL(/\/connectors\/[0-9a-f-]{36}$/);
+      const [connector] = await listOf(`/projects/${projectId}/connectors`);
+      expect(connector).toMatchObject({
+        name: "acme-pool",
+        kind: "provider_api",
+        credential_id: credential.id,
+      });
 
-    // The pool job fetches both exits and checks each through itself: both routed.
-    const pool = page.getByRole("region", { name: "Pool" });
-    await eventually(() => text(pool.locator('[data-pool="routed"]')), { timeout: 30_000 })
-      .toBe("2");
-    const view = (await cluster.request(
-      "GET",
-      `/api/v1/projects/${projectId}/connectors/${connector.id}/pool`,
-    )).body;
-    expect(view.counts.routed).toBe(2);
-    await eventually(() => text(pool.locator('[data-pool="success"]')))
-      .toBe(String(view.fetch.success));
-    expect(view.fetch.success).toBeGreaterThanOrEqual(1);
-    expect(await text(pool.locator("[data-pool-live]"))).toMatch(
-      /2 live against min 2, target 2, max 4; reserved for gateways: all/,
-    );
-    expect(await text(pool.locator('[data-pool="ledger"]'))).toMatch(/used, .* pending of 100/);
-    expect(await text(pool.locator("[data-pool-depleted]"))).toMatch(/Not depleted/);
-    await pool.getByRole("button", { name: "Refill now" }).click();
-    await pool.getByRole("status").filter({ hasText: "Pool run asked" }).waitFor();
+      // The pool job fetches both exits and checks each through itself: both routed.
+      const pool = page.getByRole("region", { name: "Pool" });
+      await eventually(() => text(pool.locator('[data-pool="routed"]')), { timeout: 30_000 })
+        .toBe("2");
+      const view = (await cluster.request(
+        "GET",
+        `/api/v1/projects/${projectId}/connectors/${connector.id}/pool`,
+      )).body;
+      expect(view.counts.routed).toBe(2);
+      await eventually(() => text(pool.locator('[data-pool="success"]')))
+        .toBe(String(view.fetch.success));
+      expect(view.fetch.success).toBeGreaterThanOrEqual(1);
+      expect(await text(pool.locator("[data-pool-live]"))).toMatch(
+        /2 live against min 2, target 2, max 4; reserved for gateways: all/,
+      );
+      expect(await text(pool.locator('[data-pool="ledger"]'))).toMatch(/used, .* pending of 100/);
+      expect(await text(pool.locator("[data-pool-depleted]"))).toMatch(/Not depleted/);
+      await pool.getByRole("button", { name: "Refill now" }).click();
+      await pool.getByRole("status").filter({ hasText: "Pool run asked" }).waitFor();
 
-    // Editing keeps the stored config: the editor shows it, and a save changes nothing of it.
-    const stored = JSON.parse(await form.locator('textarea[name="config_json"]').inputValue());
-    expect(stored.fetch.url).toBe(provider.fetchUrl);
-    await form.getByRole("button", { name: "Save changes" }).click();
-    await form.getByRole("status").filter({ hasText: "Saved" }).waitFor();
-    const after = (await cluster.request(
-      "GET",
-      `/api/v1/projects/${projectId}/connectors/${connector.id}`,
-    )).body;
-    expect(after.config).toEqual(stored);
-  }, 120_000);
+      // Editing keeps the stored config: the editor shows it, and a save changes nothing of it.
+      const stored = JSON.parse(await form.locator('textarea[name="config_json"]').inputValue());
+      expect(stored.fetch.url).toBe(provider.fetchUrl);
+      await form.getByRole("button", { name: "Save changes" }).click();
+      await form.getByRole("status").filter({ hasText: "Saved" }).waitFor();
+      const after = (await cluster.request(
+        "GET",
+        `/api/v1/projects/${projectId}/connectors/${connector.id}`,
+      )).body;
+      expect(after.config).toEqual(stored);
+
+      // A viewer reads the pool and the config, and can change neither.
+      const viewer = await asViewer();
+      await viewer.goto(`/projects/${projectId}/connectors/${connector.id}`);
+      const viewerPool = viewer.getByRole("region", { name: "Pool" });
+      await eventually(() => text(viewerPool.locator('[data-pool="routed"]'))).toBe("2");
+      expect(await viewerPool.getByRole("button", { name: "Refill now" }).count()).toBe(0);
+      expect(await viewer.locator('textarea[name="config_json"]').isDisabled()).toBe(true);
+      await viewer.goto(`/projects/${projectId}/sequence`);
+      await viewer.locator("[data-no-sequence]").waitFor();
+      expect(await viewer.getByRole("form", { name: "Set the sequence" }).count()).toBe(0);
+      await viewer.goto(`/projects/${projectId}/distribution-keys`);
+      await viewer.getByRole("table", { name: "Distribution keys" }).waitFor();
+      expect(await viewer.getByRole("form", { name: "New distribution key" }).count()).toBe(0);
+    },
+    120_000,
+  );
 });
 
 describe("a project's sequence", () => {
@@ -276,9 +304,11 @@ describe("a project's sequence", () => {
     await form.getByRole("button", { name: "Set the sequence" }).click();
     const shown = page.getByRole("region", { name: "Current sequence" });
     await shown.waitFor();
-    expect(await shown.locator("[data-sequence-connector]").evaluateAll((items) =>
-      items.map((item) => item.getAttribute("data-sequence-connector"))
-    )).toEqual(["first", "second"]);
+    expect(
+      await shown.locator("[data-sequence-connector]").evaluateAll((items) =>
+        items.map((item) => item.getAttribute("data-sequence-connector"))
+      ),
+    ).toEqual(["first", "second"]);
     expect(await shown.locator('[data-current="true"]').getAttribute("data-sequence-connector"))
       .toBe("first");
     expect(await text(shown.locator("[data-on-end]"))).toBe("loop");
