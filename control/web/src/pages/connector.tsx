@@ -77,8 +77,11 @@ export function ConnectorPage(
       <header class="toolbar">
         <h2>{connector.name}</h2>
         <span class="muted">
-          {connector.kind}, {connector.proxy_count}{" "}
-          {connector.proxy_count === 1 ? "proxy" : "proxies"}
+          {connector.kind === PROVIDER_API
+            ? `${connector.kind}, proxies in its pool (Redis only)`
+            : `${connector.kind}, ${connector.proxy_count} ${
+              connector.proxy_count === 1 ? "proxy" : "proxies"
+            }`}
         </span>
       </header>
       {connector.last_error
@@ -307,8 +310,11 @@ function DeleteConnector({ projectId, connector }: { projectId: string; connecto
       path={`/projects/${projectId}/connectors/${connector.id}`}
       then={`/projects/${projectId}/connectors`}
     >
-      Its {connector.proxy_count} {connector.proxy_count === 1 ? "proxy goes" : "proxies go"}{" "}
-      with it.
+      {connector.kind === PROVIDER_API
+        ? "Its pool is purged with it by the next pool run."
+        : `Its ${connector.proxy_count} ${
+          connector.proxy_count === 1 ? "proxy goes" : "proxies go"
+        } with it.`}
     </TypedDelete>
   );
 }

@@ -14,8 +14,8 @@ import { ErrorNote } from "../ui/status.tsx";
 import { Time } from "../ui/time.tsx";
 import { useApi } from "../ui/use-api.ts";
 
-const RAW_CREDENTIALS_WARNING = "A distribution key hands out raw proxy credentials: whoever " +
-  "holds it can take proxies from this project's pools and use them directly, outside the " +
+const RAW_CREDENTIALS_WARNING = "Whoever holds a key can take proxies from this project's " +
+  "pools, with their addresses and passwords, and use them directly, outside the " +
   "gateway's limits, quotas, routing and metering, for as long as each proxy lives. Bind it " +
   "to the addresses it is used from, give it an end, and revoke it the moment it may have " +
   "leaked.";
@@ -231,7 +231,9 @@ function NewKeyBox({ made, onDone }: { made: DistributionKey; onDone: () => void
         <strong>Copy it now: you will not see it again.</strong>{" "}
         The server keeps only a digest of it; lost, it can only be revoked and replaced.
       </p>
-      <p class="warning-text">{RAW_CREDENTIALS_WARNING}</p>
+      <p class="warning-text">
+        Extraction hands out raw proxy credentials. {RAW_CREDENTIALS_WARNING}
+      </p>
       <div class="copy-box">
         <input
           data-new-key
