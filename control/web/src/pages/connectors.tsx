@@ -187,6 +187,7 @@ function ConnectorList({ projectId }: { projectId: string }) {
 function VendorSummary(
   { connector, providers }: { connector: Connector; providers: readonly ProviderRecord[] },
 ) {
+  if (connector.kind === PROVIDER_API) return <span class="muted">a provider's API, pooled</span>;
   if (connector.kind !== "vendor") return <span class="muted">–</span>;
   const provider = providers.find((p) => p.id === connector.provider);
   const type = typeOf(provider, connector.config);

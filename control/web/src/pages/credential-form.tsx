@@ -279,7 +279,7 @@ function SecretRows(
       </p>
       {rows.map((row, index) => {
         const field = `config.${row.key.trim()}`;
-        const invalid = row.key.trim() !== "" && error?.forField(field) !== undefined;
+        const invalid = error?.forField(field) !== undefined;
         return (
           <div
             key={index}
@@ -321,7 +321,7 @@ function SecretRows(
                 Remove
               </button>
             )}
-            {row.key.trim() !== "" ? <FieldError error={error} field={field} /> : null}
+            <FieldError error={error} field={field} />
           </div>
         );
       })}
