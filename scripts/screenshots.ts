@@ -5,13 +5,16 @@
  * project with traffic and a flush, and photographs each page in Debian's chromium. Needs the
  * test stores (Postgres on 127.0.0.1:5432, Redis on :6379), as `npm test` does.
  */
-import { mkdir } from "node:fs/promises";
+import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import type { Page } from "playwright-core";
 import { launchBrowser, signedIn } from "../e2e/support/browser.ts";
 import { Cluster } from "../e2e/support/cluster.ts";
 import { startTinyproxy } from "../e2e/support/tinyproxy.ts";
+import { testCertificate } from "../e2e/support/certs.ts";
+import { PROVIDER_EMULATOR_JSON, startProviderEmulator } from "../e2e/support/provider-emulator.ts";
 import { createRoutedProject } from "../e2e/gateway/support.ts";
 import { JobKind } from "../shared/roles.ts";
 import { curl } from "../tests/gateway-net/support.ts";
@@ -31,7 +34,25 @@ async function main(): Promise<void> {
   await ensureWebBuild();
   const tinyproxy = await startTinyproxy();
   const browser = await launchBrowser();
-  const cluster = await Cluster.create({ env: { OCTOPROX_METRICS_FLUSH_INTERVAL: "3600" } });
+  // A provider API (the tests' emulator, over HTTPS) handing out the tinyproxy, for a pool.
+  const folder = await mkdtemp(join(tmpdir(), "ox-screenshots-"));
+  const caFile = join(folder, "provider-ca.pem");
+  await writeFile(caFile, (await testCertificate()).ca);
+  const provider = await startProviderEmulator({
+    tls: true,
+    apiKey: "screenshot-key",
+    exits: [{ host: "127.0.0.1", port: tinyproxy.port, country: "DE" }],
+    perCall: 1,
+    ttlSeconds: 3600,
+  });
+  const cluster = await Cluster.create({
+    env: {
+      OCTOPROX_METRICS_FLUSH_INTERVAL: "3600",
+      OCTOPROX_EGRESS_ALLOW_LOOPBACK: "true",
+      OCTOPROX_EGRESS_CA_FILE: caFile,
+      OCTOPROX_POOL_INTERVAL: "1",
+    },
+  });
   try {
     await cluster.start("all");
     const gateway = await cluster.startGateway();
@@ -99,11 +120,56 @@ async function main(): Promise<void> {
     await shoot(page, "users");
     await page.goto("/tokens");
     await shoot(page, "tokens");
+
+    // Issue 16's pages: a provider-API connector's pool, a sequence, distribution keys.
+    const projectPath = `/api/v1/projects/${project.projectId}`;
+    const credential = await cluster.request("POST", `${projectPath}/credentials`, {
+      name: "acme-keys",
+      provider: "provider_api",
+      config: { api_key: "screenshot-key" },
+    });
+    const pool = await cluster.request("POST", `${projectPath}/connectors`, {
+      name: "acme-pool",
+      kind: "provider_api",
+      credential_id: credential.body.id,
+      config: {
+        fetch: {
+          url: provider.fetchUrl,
+          params: { count: "{count}" },
+          auth: { type: "api_key", header: "X-Api-Key", value: "{credential.api_key}" },
+          estimated_ips_per_call: 1,
+          max_total: 500,
+        },
+        parser: { format: "json", ...PROVIDER_EMULATOR_JSON },
+        pool: { min_size: 1, target_size: 1, max_size: 5 },
+      },
+    });
+    await cluster.request("PUT", `${projectPath}/sequence`, {
+      connector_ids: [pool.body.id, project.connectorId],
+      on_end: "stay_last",
+    });
+    await cluster.request("POST", `${projectPath}/distribution-keys`, {
+      name: "crawler",
+      allowed_cidrs: ["203.0.113.0/24"],
+    });
+    await page.goto(`/projects/${project.projectId}/connectors/${pool.body.id}`);
+    await page.locator('[data-pool="routed"]').filter({ hasText: "1" }).waitFor({
+      timeout: 30_000,
+    });
+    await shoot(page, "connector-pool");
+    await page.goto(`/projects/${project.projectId}/sequence`);
+    await page.getByRole("region", { name: "Current sequence" }).waitFor();
+    await shoot(page, "sequence");
+    await page.goto(`/projects/${project.projectId}/distribution-keys`);
+    await page.locator('tr[data-key="crawler"]').waitFor();
+    await shoot(page, "distribution-keys");
     await page.context().close();
   } finally {
     await browser.close();
     await cluster.close();
     await tinyproxy.close();
+    await provider.close();
+    await rm(folder, { recursive: true, force: true });
   }
 }
 

@@ -373,3 +373,72 @@ export interface ProviderDetail extends ProviderRecord {
     [key: string]: unknown;
   };
 }
+
+/** A provider-API connector's activity pool (GET …/connectors/{cid}/pool); no address. */
+export interface PoolView {
+  connector_id: string;
+  /** The pool generation the fetch counts belong to; null before any fetch lead made one. */
+  generation: string | null;
+  counts: {
+    checking: number;
+    routed: number;
+    stock: number;
+    draining: number;
+    extracted: number;
+  };
+  /** Checking, routed and stock: what the pool's sizes count. */
+  live: number;
+  pool: {
+    min_size: number;
+    target_size: number;
+    max_size: number;
+    reserve_for_gateway: number | null;
+  } | null;
+  fetch: {
+    success: number;
+    empty: number;
+    duplicate_only: number;
+    error: number;
+    rate_limited: number;
+    empty_streak: number;
+    error_streak: number;
+    backoff_until: string | null;
+    in_flight: number;
+    ledger_used: number;
+    ledger_pending: number;
+    max_total: number | null;
+  };
+  depleted_at: string | null;
+}
+
+/** A project's connector sequence (GET /projects/{id}/sequence). */
+export interface Sequence {
+  project_id: string;
+  connector_ids: string[];
+  current_index: number;
+  /** Null once exhausted. */
+  current_connector_id: string | null;
+  on_end: "stop" | "loop" | "stay_last";
+  on_unavailable: "reject";
+  exhausted: boolean;
+  version: number;
+  switched_at: string | null;
+  connectors: { id: string; name: string; depleted_at: string | null }[];
+  created_at: string;
+  updated_at: string;
+}
+
+/** A distribution key of a project; `key` only in the create answer, this once. */
+export interface DistributionKey {
+  id: string;
+  project_id: string;
+  name: string;
+  prefix: string;
+  allowed_cidrs: string[];
+  created_at: string;
+  expires_at: string | null;
+  last_used_at: string | null;
+  revoked_at: string | null;
+  active: boolean;
+  key?: string;
+}

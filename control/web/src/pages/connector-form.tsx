@@ -9,6 +9,7 @@
  * message for a field is shown beside that field.
  */
 import { useMemo, useRef } from "preact/hooks";
+import { ApiError } from "../api/client.ts";
 import {
   TRAFFIC_ACTIONS,
   TRAFFIC_LIMIT_STATUSES,
@@ -47,7 +48,37 @@ import { formatBytes, formatPercent } from "../ui/format.ts";
 const KINDS = [
   ["static", "static (proxies you list)"],
   ["vendor", "vendor (a provider's pool)"],
+  ["provider_api", "provider_api (proxies with a lifetime, fetched from an API)"],
 ] as const;
+
+/** The credential provider of provider_api connectors. */
+export const PROVIDER_API = "provider_api";
+
+/**
+ * A new provider_api connector's config: a working shape to edit (docs/provider-api.md has
+ * every field), reading the credential's `api_key`.
+ */
+export const STARTER_PROVIDER_API_CONFIG = {
+  fetch: {
+    url: "https://api.provider.example/v1/proxies",
+    method: "GET",
+    params: { count: "{count}" },
+    auth: { type: "api_key", header: "X-Api-Key", value: "{credential.api_key}" },
+    estimated_ips_per_call: 10,
+    request_interval_ms: 1000,
+    max_in_flight: 1,
+    max_total: null,
+  },
+  parser: {
+    format: "json",
+    items: "data.proxies",
+    fields: { host: "ip", port: "port", username: "user", password: "pass", ttl_seconds: "ttl" },
+    safety_margin_seconds: 5,
+  },
+  pool: { min_size: 10, target_size: 20, max_size: 50, reserve_for_gateway: null },
+};
+
+const configText = (config: unknown) => JSON.stringify(config, null, 2);
 
 /** Slots a connector gets when it names none (the API's default, within the type's bound). */
 const DEFAULT_SLOTS = 10;
@@ -73,6 +104,8 @@ interface FormState {
   session_mode: string;
   slots: string;
   values: FieldValues;
+  /** A provider_api connector's config, as JSON typed in the editor. */
+  config_json: string;
   enabled: boolean;
   weight: string;
   countries: string;
@@ -119,6 +152,10 @@ function stateOf(
     session_mode: config.session_mode === "dynamic" ? "dynamic" : "pool",
     slots: text(config.slots),
     values: initialValues(provider?.connector_fields ?? [], connector ? config : undefined),
+    // An edit starts from the config as stored, so a save keeps what was not touched.
+    config_json: connector?.kind === PROVIDER_API
+      ? configText(config)
+      : configText(STARTER_PROVIDER_API_CONFIG),
     enabled: connector?.enabled ?? true,
     weight: text(connector?.weight ?? 1),
     countries: (connector?.countries ?? []).join(", "),
@@ -239,6 +276,7 @@ function bodyOf(state: FormState, creating: boolean, vendor: VendorContext): Rec
   if (state.kind === "vendor" && vendor.provider !== undefined) {
     body.config = vendorConfig(state, creating, vendor);
   }
+  if (state.kind === PROVIDER_API) body.config = parsedConfig(state.config_json);
   if (creating) {
     body.kind = state.kind;
     if (state.kind === "vendor" && state.provider !== "") body.provider = state.provider;
@@ -247,6 +285,21 @@ function bodyOf(state: FormState, creating: boolean, vendor: VendorContext): Rec
     if (body.traffic_config === null) delete body.traffic_config;
   }
   return body;
+}
+
+/**
+ * The editor's JSON; text that does not parse is refused here, at the editor, in the shape of
+ * the API's own 422, and nothing is sent.
+ */
+function parsedConfig(text: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch (failure) {
+    throw new ApiError(422, "Validation failed", [{
+      field: "body.config",
+      message: `is not JSON: ${(failure as Error).message}`,
+    }]);
+  }
 }
 
 /**
@@ -301,6 +354,7 @@ export function ConnectorForm(
     onSubmit,
   );
   const isVendor = state.kind === "vendor";
+  const isProviderApi = state.kind === PROVIDER_API;
   const provider = isVendor ? providers.find((p) => p.id === state.provider) : undefined;
   const type = provider?.proxy_types.find((t) => t.id === state.proxy_type) ??
     provider?.proxy_types[0];
@@ -321,7 +375,9 @@ export function ConnectorForm(
   vendor.current = { provider, type, listed, setSecrets };
   const slotted = takesSlots(type, state.session_mode, listed) === true;
   const ownCredentials = credentials.filter((c) =>
-    isVendor ? c.provider === state.provider : c.provider === "static"
+    isVendor
+      ? c.provider === state.provider
+      : c.provider === (isProviderApi ? PROVIDER_API : "static")
   );
   // A credential the connector names stays listed, whatever its provider.
   const current = credentials.find((c) => c.id === state.credential_id);
@@ -331,7 +387,10 @@ export function ConnectorForm(
 
   const chooseKind = (kind: string) => {
     set("kind")(kind);
-    set("credential_id")("");
+    // A provider_api connector's templates read its credential: the first one is chosen.
+    set("credential_id")(
+      kind === PROVIDER_API ? credentials.find((c) => c.provider === PROVIDER_API)?.id ?? "" : "",
+    );
   };
   const chooseProvider = (id: string) => {
     const chosen = providers.find((p) => p.id === id);
@@ -375,7 +434,8 @@ export function ConnectorForm(
           field="kind"
           error={error}
           hint={creating
-            ? "Static: proxies you add or upload. Vendor: a provider's pool, kept by its sync"
+            ? "Static: proxies you add or upload. Vendor: a provider's pool, kept by its sync. " +
+              "provider_api: short-lived proxies fetched from a provider's API into a pool"
             : "Fixed once created"}
         >
           <Select
@@ -418,7 +478,18 @@ export function ConnectorForm(
           field="credential_id"
           error={error}
           required={isVendor}
-          hint={isVendor
+          hint={isProviderApi
+            ? (ownCredentials.length === 0
+              ? (
+                <>
+                  This project has no provider_api credential yet:{" "}
+                  <a href={`/projects/${projectId}/credentials?new=${PROVIDER_API}`}>create one</a>
+                  {" "}
+                  (needed when the config reads {"{credential.<key>}"})
+                </>
+              )
+              : "The secrets the config's templates read as {credential.<key>}")
+            : isVendor
             ? (state.provider === ""
               ? "A credential of the provider's, once one is chosen"
               : ownCredentials.length === 0
@@ -529,6 +600,16 @@ export function ConnectorForm(
               setSecrets={setSecrets}
             />
           </fieldset>
+        )
+        : null}
+      {isProviderApi
+        ? (
+          <ProviderApiConfig
+            value={state.config_json}
+            onInput={set("config_json")}
+            error={error}
+            readOnly={readOnly}
+          />
         )
         : null}
       <fieldset>
@@ -764,4 +845,58 @@ function countriesHint(type: ProviderType | undefined, sessionMode: string): str
       `made the first time a client asks for a country)${served}`;
   }
   return `${codes}: exits outside them are left out; blank: any${served}`;
+}
+
+/**
+ * A provider_api connector's config as JSON: `fetch`, `parser` and `pool`. The API's messages
+ * for `body.config.<path>` are listed under the editor, each naming its path.
+ */
+function ProviderApiConfig(
+  { value, onInput, error, readOnly }: {
+    value: string;
+    onInput: (value: string) => void;
+    error?: ApiError;
+    readOnly: boolean;
+  },
+) {
+  const issues = (error?.issues ?? []).filter((issue) =>
+    issue.field === "body.config" || issue.field.startsWith("body.config.")
+  );
+  return (
+    <fieldset data-field="config" class={issues.length > 0 ? "invalid" : undefined}>
+      <legend>Provider API</legend>
+      <label class="field" data-field="config_json">
+        <span class="label is-required">Config (JSON)</span>
+        <textarea
+          name="config_json"
+          class="code"
+          value={value}
+          onInput={(event) => onInput((event.currentTarget as HTMLTextAreaElement).value)}
+          disabled={readOnly}
+          rows={24}
+          spellcheck={false}
+          aria-required="true"
+        />
+        <span class="hint">
+          <code>fetch</code> (how the provider is called: url, params, auth, pacing and the{" "}
+          <code>max_total</code> ledger), <code>parser</code> (how its answer is read) and{" "}
+          <code>pool</code>{" "}
+          (min, target and max sizes, the reserve kept for gateways). Templates read{" "}
+          <code>{"{count}"}</code> and{" "}
+          <code>{"{credential.<key>}"}</code>. Stored with its defaults filled in.
+        </span>
+      </label>
+      {issues.length > 0
+        ? (
+          <ul class="field-issues" role="alert" aria-label="Config errors">
+            {issues.map((issue) => (
+              <li key={issue.field} class="field-error" data-issue={issue.field}>
+                <code>{issue.field.replace(/^body\./, "")}</code>: {issue.message}
+              </li>
+            ))}
+          </ul>
+        )
+        : null}
+    </fieldset>
+  );
 }

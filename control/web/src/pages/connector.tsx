@@ -4,8 +4,8 @@
  * proxies (typed confirmation).
  */
 import { useEffect, useState } from "preact/hooks";
-import { api } from "../api/client.ts";
-import type { Connector, Credential, Page, ProviderRecord, Proxy } from "../api/types.ts";
+import { api, type ApiError } from "../api/client.ts";
+import type { Connector, Credential, Page, PoolView, ProviderRecord, Proxy } from "../api/types.ts";
 import { useSession } from "../session.tsx";
 import { formatCount } from "../ui/format.ts";
 import { connectorMode, typeOf } from "../ui/providers.ts";
@@ -14,7 +14,7 @@ import { Time } from "../ui/time.tsx";
 import { TypedDelete } from "../ui/typed-delete.tsx";
 import { UsageBar } from "../ui/usage-bar.tsx";
 import { useApi } from "../ui/use-api.ts";
-import { ConnectorForm } from "./connector-form.tsx";
+import { ConnectorForm, PROVIDER_API } from "./connector-form.tsx";
 
 /** How often a connector is read again; faster while a traffic decision is pending. */
 export const REFRESH_MS = 15_000;
@@ -25,6 +25,8 @@ export const PENDING_REFRESH_MS = 2_000;
  */
 const FIRST_SYNC_WAIT_MS = 120_000;
 const SYNC_WAIT_MS = 30_000;
+/** How often a provider_api connector's pool is read again (the pool job runs every 5 s). */
+export const POOL_REFRESH_MS = 3_000;
 /** Rows shown on the page; the Proxies tab has them all. */
 const ROWS_SHOWN = 25;
 
@@ -75,8 +77,11 @@ export function ConnectorPage(
       <header class="toolbar">
         <h2>{connector.name}</h2>
         <span class="muted">
-          {connector.kind}, {connector.proxy_count}{" "}
-          {connector.proxy_count === 1 ? "proxy" : "proxies"}
+          {connector.kind === PROVIDER_API
+            ? `${connector.kind}, proxies in its pool (Redis only)`
+            : `${connector.kind}, ${connector.proxy_count} ${
+              connector.proxy_count === 1 ? "proxy" : "proxies"
+            }`}
         </span>
       </header>
       {connector.last_error
@@ -120,6 +125,7 @@ export function ConnectorPage(
           />
         )
         : null}
+      {connector.kind === PROVIDER_API ? <PoolPanel path={path} canEdit={session.canEdit} /> : null}
       <ConnectorForm
         key={connector.id}
         projectId={projectId}
@@ -304,8 +310,133 @@ function DeleteConnector({ projectId, connector }: { projectId: string; connecto
       path={`/projects/${projectId}/connectors/${connector.id}`}
       then={`/projects/${projectId}/connectors`}
     >
-      Its {connector.proxy_count} {connector.proxy_count === 1 ? "proxy goes" : "proxies go"}{" "}
-      with it.
+      {connector.kind === PROVIDER_API
+        ? "Its pool is purged with it by the next pool run."
+        : `Its ${connector.proxy_count} ${
+          connector.proxy_count === 1 ? "proxy goes" : "proxies go"
+        } with it.`}
     </TypedDelete>
+  );
+}
+
+/**
+ * A provider_api connector's activity pool, read every few seconds: its entries by state, the
+ * live ones against the pool's sizes and the gateway reserve, the fetch bookkeeping of the pool
+ * generation and whether the connector ran dry. Redis away (503) is a notice; the rest of the
+ * page stays. Editors can ask a refill now.
+ */
+function PoolPanel({ path, canEdit }: { path: string; canEdit: boolean }) {
+  const pool = useApi<PoolView>(`${path}/pool`, undefined, POOL_REFRESH_MS);
+  const [asked, setAsked] = useState(false);
+  const [runError, setRunError] = useState<ApiError | undefined>();
+  const refill = async () => {
+    setRunError(undefined);
+    setAsked(false);
+    try {
+      await api("POST", `${path}/pool/run`);
+      setAsked(true);
+      pool.reload();
+    } catch (failure) {
+      setRunError(failure as ApiError);
+    }
+  };
+  const view = pool.data;
+  const sizes = view?.pool;
+  const fetch = view?.fetch;
+  const count = (name: string, value: number | string, hint?: string) => (
+    <div>
+      <dt>{name}</dt>
+      <dd data-pool={name.toLowerCase().replace(/[^a-z0-9]+/g, "_")} title={hint}>{value}</dd>
+    </div>
+  );
+  return (
+    <section class="card pool-panel" aria-label="Pool">
+      <header class="toolbar">
+        <h3>Pool</h3>
+        {canEdit
+          ? (
+            <button type="button" class="secondary" onClick={refill}>
+              Refill now
+            </button>
+          )
+          : null}
+        {asked ? <span class="saved" role="status">Pool run asked</span> : null}
+      </header>
+      <ErrorNote error={runError} />
+      {pool.error
+        ? (
+          <p class={pool.error.status === 503 ? "notice warning-text" : "form-error"} role="alert">
+            {pool.error.status === 503
+              ? `The pool cannot be read now (Redis does not answer): ${pool.error.message}`
+              : pool.error.message}
+          </p>
+        )
+        : null}
+      {view
+        ? (
+          <>
+            <dl class="facts" aria-label="Entries by state">
+              {count("Checking", view.counts.checking, "Fetched, waiting for their check")}
+              {count("Routed", view.counts.routed, "Available, in the feed")}
+              {count("Stock", view.counts.stock, "Available, for extraction only")}
+              {count("Draining", view.counts.draining, "Past usable-until, until their expiry")}
+              {count("Extracted", view.counts.extracted, "Handed out under a lease")}
+            </dl>
+            <p data-pool-live>
+              <strong>{formatCount(view.live)}</strong> live{sizes
+                ? (
+                  <>
+                    {" "}against min {sizes.min_size}, target {sizes.target_size}, max{" "}
+                    {sizes.max_size}; reserved for gateways: {sizes.reserve_for_gateway === null
+                      ? "all (nothing extractable)"
+                      : sizes.reserve_for_gateway}
+                  </>
+                )
+                : null}
+            </p>
+            {fetch
+              ? (
+                <dl class="facts" aria-label="Fetches">
+                  {count("Success", fetch.success)}
+                  {count("Empty", fetch.empty)}
+                  {count("Duplicate only", fetch.duplicate_only)}
+                  {count("Error", fetch.error)}
+                  {count("429s", fetch.rate_limited)}
+                  {count("Empty streak", fetch.empty_streak)}
+                  {count("Error streak", fetch.error_streak)}
+                  <div>
+                    <dt>Back-off until</dt>
+                    <dd data-pool="backoff_until">
+                      {fetch.backoff_until ? <Time value={fetch.backoff_until} /> : "–"}
+                    </dd>
+                  </div>
+                  {count("In flight", fetch.in_flight, "Calls to the provider now")}
+                  {count(
+                    "Ledger",
+                    `${formatCount(fetch.ledger_used)} used, ${
+                      formatCount(fetch.ledger_pending)
+                    } pending of ${
+                      fetch.max_total === null ? "no cap" : formatCount(fetch.max_total)
+                    }`,
+                    "Proxies fetched in this pool generation against fetch.max_total",
+                  )}
+                </dl>
+              )
+              : null}
+            <p class="muted" data-pool-depleted>
+              {view.depleted_at
+                ? (
+                  <span class="badge danger">
+                    depleted since <Time value={view.depleted_at} />
+                  </span>
+                )
+                : "Not depleted."} Generation {view.generation ?? "none yet"}.
+            </p>
+          </>
+        )
+        : pool.error
+        ? null
+        : <p class="muted">Loading…</p>}
+    </section>
   );
 }

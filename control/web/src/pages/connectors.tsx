@@ -14,7 +14,7 @@ import { connectorMode, typeOf } from "../ui/providers.ts";
 import { ErrorNote } from "../ui/status.tsx";
 import { UsageBar } from "../ui/usage-bar.tsx";
 import { useApi } from "../ui/use-api.ts";
-import { ConnectorForm } from "./connector-form.tsx";
+import { ConnectorForm, PROVIDER_API } from "./connector-form.tsx";
 import { ConnectorPage, PENDING_REFRESH_MS, REFRESH_MS } from "./connector.tsx";
 
 export function Connectors(
@@ -91,7 +91,9 @@ function ConnectorList({ projectId }: { projectId: string }) {
                   onSubmit={create}
                   submitLabel="Create connector"
                   start={startOn
-                    ? { kind: "vendor", provider: startOn.provider, credential_id: startOn.id }
+                    ? (startOn.provider === PROVIDER_API
+                      ? { kind: PROVIDER_API, credential_id: startOn.id }
+                      : { kind: "vendor", provider: startOn.provider, credential_id: startOn.id })
                     : undefined}
                 />
               )
@@ -185,6 +187,7 @@ function ConnectorList({ projectId }: { projectId: string }) {
 function VendorSummary(
   { connector, providers }: { connector: Connector; providers: readonly ProviderRecord[] },
 ) {
+  if (connector.kind === PROVIDER_API) return <span class="muted">a provider's API, pooled</span>;
   if (connector.kind !== "vendor") return <span class="muted">–</span>;
   const provider = providers.find((p) => p.id === connector.provider);
   const type = typeOf(provider, connector.config);

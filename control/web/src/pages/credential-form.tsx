@@ -5,7 +5,13 @@
  * descriptor's credential fields (provider-fields.tsx). The API judges the values: its message
  * for `config.<key>` shows beside that field, and the vendor's refusal (`config`) above them.
  */
-import type { Credential, ProviderField, ProviderRecord } from "../api/types.ts";
+import type { ApiError } from "../api/client.ts";
+import {
+  type Credential,
+  type ProviderField,
+  type ProviderRecord,
+  SECRET_MASK,
+} from "../api/types.ts";
 import { Field, FieldError, FormError, Select, TextInput } from "../ui/forms.tsx";
 import {
   configOf,
@@ -17,6 +23,8 @@ import {
 import { useForm } from "../ui/use-form.ts";
 
 export const STATIC_PROVIDER = "static";
+/** A provider_api connector's credential: named secrets its templates read. */
+export const PROVIDER_API_PROVIDER = "provider_api";
 
 /** The static provider's config (the API's StaticConfig), as descriptor fields. */
 export const STATIC_FIELDS: readonly ProviderField[] = [
@@ -34,15 +42,63 @@ export const STATIC_FIELDS: readonly ProviderField[] = [
 export function credentialFields(
   provider: string,
   providers: readonly ProviderRecord[],
+  /** A provider_api credential's stored config: its keys are its (secret) fields. */
+  config?: Readonly<Record<string, unknown>>,
 ): readonly ProviderField[] {
   if (provider === STATIC_PROVIDER) return STATIC_FIELDS;
+  if (provider === PROVIDER_API_PROVIDER) {
+    return Object.keys(config ?? {}).map((key) => ({
+      key,
+      label: key,
+      type: "password",
+      secret: true,
+      required: false,
+    }));
+  }
   return providers.find((p) => p.id === provider)?.credential_fields ?? [];
+}
+
+/** One secret of a provider_api credential: its key and a new value (blank: kept when set). */
+interface SecretRow {
+  key: string;
+  value: string;
+  /** The key as stored (its value set); undefined for a row added in the form. */
+  stored?: string;
 }
 
 interface FormState {
   name: string;
   provider: string;
   values: FieldValues;
+  secrets: SecretRow[];
+}
+
+function secretRowsOf(stored: Credential | undefined): SecretRow[] {
+  if (stored?.provider !== PROVIDER_API_PROVIDER) return [{ key: "api_key", value: "" }];
+  const keys = Object.keys(stored.config);
+  return keys.length > 0
+    ? keys.map((key) => ({ key, value: "", stored: key }))
+    : [{ key: "", value: "" }];
+}
+
+/**
+ * A provider_api credential's config: every row's value; in an edit (merged key by key), a
+ * blank value of a stored key sends the mask back (kept), and a stored key no row holds any
+ * more, or renamed, is sent as null (removed).
+ */
+function secretsConfig(rows: readonly SecretRow[], creating: boolean): Record<string, unknown> {
+  const config: Record<string, unknown> = {};
+  for (const row of rows) {
+    if (row.stored !== undefined && row.stored !== row.key.trim()) config[row.stored] = null;
+  }
+  for (const row of rows) {
+    const key = row.key.trim();
+    if (key === "" && row.value === "") continue;
+    if (row.value !== "") config[key] = row.value;
+    else if (!creating && row.stored === key) config[key] = SECRET_MASK;
+    else config[key] = "";
+  }
+  return config;
 }
 
 export function CredentialForm(
@@ -64,13 +120,16 @@ export function CredentialForm(
       name: stored?.name ?? "",
       provider,
       values: initialValues(credentialFields(provider, providers), stored?.config),
+      secrets: secretRowsOf(stored),
     };
   };
   const fields = credentialFields(credential?.provider ?? STATIC_PROVIDER, providers);
   const setSecrets = secretsSet(fields, credential?.config);
   const bodyOf = (state: FormState): Record<string, unknown> => {
     const own = credentialFields(state.provider, providers);
-    const config = configOf(own, state.values, creating ? "create" : "merge", setSecrets);
+    const config = state.provider === PROVIDER_API_PROVIDER
+      ? secretsConfig(state.secrets, creating)
+      : configOf(own, state.values, creating ? "create" : "merge", setSecrets);
     return creating
       ? { name: state.name, provider: state.provider, config }
       : { name: state.name, config };
@@ -85,8 +144,10 @@ export function CredentialForm(
   const shown = credentialFields(state.provider, providers);
   const chooseProvider = (id: string) => {
     set("provider")(id);
+    set("secrets")(secretRowsOf(undefined));
     set("values")(initialValues(credentialFields(id, providers)));
   };
+  const isProviderApi = state.provider === PROVIDER_API_PROVIDER;
   const known = state.provider === STATIC_PROVIDER || provider !== undefined;
 
   return (
@@ -108,7 +169,8 @@ export function CredentialForm(
           field="provider"
           error={error}
           hint={creating
-            ? "Static: a login for proxies you list. A vendor: its account, for vendor connectors"
+            ? "Static: a login for proxies you list. A vendor: its account, for vendor " +
+              "connectors. provider_api: secrets a provider_api connector's calls read"
             : "Fixed once created"}
         >
           <Select
@@ -119,6 +181,7 @@ export function CredentialForm(
             options={creating
               ? [
                 [STATIC_PROVIDER, "Static (proxies you list)"] as const,
+                [PROVIDER_API_PROVIDER, "provider_api (secrets for a provider's API)"] as const,
                 ...providers.map((p) => [p.id, p.name] as const),
               ]
               : [[state.provider, provider?.name ?? state.provider] as const]}
@@ -142,9 +205,20 @@ export function CredentialForm(
           : null}
       </fieldset>
       <fieldset data-field="config">
-        <legend>{provider ? `${provider.name} account` : "Default login"}</legend>
+        <legend>
+          {provider ? `${provider.name} account` : isProviderApi ? "Secrets" : "Default login"}
+        </legend>
         <FieldError error={error} field="config" exact />
-        {known
+        {isProviderApi
+          ? (
+            <SecretRows
+              rows={state.secrets}
+              onChange={set("secrets")}
+              error={error}
+              readOnly={readOnly}
+            />
+          )
+          : known
           ? (
             <ProviderFieldInputs
               fields={shown}
@@ -178,5 +252,97 @@ export function CredentialForm(
           </div>
         )}
     </form>
+  );
+}
+
+/**
+ * A provider_api credential's secrets, a row each: its key (what templates read as
+ * `{credential.<key>}`) and its value, always masked. A stored value shows as "set" and a blank
+ * value keeps it; removing a row removes the key. The API's message for `config.<key>` shows at
+ * its row.
+ */
+function SecretRows(
+  { rows, onChange, error, readOnly }: {
+    rows: readonly SecretRow[];
+    onChange: (rows: SecretRow[]) => void;
+    error?: ApiError;
+    readOnly: boolean;
+  },
+) {
+  const update = (index: number, change: Partial<SecretRow>) =>
+    onChange(rows.map((row, i) => (i === index ? { ...row, ...change } : row)));
+  return (
+    <div class="secret-rows">
+      <p class="muted">
+        Every value is secret: answers show it as set, never its value. Templates read a key as{" "}
+        <code>{"{credential.<key>}"}</code>.
+      </p>
+      {rows.map((row, index) => {
+        const field = `config.${row.key.trim()}`;
+        const invalid = error?.forField(field) !== undefined;
+        return (
+          <div
+            key={index}
+            class={`secret-row${invalid ? " invalid" : ""}`}
+            data-secret-row={row.key}
+          >
+            <label class="field">
+              <span class="label">Key</span>
+              <TextInput
+                name={`secret_key_${index}`}
+                value={row.key}
+                onInput={(key) => update(index, { key })}
+                disabled={readOnly}
+                placeholder="api_key"
+              />
+            </label>
+            <label class="field">
+              <span class="label">Value</span>
+              <TextInput
+                name={`secret_value_${index}`}
+                type="password"
+                value={row.value}
+                onInput={(value) => update(index, { value })}
+                disabled={readOnly}
+                placeholder={row.stored !== undefined && row.stored === row.key.trim()
+                  ? "set (blank keeps it)"
+                  : ""}
+              />
+              {row.stored !== undefined && row.stored === row.key.trim()
+                ? <span class="badge ok" data-secret-set={row.key}>set</span>
+                : null}
+            </label>
+            {readOnly ? null : (
+              <button
+                type="button"
+                class="secondary small"
+                onClick={() => onChange(rows.filter((_, i) => i !== index))}
+              >
+                Remove
+              </button>
+            )}
+            <FieldError error={error} field={field} />
+          </div>
+        );
+      })}
+      {(error?.issues ?? []).filter((issue) =>
+        issue.field.startsWith("body.config.") &&
+        !rows.some((row) => issue.field === `body.config.${row.key.trim()}`)
+      ).map((issue) => (
+        // A key no row holds (one removed that a connector still reads): named in words.
+        <p key={issue.field} class="field-error" role="alert">
+          <code>{issue.field.replace(/^body\.config\./, "")}</code>: {issue.message}
+        </p>
+      ))}
+      {readOnly ? null : (
+        <button
+          type="button"
+          class="secondary small"
+          onClick={() => onChange([...rows, { key: "", value: "" }])}
+        >
+          Add a secret
+        </button>
+      )}
+    </div>
   );
 }

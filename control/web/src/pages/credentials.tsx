@@ -14,7 +14,12 @@ import { ErrorNote } from "../ui/status.tsx";
 import { Time } from "../ui/time.tsx";
 import { TypedDelete } from "../ui/typed-delete.tsx";
 import { useApi } from "../ui/use-api.ts";
-import { credentialFields, CredentialForm, STATIC_PROVIDER } from "./credential-form.tsx";
+import {
+  credentialFields,
+  CredentialForm,
+  PROVIDER_API_PROVIDER,
+  STATIC_PROVIDER,
+} from "./credential-form.tsx";
 
 export function Credentials(
   { projectId, credentialId }: { projectId: string; credentialId?: string },
@@ -66,7 +71,8 @@ function CredentialList({ projectId }: { projectId: string }) {
                   readOnly={false}
                   onSubmit={create}
                   submitLabel="Create credential"
-                  initialProvider={catalogue.some((p) => p.id === query.new)
+                  initialProvider={catalogue.some((p) => p.id === query.new) ||
+                      query.new === PROVIDER_API_PROVIDER
                     ? query.new
                     : undefined}
                 />
@@ -114,7 +120,7 @@ function CredentialRow(
     users: readonly Connector[];
   },
 ) {
-  const fields = credentialFields(credential.provider, providers);
+  const fields = credentialFields(credential.provider, providers, credential.config);
   const plain = fields.filter((f) => !f.secret && credential.config[f.key] !== undefined);
   const secrets = fields.filter((f) => f.secret);
   return (

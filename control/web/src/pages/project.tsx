@@ -7,10 +7,12 @@ import { useApi } from "../ui/use-api.ts";
 import { Connect } from "./connect.tsx";
 import { Connectors } from "./connectors.tsx";
 import { Credentials } from "./credentials.tsx";
+import { DistributionKeys } from "./distribution-keys.tsx";
 import { Failures } from "./failures.tsx";
 import { Overview } from "./overview.tsx";
 import { ProjectSettings } from "./project-settings.tsx";
 import { Proxies } from "./proxies.tsx";
+import { Sequence } from "./sequence.tsx";
 import { Usage } from "./usage.tsx";
 
 const TABS = [
@@ -21,6 +23,8 @@ const TABS = [
   ["usage", "Usage"],
   ["connect", "Connect"],
   ["failures", "Failures"],
+  ["sequence", "Sequence"],
+  ["distribution-keys", "Distribution keys"],
   ["settings", "Settings"],
 ] as const;
 
@@ -65,6 +69,10 @@ export function Project() {
         ? <Connect project={project} />
         : tab === "failures"
         ? <Failures projectId={id} />
+        : tab === "sequence"
+        ? <Sequence projectId={id} />
+        : tab === "distribution-keys"
+        ? <DistributionKeys projectId={id} />
         : <Overview projectId={id} />}
     </section>
   );
