@@ -17,6 +17,7 @@ import { registerStatus } from "./commands/status.ts";
 import { registerTokens } from "./commands/tokens.ts";
 import { registerUsage } from "./commands/usage.ts";
 import { registerProviders } from "./commands/providers.ts";
+import { registerSequence } from "./commands/sequence.ts";
 import { registerUsers } from "./commands/users.ts";
 
 export function buildProgram(): Command {
@@ -44,6 +45,7 @@ export function buildProgram(): Command {
   registerStatus(program);
   registerProjects(program);
   registerConnectors(program);
+  registerSequence(program);
   registerProxies(program);
   registerUsage(program);
   registerTokens(program);

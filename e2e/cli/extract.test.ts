@@ -3,7 +3,7 @@
  * and listed over the admin login, proxies extracted with it (as JSON, as URLs, again with an
  * Idempotency-Key), the lease renewed and released; no key is a usage error; a distribution key
  * opens no admin command; a revoked key is refused with its own hint. `octoprox connectors pool`
- * shows the pool's counts and asks a run.
+ * shows the pool's counts and asks a run; `octoprox sequence` sets, shows and clears a sequence.
  */
 import { randomBytes } from "node:crypto";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
@@ -82,6 +82,33 @@ describe("connectors pool", () => {
     expect(shown.stdout).toMatch(/Asked a pool run of pool/);
     expect(shown.stdout).toMatch(/Routed\s+2/);
     expect(await cluster.redis.xlen(stream)).toBe(before + 1);
+  });
+});
+
+describe("sequence", () => {
+  it("sets, shows and clears a project's connector sequence", async () => {
+    const backup = await cluster.request("POST", `/api/v1/projects/${projectId}/connectors`, {
+      name: "backup",
+      kind: "static",
+    });
+    expect(backup.status).toBe(201);
+    const none = await user.run(["sequence", "show", "crawl"]);
+    expect(none.code, none.stderr).toBe(0);
+    expect(none.stdout).toContain("has no sequence");
+    const set = await user.json<{ connector_ids: string[]; on_end: string; current_index: number }>(
+      ["sequence", "set", "crawl", "pool", "backup", "--on-end", "loop"],
+    );
+    expect(set).toMatchObject({ on_end: "loop", current_index: 0 });
+    expect(set.connector_ids[1]).toBe(backup.body.id);
+    const shown = await user.run(["sequence", "show", "crawl"]);
+    expect(shown.stdout).toMatch(/1\s+│?\s*pool\s+│?\s*current/);
+    const refused = await user.run(["sequence", "set", "crawl", "pool", "--on-end", "never"]);
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toMatch(/connector_ids|on_end/);
+    const cleared = await user.run(["sequence", "clear", "crawl", "--yes"]);
+    expect(cleared.code, cleared.stderr).toBe(0);
+    expect((await cluster.request("GET", `/api/v1/projects/${projectId}/sequence`)).status)
+      .toBe(404);
   });
 });
 
