@@ -105,6 +105,8 @@ export class PoolJob implements Job {
   readonly #echo: EchoMonitor;
   readonly #now: () => number;
   readonly #warned = new Set<string>();
+  /** When this process last looked for stale stock, by connector. */
+  readonly #staleScans = new Map<string, number>();
 
   constructor(options: PoolJobOptions) {
     this.#o = options;
@@ -233,6 +235,14 @@ export class PoolJob implements Job {
   }
 
   async #recheckStock(connector: LoadedConnector, signal: AbortSignal): Promise<number> {
+    // Finding stale stock reads every stock record: once per re-check period per connector in
+    // this process, not once per run (a run comes every few seconds, stock may be large).
+    const nowMs = this.#now();
+    if (nowMs - (this.#staleScans.get(connector.id) ?? -Infinity) < this.#o.recheckAfterMs) {
+      return 0;
+    }
+    this.#staleScans.set(connector.id, nowMs);
+    if (this.#staleScans.size > 10_000) this.#staleScans.clear();
     const store = this.#o.store;
     const stale = await store.staleStock(
       connector.id,
