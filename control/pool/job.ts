@@ -93,6 +93,7 @@ interface LoadedConnector {
 export interface PoolRunResult {
   /** The run did nothing: no such connector (purged), or another holder had the lead. */
   skipped?: "gone" | "led_elsewhere" | "invalid_config";
+  /** Check results applied (checks not judged during an echo outage are not counted). */
   checked: number;
   fetched: number;
   counts?: PoolCounts;
