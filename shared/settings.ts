@@ -119,6 +119,13 @@ function unavailable(why: string) {
   return v.optional(v.never(`is not available in this release (${why}); unset it`));
 }
 
+/**
+ * Who resolves a destination's name (OCTOPROX_DESTINATION_RESOLUTION): `upstream` passes names on
+ * unresolved, `gateway` resolves them once, checks the addresses and sends the upstream one.
+ */
+export const DESTINATION_RESOLUTIONS = ["upstream", "gateway"] as const;
+export type DestinationResolution = (typeof DESTINATION_RESOLUTIONS)[number];
+
 const LOG_LEVELS = ["trace", "debug", "info", "warn", "error", "fatal", "silent"] as const;
 
 const jobKindList = v.optional(
@@ -279,6 +286,9 @@ const gatewayFields = {
   OCTOPROX_SOCKS_PORT: port(1080),
   OCTOPROX_SOCKS_ENABLED: flag(true),
   OCTOPROX_DESTINATION_ALLOW_CIDRS: cidrList,
+  // Who resolves a destination's name: the upstream (names go on unresolved, as residential exits
+  // need), or the gateway (resolved once here, checked, and the upstream sent the address).
+  OCTOPROX_DESTINATION_RESOLUTION: oneOf(DESTINATION_RESOLUTIONS, "upstream"),
   // Balancers whose PROXY protocol header (v1 or v2) names the client; from any other peer a
   // header is refused.
   OCTOPROX_TRUSTED_PROXIES: blockList,
@@ -367,6 +377,7 @@ export const GatewaySettingsSchema = v.pipe(
     socksPort: e.OCTOPROX_SOCKS_PORT,
     socksEnabled: e.OCTOPROX_SOCKS_ENABLED,
     destinationAllowCidrs: e.OCTOPROX_DESTINATION_ALLOW_CIDRS,
+    destinationResolution: e.OCTOPROX_DESTINATION_RESOLUTION as DestinationResolution,
     trustedProxies: e.OCTOPROX_TRUSTED_PROXIES,
     maxClientConnections: e.OCTOPROX_MAX_CLIENT_CONNECTIONS,
     maxHeaderBytes: e.OCTOPROX_MAX_HEADER_BYTES,

@@ -58,6 +58,11 @@ export interface FaultProxyOptions {
   hostModes?: Readonly<Record<string, FaultMode>>;
   slowDelayMs?: number;
   dropAfterBytes?: number;
+  /**
+   * Resolves the target names it is sent (an address, or undefined: not found) instead of the
+   * system's resolver, as a proxy with a resolver of its own would (the tests' DNS server).
+   */
+  resolve?: (name: string) => Promise<string | undefined>;
 }
 
 export interface FaultRequest {
@@ -214,7 +219,13 @@ export async function startFaultProxy(options: FaultProxyOptions = {}): Promise<
   };
 
   /** Connects to the target; resolves with the socket or undefined when it failed. */
-  const dial = (host: string, port: number): Promise<net.Socket | undefined> =>
+  const dial = async (name: string, port: number): Promise<net.Socket | undefined> => {
+    const host = options.resolve && net.isIP(name) === 0 ? await options.resolve(name) : name;
+    if (host === undefined) return undefined;
+    return await dialAddress(host, port);
+  };
+
+  const dialAddress = (host: string, port: number): Promise<net.Socket | undefined> =>
     new Promise((resolve) => {
       if (options.remote && ownLoopback(host)) return resolve(undefined);
       const family = options.bindAddress ? net.isIP(options.bindAddress) : 0;

@@ -8,6 +8,7 @@ import type { ProxyScheme } from "../../shared/roles.ts";
 import type { FeedRateLimit } from "../../shared/feed/models.ts";
 import { RefusalKind } from "../../shared/failure-kinds.ts";
 import type { IpAddress } from "../../shared/ip.ts";
+import type { DestinationResolution } from "../../shared/settings.ts";
 
 /** The options a client put in its username: `<user>[-cc-..][-st-..][-city-..][-sessid-..][-sesstime-..]`. */
 export interface UsernameOptions {
@@ -68,7 +69,10 @@ export function isRefusal(result: Allocation | Refusal): result is Refusal {
 export type AuthResult = { ok: true; client: Client } | { ok: false; refusal: Refusal };
 
 export interface Target {
-  /** A host name (passed to the upstream unresolved) or an IP literal (IPv6 without brackets). */
+  /**
+   * A host name (passed to the upstream unresolved, unless the gateway resolves destinations) or
+   * an IP literal (IPv6 without brackets).
+   */
   host: string;
   port: number;
 }
@@ -154,5 +158,16 @@ export interface Router {
  * of OCTOPROX_DESTINATION_ALLOW_CIDRS covers them.
  */
 export interface DestinationGuard {
+  /**
+   * Who resolves a destination's name (OCTOPROX_DESTINATION_RESOLUTION; absent: `upstream`).
+   * With `gateway`, the destination step asks `pin` rather than `check`.
+   */
+  readonly resolution?: DestinationResolution;
   check(target: Target): MaybePromise<Refusal | undefined>;
+  /**
+   * Gateway resolution: the target with the address the guard checked in place of its name (a
+   * literal in its plain form), which is what the upstream is sent, so that what was checked is
+   * what is dialled; or a refusal (an address it may not reach, a name that does not resolve).
+   */
+  pin?(target: Target): MaybePromise<Refusal | Target>;
 }

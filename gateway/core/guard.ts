@@ -7,14 +7,26 @@
  * checked by every address it resolves to. A CIDR of OCTOPROX_DESTINATION_ALLOW_CIDRS lets its
  * addresses through.
  *
- * A name that does not resolve here is let through: we pass names to the upstream unresolved, and
- * the upstream (often in another network, with another resolver) may well resolve it; the guard
- * refuses only what it can see is internal. So a failed lookup fails open, for that reason only.
+ * Who resolves a name is the operator's choice (OCTOPROX_DESTINATION_RESOLUTION):
+ *
+ * - `upstream` (the default): names go to the upstream unresolved, as residential exits need
+ *   (they resolve where they are). A name that does not resolve here is then let through: the
+ *   upstream, often in another network with another resolver, may well resolve it; the guard
+ *   refuses only what it can see is internal, so a failed lookup fails open, for that reason
+ *   only. The guard cannot see what the upstream itself will resolve a name to: a name answering
+ *   an allowed address here and an internal one there passes (DNS rebinding between the two
+ *   lookups).
+ * - `gateway`: `pin` resolves the name once, checks every address it got, and answers the
+ *   address the upstream is sent (the first IPv4 one, else the first IPv6 one), so what was
+ *   checked is what is dialled. A name without an address here is refused: nothing checked
+ *   could be sent.
+ *
  * `localhost` and names under it are taken as 127.0.0.1 without a lookup (RFC 6761): DNS-only
  * resolvers such as `Deno.resolveDns` never read /etc/hosts, while the upstream's resolver does.
- * The guard cannot see what the upstream itself will resolve a name to (DNS rebinding between the
- * two lookups); a lookup's verdict is cached for a short while, which narrows nothing further.
+ * A lookup's answer is cached for a short while (in `gateway` mode, the address sent on with it).
  */
+import type { DestinationResolution } from "../../shared/settings.ts";
+import { formatIPv6 } from "../../shared/proxy-protocol/address.ts";
 import type { DestinationGuard, MaybePromise, Refusal, Target } from "./contract.ts";
 import {
   type Cidr,
@@ -26,7 +38,7 @@ import {
   v4InCidr,
   v6InCidr,
 } from "../../shared/ip.ts";
-import { prohibitedDestination } from "./refusals.ts";
+import { prohibitedDestination, unresolvedDestination } from "./refusals.ts";
 import { normaliseHost } from "./snapshot.ts";
 
 interface Range {
@@ -70,6 +82,8 @@ export interface GuardOptions {
   allowCidrs?: readonly string[];
   /** Every address a name resolves to (A and AAAA); the Deno layer passes Deno.resolveDns. */
   resolve?: Resolve;
+  /** Who resolves names: `upstream` (default) or `gateway` (see the module's comment). */
+  resolution?: DestinationResolution;
   /** How long a name's verdict is kept. */
   cacheMs?: number;
   cacheEntries?: number;
@@ -79,6 +93,19 @@ export interface GuardOptions {
 interface Verdict {
   untilMs: number;
   refusal: Refusal | undefined;
+  /** The address a pinned target is sent with (undefined: the name gave none). */
+  address: string | undefined;
+}
+
+/** An address as the upstream is sent it: IPv4 dotted, IPv6 in RFC 5952 form (no zone). */
+export function plainAddress(address: IpAddress): string {
+  if (address.family === 4) return formatIPv4(address.value);
+  const bytes = new Uint8Array(16);
+  address.words.forEach((word, index) => {
+    bytes[index * 2] = word >> 8;
+    bytes[index * 2 + 1] = word & 0xff;
+  });
+  return formatIPv6(bytes);
 }
 
 /** What kind of prohibited address this is, or undefined when it may be reached. */
@@ -101,15 +128,17 @@ function kindOfV4(value: number, allow: readonly Cidr[]): string | undefined {
 }
 
 export class AddressGuard implements DestinationGuard {
+  readonly resolution: DestinationResolution;
   private readonly allow: readonly Cidr[];
   private readonly resolve: Resolve | undefined;
   private readonly cacheMs: number;
   private readonly cacheEntries: number;
   private readonly nowMs: () => number;
   private readonly verdicts = new Map<string, Verdict>();
-  private readonly pending = new Map<string, Promise<Refusal | undefined>>();
+  private readonly pending = new Map<string, Promise<Verdict>>();
 
   constructor(options: GuardOptions = {}) {
+    this.resolution = options.resolution ?? "upstream";
     this.allow = (options.allowCidrs ?? []).map(parseCidr);
     this.resolve = options.resolve;
     this.cacheMs = options.cacheMs ?? 30_000;
@@ -125,14 +154,25 @@ export class AddressGuard implements DestinationGuard {
       return this.verdict(host, LOCALHOST, LOCALHOST_ADDRESS);
     }
     if (this.resolve === undefined) return undefined;
-    const cached = this.verdicts.get(host);
-    if (cached !== undefined && cached.untilMs > this.nowMs()) return cached.refusal;
-    let lookup = this.pending.get(host);
-    if (lookup === undefined) {
-      lookup = this.lookUp(host, this.resolve).finally(() => this.pending.delete(host));
-      this.pending.set(host, lookup);
+    const looked = this.lookUpCached(host, this.resolve);
+    return looked instanceof Promise ? looked.then((verdict) => verdict.refusal) : looked.refusal;
+  }
+
+  pin(target: Target): MaybePromise<Refusal | Target> {
+    const host = normaliseHost(target.host);
+    const port = target.port;
+    const literal = parseIp(host);
+    if (literal !== undefined) {
+      return this.verdict(host, host, literal) ?? { host: plainAddress(literal), port };
     }
-    return lookup;
+    if (host === "localhost" || host.endsWith(".localhost")) {
+      return this.verdict(host, LOCALHOST, LOCALHOST_ADDRESS) ?? { host: LOCALHOST, port };
+    }
+    if (this.resolve === undefined) return unresolvedDestination(host);
+    const looked = this.lookUpCached(host, this.resolve);
+    return looked instanceof Promise
+      ? looked.then((verdict) => pinned(host, port, verdict))
+      : pinned(host, port, looked);
   }
 
   private verdict(host: string, shown: string, address: IpAddress): Refusal | undefined {
@@ -140,28 +180,62 @@ export class AddressGuard implements DestinationGuard {
     return kind === undefined ? undefined : prohibitedDestination(host, shown, kind);
   }
 
-  private async lookUp(host: string, resolve: Resolve): Promise<Refusal | undefined> {
+  /** The name's cached verdict while it lasts, else one lookup shared by its askers. */
+  private lookUpCached(host: string, resolve: Resolve): MaybePromise<Verdict> {
+    const cached = this.verdicts.get(host);
+    if (cached !== undefined && cached.untilMs > this.nowMs()) return cached;
+    let lookup = this.pending.get(host);
+    if (lookup === undefined) {
+      lookup = this.lookUp(host, resolve).finally(() => this.pending.delete(host));
+      this.pending.set(host, lookup);
+    }
+    return lookup;
+  }
+
+  private async lookUp(host: string, resolve: Resolve): Promise<Verdict> {
     let addresses: string[];
     try {
       addresses = await resolve(host);
     } catch {
-      return undefined; // Fails open: the upstream resolves names, and may succeed.
+      // Upstream mode fails open (the upstream resolves names, and may succeed); gateway mode
+      // has nothing to send and refuses (pin). Neither keeps it: the next request asks again.
+      return { untilMs: 0, refusal: undefined, address: undefined };
     }
     let refusal: Refusal | undefined;
+    let firstV4: string | undefined;
+    let firstV6: string | undefined;
     for (const text of addresses) {
       const address = parseIp(text);
       if (address === undefined) continue;
-      const shown = address.family === 4 ? formatIPv4(address.value) : text;
-      refusal = this.verdict(host, shown, address);
+      const plain = plainAddress(address);
+      refusal = this.verdict(host, address.family === 4 ? plain : text, address);
       if (refusal !== undefined) break;
+      if (address.family === 4) firstV4 ??= plain;
+      else firstV6 ??= plain;
     }
-    if (this.verdicts.size >= this.cacheEntries) {
-      const oldest = this.verdicts.keys().next();
-      if (oldest.done !== true) this.verdicts.delete(oldest.value);
+    const verdict: Verdict = {
+      untilMs: this.nowMs() + this.cacheMs,
+      refusal,
+      address: refusal === undefined ? firstV4 ?? firstV6 : undefined,
+    };
+    // A name without an address in gateway mode is asked again next time: a passing resolver
+    // failure must not refuse it for the cache's whole while.
+    if (refusal !== undefined || verdict.address !== undefined || this.resolution === "upstream") {
+      if (this.verdicts.size >= this.cacheEntries) {
+        const oldest = this.verdicts.keys().next();
+        if (oldest.done !== true) this.verdicts.delete(oldest.value);
+      }
+      this.verdicts.set(host, verdict);
     }
-    this.verdicts.set(host, { untilMs: this.nowMs() + this.cacheMs, refusal });
-    return refusal;
+    return verdict;
   }
+}
+
+function pinned(host: string, port: number, verdict: Verdict): Refusal | Target {
+  if (verdict.refusal !== undefined) return verdict.refusal;
+  return verdict.address === undefined
+    ? unresolvedDestination(host)
+    : { host: verdict.address, port };
 }
 
 /** The guard the socket layer holds. */

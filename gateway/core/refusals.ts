@@ -168,6 +168,20 @@ export function prohibitedDestination(host: string, address: string, kind: strin
   };
 }
 
+/**
+ * The gateway resolves destinations (OCTOPROX_DESTINATION_RESOLUTION=gateway) and this name
+ * gave no address: there is nothing checked to send the upstream, so nothing is sent. RFC 9209's
+ * `dns_error`; counted as the guard's refusal.
+ */
+export function unresolvedDestination(host: string): Refusal {
+  return {
+    status: 502,
+    proxyStatus: "dns_error",
+    reason: `Destination not resolved: ${host} has no address the gateway could find`,
+    rejection: RejectionReason.destinationProhibited,
+  };
+}
+
 const NO_OPTIONS: UsernameOptions = Object.freeze({ user: "" });
 
 /** The project's connector sequence ran past its last connector (on_end stop): nothing serves. */

@@ -88,6 +88,11 @@ describe("gateway/main.ts", () => {
   it("stays unready with the proxy port closed until the first feed", async () => {
     const ready = await fetch(`http://127.0.0.1:${statusPort}/ready`);
     expect(ready.status).toBe(503);
+    // The start says who resolves destination names: the upstream, unless set otherwise.
+    await waitFor(() => stdout.includes('"destination_resolution":"upstream"'), {
+      timeoutMs: 5_000,
+      message: "the line saying who resolves destination names",
+    });
     expect(await portAccepts("127.0.0.1", proxyPort)).toBe(false);
     await publish();
     await waitFor(

@@ -24,6 +24,7 @@
  * once the answer began.
  */
 import { EMPTY_BYTES } from "../../../shared/proxy-protocol/bytes.ts";
+import { formatAuthority } from "../../../shared/proxy-protocol/address.ts";
 import { basicProxyAuthorization } from "../../../shared/proxy-protocol/http-request.ts";
 import {
   HandshakeFailure,
@@ -232,8 +233,13 @@ class Exchange {
     const proxyAuthorization = !tunnel && upstream.username !== null
       ? basicProxyAuthorization({ username: upstream.username, password: upstream.password ?? "" })
       : undefined;
-    return encodeUpstreamRequestHead(this.plan.head, this.plan.target, {
+    const { target, dialTarget } = this.plan;
+    return encodeUpstreamRequestHead(this.plan.head, target, {
       form: tunnel ? "origin" : "absolute",
+      // The address the guard checked, when the gateway resolves destinations (Host unchanged).
+      uriAuthority: dialTarget === target
+        ? undefined
+        : formatAuthority(dialTarget.host, dialTarget.port),
       proxyAuthorization,
       keepAlive: !tunnel,
       strip: this.session.strippedHeaders,
@@ -256,7 +262,7 @@ class Exchange {
     const dialStartedMs = performance.now();
     const link = await dialUpstream({
       upstream: this.allocation.upstream,
-      target: this.plan.target,
+      target: this.plan.dialTarget,
       tunnel: this.tunnel,
       timeoutMs: this.connectTimeoutMs,
       maxHeadBytes: ctx.limits.maxHeaderBytes,

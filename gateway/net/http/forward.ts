@@ -70,6 +70,7 @@ export async function handleForward(session: HttpSession, head: RequestHead): Pr
   const plan: ForwardPlan = {
     client,
     target,
+    dialTarget: session.dialTarget ?? target,
     attempts: RETRYABLE_METHODS.has(method) && !hasBody ? attemptsFor(client) : 1,
     label: "Forward",
     head,

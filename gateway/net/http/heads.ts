@@ -77,6 +77,12 @@ export function joinHeadAndBody(
 export interface UpstreamRequestOptions {
   /** `absolute` for an HTTP proxy, `origin` inside a tunnel (SOCKS upstreams). */
   form: "absolute" | "origin";
+  /**
+   * The absolute form's authority when it is not the target's own: the address the guard
+   * checked (`203.0.113.7:80`, `[2001:db8::7]:80`), when the gateway resolves destinations. The
+   * Host field keeps the target's authority as the client wrote it.
+   */
+  uriAuthority?: string;
   /** The upstream's `Proxy-Authorization` value (absolute form only). */
   proxyAuthorization?: string;
   /**
@@ -90,7 +96,7 @@ export interface UpstreamRequestOptions {
 
 /**
  * The head sent upstream: the client's method and fields minus hop-by-hop ones, Host from the
- * URL (RFC 9112 section 3.2.2: a proxy ignores the client's Host for absolute-form), Expect
+ * client's URL (RFC 9112 section 3.2.2: a proxy ignores the client's Host for absolute-form), Expect
  * dropped (the gateway answers 100-continue itself), as are the fields `strip` names, and our
  * own Connection field:
  * `keep-alive` for an HTTP proxy (gateway/net/io/upstream-pool.ts keeps the connection), `close`
@@ -104,7 +110,7 @@ export function encodeUpstreamRequestHead(
 ): Uint8Array {
   const listed = connectionTokens(head.headers);
   const requestTarget = options.form === "absolute"
-    ? `http://${target.authority}${target.path}`
+    ? `http://${options.uriAuthority ?? target.authority}${target.path}`
     : target.path;
   let text =
     `${head.method} ${requestTarget} HTTP/${head.version}\r\nHost: ${target.authority}\r\n`;

@@ -158,6 +158,15 @@ export class GatewayProcess {
       host: this.#status.addr.hostname,
       port: this.#status.addr.port,
     });
+    // Which resolution is in force decides what the guard can promise: say so at every start.
+    const resolution = core.guard.resolution ?? "upstream";
+    logger.info(
+      resolution === "gateway"
+        ? "Destinations resolved by the gateway: the upstream is sent the address the guard checked"
+        : "Destinations resolved by the upstream: names go on unresolved, and the guard cannot " +
+          "see what the upstream resolves them to",
+      { destination_resolution: resolution },
+    );
     // The workers build their cores before the first feed, which they get with the main's.
     await this.#options.isolates?.start();
     await core.start();

@@ -19,6 +19,7 @@ import type { DestinationGuard } from "../../core/contract.ts";
 import type { Dispatch } from "../../core/dispatch.ts";
 import { type SectionsDelta, sectionsDelta } from "../../core/feed-share.ts";
 import { createDestinationGuard } from "../../core/guard.ts";
+import { dnsResolver } from "../io/resolve.ts";
 import { CoreRouter } from "../../core/router.ts";
 import { FeedFollower, type FeedLogger } from "../../feed/follower.ts";
 import type { GatewayIsolateSnapshot } from "../../../shared/gateway-snapshot.ts";
@@ -46,18 +47,6 @@ import type { Logger } from "./log.ts";
 import { withDeadline } from "../../sticky/deadline.ts";
 import { helpLine } from "./metric-help.ts";
 import { gaugeSample, type MetricSample, renderSamples } from "./metrics.ts";
-
-/** Every address a name resolves to (A and AAAA), for the guard; none when it does not. */
-async function resolveAddresses(host: string): Promise<string[]> {
-  const [v4, v6] = await Promise.allSettled([
-    Deno.resolveDns(host, "A"),
-    Deno.resolveDns(host, "AAAA"),
-  ]);
-  return [
-    ...(v4.status === "fulfilled" ? v4.value : []),
-    ...(v6.status === "fulfilled" ? v6.value : []),
-  ];
-}
 
 /** The follower logs pino-style, `(fields, message)`. */
 function feedLogger(logger: Logger): FeedLogger {
@@ -160,7 +149,8 @@ export async function buildIsolateCore(
   });
   const guard = createDestinationGuard({
     allowCidrs: settings.destinationAllowCidrs,
-    resolve: resolveAddresses,
+    resolution: settings.destinationResolution,
+    resolve: dnsResolver(),
   });
   const isolate = options.isolate ?? 0;
   const writer = `${instance}:${isolate}`;

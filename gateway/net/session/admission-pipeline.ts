@@ -32,6 +32,7 @@ export class AdmissionTicket implements AdmissionRequest {
   headers: readonly HeaderField[] = NO_HEADERS;
   target: Target | undefined;
   client: Client | undefined;
+  dialTarget: Target | undefined;
   /** The index of the next step to run. */
   next = 0;
   /** What steps hold: most requests hold nothing, some one grant. */
@@ -65,6 +66,7 @@ export class AdmissionTicket implements AdmissionRequest {
     this.headers = headers;
     this.target = target;
     this.client = undefined;
+    this.dialTarget = undefined;
     this.next = 0;
     this.#stripped = undefined;
   }

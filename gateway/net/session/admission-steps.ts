@@ -10,7 +10,7 @@
  * that a request refused for where it comes from counts against nothing, and one refused for a
  * limit never resolves a name.
  */
-import type { AuthResult, DestinationGuard, Refusal, Router } from "../../core/contract.ts";
+import type { AuthResult, DestinationGuard, Refusal, Router, Target } from "../../core/contract.ts";
 import type { MaybePromise } from "../../core/contract.ts";
 import {
   type AdmissionRequest,
@@ -44,13 +44,36 @@ export function credentialsStep(router: Pick<Router, "authenticate">): Admission
   };
 }
 
-/** The destination guard: private, loopback and metadata addresses are refused with 403. */
+function pinned(request: AdmissionRequest, verdict: Refusal | Target): Refusal | undefined {
+  if (isTargetOnly(verdict)) {
+    request.dialTarget = verdict;
+    return undefined;
+  }
+  return verdict;
+}
+
+function isTargetOnly(verdict: Refusal | Target): verdict is Target {
+  return (verdict as Partial<Refusal>).status === undefined;
+}
+
+/**
+ * The destination guard: private, loopback and metadata addresses are refused with 403. When the
+ * gateway resolves destinations, the address it checked becomes the request's `dialTarget`.
+ */
 export function destinationStep(guard: DestinationGuard): AdmissionStep {
+  const pin = guard.resolution === "gateway" ? guard.pin?.bind(guard) : undefined;
+  if (guard.resolution === "gateway" && pin === undefined) {
+    throw new Error("A guard resolving destinations must pin them");
+  }
   return {
     name: "destination",
     stage: AdmissionStage.request,
     admit(request: AdmissionRequest): MaybePromise<AdmissionVerdict> {
-      return guard.check(request.target!);
+      if (pin === undefined) return guard.check(request.target!);
+      const verdict = pin(request.target!);
+      return verdict instanceof Promise
+        ? verdict.then((settled) => pinned(request, settled))
+        : pinned(request, verdict);
     },
   };
 }

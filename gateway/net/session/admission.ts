@@ -67,6 +67,12 @@ export interface AdmissionRequest {
    */
   client: Client | undefined;
   /**
+   * Where the upstream is sent instead of `target`: the address the destination step checked,
+   * when the gateway resolves destinations (OCTOPROX_DESTINATION_RESOLUTION=gateway). Undefined:
+   * the target goes on as the client named it.
+   */
+  dialTarget: Target | undefined;
+  /**
    * Keeps a request header field (its lower-case name) from reaching the upstream: one the
    * gateway consumed as an option. A forwarded request is sent without it; a tunnel has no
    * header fields past its CONNECT head, which never leaves the gateway.

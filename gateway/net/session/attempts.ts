@@ -64,7 +64,13 @@ export type AttemptOutcome<T> = AttemptServed<T> | AttemptFailed;
 /** What every attempt plan carries: whom for, where to, how many proxies at most. */
 export interface AttemptPlan {
   client: Client;
+  /** Where the client asked to go: what routing, metering and the log see. */
   target: Target;
+  /**
+   * Where the upstream is asked to go: `target`, or the address the guard checked for it when
+   * the gateway resolves destinations (OCTOPROX_DESTINATION_RESOLUTION=gateway).
+   */
+  dialTarget: Target;
   /** Distinct proxies the request may be tried on (1: no retry). */
   attempts: number;
   /** How the log names a failed attempt: `Forward`, `CONNECT`. */

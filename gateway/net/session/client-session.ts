@@ -269,6 +269,10 @@ export class ClientSession implements HttpSession {
     return this.#admission.strippedHeaders;
   }
 
+  get dialTarget(): Target | undefined {
+    return this.#admission.dialTarget;
+  }
+
   /** Answers a refusal of the routing core (and tells metering). */
   async refuse(
     refusal: Refusal,

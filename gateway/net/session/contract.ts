@@ -83,6 +83,11 @@ export interface HttpSession extends TunnelSession {
   ): MaybePromise<Client | undefined>;
   /** Request header fields (lower-case names) admission consumed: they are not forwarded. */
   readonly strippedHeaders: ReadonlySet<string> | undefined;
+  /**
+   * The admitted request's target as the upstream is sent it: the address the guard checked
+   * when the gateway resolves destinations; undefined: the target as the client named it.
+   */
+  readonly dialTarget: Target | undefined;
   /** Answers a refusal (and tells metering and the failure log). */
   refuse(
     refusal: Refusal,

@@ -36,7 +36,7 @@ export async function handleConnect(session: HttpSession, head: RequestHead): Pr
   if (client instanceof Promise) client = await client;
   if (client === undefined) return keepAfterRefusal;
 
-  const dial = await dialTunnel(session, client, target, kind);
+  const dial = await dialTunnel(session, client, target, kind, session.dialTarget ?? target);
   switch (dial.kind) {
     case "refused":
       await session.refuse(

@@ -20,7 +20,10 @@ export function socksReplyForRefusal(refusal: Pick<Refusal, "status" | "proxySta
     case 400: // a username option written wrong: credentials were not the problem
     case 403: // the destination guard
       return Socks5Reply.notAllowed;
-    case 502: // nothing serves the place or domain, or every proxy was tried
+    case 502:
+      // A name the gateway could not resolve (gateway resolution): the host is what is missing.
+      if (refusal.proxyStatus === "dns_error") return Socks5Reply.hostUnreachable;
+      // Nothing serves the place or domain, or every proxy was tried.
       return Socks5Reply.networkUnreachable;
     case 503:
       // Every proxy down: no route. At their concurrency limit, or no feed yet: try again.

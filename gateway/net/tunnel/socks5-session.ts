@@ -9,7 +9,8 @@
  * method is chosen (no authentication) only when they admit it; otherwise no method is
  * acceptable. A PROXY protocol header from a trusted balancer may come first
  * (io/proxy-prelude.ts). Then the CONNECT command only; domain names, IPv4
- * and IPv6 targets go on to the upstream unresolved. The dispatch, the upstream dialing, the
+ * and IPv6 targets go on to the upstream unresolved (unless the gateway resolves destinations:
+ * then the address its guard checked goes on). The dispatch, the upstream dialing, the
  * retry before the tunnel is up and the relay are CONNECT's own (tunnel.ts). Refusals and
  * failures become reply codes (socks5-replies.ts).
  *
@@ -226,7 +227,13 @@ export class Socks5Session implements TunnelSession {
     }
     const client: Client = ticket.client!;
 
-    const dial = await dialTunnel(this, client, target, RequestKind.socks5);
+    const dial = await dialTunnel(
+      this,
+      client,
+      target,
+      RequestKind.socks5,
+      ticket.dialTarget ?? target,
+    );
     switch (dial.kind) {
       case "refused":
         await this.#refuse(dial.refusal, client, target);

@@ -1,6 +1,7 @@
 /**
  * A tunnel through an upstream, as CONNECT (connect.ts) and SOCKS5 (socks5-session.ts) open
- * it: `dialTunnel` runs the request path's retry loop (session/attempts.ts) over dials (TCP,
+ * it (to the target as the client named it, or to the address the guard checked for it when the
+ * gateway resolves destinations): `dialTunnel` runs the request path's retry loop (session/attempts.ts) over dials (TCP,
  * TLS, the proxy's handshake), trying another proxy while the tunnel is not up (seed 001
  * section 7.2: as many as the project's max_retries); `runTunnel` commits, tells the client its
  * tunnel is up and relays both ways until it ends. Once the client heard that, a failure only
@@ -58,10 +59,12 @@ export function dialTunnel(
   client: Client,
   target: Target,
   protocol: RequestProtocol,
+  dialTarget: Target = target,
 ): Promise<Tried<TunnelUp>> {
   const plan: TunnelPlan = {
     client,
     target,
+    dialTarget,
     attempts: attemptsFor(client),
     label: "CONNECT",
     protocol,
@@ -84,7 +87,7 @@ async function dialAttempt(
   try {
     link = await dialUpstream({
       upstream: allocation.upstream,
-      target: plan.target,
+      target: plan.dialTarget,
       tunnel: true,
       timeoutMs: connectTimeoutFor(ctx.limits, plan.client),
       maxHeadBytes: ctx.limits.maxHeaderBytes,
