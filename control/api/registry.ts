@@ -7,11 +7,17 @@
 import type { Context, Hono, MiddlewareHandler } from "hono";
 import { bodyLimit } from "hono/body-limit";
 import type * as v from "valibot";
-import { NotFoundError } from "../../shared/errors.ts";
+import {
+  type FieldIssue,
+  NotFoundError,
+  UnauthorizedError,
+  ValidationError,
+} from "../../shared/errors.ts";
 import type { Access } from "./auth.ts";
 import type { AppEnv, Principal } from "./context.ts";
 import { payloadTooLargeResponse } from "./errors.ts";
 import { type AnySchema, parseInput, parseJsonObject } from "./validation.ts";
+import { unstorableIssues, unstorableQueryIssues, unstorableText } from "../core/unstorable.ts";
 import { isUuid } from "../services/store.ts";
 
 export type Method = "get" | "post" | "put" | "patch" | "delete";
@@ -52,6 +58,12 @@ export interface RouteSpec<
   /** A JSON body's bound, when larger than DEFAULT_MAX_BODY_BYTES (a configuration, a backup). */
   maxBodyBytes?: number;
   query?: TQuery;
+  /**
+   * Body fields that are credentials (a login's username and password): text refused in them
+   * answers as wrong credentials would (401 with this message), so the answer tells nothing
+   * more than a wrong password does.
+   */
+  credentials?: { fields: readonly string[]; message: string };
   /** The answers by status, with what each means. Error answers are added to the doc. */
   responses: Readonly<Record<number, string>>;
   handler(input: RouteInput<TAccess, TBody, TQuery>): Response | Promise<Response>;
@@ -122,6 +134,12 @@ export function defineRoute<
     responses: spec.responses,
     params,
     async run(c) {
+      // Every value read is first checked for what Postgres refuses (core/unstorable.ts), before
+      // its schema and the handler, so no route can let it through.
+      const pathIssues = params.flatMap((name) =>
+        unstorableText(`path.${name}`, c.req.param(name) ?? "") ?? []
+      );
+      if (pathIssues.length > 0) throw new ValidationError(pathIssues);
       const values: Record<string, string> = {};
       for (const name of params) {
         const value = c.req.param(name) ?? "";
@@ -130,11 +148,26 @@ export function defineRoute<
         if (!valid) throw new NotFoundError(paramEntity(spec.path, name));
         values[name] = value.toLowerCase();
       }
+      const queryIssues = unstorableQueryIssues(c.req.queries());
+      if (queryIssues.length > 0) throw new ValidationError(queryIssues);
       const query = spec.query ? parseInput(spec.query, c.req.query(), "query") : undefined;
       let body: unknown;
       let text = "";
-      if (spec.textBody) text = await c.req.text();
-      else if (spec.body) body = parseInput(spec.body, parseJsonObject(await c.req.text()), "body");
+      if (spec.textBody) {
+        text = await c.req.text();
+        const issue = unstorableText("body", text);
+        if (issue) throw new ValidationError([issue]);
+      } else if (spec.body) {
+        const json = parseJsonObject(await c.req.text());
+        const issues = unstorableIssues("body", json);
+        if (issues.length > 0) refuse(spec.credentials, json, issues);
+        try {
+          body = parseInput(spec.body, json, "body");
+        } catch (error) {
+          if (error instanceof ValidationError) refuse(spec.credentials, json, error.issues);
+          throw error;
+        }
+      }
       // The schemas above produced exactly these types; the generic input cannot be spelled
       // without the cast.
       const input = {
@@ -148,6 +181,22 @@ export function defineRoute<
       return await spec.handler(input);
     },
   };
+}
+
+/**
+ * Throws the answer to input at fault: a 422 naming the fields, or, when one of them is a
+ * credential the caller sent as text, the route's 401.
+ */
+function refuse(
+  credentials: RouteSpec<Access, undefined, undefined>["credentials"],
+  json: Record<string, unknown>,
+  issues: readonly FieldIssue[],
+): never {
+  const credential = credentials?.fields.find((name) =>
+    typeof json[name] === "string" && issues.some((issue) => issue.field === `body.${name}`)
+  );
+  if (credentials && credential !== undefined) throw new UnauthorizedError(credentials.message);
+  throw new ValidationError(issues);
 }
 
 export interface MountOptions {

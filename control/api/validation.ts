@@ -1,6 +1,8 @@
 /**
  * The one way a request's input is read: a valibot schema over the JSON body or the query, and
  * every issue at fault answered as a ValidationError naming `body.<path>` or `query.<path>`.
+ * Before any schema, every value read (path parameters, query, body) is walked once for what
+ * Postgres refuses whatever the field (core/unstorable.ts), so no route can forget it.
  */
 import * as v from "valibot";
 import { type FieldIssue, ValidationError } from "../../shared/errors.ts";

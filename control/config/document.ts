@@ -86,7 +86,7 @@ const ProjectEntry = v.strictObject({
 export const ConfigDocumentSchema = v.strictObject({
   version: v.literal(CONFIG_VERSION, `must be ${CONFIG_VERSION}`),
   /** The file's own revision: an apply of one lower than the last applied is refused. */
-  revision: v.optional(integerField(1, Number.MAX_SAFE_INTEGER)),
+  revision: v.optional(integerField(1, Number.MAX_SAFE_INTEGER, "bigint")),
   projects: v.optional(v.array(ProjectEntry, "must be a list of projects"), []),
 });
 

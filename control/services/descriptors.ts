@@ -25,6 +25,7 @@ import type { RegisteredDescriptor } from "../../shared/providers/registry.ts";
 import { ChangeKind } from "../../shared/roles.ts";
 import { refreshCustom } from "../providers/catalogue.ts";
 import { checkEgressHost } from "../providers/egress.ts";
+import { unstorableIssues } from "../core/unstorable.ts";
 import { read, type ServiceDeps, write } from "./store.ts";
 
 export type AuditRow = typeof providerAuditLog.$inferSelect;
@@ -68,6 +69,9 @@ function checkedDescriptor(deps: ServiceDeps, input: DescriptorSave, id?: string
       });
     }
   }
+  // YAML or JSON text may spell, by its escapes, what the body's own check could not see.
+  const unstorable = unstorableIssues("body.descriptor", document);
+  if (unstorable.length > 0) throw new ValidationError(unstorable);
   const parsed = parseDescriptor(document);
   if (!parsed.ok) {
     throw new ValidationError(parsed.issues.map((issue) => {

@@ -18,7 +18,11 @@ export interface ProxyAddress {
 
 export type Parsed<T> = { ok: true; value: T } | { ok: false; reason: string };
 
-const MAX_CREDENTIAL_CHARS = 1024;
+/**
+ * A proxy's username or password, in UTF-8 bytes: the username is part of the proxies' unique
+ * index, whose entries Postgres keeps under 2704 bytes, and so must stay well below that.
+ */
+const MAX_CREDENTIAL_BYTES = 1024;
 const HOST_LABEL = /^[a-z0-9_]([a-z0-9_-]{0,61}[a-z0-9_])?$/;
 const SCHEME_LIST = PROXY_SCHEMES.join(", ");
 
@@ -26,12 +30,23 @@ function fail<T>(reason: string): Parsed<T> {
   return { ok: false, reason };
 }
 
+const encoder = new TextEncoder();
+
+function utf8Length(text: string): number {
+  return encoder.encode(text).length;
+}
+
 function decode(part: string, what: string): Parsed<string> {
   try {
     // Most lists carry no escapes; skip the decoder for them (an upload reads 100,000 lines).
     const value = part.includes("%") ? decodeURIComponent(part) : part;
-    if (value.length > MAX_CREDENTIAL_CHARS) {
-      return fail(`the ${what} is longer than ${MAX_CREDENTIAL_CHARS} characters`);
+    // Each character is 1 to 3 bytes (4 for a pair that is 2 characters): count only when
+    // the characters alone leave it in doubt.
+    if (
+      value.length > MAX_CREDENTIAL_BYTES ||
+      (value.length * 3 > MAX_CREDENTIAL_BYTES && utf8Length(value) > MAX_CREDENTIAL_BYTES)
+    ) {
+      return fail(`the ${what} is longer than ${MAX_CREDENTIAL_BYTES} bytes (in UTF-8)`);
     }
     // Control characters would end up in a Proxy-Authorization header or a SOCKS handshake.
     // deno-lint-ignore no-control-regex

@@ -10,6 +10,8 @@ import { presentUser } from "../present.ts";
 
 const V1 = "/api/v1";
 
+const INVALID_LOGIN = "Invalid username or password";
+
 export function authRoutes(deps: ApiDeps): Route[] {
   return [
     defineRoute({
@@ -20,10 +22,12 @@ export function authRoutes(deps: ApiDeps): Route[] {
       description: "Answers a bearer JWT. Wrong credentials and inactive users get the same 401.",
       access: "public",
       body: LoginBody,
+      // A username or password no account can have is a wrong login, answered as one.
+      credentials: { fields: ["username", "password"], message: INVALID_LOGIN },
       responses: { 200: '`{access_token, token_type: "bearer", expires_in}` (seconds)' },
       async handler({ c, body }) {
         const user = await verifyLogin(deps, body.username, body.password);
-        if (!user) throw new UnauthorizedError("Invalid username or password");
+        if (!user) throw new UnauthorizedError(INVALID_LOGIN);
         const { accessToken, expiresInSeconds } = await issueAccessToken(deps.settings, user);
         return c.json({
           access_token: accessToken,

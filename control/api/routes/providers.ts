@@ -28,7 +28,11 @@ const SaveBody = v.strictObject({
   ),
   confirm_hosts: v.optional(
     v.pipe(
-      v.array(v.string("must be host names"), "must be a list of host names"),
+      v.array(
+        // 253: the longest DNS name.
+        v.pipe(v.string("must be host names"), v.maxLength(253, "must be a host name")),
+        "must be a list of host names",
+      ),
       v.maxLength(100),
     ),
     [],

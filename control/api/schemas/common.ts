@@ -18,7 +18,23 @@ export function textField(max: number) {
   return v.pipe(v.string("must be text"), v.maxLength(max, `must be at most ${max} characters`));
 }
 
-export function integerField(min: number, max: number) {
+/** The range of a Postgres `integer` (32-bit) column. */
+export const INT32_MAX = 2_147_483_647;
+export const INT32_MIN = -2_147_483_648;
+
+/**
+ * A whole number from `min` to `max`, for a column of `column`'s type: its bounds are checked
+ * against the column when the schema is made, so a bound past what the column holds (which
+ * Postgres would answer with an error) fails at start, not on a request. A `bigint` column (or
+ * a number kept in jsonb) takes safe integers, what a JavaScript number holds exactly.
+ */
+export function integerField(min: number, max: number, column: "integer" | "bigint" = "integer") {
+  const [low, high] = column === "integer"
+    ? [INT32_MIN, INT32_MAX]
+    : [Number.MIN_SAFE_INTEGER, Number.MAX_SAFE_INTEGER];
+  if (!Number.isSafeInteger(min) || !Number.isSafeInteger(max) || min < low || max > high) {
+    throw new Error(`integerField(${min}, ${max}) is past what an ${column} column holds`);
+  }
   const message = `must be a whole number from ${min} to ${max}`;
   return v.pipe(
     v.number(message),
@@ -37,8 +53,9 @@ export function readOnly(message = "is read-only") {
   return v.optional(v.never(message));
 }
 
-/** A whole number in a query string, with its default. */
+/** A whole number in a query string, with its default; at most 10 digits, within 32 bits. */
 export function queryInteger(min: number, max: number, defaultValue: number) {
+  if (min < 0 || max > INT32_MAX) throw new Error(`queryInteger(${min}, ${max}) is past 32 bits`);
   const message = `must be a whole number from ${min} to ${max}`;
   return v.optional(
     v.pipe(

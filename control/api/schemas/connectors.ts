@@ -74,10 +74,13 @@ const domainList = v.pipe(
   v.transform((hosts) => [...new Set(hosts)].sort()),
 );
 
+const MAX_URL_CHARS = 2048;
+
 const healthcheckUrl = v.nullable(
   v.pipe(
     v.string("must be text"),
     v.trim(),
+    v.maxLength(MAX_URL_CHARS, `must be at most ${MAX_URL_CHARS} characters`),
     v.check((value) => {
       try {
         const url = new URL(value);
@@ -124,6 +127,8 @@ export const RateLimitConfigSchema = v.pipe(
   }),
 );
 
+const MAX_PRICE_PER_GB = 1_000_000;
+
 const PERIODS = TRAFFIC_PERIODS;
 const ACTIONS = TRAFFIC_ACTIONS;
 const LIMIT_STATUSES = TRAFFIC_LIMIT_STATUSES;
@@ -134,14 +139,21 @@ const LIMIT_STATUSES = TRAFFIC_LIMIT_STATUSES;
  */
 export const TrafficConfigSchema = v.pipe(
   v.strictObject({
-    limit_bytes: v.optional(v.nullable(integerField(1, Number.MAX_SAFE_INTEGER))),
+    limit_bytes: v.optional(v.nullable(integerField(1, Number.MAX_SAFE_INTEGER, "bigint"))),
     period: v.optional(v.picklist(PERIODS, `must be one of ${PERIODS.join(", ")}`)),
     reset_day: v.optional(integerField(1, 28)),
     action: v.optional(v.picklist(ACTIONS, `must be one of ${ACTIONS.join(", ")}`)),
     warn_percent: v.optional(integerField(1, 100)),
     limit_status: v.optional(v.picklist(LIMIT_STATUSES, "must be 509 or 429")),
     price_per_gb: v.optional(
-      v.nullable(v.pipe(v.number("must be a number"), v.minValue(0, "must not be negative"))),
+      v.nullable(
+        v.pipe(
+          v.number("must be a number"),
+          v.minValue(0, "must not be negative"),
+          // A sane bound: far past any price, and every number up to it exact in a double.
+          v.maxValue(MAX_PRICE_PER_GB, `must be at most ${MAX_PRICE_PER_GB}`),
+        ),
+      ),
     ),
     currency: v.optional(
       v.pipe(

@@ -28,6 +28,8 @@ const email = v.nullable(
   v.pipe(
     v.string("must be text"),
     v.trim(),
+    // The longest address SMTP carries (RFC 5321).
+    v.maxLength(254, "must be at most 254 characters"),
     v.union(
       [v.literal(""), v.pipe(v.string(), v.email("must be an email address"))],
       "must be an email address",
@@ -56,7 +58,12 @@ export const UpdateUserBody = v.strictObject({
 export const UpdateMeBody = v.strictObject({
   email: v.optional(email),
   password: v.optional(password),
-  current_password: v.optional(v.string("must be text")),
+  current_password: v.optional(
+    v.pipe(
+      v.string("must be text"),
+      v.maxLength(USER_PASSWORD_MAX_CHARS, `must be at most ${USER_PASSWORD_MAX_CHARS} characters`),
+    ),
+  ),
   role: readOnly("is changed by an admin"),
   username: readOnly("is changed by an admin"),
 });
