@@ -6,7 +6,8 @@
  *
  * Settings first (a bad or missing one: one line naming it, exit 2), then the status listener,
  * the routing core and its feed follower; the proxy listener binds once the first feed is
- * applied. SIGTERM or SIGINT stops it and exits 0; a second signal exits at once with 1.
+ * applied. SIGTERM or SIGINT stops it and exits 0; a second signal exits at once with 1, and so
+ * does a stop that overruns its bound (stopBoundMs: 10 s with the defaults, Redis or not).
  *
  * OCTOPROX_GATEWAY_ISOLATES isolates serve the process (0: one per core): this one, which also
  * follows the feed, and workers beside it (gateway/net/process/isolates.ts). 1, the default, serves from
@@ -15,7 +16,7 @@
 import { parseGatewaySettings, SETTING_NAMES, SettingsError } from "../shared/settings.ts";
 import type { GatewaySettings } from "../shared/settings.ts";
 import { ConnectionBudget } from "./net/io/budget.ts";
-import { GatewayProcess, runUntilSignal } from "./net/process/gateway.ts";
+import { GatewayProcess, runUntilSignal, stopBoundMs } from "./net/process/gateway.ts";
 import { IsolatePool } from "./net/process/isolates.ts";
 import { createLogger, serialWriter } from "./net/process/log.ts";
 import { buildRoutingCore } from "./net/process/wiring.ts";
@@ -82,8 +83,10 @@ globalThis.addEventListener("unhandledrejection", (event) => {
 });
 
 let gateway: GatewayProcess;
+let owed: (() => Readonly<Record<string, number>>) | undefined;
 try {
   const core = await buildRoutingCore(settings, logger, instance);
+  owed = () => core.owed();
   let pool: IsolatePool | undefined;
   const budget = new ConnectionBudget(settings.maxClientConnections);
   if (isolates > 1) {
@@ -121,4 +124,4 @@ logger.info("Gateway started; the proxy port opens with the first feed", {
   statusPort: gateway.statusAddr?.port,
   isolates,
 });
-await runUntilSignal(gateway, logger);
+await runUntilSignal(gateway, logger, { boundMs: stopBoundMs(settings), owed });

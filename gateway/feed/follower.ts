@@ -78,6 +78,11 @@ export interface FeedFollowerOptions {
   recheckIntervalMs?: number;
   /** Waits after a failed read: the first, doubling to the last. */
   backoff?: { initialMs?: number; maxMs?: number };
+  /**
+   * How long a stop waits for a read of the head under way (default 2 s; the gateway passes its
+   * request deadline): with Redis away a read can hang on its connection, and a stop must not.
+   */
+  stopWaitMs?: number;
 }
 
 export interface FeedFollowerStats {
@@ -112,6 +117,7 @@ const MOVED_ATTEMPTS = 3;
 export class FeedFollower {
   readonly #o: FeedFollowerOptions;
   readonly #recheckMs: number;
+  readonly #stopWaitMs: number;
   readonly #backoff: { initialMs: number; maxMs: number };
   #reader: Redis | undefined;
   #task: Promise<void> | undefined;
@@ -133,6 +139,7 @@ export class FeedFollower {
   constructor(options: FeedFollowerOptions) {
     this.#o = options;
     this.#recheckMs = options.recheckIntervalMs ?? 30_000;
+    this.#stopWaitMs = options.stopWaitMs ?? 2_000;
     this.#backoff = {
       initialMs: options.backoff?.initialMs ?? 500,
       maxMs: options.backoff?.maxMs ?? 15_000,
@@ -179,14 +186,24 @@ export class FeedFollower {
     });
   }
 
-  /** Stops following and closes the follower's own connection. Never raises; safe twice. */
+  /**
+   * Stops following and closes the follower's own connection. Never raises; safe twice; settles
+   * within `stopWaitMs` whatever Redis does.
+   */
   stop(): Promise<void> {
     this.#stopped ??= (async () => {
       this.#stopping.abort();
-      // A blocked read cannot be cancelled on its connection; closing the connection ends it.
+      // A blocked read cannot be cancelled on its connection; closing the connection ends it,
+      // but not a read queued while the client reconnects (ioredis leaves it pending for ever),
+      // so the loop stops waiting on the stop signal, not on the read.
       this.#reader?.disconnect();
       await this.#task;
-      await this.#syncing?.catch(() => {});
+      // A read of the head on the process's client fails at the client's next reconnect; the
+      // stop waits for it a bounded while only.
+      const syncing = this.#syncing;
+      if (syncing !== undefined) {
+        await untilAbortOr(syncing, AbortSignal.timeout(this.#stopWaitMs)).catch(() => {});
+      }
     })();
     return this.#stopped;
   }
@@ -205,19 +222,22 @@ export class FeedFollower {
       try {
         // The position is taken before the head is read: an entry appended after it wakes the
         // blocked read below, so no publish can fall between the read and the wait.
-        this.#position ??= await this.#tail(reader);
+        this.#position ??= await untilAbortOr(this.#tail(reader), signal);
         // A head that kept moving is left to the entry of the compile that moved it, which
         // wakes the read below at once (it came after the position).
-        await this.syncNow();
+        await untilAbortOr(this.syncNow(), signal);
         this.#succeeded();
-        const reply = await reader.xread(
-          "COUNT",
-          1000,
-          "BLOCK",
-          this.#recheckMs,
-          "STREAMS",
-          this.#o.keys.feedStream,
-          this.#position,
+        const reply = await untilAbortOr(
+          reader.xread(
+            "COUNT",
+            1000,
+            "BLOCK",
+            this.#recheckMs,
+            "STREAMS",
+            this.#o.keys.feedStream,
+            this.#position,
+          ),
+          signal,
         );
         const entries = reply?.[0]?.[1];
         if (entries && entries.length > 0) this.#position = entries[entries.length - 1][0];
@@ -240,14 +260,17 @@ export class FeedFollower {
     const until = Date.now() + delayMs;
     if (this.#position !== undefined) {
       try {
-        const reply = await reader.xread(
-          "COUNT",
-          1000,
-          "BLOCK",
-          delayMs,
-          "STREAMS",
-          this.#o.keys.feedStream,
-          this.#position,
+        const reply = await untilAbortOr(
+          reader.xread(
+            "COUNT",
+            1000,
+            "BLOCK",
+            delayMs,
+            "STREAMS",
+            this.#o.keys.feedStream,
+            this.#position,
+          ),
+          signal,
         );
         const entries = reply?.[0]?.[1];
         if (entries && entries.length > 0) {
@@ -428,6 +451,30 @@ async function execAll<T extends unknown[]>(
 
 function text(error: unknown): string {
   return error instanceof Error ? error.message || error.name : String(error);
+}
+
+/** Stopped: what the loop waited for is left to settle on its own. */
+class Stopped extends Error {
+  constructor() {
+    super("Feed follower stopped");
+    this.name = "Stopped";
+  }
+}
+
+/**
+ * `pending`, or a rejection with `Stopped` once `signal` aborts: a command queued on a client
+ * that never reconnects (Redis gone, the client closed) would otherwise hold the caller for ever.
+ */
+function untilAbortOr<T>(pending: Promise<T>, signal: AbortSignal): Promise<T> {
+  if (signal.aborted) {
+    pending.catch(() => {});
+    return Promise.reject(new Stopped());
+  }
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = () => reject(new Stopped());
+    signal.addEventListener("abort", onAbort, { once: true });
+    pending.then(resolve, reject).finally(() => signal.removeEventListener("abort", onAbort));
+  });
 }
 
 function sleep(ms: number, signal: AbortSignal): Promise<void> {

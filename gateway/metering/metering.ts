@@ -531,6 +531,17 @@ export class RequestMetering implements TransferHooks {
     return this.#publisher.close();
   }
 
+  /**
+   * What Redis has not taken: the parts owed and their rows, plus the rows counted since the
+   * last cut (a close that failed on an owed part never cut them).
+   */
+  owed(): { parts: number; rows: number } {
+    const owed = this.#publisher.owed;
+    let rows = this.#window.rows;
+    for (const part of owed) rows += part.rows.length;
+    return { parts: owed.length, rows };
+  }
+
   stats(): MeteringStats {
     return {
       ...this.#publisher.stats(),

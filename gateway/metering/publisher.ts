@@ -86,6 +86,11 @@ export class BatchPublisher<Part> {
     this.#o = options;
   }
 
+  /** The parts still owed, oldest first. */
+  get owed(): readonly Part[] {
+    return this.#owed;
+  }
+
   stats(): PublisherStats {
     return { ...this.#stats, owedParts: this.#owed.length };
   }

@@ -48,6 +48,8 @@ export interface RateLimiterStats {
   trips: number;
   writeFailures: number;
   pendingProxies: number;
+  /** Requests counted in memory and not written yet. */
+  pendingRequests: number;
 }
 
 interface Pending {
@@ -188,7 +190,9 @@ export class RateLimiter {
   }
 
   stats(): RateLimiterStats {
-    return { ...this.#stats, pendingProxies: this.#pending.size };
+    let pendingRequests = 0;
+    for (const pending of this.#pending.values()) pendingRequests += pending.requests;
+    return { ...this.#stats, pendingProxies: this.#pending.size, pendingRequests };
   }
 
   /** This isolate's series for the gateway's /metrics (summed over the process's isolates). */

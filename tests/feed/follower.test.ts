@@ -18,7 +18,9 @@ import {
 } from "../../shared/feed/codec.ts";
 import { headJson, manifestJson } from "../../shared/feed/manifest.ts";
 import { SCHEMA_VERSION } from "../../shared/feed/models.ts";
-import { TEST_REDIS_URL, testSecrets, waitUntil } from "../support/stores.ts";
+import { TEST_REDIS_URL, testPrefix, testSecrets, waitUntil } from "../support/stores.ts";
+import { findFreePort } from "../../scripts/local-stores.ts";
+import { redisKeys } from "../../shared/redis-keys.ts";
 import { connector as feedConnector } from "../gateway/fixtures.ts";
 import { type FeedBed, feedBed } from "./support.ts";
 
@@ -363,5 +365,32 @@ describe("feed follower", () => {
     await t.publish({ global: globalSection(), runtime: runtimeSection() });
     await expect(t.follower.syncNow()).rejects.toThrow(/does not verify with this secret/);
     expect(t.follower.ready).toBe(false);
+  });
+});
+
+describe("feed follower without Redis", () => {
+  it("stops within its wait while its read is queued on a client that cannot connect", async () => {
+    // Nothing listens there, and the clients wait a minute before reconnecting: a read queued
+    // meanwhile stays queued, and ioredis leaves it pending for ever once the client is closed.
+    const port = await findFreePort();
+    const redis = new Redis(`redis://127.0.0.1:${port}`, {
+      maxRetriesPerRequest: 1,
+      retryStrategy: () => 60_000,
+    });
+    redis.on("error", () => {});
+    cleanups.push(() => redis.disconnect());
+    const follower = new FeedFollower({
+      redis,
+      keys: redisKeys(testPrefix()),
+      feedKeys: await deriveFeedKeys(testSecrets().internal),
+      logger: { info: () => {}, warn: () => {}, error: () => {} },
+      apply: () => {},
+      stopWaitMs: 500,
+    });
+    follower.start();
+    await waitUntil(() => redis.status === "reconnecting", { what: "the client to reconnect" });
+    const started = performance.now();
+    await follower.stop();
+    expect(performance.now() - started).toBeLessThan(1_500);
   });
 });

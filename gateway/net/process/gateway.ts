@@ -28,7 +28,7 @@ import { GatewayHeartbeat, type InstanceStore } from "./heartbeat.ts";
 import type { TransferHooks } from "../session/hooks.ts";
 import { ConnectionBudget } from "../io/budget.ts";
 import type { IsolatePool } from "./isolates.ts";
-import { buildListeners, type ProxyListener } from "./listener.ts";
+import { buildListeners, type ProxyListener, STOP_WAIT_MS } from "./listener.ts";
 import { StartRefused } from "./start-refused.ts";
 import type { Logger } from "./log.ts";
 import { GatewayMetrics, type MetricSample, type MetricsSnapshot, withRole } from "./metrics.ts";
@@ -50,8 +50,13 @@ export interface RoutingCore {
   firstApplied: Promise<void>;
   /** Starts following the feed (returns once started, not once applied). */
   start(): void | Promise<void>;
-  /** Stops the follower and whatever else the core runs; never rejects. */
+  /**
+   * Stops the follower and whatever else the core runs; never rejects, and settles within one
+   * request deadline (OCTOPROX_REDIS_REQUEST_TIMEOUT) whatever Redis does.
+   */
   stop(): Promise<void>;
+  /** What the core's writers still owe Redis (counts only), for the stop's last word. */
+  owed?(): Readonly<Record<string, number>>;
   /**
    * Lines of Prometheus text the core adds to /metrics (its own names), with the series the
    * process's other isolates reported for their parts of it.
@@ -177,6 +182,7 @@ export class GatewayProcess {
         intervalMs: settings.heartbeatIntervalMs,
         registration: { role: "gateway", version: VERSION, started_at: this.#startedAt },
         report: () => this.snapshot(),
+        stopWaitMs: settings.redisRequestTimeoutMs,
       });
       this.#heartbeat.start();
     }
@@ -323,18 +329,48 @@ export class GatewayProcess {
     // Withdrawn before the core closes its Redis client, so peers see the process leave at once.
     await step("heartbeat", () => this.#heartbeat?.stop() ?? Promise.resolve());
     await step("routing core", () => core.stop());
-    await step("status listener", () => this.#status?.close() ?? Promise.resolve());
+    // A status request under way (a scrape) gets a moment; the process does not wait on it.
+    await step("status listener", () => within(this.#status?.close(), STATUS_CLOSE_WAIT_MS));
     logger.info("Stopped");
     await logger.flush();
     this.#finish(code);
   }
 }
 
+/** How long the stop waits for the status listener's requests under way. */
+const STATUS_CLOSE_WAIT_MS = 1_000;
+
+/** `pending` (undefined: nothing to wait for), or nothing after `ms`. */
+async function within(pending: Promise<void> | undefined, ms: number): Promise<void> {
+  if (pending === undefined) return;
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  try {
+    await Promise.race([pending, new Promise<void>((r) => (timer = setTimeout(r, ms)))]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/**
+ * The longest a stop takes, whatever Redis does: the connections' grace (STOP_WAIT_MS), one
+ * request deadline for the heartbeat's withdrawal, one for the core's last sends (they go
+ * together), and a second of room. 10 s with the defaults (docs/operations.md).
+ */
+export function stopBoundMs(settings: Pick<GatewaySettings, "redisRequestTimeoutMs">): number {
+  return STOP_WAIT_MS + 2 * settings.redisRequestTimeoutMs + 1_000;
+}
+
 /**
  * Stops on SIGTERM or SIGINT and exits with the stop's code; a second signal exits at once
- * with 1. Resolves never: the process exits.
+ * with 1. A stop that has not finished within `boundMs` (stopBoundMs) logs what the core still
+ * owes Redis and exits with 1 too, so no outage holds a rollout. Resolves never: the process
+ * exits.
  */
-export async function runUntilSignal(gateway: GatewayProcess, logger: Logger): Promise<never> {
+export async function runUntilSignal(
+  gateway: GatewayProcess,
+  logger: Logger,
+  options: { boundMs: number; owed?: () => Readonly<Record<string, number>> },
+): Promise<never> {
   let signalled = false;
   const onSignal = (signal: Deno.Signal) => {
     if (signalled) {
@@ -342,8 +378,24 @@ export async function runUntilSignal(gateway: GatewayProcess, logger: Logger): P
       Deno.exit(1);
     }
     signalled = true;
-    logger.info("Stop requested", { signal });
+    logger.info("Stop requested", { signal, bound_ms: options.boundMs });
     void gateway.stop(0);
+    const timer = setTimeout(async () => {
+      let owed: Readonly<Record<string, number>> = {};
+      try {
+        owed = options.owed?.() ?? {};
+      } catch {
+        // The counts are a courtesy; the exit is not.
+      }
+      logger.error("Stop not finished within its bound; exiting", {
+        bound_ms: options.boundMs,
+        ...owed,
+      });
+      await within(logger.flush(), 500);
+      Deno.exit(1);
+    }, options.boundMs);
+    // The timer alone must not keep a stopped process alive.
+    Deno.unrefTimer(timer);
   };
   Deno.addSignalListener("SIGTERM", () => onSignal("SIGTERM"));
   Deno.addSignalListener("SIGINT", () => onSignal("SIGINT"));

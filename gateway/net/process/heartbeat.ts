@@ -24,6 +24,11 @@ export interface GatewayHeartbeatOptions {
   registration: Omit<InstanceRegistration, "ttl_ms">;
   /** The snapshot as of now (the isolates are asked for theirs, bounded). */
   report(): Promise<object>;
+  /**
+   * The longest a stop waits for the beat under way and the withdrawal together (the request
+   * deadline): with Redis away the keys expire on their own, and the stop goes on.
+   */
+  stopWaitMs?: number;
 }
 
 export interface HeartbeatStats {
@@ -74,14 +79,30 @@ export class GatewayHeartbeat {
     this.#stopping ??= (async () => {
       if (this.#timer !== undefined) clearTimeout(this.#timer);
       this.#timer = undefined;
-      await this.#beating;
-      if (!this.#wrote) return;
-      try {
+      const withdrawn = (async () => {
+        await this.#beating;
+        if (!this.#wrote) return;
         await this.#o.store.withdraw();
+      })();
+      const waitMs = this.#o.stopWaitMs;
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      try {
+        await (waitMs === undefined ? withdrawn : Promise.race([
+          withdrawn,
+          new Promise<never>((_, reject) => {
+            timer = setTimeout(
+              () => reject(new Error(`No answer within ${waitMs} ms`)),
+              waitMs,
+            );
+          }),
+        ]));
       } catch (error) {
         this.#o.logger.warn("Heartbeat keys not withdrawn; they expire on their own", {
           error: errorText(error),
         });
+      } finally {
+        clearTimeout(timer);
+        withdrawn.catch(() => {});
       }
     })();
     return this.#stopping;

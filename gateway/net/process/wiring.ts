@@ -94,7 +94,12 @@ export interface IsolateCore {
   samples(): MetricSample[];
   /** This isolate's part of the heartbeat snapshot (its connections are the caller's). */
   state(): Omit<GatewayIsolateSnapshot, "connections_open" | "tunnels_open">;
-  /** Stops what the core runs and holds (the router's held tasks, its own Redis client). */
+  /** What this isolate's writers owe Redis now. */
+  owed(): OwedAtStop;
+  /**
+   * Stops what the core runs and holds (the router's held tasks, its own Redis client), each
+   * last send under the request deadline, and logs what Redis did not take.
+   */
   stop(): Promise<void>;
 }
 
@@ -192,6 +197,8 @@ export async function buildIsolateCore(
     script: await loadMeteringScript(),
     instance: writer,
     logger,
+    // A stop's final attempt gets the request deadline, like every other last send to Redis.
+    closeTimeoutMs: settings.redisRequestTimeoutMs,
     rateLimiter,
     // A running transfer through a connector blocked with the interrupt action stops at its
     // next report (the snapshot in force says so).
@@ -277,27 +284,76 @@ export async function buildIsolateCore(
         },
       };
     },
+    owed: () => owedAtStop(metering, rateLimiter, failureLog, {}),
     async stop() {
       loopLag.stop();
       router.close();
+      const before = {
+        rate: rateLimiter.stats().dropped,
+        failures: failureLog.stats().examplesDropped,
+      };
       try {
-        // Sticky binding writes still under way, each bounded by the request deadline.
-        await router.drain();
-        // The listeners closed first, so every meter has finished: the windows they counted
-        // into are written, then metering sends what is owed, then the failure log its examples.
-        await rateLimiter.close();
-        await metering.close();
-        await failureLog.close();
+        // The listeners closed first, so every meter has finished. Each last send (sticky
+        // writes, the rate windows, metering's final attempt, the failure examples) is bounded
+        // by the request deadline, and they go together: a Redis that is gone costs the stop one
+        // deadline, not one per writer.
+        await Promise.all([
+          router.drain(),
+          rateLimiter.close(),
+          metering.close(),
+          failureLog.close(),
+        ]);
       } finally {
         if (ownRedis) redis.disconnect();
       }
+      // One line with what Redis did not take (sizes only), whether or not anything is owed.
+      const owed = owedAtStop(metering, rateLimiter, failureLog, before);
+      const unsent = Object.values(owed).some((count) => count > 0);
+      const message = unsent
+        ? "Final sends: some counts not sent to Redis"
+        : "Final sends: all sent";
+      (unsent ? logger.warn : logger.info).call(logger, message, { isolate, ...owed });
     },
+  };
+}
+
+/**
+ * What one isolate's writers still owe Redis (counts, never contents). A type, not an interface:
+ * it is read as a record of counts (RoutingCore.owed).
+ */
+export type OwedAtStop = {
+  metering_parts_owed: number;
+  metering_rows_owed: number;
+  rate_limit_requests_dropped: number;
+  failure_examples_dropped: number;
+};
+
+function owedAtStop(
+  metering: RequestMetering,
+  rateLimiter: RateLimiter,
+  failureLog: FailureLog,
+  before: { rate?: number; failures?: number },
+): OwedAtStop {
+  const owed = metering.owed();
+  const rate = rateLimiter.stats();
+  const failures = failureLog.stats();
+  return {
+    metering_parts_owed: owed.parts,
+    metering_rows_owed: owed.rows,
+    // Dropped during the stop (a write that failed), plus whatever is still waiting.
+    rate_limit_requests_dropped: rate.dropped - (before.rate ?? rate.dropped) +
+      rate.pendingRequests,
+    failure_examples_dropped: failures.examplesDropped -
+      (before.failures ?? failures.examplesDropped) +
+      failures.pendingExamples,
   };
 }
 
 /** The main isolate's core: its own isolate core plus the feed follower, once per process. */
 export interface WiredCore extends RoutingCore {
   readonly router: CoreRouter;
+  /** What the main isolate's writers owe Redis now (the workers log their own at their stop). */
+  owed(): OwedAtStop;
   /**
    * Hands every feed applied from now on (as its delta) to `receiver`, before the first one
    * binds the listeners: the process's other isolates build their snapshots from it.
@@ -338,6 +394,7 @@ export async function buildRoutingCore(
     redis,
     keys,
     feedKeys,
+    stopWaitMs: settings.redisRequestTimeoutMs,
     logger: feedLogger(logger),
     apply: (update) => {
       const started = performance.now();
@@ -428,10 +485,11 @@ export async function buildRoutingCore(
       shareTrip = receiver;
     },
     start: () => follower.start(),
+    owed: () => isolate.owed(),
     async stop() {
       try {
-        await follower.stop();
-        await isolate.stop();
+        // Together: each is bounded by the request deadline, so the core's stop takes one.
+        await Promise.all([follower.stop(), isolate.stop()]);
       } finally {
         redis.disconnect();
       }
