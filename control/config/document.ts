@@ -56,7 +56,8 @@ const ProxyEntry = v.union(
   "must be a proxy address (scheme://host:port) or {url, country}",
 );
 
-// A file holds static lists: vendor credentials and connectors are made through the api.
+// A file holds static lists: vendor and provider-API credentials and connectors are made through
+// the api.
 const CredentialEntry = v.strictObject({
   ...credentialFields,
   provider: staticProvider,
@@ -68,7 +69,8 @@ const ConnectorEntry = v.strictObject({
   kind: v.optional(
     v.picklist(
       ["static"],
-      "a configuration file holds static connectors only; make vendor connectors through the api",
+      "a configuration file holds static connectors only; make vendor and provider_api " +
+        "connectors through the api",
     ),
     "static",
   ),
