@@ -37,6 +37,11 @@ export function examplesText(examples: string[]): string {
   return `\nExamples:\n${examples.map((example) => `  $ ${example}`).join("\n")}\n`;
 }
 
+/** A repeatable option's values, in the order given (`--allow a --allow b`). */
+export function collectRepeated(value: string, previous: string[] = []): string[] {
+  return [...previous, value];
+}
+
 /** `--set weight=2 --set countries='["de"]'`: a value that parses as JSON is that JSON. */
 export function collectSet(pair: string, previous: Record<string, unknown> = {}) {
   const at = pair.indexOf("=");

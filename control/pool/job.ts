@@ -36,6 +36,7 @@ import type { Job, WorkBatch } from "../jobs/job.ts";
 import { EchoMonitor } from "../jobs/health.ts";
 import { type ProviderApiConfig, readProviderApiConfig } from "../provider-api/config.ts";
 import type { FetchLeader, ProviderApiConnector, Refiller } from "../provider-api/contract.ts";
+import { RuntimeEntryKind } from "../services/quarantines.ts";
 import { isUuid } from "../services/store.ts";
 import { probe } from "../upstream/index.ts";
 import type { UpstreamScheme } from "../../shared/proxy-protocol/types.ts";
@@ -364,7 +365,7 @@ export class PoolJob implements Job {
         STREAM_CAPS.runtime,
         "*",
         "kind",
-        "pool",
+        RuntimeEntryKind.pool,
         "ref",
         connectorId,
       );

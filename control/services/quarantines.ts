@@ -15,10 +15,14 @@ import { withDeadline } from "../core/redis.ts";
 
 type QuarantineDeps = Pick<ControlDeps, "redis" | "keys" | "settings" | "logger">;
 
-/** Runtime entry kinds the api appends (the gateways append `quarantine` when they trip one). */
+/**
+ * Runtime entry kinds the control plane appends (the gateways append `quarantine` when they trip
+ * one; the pool job appends `pool` when a provider-API pool's routed entries changed).
+ */
 export const RuntimeEntryKind = {
   quarantine: "quarantine",
   quarantineLifted: "quarantine_lifted",
+  pool: "pool",
 } as const;
 
 /** A proxy's quarantine as a view shows it. */

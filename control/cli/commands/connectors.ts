@@ -1,6 +1,6 @@
 /** `connectors list|get|create|delete`, under a project (`--project <name or id>`). */
 import type { Command } from "commander";
-import type { Connector, Credential } from "../../web/src/api/types.ts";
+import type { Connector, Credential, PoolView } from "../../web/src/api/types.ts";
 import {
   collectSet,
   connect,
@@ -13,7 +13,6 @@ import {
 import { emit, formatBytes, line, pc, printFields, printTable } from "../output.ts";
 import { confirm } from "../prompt.ts";
 import { pick, resolveConnector, resolveProject } from "../resolve.ts";
-import type { PoolView } from "../../pool/view.ts";
 
 interface ProjectOption extends JsonOption {
   project: string;

@@ -4,29 +4,19 @@
  * when created.
  */
 import type { Command } from "commander";
-import { connect, type JsonOption, leaf, outputOf, positiveInteger } from "../command.ts";
+import type { DistributionKey } from "../../web/src/api/types.ts";
+import {
+  collectRepeated,
+  connect,
+  type JsonOption,
+  leaf,
+  outputOf,
+  positiveInteger,
+} from "../command.ts";
 import { UsageError } from "../errors.ts";
 import { emit, line, note, pc, printTable } from "../output.ts";
 import { confirm } from "../prompt.ts";
 import { pick, resolveProject } from "../resolve.ts";
-
-interface DistributionKey {
-  id: string;
-  project_id: string;
-  name: string;
-  prefix: string;
-  allowed_cidrs: string[];
-  created_at: string;
-  expires_at: string | null;
-  last_used_at: string | null;
-  revoked_at: string | null;
-  active: boolean;
-  key?: string;
-}
-
-function collect(value: string, previous: string[] = []): string[] {
-  return [...previous, value];
-}
 
 export function registerDistributionKeys(program: Command): void {
   const keys = program.command("distribution-keys").description(
@@ -63,7 +53,7 @@ export function registerDistributionKeys(program: Command): void {
     "octoprox distribution-keys create shop crawler --allow 203.0.113.0/24",
     "octoprox distribution-keys create shop ci --expires-in-days 30 --json | jq -r .key",
   ])
-    .option("--allow <cidr>", "a client block the key is taken from (repeatable)", collect)
+    .option("--allow <cidr>", "a client block the key is taken from (repeatable)", collectRepeated)
     .option("--expires-at <time>", "when it stops working (ISO 8601)")
     .option("--expires-in-days <n>", "days it lasts (until revoked otherwise)", positiveInteger)
     .action(async (

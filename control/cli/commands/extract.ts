@@ -7,6 +7,7 @@
 import { type Command, InvalidArgumentError } from "commander";
 import { Client } from "../client.ts";
 import {
+  collectRepeated,
   examplesText,
   type JsonOption,
   leaf,
@@ -77,10 +78,6 @@ function mode(text: string): string {
   return text;
 }
 
-function collect(value: string, previous: string[] = []): string[] {
-  return [...previous, value];
-}
-
 const withKey = (command: Command) =>
   command
     .option("--key <key>", `the distribution key (default: ${KEY_ENV})`)
@@ -127,7 +124,7 @@ export function registerExtract(program: Command): void {
     .option("--country <cc>", "their country (ISO 3166-1 alpha-2)")
     .option("--protocol <scheme>", "their scheme: http, https, socks4 or socks5")
     .option("--carrier <name>", "their carrier")
-    .option("--connector <id>", "a connector to take from (repeatable)", collect)
+    .option("--connector <id>", "a connector to take from (repeatable)", collectRepeated)
     .option("--mode <mode>", "partial (default) or all_or_nothing", mode)
     .option("--min-ttl <s>", "each must stay usable at least this many seconds", wholeNumber)
     .option("--max-check-age <s>", "each checked at most this many seconds ago", positiveInteger)
