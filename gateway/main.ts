@@ -98,6 +98,7 @@ try {
       writeLines: writeWorkerLines,
       dispatch: core.router.dispatch,
       budget,
+      freshness: core.freshness,
       quarantined: (proxyId, untilMs) => core.router.quarantineLocally(proxyId, untilMs),
     });
     const workers = pool;

@@ -34,6 +34,8 @@ export const RefusalKind = {
   /** The current connector of the project's sequence cannot serve the request. */
   sequenceUnavailable: "sequence_unavailable",
   notReady: "not_ready",
+  /** The gateway has not read the feed for longer than OCTOPROX_FEED_MAX_STALE. */
+  feedStale: "feed_stale",
 } as const;
 export type RefusalKind = (typeof RefusalKind)[keyof typeof RefusalKind];
 

@@ -302,6 +302,21 @@ const gatewayFields = {
   OCTOPROX_GATEWAY_ISOLATES: integer(1, 0, 256),
   // How often the gateway writes its instance snapshot (the System page), as control processes.
   OCTOPROX_HEARTBEAT_INTERVAL: seconds(5, 0.1, 3600),
+  // How long a gateway may go without reading the feed before it stops taking new requests; 0
+  // (the default) serves on the last feed for as long as it must (docs/gateway.md).
+  OCTOPROX_FEED_MAX_STALE: v.optional(
+    v.pipe(
+      trimmed,
+      v.regex(/^\d+(\.\d+)?$/, "must be 0 (off) or a number of seconds from 1 to 86400"),
+      v.transform(Number),
+      v.check(
+        (s) => s === 0 || (s >= 1 && s <= 86_400),
+        "must be 0 (off) or a number of seconds from 1 to 86400",
+      ),
+      v.transform((s) => Math.round(s * 1000)),
+    ),
+    "0",
+  ),
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -386,6 +401,8 @@ export const GatewaySettingsSchema = v.pipe(
     /** 1 (default): one isolate; 0: one per core (the process resolves it); n: n isolates. */
     isolates: e.OCTOPROX_GATEWAY_ISOLATES,
     heartbeatIntervalMs: e.OCTOPROX_HEARTBEAT_INTERVAL,
+    /** 0: off (the last feed serves however old its read). */
+    feedMaxStaleMs: e.OCTOPROX_FEED_MAX_STALE,
   })),
 );
 export type GatewaySettings = v.InferOutput<typeof GatewaySettingsSchema>;

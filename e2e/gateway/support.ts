@@ -226,3 +226,10 @@ export class SteadyLoad {
     await Promise.all(this.#loops);
   }
 }
+
+/** A port the gateway logged when it bound it (e.g. "SOCKS5 listener bound"). */
+export function loggedPort(gateway: Gateway, message: string): number {
+  const port = gateway.logs().find((line) => line.msg === message)?.port;
+  if (typeof port !== "number") throw new Error(`${gateway.instance} did not log "${message}"`);
+  return port;
+}

@@ -20,6 +20,7 @@ import { type Haproxy, startHaproxyConfig } from "../support/haproxy.ts";
 import { type Origin, startOrigin } from "../support/origin.ts";
 import { exitOf, viaProxy } from "../support/proxy-client.ts";
 import { startTinyproxy, type Tinyproxy } from "../support/tinyproxy.ts";
+import { loggedPort } from "../gateway/support.ts";
 import { createRoutedProject, type RoutedProject } from "../gateway/support.ts";
 
 const EXAMPLE = join(ROOT, "infra", "haproxy", "haproxy.cfg");
@@ -59,12 +60,6 @@ let project: RoutedProject;
 let haproxy: Haproxy & { readonly ports: readonly number[] };
 
 /** A listener's port, from the gateway's log line announcing it. */
-function loggedPort(gateway: Gateway, message: string): number {
-  const port = gateway.logs().find((line) => line.msg === message)?.port;
-  if (typeof port !== "number") throw new Error(`${gateway.instance} did not log "${message}"`);
-  return port;
-}
-
 beforeAll(async () => {
   [cluster, origin, tinyproxy] = await Promise.all([
     Cluster.create(),

@@ -63,6 +63,20 @@ export const notReady: Refusal = Object.freeze({
   rejection: RejectionReason.notReady,
 });
 
+/**
+ * OCTOPROX_FEED_MAX_STALE: the gateway has not read the feed for longer than it may route on
+ * it; new requests wait for the next good read.
+ */
+export function feedStale(ageMs: number, maxStaleMs: number): Refusal {
+  return {
+    status: 503,
+    proxyStatus: "proxy_internal_error",
+    reason: `The gateway's routing feed is stale: not read for ${Math.round(ageMs / 1000)} s ` +
+      `(OCTOPROX_FEED_MAX_STALE is ${maxStaleMs / 1000} s)`,
+    rejection: RejectionReason.feedStale,
+  };
+}
+
 /** `DE`, `US, state NY`, `US, state NY, city new_york`; undefined when no place was asked. */
 export function describePlace(options: UsernameOptions): string | undefined {
   if (options.country === undefined) return undefined;

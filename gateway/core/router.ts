@@ -40,6 +40,7 @@ import {
   projectBlockedNow,
   sequenceConnector,
 } from "./eligibility.ts";
+import type { FeedFreshness } from "./feed-freshness.ts";
 import type { DeadlineTable } from "./id-table.ts";
 import { consoleLog, type CoreLog } from "./log.ts";
 import { HeldTasks } from "../sticky/held-tasks.ts";
@@ -51,6 +52,7 @@ import {
   allQuarantined,
   allTried,
   badOptions,
+  feedStale,
   notReady,
   noUpstream,
   quotaExceeded,
@@ -112,6 +114,8 @@ export interface RouterOptions {
   provision?: ProvisionRequests;
   /** How long a request waits for its group (PROVISION_WAIT_MS unless said; tests). */
   provisionWaitMs?: number;
+  /** OCTOPROX_FEED_MAX_STALE: past it, new requests are refused (none: never stale). */
+  freshness?: FeedFreshness;
 }
 
 /** How many times a selection that lost its reservation race is tried again. */
@@ -140,6 +144,7 @@ export class CoreRouter implements Router {
   private readonly log: CoreLog;
   private readonly random: () => number;
   private readonly nowMs: () => number;
+  private readonly freshness: FeedFreshness | undefined;
   private readonly factories: Readonly<Partial<Record<Strategy, StrategyFactory>>>;
   private readonly strategies = new Map<string, HeldStrategy>();
   private readonly warnedStrategies = new Set<string>();
@@ -165,6 +170,7 @@ export class CoreRouter implements Router {
     this.log = options.log ?? consoleLog;
     this.random = options.random ?? Math.random;
     this.nowMs = options.nowMs ?? Date.now;
+    this.freshness = options.freshness;
     this.factories = { ...STRATEGY_FACTORIES, ...options.strategies };
     this.passwordCacheSize = options.passwordCacheSize ?? 1024;
     this.accepted = new BoundedMap(this.passwordCacheSize);
@@ -380,6 +386,11 @@ export class CoreRouter implements Router {
     if (project === undefined) return unauthenticated;
     const options = client.options;
     const nowMs = this.nowMs();
+    const freshness = this.freshness;
+    if (freshness !== undefined) {
+      const staleMs = freshness.staleForMs(nowMs);
+      if (staleMs !== undefined) return feedStale(staleMs, freshness.maxStaleMs);
+    }
     const host = normaliseHost(target.host);
 
     // A sequence routes through its current connector alone (on_unavailable reject: the only

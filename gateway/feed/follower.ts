@@ -76,6 +76,11 @@ export interface FeedFollowerOptions {
   apply: (update: FeedUpdate) => void | Promise<void>;
   /** The head is read at least this often, entry or not (a net for lost entries). */
   recheckIntervalMs?: number;
+  /**
+   * Told each time a read verified the head: a new feed applied, or the applied one still
+   * current (OCTOPROX_FEED_MAX_STALE counts from the last).
+   */
+  onRead?: () => void;
   /** Waits after a failed read: the first, doubling to the last. */
   backoff?: { initialMs?: number; maxMs?: number };
   /**
@@ -210,7 +215,10 @@ export class FeedFollower {
 
   /** Reads the head now and applies a new feed if there is one (also what the loop runs). */
   syncNow(): Promise<SyncOutcome> {
-    this.#syncing ??= this.#sync().finally(() => {
+    this.#syncing ??= this.#sync().then((outcome) => {
+      if (outcome === "applied" || outcome === "current") this.#o.onRead?.();
+      return outcome;
+    }).finally(() => {
       this.#syncing = undefined;
     });
     return this.#syncing;

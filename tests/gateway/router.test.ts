@@ -1,6 +1,7 @@
 /** The router: credentials, eligibility, weights, strategies, exclusions and every refusal. */
 import { describe, expect, it } from "vitest";
 import { CoreRouter, LOCAL_QUARANTINE_MAX_MS } from "../../gateway/core/router.ts";
+import { FeedFreshness } from "../../gateway/core/feed-freshness.ts";
 import {
   type Allocation,
   isRefusal,
@@ -181,6 +182,51 @@ describe("authenticate", () => {
     expect(router.ready).toBe(false);
     const result = await router.authenticate(basic("shop"));
     expect(result.ok === false && result.refusal.status).toBe(503);
+  });
+});
+
+describe("a bound on a stale feed (OCTOPROX_FEED_MAX_STALE)", () => {
+  const sections = () => feed([section("c", ["a"])]);
+
+  it("routes while the last read is within the bound, refuses past it, and routes again after a read", async () => {
+    let now = NOW;
+    const freshness = new FeedFreshness(2_000);
+    const { router } = routerFor(sections(), { freshness, nowMs: () => now });
+    freshness.read(now);
+    now += 2_000;
+    expect(await pick(router)).toMatchObject({ proxyId: "a" });
+    now += 1;
+    const refused = await router.acquire(client(), target("example.com"));
+    expect(isRefusal(refused) && refused).toMatchObject({
+      status: 503,
+      rejection: RejectionReason.feedStale,
+    });
+    expect((refused as Refusal).reason).toBe(
+      "The gateway's routing feed is stale: not read for 2 s (OCTOPROX_FEED_MAX_STALE is 2 s)",
+    );
+    freshness.read(now);
+    expect(await pick(router)).toMatchObject({ proxyId: "a" });
+  });
+
+  it("is off at 0: any age routes", async () => {
+    const freshness = new FeedFreshness(0);
+    freshness.read(NOW - 86_400_000);
+    const { router } = routerFor(sections(), { freshness });
+    expect(await pick(router)).toMatchObject({ proxyId: "a" });
+    expect(freshness.staleForMs(NOW)).toBeUndefined();
+    expect(freshness.recheckIntervalMs(30_000)).toBe(30_000);
+  });
+
+  it("a worker isolate's copy reads the main isolate's time through the shared word", () => {
+    const main = new FeedFreshness(5_000);
+    const worker = new FeedFreshness(5_000, main.buffer);
+    expect(worker.ageMs(NOW)).toBeUndefined();
+    main.read(NOW - 6_000);
+    expect(worker.staleForMs(NOW)).toBe(6_000);
+    main.read(NOW);
+    expect(worker.staleForMs(NOW)).toBeUndefined();
+    // The follower reads the head at least four times within the bound.
+    expect(main.recheckIntervalMs(30_000)).toBe(1_250);
   });
 });
 

@@ -3,7 +3,7 @@
  * code 2 and one line on standard error naming the variable.
  */
 import { afterAll, describe, expect, it } from "vitest";
-import { parseControlSettings } from "../../shared/settings.ts";
+import { parseControlSettings, parseGatewaySettings } from "../../shared/settings.ts";
 import { controlEnv, killAll, spawnScript } from "../support/processes.ts";
 
 afterAll(killAll);
@@ -75,5 +75,29 @@ describe("settings at start", () => {
     expect(exit.code).toBe(2);
     expect(stderr).toHaveLength(1);
     expect(stderr[0]).toMatch(/^octoprox: OCTOPROX_ROLE /);
+  });
+});
+
+describe("OCTOPROX_FEED_MAX_STALE", () => {
+  const gateway = (value?: string) =>
+    parseGatewaySettings({
+      OCTOPROX_REDIS_URL: "redis://127.0.0.1:1",
+      OCTOPROX_INTERNAL_SECRET: "x".repeat(32),
+      OCTOPROX_FEED_MAX_STALE: value,
+    });
+
+  it("is off (0) unless set, and takes seconds", () => {
+    expect(gateway().feedMaxStaleMs).toBe(0);
+    expect(gateway("0").feedMaxStaleMs).toBe(0);
+    expect(gateway("90").feedMaxStaleMs).toBe(90_000);
+    expect(gateway("1.5").feedMaxStaleMs).toBe(1_500);
+  });
+
+  it("refuses a bound under a second, a negative one and a word, naming the setting", () => {
+    for (const bad of ["0.5", "-1", "soon", "86401"]) {
+      expect(() => gateway(bad)).toThrow(
+        /OCTOPROX_FEED_MAX_STALE must be 0 \(off\) or a number of seconds from 1 to 86400/,
+      );
+    }
   });
 });

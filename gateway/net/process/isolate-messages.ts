@@ -19,6 +19,8 @@ export type ToWorker =
     dispatch: DispatchBuffers;
     /** The process's OCTOPROX_MAX_CLIENT_CONNECTIONS count (budget.ts). */
     budget: SharedArrayBuffer;
+    /** When the main isolate last read the feed (feed-freshness.ts). */
+    freshness: SharedArrayBuffer;
   }
   /** An applied feed's delta, with the buffers as they are now (one may have been replaced). */
   | { type: "feed"; delta: SectionsDelta; dispatch: DispatchBuffers }

@@ -14,6 +14,7 @@ import { Dispatch } from "../../core/dispatch.ts";
 import { SectionsMirror } from "../../core/feed-share.ts";
 import type { CoreRouter } from "../../core/router.ts";
 import { ConnectionBudget } from "../io/budget.ts";
+import { FeedFreshness } from "../../core/feed-freshness.ts";
 import type { FromWorker, ToWorker } from "./isolate-messages.ts";
 import { buildListeners, type IsolateListeners } from "./listener.ts";
 import { createLogger, type Logger } from "./log.ts";
@@ -71,6 +72,7 @@ async function init(message: Extract<ToWorker, { type: "init" }>): Promise<void>
     isolate: index,
     // The process excludes a proxy this isolate tripped at once: the main isolate hands it on.
     shareTrip: (proxyId, untilMs) => post({ type: "quarantine", proxyId, untilMs }),
+    freshness: new FeedFreshness(settings.feedMaxStaleMs, message.freshness),
   });
   const metrics = new GatewayMetrics();
   const listeners = buildListeners(settings, {

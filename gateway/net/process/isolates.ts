@@ -14,6 +14,7 @@ import type { GatewaySettings } from "../../../shared/settings.ts";
 import type { Dispatch, DispatchBuffers } from "../../core/dispatch.ts";
 import type { SectionsDelta } from "../../core/feed-share.ts";
 import type { ConnectionBudget } from "../io/budget.ts";
+import type { FeedFreshness } from "../../core/feed-freshness.ts";
 import type { FromWorker, ToWorker } from "./isolate-messages.ts";
 import type { Logger } from "./log.ts";
 import type { MetricsSnapshot } from "./metrics.ts";
@@ -29,6 +30,8 @@ export interface IsolatePoolOptions {
   /** The main isolate's counts. */
   dispatch: Dispatch;
   budget: ConnectionBudget;
+  /** When the main isolate last read the feed: every worker refuses on it as the main one. */
+  freshness: FeedFreshness;
   /** A worker's rate limiter tripped a proxy: the main isolate excludes it too. */
   quarantined?: (proxyId: string, untilMs: number) => void;
 }
@@ -85,7 +88,7 @@ export class IsolatePool {
 
   /** Starts the workers and waits until each built its core (or failed, and was left out). */
   async start(): Promise<void> {
-    const { workers, settings, instance, logger, dispatch, budget } = this.#options;
+    const { workers, settings, instance, logger, dispatch, budget, freshness } = this.#options;
     if (!dispatch.shared) {
       logger.warn("No SharedArrayBuffer here: serving from the main isolate alone");
       return;
@@ -108,6 +111,7 @@ export class IsolatePool {
         index,
         dispatch: this.#buffers(),
         budget: budget.buffer,
+        freshness: freshness.buffer,
       });
       started.push(
         within(ready, START_WAIT_MS, undefined).then((message) => {

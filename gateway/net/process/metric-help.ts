@@ -25,6 +25,8 @@ export const METRIC_HELP: Readonly<Record<string, string>> = {
   octoprox_gateway_feed_failures_total: "Feed reads that failed (nothing applied).",
   octoprox_gateway_feed_consecutive_failures: "Feed reads failed in a row.",
   octoprox_gateway_feed_applied_age_seconds: "Seconds since the feed in force was applied.",
+  octoprox_gateway_feed_read_age_seconds:
+    "Seconds since a read of the feed last verified its head (OCTOPROX_FEED_MAX_STALE counts it).",
   octoprox_gateway_feed_compiled_timestamp_seconds:
     "When the feed in force was compiled, in seconds since the epoch (the controller's clock).",
   // Request metering (gateway/metering/metering.ts).

@@ -18,6 +18,7 @@ import type { GatewaySettings } from "../../../shared/settings.ts";
 import type { DestinationGuard } from "../../core/contract.ts";
 import type { Dispatch } from "../../core/dispatch.ts";
 import { type SectionsDelta, sectionsDelta } from "../../core/feed-share.ts";
+import { FeedFreshness } from "../../core/feed-freshness.ts";
 import { createDestinationGuard } from "../../core/guard.ts";
 import { dnsResolver } from "../io/resolve.ts";
 import { CoreRouter } from "../../core/router.ts";
@@ -47,6 +48,9 @@ import type { Logger } from "./log.ts";
 import { withDeadline } from "../../sticky/deadline.ts";
 import { helpLine } from "./metric-help.ts";
 import { gaugeSample, type MetricSample, renderSamples } from "./metrics.ts";
+
+/** The follower reads the feed's head at least this often (less with OCTOPROX_FEED_MAX_STALE). */
+const FEED_RECHECK_MS = 30_000;
 
 /** The follower logs pino-style, `(fields, message)`. */
 function feedLogger(logger: Logger): FeedLogger {
@@ -112,6 +116,8 @@ export interface IsolateCoreOptions {
   isolate?: number;
   /** Hands a quarantine this isolate's rate limiter tripped to the process's other isolates. */
   shareTrip?: (proxyId: string, untilMs: number) => void;
+  /** When the process last read the feed: a worker's shares the main isolate's word. */
+  freshness?: FeedFreshness;
 }
 
 /** The router, guard and hooks of one isolate (the main one, or a worker). */
@@ -129,6 +135,7 @@ export async function buildIsolateCore(
   const router = new CoreRouter({
     verifyPassword: (password, digest) => verifyPassword(feedKeys, password, digest),
     log: { warn: (message, fields) => logger.warn(message, fields) },
+    freshness: options.freshness ?? new FeedFreshness(settings.feedMaxStaleMs),
     ...(options.dispatch !== undefined ? { dispatch: options.dispatch } : {}),
     // Sticky bindings in Redis, read under the request deadline and written by held tasks.
     sticky: {
@@ -361,6 +368,8 @@ export interface WiredCore extends RoutingCore {
   shareWith(receiver: (delta: SectionsDelta) => void): void;
   /** Hands every quarantine the main isolate's rate limiter trips to `receiver` (the workers). */
   shareTripsWith(receiver: (proxyId: string, untilMs: number) => void): void;
+  /** When the follower last read the feed (its buffer goes to the worker isolates). */
+  readonly freshness: FeedFreshness;
 }
 
 export async function buildRoutingCore(
@@ -372,9 +381,11 @@ export async function buildRoutingCore(
   const redis = connectRedis(settings, `octoprox-gateway:${instance}`);
   const keys = redisKeys(settings.redisPrefix);
   let shareTrip: ((proxyId: string, untilMs: number) => void) | undefined;
+  const freshness = new FeedFreshness(settings.feedMaxStaleMs);
   const isolate = await buildIsolateCore(settings, logger, instance, {
     redis,
     shareTrip: (proxyId, untilMs) => shareTrip?.(proxyId, untilMs),
+    freshness,
   });
   const { router, guard, admissionSteps } = isolate;
   let share: ((delta: SectionsDelta) => void) | undefined;
@@ -395,6 +406,9 @@ export async function buildRoutingCore(
     keys,
     feedKeys,
     stopWaitMs: settings.redisRequestTimeoutMs,
+    // With a bound on staleness, a gateway whose reads succeed must read well within it.
+    recheckIntervalMs: freshness.recheckIntervalMs(FEED_RECHECK_MS),
+    onRead: () => freshness.read(Date.now()),
     logger: feedLogger(logger),
     apply: (update) => {
       const started = performance.now();
@@ -477,6 +491,15 @@ export async function buildRoutingCore(
         holding: stats.holding,
       };
     },
+    freshness,
+    unready() {
+      const staleMs = freshness.staleForMs(Date.now());
+      if (staleMs === undefined) return [];
+      return [
+        `routing feed stale: not read for ${Math.round(staleMs / 1000)} s ` +
+        `(OCTOPROX_FEED_MAX_STALE ${freshness.maxStaleMs / 1000} s); new requests are refused`,
+      ];
+    },
     isolateState: () => isolate.state(),
     shareWith(receiver) {
       share = receiver;
@@ -509,6 +532,10 @@ export async function buildRoutingCore(
       if (stats.applied_at !== null && stats.compiled_at !== null) {
         const ageMs = Math.max(0, Date.now() - Date.parse(stats.applied_at));
         metric("octoprox_gateway_feed_applied_age_seconds", "gauge", ageMs / 1000);
+        const readAgeMs = freshness.ageMs(Date.now());
+        if (readAgeMs !== undefined) {
+          metric("octoprox_gateway_feed_read_age_seconds", "gauge", readAgeMs / 1000);
+        }
         metric(
           "octoprox_gateway_feed_compiled_timestamp_seconds",
           "gauge",
