@@ -51,6 +51,8 @@ export const token: fc.Arbitrary<string> = fc.stringMatching(
  * either end, Latin-1 beyond ASCII included.
  */
 export const fieldValue: fc.Arbitrary<string> = fc.stringMatching(
+  // Control characters other than CR, LF and NUL are what this is after.
+  // deno-lint-ignore no-control-regex
   /^([\x21-\x7e\xa1-\xff]([\x01-\x08\t\x0b\x0c\x0e-\x7e\xa1-\xff]{0,24}[\x21-\x7e\xa1-\xff])?)?$/,
 );
 
