@@ -8,7 +8,16 @@ import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { ChunkedError, ChunkedScanner } from "../../gateway/net/http/chunked.ts";
 import { fieldValue, token } from "./grammar.ts";
-import { check, cutAt, cutOffsets, cuts, latin1, mutatedBytes, outcome } from "./runs.ts";
+import {
+  check,
+  cutAt,
+  cutOffsets,
+  cuts,
+  joinBytes,
+  latin1,
+  mutatedBytes,
+  outcome,
+} from "./runs.ts";
 
 interface BodySpec {
   chunks: { data: Uint8Array; extension: string; upperHex: boolean; zeros: number }[];
@@ -55,20 +64,12 @@ function encodeBody(spec: BodySpec, bareLf: boolean): { body: Uint8Array; conten
   let last = `0${spec.lastExtension}${eol}`;
   for (const trailer of spec.trailers) last += `${trailer.name}: ${trailer.value}${eol}`;
   parts.push(latin1(last + eol));
-  return { body: join(parts), content: join(spec.chunks.map((chunk) => chunk.data)) };
+  return { body: joinBytes(parts), content: joinBytes(spec.chunks.map((chunk) => chunk.data)) };
 }
 
-function join(parts: readonly Uint8Array[]): Uint8Array {
-  const out = new Uint8Array(parts.reduce((sum, part) => sum + part.length, 0));
-  let offset = 0;
-  for (const part of parts) {
-    out.set(part, offset);
-    offset += part.length;
-  }
-  return out;
-}
-
-const validStream = bodySpec.map((spec) => join([encodeBody(spec, spec.bareLf).body, spec.after]));
+const validStream = bodySpec.map((spec) =>
+  joinBytes([encodeBody(spec, spec.bareLf).body, spec.after])
+);
 
 type Scan =
   | { ended: number; content: number[] }
@@ -102,7 +103,7 @@ describe("chunked bodies (property)", () => {
       fc.property(bodySpec, fc.boolean(), (spec, lenient) => {
         // Bare LF line ends only where the scanner is lenient.
         const { body, content } = encodeBody(spec, lenient && spec.bareLf);
-        const input = join([body, spec.after]);
+        const input = joinBytes([body, spec.after]);
         // The bound counts each trailer line through its CR (or its bare LF).
         const trailerBytes = spec.trailers.reduce(
           (sum, trailer) => sum + trailer.name.length + trailer.value.length + 3,

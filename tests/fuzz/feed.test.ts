@@ -28,6 +28,7 @@ import {
   RuntimeSectionSchema,
 } from "../../shared/feed/models.ts";
 import { parseSection } from "../../shared/feed/sections.ts";
+import { connector } from "../gateway/fixtures.ts";
 import { check, checkAsync, mutatedBytes, mutatedText, outcome } from "./runs.ts";
 import { valueFor } from "./valibot-arbitrary.ts";
 
@@ -204,21 +205,7 @@ describe("feed regressions", () => {
     // model took a section every gateway refuses.
     const section = {
       schema: 1,
-      connector: {
-        id: CONNECTOR_ID,
-        project_id: "p",
-        name: "n",
-        kind: "static",
-        provider: "static",
-        enabled: true,
-        pending_deletion: false,
-        weight: 1,
-        countries: [],
-        domain_allow: [],
-        domain_deny: [],
-        rate_limit: null,
-        traffic: null,
-      },
+      connector: connector(CONNECTOR_ID),
       proxies: [],
       config: [],
     };

@@ -22,6 +22,7 @@ import {
   cutAt,
   cutOffsets,
   cuts,
+  joinBytes,
   latin1,
   mutatedBytes,
   type Outcome,
@@ -77,21 +78,27 @@ function formatHead(spec: HeadSpec): string {
   return text + spec.finalEnd;
 }
 
+/** The head a spec writes, as the parser reads it back. */
+function headOf(spec: HeadSpec): RequestHead {
+  return {
+    method: spec.method,
+    target: spec.target,
+    version: spec.version,
+    headers: spec.headers.map((field) => ({
+      name: field.name,
+      lower: field.name.toLowerCase(),
+      value: field.value,
+    })),
+  };
+}
+
 const validHeadBytes = headSpec.map((spec) => latin1(formatHead(spec)));
 
 /** Up to three heads back to back, then maybe a part of one more: a pipelining client. */
 const streams: fc.Arbitrary<Uint8Array> = fc.array(mutatedBytes(validHeadBytes), {
   minLength: 1,
   maxLength: 3,
-}).map((parts) => {
-  const out = new Uint8Array(parts.reduce((sum, part) => sum + part.length, 0));
-  let offset = 0;
-  for (const part of parts) {
-    out.set(part, offset);
-    offset += part.length;
-  }
-  return out;
-});
+}).map(joinBytes);
 
 type Event =
   | { head: RequestHead; end: number }
@@ -147,21 +154,8 @@ describe("request heads (property)", () => {
       fc.property(headSpec, (spec) => {
         const text = formatHead(spec);
         // The reader skips the empty lines before a request line; the parser gets the rest.
-        const chunks = [latin1(text)];
-        const [event] = readStream(chunks, 64 * 1024);
-        expect(event).toEqual({
-          head: {
-            method: spec.method,
-            target: spec.target,
-            version: spec.version,
-            headers: spec.headers.map((field) => ({
-              name: field.name,
-              lower: field.name.toLowerCase(),
-              value: field.value,
-            })),
-          },
-          end: text.length,
-        });
+        const [event] = readStream([latin1(text)], 64 * 1024);
+        expect(event).toEqual({ head: headOf(spec), end: text.length });
       }),
       2,
     );
@@ -186,16 +180,7 @@ describe("request heads (property)", () => {
   it("what the gateway sends upstream reads back with the client's end-to-end fields", () => {
     check(
       fc.property(headSpec, fc.boolean(), (spec, keepAlive) => {
-        const head: RequestHead = {
-          method: spec.method,
-          target: spec.target,
-          version: spec.version,
-          headers: spec.headers.map((field) => ({
-            name: field.name,
-            lower: field.name.toLowerCase(),
-            value: field.value,
-          })),
-        };
+        const head = headOf(spec);
         const sent = encodeUpstreamRequestHead(
           head,
           { authority: "example.com:8080", path: "/p?q=1" },

@@ -167,11 +167,8 @@ function applyMutation(bytes: Uint8Array, change: Mutation): Uint8Array {
   }
 }
 
-/**
- * Inputs a parser must survive: valid ones as `valid` makes them with a few mutations each, and
- * now and then bytes of no grammar at all.
- */
-export function mutatedBytes(valid: fc.Arbitrary<Uint8Array>): fc.Arbitrary<Uint8Array> {
+/** Valid inputs with a few mutations each (and now and then unchanged). */
+function mutatedFrom(valid: fc.Arbitrary<Uint8Array>): fc.Arbitrary<Uint8Array> {
   return fc.oneof(
     { weight: 1, arbitrary: valid },
     {
@@ -180,22 +177,43 @@ export function mutatedBytes(valid: fc.Arbitrary<Uint8Array>): fc.Arbitrary<Uint
         [bytes, changes],
       ) => changes.reduce(applyMutation, bytes)),
     },
+  );
+}
+
+/**
+ * Inputs a parser must survive: valid ones as `valid` makes them with a few mutations each, and
+ * now and then bytes of no grammar at all.
+ */
+export function mutatedBytes(valid: fc.Arbitrary<Uint8Array>): fc.Arbitrary<Uint8Array> {
+  return fc.oneof(
+    { weight: 5, arbitrary: mutatedFrom(valid) },
     { weight: 1, arbitrary: fc.uint8Array({ maxLength: 64 }) },
   );
 }
 
-/** As `mutatedBytes`, for text grammars (usernames, proxy URLs): mutated as Latin-1 bytes. */
+/**
+ * As `mutatedBytes`, for text grammars (usernames, proxy URLs): mutated as Latin-1 bytes, and
+ * now and then any Unicode text.
+ */
 export function mutatedText(valid: fc.Arbitrary<string>): fc.Arbitrary<string> {
   return fc.oneof(
-    { weight: 1, arbitrary: valid },
     {
-      weight: 4,
-      arbitrary: fc.tuple(valid, fc.array(mutation, { minLength: 1, maxLength: 4 })).map((
-        [text, changes],
-      ) => String.fromCharCode(...changes.reduce(applyMutation, latin1(text)))),
+      weight: 5,
+      arbitrary: mutatedFrom(valid.map(latin1)).map((bytes) => String.fromCharCode(...bytes)),
     },
     { weight: 1, arbitrary: fc.string({ unit: "binary", maxLength: 40 }) },
   );
+}
+
+/** The bytes of `parts` one after another. */
+export function joinBytes(parts: readonly Uint8Array[]): Uint8Array {
+  const out = new Uint8Array(parts.reduce((sum, part) => sum + part.length, 0));
+  let offset = 0;
+  for (const part of parts) {
+    out.set(part, offset);
+    offset += part.length;
+  }
+  return out;
 }
 
 /**

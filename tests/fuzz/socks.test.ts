@@ -40,17 +40,16 @@ import {
 } from "../../shared/proxy-protocol/socks5-server.ts";
 import type { UpstreamProxy } from "../../shared/proxy-protocol/types.ts";
 import { host, port } from "./grammar.ts";
-import { check, cutAt, cutOffsets, cuts, latin1, mutatedBytes, outcome } from "./runs.ts";
-
-function join(parts: readonly Uint8Array[]): Uint8Array {
-  const out = new Uint8Array(parts.reduce((sum, part) => sum + part.length, 0));
-  let offset = 0;
-  for (const part of parts) {
-    out.set(part, offset);
-    offset += part.length;
-  }
-  return out;
-}
+import {
+  check,
+  cutAt,
+  cutOffsets,
+  cuts,
+  joinBytes,
+  latin1,
+  mutatedBytes,
+  outcome,
+} from "./runs.ts";
 
 const utf8 = (text: string) => new TextEncoder().encode(text);
 
@@ -79,7 +78,7 @@ const clientScript: fc.Arbitrary<Uint8Array> = fc.tuple(
 ).map(([hello, creds, { host }, port, command, data]) => {
   const request = encodeSocks5Connect({ host, port });
   request[1] = command || 1;
-  return join([hello, creds ? encodeSocks5UserPassAuth(creds) : EMPTY_BYTES, request, data]);
+  return joinBytes([hello, creds ? encodeSocks5UserPassAuth(creds) : EMPTY_BYTES, request, data]);
 });
 
 type ServerEvent =
@@ -113,7 +112,7 @@ function serve(chunks: readonly Uint8Array[]): ServerEvent[] {
   let buffered = EMPTY_BYTES;
   let stage: keyof typeof PARSERS | "tunnel" = "greeting";
   for (const chunk of chunks) {
-    buffered = join([buffered, chunk]);
+    buffered = joinBytes([buffered, chunk]);
     while (stage !== "tunnel" && buffered.length > 0) {
       const parse = PARSERS[stage];
       const read = outcome(() => parse(buffered), isServerRefusal);
@@ -177,7 +176,7 @@ describe("SOCKS5 server side (property)", () => {
   it("what our client sends, the server reads back: credentials and target", () => {
     check(
       fc.property(credentials, host, port, ({ username, password }, target, port) => {
-        const sent = join([
+        const sent = joinBytes([
           Uint8Array.of(5, 1, Socks5Method.userPass),
           encodeSocks5UserPassAuth({ username, password }),
           encodeSocks5Connect({ host: target.host, port }),
@@ -268,7 +267,7 @@ const socks5Answers = fc.tuple(
 ).map(([method, status, reply, bound, data]) => [
   Uint8Array.of(5, method),
   ...(method === 2 ? [Uint8Array.of(1, status)] : []),
-  join([encodeSocks5Reply(reply, bound && { host: bound[0].host, port: bound[1] }), data]),
+  joinBytes([encodeSocks5Reply(reply, bound && { host: bound[0].host, port: bound[1] }), data]),
 ]);
 
 const socks4Answers = fc.tuple(
@@ -276,7 +275,7 @@ const socks4Answers = fc.tuple(
   fc.oneof(fc.constantFrom(90, 91, 92, 93), fc.nat(255)),
   fc.uint8Array({ minLength: 6, maxLength: 6 }),
   fc.uint8Array({ maxLength: 6 }),
-).map(([version, code, rest, data]) => [join([Uint8Array.of(version, code), rest, data])]);
+).map(([version, code, rest, data]) => [joinBytes([Uint8Array.of(version, code), rest, data])]);
 
 const httpAnswers = fc.tuple(
   fc.array(fc.constantFrom("HTTP/1.1 100 Continue\r\n\r\n", "HTTP/1.1 102 Processing\r\n\r\n"), {
@@ -288,7 +287,10 @@ const httpAnswers = fc.tuple(
   }),
   fc.uint8Array({ maxLength: 6 }),
 ).map(([interim, status, fields, data]) => [
-  join([latin1(`${interim.join("")}HTTP/1.1 ${status} Reason\r\n${fields.join("")}\r\n`), data]),
+  joinBytes([
+    latin1(`${interim.join("")}HTTP/1.1 ${status} Reason\r\n${fields.join("")}\r\n`),
+    data,
+  ]),
 ]);
 
 const clientCase: fc.Arbitrary<ClientCase> = fc.tuple(
