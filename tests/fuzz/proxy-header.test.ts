@@ -7,8 +7,6 @@
  */
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { readPrelude } from "../../gateway/net/io/proxy-prelude.ts";
-import type { Leg } from "../../gateway/net/io/leg.ts";
 import {
   encodeProxyV1,
   encodeProxyV2,
@@ -17,6 +15,7 @@ import {
   type ProxyEndpoint,
   ProxyHeaderError,
   readProxyHeader,
+  startsProxyHeader,
 } from "../../shared/proxy-protocol/proxy-header.ts";
 import { ipv4, ipv6 } from "./grammar.ts";
 import {
@@ -57,36 +56,33 @@ const headed = fc.tuple(
 
 const isRefusal = (error: unknown) => error instanceof ProxyHeaderError;
 
-/** A leg that hands over `chunks` one read at a time, then the end of the stream. */
-function legOf(chunks: readonly Uint8Array[]): Leg {
-  let next = 0;
-  return {
-    read(into: Uint8Array): Promise<number | null> {
-      if (next >= chunks.length) return Promise.resolve(null);
-      const chunk = chunks[next++];
-      // A read takes what fits; the rest comes with the next one.
-      const count = Math.min(chunk.length, into.length);
-      into.set(chunk.subarray(0, count));
-      if (count < chunk.length) {
-        chunks = [...chunks.slice(0, next), chunk.subarray(count), ...chunks.slice(next)];
-      }
-      return Promise.resolve(count);
-    },
-  } as unknown as Leg;
-}
+type Prelude =
+  | { kind: "closed" }
+  | { kind: "refused"; reason: string }
+  | { kind: "ready"; client: ProxyEndpoint | undefined; rest: number[] };
 
-async function prelude(chunks: readonly Uint8Array[], trusted: boolean) {
-  const buffer = new Uint8Array(1024);
-  const read = await readPrelude(legOf(chunks), buffer, trusted);
-  // What follows the header, for comparison: the bytes the session goes on with.
-  return read.kind === "ready"
-    ? {
-      ...read,
-      rest: [...buffer.subarray(read.start, read.end)],
-      start: undefined,
-      end: undefined,
+/**
+ * Reads a connection's first bytes as the socket edge does (gateway/net/io/proxy-prelude.ts,
+ * which runs on Deno sockets only): until it is clear whether they begin a header; a header
+ * from a peer not trusted to send one is refused; a trusted one's is read once whole.
+ */
+function prelude(chunks: readonly Uint8Array[], trusted: boolean): Prelude {
+  let buffered: Uint8Array = new Uint8Array(0);
+  for (let next = 0;; next++) {
+    const starts = startsProxyHeader(buffered);
+    if (starts === false) return { kind: "ready", client: undefined, rest: [...buffered] };
+    if (starts === true && !trusted) return { kind: "refused", reason: "untrusted" };
+    if (starts === true) {
+      const read = outcome(() => readProxyHeader(buffered), isRefusal);
+      if (!read.ok) return { kind: "refused", reason: read.error.message };
+      if (read.value.kind === "local" || read.value.kind === "proxied") {
+        const client = read.value.kind === "proxied" ? read.value.source : undefined;
+        return { kind: "ready", client, rest: [...buffered.subarray(read.value.consumed)] };
+      }
     }
-    : read;
+    if (next >= chunks.length) return { kind: "closed" };
+    buffered = joinBytes([buffered, chunks[next]]);
+  }
 }
 
 describe("PROXY protocol headers (property)", () => {
@@ -124,23 +120,22 @@ describe("PROXY protocol headers (property)", () => {
     );
   });
 
-  it("the prelude reads the same whole or cut into reads at any bytes", async () => {
-    await checkAsync(
-      fc.asyncProperty(
+  it("the prelude reads the same whole or cut into reads at any bytes", () => {
+    check(
+      fc.property(
         mutatedBytes(headed.map((h) => h.bytes)),
         cuts,
         fc.boolean(),
-        async (bytes, fractions, trusted) => {
-          const whole = await prelude([bytes], trusted);
-          const split = await prelude(cutAt(bytes, cutOffsets(bytes.length, fractions)), trusted);
+        (bytes, fractions, trusted) => {
+          const whole = prelude([bytes], trusted);
+          const split = prelude(cutAt(bytes, cutOffsets(bytes.length, fractions)), trusted);
           if (whole.kind === "ready" && split.kind === "ready") {
-            // Cut into reads, the prelude may stop before all of them came: the session reads
-            // the rest itself. What it has must be the start of what whole had.
+            // Cut into reads, the prelude may be done before all of them came (the session
+            // reads the rest itself): what it has is the start of what whole had.
             expect(split.client).toEqual(whole.client);
             expect(whole.rest.slice(0, split.rest.length)).toEqual(split.rest);
             return;
           }
-          // A stream that ends before it can tell is "closed" either way.
           expect(split).toEqual(whole);
         },
       ),
