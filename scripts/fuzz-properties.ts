@@ -5,7 +5,7 @@
  *
  *   npm run fuzz                          every parser family, one round, a fresh seed
  *   npm run fuzz -- socks chunked         only the files whose names hold these words
- *   npm run fuzz -- --runs 100000         cases per property (default 20,000)
+ *   npm run fuzz -- --runs 100000         cases per property (default 10,000)
  *   npm run fuzz -- --minutes 30          rounds with fresh seeds until 30 minutes have passed
  *   npm run fuzz -- --seed 123456         one round with this seed (a replay)
  *
@@ -15,7 +15,7 @@ import { spawn } from "node:child_process";
 import { randomInt } from "node:crypto";
 import { parseArgs } from "node:util";
 
-const DEFAULT_RUNS = 20_000;
+const DEFAULT_RUNS = 10_000;
 
 const { values, positionals } = parseArgs({
   options: {

@@ -90,7 +90,9 @@ describe("the feed's sealed sections (property)", () => {
         async (json, flips, cut) => {
           const sealed = await seal(keys, json);
           const altered = sealed.slice();
-          for (const [at, xor] of flips) altered[at % altered.length] ^= xor;
+          // One change per byte: two at one byte could cancel out.
+          const changed = new Map(flips.map(([at, xor]) => [at % altered.length, xor]));
+          for (const [at, xor] of changed) altered[at] ^= xor;
           expect(await opened(altered, keys)).toBeInstanceOf(FeedIntegrityError);
           expect(await opened(sealed.slice(0, cut % sealed.length), keys)).toBeInstanceOf(
             FeedIntegrityError,

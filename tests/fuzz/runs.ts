@@ -9,11 +9,17 @@
  * places, and valid inputs mutated the way broken or hostile peers send them.
  */
 import fc from "fast-check";
+import { beforeEach } from "vitest";
 
 /** The seed inside `npm test`: fixed, so a failure there is one anybody can replay. */
 export const DEFAULT_FUZZ_SEED = 1717;
 /** Cases per property inside `npm test` (OCTOPROX_FUZZ_RUNS sets another number). */
 export const DEFAULT_FUZZ_RUNS = 150;
+
+// A long run (npm run fuzz) keeps a test's worker busy for many seconds at a time: a pass through
+// the event loop between tests lets the worker's messages to vitest's main process through (it
+// gives up on one it has waited 60 s for). Registered by every file, as each imports this one.
+beforeEach(() => new Promise<void>((resolve) => setImmediate(resolve)));
 
 function envInteger(name: string): number | undefined {
   const text = process.env[name];
