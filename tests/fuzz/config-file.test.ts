@@ -32,6 +32,7 @@ describe("configuration documents (property)", () => {
           expect(issue.message.length).toBeGreaterThan(4);
         }
       }),
+      0.5,
     );
   });
 
@@ -46,6 +47,7 @@ describe("configuration documents (property)", () => {
           for (const issue of read.issues) expect(issue.message.length).toBeGreaterThan(4);
         }
       }),
+      0.5,
     );
   });
 
@@ -57,6 +59,7 @@ describe("configuration documents (property)", () => {
         const read = parseConfigFile(formatConfigFile(input as never, format), options);
         expect(read.ok && read.config).toEqual(checked.ok && checked.config);
       }),
+      0.5,
     );
   });
 });

@@ -18,16 +18,7 @@ import {
   startsProxyHeader,
 } from "../../shared/proxy-protocol/proxy-header.ts";
 import { ipv4, ipv6 } from "./grammar.ts";
-import {
-  check,
-  checkAsync,
-  cutAt,
-  cutOffsets,
-  cuts,
-  joinBytes,
-  mutatedBytes,
-  outcome,
-} from "./runs.ts";
+import { check, cutAt, cutOffsets, cuts, joinBytes, mutatedBytes, outcome } from "./runs.ts";
 
 const endpoints = fc.oneof(
   fc.tuple(ipv4, ipv4, fc.constant(4 as const)),
