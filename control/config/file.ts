@@ -224,7 +224,13 @@ export function parseConfigFile(text: string, options: ReadOptions = {}): ReadRe
     issues: issues.map((issue) => ({ ...issue, line: lineOf(issue.field) })),
   });
 
-  const raw = yaml.toJS();
+  let raw: unknown;
+  try {
+    raw = yaml.toJS();
+  } catch (error) {
+    // Parsed, yet not a value: an alias to no anchor, or aliases past the parser's bound.
+    return { ok: false, issues: [{ field: "", message: (error as Error).message.split("\n")[0] }] };
+  }
   if (!isMap(yaml.contents) && !(raw === null || raw === undefined)) {
     return located([{ field: "", message: "must be a mapping with version and projects" }]);
   }

@@ -147,7 +147,14 @@ export const FeedProxySchema = v.object({
 });
 export type FeedProxy = v.InferOutput<typeof FeedProxySchema>;
 
-const ConfigSchema = v.record(v.string(), v.unknown());
+/**
+ * An object of anything, as the gateway's check of a connector section takes it: valibot's
+ * record would take a list too (read as an empty object).
+ */
+const ConfigSchema = v.custom<Record<string, unknown>>(
+  (value) => typeof value === "object" && value !== null && !Array.isArray(value),
+  "must be an object",
+);
 
 export const ConnectorSectionSchema = v.object({
   schema: v.literal(SCHEMA_VERSION),

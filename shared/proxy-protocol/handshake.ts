@@ -146,7 +146,7 @@ class Socks5Handshake implements ClientHandshake {
       case Socks5Stage.method: {
         const selection = parseSocks5MethodSelection(bytes, this.#credentials !== undefined);
         if (!selection) return this.#wait(bytes);
-        this.#pending.keep(bytes, selection.consumed);
+        this.#nothingAfter(bytes, selection.consumed, "method selection");
         if (selection.method === Socks5Method.userPass) {
           this.#stage = Socks5Stage.auth;
           return sendNext(encodeSocks5UserPassAuth(this.#credentials!));
@@ -157,7 +157,7 @@ class Socks5Handshake implements ClientHandshake {
       case Socks5Stage.auth: {
         const reply = parseSocks5AuthReply(bytes);
         if (!reply) return this.#wait(bytes);
-        this.#pending.keep(bytes, reply.consumed);
+        this.#nothingAfter(bytes, reply.consumed, "auth reply");
         this.#stage = Socks5Stage.reply;
         return sendNext(encodeSocks5Connect(this.#target));
       }
@@ -175,6 +175,19 @@ class Socks5Handshake implements ClientHandshake {
   #wait(bytes: Uint8Array): HandshakeStep {
     this.#pending.keep(bytes, 0);
     return WAIT;
+  }
+
+  /**
+   * A proxy answers one message at a time: bytes after an answer came before our next message,
+   * so they answer nothing we sent. Kept, they would be read as the next reply (or wait unread).
+   */
+  #nothingAfter(bytes: Uint8Array, consumed: number, what: string): void {
+    if (consumed === bytes.length) return;
+    throw new UpstreamHandshakeError(
+      HandshakeProtocol.socks5,
+      HandshakeFailure.badReply,
+      `SOCKS5 proxy sent ${bytes.length - consumed} bytes after its ${what}, before our request`,
+    );
   }
 }
 

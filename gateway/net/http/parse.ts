@@ -45,7 +45,7 @@ export const MAX_HEADER_FIELDS = 256;
 const LF = 10;
 const CR = 13;
 const SPACE = 32;
-const TAB = 9;
+const DEL = 0x7f;
 
 /** RFC 9110 token characters, by code (ASCII only). */
 const TOKEN_CHARS: readonly boolean[] = (() => {
@@ -68,12 +68,17 @@ export function isTokenRange(text: string, start: number, end: number): boolean 
   return true;
 }
 
-/** Whether `text[start, end)` is non-empty and holds no white space (as the pattern \S reads it). */
+/**
+ * Whether `text[start, end)` is non-empty and holds no white space or control character: a
+ * request-target is visible characters (RFC 9112 section 3.2), and it goes on in the upstream's
+ * request line, where servers read a NUL or a DEL each in their own way. Bytes past ASCII
+ * (raw UTF-8 paths) pass, but for the no-break space, which some servers read as white space.
+ */
 function isVisibleRange(text: string, start: number, end: number): boolean {
   if (start >= end) return false;
   for (let index = start; index < end; index++) {
     const code = text.charCodeAt(index);
-    if ((code >= TAB && code <= CR) || code === SPACE || code === 0xa0) return false;
+    if (code <= SPACE || code === DEL || code === 0xa0) return false;
   }
   return true;
 }
