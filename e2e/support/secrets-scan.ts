@@ -180,6 +180,7 @@ export class SecretsScan {
     } finally {
       clearTimeout(timer);
     }
+    if (process.env.P4_DEBUG) console.error(`SCAN needles=${this.#needles.size} names=${[...new Set([...this.#needles.values()].map((n) => n.name))].join("; ")} errors=${this.#errorAnswers.length} metrics=${this.#metrics.length} findings=${findings.length}`);
     return dedupe(findings);
   }
 }
