@@ -18,6 +18,7 @@ const SECRET_FIELD =
 
 /** Shorter values (a role, a mode) are not secrets the scan can tell apart from plain words. */
 const MIN_SECRET_LENGTH = 8;
+const MIN_KEY_LENGTH = 20;
 
 /** The Redis part's bound: a stopped private server is not waited for. */
 const REDIS_SCAN_MS = 15_000;
@@ -104,7 +105,9 @@ export class SecretsScan {
     for (const [field, inner] of Object.entries(record)) {
       const name = `${at}.${field}`;
       if (typeof inner === "string") {
-        if (SECRET_FIELD.test(field)) {
+        // A bare `key` is often a name (a descriptor's credential field's key); a secret one (a
+        // distribution key) is long.
+        if (SECRET_FIELD.test(field) && (field !== "key" || inner.length >= MIN_KEY_LENGTH)) {
           const username = record.username;
           if (typeof username === "string") this.addPair(name, username, inner);
           else found(name, inner);
@@ -180,7 +183,6 @@ export class SecretsScan {
     } finally {
       clearTimeout(timer);
     }
-    if (process.env.P4_DEBUG) console.error(`SCAN needles=${this.#needles.size} names=${[...new Set([...this.#needles.values()].map((n) => n.name))].join("; ")} errors=${this.#errorAnswers.length} metrics=${this.#metrics.length} findings=${findings.length}`);
     return dedupe(findings);
   }
 }
@@ -211,7 +213,7 @@ async function scanRedis(
       } else if (type === "set") {
         values.push(...await redis.smembersBuffer(key));
       } else if (type === "zset") {
-        values.push(...await redis.zrangeBuffer(key, 0, -1));
+        values.push(...(await redis.callBuffer("ZRANGE", key, "0", "-1") as Buffer[]));
       } else if (type === "stream") {
         for (const [, fields] of await redis.xrangeBuffer(key, "-", "+")) values.push(...fields);
       }

@@ -44,9 +44,13 @@ describe("the secrets scan", () => {
     const scan = new SecretsScan();
     scan.add("JWT", "jwt-secret-value-1");
     scan.noteRequest("POST", "/api/v1/projects", { name: "p", password: "project-pass-1" });
+    // A descriptor's credential field is named by a short `key`: a name, not a secret.
+    scan.noteRequest("POST", "/api/v1/providers", {
+      descriptor: { credential_fields: [{ key: "api_token", label: "API token" }] },
+    });
     metricsText = "octoprox_up 1\n";
     await redis.set(`${prefix}clean`, "nothing here");
-    const m = member(['{"msg":"started"}']);
+    const m = member(['{"msg":"started","field":"api_token"}']);
     await scan.readMetrics([m]);
     expect(await scan.scan({ members: [m], redis, prefix })).toEqual([]);
   });
@@ -64,6 +68,9 @@ describe("the secrets scan", () => {
     });
     scan.noteAnswer("POST", "/api/v1/tokens", 201, "", { id: "x", token: "oxp_handed-out-4" });
     scan.noteAnswer("POST", "/api/v1/projects", 422, '{"error":"bad jwt-secret-value-2"}', {});
+    scan.noteAnswer("POST", "/api/v1/projects/x/distribution-keys", 201, "", {
+      key: "oxd_distribution-key-value-5",
+    });
     metricsText = 'octoprox_x{user="up@pass-3"} 1\n';
     await redis.hset(`${prefix}hash`, "f", "oxp_handed-out-4");
     await redis.rpush(`${prefix}list`, "pass%2Fword%3A2");
@@ -73,7 +80,7 @@ describe("the secrets scan", () => {
       "auth",
       Buffer.from("user-a:pass/word:2").toString("base64"),
     );
-    await redis.zadd(`${prefix}zset`, 1, "nothing");
+    await redis.zadd(`${prefix}zset`, 1, "oxd_distribution-key-value-5");
     await redis.sadd(`${prefix}set-jwt-secret-value-2`, "nothing");
     const m = member(['{"msg":"login","token":"oxp_handed-out-4"}'], ["Error: jwt-secret-value-2"]);
     await scan.readMetrics([m]);
@@ -86,6 +93,7 @@ describe("the secrets scan", () => {
       "POST /api/v1/projects body.password | basic | Redis key stream",
       "POST /api/v1/projects body.password | percent-encoded | Redis key list",
       "POST /api/v1/projects/:id/proxies body.url (proxy URL password) | raw | p1 /metrics",
+      "POST /api/v1/projects/x/distribution-keys answer.key | raw | Redis key zset",
       "POST /api/v1/tokens answer.token | raw | Redis key hash",
       "POST /api/v1/tokens answer.token | raw | p1 stdout line 1",
     ]);
