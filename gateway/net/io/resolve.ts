@@ -1,7 +1,10 @@
 /**
- * How the gateway resolves a destination's name, for the destination guard: every A and AAAA
- * address, through the system's nameservers (Deno.resolveDns reads /etc/resolv.conf, never
- * /etc/hosts), or through one given nameserver (the tests' own DNS server).
+ * How the gateway resolves a destination's name, for the destination guard: the addresses the
+ * system's hosts file gives it, then every A and AAAA address through the system's nameservers
+ * (Deno.resolveDns reads /etc/resolv.conf, never /etc/hosts), or through one given nameserver
+ * (the tests' own DNS server). The hosts file is read because an upstream on the same machine
+ * (or sharing its files) resolves through it: a name it maps inward (the machine's own name, a
+ * container's `extra_hosts`) must be refused here, not found open for want of a DNS answer.
  */
 import type { Resolve } from "../../core/guard.ts";
 
@@ -10,15 +13,65 @@ export interface NameServer {
   port: number;
 }
 
-/** Every address a name resolves to (A, then AAAA); none when it does not. */
-export function dnsResolver(nameServer?: NameServer): Resolve {
+/** Where the system resolver reads names before DNS (the gateway's permissions include it). */
+export const HOSTS_FILE = "/etc/hosts";
+
+/** The hosts file is read again at most this often, so an edit is seen without a restart. */
+const HOSTS_REREAD_MS = 5_000;
+
+/**
+ * The addresses of each name in a hosts file's text: names lower case without a trailing dot,
+ * addresses in file order; comments and malformed lines are skipped.
+ */
+export function parseHostsFile(text: string): Map<string, string[]> {
+  const names = new Map<string, string[]>();
+  for (const line of text.split("\n")) {
+    const fields = line.replace(/#.*/, "").trim().split(/[ \t]+/);
+    if (fields.length < 2 || fields[0] === "") continue;
+    const [address, ...aliases] = fields;
+    // A zone (`fe80::1%eth0`) names an interface, not part of the address.
+    const plain = address.replace(/%.*$/, "");
+    for (const alias of aliases) {
+      const name = alias.toLowerCase().replace(/\.$/, "");
+      const known = names.get(name);
+      if (known === undefined) names.set(name, [plain]);
+      else if (!known.includes(plain)) known.push(plain);
+    }
+  }
+  return names;
+}
+
+/** Every address a name resolves to (the hosts file's, then A, then AAAA); none when none. */
+export function dnsResolver(nameServer?: NameServer, hostsFile: string = HOSTS_FILE): Resolve {
   const options = nameServer === undefined ? undefined : { nameServer };
+  let hosts: Map<string, string[]> = new Map();
+  let hostsReadAtMs = Number.NEGATIVE_INFINITY;
+  let reading: Promise<void> | undefined;
+  const readHosts = (): Promise<void> => {
+    if (Date.now() - hostsReadAtMs < HOSTS_REREAD_MS) return Promise.resolve();
+    reading ??= Deno.readTextFile(hostsFile).then(
+      (text) => {
+        hosts = parseHostsFile(text);
+      },
+      // No hosts file (or no permission to read it): DNS alone, as before.
+      () => {
+        hosts = new Map();
+      },
+    ).finally(() => {
+      hostsReadAtMs = Date.now();
+      reading = undefined;
+    });
+    return reading;
+  };
   return async (host) => {
-    const [v4, v6] = await Promise.allSettled([
+    const name = host.toLowerCase().replace(/\.$/, "");
+    const [, v4, v6] = await Promise.allSettled([
+      readHosts(),
       Deno.resolveDns(host, "A", options),
       Deno.resolveDns(host, "AAAA", options),
     ]);
     return [
+      ...(hosts.get(name) ?? []),
       ...(v4.status === "fulfilled" ? v4.value : []),
       ...(v6.status === "fulfilled" ? v6.value : []),
     ];
