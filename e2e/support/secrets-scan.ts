@@ -187,7 +187,10 @@ export class SecretsScan {
   }
 }
 
-/** Every key under `prefix` and every value in it, whatever its type, handed to `look`. */
+/**
+ * Every key under `prefix` and every value in it, whatever its type, handed to `look`. Each
+ * batch of keys is read in two pipelines (types, then values): a test bed may hold 100,000 keys.
+ */
 async function scanRedis(
   redis: Redis,
   prefix: string,
@@ -197,29 +200,42 @@ async function scanRedis(
   do {
     const [next, keys] = await redis.scanBuffer(cursor, "MATCH", `${prefix}*`, "COUNT", 1000);
     cursor = next.toString();
-    for (const keyBytes of keys) {
-      const key = keyBytes.toString("utf8");
-      const where = `Redis key ${key.slice(prefix.length)}`;
-      look(`${where} (its name)`, keyBytes);
-      const type = await redis.type(key);
-      const values: Buffer[] = [];
-      if (type === "string") {
-        const value = await redis.getBuffer(key);
-        if (value !== null) values.push(value);
-      } else if (type === "hash") {
-        values.push(...(await redis.callBuffer("HGETALL", key) as Buffer[]));
-      } else if (type === "list") {
-        values.push(...await redis.lrangeBuffer(key, 0, -1));
-      } else if (type === "set") {
-        values.push(...await redis.smembersBuffer(key));
-      } else if (type === "zset") {
-        values.push(...(await redis.callBuffer("ZRANGE", key, "0", "-1") as Buffer[]));
-      } else if (type === "stream") {
-        for (const [, fields] of await redis.xrangeBuffer(key, "-", "+")) values.push(...fields);
+    if (keys.length === 0) continue;
+    const types = await redis.pipeline(keys.map((key) => ["type", key])).exec() ?? [];
+    const reads = keys.map((key, index): [string, ...(string | Buffer)[]] => {
+      switch (String(types[index]?.[1])) {
+        case "string":
+          return ["GET", key];
+        case "hash":
+          return ["HGETALL", key];
+        case "list":
+          return ["LRANGE", key, "0", "-1"];
+        case "set":
+          return ["SMEMBERS", key];
+        case "zset":
+          return ["ZRANGE", key, "0", "-1"];
+        case "stream":
+          return ["XRANGE", key, "-", "+"];
+        default:
+          return ["EXISTS", key];
       }
-      for (const value of values) look(where, value);
-    }
+    });
+    const pipeline = redis.pipeline();
+    for (const [command, ...args] of reads) pipeline.callBuffer(command, ...args);
+    const values = await pipeline.exec() ?? [];
+    keys.forEach((keyBytes, index) => {
+      const where = `Redis key ${keyBytes.toString("utf8").slice(prefix.length)}`;
+      look(`${where} (its name)`, keyBytes);
+      for (const value of flatten(values[index]?.[1])) look(where, value);
+    });
   } while (cursor !== "0");
+}
+
+/** The byte strings of a reply, however nested (a stream's entries, a hash's pairs). */
+function flatten(reply: unknown): Buffer[] {
+  if (Buffer.isBuffer(reply)) return [reply];
+  if (Array.isArray(reply)) return reply.flatMap(flatten);
+  return [];
 }
 
 function dedupe(findings: SecretFinding[]): SecretFinding[] {
