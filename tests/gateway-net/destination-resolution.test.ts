@@ -205,6 +205,12 @@ function viaHttp(gateway: TestGateway, url: string, tunnel = false) {
   return curl([...(tunnel ? ["-p"] : []), "-x", gateway.proxyUrl, url]);
 }
 
+/** The status a GET of `url` through the gateway's HTTP listener gets. */
+async function statusVia(gateway: TestGateway, url: string): Promise<string> {
+  return (await curl(["-x", gateway.proxyUrl, "-o", "/dev/null", "-w", "%{http_code}", url]))
+    .stdout;
+}
+
 function viaSocks(socksPort: number, url: string) {
   return curl(["--socks5-hostname", `127.0.0.1:${socksPort}`, "--proxy-user", login, url]);
 }
@@ -296,26 +302,10 @@ describe("OCTOPROX_DESTINATION_RESOLUTION=gateway", () => {
       const resolver = new Resolver();
       resolver.setServers([`127.0.0.1:${dns.port}`]);
       expect(await resolver.resolve4(name)).toEqual([ALLOWED]);
-      const refused = await curl([
-        "-x",
-        gateway.proxyUrl,
-        "-o",
-        "/dev/null",
-        "-w",
-        "%{http_code}",
-        `http://${name}:${originPort}/`,
-      ]);
-      expect(refused.stdout).toBe("403");
-      const missing = await curl([
-        "-x",
-        gateway.proxyUrl,
-        "-o",
-        "/dev/null",
-        "-w",
-        "%{http_code}",
-        `http://nowhere.example.test:${originPort}/`,
-      ]);
-      expect(missing.stdout).toBe("502");
+      const refused = await statusVia(gateway, `http://${name}:${originPort}/`);
+      expect(refused).toBe("403");
+      const missing = await statusVia(gateway, `http://nowhere.example.test:${originPort}/`);
+      expect(missing).toBe("502");
       // SOCKS5: host unreachable (4) for the name without an address; curl says so.
       const socks = await viaSocks(socksPort, `http://nowhere.example.test:${originPort}/`);
       expect(socks.code).not.toBe(0);
@@ -391,16 +381,8 @@ describe("the hosts file (the fixtures' own here, /etc/hosts in a gateway)", () 
     try {
       const before = forbidden.connections;
       for (const name of ["inward.hosts.test", "INWARD.Hosts.test.", "inward-alias.hosts.test"]) {
-        const refused = await curl([
-          "-x",
-          gateway.proxyUrl,
-          "-o",
-          "/dev/null",
-          "-w",
-          "%{http_code}",
-          `http://${name}:${originPort}/`,
-        ]);
-        expect(refused.stdout, name).toBe("403");
+        const refused = await statusVia(gateway, `http://${name}:${originPort}/`);
+        expect(refused, name).toBe("403");
         const socks = await viaSocks(socksPort, `http://${name}:${originPort}/`);
         expect(socks.code, name).not.toBe(0);
         expect(socks.stderr, name).toMatch(/\(2\)|not allowed/);

@@ -5,21 +5,13 @@
  * paths and absolute-form targets, NUL, a symlink out. The answer is a 404 (or 400), or the
  * app's own page for a path that names no file; never a byte of a file outside the build.
  */
-import { serve } from "@hono/node-server";
-import { mkdir, mkdtemp, rm, symlink, writeFile } from "node:fs/promises";
 import net from "node:net";
-import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
-import { type ApiHarness, startHarness } from "../api/harness.ts";
+import { ASSET, INDEX, SECRET, type ServedBuild, serveWebBuild } from "../api/web-build.ts";
 
-const SECRET = "outside-the-build-7f3a";
-const INDEX = '<!doctype html><div id="app">app</div>';
-
-let h: ApiHarness;
-let dir: string;
-let server: ReturnType<typeof serve>;
+let served: ServedBuild;
 let port: number;
 
 /** One request with `target` on its request line exactly; the status and the whole answer. */
@@ -38,24 +30,12 @@ function rawGet(target: string, method = "GET"): Promise<{ status: number; answe
 }
 
 beforeAll(async () => {
-  dir = await mkdtemp(join(tmpdir(), "ox-traversal-"));
-  const build = join(dir, "build");
-  await mkdir(join(build, "assets"), { recursive: true });
-  await writeFile(join(build, "index.html"), INDEX);
-  await writeFile(join(build, "assets", "app.js"), "console.log('app');");
-  await writeFile(join(dir, "secret.txt"), SECRET);
-  await writeFile(join(dir, "build-secret.txt"), SECRET); // a sibling whose name starts alike
-  await symlink(join(dir, "secret.txt"), join(build, "assets", "leak.txt"));
-  h = await startHarness({ webDir: build });
-  server = serve({ fetch: h.app.fetch, port: 0, hostname: "127.0.0.1" });
-  await new Promise<void>((resolve) => server.once("listening", () => resolve()));
-  port = (server.address() as AddressInfo).port;
+  served = await serveWebBuild();
+  port = served.port;
 });
 
 afterAll(async () => {
-  await new Promise<void>((resolve) => server?.close(() => resolve()));
-  await h?.close();
-  await rm(dir, { recursive: true, force: true });
+  await served?.close();
 });
 
 /** Targets that point outside the build, each written another way. */
@@ -90,10 +70,11 @@ const TRAVERSALS = [
   "/%2Fetc/passwd",
   `/${encodeURIComponent(join(tmpdir(), "x"))}`,
   "/assets/leak.txt", // a symlink out of the build
-  "/../build-secret.txt",
+  "/../build-sibling/secret.txt",
+  "/outside/secret.txt", // a link to the folder holding the build
   "/%00../secret.txt", // NUL
   "/secret.txt%00.js",
-  "/assets/app.js%00/../../../secret.txt",
+  `${ASSET}%00/../../../secret.txt`,
   "/%zz/../secret.txt", // percent-encoding that does not decode
   "http://127.0.0.1/../secret.txt", // absolute-form targets
   "http://127.0.0.1/%2e%2e/secret.txt",
@@ -103,7 +84,7 @@ const TRAVERSALS = [
 
 describe("path traversal on the dashboard's files", () => {
   test("the build's own files are served (the corpus can tell a file from a refusal)", async () => {
-    const script = await rawGet("/assets/app.js");
+    const script = await rawGet(ASSET);
     expect(script.status).toBe(200);
     expect(script.answer).toContain("console.log('app')");
   });
