@@ -128,3 +128,61 @@ describe("control characters in API input", () => {
     }
   });
 });
+
+describe("error answers", () => {
+  test("never repeat a secret the request sent", async () => {
+    const project = await cluster.request("POST", "/api/v1/projects", {
+      name: "errs",
+      username: "errs",
+      password: "Project-Passw0rd-77",
+    });
+    expect(project.status).toBe(201);
+    const id = project.body.id as string;
+    const connector = await cluster.request("POST", `/api/v1/projects/${id}/connectors`, {
+      name: "static",
+      kind: "static",
+    });
+    const refused = [
+      // A proxy URL written wrong around its password, and one of a scheme not taken.
+      await cluster.request("POST", `/api/v1/projects/${id}/proxies`, {
+        connector_id: connector.body.id,
+        url: "http://vendor:Vend0r-Secret-Pass@bad host:99999",
+      }),
+      await cluster.request("POST", `/api/v1/projects/${id}/proxies`, {
+        connector_id: connector.body.id,
+        url: "ftp://vendor:Vend0r-Secret-Pass2@203.0.113.5:21",
+      }),
+      // A password too long, a login with a wrong one, a credential with a key not taken.
+      await cluster.request("POST", "/api/v1/projects", {
+        name: "errs2",
+        username: "errs2",
+        password: `Too-Long-Passw0rd-${"x".repeat(300)}`,
+      }),
+      await cluster.request("POST", "/api/v1/auth/login", {
+        username: "admin",
+        password: "Wrong-Passw0rd-123",
+      }),
+      await cluster.request("POST", `/api/v1/projects/${id}/credentials`, {
+        name: "bad",
+        provider: "static",
+        config: { username: "vendor", password: "Cred-Passw0rd-456", extra: "Extra-Secret-789" },
+      }),
+      await cluster.request("PATCH", `/api/v1/projects/${id}`, {
+        password: 12345678,
+        name: "Patch-Secret-0001\u0000",
+      }),
+    ];
+    for (const answer of refused) {
+      if (process.env.P4_DEBUG) console.log(answer.status, JSON.stringify(answer.body));
+      expect(answer.status, JSON.stringify(answer.body)).toBeGreaterThanOrEqual(400);
+      expect(answer.status).toBeLessThan(500);
+    }
+    await cluster.secretsScan.readMetrics(cluster.members);
+    const findings = await cluster.secretsScan.scan({
+      members: cluster.members,
+      redis: cluster.redis,
+      prefix: cluster.prefix,
+    });
+    expect(findings).toEqual([]);
+  });
+});

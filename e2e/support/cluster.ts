@@ -156,6 +156,8 @@ export class Cluster {
     this.secretsScan.add("OCTOPROX_INTERNAL_SECRET", this.#secrets.internal);
     this.secretsScan.add("OCTOPROX_JWT_SECRET", this.#secrets.jwt);
     this.secretsScan.addPair("OCTOPROX_ADMIN_PASSWORD", ADMIN_USERNAME, this.#adminPassword);
+    this.secretsScan.addUrls("OCTOPROX_REDIS_URL", this.redisUrl);
+    this.secretsScan.addUrls("OCTOPROX_DATABASE_URL", database.url);
   }
 
   static async create(options: ClusterOptions = {}): Promise<Cluster> {

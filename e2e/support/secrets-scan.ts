@@ -82,7 +82,15 @@ export class SecretsScan {
 
   /** The secrets a request body sends: fields named so, and credentials in URLs. */
   noteRequest(method: string, path: string, body: unknown): void {
-    this.#walk(body, `${method} ${routeOf(path)} body`, (name, value) => this.add(name, value));
+    const at = `${method} ${routeOf(path)} body`;
+    this.#walk(body, at, (name, value) => this.add(name, value));
+    // A credential's config is secret whatever its fields are called (a provider API's keys).
+    const config = (body as { config?: unknown } | undefined)?.config;
+    if (path.includes("/credentials") && typeof config === "object" && config !== null) {
+      for (const [field, value] of Object.entries(config)) {
+        if (typeof value === "string") this.add(`${at}.config.${field}`, value);
+      }
+    }
   }
 
   /**
@@ -122,9 +130,13 @@ export class SecretsScan {
     }
   }
 
-  /** The password of every `scheme://user:pass@host` in a text (a URL field, an upload). */
+  /** The password of every `scheme://user:pass@host` in `text` (a URL, an upload's lines). */
+  addUrls(name: string, text: string): void {
+    this.#urlCredentials(name, text);
+  }
+
   #urlCredentials(name: string, text: string): void {
-    for (const match of text.matchAll(/[a-z0-9+.-]+:\/\/([^\s:@/]+):([^\s@/]+)@/gi)) {
+    for (const match of text.matchAll(/[a-z0-9+.-]+:\/\/([^\s:@/]*):([^\s@/]+)@/gi)) {
       const username = safeDecode(match[1]);
       const password = safeDecode(match[2]);
       this.addPair(`${name} (proxy URL password)`, username, password);
