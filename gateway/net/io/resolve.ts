@@ -7,6 +7,7 @@
  * container's `extra_hosts`) must be refused here, not found open for want of a DNS answer.
  */
 import type { Resolve } from "../../core/guard.ts";
+import { parseHostsFile } from "../../core/hosts-file.ts";
 
 export interface NameServer {
   ipAddr: string;
@@ -19,28 +20,6 @@ export const HOSTS_FILE = "/etc/hosts";
 /** The hosts file is read again at most this often, so an edit is seen without a restart. */
 const HOSTS_REREAD_MS = 5_000;
 
-/**
- * The addresses of each name in a hosts file's text: names lower case without a trailing dot,
- * addresses in file order; comments and malformed lines are skipped.
- */
-export function parseHostsFile(text: string): Map<string, string[]> {
-  const names = new Map<string, string[]>();
-  for (const line of text.split("\n")) {
-    const fields = line.replace(/#.*/, "").trim().split(/[ \t]+/);
-    if (fields.length < 2 || fields[0] === "") continue;
-    const [address, ...aliases] = fields;
-    // A zone (`fe80::1%eth0`) names an interface, not part of the address.
-    const plain = address.replace(/%.*$/, "");
-    for (const alias of aliases) {
-      const name = alias.toLowerCase().replace(/\.$/, "");
-      const known = names.get(name);
-      if (known === undefined) names.set(name, [plain]);
-      else if (!known.includes(plain)) known.push(plain);
-    }
-  }
-  return names;
-}
-
 /** Every address a name resolves to (the hosts file's, then A, then AAAA); none when none. */
 export function dnsResolver(nameServer?: NameServer, hostsFile: string = HOSTS_FILE): Resolve {
   const options = nameServer === undefined ? undefined : { nameServer };
@@ -49,7 +28,8 @@ export function dnsResolver(nameServer?: NameServer, hostsFile: string = HOSTS_F
   let reading: Promise<void> | undefined;
   const readHosts = (): Promise<void> => {
     if (Date.now() - hostsReadAtMs < HOSTS_REREAD_MS) return Promise.resolve();
-    reading ??= Deno.readTextFile(hostsFile).then(
+    if (reading !== undefined) return reading;
+    reading = Deno.readTextFile(hostsFile).then(
       (text) => {
         hosts = parseHostsFile(text);
       },
