@@ -159,6 +159,12 @@ export class SecretsScan {
     );
   }
 
+  /** The whole check while the processes run (a test's own assertion; a cluster passes itself). */
+  async check(sources: ScanSources): Promise<SecretFinding[]> {
+    await this.readMetrics(sources.members);
+    return await this.scan(sources);
+  }
+
   /**
    * Where each known secret is in clear; none when all is well. Reads the processes' output as
    * it is now (scan after they stopped, so their last lines count) and the metrics read before.
