@@ -10,10 +10,14 @@ export const ROOT = join(dirname(fileURLToPath(import.meta.url)), "..");
 export const DENO_BIN = join(ROOT, "node_modules", ".bin", "deno");
 export const GATEWAY_ENTRY = join(ROOT, "gateway", "main.ts");
 
+/** The hosts file the gateway's destination guard reads (HOSTS_FILE in gateway/net/io/resolve.ts). */
+const HOSTS_FILE = "/etc/hosts";
+
 /**
  * The network; OCTOPROX_* variables only (other lookups, such as a library's DEBUG, read as
  * unset); the host name (its default instance name); reading its own code (`readable`), which
- * worker isolates load (gateway/net/process/isolates.ts), and nothing else of the disk.
+ * worker isolates load (gateway/net/process/isolates.ts), and /etc/hosts, which the destination
+ * guard reads as the system's resolver does (gateway/net/io/resolve.ts); nothing else of the disk.
  * `--unstable-net` is for SO_REUSEPORT, which lets every isolate listen on the same ports.
  */
 export function gatewayPermissions(readable: readonly string[]): string[] {
@@ -22,7 +26,7 @@ export function gatewayPermissions(readable: readonly string[]): string[] {
     "--allow-env=OCTOPROX_*",
     "--ignore-env",
     "--allow-sys=hostname",
-    `--allow-read=${readable.join(",")}`,
+    `--allow-read=${[...readable, HOSTS_FILE].join(",")}`,
     "--unstable-net",
   ];
 }

@@ -184,6 +184,8 @@ export interface LocalRedisOptions {
    * which stops it after the processes that use it (`npm start`).
    */
   detached?: boolean;
+  /** A password clients must give (`requirepass`); none unless said. */
+  password?: string;
 }
 
 /** A redis-server child process on 127.0.0.1. */
@@ -192,6 +194,7 @@ export class LocalRedis {
   readonly port: number;
   readonly persist: boolean;
   readonly detached: boolean;
+  readonly password: string | undefined;
   #child: ChildProcess | undefined;
 
   constructor(options: LocalRedisOptions) {
@@ -199,10 +202,12 @@ export class LocalRedis {
     this.port = options.port;
     this.persist = options.persist ?? false;
     this.detached = options.detached ?? false;
+    this.password = options.password;
   }
 
   get url(): string {
-    return `redis://127.0.0.1:${this.port}`;
+    const login = this.password === undefined ? "" : `:${encodeURIComponent(this.password)}@`;
+    return `redis://${login}127.0.0.1:${this.port}`;
   }
 
   get pid(): number | undefined {
@@ -229,13 +234,15 @@ export class LocalRedis {
       "no",
       "--logfile",
       join(this.dir, "redis.log"),
+      ...(this.password === undefined ? [] : ["--requirepass", this.password]),
     ];
     const child = spawn(bin, args, { stdio: "ignore", detached: this.detached });
     this.#child = child;
     await waitFor(
       async () => {
         if (child.exitCode !== null) throw new Error(`redis-server exited with ${child.exitCode}`);
-        const { stdout } = await run("redis-cli", ["-p", String(this.port), "ping"]);
+        const login = this.password === undefined ? [] : ["-a", this.password, "--no-auth-warning"];
+        const { stdout } = await run("redis-cli", ["-p", String(this.port), ...login, "ping"]);
         return stdout.trim() === "PONG";
       },
       15_000,

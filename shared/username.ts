@@ -33,7 +33,8 @@ export const UsernameMessage = {
   country: "Country must be a two-letter ISO 3166-1 code, such as -cc-us",
   state: "State must be the subdivision part of an ISO 3166-2 code, such as -st-ny or -st-eng",
   city: "City must be a name with letters or digits, such as -city-new_york",
-  sessionId: "Session id must be at most 128 characters, such as -sessid-abc123",
+  sessionId:
+    "Session id must be at most 128 characters and no control characters, such as -sessid-abc123",
   sessionMinutes: "Session time must be whole minutes from 1 to 1440, such as -sesstime-30",
   repeated: "Each username option may appear once, such as user-cc-us-sessid-abc123",
 } as const;
@@ -41,6 +42,15 @@ export const UsernameMessage = {
 export const CITY_MAX_CHARS = 120;
 export const SESSION_ID_MAX_CHARS = 128;
 export const SESSION_MINUTES_MAX = 1440;
+
+/** Whether `text` holds a C0 control character or DEL. */
+function hasControlCharacter(text: string): boolean {
+  for (let index = 0; index < text.length; index++) {
+    const code = text.charCodeAt(index);
+    if (code < 0x20 || code === 0x7f) return true;
+  }
+  return false;
+}
 
 const [CC, ST, CITY, SESSID, SESSTIME] = USERNAME_DELIMITERS as readonly [
   string,
@@ -174,7 +184,11 @@ export function readOptions(
   }
   const sessionId = texts.sessionId;
   if (sessionId !== undefined) {
-    if (sessionId.length > SESSION_ID_MAX_CHARS) return { ok: false, message: messages.sessionId };
+    // Control characters (CR, LF, NUL, escapes) would travel on into upstream usernames, sticky
+    // keys and log lines.
+    if (sessionId.length > SESSION_ID_MAX_CHARS || hasControlCharacter(sessionId)) {
+      return { ok: false, message: messages.sessionId };
+    }
     options.sessionId = sessionId;
   }
   const minutesText = texts.sessionMinutes;

@@ -31,6 +31,7 @@ import {
   waitUntil,
 } from "../../tests/support/stores.ts";
 import { seriesValue } from "../../tests/support/promtool.ts";
+import { describeFindings, SecretsScan } from "./secrets-scan.ts";
 
 /**
  * Production loops, faster: checks every second that give up after 2 s, a lease that a standby
@@ -137,6 +138,9 @@ export class Cluster {
   readonly #secrets = testSecrets();
   readonly #adminPassword = `pw-${randomBytes(8).toString("hex")}`;
   readonly #stopped = new Set<Member>();
+  /** What must never be in clear in logs, error answers, metrics or Redis (checked at close). */
+  readonly secretsScan = new SecretsScan();
+  #scanned = false;
   #token: string | undefined;
   #api: Member | undefined;
 
@@ -149,6 +153,11 @@ export class Cluster {
     this.redis.on("error", () => {});
     this.#sql = postgres(database.url, { max: 2, onnotice: () => {} });
     this.#env = { ...FAST_SETTINGS, ...options.env };
+    this.secretsScan.add("OCTOPROX_INTERNAL_SECRET", this.#secrets.internal);
+    this.secretsScan.add("OCTOPROX_JWT_SECRET", this.#secrets.jwt);
+    this.secretsScan.addPair("OCTOPROX_ADMIN_PASSWORD", ADMIN_USERNAME, this.#adminPassword);
+    this.secretsScan.addUrls("OCTOPROX_REDIS_URL", this.redisUrl);
+    this.secretsScan.addUrls("OCTOPROX_DATABASE_URL", database.url);
   }
 
   static async create(options: ClusterOptions = {}): Promise<Cluster> {
@@ -398,6 +407,7 @@ export class Cluster {
     const headers: Record<string, string> = {};
     if (token) headers.authorization = `Bearer ${token}`;
     if (body !== undefined) headers["content-type"] = "application/json";
+    this.secretsScan.noteRequest(method, path, body);
     const response = await fetch(`${this.api.url}${path}`, {
       method,
       headers,
@@ -411,6 +421,7 @@ export class Cluster {
     } catch {
       // Not JSON: keep the text.
     }
+    this.secretsScan.noteAnswer(method, path, response.status, text, parsed);
     return { status: response.status, body: parsed };
   }
 
@@ -542,18 +553,32 @@ export class Cluster {
     }
   }
 
-  /** Stops every process (SIGKILL for any a test left), then drops the database and keys. */
+  /**
+   * Stops every process (SIGKILL for any a test left), then drops the database and keys. Fails
+   * (once everything is cleaned up) when the secrets scan found a known secret in clear.
+   */
   async close(): Promise<void> {
+    const scan = !this.#scanned;
+    this.#scanned = true;
+    if (scan) await this.secretsScan.readMetrics(this.members);
     await Promise.all(
       this.members.filter((m) => m.alive()).map((m) => m.stop("SIGTERM", 5_000)),
     );
     await killAll();
+    const findings = scan
+      ? await this.secretsScan.scan({
+        members: this.members,
+        redis: this.redis,
+        prefix: this.prefix,
+      })
+      : [];
     this.redis.disconnect();
     await this.#sql.end({ timeout: 2 });
     await deletePrefix(this.redisUrl, this.prefix).catch(() => {});
     // A private server goes with its folder: a test that failed may have left it stopped.
     if (this.#privateDatabase) await this.#database.drop().catch(() => {});
     else await this.#database.drop();
+    if (findings.length > 0) throw new Error(describeFindings(findings));
   }
 }
 

@@ -7,6 +7,8 @@ import net from "node:net";
 
 export interface Sink {
   readonly port: number;
+  /** Connections accepted so far. */
+  readonly connections: number;
   close(): Promise<void>;
 }
 
@@ -17,7 +19,9 @@ export interface SinkOptions {
 
 export async function startSink(options: SinkOptions = {}): Promise<Sink> {
   const sockets = new Set<net.Socket>();
+  let connections = 0;
   const server = net.createServer({ allowHalfOpen: true }, (socket) => {
+    connections++;
     sockets.add(socket);
     socket.once("close", () => sockets.delete(socket));
     socket.on("error", () => {});
@@ -32,6 +36,9 @@ export async function startSink(options: SinkOptions = {}): Promise<Sink> {
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
   return {
     port: (server.address() as net.AddressInfo).port,
+    get connections() {
+      return connections;
+    },
     close: () =>
       new Promise<void>((resolve) => {
         for (const socket of sockets) socket.destroy();

@@ -52,7 +52,8 @@ export const HeaderOptionMessage: OptionMessages & { repeated: string } = {
   country: "X-Octoprox-Country must be a two-letter ISO 3166-1 code, such as US",
   state: "X-Octoprox-State must be the subdivision part of an ISO 3166-2 code, such as NY",
   city: "X-Octoprox-City must be a name with letters or digits, such as new_york",
-  sessionId: "X-Octoprox-Session must be at most 128 characters, such as abc123",
+  sessionId:
+    "X-Octoprox-Session must be at most 128 characters and no control characters, such as abc123",
   sessionMinutes: "X-Octoprox-Session-Time must be whole minutes from 1 to 1440, such as 30",
   repeated: "Each X-Octoprox option header may appear once",
 };

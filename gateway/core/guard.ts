@@ -21,8 +21,9 @@
  *   checked is what is dialled. A name without an address here is refused: nothing checked
  *   could be sent.
  *
- * `localhost` and names under it are taken as 127.0.0.1 without a lookup (RFC 6761): DNS-only
- * resolvers such as `Deno.resolveDns` never read /etc/hosts, while the upstream's resolver does.
+ * `localhost` and names under it are taken as 127.0.0.1 without a lookup (RFC 6761). Other names
+ * are looked up in the hosts file as well as DNS (gateway/net/io/resolve.ts): `Deno.resolveDns`
+ * never reads /etc/hosts, while an upstream's resolver on the same machine does.
  * A lookup's answer is cached for a short while (in `gateway` mode, the address sent on with it).
  */
 import type { DestinationResolution } from "../../shared/settings.ts";
@@ -80,7 +81,7 @@ export type Resolve = (host: string) => Promise<string[]>;
 export interface GuardOptions {
   /** CIDR blocks let through (OCTOPROX_DESTINATION_ALLOW_CIDRS); parsed once, bad ones throw. */
   allowCidrs?: readonly string[];
-  /** Every address a name resolves to (A and AAAA); the Deno layer passes Deno.resolveDns. */
+  /** Every address a name resolves to; the Deno layer passes its hosts file and DNS (resolve.ts). */
   resolve?: Resolve;
   /** Who resolves names: `upstream` (default) or `gateway` (see the module's comment). */
   resolution?: DestinationResolution;

@@ -3,6 +3,8 @@
  * its own, the real ChangeLog and logger (lines captured), and one user of each role with a
  * token. Requests go through `app.request`, the same code path a server takes.
  */
+import { serve } from "@hono/node-server";
+import type { AddressInfo } from "node:net";
 import { Writable } from "node:stream";
 import type { Hono } from "hono";
 import { Redis } from "ioredis";
@@ -216,5 +218,18 @@ export async function startHarness(options: HarnessOptions = {}): Promise<ApiHar
       await deletePrefix(redisUrl, prefix).catch(() => {});
       await testDatabase?.drop();
     },
+  };
+}
+
+/**
+ * An app on a real socket on a free loopback port, for clients that must send their request
+ * line as written or see the socket's own address.
+ */
+export async function listen(app: Hono): Promise<{ port: number; close(): Promise<void> }> {
+  const server = serve({ fetch: app.fetch, port: 0, hostname: "127.0.0.1" });
+  await new Promise<void>((resolve) => server.once("listening", () => resolve()));
+  return {
+    port: (server.address() as AddressInfo).port,
+    close: () => new Promise<void>((resolve) => server.close(() => resolve())),
   };
 }

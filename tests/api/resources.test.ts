@@ -3,10 +3,8 @@
  * change entry after its commit, and a write that changes nothing appends none. Also the app's
  * frame: request ids, the access log, unknown routes, the echo, the home page, the OpenAPI doc.
  */
-import { serve } from "@hono/node-server";
-import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
-import { type ApiHarness, startHarness } from "./harness.ts";
+import { type ApiHarness, listen, startHarness } from "./harness.ts";
 
 let h: ApiHarness;
 
@@ -614,17 +612,15 @@ describe("the app's frame", () => {
   });
 
   test("/echo answers the socket's address and ignores forwarding headers", async () => {
-    const server = serve({ fetch: h.app.fetch, port: 0, hostname: "127.0.0.1" });
+    const server = await listen(h.app);
     try {
-      await new Promise<void>((resolve) => server.once("listening", () => resolve()));
-      const { port } = server.address() as AddressInfo;
-      const response = await fetch(`http://127.0.0.1:${port}/echo`, {
+      const response = await fetch(`http://127.0.0.1:${server.port}/echo`, {
         headers: { "x-forwarded-for": "203.0.113.9", "x-real-ip": "203.0.113.9" },
       });
       expect(response.status).toBe(200);
       expect(await response.json()).toEqual({ ip: "127.0.0.1" });
     } finally {
-      await new Promise<void>((resolve) => server.close(() => resolve()));
+      await server.close();
     }
   });
 

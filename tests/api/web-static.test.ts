@@ -4,22 +4,15 @@
  * answered with the app's page, and nothing outside the build however the path is written or
  * linked: `..`, `%2e%2e`, an encoded slash, a backslash, a symlink out.
  */
-import { serve } from "@hono/node-server";
-import { mkdir, mkdtemp, rm, symlink, writeFile } from "node:fs/promises";
 import { request as httpRequest } from "node:http";
-import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import { safeSegments } from "../../control/api/web-static.ts";
-import { type ApiHarness, startHarness } from "./harness.ts";
+import { startHarness } from "./harness.ts";
+import { INDEX, SECRET, type ServedBuild, serveWebBuild } from "./web-build.ts";
 
-const SECRET = "outside-the-build-secret";
-const INDEX = '<!doctype html><div id="app"></div>';
-
-let h: ApiHarness;
-let dir: string;
-let server: ReturnType<typeof serve>;
+let served: ServedBuild;
 let port: number;
 
 /** GET with the path exactly as given on the request line. */
@@ -41,25 +34,12 @@ function rawGet(path: string): Promise<{ status: number; type: string; body: str
 }
 
 beforeAll(async () => {
-  dir = await mkdtemp(join(tmpdir(), "ox-web-"));
-  const build = join(dir, "build");
-  await mkdir(join(build, "assets"), { recursive: true });
-  await writeFile(join(build, "index.html"), INDEX);
-  await writeFile(join(build, "assets", "app-1234.js"), "console.log('app');");
-  await writeFile(join(dir, "secret.txt"), SECRET);
-  // A link inside the build to a file outside it, and one to a folder outside it.
-  await symlink(join(dir, "secret.txt"), join(build, "assets", "leak.txt"));
-  await symlink(dir, join(build, "outside"));
-  h = await startHarness({ webDir: build });
-  server = serve({ fetch: h.app.fetch, port: 0, hostname: "127.0.0.1" });
-  await new Promise<void>((resolve) => server.once("listening", () => resolve()));
-  port = (server.address() as AddressInfo).port;
+  served = await serveWebBuild();
+  port = served.port;
 });
 
 afterAll(async () => {
-  await new Promise<void>((resolve) => server?.close(() => resolve()));
-  await h?.close();
-  await rm(dir, { recursive: true, force: true });
+  await served?.close();
 });
 
 describe("the dashboard's files", () => {

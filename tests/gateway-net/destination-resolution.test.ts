@@ -6,7 +6,8 @@
  * count what reaches them. The gateway (the fixture entry with the real guard, pointed at that
  * server) sends requests through real upstreams: Debian's tinyproxy for HTTP and CONNECT, and our
  * own proxy (e2e/support/fault-proxy.ts, resolving names through the same server) for SOCKS5 and
- * for the limit.
+ * for the limit. A hosts file of the fixtures' own stands for /etc/hosts: names the DNS server
+ * does not know, which an upstream on the same machine resolves through it.
  *
  * `gateway` mode: the gateway resolves once, checks, and sends the upstream the address; the
  * forbidden listener is never reached, over HTTP, CONNECT and SOCKS5. `upstream` mode (the
@@ -16,16 +17,20 @@
  */
 import dgram from "node:dgram";
 import { Resolver } from "node:dns/promises";
+import { readFile } from "node:fs/promises";
 import http from "node:http";
 import type net from "node:net";
+import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type FaultProxy, startFaultProxy } from "../../e2e/support/fault-proxy.ts";
 import { startTinyproxy, type Tinyproxy } from "../../e2e/support/tinyproxy.ts";
 import { freePort } from "../../e2e/support/wait.ts";
+import { parseHostsFile } from "../../gateway/core/hosts-file.ts";
 import {
   CREDENTIALS,
   curl,
   type FixtureUpstream,
+  ROOT,
   startGateway,
   type TestGateway,
 } from "./support.ts";
@@ -178,6 +183,7 @@ function upstreamOf(id: string, proxy: { host: string; port: number }, scheme: "
 async function gatewayWith(
   resolution: "upstream" | "gateway",
   upstream: FixtureUpstream,
+  env: Record<string, string> = {},
 ): Promise<{ gateway: TestGateway; socksPort: number }> {
   const gateway = await startGateway({
     upstreams: [upstream],
@@ -185,6 +191,7 @@ async function gatewayWith(
       FIXTURE_NAMESERVER: `127.0.0.1:${dns.port}`,
       OCTOPROX_DESTINATION_RESOLUTION: resolution,
       OCTOPROX_DESTINATION_ALLOW_CIDRS: `${ALLOWED}/32`,
+      ...env,
     },
   });
   const socks = await gateway.waitForLine((line) => line.msg === "SOCKS5 listener bound");
@@ -196,6 +203,12 @@ const login = `${CREDENTIALS.username}:${CREDENTIALS.password}`;
 /** A plain HTTP request through the gateway's HTTP listener (`tunnel`: through CONNECT). */
 function viaHttp(gateway: TestGateway, url: string, tunnel = false) {
   return curl([...(tunnel ? ["-p"] : []), "-x", gateway.proxyUrl, url]);
+}
+
+/** The status a GET of `url` through the gateway's HTTP listener gets. */
+async function statusVia(gateway: TestGateway, url: string): Promise<string> {
+  return (await curl(["-x", gateway.proxyUrl, "-o", "/dev/null", "-w", "%{http_code}", url]))
+    .stdout;
 }
 
 function viaSocks(socksPort: number, url: string) {
@@ -289,26 +302,10 @@ describe("OCTOPROX_DESTINATION_RESOLUTION=gateway", () => {
       const resolver = new Resolver();
       resolver.setServers([`127.0.0.1:${dns.port}`]);
       expect(await resolver.resolve4(name)).toEqual([ALLOWED]);
-      const refused = await curl([
-        "-x",
-        gateway.proxyUrl,
-        "-o",
-        "/dev/null",
-        "-w",
-        "%{http_code}",
-        `http://${name}:${originPort}/`,
-      ]);
-      expect(refused.stdout).toBe("403");
-      const missing = await curl([
-        "-x",
-        gateway.proxyUrl,
-        "-o",
-        "/dev/null",
-        "-w",
-        "%{http_code}",
-        `http://nowhere.example.test:${originPort}/`,
-      ]);
-      expect(missing.stdout).toBe("502");
+      const refused = await statusVia(gateway, `http://${name}:${originPort}/`);
+      expect(refused).toBe("403");
+      const missing = await statusVia(gateway, `http://nowhere.example.test:${originPort}/`);
+      expect(missing).toBe("502");
       // SOCKS5: host unreachable (4) for the name without an address; curl says so.
       const socks = await viaSocks(socksPort, `http://nowhere.example.test:${originPort}/`);
       expect(socks.code).not.toBe(0);
@@ -361,6 +358,57 @@ describe("OCTOPROX_DESTINATION_RESOLUTION=upstream (the default): the limit", ()
       expect(result.stdout).not.toBe("allowed");
       expect(dns.lookups(name)).toBe(1);
       expect(await tinyproxy.log()).toContain(`${name}:${originPort}`);
+    } finally {
+      await gateway.stop();
+    }
+  });
+});
+
+describe("the hosts file (the fixtures' own here, /etc/hosts in a gateway)", () => {
+  const hostsFile = join(ROOT, "tests", "gateway-net", "fixtures", "hosts");
+
+  it("upstream mode: a name only the hosts file maps inward is refused, though DNS does not know it", async () => {
+    // An upstream on the same machine, resolving through the same hosts file.
+    const hosts = parseHostsFile(await readFile(hostsFile, "utf8"));
+    const sameMachine = await startFaultProxy({
+      resolve: (name) => Promise.resolve(hosts.get(name.toLowerCase().replace(/\.$/, ""))?.[0]),
+    });
+    const { gateway, socksPort } = await gatewayWith(
+      "upstream",
+      upstreamOf("same", sameMachine, "socks5"),
+      { FIXTURE_HOSTS_FILE: hostsFile },
+    );
+    try {
+      const before = forbidden.connections;
+      for (const name of ["inward.hosts.test", "INWARD.Hosts.test.", "inward-alias.hosts.test"]) {
+        const refused = await statusVia(gateway, `http://${name}:${originPort}/`);
+        expect(refused, name).toBe("403");
+        const socks = await viaSocks(socksPort, `http://${name}:${originPort}/`);
+        expect(socks.code, name).not.toBe(0);
+        expect(socks.stderr, name).toMatch(/\(2\)|not allowed/);
+      }
+      expect(sameMachine.requests).toEqual([]);
+      expect(forbidden.connections).toBe(before);
+      // Asked directly, that upstream does reach the name's address: the refusal was the guard's.
+      const direct = await curl([
+        "--socks5-hostname",
+        `${sameMachine.host}:${sameMachine.port}`,
+        `http://inward.hosts.test:${originPort}/`,
+      ]);
+      expect(direct.stdout).toBe("forbidden");
+    } finally {
+      await gateway.stop();
+      await sameMachine.close();
+    }
+  });
+
+  it("gateway mode: a name the hosts file gives is sent on as its address", async () => {
+    const { gateway } = await gatewayWith("gateway", upstreamOf("tiny", tinyproxy, "http"), {
+      FIXTURE_HOSTS_FILE: hostsFile,
+    });
+    try {
+      const result = await viaHttp(gateway, `http://allowed.hosts.test:${originPort}/`);
+      expect(result.stdout, result.stderr).toBe("allowed");
     } finally {
       await gateway.stop();
     }

@@ -15,8 +15,16 @@ import { seriesValue } from "../support/promtool.ts";
 
 export const ROOT = join(dirname(fileURLToPath(import.meta.url)), "..", "..");
 export { DENO_BIN } from "../../scripts/gateway-command.ts";
-/** The fixture entry reads its FIXTURE_* variables too: all of the environment. */
-const FIXTURE_PERMISSIONS = ["--allow-net", "--allow-env", "--allow-sys=hostname"];
+/**
+ * The fixture entry reads its FIXTURE_* variables too: all of the environment; and the hosts
+ * files its guard may be pointed at (the system's, and the fixtures' own).
+ */
+const FIXTURE_PERMISSIONS = [
+  "--allow-net",
+  "--allow-env",
+  "--allow-sys=hostname",
+  `--allow-read=/etc/hosts,${join(ROOT, "tests", "gateway-net", "fixtures")}`,
+];
 
 export const CREDENTIALS = { username: "alice", password: "s3cret-pass" };
 /** A Proxy-Authorization value for `user:password`. */

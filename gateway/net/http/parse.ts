@@ -2,8 +2,11 @@
  * The client side of HTTP/1.x: an incremental request-head reader, the request's body framing
  * (RFC 9112 section 6) and the two request-target forms a proxy takes (absolute-form for
  * forwarding, authority-form for CONNECT). Strict where leniency lets requests be smuggled:
- * obsolete line folding, whitespace before a colon, Content-Length beside Transfer-Encoding and
- * conflicting lengths are refused with 400.
+ * obsolete line folding, whitespace before a colon, a control character in a value,
+ * Content-Length beside Transfer-Encoding, a Transfer-Encoding other than a lone `chunked` and
+ * conflicting lengths are refused with 400. Bare LF line ends are read as line ends (RFC 9112
+ * section 2.2): the head sent on is written anew with CRLF, so no one downstream reads it
+ * otherwise.
  */
 import { hostKind, isValidPort } from "../../../shared/proxy-protocol/address.ts";
 import { latin1Decode } from "../../../shared/proxy-protocol/bytes.ts";
@@ -45,6 +48,7 @@ export const MAX_HEADER_FIELDS = 256;
 const LF = 10;
 const CR = 13;
 const SPACE = 32;
+const TAB = 9;
 const DEL = 0x7f;
 
 /** RFC 9110 token characters, by code (ASCII only). */
@@ -83,6 +87,25 @@ function isVisibleRange(text: string, start: number, end: number): boolean {
   return true;
 }
 
+/**
+ * A field's value without the white space around it (RFC 9110 OWS: spaces and tabs only), or
+ * undefined when it holds a control character (CR, NUL, a vertical tab...): a recipient that
+ * read such a byte as white space would frame the message differently from us.
+ */
+function fieldValue(text: string, start: number, end: number): string | undefined {
+  while (start < end && (text.charCodeAt(start) === SPACE || text.charCodeAt(start) === TAB)) {
+    start++;
+  }
+  while (end > start && (text.charCodeAt(end - 1) === SPACE || text.charCodeAt(end - 1) === TAB)) {
+    end--;
+  }
+  for (let index = start; index < end; index++) {
+    const code = text.charCodeAt(index);
+    if ((code < SPACE && code !== TAB) || code === DEL) return undefined;
+  }
+  return text.slice(start, end);
+}
+
 function bad(message: string): HeadError {
   return new HeadError(400, message);
 }
@@ -111,8 +134,8 @@ export function parseRequestHead(bytes: Uint8Array): RequestHead {
     const colon = text.indexOf(":", start);
     if (colon <= start || colon >= end) throw bad("Malformed header line");
     if (!isTokenRange(text, start, colon)) throw bad("Malformed header name");
-    const value = text.slice(colon + 1, end).trim();
-    if (value.includes("\0") || value.includes("\r")) throw bad("Malformed header value");
+    const value = fieldValue(text, colon + 1, end);
+    if (value === undefined) throw bad("Malformed header value");
     if (headers.length >= MAX_HEADER_FIELDS) {
       throw new HeadError(431, "Too many header fields");
     }
@@ -264,11 +287,11 @@ export function requestFraming(head: RequestHead): RequestFraming {
   if (encodings.length > 0) {
     if (head.version === "1.0") throw bad("Transfer-Encoding is not allowed in HTTP/1.0");
     if (lengths.length > 0) throw bad("Content-Length and Transfer-Encoding together");
+    // Only `chunked`, alone: any other list (`identity, chunked`, `gzip, chunked`) is one some
+    // upstream may frame differently, and no client needs it.
     const codings = encodings.join(",").split(",").map((part) => part.trim().toLowerCase());
-    if (
-      codings[codings.length - 1] !== "chunked" || codings.indexOf("chunked") !== codings.length - 1
-    ) {
-      throw bad("A request body must end with the chunked transfer coding");
+    if (codings.length !== 1 || codings[0] !== "chunked") {
+      throw bad("A request body's Transfer-Encoding must be chunked alone");
     }
     return CHUNKED;
   }
