@@ -56,5 +56,13 @@ export const fieldValue: fc.Arbitrary<string> = fc.stringMatching(
   /^([\x21-\x7e\xa1-\xff]([\x01-\x08\t\x0b\x0c\x0e-\x7e\xa1-\xff]{0,24}[\x21-\x7e\xa1-\xff])?)?$/,
 );
 
+/**
+ * A field value of a request the gateway takes (RFC 9110 field-value): visible characters, with
+ * spaces and tabs inside; the gateway refuses every other control character in a request.
+ */
+export const requestFieldValue: fc.Arbitrary<string> = fc.stringMatching(
+  /^([\x21-\x7e\xa1-\xff]([\t\x20-\x7e\xa1-\xff]{0,24}[\x21-\x7e\xa1-\xff])?)?$/,
+);
+
 /** A line ending a lenient reader takes: CRLF mostly, a bare LF now and then. */
 export const lineEnd: fc.Arbitrary<string> = fc.constantFrom("\r\n", "\r\n", "\r\n", "\n");

@@ -16,7 +16,15 @@ import {
   requestHeadReader,
 } from "../../gateway/net/http/parse.ts";
 import { encodeUpstreamRequestHead } from "../../gateway/net/http/heads.ts";
-import { authorityOf, fieldValue, host, lineEnd, port, token } from "./grammar.ts";
+import {
+  authorityOf,
+  fieldValue,
+  host,
+  lineEnd,
+  port,
+  requestFieldValue,
+  token,
+} from "./grammar.ts";
 import {
   check,
   cutAt,
@@ -70,7 +78,7 @@ const headSpec: fc.Arbitrary<HeadSpec> = fc.record({
         fc.constantFrom("Host", "Content-Length", "Transfer-Encoding", "Connection"),
         token,
       ),
-      value: fieldValue,
+      value: requestFieldValue,
       space: fc.constantFrom("", " ", "  ", "\t"),
       end: lineEnd,
     }),
