@@ -292,23 +292,6 @@ async function underTraffic(
   return { figures, summary, traffic };
 }
 
-/** The Redis stream consumer a worker reads its jobs as, from its heartbeat. */
-async function consumerOf(member: Member): Promise<string> {
-  const snapshot = await cluster.until(() => cluster.snapshot(member), {
-    what: `${member.instance}'s heartbeat`,
-  });
-  const runtimes = snapshot.runtimes as Record<string, { consumer?: string }>;
-  const consumer = runtimes.worker?.consumer;
-  if (!consumer) throw new Error(`No consumer in ${member.instance}'s snapshot`);
-  return consumer;
-}
-
-async function reclaimedBy(member: Member): Promise<number> {
-  const snapshot = await cluster.snapshot(member);
-  const loops = (snapshot?.loops ?? []) as Record<string, unknown>[];
-  return Number(loops.find((loop) => loop.name === "job_runner_health")?.reclaimed ?? 0);
-}
-
 /** The health stream's pending entries: [id, consumer, idle ms]. */
 async function heldChecks(): Promise<{ id: string; consumer: string; idleMs: number }[]> {
   const stream = cluster.keys.jobStream(JobKind.health);
@@ -368,7 +351,7 @@ describe("chaos under traffic", () => {
   it(
     "1. a worker SIGKILLed: its held checks are reclaimed by the other; no status moves twice",
     async () => {
-      const consumers = await Promise.all(workers.map(consumerOf));
+      const consumers = await Promise.all(workers.map((w) => cluster.consumerOf(w)));
       await underTraffic(
         "worker SIGKILL",
         async () => {
@@ -380,7 +363,7 @@ describe("chaos under traffic", () => {
           const victimIndex = consumers.indexOf(held[0].consumer);
           expect(victimIndex).toBeGreaterThanOrEqual(0);
           const [victim, survivor] = victimIndex === 0 ? workers : [workers[1], workers[0]];
-          const survivorReclaimed = await reclaimedBy(survivor);
+          const survivorReclaimed = await cluster.reclaimedBy(survivor);
           const victimHeld = (await heldChecks()).filter((c) =>
             c.consumer === consumers[victimIndex]
           ).map((c) => c.id);
@@ -393,9 +376,12 @@ describe("chaos under traffic", () => {
             return victimHeld.every((id) => !pending.has(id));
           }, { timeoutMs: CLAIM_TIMEOUT_MS + 15_000, what: "the victim's checks to be reclaimed" });
           const reclaimedMs = performance.now() - killedAt;
-          await cluster.until(async () => (await reclaimedBy(survivor)) > survivorReclaimed, {
-            what: "the survivor's heartbeat to show the reclaim",
-          });
+          await cluster.until(
+            async () => (await cluster.reclaimedBy(survivor)) > survivorReclaimed,
+            {
+              what: "the survivor's heartbeat to show the reclaim",
+            },
+          );
           await cluster.until(async () => (await cluster.status(hangingId)) === "healthy", {
             timeoutMs: 15_000,
             what: "the healed proxy to turn healthy",
