@@ -8,7 +8,7 @@ export default defineConfig({
   test: {
     include: ["e2e/chaos/**/*.test.ts"],
     testTimeout: 120_000,
-    hookTimeout: 180_000,
+    hookTimeout: 240_000,
     pool: "forks",
     poolOptions: { forks: { maxForks: 1, minForks: 1 } },
     globalSetup: ["tests/support/global-setup.ts"],

@@ -25,6 +25,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { findFreePort, LocalPostgres, LocalRedis } from "../../scripts/local-stores.ts";
+import { ProjectWindows, windowKey } from "../../shared/metric-windows.ts";
 import { JobKind } from "../../shared/roles.ts";
 import { TEST_ADMIN_DATABASE_URL, TEST_REDIS_URL } from "../../tests/support/stores.ts";
 import { openConnect } from "../../tests/gateway-net/support.ts";
@@ -94,9 +95,23 @@ let probeBytes = 0;
 
 const workerEnv = () => ({ OCTOPROX_ECHO_URL: `${api.url}/echo` });
 
-function startGateway(index: number): Promise<Gateway> {
+/**
+ * How long a process may take to be ready: the machine this runs on is shared, and a start
+ * under load has taken more than the cluster's 30 s.
+ */
+const READY_TIMEOUT_MS = 90_000;
+
+/** Starts a control process of `role` and waits (READY_TIMEOUT_MS) until it is ready. */
+async function start(role: string, env: Record<string, string> = {}): Promise<Member> {
+  const member = await cluster.start(role, { env, ready: false });
+  await cluster.waitForReady(member, READY_TIMEOUT_MS);
+  return member;
+}
+
+async function startGateway(index: number): Promise<Gateway> {
   const { proxyPort, socksPort, statusPort } = ports[index];
-  return cluster.startGateway({
+  const gateway = await cluster.startGateway({
+    ready: false,
     instance: `chaos-gw${index + 1}-${Date.now()}`,
     proxyPort,
     env: {
@@ -106,9 +121,20 @@ function startGateway(index: number): Promise<Gateway> {
       OCTOPROX_SOCKS_PORT: String(socksPort),
     },
   });
+  await cluster.waitForReady(gateway, READY_TIMEOUT_MS);
+  return gateway;
 }
 
 beforeAll(async () => {
+  try {
+    await setUp();
+  } catch (error) {
+    cluster?.dump();
+    throw error;
+  }
+}, 240_000);
+
+async function setUp(): Promise<void> {
   folder = await mkdtemp(join(tmpdir(), "ox-e2e-chaos-"));
   // Postgres runs as its own user when we are root: it must be able to reach its folder.
   await chmod(folder, 0o755);
@@ -132,9 +158,9 @@ beforeAll(async () => {
     // Flushes only when a case asks: the periodic one an hour apart.
     env: { OCTOPROX_METRICS_FLUSH_INTERVAL: "3600" },
   });
-  api = await cluster.start("api");
-  controllers = [await cluster.start("controller"), await cluster.start("controller")];
-  workers = await Promise.all([0, 1].map(() => cluster.start("worker", { env: workerEnv() })));
+  api = await start("api");
+  controllers = [await start("controller"), await start("controller")];
+  workers = await Promise.all([0, 1].map(() => start("worker", workerEnv())));
   ports = await Promise.all([0, 1].map(async () => ({
     proxyPort: await findFreePort(),
     socksPort: await findFreePort(),
@@ -172,7 +198,7 @@ beforeAll(async () => {
     create trigger chaos_status_moves after update of status on proxies for each row
       when (old.status is distinct from new.status) execute function chaos_note_status_move();
   `);
-}, 180_000);
+}
 
 afterEach((context) => {
   if (context.task.result?.state === "fail") {
@@ -331,6 +357,20 @@ async function untilRoutedWith(options: string, timeoutMs = 20_000): Promise<voi
   }
 }
 
+/** Bytes (both ways) both projects' live windows in Redis hold, not flushed yet. */
+async function windowBytes(): Promise<number> {
+  let bytes = 0;
+  for (const project of [projectA, projectB]) {
+    const [sent, received] = await cluster.redis.hmget(
+      windowKey(cluster.keys, ProjectWindows, project.projectId),
+      "bytes_sent",
+      "bytes_received",
+    );
+    bytes += Number(sent ?? 0) + Number(received ?? 0);
+  }
+  return bytes;
+}
+
 /** Tunnels open at some moment of [from, to]. */
 function openDuring(traffic: Traffic, from: number, to: number): number {
   return traffic.tunnels.filter((t) => t.startedAt <= to && (t.endedAt ?? Infinity) >= from)
@@ -389,7 +429,7 @@ describe("chaos under traffic", () => {
           const healthyMs = performance.now() - killedAt;
           exitsA.push(EXIT_HEALED);
           // Another worker, so the next cases have two again.
-          workers = [survivor, await cluster.start("worker", { env: workerEnv() })];
+          workers = [survivor, await start("worker", workerEnv())];
           expect(reclaimedMs).toBeGreaterThanOrEqual(CLAIM_TIMEOUT_MS - 500);
           return {
             timeToHealMs: reclaimedMs,
@@ -437,7 +477,7 @@ describe("chaos under traffic", () => {
         );
         await untilRoutedWith("-cc-de");
         const feedMs = performance.now() - editedAt;
-        controllers = [standby, await cluster.start("controller")];
+        controllers = [standby, await start("controller")];
         expect(traffic.inFlight).toBeLessThan(50);
         expect(ledMs).toBeLessThan(LEASE_TTL_MS + LEASE_POLL_MS + SLACK_MS);
         return {
@@ -511,6 +551,8 @@ describe("chaos under traffic", () => {
         // The documented loss: the windows Redis holds that no flush took. Flushed just before.
         await cluster.runNow(JobKind.metricsFlush);
         const flushedAt = performance.now();
+        // What Redis holds unflushed as it goes: the part of the window already sent.
+        const heldAtStop = await windowBytes();
         await redis.stop();
         const stoppedAt = performance.now();
         // Clients go on while Redis is away.
@@ -548,6 +590,7 @@ describe("chaos under traffic", () => {
           timeToHealMs: Math.max(feedMs, healthMs),
           bytesLossAllowed: unflushed,
           notes: {
+            heldAtStop,
             outageMs: Math.round(outageMs),
             feedRepublishedMs: Math.round(feedMs),
             healthRebuiltMs: Math.round(healthMs),
