@@ -34,6 +34,7 @@ import { FaultMode, type FaultProxy, startFaultProxy } from "../support/fault-pr
 import {
   type HaproxyExample,
   haproxyServerStates,
+  haproxyServerStats,
   startHaproxyExample,
 } from "../support/haproxy.ts";
 import { basicAuth } from "../support/proxy-client.ts";
@@ -502,6 +503,9 @@ describe("chaos under traffic", () => {
       let diedAt = 0;
       const { summary, traffic } = await underTraffic("gateway SIGKILL", async (traffic) => {
         const [victim] = gateways;
+        const redispatched = async () =>
+          Number((await haproxyServerStats(haproxy.ports[2]))["gateways_http/gw1"].wredis);
+        const redispatchedBefore = await redispatched();
         const inFlightAtKill = traffic.inFlight;
         killedAt = performance.now();
         expect(await victim.stop("SIGKILL")).toEqual({ code: null, signal: "SIGKILL" });
@@ -513,6 +517,8 @@ describe("chaos under traffic", () => {
         await cluster.until(() => traffic.okSince(downAt) >= 2 * RATE_PER_SECOND, {
           what: "traffic on the gateway left",
         });
+        // Connections HAProxy sent the dead gateway before it saw it down, and moved on.
+        const moved = (await redispatched()) - redispatchedBefore;
         gateways = [await startGateway(0), gateways[1]];
         await untilHaproxy({ "gateways_http/gw1": "UP" });
         const upMs = performance.now() - killedAt;
@@ -527,6 +533,7 @@ describe("chaos under traffic", () => {
           notes: {
             inFlightAtKill,
             inFlightUntilDead: openDuring(traffic, killedAt, diedAt),
+            haproxyRedispatched: moved,
             killToDeadMs: Math.round(diedAt - killedAt),
             haproxyDownMs: Math.round(downMs),
             backUpMs: Math.round(upMs),

@@ -10,9 +10,9 @@ import { proxies } from "../../db/schema.ts";
 import { HealthCheckJob, UNHEALTHY_AFTER_FAILURES } from "../../control/jobs/health.ts";
 import { Semaphore } from "../../control/core/semaphore.ts";
 import { applyStatusChanges, type StatusChange } from "../../control/services/proxy-status.ts";
-import { findFreePort } from "../../scripts/local-stores.ts";
 import { ProxyStatus } from "../../shared/roles.ts";
 import { type Origin, startOrigin } from "../../e2e/support/origin.ts";
+import { refusingAddress } from "../../e2e/support/wait.ts";
 import { captureLogger } from "../support/logger.ts";
 import { type ApiHarness, startHarness } from "../api/harness.ts";
 
@@ -30,6 +30,7 @@ afterAll(async () => {
 
 /** A proxy nothing listens for (its checks fail at once), degraded one check short. */
 async function failingProxy(): Promise<string> {
+  const refused = refusingAddress(origin.port);
   const project = await h.request("POST", "/api/v1/projects", {
     token: h.tokens.editor,
     body: { name: `p${Date.now()}`, username: `p${Date.now()}` },
@@ -40,7 +41,7 @@ async function failingProxy(): Promise<string> {
   });
   const proxy = await h.request("POST", `/api/v1/projects/${project.body.id}/proxies`, {
     token: h.tokens.editor,
-    body: { connector_id: connector.body.id, url: `http://127.0.0.1:${await findFreePort()}` },
+    body: { connector_id: connector.body.id, url: `http://${refused.host}:${refused.port}` },
   });
   expect(proxy.status, proxy.text).toBe(201);
   const id = proxy.body.id as string;
