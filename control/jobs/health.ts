@@ -40,8 +40,8 @@ export const CLOUD_GRACE_MS = 5 * 60_000;
 /** A direct ask that found the echo down stands this long: an outage is asked about no more. */
 export const ECHO_FRESH_MS = 10_000;
 
-/** Writes status changes as compare-and-set in one transaction; returns how many applied. */
-export type StatusWriter = (changes: readonly StatusChange[]) => Promise<number>;
+/** Writes status changes as compare-and-set in one transaction; answers those that applied. */
+export type StatusWriter = (changes: readonly StatusChange[]) => Promise<readonly StatusChange[]>;
 
 export interface HealthJobOptions {
   db: Db;
@@ -173,15 +173,17 @@ export class HealthCheckJob implements Job {
     if (failed) throw failed[0];
     if (changes.length > 0) {
       const applied = await this.#o.writeStatuses(changes);
-      for (const change of changes.filter((c) => c.to === ProxyStatus.unhealthy)) {
+      // Only the moves this check made: one another worker's check made first (a reclaimed
+      // entry, two checks of one proxy at once) is that worker's to tell.
+      for (const change of applied.filter((c) => c.to === ProxyStatus.unhealthy)) {
         this.#o.logger.warn(
           { proxy: change.id, connector: change.connectorId },
           "Proxy marked unhealthy",
         );
       }
-      if (applied < changes.length) {
+      if (applied.length < changes.length) {
         this.#o.logger.debug(
-          { changes: changes.length, applied },
+          { changes: changes.length, applied: applied.length },
           "Some status changes lost their compare-and-set to a write that landed meanwhile",
         );
       }

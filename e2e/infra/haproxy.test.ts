@@ -10,54 +10,30 @@
  *   and every request from its death on still succeeds, on the other gateway (HAProxy retries
  *   a refused connection on it).
  */
-import { readFile } from "node:fs/promises";
-import { join } from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { curl } from "../../tests/gateway-net/support.ts";
-import { ROOT } from "../../tests/support/processes.ts";
 import { Cluster, type Gateway } from "../support/cluster.ts";
-import { type Haproxy, startHaproxyConfig } from "../support/haproxy.ts";
+import {
+  type HaproxyExample,
+  haproxyServerStates,
+  haproxyServerStats,
+  startHaproxyExample,
+} from "../support/haproxy.ts";
 import { type Origin, startOrigin } from "../support/origin.ts";
 import { exitOf, viaProxy } from "../support/proxy-client.ts";
 import { startTinyproxy, type Tinyproxy } from "../support/tinyproxy.ts";
 import { loggedPort } from "../gateway/support.ts";
 import { createRoutedProject, type RoutedProject } from "../gateway/support.ts";
 
-const EXAMPLE = join(ROOT, "infra", "haproxy", "haproxy.cfg");
 const EXIT = "127.0.0.2";
 const ACCEPTED = 'octoprox_gateway_connections_total{result="accepted"}';
-
-/**
- * The example's rule: every `address:port` on a bind or server line, and a server's check
- * `port N` (the server's address:N), is looked up in `endpoints` and replaced. An endpoint the
- * table lacks is an error, so every listener of the file is placed.
- */
-function renderExample(text: string, endpoints: Record<string, string>): string {
-  const place = (endpoint: string): string => {
-    const placed = endpoints[endpoint];
-    if (placed === undefined) throw new Error(`No endpoint given for ${endpoint}`);
-    return placed;
-  };
-  return text.split("\n").map((line) => {
-    const bind = /^(\s*bind\s+)(\S+:\d+)(.*)$/.exec(line);
-    if (bind) return `${bind[1]}${place(bind[2])}${bind[3]}`;
-    const server = /^(\s*server\s+\S+\s+)([0-9.]+):(\d+)(.*)$/.exec(line);
-    if (!server) return line;
-    const [, head, address, port, rest] = server;
-    const checked = rest.replace(
-      /\bport (\d+)\b/,
-      (_, checkPort: string) => `port ${place(`${address}:${checkPort}`).split(":").pop()}`,
-    );
-    return `${head}${place(`${address}:${port}`)}${checked}`;
-  }).join("\n");
-}
 
 let cluster: Cluster;
 let origin: Origin;
 let tinyproxy: Tinyproxy;
 let gateways: Gateway[];
 let project: RoutedProject;
-let haproxy: Haproxy & { readonly ports: readonly number[] };
+let haproxy: HaproxyExample;
 
 /** A listener's port, from the gateway's log line announcing it. */
 beforeAll(async () => {
@@ -72,21 +48,11 @@ beforeAll(async () => {
     [0, 1].map(() => cluster.startGateway({ env: { OCTOPROX_TRUSTED_PROXIES: "127.0.0.1/32" } })),
   );
   project = await createRoutedProject(cluster, [tinyproxy.url]);
-  const example = await readFile(EXAMPLE, "utf8");
-  haproxy = await startHaproxyConfig(([http, socks, stats]) => {
-    const endpoints: Record<string, string> = {
-      "0.0.0.0:8080": `127.0.0.1:${http}`,
-      "0.0.0.0:1080": `127.0.0.1:${socks}`,
-      "127.0.0.1:8404": `127.0.0.1:${stats}`,
-    };
-    gateways.forEach((gateway, index) => {
-      const address = `10.0.0.1${index + 1}`;
-      endpoints[`${address}:8080`] = `127.0.0.1:${gateway.proxyPort}`;
-      endpoints[`${address}:1080`] = `127.0.0.1:${loggedPort(gateway, "SOCKS5 listener bound")}`;
-      endpoints[`${address}:8081`] = `127.0.0.1:${gateway.port}`;
-    });
-    return renderExample(example, endpoints);
-  }, 3);
+  haproxy = await startHaproxyExample(gateways.map((gateway) => ({
+    proxyPort: gateway.proxyPort,
+    socksPort: loggedPort(gateway, "SOCKS5 listener bound"),
+    statusPort: gateway.port,
+  })));
 });
 
 afterEach((context) => {
@@ -102,27 +68,8 @@ afterAll(async () => {
   await Promise.all([origin, tinyproxy].map((server) => server?.close()));
 });
 
-/** Each server's row of HAProxy's CSV stats, by `backend/server`: its columns by name. */
-async function serverStats(): Promise<Record<string, Record<string, string>>> {
-  const response = await fetch(`http://127.0.0.1:${haproxy.ports[2]}/stats;csv`, {
-    signal: AbortSignal.timeout(2_000),
-  });
-  const [header, ...rows] = (await response.text()).trim().split("\n");
-  const columns = header.replace(/^# /, "").split(",");
-  const servers: Record<string, Record<string, string>> = {};
-  for (const row of rows.map((line) => line.split(","))) {
-    const fields = Object.fromEntries(columns.map((name, index) => [name, row[index]]));
-    if (fields.svname === "FRONTEND" || fields.svname === "BACKEND") continue;
-    servers[`${fields.pxname}/${fields.svname}`] = fields;
-  }
-  return servers;
-}
-
-/** Each server's status (UP, DOWN, "UP 1/2" while going down…), by `backend/server`. */
-async function serverStates(): Promise<Record<string, string>> {
-  const stats = await serverStats();
-  return Object.fromEntries(Object.entries(stats).map(([server, row]) => [server, row.status]));
-}
+const serverStats = () => haproxyServerStats(haproxy.ports[2]);
+const serverStates = () => haproxyServerStates(haproxy.ports[2]);
 
 /** Until HAProxy shows every server in `expected` (`backend/server` → status). */
 async function untilStates(expected: Record<string, string>, what: string): Promise<void> {

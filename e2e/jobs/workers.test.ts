@@ -7,7 +7,7 @@
  */
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { JobKind } from "../../shared/roles.ts";
-import { Cluster, type Member } from "../support/cluster.ts";
+import { Cluster } from "../support/cluster.ts";
 import { FaultMode, type FaultProxy, startFaultProxy } from "../support/fault-proxy.ts";
 
 const CLAIM_TIMEOUT_MS = 1_500;
@@ -38,29 +38,13 @@ afterAll(async () => {
   await fault?.close();
 });
 
-async function consumerOf(member: Member): Promise<string> {
-  const snapshot = await cluster.until(() => cluster.snapshot(member), {
-    what: `${member.instance}'s heartbeat`,
-  });
-  const runtimes = snapshot.runtimes as Record<string, { consumer?: string }>;
-  const consumer = runtimes.worker?.consumer;
-  if (!consumer) throw new Error(`No consumer in ${member.instance}'s snapshot`);
-  return consumer;
-}
-
-async function reclaimedBy(member: Member): Promise<number> {
-  const snapshot = await cluster.snapshot(member);
-  const loops = (snapshot?.loops ?? []) as Record<string, unknown>[];
-  return Number(loops.find((loop) => loop.name === "job_runner_health")?.reclaimed ?? 0);
-}
-
 describe("work held by workers", () => {
   it("stays with a live worker past the claim timeout; a dead worker's runs elsewhere", async () => {
     const stream = cluster.keys.jobStream(JobKind.health);
     const workerA = await cluster.start("worker", {
       env: { OCTOPROX_ECHO_URL: echoUrl, OCTOPROX_HEALTH_CHECK_TIMEOUT: "30" },
     });
-    const consumerA = await consumerOf(workerA);
+    const consumerA = await cluster.consumerOf(workerA);
 
     // The run-now entry of the proxy added goes to A, the only worker, and hangs there.
     const connector = await cluster.createConnector();
@@ -72,7 +56,7 @@ describe("work held by workers", () => {
     expect(held).toMatchObject({ consumer: consumerA, deliveries: 1 });
 
     const workerB = await cluster.start("worker", { env: { OCTOPROX_ECHO_URL: echoUrl } });
-    const consumerB = await consumerOf(workerB);
+    const consumerB = await cluster.consumerOf(workerB);
     expect(consumerB).not.toBe(consumerA);
 
     // Three claim timeouts with B reclaiming every 0.3 s: without A's keep-alive B would take
@@ -84,7 +68,7 @@ describe("work held by workers", () => {
       ]);
       await new Promise((resolve) => setTimeout(resolve, 100));
     }
-    expect(await reclaimedBy(workerB)).toBe(0);
+    expect(await cluster.reclaimedBy(workerB)).toBe(0);
     expect(await cluster.softHealth(id)).toBeUndefined();
 
     // New connections pass (A's hung one stays hung); then A dies without a word.
@@ -105,7 +89,7 @@ describe("work held by workers", () => {
     expect(tookMs).toBeGreaterThanOrEqual(CLAIM_TIMEOUT_MS - RECLAIM_INTERVAL_MS);
     expect(tookMs).toBeLessThan(CLAIM_TIMEOUT_MS + 5_000);
     expect(await cluster.softHealth(id)).toMatchObject({ failures: "0" });
-    await cluster.until(async () => (await reclaimedBy(workerB)) === 1, {
+    await cluster.until(async () => (await cluster.reclaimedBy(workerB)) === 1, {
       what: "worker B's heartbeat to show the reclaim",
     });
   });

@@ -538,6 +538,24 @@ export class Cluster {
     return text === null ? undefined : JSON.parse(text) as Record<string, unknown>;
   }
 
+  /** The Redis stream consumer a worker reads its jobs as, from its heartbeat. */
+  async consumerOf(member: Member): Promise<string> {
+    const snapshot = await this.until(() => this.snapshot(member), {
+      what: `${member.instance}'s heartbeat`,
+    });
+    const runtimes = snapshot.runtimes as Record<string, { consumer?: string }>;
+    const consumer = runtimes.worker?.consumer;
+    if (!consumer) throw new Error(`No consumer in ${member.instance}'s snapshot`);
+    return consumer;
+  }
+
+  /** Entries a worker's health runner took over from dead consumers, from its heartbeat. */
+  async reclaimedBy(member: Member): Promise<number> {
+    const snapshot = await this.snapshot(member);
+    const loops = (snapshot?.loops ?? []) as Record<string, unknown>[];
+    return Number(loops.find((loop) => loop.name === "job_runner_health")?.reclaimed ?? 0);
+  }
+
   /** The holder id in the lease key, or null. */
   leaseHolder(): Promise<string | null> {
     return this.redis.get(this.keys.controllerLease);

@@ -5,11 +5,15 @@
  * dir, run in the foreground (`-db`), stopped with SIGTERM.
  */
 import { type ChildProcess, spawn } from "node:child_process";
-import { access, mkdtemp, rm, writeFile } from "node:fs/promises";
+import { access, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { constants } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { ROOT } from "../../tests/support/processes.ts";
 import { freePort, portAccepts, waitFor } from "./wait.ts";
+
+/** The balancer example shipped for operators (infra/haproxy/haproxy.cfg). */
+export const HAPROXY_EXAMPLE = join(ROOT, "infra", "haproxy", "haproxy.cfg");
 
 export const HAPROXY_BIN = process.env.OCTOPROX_HAPROXY_BIN ?? "/usr/sbin/haproxy";
 
@@ -26,6 +30,87 @@ export interface Haproxy {
   /** What HAProxy printed so far (for failure messages). */
   output(): string;
   close(): Promise<void>;
+}
+
+/**
+ * The example's rule: every `address:port` on a bind or server line, and a server's check
+ * `port N` (the server's address:N), is looked up in `endpoints` and replaced. An endpoint the
+ * table lacks is an error, so every listener of the file is placed.
+ */
+function renderExample(text: string, endpoints: Record<string, string>): string {
+  const place = (endpoint: string): string => {
+    const placed = endpoints[endpoint];
+    if (placed === undefined) throw new Error(`No endpoint given for ${endpoint}`);
+    return placed;
+  };
+  return text.split("\n").map((line) => {
+    const bind = /^(\s*bind\s+)(\S+:\d+)(.*)$/.exec(line);
+    if (bind) return `${bind[1]}${place(bind[2])}${bind[3]}`;
+    const server = /^(\s*server\s+\S+\s+)([0-9.]+):(\d+)(.*)$/.exec(line);
+    if (!server) return line;
+    const [, head, address, port, rest] = server;
+    const checked = rest.replace(
+      /\bport (\d+)\b/,
+      (_, checkPort: string) => `port ${place(`${address}:${checkPort}`).split(":").pop()}`,
+    );
+    return `${head}${place(`${address}:${port}`)}${checked}`;
+  }).join("\n");
+}
+
+/**
+ * Each server's row of HAProxy's CSV stats (a stats frontend at 127.0.0.1:`statsPort`, `stats
+ * uri /stats`), by `backend/server`: its columns by name.
+ */
+export async function haproxyServerStats(
+  statsPort: number,
+): Promise<Record<string, Record<string, string>>> {
+  const response = await fetch(`http://127.0.0.1:${statsPort}/stats;csv`, {
+    signal: AbortSignal.timeout(2_000),
+  });
+  const [header, ...rows] = (await response.text()).trim().split("\n");
+  const columns = header.replace(/^# /, "").split(",");
+  const servers: Record<string, Record<string, string>> = {};
+  for (const row of rows.map((line) => line.split(","))) {
+    const fields = Object.fromEntries(columns.map((name, index) => [name, row[index]]));
+    if (fields.svname === "FRONTEND" || fields.svname === "BACKEND") continue;
+    servers[`${fields.pxname}/${fields.svname}`] = fields;
+  }
+  return servers;
+}
+
+/** Each server's status (UP, DOWN, "UP 1/2" while going down…), by `backend/server`. */
+export async function haproxyServerStates(statsPort: number): Promise<Record<string, string>> {
+  const stats = await haproxyServerStats(statsPort);
+  return Object.fromEntries(Object.entries(stats).map(([server, row]) => [server, row.status]));
+}
+
+/** The example's listeners: clients' HTTP and SOCKS5 ports, and the stats page's. */
+export type HaproxyExample = Haproxy & { readonly ports: readonly [number, number, number] };
+
+/**
+ * The shipped example (HAPROXY_EXAMPLE) rendered by its rule in front of `gateways` (each one's
+ * proxy, SOCKS5 and status ports on 127.0.0.1, in the order gw1, gw2…), with its HTTP and SOCKS5
+ * frontends and stats page on free ports.
+ */
+export async function startHaproxyExample(
+  gateways: readonly { proxyPort: number; socksPort: number; statusPort: number }[],
+): Promise<HaproxyExample> {
+  const example = await readFile(HAPROXY_EXAMPLE, "utf8");
+  const started = await startHaproxyConfig(([http, socks, stats]) => {
+    const endpoints: Record<string, string> = {
+      "0.0.0.0:8080": `127.0.0.1:${http}`,
+      "0.0.0.0:1080": `127.0.0.1:${socks}`,
+      "127.0.0.1:8404": `127.0.0.1:${stats}`,
+    };
+    gateways.forEach((gateway, index) => {
+      const address = `10.0.0.1${index + 1}`;
+      endpoints[`${address}:8080`] = `127.0.0.1:${gateway.proxyPort}`;
+      endpoints[`${address}:1080`] = `127.0.0.1:${gateway.socksPort}`;
+      endpoints[`${address}:8081`] = `127.0.0.1:${gateway.statusPort}`;
+    });
+    return renderExample(example, endpoints);
+  }, 3);
+  return started as HaproxyExample;
 }
 
 function config(port: number, options: HaproxyOptions): string {

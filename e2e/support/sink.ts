@@ -15,6 +15,8 @@ export interface Sink {
 export interface SinkOptions {
   /** Greet each connection with its peer's address padded to this many bytes. */
   greetingBytes?: number;
+  /** The address to listen on (127.0.0.1 unless told: another loopback one, say). */
+  host?: string;
 }
 
 export async function startSink(options: SinkOptions = {}): Promise<Sink> {
@@ -33,7 +35,7 @@ export async function startSink(options: SinkOptions = {}): Promise<Sink> {
     socket.on("data", (chunk: Buffer) => socket.write(Buffer.alloc(chunk.length * 2, 0x7a)));
     socket.on("end", () => socket.end());
   });
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  await new Promise<void>((resolve) => server.listen(0, options.host ?? "127.0.0.1", resolve));
   return {
     port: (server.address() as net.AddressInfo).port,
     get connections() {
