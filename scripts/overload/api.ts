@@ -1,0 +1,5 @@
+import type { Row } from "../bench/suite.ts";
+import type { OverloadContext } from "./context.ts";
+export function overloadApi(_context: OverloadContext): Promise<Row[]> {
+  return Promise.resolve([]);
+}
