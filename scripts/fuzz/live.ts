@@ -17,7 +17,7 @@
  * send the valid login, always to `origin` on loopback.
  */
 import net from "node:net";
-import { residentBytes } from "../bench/suite.ts";
+import { watchProcess } from "../bench/process-watch.ts";
 
 /**
  * The gateway's idle sweep period (ProxyListener): an idle or slow connection is closed up to
@@ -50,7 +50,7 @@ export interface LiveFuzzOptions {
   proxy: Endpoint;
   /** Its SOCKS5 listener; the SOCKS cases are left out without it. */
   socks?: Endpoint;
-  /** Its status listener, probed on /live every `probeIntervalMs`. */
+  /** Its status listener, probed on /live every `probeIntervalMs` (with `pid`). */
   status?: Endpoint;
   /** The gateway's process id (resident memory, and whether it lives). */
   pid?: number;
@@ -579,15 +579,6 @@ function runConnection(
 // ---------------------------------------------------------------------------------------------
 // The run.
 
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
-
 async function probe(status: Endpoint, timeoutMs: number): Promise<boolean> {
   try {
     const response = await fetch(`http://${status.host}:${status.port}/live`, {
@@ -626,31 +617,11 @@ export async function runLiveFuzz(options: LiveFuzzOptions): Promise<LiveFuzzRep
   const deadlineMs = startedMs + options.durationMs;
 
   // Resident memory and liveness, sampled while the connections run.
-  const rssStart = options.pid === undefined ? NaN : ((await residentBytes(options.pid)) ?? NaN);
-  let rssPeak = rssStart;
-  const probes = { sent: 0, failed: 0 };
-  let watching = true;
-  const watcher = (async () => {
-    const interval = options.probeIntervalMs ?? 500;
-    while (watching) {
-      if (options.pid !== undefined) {
-        if (!alive(options.pid)) {
-          note("the gateway process exited");
-          return;
-        }
-        const rss = (await residentBytes(options.pid)) ?? NaN;
-        if (rss > rssPeak || Number.isNaN(rssPeak)) rssPeak = rss;
-      }
-      if (options.status) {
-        probes.sent++;
-        if (!await probe(options.status, options.probeTimeoutMs ?? 5_000)) {
-          probes.failed++;
-          note(`/live did not answer 200 within ${options.probeTimeoutMs ?? 5_000} ms`);
-        }
-      }
-      await new Promise((resolve) => setTimeout(resolve, interval));
-    }
-  })();
+  const watch = options.pid === undefined ? undefined : await watchProcess(options.pid, {
+    liveUrl: options.status && `http://${options.status.host}:${options.status.port}/live`,
+    probeIntervalMs: options.probeIntervalMs ?? 500,
+    probeTimeoutMs: options.probeTimeoutMs ?? 5_000,
+  });
 
   let lastProgressMs = startedMs;
   const worker = async () => {
@@ -686,20 +657,17 @@ export async function runLiveFuzz(options: LiveFuzzOptions): Promise<LiveFuzzRep
     }
   };
   await Promise.all(Array.from({ length: options.connections }, worker));
-  watching = false;
-  await watcher;
-
-  if (options.pid !== undefined && !alive(options.pid)) note("the gateway process exited");
+  await watch?.stop();
+  if (watch?.died) note("the gateway process exited");
+  if (watch && watch.probes.failed > 0) {
+    note(`/live did not answer 200 to ${watch.probes.failed} of ${watch.probes.sent} probes`);
+  }
   if (options.status && !await probe(options.status, options.probeTimeoutMs ?? 5_000)) {
     note("/live did not answer after the run");
   }
-  const rssEnd = options.pid === undefined ? NaN : ((await residentBytes(options.pid)) ?? NaN);
-  if (rssEnd > rssPeak) rssPeak = rssEnd;
-  const MB = 1024 * 1024;
-  if (options.rssBoundMb !== undefined && rssPeak / MB > options.rssBoundMb) {
-    note(
-      `resident memory peaked at ${(rssPeak / MB).toFixed(0)} MB, over ${options.rssBoundMb} MB`,
-    );
+  const rss = watch?.rssMb ?? { start: Number.NaN, peak: Number.NaN, last: Number.NaN };
+  if (options.rssBoundMb !== undefined && rss.peak > options.rssBoundMb) {
+    note(`resident memory peaked at ${rss.peak.toFixed(0)} MB, over ${options.rssBoundMb} MB`);
   }
   for (const line of options.logLines?.() ?? []) {
     const fault = faultLine(line);
@@ -716,11 +684,11 @@ export async function runLiveFuzz(options: LiveFuzzOptions): Promise<LiveFuzzRep
     byCase,
     refused,
     maxTimeToCloseMs: Math.round(Math.max(0, ...Object.values(byCase).map((f) => f.maxMs))),
-    probes,
+    probes: watch?.probes ?? { sent: 0, failed: 0 },
     rssMb: {
-      start: Math.round(rssStart / MB),
-      peak: Math.round(rssPeak / MB),
-      end: Math.round(rssEnd / MB),
+      start: Math.round(rss.start),
+      peak: Math.round(rss.peak),
+      end: Math.round(rss.last),
       bound: options.rssBoundMb,
     },
     violations,

@@ -10,7 +10,7 @@ import { randomBytes } from "node:crypto";
 import { Cluster } from "../../e2e/support/cluster.ts";
 import { formatNumber, median, percentile, type Row, sleep } from "../bench/suite.ts";
 import type { OverloadContext } from "./context.ts";
-import { watchProcess } from "./watch.ts";
+import { watchProcess } from "../bench/process-watch.ts";
 
 /** Requests in flight at once: ten times the database pool. */
 const CONCURRENCY = 100;

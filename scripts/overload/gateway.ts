@@ -19,7 +19,7 @@ import { runLoadInChild, Scenario } from "../loadgen/index.ts";
 import { type RoutedGateway, startRoutedGateway } from "../bench/services.ts";
 import { cpuMillis, formatNumber, median, percentile, type Row, sleep } from "../bench/suite.ts";
 import { seriesValue } from "../../tests/support/promtool.ts";
-import { watchProcess } from "./watch.ts";
+import { watchProcess } from "../bench/process-watch.ts";
 import type { OverloadContext } from "./context.ts";
 
 /** Low, so a loopback load generator on two cores can exceed it many times over. */

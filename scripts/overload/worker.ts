@@ -25,7 +25,7 @@ import { formatNumber, type Row, sleep } from "../bench/suite.ts";
 import { seriesValue } from "../../tests/support/promtool.ts";
 import { startUpstreams } from "../bench/upstreams.ts";
 import type { OverloadContext } from "./context.ts";
-import { watchProcess } from "./watch.ts";
+import { watchProcess } from "../bench/process-watch.ts";
 
 const HANG_EVERY = 100; // 1%
 const CHECK_TIMEOUT_S = 5;

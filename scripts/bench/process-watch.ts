@@ -1,9 +1,9 @@
 /**
- * What every overload run watches on the process under load, sampled while the load runs:
- * whether it lives, its resident memory (VmRSS, every 250 ms), and how its liveness URL
- * answers (every second).
+ * What the overload runs and the live fuzzer watch on the process under load, sampled while the
+ * load runs: whether it lives, its resident memory (VmRSS, every 250 ms), and how its liveness
+ * URL answers (every second unless told).
  */
-import { MB, residentBytes } from "../bench/suite.ts";
+import { MB, residentBytes } from "./suite.ts";
 
 export interface Watch {
   /** Resident memory at the start, its peak and its last reading, MB. */
@@ -26,7 +26,7 @@ function alive(pid: number): boolean {
 
 export async function watchProcess(
   pid: number,
-  options: { liveUrl?: string; probeTimeoutMs?: number } = {},
+  options: { liveUrl?: string; probeTimeoutMs?: number; probeIntervalMs?: number } = {},
 ): Promise<Watch> {
   const start = ((await residentBytes(pid)) ?? Number.NaN) / MB;
   const state = {
@@ -55,7 +55,7 @@ export async function watchProcess(
       } catch {
         state.probes.failed++;
       }
-      await new Promise((resolve) => setTimeout(resolve, 1_000));
+      await new Promise((resolve) => setTimeout(resolve, options.probeIntervalMs ?? 1_000));
     }
   })();
   return {
