@@ -390,8 +390,13 @@ export class Cluster {
   // The admin API, as a user drives it.
 
   async request(method: string, path: string, body?: unknown): Promise<ApiAnswer> {
+    return await this.#fetch(method, path, body, await this.token());
+  }
+
+  /** The admin's bearer token (signed in once), for a request `request` cannot make. */
+  async token(): Promise<string> {
     this.#token ??= await this.#login();
-    return await this.#fetch(method, path, body, this.#token);
+    return this.#token;
   }
 
   async #login(): Promise<string> {

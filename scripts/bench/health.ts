@@ -56,7 +56,7 @@ import {
   type Suite,
   type SuiteContext,
 } from "./suite.ts";
-import { startUpstreams } from "./upstreams.ts";
+import { startUpstreams, type Upstreams } from "./upstreams.ts";
 
 const CHECKS_PER_SECOND_BUDGET = 150;
 const HANG_EVERY = 20; // 5%
@@ -148,39 +148,7 @@ async function run(context: SuiteContext): Promise<Row[]> {
     const sql = postgres(database.url, { max: 2, onnotice: () => {} });
     cleanups.push(() => sql.end());
 
-    const [project] = await sql`
-      insert into projects (name, username, password)
-      values ('bench', 'bench', 'bench-password') returning id`;
-    const [connector] = await sql`
-      insert into connectors (project_id, name, kind, provider)
-      values (${project.id}, 'bench-static', 'static', 'static') returning id`;
-    const passing = [
-      { scheme: "http", port: upstreams.tinyproxies[0] },
-      { scheme: "http", port: upstreams.tinyproxies[1] },
-      { scheme: "socks5", port: upstreams.pass },
-    ];
-    const rows = Array.from({ length: proxiesWanted }, (_, i) => {
-      const hangs = i % HANG_EVERY === HANG_EVERY - 1;
-      const target = hangs ? { scheme: "http", port: upstreams.hang } : passing[i % 3];
-      return {
-        project_id: project.id as string,
-        connector_id: connector.id as string,
-        scheme: target.scheme,
-        host: "127.0.0.1",
-        port: target.port,
-        username: `bench-${i}`,
-        password: "bench",
-        status: "healthy",
-      };
-    });
-    const ids: string[] = [];
-    for (let start = 0; start < rows.length; start += 1000) {
-      const inserted = await sql`insert into proxies ${
-        sql(rows.slice(start, start + 1000))
-      } returning id`;
-      ids.push(...inserted.map((r) => r.id as string));
-    }
-    const hanging = rows.filter((r) => r.port === upstreams.hang).length;
+    const { ids, hanging } = await insertHealthProxies(sql, upstreams, proxiesWanted, HANG_EVERY);
     context.log(
       `health: ${ids.length} proxies (${hanging} hang), timeout ${timeoutMs / 1000} s, ` +
         `${probes} probes per worker, ${context.runs} runs`,
@@ -381,8 +349,54 @@ async function run(context: SuiteContext): Promise<Row[]> {
   }
 }
 
+/**
+ * One project and static connector with `count` proxy rows on the upstreams: every
+ * `hangEvery`th (0: none) on the proxy that never answers, the rest shared by the two tinyproxy
+ * instances and the passing fault proxy (SOCKS5), each row with a login of its own.
+ */
+export async function insertHealthProxies(
+  sql: postgres.Sql,
+  upstreams: Upstreams,
+  count: number,
+  hangEvery: number,
+): Promise<{ ids: string[]; hanging: number }> {
+  const [project] = await sql`
+    insert into projects (name, username, password)
+    values ('bench', 'bench', 'bench-password') returning id`;
+  const [connector] = await sql`
+    insert into connectors (project_id, name, kind, provider)
+    values (${project.id}, 'bench-static', 'static', 'static') returning id`;
+  const passing = [
+    { scheme: "http", port: upstreams.tinyproxies[0] },
+    { scheme: "http", port: upstreams.tinyproxies[1] },
+    { scheme: "socks5", port: upstreams.pass },
+  ];
+  const rows = Array.from({ length: count }, (_, i) => {
+    const hangs = hangEvery > 0 && i % hangEvery === hangEvery - 1;
+    const target = hangs ? { scheme: "http", port: upstreams.hang } : passing[i % 3];
+    return {
+      project_id: project.id as string,
+      connector_id: connector.id as string,
+      scheme: target.scheme,
+      host: "127.0.0.1",
+      port: target.port,
+      username: `bench-${i}`,
+      password: "bench",
+      status: "healthy",
+    };
+  });
+  const ids: string[] = [];
+  for (let start = 0; start < rows.length; start += 1000) {
+    const inserted = await sql`insert into proxies ${
+      sql(rows.slice(start, start + 1000))
+    } returning id`;
+    ids.push(...inserted.map((r) => r.id as string));
+  }
+  return { ids, hanging: rows.filter((r) => r.port === upstreams.hang).length };
+}
+
 /** The stream's length and the group's pending count. */
-async function streamDepth(redis: Redis, stream: string): Promise<[number, number]> {
+export async function streamDepth(redis: Redis, stream: string): Promise<[number, number]> {
   const replies = (await redis.pipeline().xlen(stream).xinfo("GROUPS", stream).exec()) ?? [];
   const [lengthError, length] = replies[0] ?? [];
   if (lengthError) throw lengthError;

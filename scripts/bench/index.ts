@@ -25,7 +25,8 @@ import { telemetrySuite } from "./telemetry.ts";
 import { throughputSuite } from "./throughput.ts";
 import { trafficSuite } from "./traffic.ts";
 import { webSuite } from "./web.ts";
-import { formatNumber, passes, type Row, type Suite } from "./suite.ts";
+import { passes, type Suite } from "./suite.ts";
+import { type Line, table } from "./table.ts";
 
 /** Every suite, in the order a full run takes them. */
 export const SUITES: readonly Suite[] = [
@@ -42,50 +43,6 @@ export const SUITES: readonly Suite[] = [
   extractSuite,
   webSuite,
 ];
-
-interface Line {
-  suite: string;
-  row?: Row;
-  error?: string;
-}
-
-function budgetText(row: Row): string {
-  if (!row.budget) return "";
-  const limit = row.budget.limit.toLocaleString("en-US", { maximumFractionDigits: 3 });
-  return `${row.budget.op} ${limit} ${row.unit}`;
-}
-
-function valueText(row: Row): string {
-  const value = `${formatNumber(row.value, row.digits)} ${row.unit}`;
-  if (!row.runs || row.runs.length < 2) return value;
-  return `${value} (runs ${row.runs.map((r) => formatNumber(r, row.digits)).join(", ")})`;
-}
-
-function table(lines: readonly Line[]): string {
-  const details = lines.some((line) => line.row?.detail !== undefined);
-  const cells = lines.map((line) => {
-    if (line.error !== undefined) {
-      return [`${line.suite}: suite failed`, line.error, "", "FAIL", ...(details ? [""] : [])];
-    }
-    const row = line.row!;
-    const verdict = passes(row);
-    return [
-      row.figure,
-      valueText(row),
-      budgetText(row),
-      verdict === undefined ? "" : verdict ? "pass" : "FAIL",
-      ...(details ? [row.detail ?? ""] : []),
-    ];
-  });
-  const header = ["figure", "value (median)", "budget", "result", ...(details ? ["detail"] : [])];
-  const widths = header.map((h, i) => Math.max(h.length, ...cells.map((c) => c[i].length)));
-  const format = (c: string[]) => `| ${c.map((cell, i) => cell.padEnd(widths[i])).join(" | ")} |`;
-  return [
-    format(header),
-    `|${widths.map((w) => "-".repeat(w + 2)).join("|")}|`,
-    ...cells.map(format),
-  ].join("\n");
-}
 
 function loadText(): string {
   return loadavg().map((l) => l.toFixed(2)).join(" / ");

@@ -14,6 +14,7 @@ import type { FeedProxy } from "../../shared/feed/models.ts";
 import { SCHEMA_VERSION } from "../../shared/feed/models.ts";
 import {
   type FeedBed,
+  feedBed,
   feedProject,
   type FeedProjectSpec,
   publishFeedContent,
@@ -260,6 +261,8 @@ export interface GatewayService extends Service {
   /** Waits for a log line with this message. */
   line(msg: string, timeoutMs?: number): Promise<Record<string, unknown>>;
   readonly statusPort: number;
+  /** Its output so far (stdout's first MB, all of stderr), line by line. */
+  output(): string[];
 }
 
 /**
@@ -309,10 +312,65 @@ export async function startGateway(
     statusPort,
     pids: [child.pid!],
     lines: () => parsed,
+    output: () => output.split("\n").filter((text) => text !== ""),
     line,
     async waitForProxy(timeoutMs = 60_000) {
       await line("Proxy listener bound", timeoutMs);
     },
     stop: () => stopChild(child, 15_000),
   };
+}
+
+export interface RoutedGateway {
+  gateway: GatewayService;
+  /** Its SOCKS5 listener's port. */
+  socksPort: number;
+  origin: Service;
+  /** The bare relay every request leaves through (the one proxy of the feed). */
+  upstream: Service;
+  bed: FeedBed;
+  /** BENCH_LOGIN's Proxy-Authorization. */
+  authorization: string;
+  stop(): Promise<void>;
+}
+
+/**
+ * A gateway that routes, without a control plane: the origin and the shared upstream (Deno
+ * services), a feed with one project (BENCH_LOGIN) whose one proxy is that upstream, and the
+ * gateway on it with `env` over the defaults, its proxy and SOCKS5 ports open.
+ */
+export async function startRoutedGateway(env: Record<string, string> = {}): Promise<RoutedGateway> {
+  const origin = await startDenoService("origin", "origin.ts");
+  const upstream = await startDenoService("upstream", "bare-relay.ts");
+  const bed = await feedBed();
+  await bed.lead();
+  const gateway = await startGateway(bed, env);
+  const stop = async () => {
+    await gateway.stop();
+    await Promise.all([origin.stop(), upstream.stop(), bed.close()]);
+  };
+  try {
+    await publishFeed(bed, {
+      projects: [{ id: "bench", ...BENCH_LOGIN }],
+      connectors: [{
+        id: "upstream",
+        projectId: "bench",
+        proxies: [httpProxyRow("shared-upstream", "127.0.0.1", upstream.port)],
+      }],
+    });
+    await gateway.waitForProxy();
+    const socks = await gateway.line("SOCKS5 listener bound");
+    return {
+      gateway,
+      socksPort: Number(socks.port),
+      origin,
+      upstream,
+      bed,
+      authorization: `Basic ${btoa(`${BENCH_LOGIN.username}:${BENCH_LOGIN.password}`)}`,
+      stop,
+    };
+  } catch (error) {
+    await stop();
+    throw error;
+  }
 }

@@ -51,6 +51,13 @@ export interface LoadReport {
   throughput: number;
   /** Latency of the answered requests, in ms (bucket upper bounds, within 1.6%). */
   latencyMs: LatencySummary;
+  /**
+   * With a target rate: latency from when each answered request was sent rather than due, and
+   * how late the generator itself ran behind its schedule at most (a generator short of CPU
+   * lags; then `latencyMs` holds its own delay too, and this tells the server's part).
+   */
+  sentLatencyMs?: LatencySummary;
+  maxLagMs?: number;
   /** Client connections opened during the window. */
   connections: number;
   /** Requests sent again on a new connection after a reused one turned out closed. */
@@ -327,6 +334,8 @@ export async function runLoad(options: LoadOptions, hooks: LoadHooks = {}): Prom
     throw new Error("runLoad: set requests or durationMs");
   }
   const histogram = new Histogram();
+  const sentHistogram = new Histogram();
+  let maxLag = 0;
   const errors = new Map<string, number>();
   const trackers: Tracker[] = [];
   const startedAt = performance.now();
@@ -385,14 +394,16 @@ export async function runLoad(options: LoadOptions, hooks: LoadHooks = {}): Prom
     return Math.min(due, performance.now());
   };
 
-  const settle = (start: number, error?: unknown) => {
+  const settle = (start: number, error?: unknown, sent = start) => {
     const end = performance.now();
     if (start < windowStart) return;
     requests++;
     if (end > lastEnd) lastEnd = end;
+    if (sent - start > maxLag) maxLag = sent - start;
     if (error === undefined) {
       ok++;
       histogram.record((end - start) * 1000);
+      sentHistogram.record((end - sent) * 1000);
       return;
     }
     const label = error instanceof StatusFailure ? error.label : errorClass(error);
@@ -408,14 +419,14 @@ export async function runLoad(options: LoadOptions, hooks: LoadHooks = {}): Prom
       for (;;) {
         const start = await nextStart();
         if (start === undefined) return;
-        tracker.since = performance.now();
+        const sent = tracker.since = performance.now();
         try {
           await connection.exchange(request, () => {
             if (start >= windowStart) retries++;
           });
-          settle(start);
+          settle(start, undefined, sent);
         } catch (error) {
-          settle(start, error);
+          settle(start, error, sent);
         } finally {
           tracker.since = 0;
         }
@@ -433,13 +444,13 @@ export async function runLoad(options: LoadOptions, hooks: LoadHooks = {}): Prom
     for (;;) {
       const start = await nextStart();
       if (start === undefined) return;
-      tracker.since = performance.now();
+      const sent = tracker.since = performance.now();
       onOpen();
       try {
         await tunnelOnce(options, connect, inner, tracker);
-        settle(start);
+        settle(start, undefined, sent);
       } catch (error) {
-        settle(start, error);
+        settle(start, error, sent);
       } finally {
         tracker.since = 0;
         tracker.socket = undefined;
@@ -525,6 +536,16 @@ export async function runLoad(options: LoadOptions, hooks: LoadHooks = {}): Prom
       max: ms(histogram.max),
       mean: ms(histogram.mean),
     },
+    ...(options.rate === undefined ? {} : {
+      sentLatencyMs: {
+        p50: ms(sentHistogram.percentile(0.5)),
+        p90: ms(sentHistogram.percentile(0.9)),
+        p99: ms(sentHistogram.percentile(0.99)),
+        max: ms(sentHistogram.max),
+        mean: ms(sentHistogram.mean),
+      },
+      maxLagMs: maxLag,
+    }),
     connections,
     retries,
     ...(options.scenario === Scenario.extract ? { extraction } : {}),
@@ -552,6 +573,13 @@ export function formatReport(report: LoadReport): string {
     `throughput ${f(report.throughput, 0)} /s`,
     `latency    p50 ${f(report.latencyMs.p50, 3)} ms, p90 ${f(report.latencyMs.p90, 3)} ms, ` +
     `p99 ${f(report.latencyMs.p99, 3)} ms, max ${f(report.latencyMs.max, 3)} ms`,
+    ...(report.sentLatencyMs
+      ? [
+        `from sent  p50 ${f(report.sentLatencyMs.p50, 3)} ms, p99 ${
+          f(report.sentLatencyMs.p99, 3)
+        } ms (the generator ran up to ${f(report.maxLagMs ?? 0, 0)} ms behind its schedule)`,
+      ]
+      : []),
     `connections opened ${report.connections}, requests resent on a new connection ${report.retries}`,
     ...(report.extraction
       ? [
