@@ -34,7 +34,15 @@ const TOTAL_LINES = 1000;
 beforeAll(async () => {
   await ensureWebBuild();
   [tinyproxy, browser] = await Promise.all([startTinyproxy(), launchBrowser()]);
-  cluster = await Cluster.create({ env: { OCTOPROX_METRICS_FLUSH_INTERVAL: "3600" } });
+  cluster = await Cluster.create({
+    env: {
+      OCTOPROX_METRICS_FLUSH_INTERVAL: "3600",
+      // New proxies are checked on request, and the dead ones are judged at their third check;
+      // re-checking the ~1,000 uploaded ones every second queued a later proxy's first check
+      // behind them past its wait on a busy machine.
+      OCTOPROX_HEALTH_CHECK_INTERVAL: "3",
+    },
+  });
   await cluster.start("all");
   gateway = await cluster.startGateway();
   uploaded = await cluster.createConnector();
