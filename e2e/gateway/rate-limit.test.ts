@@ -169,8 +169,11 @@ describe("a connector's rate limit across gateways", () => {
   });
 
   it("with Redis stopped, requests go through uncounted, past the limit", async () => {
-    // The lifted proxy took one request through each gateway since its window started over.
-    expect(await cluster.redis.zcard(cluster.keys.proxyRequests(project.proxyIds[0]))).toBe(2);
+    // The lifted proxy took a request through each gateway since its window started over (a
+    // probe served while the feed reached the gateway may count once more), under the limit.
+    const counted = await cluster.redis.zcard(cluster.keys.proxyRequests(project.proxyIds[0]));
+    expect(counted).toBeGreaterThanOrEqual(2);
+    expect(counted).toBeLessThan(4);
     await redis.stop();
     const failuresBefore = await first.metric(WRITE_FAILURES);
     // Six more through the first gateway would fill its window of four; none waits on Redis.
