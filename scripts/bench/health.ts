@@ -125,6 +125,44 @@ function shuffled<T>(items: readonly T[]): T[] {
   return out;
 }
 
+/**
+ * What a health-check run needs before its worker starts: the upstreams and origin, a migrated
+ * database of its own with `count` proxies (every `hangEvery`-th hanging), a Redis prefix of its
+ * own and the health stream's key. Each part's cleanup goes onto `cleanups`.
+ */
+export async function startHealthBed(
+  count: number,
+  hangEvery: number,
+  cleanups: (() => Promise<void>)[],
+) {
+  const upstreams = await startUpstreams();
+  cleanups.push(() => upstreams.close());
+  const database = await createTestDatabase();
+  cleanups.push(() => database.drop());
+  await migrate(database.url);
+  const sql = postgres(database.url, { max: 2, onnotice: () => {} });
+  cleanups.push(() => sql.end());
+  const { ids, hanging } = await insertHealthProxies(sql, upstreams, count, hangEvery);
+  const prefix = testPrefix();
+  const keys = redisKeys(prefix);
+  const redis = new Redis(TEST_REDIS_URL);
+  cleanups.push(async () => {
+    await deletePrefix(TEST_REDIS_URL, prefix);
+    redis.disconnect();
+  });
+  return {
+    upstreams,
+    database,
+    sql,
+    ids,
+    hanging,
+    prefix,
+    keys,
+    redis,
+    stream: keys.jobStream(JobKind.health),
+  };
+}
+
 async function run(context: SuiteContext): Promise<Row[]> {
   const proxiesWanted = envPositive("BENCH_HEALTH_PROXIES") ?? 10_000;
   const timeoutOverride = envPositive("BENCH_HEALTH_TIMEOUT");
@@ -139,29 +177,15 @@ async function run(context: SuiteContext): Promise<Row[]> {
   const cleanups: (() => Promise<void>)[] = [];
   try {
     context.log("health: starting upstream proxies and origin in a child process");
-    const upstreams = await startUpstreams();
-    cleanups.push(() => upstreams.close());
-
-    const database = await createTestDatabase();
-    cleanups.push(() => database.drop());
-    await migrate(database.url);
-    const sql = postgres(database.url, { max: 2, onnotice: () => {} });
-    cleanups.push(() => sql.end());
-
-    const { ids, hanging } = await insertHealthProxies(sql, upstreams, proxiesWanted, HANG_EVERY);
+    const { upstreams, database, ids, hanging, prefix, keys, stream, redis } = await startHealthBed(
+      proxiesWanted,
+      HANG_EVERY,
+      cleanups,
+    );
     context.log(
       `health: ${ids.length} proxies (${hanging} hang), timeout ${timeoutMs / 1000} s, ` +
         `${probes} probes per worker, ${context.runs} runs`,
     );
-
-    const prefix = testPrefix();
-    const keys = redisKeys(prefix);
-    const stream = keys.jobStream(JobKind.health);
-    const redis = new Redis(TEST_REDIS_URL);
-    cleanups.push(async () => {
-      await deletePrefix(TEST_REDIS_URL, prefix);
-      redis.disconnect();
-    });
 
     const worker = await startControl({
       databaseUrl: database.url,

@@ -3,7 +3,7 @@
  * load runs: whether it lives, its resident memory (VmRSS, every 250 ms), and how its liveness
  * URL answers (every second unless told).
  */
-import { MB, residentBytes } from "./suite.ts";
+import { formatNumber, MB, residentBytes, type Row } from "./suite.ts";
 
 export interface Watch {
   /** Resident memory at the start, its peak and its last reading, MB. */
@@ -74,4 +74,33 @@ export async function watchProcess(
       await prober;
     },
   };
+}
+
+/**
+ * The two rows every watched run prints: crashes and failed liveness probes (none allowed), and
+ * the resident memory's peak against `rssBoundMb`. `after` ends the memory row's detail.
+ */
+export function watchRows(
+  watch: Watch,
+  label: { process: string; during: string; after?: string },
+  rssBoundMb: number,
+): Row[] {
+  return [
+    {
+      figure: `${label.process}: crashed or /live failed ${label.during}`,
+      value: (watch.died ? 1 : 0) + watch.probes.failed,
+      unit: `of ${watch.probes.sent} probes`,
+      budget: { op: "<=", limit: 0 },
+    },
+    {
+      figure: `${label.process}: RSS peak ${label.during}`,
+      value: watch.rssMb.peak,
+      unit: "MB",
+      digits: 0,
+      budget: { op: "<=", limit: rssBoundMb },
+      detail: `${formatNumber(watch.rssMb.start, 0)} MB before, ${
+        formatNumber(watch.rssMb.last, 0)
+      } MB ${label.after ?? "after"}`,
+    },
+  ];
 }

@@ -10,7 +10,7 @@ import { randomBytes } from "node:crypto";
 import { Cluster } from "../../e2e/support/cluster.ts";
 import { formatNumber, median, percentile, type Row, sleep } from "../bench/suite.ts";
 import type { OverloadContext } from "./context.ts";
-import { watchProcess } from "../bench/process-watch.ts";
+import { watchProcess, watchRows } from "../bench/process-watch.ts";
 
 /** Requests in flight at once: ten times the database pool. */
 const CONCURRENCY = 100;
@@ -168,22 +168,7 @@ export async function overloadApi(context: OverloadContext): Promise<Row[]> {
         unit: `of ${created}`,
         budget: { op: ">=", limit: created },
       },
-      {
-        figure: "api: crashed or /live failed during the bursts",
-        value: (watch.died ? 1 : 0) + watch.probes.failed,
-        unit: `of ${watch.probes.sent} probes`,
-        budget: { op: "<=", limit: 0 },
-      },
-      {
-        figure: "api: RSS peak during the bursts",
-        value: watch.rssMb.peak,
-        unit: "MB",
-        digits: 0,
-        budget: { op: "<=", limit: RSS_BOUND_MB },
-        detail: `${formatNumber(watch.rssMb.start, 0)} MB before, ${
-          formatNumber(watch.rssMb.last, 0)
-        } MB after`,
-      },
+      ...watchRows(watch, { process: "api", during: "during the bursts" }, RSS_BOUND_MB),
       {
         figure: "api: time to a normal read after the bursts",
         value: recoveryMs,

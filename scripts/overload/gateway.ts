@@ -19,7 +19,7 @@ import { runLoadInChild, Scenario } from "../loadgen/index.ts";
 import { type RoutedGateway, startRoutedGateway } from "../bench/services.ts";
 import { cpuMillis, formatNumber, median, percentile, type Row, sleep } from "../bench/suite.ts";
 import { seriesValue } from "../../tests/support/promtool.ts";
-import { watchProcess } from "../bench/process-watch.ts";
+import { watchProcess, watchRows } from "../bench/process-watch.ts";
 import type { OverloadContext } from "./context.ts";
 
 /** Low, so a loopback load generator on two cores can exceed it many times over. */
@@ -165,7 +165,6 @@ export async function overloadGateway(context: OverloadContext): Promise<Row[]> 
     await prober;
     await watch.stop();
     const rejectedDuring = (await rejected(metricsUrl)) - rejectedBefore;
-    const died = watch.died;
     const sent = overload.sentLatencyMs ?? overload.latencyMs;
     const gatewayCores = (((await cpuMillis(pid)) ?? 0) - cpuBefore) /
       (overload.elapsedMs || 1);
@@ -199,22 +198,7 @@ export async function overloadGateway(context: OverloadContext): Promise<Row[]> 
           JSON.stringify(overload.errors)
         }; ${rejectedDuring} connections refused (metrics)`,
       },
-      {
-        figure: "gateway: crashed or /live failed under overload",
-        value: (died ? 1 : 0) + watch.probes.failed,
-        unit: `of ${watch.probes.sent} probes`,
-        budget: { op: "<=", limit: 0 },
-      },
-      {
-        figure: "gateway: RSS peak under overload",
-        value: watch.rssMb.peak,
-        unit: "MB",
-        digits: 0,
-        budget: { op: "<=", limit: RSS_BOUND_MB },
-        detail: `${formatNumber(watch.rssMb.start, 0)} MB before, ${
-          formatNumber(watch.rssMb.last, 0)
-        } MB after`,
-      },
+      ...watchRows(watch, { process: "gateway", during: "under overload" }, RSS_BOUND_MB),
       {
         figure: "gateway: connections past the limit refused (probes)",
         value: refusals.length,

@@ -7,25 +7,14 @@
  * it). Then every key must have run to its end in a batch, none given up:
  * nothing lost (the worker's own counts, /metrics).
  */
-import { Redis } from "ioredis";
-import postgres from "postgres";
 import { appendWork } from "../../control/core/work-streams.ts";
-import { migrate } from "../../db/migrate.ts";
-import { redisKeys, WORKERS_GROUP } from "../../shared/redis-keys.ts";
-import { JobKind } from "../../shared/roles.ts";
+import { WORKERS_GROUP } from "../../shared/redis-keys.ts";
 import { startControl, waitForReady } from "../../tests/support/processes.ts";
-import {
-  createTestDatabase,
-  deletePrefix,
-  TEST_REDIS_URL,
-  testPrefix,
-} from "../../tests/support/stores.ts";
-import { insertHealthProxies, streamDepth } from "../bench/health.ts";
+import { startHealthBed, streamDepth } from "../bench/health.ts";
 import { formatNumber, type Row, sleep } from "../bench/suite.ts";
 import { seriesValue } from "../../tests/support/promtool.ts";
-import { startUpstreams } from "../bench/upstreams.ts";
 import type { OverloadContext } from "./context.ts";
-import { watchProcess } from "../bench/process-watch.ts";
+import { watchProcess, watchRows } from "../bench/process-watch.ts";
 
 const HANG_EVERY = 100; // 1%
 const CHECK_TIMEOUT_S = 5;
@@ -49,24 +38,9 @@ export async function overloadWorker(context: OverloadContext): Promise<Row[]> {
   const count = context.healthKeys;
   const cleanups: (() => Promise<void>)[] = [];
   try {
-    const upstreams = await startUpstreams();
-    cleanups.push(() => upstreams.close());
-    const database = await createTestDatabase();
-    cleanups.push(() => database.drop());
-    await migrate(database.url);
-    const sql = postgres(database.url, { max: 2, onnotice: () => {} });
-    cleanups.push(() => sql.end());
-    const { ids, hanging } = await insertHealthProxies(sql, upstreams, count, HANG_EVERY);
+    const { upstreams, database, sql, ids, hanging, prefix, keys, stream, redis } =
+      await startHealthBed(count, HANG_EVERY, cleanups);
     context.log(`worker: ${ids.length} proxies (${hanging} hang ${CHECK_TIMEOUT_S} s)`);
-
-    const prefix = testPrefix();
-    const keys = redisKeys(prefix);
-    const stream = keys.jobStream(JobKind.health);
-    const redis = new Redis(TEST_REDIS_URL);
-    cleanups.push(async () => {
-      await deletePrefix(TEST_REDIS_URL, prefix);
-      redis.disconnect();
-    });
     const instance = `overload-worker-${process.pid}`;
     const worker = await startControl({
       databaseUrl: database.url,
@@ -179,16 +153,11 @@ export async function overloadWorker(context: OverloadContext): Promise<Row[]> {
           } s; ${hanging} proxies hang ${CHECK_TIMEOUT_S} s; ` +
           `appended in ${formatNumber(appendMs, 0)} ms; stream ${maxLength} entries at most`,
       },
-      {
-        figure: "worker: RSS peak with the backlog",
-        value: watch.rssMb.peak,
-        unit: "MB",
-        digits: 0,
-        budget: { op: "<=", limit: RSS_BOUND_MB },
-        detail: `${formatNumber(watch.rssMb.start, 0)} MB before, ${
-          formatNumber(watch.rssMb.last, 0)
-        } MB after the drain; ${maxPending} entries held at most`,
-      },
+      ...watchRows(watch, {
+        process: "worker",
+        during: "with the backlog",
+        after: `after the drain; ${maxPending} entries held at most`,
+      }, RSS_BOUND_MB),
       {
         figure: `worker: heartbeat age at most (a beat every ${HEARTBEAT_S} s)`,
         value: maxHeartbeatAgeMs,
@@ -211,12 +180,6 @@ export async function overloadWorker(context: OverloadContext): Promise<Row[]> {
         figure: "worker: entries held past the claim timeout (a lease lost)",
         value: overdue,
         unit: "",
-        budget: { op: "<=", limit: 0 },
-      },
-      {
-        figure: "worker: crashed or /live failed",
-        value: (watch.died ? 1 : 0) + watch.probes.failed,
-        unit: `of ${watch.probes.sent} probes`,
         budget: { op: "<=", limit: 0 },
       },
       {
