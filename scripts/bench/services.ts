@@ -116,6 +116,37 @@ async function startPortPrinter(
 }
 
 /**
+ * Starts a daemon configured in `dir` (kept in the foreground) and answers once it accepts on
+ * 127.0.0.1:`port`; if it exits or never listens, it is stopped, `dir` removed, and the error
+ * holds its output (and `log`, where it writes more).
+ */
+async function spawnListening(
+  name: string,
+  command: string,
+  args: string[],
+  where: { dir: string; port: number; log?: () => Promise<string> },
+): Promise<ChildProcess> {
+  const child = track(spawn(command, args, { stdio: ["ignore", "pipe", "pipe"] }));
+  let output = "";
+  child.stdout!.setEncoding("utf8").on("data", (text: string) => (output += text));
+  child.stderr!.setEncoding("utf8").on("data", (text: string) => (output += text));
+  try {
+    await waitFor(async () => {
+      if (child.exitCode !== null) {
+        const log = await (where.log?.() ?? Promise.resolve("")).catch(() => "");
+        throw new Error(`${name} exited: ${output} ${log}`);
+      }
+      return await portAccepts("127.0.0.1", where.port, 500);
+    }, { timeoutMs: 20_000, intervalMs: 50, message: `${name} to listen` });
+  } catch (error) {
+    await stopChild(child);
+    await rm(where.dir, { recursive: true, force: true });
+    throw error;
+  }
+  return child;
+}
+
+/**
  * Debian's Squid as a forward proxy on a free loopback port, chained to `upstreamPort` on
  * 127.0.0.1: a `cache_peer` parent with `never_direct`, so forward requests and CONNECT
  * tunnels alike go through it (Squid keeps its connections to the peer alive and reuses them).
@@ -150,25 +181,11 @@ export async function startSquid(upstreamPort: number): Promise<Service> {
   ].join("\n");
   const configPath = join(dir, "squid.conf");
   await writeFile(configPath, `${config}\n`);
-  const child = track(
-    spawn("/usr/sbin/squid", ["-N", "-f", configPath], { stdio: ["ignore", "pipe", "pipe"] }),
-  );
-  let output = "";
-  child.stdout!.setEncoding("utf8").on("data", (text: string) => (output += text));
-  child.stderr!.setEncoding("utf8").on("data", (text: string) => (output += text));
-  try {
-    await waitFor(async () => {
-      if (child.exitCode !== null) {
-        const log = await readFile(join(dir, "cache.log"), "utf8").catch(() => "");
-        throw new Error(`squid exited: ${output} ${log.slice(-2000)}`);
-      }
-      return await portAccepts("127.0.0.1", port, 500);
-    }, { timeoutMs: 20_000, intervalMs: 50, message: "squid to listen" });
-  } catch (error) {
-    await stopChild(child);
-    await rm(dir, { recursive: true, force: true });
-    throw error;
-  }
+  const child = await spawnListening("squid", "/usr/sbin/squid", ["-N", "-f", configPath], {
+    dir,
+    port,
+    log: () => readFile(join(dir, "cache.log"), "utf8").then((log) => log.slice(-2000)),
+  });
   return {
     name: "squid",
     port,
@@ -207,22 +224,10 @@ export async function startChainedTinyproxy(upstreamPort: number): Promise<Servi
   if (process.getuid?.() === 0) lines.push("User 65534", "Group 65534");
   const configPath = join(dir, "tinyproxy.conf");
   await writeFile(configPath, `${lines.join("\n")}\n`);
-  const child = track(
-    spawn("/usr/bin/tinyproxy", ["-d", "-c", configPath], { stdio: ["ignore", "pipe", "pipe"] }),
-  );
-  let output = "";
-  child.stdout!.setEncoding("utf8").on("data", (text: string) => (output += text));
-  child.stderr!.setEncoding("utf8").on("data", (text: string) => (output += text));
-  try {
-    await waitFor(async () => {
-      if (child.exitCode !== null) throw new Error(`tinyproxy exited: ${output}`);
-      return await portAccepts("127.0.0.1", port, 500);
-    }, { timeoutMs: 20_000, intervalMs: 50, message: "tinyproxy to listen" });
-  } catch (error) {
-    await stopChild(child);
-    await rm(dir, { recursive: true, force: true });
-    throw error;
-  }
+  const child = await spawnListening("tinyproxy", "/usr/bin/tinyproxy", ["-d", "-c", configPath], {
+    dir,
+    port,
+  });
   return {
     name: "tinyproxy",
     port,
@@ -263,24 +268,12 @@ export async function startDante(): Promise<Service> {
   ].join("\n");
   const configPath = join(dir, "danted.conf");
   await writeFile(configPath, `${config}\n`);
-  const child = track(
-    spawn("/usr/sbin/danted", ["-f", configPath, "-p", join(dir, "danted.pid")], {
-      stdio: ["ignore", "pipe", "pipe"],
-    }),
+  const child = await spawnListening(
+    "danted",
+    "/usr/sbin/danted",
+    ["-f", configPath, "-p", join(dir, "danted.pid")],
+    { dir, port },
   );
-  let output = "";
-  child.stdout!.setEncoding("utf8").on("data", (text: string) => (output += text));
-  child.stderr!.setEncoding("utf8").on("data", (text: string) => (output += text));
-  try {
-    await waitFor(async () => {
-      if (child.exitCode !== null) throw new Error(`danted exited: ${output}`);
-      return await portAccepts("127.0.0.1", port, 500);
-    }, { timeoutMs: 20_000, intervalMs: 50, message: "danted to listen" });
-  } catch (error) {
-    await stopChild(child);
-    await rm(dir, { recursive: true, force: true });
-    throw error;
-  }
   const mother = child.pid!;
   return {
     name: "dante",

@@ -518,47 +518,34 @@ function rows(
           (resent > 0 ? `; ${resent} resent after the proxy closed the connection` : ""),
       });
     }
-    // CPU per request, ours over theirs, run by run, then the median.
-    const cpuRatio = (mine: string, other: string, budget?: Row["budget"]) => {
+    // Ours over theirs, run by run, then the median: CPU per request (the budgets), or requests
+    // a second (information only: it tells who got the cores).
+    const ratio = (
+      of: "cpu" | "rate",
+      mine: string,
+      other: string,
+      budget?: Row["budget"],
+    ) => {
       const ours = saturated(group, mine);
       const theirs = saturated(group, other);
       if (!ours || !theirs) return;
-      const { value, runs } = pairedMedian(
-        ours,
-        theirs,
-        (a, b) => cpuPerRequest(a) / cpuPerRequest(b),
-      );
+      const pick = of === "cpu" ? cpuPerRequest : (p: Point) => p.report.throughput;
+      const { value, runs } = pairedMedian(ours, theirs, (a, b) => pick(a) / pick(b));
+      const what = of === "cpu" ? "CPU per request" : "requests a second";
       out.push({
-        figure: `${name}: CPU per request, ${LABELS[mine]} ÷ ${LABELS[other]}`,
+        figure: `${name}: ${what}, ${LABELS[mine]} ÷ ${LABELS[other]}`,
         value,
         runs,
         unit: "×",
         digits: 2,
         ...(budget ? { budget } : {}),
-        detail: `the same run's CPU per request divided, then the median${
-          budget ? "" : " (no budget)"
+        detail: `the same run's ${what} divided, then the median${
+          budget ? "" : of === "cpu" ? " (no budget)" : " (no budget: shared cores)"
         }`,
       });
     };
-    // Requests a second, ours over theirs: information only (it tells who got the cores).
-    const rateRatio = (mine: string, other: string) => {
-      const ours = saturated(group, mine);
-      const theirs = saturated(group, other);
-      if (!ours || !theirs) return;
-      const { value, runs } = pairedMedian(
-        ours,
-        theirs,
-        (a, b) => a.report.throughput / b.report.throughput,
-      );
-      out.push({
-        figure: `${name}: requests a second, ${LABELS[mine]} ÷ ${LABELS[other]}`,
-        value,
-        runs,
-        unit: "×",
-        digits: 2,
-        detail: "the same run's rates divided, then the median (no budget: shared cores)",
-      });
-    };
+    const cpuRatio = (mine: string, other: string, budget?: Row["budget"]) =>
+      ratio("cpu", mine, other, budget);
     if (group === "http") {
       cpuRatio("gateway", "squid", { op: "<=", limit: 0.8 });
       cpuRatio("gateway", "tinyproxy");
@@ -591,7 +578,7 @@ function rows(
       });
     }
     for (const other of ["relay", "squid", "tinyproxy", "proxy-chain", "dante"]) {
-      rateRatio("gateway", other);
+      ratio("rate", "gateway", other);
     }
     // Latency added over the direct baseline, open-loop at the light rate and at saturation.
     const base = find(group, "direct");
