@@ -241,7 +241,7 @@ export async function startChainedTinyproxy(upstreamPort: number): Promise<Servi
 
 /**
  * Debian's Dante (danted) as a SOCKS5 server on a free loopback port, connecting to
- * destinations itself (Dante's server has no upstream to chain SOCKS5 through here). It asks
+ * destinations itself, as it is usually run (no `route` to an upstream). It asks
  * for no login (`socksmethod: none`): Dante's username method checks the machine's own
  * password database, so giving it a login means adding a system account. No logging beyond
  * errors. Dante works in several processes (a mother and the children it forks to negotiate,

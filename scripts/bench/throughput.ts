@@ -33,8 +33,8 @@
  *   **direct**: the shared upstream itself, no proxy in front (the latency baseline);
  * - the SOCKS5 targets: the gateway's SOCKS5 listener (same process, same login; it leaves
  *   through the shared upstream with CONNECT, as every gateway request leaves through a proxy of
- *   the pool); **Dante** (Debian's danted, no auth, connecting to the origin itself: Dante's
- *   server does not chain to an HTTP upstream here); and **direct**: new connections straight
+ *   the pool); **Dante** (Debian's danted, no auth, connecting to the origin itself, as it is
+ *   usually run: one hop less than the gateway); and **direct**: new connections straight
  *   to the origin (the baseline; its "CPU per request" is the origin's);
  * - the load: proxy-loadgen (scripts/loadgen) in a child process of its own per point:
  *   `http` keeps BENCH_THROUGHPUT_CONCURRENCY (32) connections busy with absolute-form GETs;

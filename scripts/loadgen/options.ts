@@ -140,7 +140,7 @@ function parseHeader(text: string): [string, string] {
   return [name, text.slice(colon + 1).trim()];
 }
 
-export const USAGE = `proxy-loadgen: load through an HTTP proxy.
+export const USAGE = `proxy-loadgen: load through an HTTP or SOCKS5 proxy.
 
   npm run loadgen -- --proxy http://user:pass@127.0.0.1:8080 --url http://127.0.0.1:9000/ [options]
   npm run loadgen -- --scenario extract --url http://127.0.0.1:8000/api/v1/projects/<id>/extract \
