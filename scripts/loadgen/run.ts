@@ -621,7 +621,9 @@ export function formatReport(report: LoadReport): string {
   const errorCount = report.requests - report.ok;
   const lines = [
     `scenario   ${report.scenario} ${
-      report.scenario === Scenario.extract ? "at" : `via ${report.proxy} to`
+      report.scenario === Scenario.extract || report.scenario === Scenario.direct
+        ? "at"
+        : `via ${report.proxy} to`
     } ${report.url}` +
     `, concurrency ${report.concurrency}${report.rate ? `, rate ${report.rate}/s` : ""}`,
     `requests   ${report.requests} in ${
