@@ -6,6 +6,7 @@
  * control plane. Every process started here is killed when the bench process exits.
  */
 import { type ChildProcess, spawn } from "node:child_process";
+import { readdirSync, readFileSync } from "node:fs";
 import { chmod, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -56,20 +57,49 @@ async function stopChild(child: ChildProcess, graceMs = 5_000): Promise<void> {
  * Runs a Deno script of scripts/bench that prints `{"port": N}` as its first line (origin.ts,
  * bare-relay.ts) and answers once it listens.
  */
-export async function startDenoService(
+export function startDenoService(
   name: string,
   script: string,
   args: string[] = [],
 ): Promise<Service> {
+  return startPortPrinter(name, DENO_BIN, [
+    "run",
+    "--allow-net",
+    denoEntry(join(ROOT, "scripts", "bench", script)),
+    ...args,
+  ], DENO_ENV);
+}
+
+/**
+ * proxy-chain-peer.ts under Node: proxy-chain's Server asking for `login` (Basic auth) and
+ * forwarding every request and tunnel through the upstream on 127.0.0.1:`upstreamPort`.
+ */
+export function startProxyChain(
+  upstreamPort: number,
+  login: { username: string; password: string },
+): Promise<Service> {
+  return startPortPrinter("proxy-chain", process.execPath, [
+    "--import",
+    "tsx",
+    join(ROOT, "scripts", "bench", "proxy-chain-peer.ts"),
+    "--upstream",
+    `127.0.0.1:${upstreamPort}`,
+    "--login",
+    `${login.username}:${login.password}`,
+  ]);
+}
+
+/** A program that prints `{"port": N}` as its first line once it listens. */
+async function startPortPrinter(
+  name: string,
+  command: string,
+  args: string[],
+  env: Record<string, string> = {},
+): Promise<Service> {
   const child = track(
-    spawn(DENO_BIN, [
-      "run",
-      "--allow-net",
-      denoEntry(join(ROOT, "scripts", "bench", script)),
-      ...args,
-    ], {
+    spawn(command, args, {
       cwd: ROOT,
-      env: { PATH: process.env.PATH ?? "", HOME: process.env.HOME ?? "/tmp", ...DENO_ENV },
+      env: { PATH: process.env.PATH ?? "", HOME: process.env.HOME ?? "/tmp", ...env },
       stdio: ["ignore", "pipe", "pipe"],
     }),
   );
@@ -83,6 +113,37 @@ export async function startDenoService(
     return (JSON.parse(line) as { port: number }).port;
   }, { timeoutMs: 20_000, message: `${name} to listen` });
   return { name, port, pids: [child.pid!], stop: () => stopChild(child) };
+}
+
+/**
+ * Starts a daemon configured in `dir` (kept in the foreground) and answers once it accepts on
+ * 127.0.0.1:`port`; if it exits or never listens, it is stopped, `dir` removed, and the error
+ * holds its output (and `log`, where it writes more).
+ */
+async function spawnListening(
+  name: string,
+  command: string,
+  args: string[],
+  where: { dir: string; port: number; log?: () => Promise<string> },
+): Promise<ChildProcess> {
+  const child = track(spawn(command, args, { stdio: ["ignore", "pipe", "pipe"] }));
+  let output = "";
+  child.stdout!.setEncoding("utf8").on("data", (text: string) => (output += text));
+  child.stderr!.setEncoding("utf8").on("data", (text: string) => (output += text));
+  try {
+    await waitFor(async () => {
+      if (child.exitCode !== null) {
+        const log = await (where.log?.() ?? Promise.resolve("")).catch(() => "");
+        throw new Error(`${name} exited: ${output} ${log}`);
+      }
+      return await portAccepts("127.0.0.1", where.port, 500);
+    }, { timeoutMs: 20_000, intervalMs: 50, message: `${name} to listen` });
+  } catch (error) {
+    await stopChild(child);
+    await rm(where.dir, { recursive: true, force: true });
+    throw error;
+  }
+  return child;
 }
 
 /**
@@ -120,25 +181,11 @@ export async function startSquid(upstreamPort: number): Promise<Service> {
   ].join("\n");
   const configPath = join(dir, "squid.conf");
   await writeFile(configPath, `${config}\n`);
-  const child = track(
-    spawn("/usr/sbin/squid", ["-N", "-f", configPath], { stdio: ["ignore", "pipe", "pipe"] }),
-  );
-  let output = "";
-  child.stdout!.setEncoding("utf8").on("data", (text: string) => (output += text));
-  child.stderr!.setEncoding("utf8").on("data", (text: string) => (output += text));
-  try {
-    await waitFor(async () => {
-      if (child.exitCode !== null) {
-        const log = await readFile(join(dir, "cache.log"), "utf8").catch(() => "");
-        throw new Error(`squid exited: ${output} ${log.slice(-2000)}`);
-      }
-      return await portAccepts("127.0.0.1", port, 500);
-    }, { timeoutMs: 20_000, intervalMs: 50, message: "squid to listen" });
-  } catch (error) {
-    await stopChild(child);
-    await rm(dir, { recursive: true, force: true });
-    throw error;
-  }
+  const child = await spawnListening("squid", "/usr/sbin/squid", ["-N", "-f", configPath], {
+    dir,
+    port,
+    log: () => readFile(join(dir, "cache.log"), "utf8").then((log) => log.slice(-2000)),
+  });
   return {
     name: "squid",
     port,
@@ -177,22 +224,10 @@ export async function startChainedTinyproxy(upstreamPort: number): Promise<Servi
   if (process.getuid?.() === 0) lines.push("User 65534", "Group 65534");
   const configPath = join(dir, "tinyproxy.conf");
   await writeFile(configPath, `${lines.join("\n")}\n`);
-  const child = track(
-    spawn("/usr/bin/tinyproxy", ["-d", "-c", configPath], { stdio: ["ignore", "pipe", "pipe"] }),
-  );
-  let output = "";
-  child.stdout!.setEncoding("utf8").on("data", (text: string) => (output += text));
-  child.stderr!.setEncoding("utf8").on("data", (text: string) => (output += text));
-  try {
-    await waitFor(async () => {
-      if (child.exitCode !== null) throw new Error(`tinyproxy exited: ${output}`);
-      return await portAccepts("127.0.0.1", port, 500);
-    }, { timeoutMs: 20_000, intervalMs: 50, message: "tinyproxy to listen" });
-  } catch (error) {
-    await stopChild(child);
-    await rm(dir, { recursive: true, force: true });
-    throw error;
-  }
+  const child = await spawnListening("tinyproxy", "/usr/bin/tinyproxy", ["-d", "-c", configPath], {
+    dir,
+    port,
+  });
   return {
     name: "tinyproxy",
     port,
@@ -202,6 +237,83 @@ export async function startChainedTinyproxy(upstreamPort: number): Promise<Servi
       await rm(dir, { recursive: true, force: true });
     },
   };
+}
+
+/**
+ * Debian's Dante (danted) as a SOCKS5 server on a free loopback port, connecting to
+ * destinations itself, as it is usually run (no `route` to an upstream). It asks
+ * for no login (`socksmethod: none`): Dante's username method checks the machine's own
+ * password database, so giving it a login means adding a system account. No logging beyond
+ * errors. Dante works in several processes (a mother and the children it forks to negotiate,
+ * resolve and relay); the service's pids are all of them, read afresh each time.
+ */
+export async function startDante(): Promise<Service> {
+  const dir = await mkdtemp(join(tmpdir(), "ox-bench-dante-"));
+  await chmod(dir, 0o755);
+  const port = await freePort();
+  const user = process.getuid?.() === 0
+    ? ["user.privileged: root", "user.unprivileged: nobody"]
+    : [];
+  const config = [
+    `logoutput: ${join(dir, "danted.log")}`,
+    "errorlog: stderr",
+    `internal: 127.0.0.1 port = ${port}`,
+    "external: 127.0.0.1",
+    "clientmethod: none",
+    "socksmethod: none",
+    ...user,
+    "client pass {\n  from: 127.0.0.0/8 to: 0.0.0.0/0\n  log: error\n}",
+    "socks pass {\n  from: 127.0.0.0/8 to: 127.0.0.0/8\n  command: connect\n  log: error\n}",
+    "socks block {\n  from: 0.0.0.0/0 to: 0.0.0.0/0\n  log: error\n}",
+  ].join("\n");
+  const configPath = join(dir, "danted.conf");
+  await writeFile(configPath, `${config}\n`);
+  const child = await spawnListening(
+    "danted",
+    "/usr/sbin/danted",
+    ["-f", configPath, "-p", join(dir, "danted.pid")],
+    { dir, port },
+  );
+  const mother = child.pid!;
+  return {
+    name: "dante",
+    port,
+    get pids() {
+      return [mother, ...descendants(mother)];
+    },
+    async stop() {
+      await stopChild(child);
+      await rm(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+/** Every process below `pid` now, from /proc's children lists (none once it is gone). */
+function descendants(pid: number): number[] {
+  const found: number[] = [];
+  const queue = [pid];
+  while (queue.length > 0) {
+    const parent = queue.shift()!;
+    let tasks: string[];
+    try {
+      tasks = readdirSync(`/proc/${parent}/task`);
+    } catch {
+      continue;
+    }
+    for (const task of tasks) {
+      let text = "";
+      try {
+        text = readFileSync(`/proc/${parent}/task/${task}/children`, "utf8");
+      } catch {
+        continue;
+      }
+      for (const child of text.split(" ").filter(Boolean).map(Number)) {
+        found.push(child);
+        queue.push(child);
+      }
+    }
+  }
+  return found;
 }
 
 // ---------------------------------------------------------------------------------------------

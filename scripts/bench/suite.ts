@@ -58,6 +58,23 @@ export function median(values: readonly number[]): number {
   return sorted.length % 2 === 1 ? sorted[middle] : (sorted[middle - 1] + sorted[middle]) / 2;
 }
 
+/**
+ * Two targets measured side by side: `combine` each run's pair (the same run's points of both),
+ * then the median of those, so drift in the machine's load between runs touches both sides of
+ * every pair alike. Runs only one side has are left out.
+ */
+export function pairedMedian<T>(
+  ours: readonly T[],
+  theirs: readonly T[],
+  combine: (mine: T, other: T) => number,
+): { value: number; runs: number[] } {
+  const runs: number[] = [];
+  for (let i = 0; i < Math.min(ours.length, theirs.length); i++) {
+    runs.push(combine(ours[i], theirs[i]));
+  }
+  return { value: median(runs), runs };
+}
+
 /** The value below which `share` (0.99 for the p99) of the values fall. */
 export function percentile(values: readonly number[], share: number): number {
   if (values.length === 0) return Number.NaN;

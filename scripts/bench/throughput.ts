@@ -1,11 +1,20 @@
 /**
- * Suite `throughput`: keep-alive HTTP forward requests a second and new CONNECT tunnels a
- * second through the gateway, side by side with a bare relay on the same runtime, Squid and
- * tinyproxy, all chained to the same upstream proxy and the same origin on loopback.
- * Budgets (DESIGN.md): the gateway at least 0.7 of the bare relay, and above Squid and
- * tinyproxy, in both scenarios. The bare relay against Squid and tinyproxy is shown too, without
- * a budget: it routes nothing, so it tells how far above them any gateway on this runtime could
- * come on the machine at hand.
+ * Suite `throughput`: the CPU each proxy spends per request, side by side, for keep-alive HTTP
+ * forward requests, new CONNECT tunnels and new SOCKS5 tunnels; the requests a second and the
+ * latencies beside it; and the latency each proxy adds at a light fixed rate and at saturation.
+ *
+ * Why CPU per request is the headline: on a small machine the load generator, the proxy, the
+ * upstream and the origin share the cores, so a proxy's requests a second mostly tell who got
+ * the cores; the CPU the proxy itself spent per answered request does not (it is read for the
+ * proxy's own processes from /proc/<pid>/stat, utime + stime, at the measured window's start
+ * and end, divided by the requests answered in it).
+ *
+ * Budgets, ratios of CPU per request taken within each run (the same run's two points), then
+ * the median over runs: keep-alive HTTP via the gateway at most 0.8 of Squid's; a new CONNECT
+ * tunnel via the gateway at most tinyproxy's (ratio ≤ 1) and at most 1.1 of the bare relay's.
+ * The rate limiter's cost (the gateway's CPU per request with a project rate limit on, less
+ * off) at most 10 µs. Everything else (request rates and their ratios, proxy-chain, Dante, the
+ * latency added) is information.
  *
  * The processes, each its own (so each one's CPU is read from /proc apart):
  * - the **origin**: origin.ts, Deno.serve answering 64 bytes, keep-alive;
@@ -13,38 +22,43 @@
  *   that keeps pooled keep-alive connections to the origin and answers CONNECT itself. Not
  *   tinyproxy: it closes every client connection after one answer, which would charge every
  *   target a new upstream connection per request whatever the target does;
- * - the targets, each chained to that upstream: the **gateway** (gateway/main.ts under Deno,
- *   shipped defaults, on a feed the real FeedPublisher writes into Redis: one project, one
+ * - the HTTP targets, each chained to that upstream: the **gateway** (gateway/main.ts under
+ *   Deno, shipped defaults, on a feed the real FeedPublisher writes into Redis: one project, one
  *   static connector whose one proxy is the upstream; no control plane); the **bare relay**
- *   (bare-relay.ts `--upstream`: no auth, no routing, pooled upstream connections: the
- *   ceiling); the bare relay with `--dial-per-request` (a new upstream connection per
- *   request, as the gateway makes: shown to tell what that alone costs; no budget);
- *   **Squid** (Debian's, `cache_peer` parent + `never_direct`, no cache, one worker); and
- *   **tinyproxy** (Debian's, `Upstream http`).
+ *   (bare-relay.ts `--upstream`: no auth, no routing, pooled upstream connections); the bare
+ *   relay with `--dial-per-request` (a new upstream connection per request); **Squid**
+ *   (Debian's, `cache_peer` parent + `never_direct`, no cache, one worker); **tinyproxy**
+ *   (Debian's, `Upstream http`); **proxy-chain** (the npm library's Server in a Node process,
+ *   proxy-chain-peer.ts: Basic auth required, `upstreamProxyUrl` the shared upstream); and
+ *   **direct**: the shared upstream itself, no proxy in front (the latency baseline);
+ * - the SOCKS5 targets: the gateway's SOCKS5 listener (same process, same login; it leaves
+ *   through the shared upstream with CONNECT, as every gateway request leaves through a proxy of
+ *   the pool); **Dante** (Debian's danted, no auth, connecting to the origin itself, as it is
+ *   usually run: one hop less than the gateway); and **direct**: new connections straight
+ *   to the origin (the baseline; its "CPU per request" is the origin's);
  * - the load: proxy-loadgen (scripts/loadgen) in a child process of its own per point:
  *   `http` keeps BENCH_THROUGHPUT_CONCURRENCY (32) connections busy with absolute-form GETs;
  *   `connect` keeps as many loops each opening a new connection, CONNECT, one GET through the
- *   tunnel, close.
+ *   tunnel, close; `socks5` the same with a SOCKS5 handshake; `direct` the same straight.
  *
  * A point is one scenario through one target: a warm-up (BENCH_THROUGHPUT_WARMUP, 1 s, not
- * counted) then BENCH_THROUGHPUT_SECONDS (5) measured. A run measures every target in both
- * scenarios, the targets' order rotating from run to run, so drift in the machine's load
- * touches them alike; the ratios are taken within each run, then their median. Before the
- * runs every target serves a short pass of both scenarios, uncounted (JIT, pools). CPU is read
- * from /proc at the window's start and end, as the load generator reports them.
+ * counted) then BENCH_THROUGHPUT_SECONDS (5) measured, closed-loop (as fast as answers come).
+ * A run measures every target in every scenario, the targets' order rotating from run to run;
+ * then, open-loop at BENCH_THROUGHPUT_RATE (200) requests a second for
+ * BENCH_THROUGHPUT_RATE_SECONDS (3), every target but the two variants (gateway-rate,
+ * relay-dial), for the latency added: each target's p50 and p99 less the same run's direct
+ * baseline's, then the median. Before the runs every target serves a short pass, uncounted.
  *
  * The **gateway, rate limit on** target is the same gateway process through a second project
  * whose request-rate limit (BENCH_RATE_LIMIT, 50,000 a second, its burst the same) stays above
  * the load: every request spends a leased token, a lease every 100 ms of the rate goes to Redis.
- * Its CPU per request less the plain gateway's, run by run, is the limiter's cost (budget: at
- * most 10 µs).
  *
  * Other overrides: BENCH_THROUGHPUT_TARGETS (a comma list of gateway, gateway-rate, relay,
- * relay-dial, squid, tinyproxy), BENCH_GATEWAY_ISOLATES (the gateway's
- * OCTOPROX_GATEWAY_ISOLATES), BENCH_GATEWAY_V8_FLAGS (its DENO_V8_FLAGS, e.g. --prof).
+ * relay-dial, squid, tinyproxy, proxy-chain, dante, direct), BENCH_GATEWAY_ISOLATES (the
+ * gateway's OCTOPROX_GATEWAY_ISOLATES), BENCH_GATEWAY_V8_FLAGS (its DENO_V8_FLAGS, e.g. --prof).
  */
 import { availableParallelism } from "node:os";
-import type { LoadOptions, LoadReport } from "../loadgen/index.ts";
+import type { LatencySummary, LoadOptions, LoadReport } from "../loadgen/index.ts";
 import { runLoadInChild, Scenario } from "../loadgen/index.ts";
 import { feedBed } from "../../tests/feed/support.ts";
 import { seriesValue } from "../../tests/support/promtool.ts";
@@ -54,8 +68,10 @@ import {
   publishFeed,
   type Service,
   startChainedTinyproxy,
+  startDante,
   startDenoService,
   startGateway,
+  startProxyChain,
   startSquid,
 } from "./services.ts";
 import {
@@ -64,6 +80,7 @@ import {
   formatNumber,
   machineCpuMillis,
   median,
+  pairedMedian,
   type Row,
   type Suite,
   type SuiteContext,
@@ -72,10 +89,24 @@ import {
 /** The second project's login, the one with a rate limit. */
 const RATE_LOGIN = { username: "bench-rate", password: "bench-rate-pass" };
 
+/** The kinds of work measured: each a group of rows. */
+const GROUPS = ["http", "connect", "socks5"] as const;
+type Group = (typeof GROUPS)[number];
+const GROUP_NAMES: Record<Group, string> = {
+  http: "keep-alive HTTP",
+  connect: "new CONNECT tunnels",
+  socks5: "new SOCKS5 tunnels",
+};
+
 interface Target {
   key: string;
   label: string;
+  group: Group;
+  /** The load generator's scenario (direct for the SOCKS5 baseline). */
+  scenario: Scenario;
+  /** The processes whose CPU is the target's. */
   service: Service;
+  port: number;
   authorization?: string;
 }
 
@@ -95,6 +126,9 @@ const TARGET_KEYS = [
   "relay-dial",
   "squid",
   "tinyproxy",
+  "proxy-chain",
+  "dante",
+  "direct",
 ] as const;
 const LABELS: Record<string, string> = {
   gateway: "gateway",
@@ -103,7 +137,12 @@ const LABELS: Record<string, string> = {
   "relay-dial": "bare relay, new upstream connection per request",
   squid: "Squid",
   tinyproxy: "tinyproxy",
+  "proxy-chain": "proxy-chain",
+  dante: "Dante",
+  direct: "direct (the baseline)",
 };
+/** Variants of another target: measured at saturation only. */
+const SATURATION_ONLY = new Set(["gateway-rate", "relay-dial"]);
 
 function rotate<T>(items: readonly T[], by: number): T[] {
   const k = by % items.length;
@@ -115,18 +154,19 @@ async function measure(
   shared: readonly number[],
   options: LoadOptions,
 ): Promise<Point> {
-  const pids = target.service.pids;
   type Sample = [number, number, number, number];
   let start: Promise<Sample> | undefined;
   let end: Promise<Sample> | undefined;
   const sample = async (): Promise<Sample> => {
     const at = performance.now();
-    const [target, others, machine] = await Promise.all([
+    // Read afresh: a multi-process server (Dante) forks and reaps children as it goes.
+    const pids = target.service.pids;
+    const [mine, others, machine] = await Promise.all([
       cpuMillisOf(pids),
-      cpuMillisOf(shared),
+      cpuMillisOf(shared.filter((pid) => !pids.includes(pid))),
       machineCpuMillis(),
     ]);
-    return [at, target, others, machine.busy];
+    return [at, mine, others, machine.busy];
   };
   const report = await runLoadInChild(options, {
     onWindow(phase) {
@@ -154,10 +194,28 @@ function otherCores(point: Point): number {
   return Math.max(0, point.machineCpuMs - ours) / point.wallMs;
 }
 
+/** The proxy's CPU per answered request, in µs. */
+function cpuPerRequest(point: Point): number {
+  return point.report.ok > 0 ? (point.targetCpuMs * 1000) / point.report.ok : NaN;
+}
+
+/** How far a target's latency lies above the baseline's in the same run: p50 and p99, in ms. */
+export function latencyAdded(
+  ours: readonly LatencySummary[],
+  base: readonly LatencySummary[],
+): { p50: { value: number; runs: number[] }; p99: { value: number; runs: number[] } } {
+  return {
+    p50: pairedMedian(ours, base, (mine, other) => mine.p50 - other.p50),
+    p99: pairedMedian(ours, base, (mine, other) => mine.p99 - other.p99),
+  };
+}
+
 async function run(context: SuiteContext): Promise<Row[]> {
   const seconds = envPositive("BENCH_THROUGHPUT_SECONDS") ?? 5;
   const warmup = envPositive("BENCH_THROUGHPUT_WARMUP") ?? 1;
   const concurrency = Math.round(envPositive("BENCH_THROUGHPUT_CONCURRENCY") ?? 32);
+  const rate = envPositive("BENCH_THROUGHPUT_RATE") ?? 200;
+  const rateSeconds = envPositive("BENCH_THROUGHPUT_RATE_SECONDS") ?? 3;
   const wanted = (process.env.BENCH_THROUGHPUT_TARGETS ?? TARGET_KEYS.join(","))
     .split(",").map((key) => key.trim()).filter(Boolean);
   for (const key of wanted) {
@@ -165,6 +223,7 @@ async function run(context: SuiteContext): Promise<Row[]> {
       throw new Error(`BENCH_THROUGHPUT_TARGETS: unknown ${key}; known ${TARGET_KEYS.join(", ")}`);
     }
   }
+  const began = performance.now();
   const stops: (() => Promise<void>)[] = [];
   try {
     context.log("throughput: starting the origin, the shared upstream and the targets");
@@ -173,8 +232,28 @@ async function run(context: SuiteContext): Promise<Row[]> {
     const upstream = await startDenoService("upstream", "bare-relay.ts");
     stops.push(() => upstream.stop());
     const shared = [...origin.pids, ...upstream.pids];
+    const basic = (login: { username: string; password: string }) =>
+      `Basic ${btoa(`${login.username}:${login.password}`)}`;
 
     const targets: Target[] = [];
+    const add = (
+      key: string,
+      service: Service,
+      groups: readonly Group[],
+      extra: { port?: number; authorization?: string; scenario?: Scenario; label?: string } = {},
+    ) => {
+      for (const group of groups) {
+        targets.push({
+          key,
+          label: extra.label ?? LABELS[key],
+          group,
+          scenario: extra.scenario ?? group,
+          service,
+          port: extra.port ?? service.port,
+          ...(extra.authorization ? { authorization: extra.authorization } : {}),
+        });
+      }
+    };
     let gatewayStatusPort: number | undefined;
     if (wanted.includes("gateway") || wanted.includes("gateway-rate")) {
       const bed = await feedBed();
@@ -190,14 +269,14 @@ async function run(context: SuiteContext): Promise<Row[]> {
       }
       const gateway = await startGateway(bed, gatewayEnv);
       stops.push(() => gateway.stop());
-      const rate = envPositive("BENCH_RATE_LIMIT") ?? 50_000;
+      const limit = envPositive("BENCH_RATE_LIMIT") ?? 50_000;
       await publishFeed(bed, {
         projects: [
           { id: "bench", ...BENCH_LOGIN },
           {
             id: "bench-rate",
             ...RATE_LOGIN,
-            rateLimit: { requests_per_second: rate, burst: rate },
+            rateLimit: { requests_per_second: limit, burst: limit },
           },
         ],
         connectors: [
@@ -215,13 +294,16 @@ async function run(context: SuiteContext): Promise<Row[]> {
       });
       await gateway.waitForProxy();
       gatewayStatusPort = gateway.statusPort;
-      const basic = (login: { username: string; password: string }) =>
-        `Basic ${btoa(`${login.username}:${login.password}`)}`;
-      for (
-        const [key, login] of [["gateway", BENCH_LOGIN], ["gateway-rate", RATE_LOGIN]] as const
-      ) {
-        if (!wanted.includes(key)) continue;
-        targets.push({ key, label: LABELS[key], service: gateway, authorization: basic(login) });
+      if (wanted.includes("gateway")) {
+        const socks = await gateway.line("SOCKS5 listener bound");
+        add("gateway", gateway, ["http", "connect"], { authorization: basic(BENCH_LOGIN) });
+        add("gateway", gateway, ["socks5"], {
+          port: Number(socks.port),
+          authorization: basic(BENCH_LOGIN),
+        });
+      }
+      if (wanted.includes("gateway-rate")) {
+        add("gateway-rate", gateway, ["http", "connect"], { authorization: basic(RATE_LOGIN) });
       }
     }
     const starters: Record<string, () => Promise<Service>> = {
@@ -235,72 +317,112 @@ async function run(context: SuiteContext): Promise<Row[]> {
         ]),
       squid: () => startSquid(upstream.port),
       tinyproxy: () => startChainedTinyproxy(upstream.port),
+      "proxy-chain": () => startProxyChain(upstream.port, BENCH_LOGIN),
     };
-    for (const key of ["relay", "relay-dial", "squid", "tinyproxy"]) {
+    for (const key of ["relay", "relay-dial", "squid", "tinyproxy", "proxy-chain"]) {
       if (!wanted.includes(key)) continue;
       const service = await starters[key]();
       stops.push(() => service.stop());
-      targets.push({ key, label: LABELS[key], service });
+      add(
+        key,
+        service,
+        ["http", "connect"],
+        key === "proxy-chain" ? { authorization: basic(BENCH_LOGIN) } : {},
+      );
+    }
+    if (wanted.includes("dante")) {
+      const dante = await startDante();
+      stops.push(() => dante.stop());
+      add("dante", dante, ["socks5"]);
+    }
+    if (wanted.includes("direct")) {
+      // The upstream alone (HTTP, CONNECT); the origin alone (what a SOCKS5 tunnel carries).
+      add("direct", upstream, ["http", "connect"], {
+        label: "the shared upstream alone (no proxy in front; its CPU)",
+      });
+      add("direct", origin, ["socks5"], {
+        scenario: Scenario.direct,
+        label: "straight to the origin (no proxy; the origin's CPU)",
+      });
     }
 
     const url = new URL(`http://127.0.0.1:${origin.port}/`);
-    const options = (target: Target, scenario: Scenario, measured: number, warm: number) =>
+    const options = (
+      target: Target,
+      measured: number,
+      warm: number,
+      fixedRate?: number,
+    ) =>
       ({
         proxy: {
           host: "127.0.0.1",
-          port: target.service.port,
+          port: target.port,
           ...(target.authorization ? { authorization: target.authorization } : {}),
         },
         url,
-        scenario,
+        scenario: target.scenario,
         durationMs: measured * 1000,
         warmupMs: warm * 1000,
         concurrency,
+        ...(fixedRate === undefined ? {} : { rate: fixedRate }),
         timeoutMs: 10_000,
         method: "GET",
         headers: [],
       }) satisfies LoadOptions;
+    const pointKey = (target: Target, load: "saturation" | "rate") =>
+      `${load}/${target.group}/${target.key}`;
 
-    const scenarios = [Scenario.http, Scenario.connect];
     context.log("throughput: a warm-up pass through every target");
     for (const target of targets) {
-      for (const scenario of scenarios) {
-        const point = await measure(target, shared, options(target, scenario, 1.5, 0.5));
-        const failed = point.report.requests - point.report.ok;
-        if (point.report.ok === 0) {
-          throw new Error(
-            `${target.label} answered nothing (${scenario}): ${
-              JSON.stringify(point.report.errors)
-            }`,
-          );
-        }
-        if (failed > 0) {
-          context.log(
-            `throughput: warm-up ${target.key}/${scenario}: ${failed} failed ${
-              JSON.stringify(point.report.errors)
-            }`,
-          );
-        }
+      const point = await measure(target, shared, options(target, 1.5, 0.5));
+      const failed = point.report.requests - point.report.ok;
+      if (point.report.ok === 0) {
+        throw new Error(
+          `${target.label} answered nothing (${target.group}): ${
+            JSON.stringify(point.report.errors)
+          }`,
+        );
+      }
+      if (failed > 0) {
+        context.log(
+          `throughput: warm-up ${target.key}/${target.group}: ${failed} failed ${
+            JSON.stringify(point.report.errors)
+          }`,
+        );
       }
     }
 
     const points = new Map<string, Point[]>();
+    const keep = (key: string, point: Point) =>
+      points.set(key, [...(points.get(key) ?? []), point]);
+    const logPoint = (r: number, target: Target, load: string, point: Point) => {
+      const rep = point.report;
+      context.log(
+        `throughput run ${r + 1} ${load.padEnd(10)} ${target.group.padEnd(7)} ${
+          target.key.padEnd(11)
+        } ${formatNumber(cpuPerRequest(point), 0).padStart(5)} µs/req ` +
+          `${rep.throughput.toFixed(0).padStart(6)}/s p50 ${rep.latencyMs.p50.toFixed(2)} ms ` +
+          `p99 ${rep.latencyMs.p99.toFixed(2)} ms, proxy ${
+            (point.targetCpuMs / point.wallMs).toFixed(2)
+          } cores, upstream+origin ${(point.sharedCpuMs / point.wallMs).toFixed(2)}, ` +
+          `loadgen ${rep.cpu.cores.toFixed(2)}, others ${otherCores(point).toFixed(2)}` +
+          (rep.requests > rep.ok ? `, failed ${JSON.stringify(rep.errors)}` : ""),
+      );
+    };
     for (let r = 0; r < context.runs; r++) {
-      for (const scenario of scenarios) {
-        for (const target of rotate(targets, r)) {
-          const point = await measure(target, shared, options(target, scenario, seconds, warmup));
-          const key = `${scenario}/${target.key}`;
-          points.set(key, [...(points.get(key) ?? []), point]);
-          const rep = point.report;
-          context.log(
-            `throughput run ${r + 1} ${scenario.padEnd(7)} ${target.key.padEnd(10)} ` +
-              `${rep.throughput.toFixed(0).padStart(6)}/s p50 ${rep.latencyMs.p50.toFixed(2)} ms ` +
-              `p99 ${rep.latencyMs.p99.toFixed(2)} ms, proxy ${
-                (point.targetCpuMs / point.wallMs).toFixed(2)
-              } cores, upstream+origin ${(point.sharedCpuMs / point.wallMs).toFixed(2)}, ` +
-              `loadgen ${rep.cpu.cores.toFixed(2)}, others ${otherCores(point).toFixed(2)}` +
-              (rep.requests > rep.ok ? `, failed ${JSON.stringify(rep.errors)}` : ""),
-          );
+      for (const group of GROUPS) {
+        for (const target of rotate(targets.filter((t) => t.group === group), r)) {
+          const point = await measure(target, shared, options(target, seconds, warmup));
+          keep(pointKey(target, "saturation"), point);
+          logPoint(r, target, "saturation", point);
+        }
+      }
+      for (const group of GROUPS) {
+        const light = targets.filter((t) => t.group === group && !SATURATION_ONLY.has(t.key));
+        for (const target of rotate(light, r)) {
+          const point = await measure(target, shared, options(target, rateSeconds, 0.5, rate));
+          keep(pointKey(target, "rate"), point);
+          logPoint(r, target, `${rate}/s`, point);
         }
       }
     }
@@ -319,7 +441,15 @@ async function run(context: SuiteContext): Promise<Row[]> {
         )
       } times`;
     }
-    return rows(targets, points, { seconds, concurrency, runs: context.runs, limiterCounts });
+    const suiteSeconds = (performance.now() - began) / 1000;
+    return rows(targets, points, pointKey, {
+      seconds,
+      concurrency,
+      rate,
+      rateSeconds,
+      suiteSeconds,
+      limiterCounts,
+    });
   } finally {
     for (const stop of stops.reverse()) await stop().catch(() => {});
   }
@@ -328,37 +458,54 @@ async function run(context: SuiteContext): Promise<Row[]> {
 function rows(
   targets: readonly Target[],
   points: Map<string, Point[]>,
-  setup: { seconds: number; concurrency: number; runs: number; limiterCounts?: string },
+  pointKey: (target: Target, load: "saturation" | "rate") => string,
+  setup: {
+    seconds: number;
+    concurrency: number;
+    rate: number;
+    rateSeconds: number;
+    suiteSeconds: number;
+    limiterCounts?: string;
+  },
 ): Row[] {
   const out: Row[] = [];
   const cores = availableParallelism();
-  for (const scenario of [Scenario.http, Scenario.connect]) {
-    const what = scenario === Scenario.http ? "keep-alive HTTP requests" : "new CONNECT tunnels";
-    for (const target of targets) {
-      const list = points.get(`${scenario}/${target.key}`) ?? [];
-      const runs = list.map((p) => p.report.throughput);
+  const find = (group: Group, key: string) =>
+    targets.find((t) => t.group === group && t.key === key);
+  const saturated = (group: Group, key: string) => {
+    const target = find(group, key);
+    return target ? points.get(pointKey(target, "saturation")) : undefined;
+  };
+  for (const group of GROUPS) {
+    const name = GROUP_NAMES[group];
+    for (const target of targets.filter((t) => t.group === group)) {
+      const list = points.get(pointKey(target, "saturation")) ?? [];
       const m = (pick: (p: Point) => number) => median(list.map(pick));
       const perRequest = (pick: (p: Point) => number) =>
         formatNumber(m((p) => (p.report.ok > 0 ? (pick(p) * 1000) / p.report.ok : NaN)), 0);
       const failed = list.reduce((n, p) => n + p.report.requests - p.report.ok, 0);
       const classes = new Map<string, number>();
       for (const p of list) {
-        for (const [name, count] of Object.entries(p.report.errors)) {
-          classes.set(name, (classes.get(name) ?? 0) + count);
+        for (const [label, count] of Object.entries(p.report.errors)) {
+          classes.set(label, (classes.get(label) ?? 0) + count);
         }
       }
       const resent = list.reduce((n, p) => n + p.report.retries, 0);
+      const rates = list.map((p) => p.report.throughput);
+      const baseline = target.key === "direct";
       out.push({
-        figure: `${what} a second via ${target.label}`,
-        value: median(runs),
-        runs,
-        unit: "/s",
+        figure: `${name}: CPU per request, ${target.label}`,
+        value: m(cpuPerRequest),
+        runs: list.map(cpuPerRequest),
+        unit: "µs",
         digits: 0,
-        detail: `p50 ${
+        detail: `${formatNumber(median(rates), 0)}/s (runs ${
+          rates.map((r) => formatNumber(r, 0)).join(", ")
+        }); p50 ${
           formatNumber(m((p) => p.report.latencyMs.p50), 2)
-        } ms, p99 ${formatNumber(m((p) => p.report.latencyMs.p99), 2)} ms; CPU per request: proxy ${
-          perRequest((p) => p.targetCpuMs)
-        } µs, upstream+origin ${perRequest((p) => p.sharedCpuMs)} µs, loadgen ${
+        } ms, p99 ${formatNumber(m((p) => p.report.latencyMs.p99), 2)} ms; CPU per request: ${
+          baseline ? "others" : "upstream+origin"
+        } ${perRequest((p) => p.sharedCpuMs)} µs, loadgen ${
           perRequest((p) => p.report.cpu.userMs + p.report.cpu.systemMs)
         } µs; ` +
           `cores busy: proxy ${formatNumber(m((p) => p.targetCpuMs / p.wallMs), 2)}, ` +
@@ -366,42 +513,62 @@ function rows(
             formatNumber(m((p) => p.report.cpu.cores), 2)
           }, other processes ${formatNumber(m(otherCores), 2)}, of ${cores}; failed ${failed}` +
           (classes.size > 0
-            ? ` (${[...classes].map(([name, count]) => `${name}: ${count}`).join(", ")})`
+            ? ` (${[...classes].map(([label, count]) => `${label}: ${count}`).join(", ")})`
             : "") +
           (resent > 0 ? `; ${resent} resent after the proxy closed the connection` : ""),
       });
     }
-    const label = scenario === Scenario.http ? "keep-alive HTTP" : "new CONNECT tunnels";
+    // Ours over theirs, run by run, then the median: CPU per request (the budgets), or requests
+    // a second (information only: it tells who got the cores).
     const ratio = (
+      of: "cpu" | "rate",
       mine: string,
       other: string,
-      budget: Row["budget"],
-      detail = "the same run's figures divided, then the median",
+      budget?: Row["budget"],
     ) => {
-      const ours = points.get(`${scenario}/${mine}`);
-      const theirs = points.get(`${scenario}/${other}`);
+      const ours = saturated(group, mine);
+      const theirs = saturated(group, other);
       if (!ours || !theirs) return;
-      const runs = ours.map((p, i) => p.report.throughput / theirs[i].report.throughput);
+      const pick = of === "cpu" ? cpuPerRequest : (p: Point) => p.report.throughput;
+      const { value, runs } = pairedMedian(ours, theirs, (a, b) => pick(a) / pick(b));
+      const what = of === "cpu" ? "CPU per request" : "requests a second";
       out.push({
-        figure: `${label}: ${LABELS[mine]} ÷ ${LABELS[other]}`,
-        value: median(runs),
+        figure: `${name}: ${what}, ${LABELS[mine]} ÷ ${LABELS[other]}`,
+        value,
         runs,
         unit: "×",
         digits: 2,
         ...(budget ? { budget } : {}),
-        detail,
+        detail: `the same run's ${what} divided, then the median${
+          budget ? "" : of === "cpu" ? " (no budget)" : " (no budget: shared cores)"
+        }`,
       });
     };
-    ratio("gateway", "relay", { op: ">=", limit: 0.7 });
+    const cpuRatio = (mine: string, other: string, budget?: Row["budget"]) =>
+      ratio("cpu", mine, other, budget);
+    if (group === "http") {
+      cpuRatio("gateway", "squid", { op: "<=", limit: 0.8 });
+      cpuRatio("gateway", "tinyproxy");
+      cpuRatio("gateway", "relay");
+    } else if (group === "connect") {
+      cpuRatio("gateway", "tinyproxy", { op: "<=", limit: 1 });
+      cpuRatio("gateway", "relay", { op: "<=", limit: 1.1 });
+      cpuRatio("gateway", "squid");
+    }
+    if (group !== "socks5") cpuRatio("gateway", "proxy-chain");
+    else cpuRatio("gateway", "dante");
     // The rate limiter's cost: the same process's CPU per request, limit on less limit off.
-    const plain = points.get(`${scenario}/gateway`);
-    const limited = points.get(`${scenario}/gateway-rate`);
+    const plain = saturated(group, "gateway");
+    const limited = saturated(group, "gateway-rate");
     if (plain && limited) {
-      const cpuPerRequest = (p: Point) => (p.targetCpuMs * 1000) / p.report.ok;
-      const runs = limited.map((p, i) => cpuPerRequest(p) - cpuPerRequest(plain[i]));
+      const { value, runs } = pairedMedian(
+        limited,
+        plain,
+        (a, b) => cpuPerRequest(a) - cpuPerRequest(b),
+      );
       out.push({
-        figure: `${label}: gateway CPU per request, project rate limit on less off`,
-        value: median(runs),
+        figure: `${name}: gateway CPU per request, project rate limit on less off`,
+        value,
         runs,
         unit: "µs",
         digits: 1,
@@ -410,18 +577,69 @@ function rows(
           (setup.limiterCounts ? `; over the whole suite ${setup.limiterCounts}` : ""),
       });
     }
-    ratio("gateway", "squid", { op: ">", limit: 1 });
-    ratio("gateway", "tinyproxy", { op: ">", limit: 1 });
-    // The bare relay routes nothing: what one event loop on this runtime reaches at best, so
-    // how far above a C proxy the gateway could possibly come on this machine.
-    const ceiling = "the runtime's ceiling on this machine (no budget): same run, then the median";
-    ratio("relay", "squid", undefined, ceiling);
-    ratio("relay", "tinyproxy", undefined, ceiling);
+    for (const other of ["relay", "squid", "tinyproxy", "proxy-chain", "dante"]) {
+      ratio("rate", "gateway", other);
+    }
+    // Latency added over the direct baseline, open-loop at the light rate and at saturation.
+    const base = find(group, "direct");
+    if (base) {
+      const baseName = group === "socks5" ? "straight to the origin" : "straight to the upstream";
+      for (const target of targets.filter((t) => t.group === group && t !== base)) {
+        const light = points.get(pointKey(target, "rate"));
+        const lightBase = points.get(pointKey(base, "rate"));
+        const full = points.get(pointKey(target, "saturation"));
+        const fullBase = points.get(pointKey(base, "saturation"));
+        if (!full || !fullBase) continue;
+        const latencies = (list: readonly Point[]) => list.map((p) => p.report.latencyMs);
+        const atSaturation = latencyAdded(latencies(full), latencies(fullBase));
+        const ms = (n: number) => `${n >= 0 ? "+" : ""}${formatNumber(n, 2)} ms`;
+        const saturation = `at saturation (${setup.concurrency} in flight) p50 ${
+          ms(atSaturation.p50.value)
+        }, p99 ${ms(atSaturation.p99.value)}`;
+        if (light && lightBase) {
+          const atRate = latencyAdded(latencies(light), latencies(lightBase));
+          out.push({
+            figure: `${name}: latency added by ${target.label} at ${setup.rate}/s, p50`,
+            value: atRate.p50.value,
+            runs: atRate.p50.runs,
+            unit: "ms",
+            digits: 2,
+            detail: `over ${baseName}, the same run's p50 less the baseline's, then the median; ` +
+              `p99 ${ms(atRate.p99.value)} (runs ${
+                atRate.p99.runs.map((n) => formatNumber(n, 2)).join(", ")
+              }); ${saturation}; baseline at ${setup.rate}/s p50 ${
+                formatNumber(median(lightBase.map((p) => p.report.latencyMs.p50)), 2)
+              } ms, p99 ${
+                formatNumber(median(lightBase.map((p) => p.report.latencyMs.p99)), 2)
+              } ms`,
+          });
+        } else {
+          out.push({
+            figure: `${name}: latency added by ${target.label} at saturation, p50`,
+            value: atSaturation.p50.value,
+            runs: atSaturation.p50.runs,
+            unit: "ms",
+            digits: 2,
+            detail: `over ${baseName}, the same run's p50 less the baseline's, then the median; ` +
+              saturation,
+          });
+        }
+      }
+    }
   }
   out.push({
     figure: "throughput: seconds measured per point, client concurrency",
     value: setup.seconds,
     unit: `s, ${setup.concurrency} in flight`,
+    digits: 0,
+    detail: `closed-loop; the latency points open-loop at ${setup.rate}/s for ${
+      formatNumber(setup.rateSeconds, 0)
+    } s each`,
+  });
+  out.push({
+    figure: "throughput: the suite's wall time (all runs, start-up included)",
+    value: setup.suiteSeconds,
+    unit: "s",
     digits: 0,
   });
   return out;
@@ -429,7 +647,7 @@ function rows(
 
 export const throughputSuite: Suite = {
   name: "throughput",
-  description:
-    "keep-alive HTTP and new CONNECT tunnels a second: gateway vs bare relay, Squid, tinyproxy",
+  description: "CPU per request (keep-alive HTTP, new CONNECT and SOCKS5 tunnels), latency " +
+    "added: gateway vs bare relay, Squid, tinyproxy, proxy-chain, Dante",
   run,
 };

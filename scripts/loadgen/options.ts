@@ -15,13 +15,27 @@ export const Scenario = {
    * distribution key, each answer read for how many proxies it returned (no proxy in between).
    */
   extract: "extract",
+  /**
+   * A new connection to a SOCKS5 proxy per request: the SOCKS5 handshake (username/password
+   * when the proxy URL has a login, else no auth), CONNECT to the URL's host, one request
+   * through it, then close.
+   */
+  socks5: "socks5",
+  /**
+   * A new connection straight to the URL's host per request, one request, then close: what a
+   * tunnel carries, with no proxy (the baseline tunnels are measured against).
+   */
+  direct: "direct",
 } as const;
 export type Scenario = (typeof Scenario)[keyof typeof Scenario];
 
 export interface ProxyAddress {
   host: string;
   port: number;
-  /** `Basic …` for Proxy-Authorization, when the proxy URL carried credentials. */
+  /**
+   * `Basic …` for Proxy-Authorization, when the proxy URL carried credentials (a SOCKS5 proxy
+   * gets the same login in its username/password sub-negotiation).
+   */
   authorization?: string;
 }
 
@@ -81,15 +95,20 @@ function positiveInteger(text: string, what: string): number {
   return value;
 }
 
-/** A proxy URL (`http://[user:pass@]host:port`) into an address and its authorization. */
-export function parseProxy(text: string): ProxyAddress {
+/**
+ * A proxy URL (`http://[user:pass@]host:port`, or `socks5://` for the socks5 scenario) into an
+ * address and its authorization.
+ */
+export function parseProxy(text: string, scheme: "http" | "socks5" = "http"): ProxyAddress {
   let url: URL;
   try {
     url = new URL(text.includes("://") ? text : `http://${text}`);
   } catch {
     throw new UsageError(`--proxy is not a URL: ${text}`);
   }
-  if (url.protocol !== "http:") throw new UsageError("--proxy must be an http:// proxy");
+  if (url.protocol !== `${scheme}:`) {
+    throw new UsageError(`--proxy must be an ${scheme}:// proxy`);
+  }
   if (url.port === "") throw new UsageError("--proxy needs a port");
   const host = url.hostname.replace(/^\[|\]$/g, "");
   const proxy: ProxyAddress = { host, port: Number(url.port) };
@@ -121,17 +140,19 @@ function parseHeader(text: string): [string, string] {
   return [name, text.slice(colon + 1).trim()];
 }
 
-export const USAGE = `proxy-loadgen: load through an HTTP proxy.
+export const USAGE = `proxy-loadgen: load through an HTTP or SOCKS5 proxy.
 
   npm run loadgen -- --proxy http://user:pass@127.0.0.1:8080 --url http://127.0.0.1:9000/ [options]
   npm run loadgen -- --scenario extract --url http://127.0.0.1:8000/api/v1/projects/<id>/extract \
     --key oxd_... [--count 1] [options]
 
-  --scenario http|connect|extract
+  --scenario http|connect|socks5|direct|extract
                             http: keep-alive forward requests (default); connect: a new CONNECT
-                            tunnel per request, one request through it, then close; extract:
-                            keep-alive POSTs to the extraction API (no --proxy), reporting the
-                            proxies returned and the calls that came back short
+                            tunnel per request, one request through it, then close; socks5: the
+                            same through a SOCKS5 proxy (--proxy socks5://[user:pass@]host:port);
+                            direct: a new connection straight to --url per request (no --proxy);
+                            extract: keep-alive POSTs to the extraction API (no --proxy),
+                            reporting the proxies returned and the calls that came back short
   --key oxd_...             extract: the distribution key (X-API-Key)
   --count 1                 extract: proxies each call asks for (the body {"count": N} unless
                             --body gives another)
@@ -188,13 +209,14 @@ export function parseCommandLine(argv: readonly string[]): CommandLine {
   }
   const scenario = (v.scenario ?? DEFAULTS.scenario) as Scenario;
   if (!Object.values(Scenario).includes(scenario)) {
-    throw new UsageError("--scenario must be http, connect or extract");
+    throw new UsageError("--scenario must be http, connect, socks5, direct or extract");
   }
   const extract = scenario === Scenario.extract;
-  if (extract && v.proxy !== undefined) {
-    throw new UsageError("--proxy is not taken by extract: it calls the api directly");
+  const proxyless = extract || scenario === Scenario.direct;
+  if (proxyless && v.proxy !== undefined) {
+    throw new UsageError(`--proxy is not taken by ${scenario}: it calls the server directly`);
   }
-  if (!extract && v.proxy === undefined) throw new UsageError("--proxy is required");
+  if (!proxyless && v.proxy === undefined) throw new UsageError("--proxy is required");
   if (extract && v.key === undefined) throw new UsageError("extract needs --key (oxd_...)");
   if (!extract && (v.key !== undefined || v.count !== undefined)) {
     throw new UsageError("--key and --count are extract's");
@@ -205,7 +227,9 @@ export function parseCommandLine(argv: readonly string[]): CommandLine {
   }
   const url = parseTarget(v.url);
   const options: LoadOptions = {
-    proxy: extract ? directAddress(url) : parseProxy(v.proxy!),
+    proxy: proxyless
+      ? directAddress(url)
+      : parseProxy(v.proxy!, scenario === Scenario.socks5 ? "socks5" : "http"),
     url,
     scenario,
     warmupMs: v.warmup === undefined ? DEFAULTS.warmupMs : parseDuration(v.warmup, "--warmup"),
@@ -238,18 +262,20 @@ export function parseCommandLine(argv: readonly string[]): CommandLine {
   return { options, json: v.json, help: false };
 }
 
-/** The api's own address, which the extract scenario connects to. */
+/** The server's own address, which the extract and direct scenarios connect to. */
 function directAddress(url: URL): ProxyAddress {
   return { host: url.hostname.replace(/^\[|\]$/g, ""), port: Number(url.port || "80") };
 }
 
 /** Options back into a command line (for running the generator in a child process). */
 export function toCommandLine(options: LoadOptions): string[] {
-  const proxy = `http://${
+  const scheme = options.scenario === Scenario.socks5 ? "socks5" : "http";
+  const proxy = `${scheme}://${
     options.proxy.host.includes(":") ? `[${options.proxy.host}]` : options.proxy.host
   }:${options.proxy.port}`;
+  const proxyless = options.scenario === Scenario.extract || options.scenario === Scenario.direct;
   const args = [
-    ...(options.extract ? [] : [
+    ...(proxyless ? [] : [
       "--proxy",
       options.proxy.authorization ? withLogin(proxy, options.proxy.authorization) : proxy,
     ]),
@@ -278,9 +304,16 @@ export function toCommandLine(options: LoadOptions): string[] {
 }
 
 function withLogin(proxy: string, authorization: string): string {
+  const { username, password } = loginOf(authorization);
+  return proxy.replace(
+    "://",
+    `://${encodeURIComponent(username)}:${encodeURIComponent(password)}@`,
+  );
+}
+
+/** A `Basic …` authorization back into its username and password. */
+export function loginOf(authorization: string): { username: string; password: string } {
   const login = atob(authorization.replace(/^Basic /, ""));
   const colon = login.indexOf(":");
-  const user = encodeURIComponent(login.slice(0, colon));
-  const pass = encodeURIComponent(login.slice(colon + 1));
-  return proxy.replace("http://", `http://${user}:${pass}@`);
+  return { username: login.slice(0, colon), password: login.slice(colon + 1) };
 }

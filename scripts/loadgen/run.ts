@@ -8,6 +8,9 @@
  * - `connect`: `concurrency` loops, each opening a new connection per request, sending CONNECT
  *   for the URL's host, then one GET through the tunnel (`Connection: close`), reading the whole
  *   answer and closing. The latency is the whole of it, connect to last byte.
+ * - `socks5`: the same loops through a SOCKS5 proxy: a new connection, the SOCKS5 handshake
+ *   (username/password when the proxy has a login), one GET, close. `direct`: the same loops
+ *   straight to the URL's host (a new connection, one GET, close), the baseline of both.
  * - `extract`: `concurrency` persistent connections straight to the api, each POSTing to the
  *   extraction URL with the distribution key (X-API-Key) and reading the whole JSON answer:
  *   the proxies it returned are counted, and a call that returned fewer than it asked for is
@@ -20,8 +23,11 @@
  */
 import net from "node:net";
 import { Histogram } from "./histogram.ts";
+import { createClientHandshake } from "../../shared/proxy-protocol/handshake.ts";
+import { UpstreamHandshakeError } from "../../shared/proxy-protocol/errors.ts";
+import type { TunnelTarget, UpstreamProxy } from "../../shared/proxy-protocol/types.ts";
 import type { LoadOptions } from "./options.ts";
-import { Scenario } from "./options.ts";
+import { loginOf, Scenario } from "./options.ts";
 import { ProtocolError, ResponseReader } from "./response.ts";
 
 export interface LatencySummary {
@@ -267,10 +273,33 @@ class KeepAliveConnection {
   }
 }
 
-/** One CONNECT tunnel with one exchange through it, then closed. */
+/**
+ * How a tunnel's connection is made ready for its one request: CONNECT (these bytes), the
+ * SOCKS5 handshake (the shared client driver the gateway dials its upstreams with), or nothing
+ * (the connection goes straight to the server).
+ */
+type Opening =
+  | { kind: "connect"; bytes: Buffer }
+  | { kind: "socks5"; proxy: UpstreamProxy; target: TunnelTarget }
+  | { kind: "direct" };
+
+function openingOf(options: LoadOptions): Opening {
+  if (options.scenario === Scenario.direct) return { kind: "direct" };
+  if (options.scenario !== Scenario.socks5) {
+    return { kind: "connect", bytes: connectBytes(options) };
+  }
+  const login = options.proxy.authorization ? loginOf(options.proxy.authorization) : undefined;
+  return {
+    kind: "socks5",
+    proxy: { scheme: "socks5", host: options.proxy.host, port: options.proxy.port, ...login },
+    target: { host: options.url.hostname, port: Number(options.url.port || "80") },
+  };
+}
+
+/** One tunnel (CONNECT, SOCKS5 or none) with one exchange through it, then closed. */
 function tunnelOnce(
   options: LoadOptions,
-  connect: Buffer,
+  opening: Opening,
   inner: Buffer,
   tracker: Tracker,
 ): Promise<void> {
@@ -281,8 +310,12 @@ function tunnelOnce(
       noDelay: true,
     });
     tracker.socket = socket;
-    let reader = new ResponseReader({ connect: true });
-    let tunnelled = false;
+    const handshake = opening.kind === "socks5"
+      ? createClientHandshake(opening.proxy, opening.target)
+      : undefined;
+    const innerReader = () => new ResponseReader({ head: options.method === "HEAD" });
+    let reader = opening.kind === "connect" ? new ResponseReader({ connect: true }) : innerReader();
+    let tunnelled = opening.kind === "direct";
     let settled = false;
     const done = (error?: unknown) => {
       if (settled) return;
@@ -291,7 +324,11 @@ function tunnelOnce(
       if (error === undefined) resolve();
       else reject(error);
     };
-    socket.once("connect", () => socket.write(connect));
+    socket.once("connect", () => {
+      if (opening.kind === "connect") socket.write(opening.bytes);
+      else if (handshake) socket.write(handshake.start());
+      else socket.write(inner);
+    });
     socket.on("error", (error) => done(error));
     socket.on("end", () => {
       if (tunnelled && reader.end()) finishInner();
@@ -304,6 +341,25 @@ function tunnelOnce(
     };
     socket.on("data", (chunk: Buffer) => {
       try {
+        if (handshake && !tunnelled) {
+          let step;
+          try {
+            step = handshake.push(chunk);
+          } catch (error) {
+            done(
+              error instanceof UpstreamHandshakeError
+                ? new StatusFailure(`SOCKS5 ${error.reason}`)
+                : error,
+            );
+            return;
+          }
+          if (step.write) socket.write(step.write);
+          if (!step.done) return;
+          tunnelled = true;
+          socket.write(inner);
+          if (step.leftover.length === 0) return;
+          chunk = Buffer.from(step.leftover);
+        }
         let used = reader.feed(chunk);
         if (!tunnelled) {
           if (!reader.done) return;
@@ -312,7 +368,7 @@ function tunnelOnce(
             return;
           }
           tunnelled = true;
-          reader = new ResponseReader({ head: options.method === "HEAD" });
+          reader = innerReader();
           socket.write(inner);
           if (used < chunk.length) used += reader.feed(chunk.subarray(used));
         }
@@ -439,7 +495,7 @@ export async function runLoad(options: LoadOptions, hooks: LoadHooks = {}): Prom
   const connectWorker = async (): Promise<void> => {
     const tracker: Tracker = { since: 0, socket: undefined };
     trackers.push(tracker);
-    const connect = connectBytes(options);
+    const opening = openingOf(options);
     const inner = requestBytes(options, "origin");
     for (;;) {
       const start = await nextStart();
@@ -447,7 +503,7 @@ export async function runLoad(options: LoadOptions, hooks: LoadHooks = {}): Prom
       const sent = tracker.since = performance.now();
       onOpen();
       try {
-        await tunnelOnce(options, connect, inner, tracker);
+        await tunnelOnce(options, opening, inner, tracker);
         settle(start, undefined, sent);
       } catch (error) {
         settle(start, error, sent);
@@ -498,7 +554,8 @@ export async function runLoad(options: LoadOptions, hooks: LoadHooks = {}): Prom
     }
   };
 
-  const worker = options.scenario === Scenario.connect
+  const worker = options.scenario === Scenario.connect ||
+      options.scenario === Scenario.socks5 || options.scenario === Scenario.direct
     ? connectWorker
     : options.scenario === Scenario.extract
     ? extractWorker
@@ -564,7 +621,9 @@ export function formatReport(report: LoadReport): string {
   const errorCount = report.requests - report.ok;
   const lines = [
     `scenario   ${report.scenario} ${
-      report.scenario === Scenario.extract ? "at" : `via ${report.proxy} to`
+      report.scenario === Scenario.extract || report.scenario === Scenario.direct
+        ? "at"
+        : `via ${report.proxy} to`
     } ${report.url}` +
     `, concurrency ${report.concurrency}${report.rate ? `, rate ${report.rate}/s` : ""}`,
     `requests   ${report.requests} in ${

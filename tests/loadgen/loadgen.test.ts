@@ -1,8 +1,15 @@
 /**
  * proxy-loadgen's pure parts: the histogram's buckets and percentiles, the command line, and
- * the incremental response reader.
+ * the incremental response reader; its socks5 and direct scenarios against Debian's Dante; and
+ * the throughput bench's latency-added arithmetic.
  */
+import { createServer } from "node:http";
+import type { AddressInfo } from "node:net";
 import { describe, expect, it } from "vitest";
+import { freePort } from "../../e2e/support/wait.ts";
+import { startDante } from "../../scripts/bench/services.ts";
+import { latencyAdded } from "../../scripts/bench/throughput.ts";
+import { runLoad } from "../../scripts/loadgen/run.ts";
 import { bucketOf, bucketUpperBound, Histogram } from "../../scripts/loadgen/histogram.ts";
 import {
   parseCommandLine,
@@ -139,6 +146,90 @@ describe("the extract scenario", () => {
       ["--proxy", "http://p:1", "--url", "http://o/", "--key", "k"],
     ];
     for (const argv of bad) expect(() => parseCommandLine(argv)).toThrow(UsageError);
+  });
+});
+
+describe("the socks5 and direct scenarios", () => {
+  it("take a socks5:// proxy with its login, or none, and go to a child process unchanged", () => {
+    const { options } = parseCommandLine([
+      "--scenario",
+      "socks5",
+      "--proxy",
+      "socks5://us%40er:p%3Ass@127.0.0.1:1080",
+      "--url",
+      "http://127.0.0.1:9000/",
+      "--rate",
+      "200",
+    ]);
+    expect(options.proxy).toEqual({
+      host: "127.0.0.1",
+      port: 1080,
+      authorization: `Basic ${Buffer.from("us@er:p:ss").toString("base64")}`,
+    });
+    expect(parseCommandLine(toCommandLine(options)).options).toEqual(options);
+    const direct = parseCommandLine(["--scenario", "direct", "--url", "http://127.0.0.1:9000/"]);
+    expect(direct.options.proxy).toEqual({ host: "127.0.0.1", port: 9000 });
+    expect(parseCommandLine(toCommandLine(direct.options)).options).toEqual(direct.options);
+    const bad = [
+      ["--scenario", "socks5", "--proxy", "http://p:1", "--url", "http://o/"],
+      ["--scenario", "http", "--proxy", "socks5://p:1", "--url", "http://o/"],
+      ["--scenario", "direct", "--proxy", "http://p:1", "--url", "http://o/"],
+    ];
+    for (const argv of bad) expect(() => parseCommandLine(argv)).toThrow(UsageError);
+  });
+
+  it("open a tunnel per request through Debian's Dante, and connect straight", async () => {
+    const origin = createServer((_request, response) => response.end("hello"));
+    await new Promise<void>((resolve) => origin.listen(0, "127.0.0.1", resolve));
+    const dante = await startDante();
+    try {
+      const url = new URL(`http://127.0.0.1:${(origin.address() as AddressInfo).port}/`);
+      const common = {
+        url,
+        requests: 20,
+        warmupMs: 0,
+        concurrency: 4,
+        timeoutMs: 5_000,
+        method: "GET",
+        headers: [] as [string, string][],
+      };
+      const viaDante = await runLoad({
+        ...common,
+        scenario: "socks5",
+        proxy: { host: "127.0.0.1", port: dante.port },
+      });
+      expect({ ok: viaDante.ok, errors: viaDante.errors }).toEqual({ ok: 20, errors: {} });
+      expect(viaDante.connections).toBe(20);
+      const direct = await runLoad({
+        ...common,
+        scenario: "direct",
+        proxy: { host: url.hostname, port: Number(url.port) },
+      });
+      expect({ ok: direct.ok, errors: direct.errors }).toEqual({ ok: 20, errors: {} });
+      // A SOCKS5 proxy that is not there: each request fails, classed.
+      const closed = await runLoad({
+        ...common,
+        requests: 2,
+        scenario: "socks5",
+        proxy: { host: "127.0.0.1", port: await freePort() },
+      });
+      expect(closed.errors).toEqual({ "connect refused": 2 });
+    } finally {
+      await dante.stop();
+      origin.close();
+    }
+  });
+});
+
+describe("latency added", () => {
+  it("is each run's difference from the same run's baseline, then the median", () => {
+    const at = (p50: number, p99: number) => ({ p50, p90: 0, p99, max: 0, mean: 0 });
+    const added = latencyAdded(
+      [at(2, 10), at(3, 30), at(9, 12)],
+      [at(1, 5), at(1, 40), at(1, 4)],
+    );
+    expect(added.p50).toEqual({ value: 2, runs: [1, 2, 8] });
+    expect(added.p99).toEqual({ value: 5, runs: [5, -10, 8] });
   });
 });
 
