@@ -320,7 +320,6 @@ async function perfProfile(pid: number, options: LoadOptions, seconds: number): 
     return { samples, areas, selfTop, folded };
   } finally {
     await rm(dir, { recursive: true, force: true });
-    await rm(`/tmp/perf-${pid}.map`, { force: true });
   }
 }
 
@@ -533,6 +532,8 @@ async function run(context: SuiteContext): Promise<Row[]> {
     return rows(targets, points, syscalls, { seconds, concurrency });
   } finally {
     for (const stop of stops.reverse()) await stop().catch(() => {});
+    // The symbol maps V8's --perf-basic-prof wrote for each target.
+    for (const pid of pinnable) await rm(`/tmp/perf-${pid}.map`, { force: true });
   }
 }
 
