@@ -24,6 +24,7 @@ import { providersSuite } from "./providers.ts";
 import { telemetrySuite } from "./telemetry.ts";
 import { throughputSuite } from "./throughput.ts";
 import { trafficSuite } from "./traffic.ts";
+import { tunnelOpsSuite } from "./tunnel-ops.ts";
 import { webSuite } from "./web.ts";
 import { passes, type Suite } from "./suite.ts";
 import { type Line, table } from "./table.ts";
@@ -33,6 +34,7 @@ export const SUITES: readonly Suite[] = [
   gatewayCoreSuite,
   feedSuite,
   throughputSuite,
+  tunnelOpsSuite,
   memorySuite,
   producersSuite,
   healthSuite,

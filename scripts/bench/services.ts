@@ -23,13 +23,21 @@ import {
 import { collectLogLines, type LogLine } from "../../tests/gateway-net/support.ts";
 import { connector as feedConnector } from "../../tests/gateway/fixtures.ts";
 import { denoEntry } from "../deno-files.ts";
-import { DENO_BIN, DENO_ENV, gatewayRunArgs, ROOT } from "../gateway-command.ts";
+import {
+  DENO_BIN,
+  DENO_ENV,
+  gatewayPermissions,
+  gatewayRunArgs,
+  ROOT,
+} from "../gateway-command.ts";
 
 export interface Service {
   readonly name: string;
   readonly port: number;
   /** The processes whose CPU is the service's. */
   readonly pids: number[];
+  /** What it printed so far (standard output and error), where the bench keeps it. */
+  output?(): string[];
   stop(): Promise<void>;
 }
 
@@ -55,19 +63,20 @@ async function stopChild(child: ChildProcess, graceMs = 5_000): Promise<void> {
 
 /**
  * Runs a Deno script of scripts/bench that prints `{"port": N}` as its first line (origin.ts,
- * bare-relay.ts) and answers once it listens.
+ * bare-relay.ts) and answers once it listens. `env` goes on top (DENO_V8_FLAGS, say).
  */
 export function startDenoService(
   name: string,
   script: string,
   args: string[] = [],
+  env: Record<string, string> = {},
 ): Promise<Service> {
   return startPortPrinter(name, DENO_BIN, [
     "run",
     "--allow-net",
     denoEntry(join(ROOT, "scripts", "bench", script)),
     ...args,
-  ], DENO_ENV);
+  ], { ...DENO_ENV, ...env });
 }
 
 /**
@@ -112,7 +121,13 @@ async function startPortPrinter(
     if (!output.includes("\n")) return undefined;
     return (JSON.parse(line) as { port: number }).port;
   }, { timeoutMs: 20_000, message: `${name} to listen` });
-  return { name, port, pids: [child.pid!], stop: () => stopChild(child) };
+  return {
+    name,
+    port,
+    pids: [child.pid!],
+    output: () => output.split("\n"),
+    stop: () => stopChild(child),
+  };
 }
 
 /**
@@ -381,15 +396,22 @@ export interface GatewayService extends Service {
  * gateway/main.ts under Deno with the permissions `npm start` uses, on the bed's Redis prefix,
  * its proxy port free and its status port free; every other setting at its default (one
  * isolate unless `env` says otherwise), destinations on loopback allowed. Answers once the
- * status listener is up; the proxy port opens with the first feed (`waitForProxy`).
+ * status listener is up; the proxy port opens with the first feed (`waitForProxy`). `root`: a
+ * checkout other than this one to run the gateway of (an earlier revision, side by side).
  */
 export async function startGateway(
   bed: FeedBed,
   env: Record<string, string> = {},
+  root: string = ROOT,
 ): Promise<GatewayService & { waitForProxy(timeoutMs?: number): Promise<void> }> {
   const [proxyPort, statusPort] = [await freePort(), await freePort()];
-  const child = track(spawn(DENO_BIN, gatewayRunArgs(), {
-    cwd: ROOT,
+  const args = root === ROOT ? gatewayRunArgs() : [
+    "run",
+    ...gatewayPermissions(["gateway", "shared", "node_modules"].map((f) => join(root, f))),
+    join(root, "gateway", "main.ts"),
+  ];
+  const child = track(spawn(DENO_BIN, args, {
+    cwd: root,
     env: {
       PATH: process.env.PATH ?? "",
       HOME: process.env.HOME ?? "/tmp",

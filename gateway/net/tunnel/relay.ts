@@ -142,7 +142,8 @@ export async function relay(
       pump(client, upstream, options.clientLeftover, true),
       pump(upstream, client, options.upstreamLeftover, false),
     ]);
-    await Promise.all(closing);
+    // Nearly every tunnel ends cleanly: no drain to wait for, and no await more.
+    if (closing.length > 0) await Promise.all(closing);
   } finally {
     options.signal?.removeEventListener("abort", cancel);
     client.close();
