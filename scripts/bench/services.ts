@@ -268,15 +268,18 @@ export interface GatewayService extends Service {
 /**
  * gateway/main.ts under Deno with the permissions `npm start` uses, on the bed's Redis prefix,
  * its proxy port free and its status port free; every other setting at its default (one
- * isolate unless `env` says otherwise), destinations on loopback allowed. Answers once the
+ * isolate unless `env` says otherwise), destinations on loopback allowed; `denoFlags` go to
+ * `deno run` (an inspector port, say). Answers once the
  * status listener is up; the proxy port opens with the first feed (`waitForProxy`).
  */
 export async function startGateway(
   bed: FeedBed,
   env: Record<string, string> = {},
+  denoFlags: readonly string[] = [],
 ): Promise<GatewayService & { waitForProxy(timeoutMs?: number): Promise<void> }> {
   const [proxyPort, statusPort] = [await freePort(), await freePort()];
-  const child = track(spawn(DENO_BIN, gatewayRunArgs(), {
+  const [run, ...rest] = gatewayRunArgs();
+  const child = track(spawn(DENO_BIN, [run, ...denoFlags, ...rest], {
     cwd: ROOT,
     env: {
       PATH: process.env.PATH ?? "",
