@@ -18,7 +18,7 @@
  */
 import net from "node:net";
 import type { FeedProxy } from "../../shared/feed/models.ts";
-import { feedBed } from "../../tests/feed/support.ts";
+import { type FeedBed, feedBed } from "../../tests/feed/support.ts";
 import {
   BENCH_LOGIN,
   type FeedConnectorSpec,
@@ -74,6 +74,24 @@ export function bigConnectors(rows = CONNECTORS * ROWS_PER_CONNECTOR): FeedConne
     connectors.push({ id: crypto.randomUUID(), projectId: "big", proxies });
   }
   return connectors;
+}
+
+/**
+ * Publishes the memory feed: project "bench" (BENCH_LOGIN) whose one connector holds
+ * `upstreams` (real upstreams, for tunnels), and project "big" with `rows` proxies
+ * (`bigConnectors`).
+ */
+export function publishBigFeed(bed: FeedBed, upstreams: FeedProxy[], rows: number): Promise<void> {
+  return publishFeed(bed, {
+    projects: [
+      { id: "bench", ...BENCH_LOGIN },
+      { id: "big", username: "big", password: "big-pass" },
+    ],
+    connectors: [
+      { id: "upstream", projectId: "bench", proxies: upstreams },
+      ...bigConnectors(rows),
+    ],
+  });
 }
 
 /** Opens one CONNECT tunnel and answers its socket once the gateway said 200. */
@@ -168,20 +186,11 @@ async function oneRun(
     const pid = gateway.pids[0];
     await sleep(2000);
     const idle = (await residentBytes(pid)) ?? NaN;
-    await publishFeed(bed, {
-      projects: [
-        { id: "bench", ...BENCH_LOGIN },
-        { id: "big", username: "big", password: "big-pass" },
-      ],
-      connectors: [
-        {
-          id: "upstream",
-          projectId: "bench",
-          proxies: [httpProxyRow("shared-upstream", "127.0.0.1", upstream.port)],
-        },
-        ...bigConnectors(),
-      ],
-    });
+    await publishBigFeed(
+      bed,
+      [httpProxyRow("shared-upstream", "127.0.0.1", upstream.port)],
+      CONNECTORS * ROWS_PER_CONNECTOR,
+    );
     const applied = await gateway.line("First feed applied", 60_000);
     await gateway.waitForProxy();
     let snapshot = NaN;

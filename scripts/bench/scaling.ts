@@ -24,12 +24,10 @@
 import type { HeapUsage } from "./collect-garbage.ts";
 import { CORE_DEFAULTS, type CoreResult } from "./core-measure.ts";
 import { timeCompile } from "./feed.ts";
-import { bigConnectors, idleTunnels } from "./memory.ts";
+import { idleTunnels, publishBigFeed } from "./memory.ts";
 import { entryRuntime, runEntry } from "./runtime.ts";
 import {
-  BENCH_LOGIN,
   httpProxyRow,
-  publishFeed,
   type Service,
   startDenoService,
   startGateway,
@@ -227,20 +225,11 @@ async function gatewayRss(size: number, upstream: Service): Promise<RssRun> {
   try {
     await sleep(2000);
     const base = await liveResident();
-    await publishFeed(bed, {
-      projects: [
-        { id: "bench", ...BENCH_LOGIN },
-        { id: "big", username: "big", password: "big-pass" },
-      ],
-      connectors: [
-        {
-          id: "upstream",
-          projectId: "bench",
-          proxies: [httpProxyRow("shared-upstream", "127.0.0.1", upstream.port)],
-        },
-        ...bigConnectors(size),
-      ],
-    });
+    await publishBigFeed(
+      bed,
+      [httpProxyRow("shared-upstream", "127.0.0.1", upstream.port)],
+      size,
+    );
     const applied = await gateway.line("First feed applied", 300_000);
     await gateway.waitForProxy();
     const live = await liveResident();
@@ -324,20 +313,11 @@ async function tunnelCurve(context: SuiteContext): Promise<Row[]> {
   const { gateway, liveResident } = await inspectedGateway(bed);
   const tunnels = idleTunnels(gateway.port, `127.0.0.1:${origin.port}`);
   try {
-    await publishFeed(bed, {
-      projects: [
-        { id: "bench", ...BENCH_LOGIN },
-        { id: "big", username: "big", password: "big-pass" },
-      ],
-      connectors: [
-        {
-          id: "upstream",
-          projectId: "bench",
-          proxies: upstreams.map((u, i) => httpProxyRow(`upstream-${i}`, "127.0.0.1", u.port)),
-        },
-        ...bigConnectors(1_000),
-      ],
-    });
+    await publishBigFeed(
+      bed,
+      upstreams.map((u, i) => httpProxyRow(`upstream-${i}`, "127.0.0.1", u.port)),
+      1_000,
+    );
     await gateway.waitForProxy();
     // The first tunnels grow what any traffic grows once (compiled code, pools): a warm-up
     // set, closed again, leaves that in the base.
