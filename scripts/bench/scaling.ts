@@ -26,12 +26,7 @@ import { CORE_DEFAULTS, type CoreResult } from "./core-measure.ts";
 import { timeCompile } from "./feed.ts";
 import { idleTunnels, publishBigFeed } from "./memory.ts";
 import { entryRuntime, runEntry } from "./runtime.ts";
-import {
-  httpProxyRow,
-  type Service,
-  startDenoService,
-  startGateway,
-} from "./services.ts";
+import { httpProxyRow, type Service, startDenoService, startGateway } from "./services.ts";
 import { freePort, waitFor } from "../../e2e/support/wait.ts";
 import { type FeedBed, feedBed } from "../../tests/feed/support.ts";
 import {
