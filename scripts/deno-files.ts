@@ -20,6 +20,7 @@ export const DENO_FOLDERS: readonly string[] = [
 export const DENO_FILES: readonly string[] = [
   "scripts/bench/bare-relay.ts",
   "scripts/bench/core-entry.ts",
+  "scripts/bench/collect-garbage.ts",
   "scripts/bench/render-entry.ts",
   "scripts/bench/feed-decode.ts",
   "scripts/bench/origin.ts",

@@ -21,6 +21,7 @@ import { memorySuite } from "./memory.ts";
 import { metricsSuite } from "./metrics.ts";
 import { producersSuite } from "./producers.ts";
 import { providersSuite } from "./providers.ts";
+import { scalingSuite } from "./scaling.ts";
 import { telemetrySuite } from "./telemetry.ts";
 import { throughputSuite } from "./throughput.ts";
 import { trafficSuite } from "./traffic.ts";
@@ -36,6 +37,7 @@ export const SUITES: readonly Suite[] = [
   throughputSuite,
   tunnelOpsSuite,
   memorySuite,
+  scalingSuite,
   producersSuite,
   healthSuite,
   metricsSuite,

@@ -18,7 +18,7 @@
  */
 import net from "node:net";
 import type { FeedProxy } from "../../shared/feed/models.ts";
-import { feedBed } from "../../tests/feed/support.ts";
+import { type FeedBed, feedBed } from "../../tests/feed/support.ts";
 import {
   BENCH_LOGIN,
   type FeedConnectorSpec,
@@ -48,12 +48,17 @@ const SETTLE_MS = 6000;
 const TUNNEL_SETTLE_MS = 3000;
 const COUNTRIES = ["DE", "US", "GB", "FR", "NL", "PL", "JP", "BR", null] as const;
 
-function bigConnectors(): FeedConnectorSpec[] {
+/**
+ * `rows` proxies in 20 connectors of project "big", shaped as compile writes them: UUID ids,
+ * logins, countries, 5% unhealthy, some concurrency limits.
+ */
+export function bigConnectors(rows = CONNECTORS * ROWS_PER_CONNECTOR): FeedConnectorSpec[] {
+  const perConnector = Math.ceil(rows / CONNECTORS);
   const connectors: FeedConnectorSpec[] = [];
   for (let c = 0; c < CONNECTORS; c++) {
     const proxies: FeedProxy[] = [];
-    for (let i = 0; i < ROWS_PER_CONNECTOR; i++) {
-      const n = c * ROWS_PER_CONNECTOR + i;
+    for (let i = 0; i < perConnector; i++) {
+      const n = c * perConnector + i;
       proxies.push({
         id: crypto.randomUUID(),
         scheme: "http",
@@ -69,6 +74,24 @@ function bigConnectors(): FeedConnectorSpec[] {
     connectors.push({ id: crypto.randomUUID(), projectId: "big", proxies });
   }
   return connectors;
+}
+
+/**
+ * Publishes the memory feed: project "bench" (BENCH_LOGIN) whose one connector holds
+ * `upstreams` (real upstreams, for tunnels), and project "big" with `rows` proxies
+ * (`bigConnectors`).
+ */
+export function publishBigFeed(bed: FeedBed, upstreams: FeedProxy[], rows: number): Promise<void> {
+  return publishFeed(bed, {
+    projects: [
+      { id: "bench", ...BENCH_LOGIN },
+      { id: "big", username: "big", password: "big-pass" },
+    ],
+    connectors: [
+      { id: "upstream", projectId: "bench", proxies: upstreams },
+      ...bigConnectors(rows),
+    ],
+  });
 }
 
 /** Opens one CONNECT tunnel and answers its socket once the gateway said 200. */
@@ -102,6 +125,44 @@ function openTunnel(port: number, target: string, authorization: string): Promis
   });
 }
 
+/** Idle CONNECT tunnels opened 100 at a time, with how many of them closed since. */
+export interface IdleTunnels {
+  readonly sockets: net.Socket[];
+  readonly closed: number;
+  /** Opens `count` more. */
+  open(count: number): Promise<void>;
+  destroy(): void;
+}
+
+/** Idle tunnels through the gateway at `port` to `target`, logged in with BENCH_LOGIN. */
+export function idleTunnels(port: number, target: string): IdleTunnels {
+  const authorization = `Basic ${btoa(`${BENCH_LOGIN.username}:${BENCH_LOGIN.password}`)}`;
+  const sockets: net.Socket[] = [];
+  let closed = 0;
+  return {
+    sockets,
+    get closed() {
+      return closed;
+    },
+    async open(count) {
+      for (let opened = 0; opened < count;) {
+        const batch = Math.min(100, count - opened);
+        const made = await Promise.all(
+          Array.from({ length: batch }, () => openTunnel(port, target, authorization)),
+        );
+        for (const socket of made) {
+          socket.once("close", () => closed++);
+          sockets.push(socket);
+        }
+        opened += batch;
+      }
+    },
+    destroy() {
+      for (const socket of sockets) socket.destroy();
+    },
+  };
+}
+
 interface RunResult {
   idleMb: number;
   snapshotMb: number;
@@ -120,25 +181,16 @@ async function oneRun(
   const bed = await feedBed();
   await bed.lead();
   const gateway = await startGateway(bed);
-  const sockets: net.Socket[] = [];
+  let tunnelSet: IdleTunnels | undefined;
   try {
     const pid = gateway.pids[0];
     await sleep(2000);
     const idle = (await residentBytes(pid)) ?? NaN;
-    await publishFeed(bed, {
-      projects: [
-        { id: "bench", ...BENCH_LOGIN },
-        { id: "big", username: "big", password: "big-pass" },
-      ],
-      connectors: [
-        {
-          id: "upstream",
-          projectId: "bench",
-          proxies: [httpProxyRow("shared-upstream", "127.0.0.1", upstream.port)],
-        },
-        ...bigConnectors(),
-      ],
-    });
+    await publishBigFeed(
+      bed,
+      [httpProxyRow("shared-upstream", "127.0.0.1", upstream.port)],
+      CONNECTORS * ROWS_PER_CONNECTOR,
+    );
     const applied = await gateway.line("First feed applied", 60_000);
     await gateway.waitForProxy();
     let snapshot = NaN;
@@ -148,20 +200,8 @@ async function oneRun(
     }
     const peak = (await peakBytes(pid)) ?? NaN;
 
-    const authorization = `Basic ${btoa(`${BENCH_LOGIN.username}:${BENCH_LOGIN.password}`)}`;
-    const target = `127.0.0.1:${origin.port}`;
-    let closed = 0;
-    for (let opened = 0; opened < tunnels;) {
-      const batch = Math.min(100, tunnels - opened);
-      const made = await Promise.all(
-        Array.from({ length: batch }, () => openTunnel(gateway.port, target, authorization)),
-      );
-      for (const socket of made) {
-        socket.once("close", () => closed++);
-        sockets.push(socket);
-      }
-      opened += batch;
-    }
+    tunnelSet = idleTunnels(gateway.port, `127.0.0.1:${origin.port}`);
+    await tunnelSet.open(tunnels);
     await sleep(TUNNEL_SETTLE_MS);
     const withTunnels = (await residentBytes(pid)) ?? NaN;
     const result: RunResult = {
@@ -170,7 +210,7 @@ async function oneRun(
       peakMb: peak / MB,
       applyMs: Number(applied.applyMs),
       perThousandTunnelsMb: ((withTunnels - snapshot) / MB / tunnels) * 1000,
-      openAtEnd: tunnels - closed,
+      openAtEnd: tunnels - tunnelSet.closed,
     };
     context.log(
       `memory: RSS idle ${result.idleMb.toFixed(0)} MB, with 100k proxies ${
@@ -182,7 +222,7 @@ async function oneRun(
     );
     return result;
   } finally {
-    for (const socket of sockets) socket.destroy();
+    tunnelSet?.destroy();
     await gateway.stop();
     await bed.close();
   }

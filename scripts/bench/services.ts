@@ -397,20 +397,22 @@ export interface GatewayService extends Service {
  * its proxy port free and its status port free; every other setting at its default (one
  * isolate unless `env` says otherwise), destinations on loopback allowed. Answers once the
  * status listener is up; the proxy port opens with the first feed (`waitForProxy`). `root`: a
- * checkout other than this one to run the gateway of (an earlier revision, side by side).
+ * checkout other than this one to run the gateway of (an earlier revision, side by side);
+ * `denoFlags` go to `deno run` (an inspector port, say).
  */
 export async function startGateway(
   bed: FeedBed,
   env: Record<string, string> = {},
-  root: string = ROOT,
+  options: { root?: string; denoFlags?: readonly string[] } = {},
 ): Promise<GatewayService & { waitForProxy(timeoutMs?: number): Promise<void> }> {
+  const { root = ROOT, denoFlags = [] } = options;
   const [proxyPort, statusPort] = [await freePort(), await freePort()];
-  const args = root === ROOT ? gatewayRunArgs() : [
+  const [run, ...rest] = root === ROOT ? gatewayRunArgs() : [
     "run",
     ...gatewayPermissions(["gateway", "shared", "node_modules"].map((f) => join(root, f))),
     join(root, "gateway", "main.ts"),
   ];
-  const child = track(spawn(DENO_BIN, args, {
+  const child = track(spawn(DENO_BIN, [run, ...denoFlags, ...rest], {
     cwd: root,
     env: {
       PATH: process.env.PATH ?? "",

@@ -376,7 +376,7 @@ async function run(context: SuiteContext): Promise<Row[]> {
       const old = await startGateway(
         routed.bed,
         { DENO_V8_FLAGS: V8_FLAGS, OCTOPROX_INSTANCE_ID: "bench-base" },
-        root,
+        { root },
       );
       stops.push(() => old.stop());
       await old.waitForProxy();

@@ -170,6 +170,12 @@ describe("CONNECT", () => {
     expect(createHash("sha256").update(echoed).digest("hex")).toBe(
       createHash("sha256").update(payload).digest("hex"),
     );
+    // Quiet (each direction back on a small buffer), a small buffer filled, then bulk again.
+    for (const size of [10, 3000, 200, 1024 * 1024]) {
+      const more = randomBytes(size);
+      connection.write(more);
+      expect(Buffer.compare(await connection.take(size), more)).toBe(0);
+    }
     connection.destroy();
     const after = await metricValue(
       gateway.statusPort,

@@ -6,12 +6,18 @@
 
 export const RELAY_BUFFER_BYTES = 32 * 1024;
 /**
- * What an idle connection holds while its read waits: a client connection's head buffer, and
- * each direction of a tunnel until a read fills it (then it moves to a relay buffer). Small,
- * since idle connections are many; pooled, since a new typed array costs the runtime more than
- * a whole head's parse.
+ * What an idle client connection holds while it waits for a head. Small, since idle
+ * connections are many; pooled, since a new typed array costs the runtime more than a whole
+ * head's parse.
  */
 export const SMALL_BUFFER_BYTES = 4096;
+/**
+ * What each direction of a tunnel reads into while it moves little: all an idle tunnel holds
+ * (two of them; its session's head buffer went back). A read that fills it moves the direction
+ * to a relay buffer; one that returns less than this moves it back, so a tunnel that went
+ * quiet does not keep 64 KiB. A first flight bigger than this costs one read more.
+ */
+export const TUNNEL_START_BUFFER_BYTES = 1024;
 
 export class BufferPool {
   readonly sizeBytes: number;

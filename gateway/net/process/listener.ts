@@ -10,7 +10,7 @@
 import type { GatewaySettings } from "../../../shared/settings.ts";
 import type { DestinationGuard, Router } from "../../core/contract.ts";
 import { ConnectionBudget } from "../io/budget.ts";
-import { BufferPool, SMALL_BUFFER_BYTES } from "../io/buffers.ts";
+import { BufferPool, SMALL_BUFFER_BYTES, TUNNEL_START_BUFFER_BYTES } from "../io/buffers.ts";
 import { KEEPALIVE_AFTER_MS } from "../io/leg.ts";
 import { ProxyHeaderPolicy } from "../io/proxy-prelude.ts";
 import { UpstreamPool } from "../io/upstream-pool.ts";
@@ -137,6 +137,7 @@ export class ProxyListener {
       hooks: options.hooks,
       pool: new BufferPool(),
       small: new BufferPool(SMALL_BUFFER_BYTES),
+      tunnelStart: new BufferPool(TUNNEL_START_BUFFER_BYTES),
       upstreams: new UpstreamPool(),
       limits: {
         maxHeaderBytes: options.maxHeaderBytes,

@@ -34,7 +34,8 @@ export class ClientSession implements HttpSession {
   readonly client: Leg;
   readonly #abort = new AbortController();
   readonly openedMs = Date.now();
-  readonly #headBuffer: Uint8Array;
+  /** Undefined while the connection is a tunnel's (taken again if a read ever needs it). */
+  #headBuffer: Uint8Array | undefined;
   readonly #reader: HeadReader<RequestHead>;
   /** Bytes read from the client and not used yet (a view; see `takePending`). */
   #pending: Uint8Array = EMPTY_BYTES;
@@ -78,7 +79,7 @@ export class ClientSession implements HttpSession {
       this.client.close();
       // Every read into it was awaited by #serve; pending bytes in it are dropped with the session.
       this.#pending = EMPTY_BYTES;
-      this.ctx.small.give(this.#headBuffer);
+      if (this.#headBuffer !== undefined) this.ctx.small.give(this.#headBuffer);
     }
   }
 
@@ -120,6 +121,21 @@ export class ClientSession implements HttpSession {
     const pending = this.#pending;
     this.#pending = EMPTY_BYTES;
     return pending;
+  }
+
+  takeForTunnel(): Uint8Array {
+    const pending = this.#pending.length > 0 ? this.#pending.slice() : EMPTY_BYTES;
+    this.#pending = EMPTY_BYTES;
+    // No read into it is pending: the session awaits the tunnel.
+    if (this.#headBuffer !== undefined) this.ctx.small.give(this.#headBuffer);
+    this.#headBuffer = undefined;
+    this.#scratch = undefined;
+    return pending;
+  }
+
+  /** The head buffer, taken again after a tunnel gave it back. */
+  get #heads(): Uint8Array {
+    return this.#headBuffer ??= this.ctx.small.take();
   }
 
   /** Puts back client bytes past what an exchange used (a pipelined request's). */
@@ -173,7 +189,7 @@ export class ClientSession implements HttpSession {
     const policy = this.ctx.proxyHeaders;
     const prelude = await readPrelude(
       this.client,
-      this.#headBuffer,
+      this.#heads,
       policy.trusts(ticket.clientIp),
     );
     if (prelude.kind === "closed") return false;
@@ -186,7 +202,7 @@ export class ClientSession implements HttpSession {
       return false;
     }
     if (prelude.client !== undefined) ticket.setClientAddress(prelude.client);
-    this.#pending = this.#headBuffer.subarray(prelude.start, prelude.end);
+    this.#pending = this.#heads.subarray(prelude.start, prelude.end);
     return true;
   }
 
@@ -206,12 +222,12 @@ export class ClientSession implements HttpSession {
       if (this.#reader.started && this.#headStartedMs === 0) this.#headStartedMs = Date.now();
       let count: number | null;
       try {
-        count = await this.client.read(this.#headBuffer);
+        count = await this.client.read(this.#heads);
       } catch {
         return null;
       }
       if (count === null) return null;
-      this.#pending = this.#headBuffer.subarray(0, count);
+      this.#pending = this.#heads.subarray(0, count);
     }
   }
 
@@ -303,7 +319,7 @@ export class ClientSession implements HttpSession {
     if (!keepAlive) {
       // Whatever was unread is dropped with the connection.
       this.#pending = EMPTY_BYTES;
-      await this.client.lingerClose(this.#headBuffer);
+      await this.client.lingerClose(this.#heads);
     }
   }
 

@@ -30,8 +30,10 @@ export interface NetContext {
   metrics: GatewayMetrics;
   hooks: TransferHooks | undefined;
   pool: BufferPool;
-  /** Small buffers (SMALL_BUFFER_BYTES): client heads, and tunnels until they move bulk. */
+  /** Small buffers (SMALL_BUFFER_BYTES): client heads. */
   small: BufferPool;
+  /** Buffers of tunnels' quiet directions (TUNNEL_START_BUFFER_BYTES). */
+  tunnelStart: BufferPool;
   /** Idle keep-alive connections to HTTP(S) upstream proxies, for forwarded requests. */
   upstreams: UpstreamPool;
   limits: NetLimits;
@@ -48,6 +50,12 @@ export interface TunnelSession {
   readonly signal: AbortSignal;
   /** The client's bytes read past its request (a tunnel's are the target's). */
   takePending(): Uint8Array;
+  /**
+   * The connection becomes a tunnel: the client's bytes read past its request (as
+   * `takePending`, in an array of their own), and the session's read buffers go back since it
+   * reads nothing more itself (an idle tunnel holds as little as it can).
+   */
+  takeForTunnel(): Uint8Array;
   /** The upstream leg under way, so cancel and idle checks reach it. */
   attach(leg: Leg | undefined): void;
 }

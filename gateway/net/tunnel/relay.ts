@@ -1,6 +1,6 @@
 /**
  * The tunnel relay: two explicit read/write loops, one per direction, each with its own
- * reusable buffer. An end of stream is passed on as a half-close (a peer that finished sending
+ * reusable buffer (small while the direction is quiet, a relay buffer while it moves bulk). An end of stream is passed on as a half-close (a peer that finished sending
  * may still read the answer); the relay ends when both directions ended, or as soon as either
  * leg fails. The second end of stream is passed on by the close of both legs that follows it
  * rather than by a half-close first (Deno's close shuts the write side down itself: an awaited
@@ -8,15 +8,15 @@
  * the other once its write under way is taken, waiting at most 5 s (a peer that stopped reading
  * never takes it).
  */
-import { type BufferPool, RELAY_BUFFER_BYTES } from "../io/buffers.ts";
+import type { BufferPool } from "../io/buffers.ts";
 import { CLOSE_DRAIN_MS, type Leg } from "../io/leg.ts";
 
 export interface RelayOptions {
   /** Relay buffers (RELAY_BUFFER_BYTES), for a direction that moves bulk. */
   pool: BufferPool;
   /**
-   * Small buffers each direction starts with (an idle tunnel holds only these); without it
-   * both start with relay buffers.
+   * Small buffers (TUNNEL_START_BUFFER_BYTES) each direction reads into while it moves little
+   * (all an idle tunnel holds); without it both read into relay buffers throughout.
    */
   small?: BufferPool;
   /** Bytes the client sent that are already the target's (after its CONNECT head). */
@@ -86,57 +86,77 @@ export async function relay(
   ): Promise<void> => {
     const fromEnd = from === client ? RelayEnd.client : RelayEnd.upstream;
     const toEnd = to === client ? RelayEnd.client : RelayEnd.upstream;
-    // A small buffer until a read fills it: then this direction moves bulk, and reads whole
-    // relay buffers from there on.
-    let small = options.small !== undefined;
-    let buffer = small ? options.small!.take() : options.pool.take();
-    taken.push(buffer);
+    const pool = options.pool;
+    const small = options.small;
+    // A small buffer while the direction moves little; a read that fills it moves it to a
+    // relay buffer, and one that returns less than a small buffer holds moves it back.
+    let bulk = small === undefined;
+    let buffer = bulk ? pool.take() : small!.take();
+    // The buffer given up, kept until the chunk that views it is written.
+    let spare: Uint8Array | undefined;
     let chunk = first;
-    for (;;) {
-      if (chunk === undefined || chunk.length === 0) {
-        let count: number | null;
+    try {
+      for (;;) {
+        if (chunk === undefined || chunk.length === 0) {
+          let count: number | null;
+          try {
+            count = await from.read(buffer);
+          } catch {
+            fail(from, fromEnd);
+            return;
+          }
+          if (count === null) {
+            // Each direction reads its source to the end before it ends, so neither leg holds
+            // unread bytes when the second one ends, and closing both sends their end cleanly.
+            if (++directionsEnded < 2) await to.closeWrite();
+            return;
+          }
+          chunk = buffer.subarray(0, count);
+          if (small !== undefined) {
+            if (!bulk && count === buffer.length) {
+              bulk = true;
+              spare = buffer;
+              buffer = pool.take();
+            } else if (bulk && count < small.sizeBytes) {
+              bulk = false;
+              spare = buffer;
+              buffer = small.take();
+            }
+          }
+        }
+        if (toUpstream) toUpstreamBytes += chunk.length;
+        else toClientBytes += chunk.length;
+        if (onBytes) {
+          try {
+            if (toUpstream) onBytes(chunk.length, 0);
+            else onBytes(0, chunk.length);
+          } catch {
+            // A meter's fault must not end the tunnel.
+          }
+        }
         try {
-          count = await from.read(buffer);
+          await to.write(chunk);
         } catch {
-          fail(from, fromEnd);
+          fail(to, toEnd);
           return;
         }
-        if (count === null) {
-          // Each direction reads its source to the end before it ends, so neither leg holds
-          // unread bytes when the second one ends, and closing both sends their end cleanly.
-          if (++directionsEnded < 2) await to.closeWrite();
-          return;
-        }
-        chunk = buffer.subarray(0, count);
-        if (small && count === buffer.length) {
-          small = false;
-          // Read into next; `chunk` still views the small one until it is written.
-          buffer = options.pool.take();
-          taken.push(buffer);
+        chunk = undefined;
+        if (spare !== undefined) {
+          giveBack(spare);
+          spare = undefined;
         }
       }
-      if (toUpstream) toUpstreamBytes += chunk.length;
-      else toClientBytes += chunk.length;
-      if (onBytes) {
-        try {
-          if (toUpstream) onBytes(chunk.length, 0);
-          else onBytes(0, chunk.length);
-        } catch {
-          // A meter's fault must not end the tunnel.
-        }
-      }
-      try {
-        await to.write(chunk);
-      } catch {
-        fail(to, toEnd);
-        return;
-      }
-      chunk = undefined;
+    } finally {
+      // The loop awaited its every read and write: none into these is pending any more.
+      giveBack(buffer);
+      if (spare !== undefined) giveBack(spare);
     }
   };
+  const giveBack = (buffer: Uint8Array) => {
+    if (buffer.length === options.pool.sizeBytes) options.pool.give(buffer);
+    else options.small?.give(buffer);
+  };
 
-  // Every buffer a pump took, given back once both loops are over.
-  const taken: Uint8Array[] = [];
   try {
     await Promise.all([
       pump(client, upstream, options.clientLeftover, true),
@@ -148,11 +168,6 @@ export async function relay(
     options.signal?.removeEventListener("abort", cancel);
     client.close();
     upstream.close();
-    // Both loops are over: no read into these buffers is pending any more.
-    for (const buffer of taken) {
-      if (buffer.length === RELAY_BUFFER_BYTES) options.pool.give(buffer);
-      else options.small?.give(buffer);
-    }
   }
   return { end, toUpstreamBytes, toClientBytes };
 }

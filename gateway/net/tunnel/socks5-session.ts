@@ -130,6 +130,11 @@ export class Socks5Session implements TunnelSession {
     this.#upstream = leg;
   }
 
+  /** Its handshake buffer (1 KiB, not pooled) stays: `takePending` already copies. */
+  takeForTunnel(): Uint8Array {
+    return this.takePending();
+  }
+
   takePending(): Uint8Array {
     if (this.#end === this.#start) return EMPTY_BYTES;
     // A copy: the relay's reads must never land in bytes it has not sent yet.

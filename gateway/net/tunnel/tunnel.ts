@@ -179,8 +179,8 @@ export async function runTunnel(session: TunnelSession, request: TunnelRequest):
     try {
       const result = await relay(session.client, link.leg, {
         pool: ctx.pool,
-        small: ctx.small,
-        clientLeftover: session.takePending(),
+        small: ctx.tunnelStart,
+        clientLeftover: session.takeForTunnel(),
         upstreamLeftover: link.leftover,
         // No signal: cancelling the session closes both legs (the upstream one is attached).
         onBytes: (toUpstreamBytes, toClientBytes) => {
