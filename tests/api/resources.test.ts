@@ -567,6 +567,14 @@ describe("the app's frame", () => {
     expect(typeof lines[0].duration_ms).toBe("number");
   });
 
+  test("the echo's access line is at debug: health checks ask it hundreds of times a second", async () => {
+    const answer = await h.request("GET", "/echo", { headers: { "x-request-id": "echo-line-1" } });
+    expect(answer.status).toBe(200);
+    const lines = h.lines.filter((line) => line.request_id === "echo-line-1");
+    expect(lines).toHaveLength(1);
+    expect(lines[0]).toMatchObject({ level: "debug", msg: "request", path: "/echo", status: 200 });
+  });
+
   test("a bug answers 500 with the request id; one error line, never the SQL", async () => {
     const database = h.deps.database as { transaction: typeof h.deps.database.transaction };
     const original = database.transaction;

@@ -2,11 +2,14 @@
 import { callerIp } from "../../node/echo.ts";
 import { defineRoute, type Route } from "../registry.ts";
 
+/** Where the api answers the echo health checks ask. */
+export const ECHO_PATH = "/echo";
+
 export function publicRoutes(): Route[] {
   return [
     defineRoute({
       method: "get",
-      path: "/echo",
+      path: ECHO_PATH,
       tag: "public",
       summary: "The caller's IP address",
       description: "For health checks through proxies: the address the request arrived from, " +
