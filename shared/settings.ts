@@ -234,9 +234,9 @@ const controlFields = {
   OCTOPROX_FEED_COMPILE_INTERVAL: seconds(1, 0.01, 3600),
   OCTOPROX_HEALTH_CHECK_INTERVAL: seconds(60, 1),
   OCTOPROX_HEALTH_CHECK_TIMEOUT: seconds(30, 0.1, 600),
-  // Probes in flight per worker. With 5% of proxies hanging until the timeout, nearly every
-  // health batch slot waits on a hung proxy, so a worker checks about 10 x this / timeout_s a
-  // second: 1000 gives ~330/s at the 30 s timeout (npm run bench -- health; docs/jobs.md).
+  // Probes in flight per worker, and its health batches. Only hung checks hold a probe for long,
+  // so with 5% of proxies hanging a worker may check up to 20 x this / timeout_s a second (667
+  // at the 30 s timeout); below that its CPU decides (npm run bench -- health; docs/jobs.md).
   OCTOPROX_HEALTH_CHECK_CONCURRENCY: integer(1000, 1, 10_000),
   OCTOPROX_METRICS_FLUSH_INTERVAL: seconds(60, 1),
   OCTOPROX_COMPACTION_INTERVAL: seconds(3600, 1),

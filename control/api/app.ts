@@ -26,7 +26,7 @@ import { extractionRoutes } from "./routes/extraction.ts";
 import { metricsRoutes } from "./routes/metrics.ts";
 import { projectRoutes } from "./routes/projects.ts";
 import { proxyRoutes } from "./routes/proxies.ts";
-import { publicRoutes } from "./routes/public.ts";
+import { ECHO_PATH, publicRoutes } from "./routes/public.ts";
 import { routingPreviewRoutes } from "./routes/routing-preview.ts";
 import { sequenceRoutes } from "./routes/sequences.ts";
 import { systemRoutes } from "./routes/system.ts";
@@ -103,7 +103,9 @@ export function createApp(appDeps: ApiDeps): Hono {
     const startedMs = performance.now();
     await requestContext.run({ requestId }, async () => {
       await next();
-      logger.info({
+      // The echo is health-check traffic, hundreds a second while checks run: a line each would
+      // cost the process more than answering it.
+      logger[c.req.path === ECHO_PATH ? "debug" : "info"]({
         method: c.req.method,
         path: loggedPath(c.req.path),
         status: c.res.status,

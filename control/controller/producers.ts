@@ -58,6 +58,8 @@ export class JobProducer extends LeasedPeriodicLoop {
   #lastSecond: number | undefined;
   #slotsFor: readonly string[] | undefined;
   #slots = new Map<number, string[]>();
+  /** Each key's slot, kept across compiles: a compile changes few keys, a slot costs a hash. */
+  #slotOf = new Map<string, number>();
   #published = 0;
   #refusals = 0;
 
@@ -123,13 +125,16 @@ export class JobProducer extends LeasedPeriodicLoop {
     const keys = this.#o.keys ? this.#o.keys() : INSTALL_WIDE_KEYS;
     if (keys === this.#slotsFor) return this.#slots;
     const slots = new Map<number, string[]>();
+    const slotOf = new Map<string, number>();
     for (const key of keys ?? []) {
-      const slot = slotSecond(this.kind, key, this.periodSeconds);
+      const slot = this.#slotOf.get(key) ?? slotSecond(this.kind, key, this.periodSeconds);
+      slotOf.set(key, slot);
       const list = slots.get(slot);
       if (list) list.push(key);
       else slots.set(slot, [key]);
     }
     this.#slots = slots;
+    this.#slotOf = slotOf;
     this.#slotsFor = keys;
     return slots;
   }

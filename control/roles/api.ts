@@ -10,6 +10,7 @@ import { seedFirstAdmin } from "../services/users.ts";
 import { reloadConfigFile } from "../config/reload.ts";
 import { Store } from "../../shared/errors.ts";
 import { HttpServer } from "../node/http-server.ts";
+import { ECHO_FAST_GETS } from "../api/routes/public.ts";
 import { BaseRuntime, type RuntimeName } from "./runtime.ts";
 
 export interface ApiRuntimeOptions {
@@ -69,6 +70,7 @@ export class ApiRuntime extends BaseRuntime {
       app: createApp(this.#deps),
       host: settings.apiHost,
       port: settings.apiPort,
+      fastGets: ECHO_FAST_GETS,
     });
     await this.#server.start();
   }

@@ -92,6 +92,8 @@ export interface ClusterOptions {
   databaseAdminUrl?: string;
   /** Settings every process of the cluster gets, over FAST_SETTINGS. */
   env?: Record<string, string>;
+  /** Leave FAST_SETTINGS out: every setting at its default but `env`, as an install runs. */
+  defaults?: boolean;
 }
 
 /** A gateway of the cluster: gateway/main.ts under Deno, as `npm start` runs it. */
@@ -152,7 +154,7 @@ export class Cluster {
     // A private Redis a test stops must not crash the test process with an unhandled error.
     this.redis.on("error", () => {});
     this.#sql = postgres(database.url, { max: 2, onnotice: () => {} });
-    this.#env = { ...FAST_SETTINGS, ...options.env };
+    this.#env = { ...(options.defaults ? {} : FAST_SETTINGS), ...options.env };
     this.secretsScan.add("OCTOPROX_INTERNAL_SECRET", this.#secrets.internal);
     this.secretsScan.add("OCTOPROX_JWT_SECRET", this.#secrets.jwt);
     this.secretsScan.addPair("OCTOPROX_ADMIN_PASSWORD", ADMIN_USERNAME, this.#adminPassword);

@@ -1,6 +1,7 @@
 /**
  * Suite `health`: one real worker process checking 10,000 proxies of which 5% hang until the
- * check timeout. Budget: at least 150 checks a second, and memory that stays flat.
+ * check timeout. Budget: at least 150 checks a second, and memory that stays flat. Then the
+ * same checks in the single-instance shape (below).
  *
  * Set-up: a fresh database (migrated), one project and static connector, and 10,000 proxy rows
  * inserted directly. The rows point at real upstream proxies on loopback, every one of them in
@@ -27,11 +28,17 @@
  * show as growth from run to run. At the end every proxy must have been checked, and the suite
  * reports how many fail (the hanging ones).
  *
+ * Then the single-instance shape (runSingleInstance below): one `npm start` process of role
+ * `all` judging 10,000 new proxies uploaded through its admin API, behind one upstream, 5%
+ * hanging. Budget: at least 300 judged a second.
+ *
  * Overrides (environment): BENCH_HEALTH_PROXIES, BENCH_HEALTH_TIMEOUT (seconds),
- * BENCH_HEALTH_CONCURRENCY (probes), BENCH_VERBOSE=1 (completions per 5 s per run).
+ * BENCH_HEALTH_CONCURRENCY (probes; the worker alone), BENCH_HEALTH_SHAPE=single (that shape
+ * alone), BENCH_VERBOSE=1 (completions per 5 s per run, proxies judged about once a second).
  */
 import { Redis } from "ioredis";
 import postgres from "postgres";
+import { Cluster } from "../../e2e/support/cluster.ts";
 import { appendWork } from "../../control/core/work-streams.ts";
 import { migrate } from "../../db/migrate.ts";
 import { redisKeys, WORKERS_GROUP } from "../../shared/redis-keys.ts";
@@ -59,6 +66,11 @@ import {
 import { startUpstreams, type Upstreams } from "./upstreams.ts";
 
 const CHECKS_PER_SECOND_BUDGET = 150;
+/** New proxies judged a second by one `npm start` process (role all): issue 18, part 5. */
+const SINGLE_JUDGED_PER_SECOND_BUDGET = 300;
+/** The share of the new proxies judged between which the single instance's rate is taken. */
+const JUDGED_FROM = 0.1;
+const JUDGED_TO = 0.5;
 const HANG_EVERY = 20; // 5%
 /** RSS growth allowed from the first run's peak to the last run's: flat, within noise. */
 const RSS_GROWTH_BUDGET_MB = 25;
@@ -173,6 +185,9 @@ async function run(context: SuiteContext): Promise<Row[]> {
     ? timeoutOverride * 1000
     : defaults.healthCheckTimeoutMs;
   const probes = concurrencyOverride ?? defaults.healthCheckConcurrency;
+  if (process.env.BENCH_HEALTH_SHAPE === "single") {
+    return await runSingleInstance(context, proxiesWanted, timeoutMs);
+  }
 
   const cleanups: (() => Promise<void>)[] = [];
   try {
@@ -253,7 +268,9 @@ async function run(context: SuiteContext): Promise<Row[]> {
         if (!saturated && backlog >= BACKLOG_LOW) saturated = true;
         if (start === undefined && now >= startedAt + timeoutMs + 2000) start = sample;
         else if (start !== undefined) {
-          if (backlog <= 0) starvedInWindow = true;
+          // The worker reads all it has batch slots for: it waited for work only when it held
+          // fewer keys than it has probe slots, with none left to read.
+          if (backlog <= 0 && pending < probes) starvedInWindow = true;
           if (now - start.at >= windowMs) end = sample;
         }
         if (now > deadline) throw new Error("health run did not reach its window");
@@ -314,6 +331,8 @@ async function run(context: SuiteContext): Promise<Row[]> {
     context.log(`health: ${checked} proxies checked, ${failing} failing (${hanging} hang)`);
     if (checked < ids.length) throw new Error(`only ${checked} of ${ids.length} proxies checked`);
 
+    const single = await runSingleInstance(context, proxiesWanted, timeoutMs);
+
     const firstRun = results[0];
     const lastRun = results[results.length - 1];
     const conditions = `${ids.length} proxies, ${(100 / HANG_EVERY).toFixed(0)}% hang ` +
@@ -332,6 +351,7 @@ async function run(context: SuiteContext): Promise<Row[]> {
         unit: "% core",
         runs: results.map((r) => r.cpuShare * 100),
       },
+      ...single,
       {
         figure: "health: upstream side CPU (child + tinyproxies)",
         value: median(results.map((r) => r.upstreamCpuShare * 100)),
@@ -370,6 +390,167 @@ async function run(context: SuiteContext): Promise<Row[]> {
     for (const cleanup of cleanups.reverse()) {
       await cleanup().catch((error) => context.log(`health: cleanup failed: ${error}`));
     }
+  }
+}
+
+interface SingleRun {
+  /** New proxies judged a second between JUDGED_FROM and JUDGED_TO of them. */
+  rate: number;
+  /** From the upload's start until every new proxy was judged. */
+  allJudgedMs: number;
+  cpuShare: number;
+  upstreamCpuShare: number;
+}
+
+/**
+ * The single-instance shape, as `npm start` runs it: one control process of role `all` (api,
+ * controller and worker on one event loop), every setting at its default, its checks asking
+ * its own `/echo` (OCTOPROX_PUBLIC_URL is its own address). Each run starts a fresh process and
+ * database, then uploads `count` new proxies through the admin API in one list, as a user does:
+ * 95% behind ONE upstream (a tinyproxy), every twentieth on the proxy that hangs until the
+ * check timeout. The upload asks for their first checks at once; the controller's periodic
+ * re-checks come on top, as they do. A proxy is judged once its status leaves `initializing`.
+ *
+ * The rate is taken between the 10% and the 50% judged: a batch's verdicts are written when its
+ * slowest check ends, so the batches holding a hung proxy (40% of ten-key batches) are judged
+ * one check timeout after they began whatever the throughput, and the time to judge all of them
+ * is a timeout plus the rest. The first half is what the throughput decides, and what a stall
+ * (every batch slot waiting on a hung proxy) shows in.
+ */
+async function runSingleInstance(
+  context: SuiteContext,
+  count: number,
+  timeoutMs: number,
+): Promise<Row[]> {
+  const upstreams = await startUpstreams();
+  const runs: SingleRun[] = [];
+  try {
+    const upstream = upstreams.tinyproxies[0];
+    const list = Array.from(
+      { length: count },
+      (_, i) =>
+        i % HANG_EVERY === HANG_EVERY - 1
+          ? `http://hang${i}:p@127.0.0.1:${upstreams.hang}`
+          : `http://new${i}:p@127.0.0.1:${upstream}`,
+    ).join("\n");
+    for (let runIndex = 1; runIndex <= context.runs; runIndex++) {
+      runs.push(await singleInstanceRun(context, runIndex, upstreams, list, count, timeoutMs));
+    }
+  } finally {
+    await upstreams.close();
+  }
+  const conditions = `${count} new proxies uploaded, ${(100 / HANG_EVERY).toFixed(0)}% hang ` +
+    `${timeoutMs / 1000} s, one upstream`;
+  return [
+    {
+      figure: `health: new proxies judged/s, single instance (role all; ${conditions})`,
+      value: median(runs.map((r) => r.rate)),
+      unit: "/s",
+      budget: { op: ">=", limit: SINGLE_JUDGED_PER_SECOND_BUDGET },
+      runs: runs.map((r) => r.rate),
+      detail: `${JUDGED_FROM * 100}% to ${JUDGED_TO * 100}% judged`,
+    },
+    {
+      figure: "health: single instance, upload to every new proxy judged",
+      value: median(runs.map((r) => r.allJudgedMs / 1000)),
+      unit: "s",
+      runs: runs.map((r) => r.allJudgedMs / 1000),
+    },
+    {
+      figure: "health: single instance CPU while judging",
+      value: median(runs.map((r) => r.cpuShare * 100)),
+      unit: "% core",
+      runs: runs.map((r) => r.cpuShare * 100),
+    },
+    {
+      figure: "health: single instance's upstream side CPU (origin child + tinyproxy)",
+      value: median(runs.map((r) => r.upstreamCpuShare * 100)),
+      unit: "% core",
+      runs: runs.map((r) => r.upstreamCpuShare * 100),
+    },
+  ];
+}
+
+async function singleInstanceRun(
+  context: SuiteContext,
+  runIndex: number,
+  upstreams: Upstreams,
+  list: string,
+  count: number,
+  timeoutMs: number,
+): Promise<SingleRun> {
+  const cluster = await Cluster.create({ defaults: true });
+  try {
+    const all = await cluster.start("all");
+    const pid = all.child.pid!;
+    const { projectId, connectorId } = await cluster.createConnector();
+    const token = await cluster.token();
+    const samples: { at: number; judged: number; cpuMs: number; upstreamCpuMs: number }[] = [];
+    const sample = async () => {
+      const [row] = await cluster.sql`
+        select count(*)::int as judged from proxies where status <> 'initializing'`;
+      samples.push({
+        at: Date.now(),
+        judged: row.judged as number,
+        cpuMs: (await cpuMillis(pid)) ?? 0,
+        upstreamCpuMs: await cpuMillisOf(upstreams.allPids),
+      });
+    };
+    await sample();
+    const startedAt = Date.now();
+    const response = await fetch(
+      `${cluster.apiUrl}/api/v1/projects/${projectId}/proxies/upload?connector_id=${connectorId}`,
+      {
+        method: "POST",
+        headers: { authorization: `Bearer ${token}`, "content-type": "text/plain" },
+        body: list,
+      },
+    );
+    const report = await response.json() as { added?: number };
+    if (response.status !== 200 || report.added !== count) {
+      throw new Error(`upload answered ${response.status}: ${JSON.stringify(report)}`);
+    }
+    const deadline = startedAt + 4 * timeoutMs + 5 * 60_000;
+    while (samples[samples.length - 1].judged < count) {
+      await sleep(TICK_MS);
+      if (!all.alive()) throw new Error(`the process exited:\n${all.stderr.slice(-20).join("\n")}`);
+      if (Date.now() > deadline) {
+        throw new Error(`${samples[samples.length - 1].judged} of ${count} judged by the deadline`);
+      }
+      await sample();
+    }
+    const at = (share: number) => samples.find((s) => s.judged >= share * count)!;
+    const [from, to] = [at(JUDGED_FROM), at(JUDGED_TO)];
+    const spanMs = to.at - from.at;
+    const last = samples[samples.length - 1];
+    const result: SingleRun = {
+      rate: ((to.judged - from.judged) / spanMs) * 1000,
+      allJudgedMs: last.at - startedAt,
+      cpuShare: (to.cpuMs - from.cpuMs) / spanMs,
+      upstreamCpuShare: (to.upstreamCpuMs - from.upstreamCpuMs) / spanMs,
+    };
+    context.log(
+      `health single instance run ${runIndex}: ${result.rate.toFixed(0)} judged/s from ` +
+        `${((from.at - startedAt) / 1000).toFixed(1)} s to ${
+          ((to.at - startedAt) / 1000).toFixed(1)
+        } s; ` +
+        `all ${count} judged after ${(result.allJudgedMs / 1000).toFixed(1)} s; process CPU ` +
+        `${(result.cpuShare * 100).toFixed(0)}% of a core, upstreams ` +
+        `${(result.upstreamCpuShare * 100).toFixed(0)}%`,
+    );
+    if (process.env.BENCH_VERBOSE === "1") {
+      context.log(
+        `  judged, about once a second: ${
+          samples.filter((_, i) => i % 4 === 0).map((s) => s.judged).join(" ")
+        }`,
+      );
+    }
+    return result;
+  } catch (error) {
+    cluster.dump();
+    throw error;
+  } finally {
+    await cluster.close();
   }
 }
 

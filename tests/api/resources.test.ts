@@ -5,6 +5,8 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import { type ApiHarness, listen, startHarness } from "./harness.ts";
+import { HttpServer } from "../../control/node/http-server.ts";
+import { ECHO_FAST_GETS } from "../../control/api/routes/public.ts";
 
 let h: ApiHarness;
 
@@ -567,6 +569,14 @@ describe("the app's frame", () => {
     expect(typeof lines[0].duration_ms).toBe("number");
   });
 
+  test("the echo's access line is at debug: health checks ask it hundreds of times a second", async () => {
+    const answer = await h.request("GET", "/echo", { headers: { "x-request-id": "echo-line-1" } });
+    expect(answer.status).toBe(200);
+    const lines = h.lines.filter((line) => line.request_id === "echo-line-1");
+    expect(lines).toHaveLength(1);
+    expect(lines[0]).toMatchObject({ level: "debug", msg: "request", path: "/echo", status: 200 });
+  });
+
   test("a bug answers 500 with the request id; one error line, never the SQL", async () => {
     const database = h.deps.database as { transaction: typeof h.deps.database.transaction };
     const original = database.transaction;
@@ -613,14 +623,32 @@ describe("the app's frame", () => {
 
   test("/echo answers the socket's address and ignores forwarding headers", async () => {
     const server = await listen(h.app);
+    // As the api serves it: answered before the app, and by the app (a query string) alike.
+    const fast = new HttpServer({
+      app: h.app,
+      host: "127.0.0.1",
+      port: 0,
+      fastGets: ECHO_FAST_GETS,
+    });
+    await fast.start();
     try {
-      const response = await fetch(`http://127.0.0.1:${server.port}/echo`, {
-        headers: { "x-forwarded-for": "203.0.113.9", "x-real-ip": "203.0.113.9" },
-      });
-      expect(response.status).toBe(200);
-      expect(await response.json()).toEqual({ ip: "127.0.0.1" });
+      for (
+        const url of [
+          `http://127.0.0.1:${server.port}/echo`,
+          `http://127.0.0.1:${fast.port}/echo`,
+          `http://127.0.0.1:${fast.port}/echo?through=app`,
+        ]
+      ) {
+        const response = await fetch(url, {
+          headers: { "x-forwarded-for": "203.0.113.9", "x-real-ip": "203.0.113.9" },
+        });
+        expect(response.status).toBe(200);
+        expect(response.headers.get("content-type")).toMatch(/^application\/json/);
+        expect(await response.json()).toEqual({ ip: "127.0.0.1" });
+      }
     } finally {
       await server.close();
+      await fast.stop();
     }
   });
 
