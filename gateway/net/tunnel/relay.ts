@@ -1,7 +1,8 @@
 /**
  * The tunnel relay: two explicit read/write loops, one per direction, each with its own
- * reusable buffer (small while the direction is quiet, a relay buffer while it moves bulk). An end of stream is passed on as a half-close (a peer that finished sending
- * may still read the answer); the relay ends when both directions ended, or as soon as either
+ * reusable buffer (small while the direction is quiet, a relay buffer while it moves bulk).
+ * An end of stream is passed on as a half-close (a peer that finished sending may still read
+ * the answer); the relay ends when both directions ended, or as soon as either
  * leg fails. The second end of stream is passed on by the close of both legs that follows it
  * rather than by a half-close first (Deno's close shuts the write side down itself: an awaited
  * runtime call fewer per tunnel, the same system calls). Then the failed leg closes at once and
