@@ -48,12 +48,10 @@ export interface TunnelSession {
   readonly client: Leg;
   /** Aborted when the session is cancelled (the gateway stopping). */
   readonly signal: AbortSignal;
-  /** The client's bytes read past its request (a tunnel's are the target's). */
-  takePending(): Uint8Array;
   /**
-   * The connection becomes a tunnel: the client's bytes read past its request (as
-   * `takePending`, in an array of their own), and the session's read buffers go back since it
-   * reads nothing more itself (an idle tunnel holds as little as it can).
+   * The connection becomes a tunnel: the client's bytes read past its request or handshake (the
+   * target's, in an array of their own), and the session's read buffers go back since it reads
+   * nothing more itself (an idle tunnel holds as little as it can).
    */
   takeForTunnel(): Uint8Array;
   /** The upstream leg under way, so cancel and idle checks reach it. */
@@ -70,6 +68,8 @@ export interface AnswerOptions {
 
 /** What the HTTP listener's handlers (forwarding, CONNECT) need of its session. */
 export interface HttpSession extends TunnelSession {
+  /** The client's bytes read past its request (a body's first bytes, a pipelined request). */
+  takePending(): Uint8Array;
   /** Idle checks apply (reading a head or a body); off while a deadline of its own runs. */
   idleWatch: boolean;
   /** The idle check closed the session. */

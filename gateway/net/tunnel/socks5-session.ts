@@ -130,12 +130,8 @@ export class Socks5Session implements TunnelSession {
     this.#upstream = leg;
   }
 
-  /** Its handshake buffer (1 KiB, not pooled) stays: `takePending` already copies. */
+  /** Its handshake buffer (1 KiB, not pooled) stays: the bytes past the handshake are copied. */
   takeForTunnel(): Uint8Array {
-    return this.takePending();
-  }
-
-  takePending(): Uint8Array {
     if (this.#end === this.#start) return EMPTY_BYTES;
     // A copy: the relay's reads must never land in bytes it has not sent yet.
     const pending = this.#buffer.slice(this.#start, this.#end);
