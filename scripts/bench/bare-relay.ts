@@ -3,7 +3,7 @@
  * (Deno.listen / Deno.connect, explicit read and write loops over reused buffers, no streams):
  *
  *   DENO_NO_UPDATE_CHECK=1 deno run --allow-net scripts/bench/bare-relay.ts \
- *     [--port 0] [--upstream 127.0.0.1:3128] [--dial-per-request]
+ *     [--port 0] [--upstream 127.0.0.1:3128] [--dial-per-request] [--buffer-bytes 16384]
  *
  * It prints `{"port": N}` once listening. No authentication, no routing, no logs.
  *
@@ -19,6 +19,10 @@
  * - `--dial-per-request` opens a new connection to the upstream (or origin) for every forward
  *   request and closes it after the answer, as the gateway does; the benchmark shows it beside
  *   the pooled relay, to tell how much of a gap that alone makes.
+ *
+ * - `--buffer-bytes` sets each connection's read buffer (16 KiB by default): the scaling suite
+ *   holds idle tunnels through it with the gateway's own quiet-tunnel buffer size, as the
+ *   runtime's floor for the memory an idle tunnel takes.
  *
  * Request bodies are passed on by Content-Length only (a chunked request body is refused with
  * 501): the benchmark sends none.
@@ -49,7 +53,8 @@ interface DenoApi {
 
 const deno = (globalThis as unknown as { Deno: DenoApi }).Deno;
 
-const BUFFER_BYTES = 16 * 1024;
+/** Each connection's read buffer: 16 KiB unless `--buffer-bytes` says (it grows for a big head). */
+const DEFAULT_BUFFER_BYTES = 16 * 1024;
 const MAX_HEAD_BYTES = 64 * 1024;
 const CR = 13;
 const LF = 10;
@@ -220,6 +225,7 @@ const upstreamArg = argument("--upstream");
 const UPSTREAM = upstreamArg === undefined ? undefined : hostPort(upstreamArg);
 const POOLED = !deno.args.includes("--dial-per-request");
 const PORT = Number(argument("--port") ?? "0");
+const BUFFER_BYTES = Number(argument("--buffer-bytes") ?? DEFAULT_BUFFER_BYTES);
 
 // ---------------------------------------------------------------------------------------------
 // Connections onward: pooled per host:port when they may carry another request.

@@ -14,7 +14,9 @@
  *   CONNECT tunnels and the RSS settled again, then up to BENCH_SCALING_TUNNELS in all (9,900:
  *   the gateway holds two descriptors a tunnel and the machine's hard limit is 20,000); per
  *   tunnel is the growth over the tunnels. Two upstreams (bare-relay.ts) share the tunnels so
- *   neither runs out of descriptors.
+ *   neither runs out of descriptors. The same again through the bare relay (bare-relay.ts
+ *   straight to the origin, with read buffers of the gateway's quiet-tunnel size), side by side:
+ *   the runtime's floor for an idle tunnel.
  *
  * Sizes: BENCH_SCALING_SIZES (default 1000,10000,100000,1000000). The largest size runs once
  * when it is 1,000,000 or more (a run takes about a minute there); the others `--runs` times.
@@ -92,20 +94,21 @@ async function inspectedGateway(bed: FeedBed) {
   const gateway = await startGateway(bed, {}, {
     denoFlags: [`--inspect=127.0.0.1:${inspectPort}`],
   });
-  return {
-    gateway,
-    /**
-     * Its RSS with only what is live: a full collection first (V8 otherwise leaves garbage
-     * until its next one, seconds or minutes later, which makes readings wander by tens of
-     * MB), then a second for the freed pages to go back to the system.
-     */
-    async liveResident(): Promise<Live> {
-      const heap = await runEntry<HeapUsage>("deno", "collect-garbage.ts", [
-        String(inspectPort),
-      ], ["--allow-net"]);
-      await sleep(1000);
-      return { rss: (await residentBytes(gateway.pids[0])) ?? NaN, heap: heap.usedBytes };
-    },
+  return { gateway, liveResident: liveResidentOf(gateway.pids[0], inspectPort) };
+}
+
+/**
+ * A Deno process's RSS with only what is live: a full collection first, through its inspector
+ * (V8 otherwise leaves garbage until its next one, seconds or minutes later, which makes
+ * readings wander by tens of MB), then a second for the freed pages to go back to the system.
+ */
+function liveResidentOf(pid: number, inspectPort: number): () => Promise<Live> {
+  return async () => {
+    const heap = await runEntry<HeapUsage>("deno", "collect-garbage.ts", [
+      String(inspectPort),
+    ], ["--allow-net"]);
+    await sleep(1000);
+    return { rss: (await residentBytes(pid)) ?? NaN, heap: heap.usedBytes };
   };
 }
 
@@ -298,74 +301,168 @@ async function rssCurve(context: SuiteContext, sizes: number[]): Promise<Row[]> 
   return rows;
 }
 
+/** What a proxy's RSS grew by with idle tunnels through it, read at each count. */
+interface TunnelPoints {
+  base: Live;
+  points: (Live & { count: number })[];
+  /** Tunnels still open at the end. */
+  open: number;
+}
+
+/**
+ * Opens FIRST_TUNNELS tunnels through `port` and closes them again (what the first traffic grows
+ * once, compiled code and pools, stays in the base), reads the base, then opens idle tunnels up
+ * to each count and reads again. The tunnels stay open until `tunnels.destroy()`.
+ */
+async function idleTunnelPoints(
+  context: SuiteContext,
+  who: string,
+  port: number,
+  target: string,
+  counts: number[],
+  liveResident: () => Promise<Live>,
+  tunnels: ReturnType<typeof idleTunnels>,
+): Promise<TunnelPoints> {
+  const warmUp = idleTunnels(port, target);
+  await warmUp.open(FIRST_TUNNELS);
+  warmUp.destroy();
+  await waitFor(() => warmUp.closed === FIRST_TUNNELS, { timeoutMs: 30_000 });
+  await sleep(1000); // the proxy's side of the closes
+  const base = await liveResident();
+  const points: (Live & { count: number })[] = [];
+  for (const count of counts) {
+    await tunnels.open(count - tunnels.sockets.length);
+    points.push({ count, ...await liveResident() });
+    context.log(
+      `scaling: ${count} idle tunnels via ${who}: RSS ${
+        (points.at(-1)!.rss / MB).toFixed(1)
+      } MB, ` +
+        `heap ${(points.at(-1)!.heap / MB).toFixed(1)} (base ${(base.rss / MB).toFixed(1)}, heap ${
+          (base.heap / MB).toFixed(1)
+        })`,
+    );
+  }
+  return { base, points, open: tunnels.sockets.length - tunnels.closed };
+}
+
+function tunnelRows(
+  who: string,
+  measured: TunnelPoints,
+  total: number,
+  budget: Row["budget"],
+): Row[] {
+  const { base, points, open } = measured;
+  const rows: Row[] = points.map(({ count, rss, heap }) => ({
+    figure: `${who} RSS an idle CONNECT tunnel, ${formatNumber(count, 0)} open`,
+    value: (rss - base.rss) / count / 1000,
+    unit: "KB",
+    digits: 1,
+    ...(budget ? { budget } : {}),
+    detail: `of which JS heap ${formatNumber((heap - base.heap) / count / 1000, 1)} KB; RSS ${
+      formatNumber(rss / MB, 1)
+    } MB over ${formatNumber(base.rss / MB, 1)} MB with none; ${
+      count === total && open < total ? `only ${open} still open` : "every tunnel open"
+    }`,
+  }));
+  if (points.length === 2 && points[1].count > points[0].count) {
+    const [a, b] = points;
+    rows.push({
+      figure: `${who} RSS a further idle tunnel, ${formatNumber(a.count, 0)} → ${
+        formatNumber(b.count, 0)
+      }`,
+      value: (b.rss - a.rss) / (b.count - a.count) / 1000,
+      unit: "KB",
+      digits: 1,
+      detail: "the slope: constant per tunnel is a linear curve",
+    });
+  }
+  return rows;
+}
+
+/** The quiet-tunnel buffer of the gateway (gateway/net/io/buffers.ts), given to the floor. */
+const FLOOR_BUFFER_BYTES = 1024;
+
 async function tunnelCurve(context: SuiteContext): Promise<Row[]> {
   const total = envPositive("BENCH_SCALING_TUNNELS", true) ?? 9_900;
+  const counts = [Math.min(FIRST_TUNNELS, total), total];
   const origin = await startDenoService("origin", "origin.ts");
-  const upstreams = [
-    await startDenoService("upstream", "bare-relay.ts"),
-    await startDenoService("upstream", "bare-relay.ts"),
-  ];
-  const bed = await feedBed();
-  await bed.lead();
-  const { gateway, liveResident } = await inspectedGateway(bed);
-  const tunnels = idleTunnels(gateway.port, `127.0.0.1:${origin.port}`);
+  const target = `127.0.0.1:${origin.port}`;
+  const stops: (() => Promise<void>)[] = [() => origin.stop()];
   try {
+    const upstreams = [
+      await startDenoService("upstream", "bare-relay.ts"),
+      await startDenoService("upstream", "bare-relay.ts"),
+    ];
+    for (const upstream of upstreams) stops.push(() => upstream.stop());
+    const bed = await feedBed();
+    stops.push(() => bed.close());
+    await bed.lead();
+    const { gateway, liveResident } = await inspectedGateway(bed);
+    stops.push(() => gateway.stop());
     await publishBigFeed(
       bed,
       upstreams.map((u, i) => httpProxyRow(`upstream-${i}`, "127.0.0.1", u.port)),
       1_000,
     );
     await gateway.waitForProxy();
-    // The first tunnels grow what any traffic grows once (compiled code, pools): a warm-up
-    // set, closed again, leaves that in the base.
-    const warmUp = idleTunnels(gateway.port, `127.0.0.1:${origin.port}`);
-    await warmUp.open(FIRST_TUNNELS);
-    warmUp.destroy();
-    await waitFor(() => warmUp.closed === FIRST_TUNNELS, { timeoutMs: 30_000 });
-    await sleep(1000); // the gateway's side of the closes
-    const base = await liveResident();
-    const points: (Live & { count: number })[] = [];
-    for (const count of [Math.min(FIRST_TUNNELS, total), total]) {
-      await tunnels.open(count - tunnels.sockets.length);
-      points.push({ count, ...await liveResident() });
-      context.log(
-        `scaling: ${count} idle tunnels: RSS ${(points.at(-1)!.rss / MB).toFixed(1)} MB, heap ${
-          (points.at(-1)!.heap / MB).toFixed(1)
-        } (base ${(base.rss / MB).toFixed(1)}, heap ${(base.heap / MB).toFixed(1)})`,
-      );
-    }
-    const open = tunnels.sockets.length - tunnels.closed;
-    const rows: Row[] = points.map(({ count, rss, heap }) => ({
-      figure: `gateway RSS an idle CONNECT tunnel, ${formatNumber(count, 0)} open`,
-      value: (rss - base.rss) / count / 1000,
-      unit: "KB",
-      digits: 1,
-      budget: { op: "<=", limit: TUNNEL_BUDGET_KB },
-      detail: `of which JS heap ${formatNumber((heap - base.heap) / count / 1000, 1)} KB; RSS ${
-        formatNumber(rss / MB, 1)
-      } MB over ${formatNumber(base.rss / MB, 1)} MB with none; ${
-        count === total && open < total ? `only ${open} still open` : "every tunnel open"
-      }`,
-    }));
-    if (points.length === 2 && points[1].count > points[0].count) {
-      const [a, b] = points;
+    const viaGateway = idleTunnels(gateway.port, target);
+    stops.push(() => Promise.resolve(viaGateway.destroy()));
+    const ours = await idleTunnelPoints(
+      context,
+      "the gateway",
+      gateway.port,
+      target,
+      counts,
+      liveResident,
+      viaGateway,
+    );
+    viaGateway.destroy();
+
+    // The runtime's floor, side by side: the bare relay (same runtime and socket calls, no
+    // session, admission, routing or metering) holding the same tunnels with buffers of the
+    // gateway's quiet-tunnel size, straight to the origin.
+    const inspectPort = await freePort();
+    const relay = await startDenoService(
+      "relay",
+      "bare-relay.ts",
+      ["--buffer-bytes", String(FLOOR_BUFFER_BYTES)],
+      {},
+      [`--inspect=127.0.0.1:${inspectPort}`],
+    );
+    stops.push(() => relay.stop());
+    const viaRelay = idleTunnels(relay.port, target);
+    stops.push(() => Promise.resolve(viaRelay.destroy()));
+    const floor = await idleTunnelPoints(
+      context,
+      "the bare relay",
+      relay.port,
+      target,
+      counts,
+      liveResidentOf(relay.pids[0], inspectPort),
+      viaRelay,
+    );
+    const rows = [
+      ...tunnelRows("gateway", ours, total, { op: "<=", limit: TUNNEL_BUDGET_KB }),
+      ...tunnelRows(
+        `bare relay (${FLOOR_BUFFER_BYTES}-byte buffers)`,
+        floor,
+        total,
+        undefined,
+      ),
+    ];
+    for (const [index, count] of counts.entries()) {
+      const perTunnel = (m: TunnelPoints) => (m.points[index].rss - m.base.rss) / count;
       rows.push({
-        figure: `gateway RSS a further idle tunnel, ${formatNumber(a.count, 0)} → ${
-          formatNumber(b.count, 0)
-        }`,
-        value: (b.rss - a.rss) / (b.count - a.count) / 1000,
-        unit: "KB",
-        digits: 1,
-        detail: "the slope: constant per tunnel is a linear curve",
+        figure: `gateway ÷ bare relay, RSS an idle tunnel, ${formatNumber(count, 0)} open`,
+        value: perTunnel(ours) / perTunnel(floor),
+        unit: "×",
+        digits: 2,
+        detail: "the same tunnels through each; the relay is the runtime's floor",
       });
     }
     return rows;
   } finally {
-    tunnels.destroy();
-    await gateway.stop();
-    await bed.close();
-    for (const upstream of upstreams) await upstream.stop();
-    await origin.stop();
+    for (const stop of stops.reverse()) await stop().catch(() => {});
   }
 }
 

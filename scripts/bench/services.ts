@@ -63,17 +63,20 @@ async function stopChild(child: ChildProcess, graceMs = 5_000): Promise<void> {
 
 /**
  * Runs a Deno script of scripts/bench that prints `{"port": N}` as its first line (origin.ts,
- * bare-relay.ts) and answers once it listens. `env` goes on top (DENO_V8_FLAGS, say).
+ * bare-relay.ts) and answers once it listens. `env` goes on top (DENO_V8_FLAGS, say);
+ * `denoFlags` go to `deno run` (an inspector port, say).
  */
 export function startDenoService(
   name: string,
   script: string,
   args: string[] = [],
   env: Record<string, string> = {},
+  denoFlags: readonly string[] = [],
 ): Promise<Service> {
   return startPortPrinter(name, DENO_BIN, [
     "run",
     "--allow-net",
+    ...denoFlags,
     denoEntry(join(ROOT, "scripts", "bench", script)),
     ...args,
   ], { ...DENO_ENV, ...env });
@@ -113,13 +116,17 @@ async function startPortPrinter(
     }),
   );
   let output = "";
-  child.stdout!.setEncoding("utf8").on("data", (text: string) => (output += text));
+  // The port line is standard output's first (an inspector announces itself on standard error).
+  let printed = "";
+  child.stdout!.setEncoding("utf8").on("data", (text: string) => {
+    output += text;
+    printed += text;
+  });
   child.stderr!.setEncoding("utf8").on("data", (text: string) => (output += text));
   const port = await waitFor(() => {
     if (child.exitCode !== null) throw new Error(`${name} exited: ${output}`);
-    const line = output.split("\n")[0];
-    if (!output.includes("\n")) return undefined;
-    return (JSON.parse(line) as { port: number }).port;
+    if (!printed.includes("\n")) return undefined;
+    return (JSON.parse(printed.split("\n")[0]) as { port: number }).port;
   }, { timeoutMs: 20_000, message: `${name} to listen` });
   return {
     name,
@@ -475,12 +482,15 @@ export interface RoutedGateway {
  * services), a feed with one project (BENCH_LOGIN) whose one proxy is that upstream, and the
  * gateway on it with `env` over the defaults, its proxy and SOCKS5 ports open.
  */
-export async function startRoutedGateway(env: Record<string, string> = {}): Promise<RoutedGateway> {
+export async function startRoutedGateway(
+  env: Record<string, string> = {},
+  options: { denoFlags?: readonly string[] } = {},
+): Promise<RoutedGateway> {
   const origin = await startDenoService("origin", "origin.ts");
   const upstream = await startDenoService("upstream", "bare-relay.ts");
   const bed = await feedBed();
   await bed.lead();
-  const gateway = await startGateway(bed, env);
+  const gateway = await startGateway(bed, env, options);
   const stop = async () => {
     await gateway.stop();
     await Promise.all([origin.stop(), upstream.stop(), bed.close()]);

@@ -34,7 +34,8 @@
  * Both targets run with the same V8 flags (`--trace-gc --perf-basic-prof`), so their CPU
  * figures are a few percent above the throughput suite's.
  * Settings: BENCH_TUNNEL_OPS_SECONDS (5 s a point), BENCH_THROUGHPUT_CONCURRENCY (32),
- * BENCH_TUNNEL_OPS_PROFILE_SECONDS (5; 0 skips strace and perf).
+ * BENCH_TUNNEL_OPS_PROFILE_SECONDS (5; 0 skips strace and perf), BENCH_TUNNEL_OPS_MODES (a comma
+ * list of connect, http, http-pinned; all by default).
  */
 import { execFile, spawn } from "node:child_process";
 import { mkdtemp, readdir, readFile, rm, symlink, writeFile } from "node:fs/promises";
@@ -62,8 +63,10 @@ const run$ = promisify(execFile);
 /** Every CPU of the machine, as taskset lists them (read before anything is pinned). */
 const ALL_CPUS = `0-${cpus().length - 1}`;
 
-// Deno takes V8 flags from DENO_V8_FLAGS comma-separated.
-const V8_FLAGS = "--trace-gc,--perf-basic-prof";
+// Deno takes V8 flags from DENO_V8_FLAGS comma-separated; BENCH_TUNNEL_OPS_V8_FLAGS adds more to
+// every target (`--prof`, say, for V8's own tick profile).
+const V8_FLAGS = ["--trace-gc,--perf-basic-prof", process.env.BENCH_TUNNEL_OPS_V8_FLAGS]
+  .filter((flags) => flags !== undefined && flags !== "").join(",");
 
 interface Target {
   key: "gateway" | "gateway-base" | "relay";
@@ -347,11 +350,27 @@ function rotate<T>(items: readonly T[], by: number): T[] {
 
 const PLAIN = ["connect", "http"] as const;
 type Mode = (typeof PLAIN)[number] | "http-pinned";
+const MODES: readonly Mode[] = [...PLAIN, "http-pinned"];
+
+/** The points to measure: BENCH_TUNNEL_OPS_MODES (connect,http,http-pinned; all by default). */
+function selectedModes(): Set<Mode> {
+  const listed = process.env.BENCH_TUNNEL_OPS_MODES;
+  if (!listed) return new Set(MODES);
+  const chosen = listed.split(",").map((mode) => mode.trim());
+  const unknown = chosen.filter((mode) => !(MODES as readonly string[]).includes(mode));
+  if (unknown.length > 0) {
+    throw new Error(`BENCH_TUNNEL_OPS_MODES: unknown ${unknown.join(", ")} (${MODES.join(", ")})`);
+  }
+  return new Set(chosen as Mode[]);
+}
 
 async function run(context: SuiteContext): Promise<Row[]> {
   const seconds = envPositive("BENCH_TUNNEL_OPS_SECONDS") ?? 5;
   const profileSeconds = Number(process.env.BENCH_TUNNEL_OPS_PROFILE_SECONDS ?? 5);
   const concurrency = Math.round(envPositive("BENCH_THROUGHPUT_CONCURRENCY") ?? 32);
+  const modes = selectedModes();
+  const plain = PLAIN.filter((mode) => modes.has(mode));
+  const pinned = modes.has("http-pinned");
   const stops: (() => Promise<void>)[] = [];
   const pinnable: number[] = [];
   try {
@@ -419,7 +438,7 @@ async function run(context: SuiteContext): Promise<Row[]> {
 
     context.log("tunnel-ops: a warm-up pass through every target");
     for (const target of targets) {
-      for (const mode of PLAIN) {
+      for (const mode of plain.length > 0 ? plain : ["http" as const]) {
         const point = await measure(target, shared, options(target, scenarioOf(mode), 1.5, 0.5));
         if (point.report.ok === 0) throw new Error(`${target.label} answered nothing (${mode})`);
       }
@@ -441,7 +460,7 @@ async function run(context: SuiteContext): Promise<Row[]> {
     };
     const self = process.pid;
     for (let r = 0; r < context.runs; r++) {
-      for (const mode of PLAIN) {
+      for (const mode of plain) {
         for (const target of rotate(targets, r)) {
           keep(
             mode,
@@ -450,6 +469,7 @@ async function run(context: SuiteContext): Promise<Row[]> {
           );
         }
       }
+      if (!pinned) continue;
       // The chain on core 0, the load generator (a child of this process) on core 1.
       try {
         for (const pid of pinnable) await pin(pid, "0");
@@ -478,22 +498,25 @@ async function run(context: SuiteContext): Promise<Row[]> {
       // The earlier revision is measured for its CPU only: its calls are the same kind.
       for (const target of targets.filter((t) => t.key !== "gateway-base")) {
         const pid = target.service.pids[0];
-        for (const mode of PLAIN) {
+        for (const mode of plain) {
           syscalls.set(
             `${mode}/${target.key}`,
             await straceCounts(pid, options(target, scenarioOf(mode), profileSeconds, 0)),
           );
         }
-        try {
-          for (const p of pinnable) await pin(p, "0");
-          await pin(self, "1");
-          syscalls.set(
-            `http-pinned/${target.key}`,
-            await straceCounts(pid, options(target, Scenario.http, profileSeconds, 0)),
-          );
-        } finally {
-          for (const p of [...pinnable, self]) await pin(p, ALL_CPUS).catch(() => {});
+        if (pinned) {
+          try {
+            for (const p of pinnable) await pin(p, "0");
+            await pin(self, "1");
+            syscalls.set(
+              `http-pinned/${target.key}`,
+              await straceCounts(pid, options(target, Scenario.http, profileSeconds, 0)),
+            );
+          } finally {
+            for (const p of [...pinnable, self]) await pin(p, ALL_CPUS).catch(() => {});
+          }
         }
+        if (!modes.has("connect")) continue;
         const profile = await perfProfile(
           pid,
           options(target, Scenario.connect, profileSeconds, 0),

@@ -213,7 +213,7 @@ class Exchange {
     const session = this.session;
     const leg = this.leg!;
     const stale = reused && this.staleResend && !this.answerStarted && !leg.timedOut &&
-      error instanceof UpstreamFirstByteError && !session.signal.aborted &&
+      error instanceof UpstreamFirstByteError && !session.cancelled &&
       !session.client.closed;
     if (!stale) return false;
     this.staleResend = false;
@@ -442,7 +442,7 @@ class Exchange {
     const reusable = clean && this.bodyFraming!.kind !== ResponseBody.close &&
       response.version === "1.1" && this.plan.head.version === "1.1" &&
       !connectionTokens(response.headers).has("close") && !leg.closed &&
-      !session.signal.aborted;
+      !session.cancelled;
     this.keepIn = reusable ? this.poolKey : undefined;
     const outcome: Outcome = { ok: true, latencyMs: this.latencyMs };
     this.release(outcome);
@@ -504,7 +504,7 @@ class Exchange {
       elapsedMs: Date.now() - this.startedMs,
       then: !answerable
         ? AfterFailure.end
-        : !retryable || session.signal.aborted
+        : !retryable || session.cancelled
         ? AfterFailure.answer
         : AfterFailure.retry,
     };

@@ -12,9 +12,18 @@ export interface Deadline {
   cancel(): void;
 }
 
-interface Entry extends Deadline {
+class Entry implements Deadline {
   readonly atMs: number;
   readonly onExpire: () => void;
+
+  constructor(atMs: number, onExpire: () => void) {
+    this.atMs = atMs;
+    this.onExpire = onExpire;
+  }
+
+  cancel(): void {
+    watched.delete(this);
+  }
 }
 
 const watched = new Set<Entry>();
@@ -39,13 +48,7 @@ function tick(): void {
 
 /** Calls `onExpire` once `ms` have passed, unless cancelled before. */
 export function watchDeadline(ms: number, onExpire: () => void): Deadline {
-  const entry: Entry = {
-    atMs: Date.now() + ms,
-    onExpire,
-    cancel: () => {
-      watched.delete(entry);
-    },
-  };
+  const entry = new Entry(Date.now() + ms, onExpire);
   watched.add(entry);
   if (ticker === undefined) {
     ticker = setInterval(tick, DEADLINE_TICK_MS);

@@ -98,6 +98,7 @@ export function buildListeners(
 interface ServedConnection {
   /** When the connection was accepted (ms since the epoch). */
   readonly openedMs: number;
+  /** Serves the connection until it ends; never rejects. */
   run(): Promise<void>;
   /** Ends it at once; safe to call again. */
   cancel(): void;
@@ -256,11 +257,13 @@ export class ProxyListener {
       }
       metrics.connectionsAccepted++;
       metrics.connectionsOpen++;
-      const handler = session.run().finally(() => {
+      // run() never rejects; were it to, the session's accounting must still end.
+      const ended = () => {
         this.#sessions.delete(session);
         this.#budget.give();
         metrics.connectionsOpen--;
-      });
+      };
+      const handler = session.run().then(ended, ended);
       this.#sessions.set(session, handler);
     }
   }

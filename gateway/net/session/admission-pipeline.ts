@@ -71,6 +71,15 @@ export class AdmissionTicket implements AdmissionRequest {
     this.#stripped = undefined;
   }
 
+  /**
+   * Every step ran and admitted the request: its header fields and credentials are read no
+   * more, so a long tunnel keeps neither (nor the head they are views of, nor the secret).
+   */
+  admitted(): void {
+    this.credentials = null;
+    this.headers = NO_HEADERS;
+  }
+
   /** The request header fields (lower-case names) steps asked to keep from the upstream. */
   get strippedHeaders(): ReadonlySet<string> | undefined {
     return this.#stripped;
@@ -168,6 +177,7 @@ export class Admission {
       ticket.release();
       throw new Error("No admission step established the client");
     }
+    ticket.admitted();
     return undefined;
   }
 

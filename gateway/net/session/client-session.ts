@@ -23,7 +23,7 @@ import { RequestKind, RequestOutcome } from "../process/metrics.ts";
 import { handleConnect } from "../tunnel/connect.ts";
 import { AdmissionStage } from "./admission.ts";
 import { AdmissionTicket } from "./admission-pipeline.ts";
-import type { AnswerOptions, HttpSession, NetContext } from "./contract.ts";
+import type { AnswerOptions, HttpSession, NetContext, TunnelRunning } from "./contract.ts";
 import { safely } from "./hooks.ts";
 
 /** Room for the heads a forwarded exchange sends, with the first body bytes after them. */
@@ -32,11 +32,14 @@ const SCRATCH_BYTES = 4096;
 export class ClientSession implements HttpSession {
   readonly ctx: NetContext;
   readonly client: Leg;
-  readonly #abort = new AbortController();
+  /** Made when first asked for (a dial, an exchange), dropped once the connection is a tunnel. */
+  #abort: AbortController | undefined;
+  #cancelled = false;
   readonly openedMs = Date.now();
   /** Undefined while the connection is a tunnel's (taken again if a read ever needs it). */
   #headBuffer: Uint8Array | undefined;
-  readonly #reader: HeadReader<RequestHead>;
+  /** Undefined while the connection is a tunnel's, as the head buffer. */
+  #headReader: HeadReader<RequestHead> | undefined;
   /** Bytes read from the client and not used yet (a view; see `takePending`). */
   #pending: Uint8Array = EMPTY_BYTES;
   #upstream: Leg | undefined;
@@ -53,13 +56,20 @@ export class ClientSession implements HttpSession {
     this.client = new Leg(conn);
     this.ctx = ctx;
     this.#headBuffer = ctx.small.take();
-    this.#reader = requestHeadReader(ctx.limits.maxHeaderBytes);
     this.#admission = new AdmissionTicket(conn.remoteAddr as Deno.NetAddr);
   }
 
   /** Aborted when the session is cancelled (the gateway stopping). */
   get signal(): AbortSignal {
+    if (this.#abort === undefined) {
+      this.#abort = new AbortController();
+      if (this.#cancelled) this.#abort.abort();
+    }
     return this.#abort.signal;
+  }
+
+  get cancelled(): boolean {
+    return this.#cancelled;
   }
 
   /** The idle check closed the session. */
@@ -67,25 +77,32 @@ export class ClientSession implements HttpSession {
     return this.#idleFired;
   }
 
-  async run(): Promise<void> {
-    try {
-      await this.#serve();
-    } catch (error) {
-      // Handlers catch their own failures; this is a bug's last stop, not a client's doing.
-      this.ctx.logger.error("Client session failed", { error });
-    } finally {
-      this.#admission.release();
-      this.#upstream?.close();
-      this.client.close();
-      // Every read into it was awaited by #serve; pending bytes in it are dropped with the session.
-      this.#pending = EMPTY_BYTES;
-      if (this.#headBuffer !== undefined) this.ctx.small.give(this.#headBuffer);
-    }
+  /** Serves the connection until it ends (a tunnel's end, for one); never rejects. */
+  run(): Promise<void> {
+    return this.#serve().then(
+      () => this.#close(),
+      (error) => {
+        // Handlers catch their own failures; this is a bug's last stop, not a client's doing.
+        this.ctx.logger.error("Client session failed", { error });
+        this.#close();
+      },
+    );
+  }
+
+  #close(): void {
+    this.#admission.release();
+    this.#upstream?.close();
+    this.client.close();
+    // Every read into it was awaited by #serve; pending bytes in it are dropped with the session.
+    this.#pending = EMPTY_BYTES;
+    if (this.#headBuffer !== undefined) this.ctx.small.give(this.#headBuffer);
+    this.#headBuffer = undefined;
   }
 
   /** Ends the session at once: pending reads and writes are aborted. Safe to call again. */
   cancel(): void {
-    this.#abort.abort();
+    this.#cancelled = true;
+    this.#abort?.abort();
     this.#upstream?.close();
     this.client.close();
   }
@@ -129,8 +146,15 @@ export class ClientSession implements HttpSession {
     // No read into it is pending: the session awaits the tunnel.
     if (this.#headBuffer !== undefined) this.ctx.small.give(this.#headBuffer);
     this.#headBuffer = undefined;
+    this.#headReader = undefined;
     this.#scratch = undefined;
+    // Nothing waits on it any more: cancelling a tunnel closes its legs.
+    this.#abort = undefined;
     return pending;
+  }
+
+  get #reader(): HeadReader<RequestHead> {
+    return this.#headReader ??= requestHeadReader(this.ctx.limits.maxHeaderBytes);
   }
 
   /** The head buffer, taken again after a tunnel gave it back. */
@@ -162,20 +186,29 @@ export class ClientSession implements HttpSession {
       if (head === null) return;
       this.idleWatch = false;
       const startedMs = performance.now();
-      const connect = head.method === "CONNECT";
-      let keep: boolean;
+      const kind = head.method === "CONNECT" ? RequestKind.connect : RequestKind.http;
+      let handled: boolean | TunnelRunning;
       try {
-        keep = connect ? await handleConnect(this, head) : await handleForward(this, head);
-      } finally {
-        // The request (or its tunnel) ended: what admission's steps hold goes back.
+        handled = kind === RequestKind.connect
+          ? await handleConnect(this, head)
+          : await handleForward(this, head);
+      } catch (error) {
         this.#admission.release();
+        throw error;
       }
-      this.ctx.metrics.requestDuration(
-        connect ? RequestKind.connect : RequestKind.http,
-        performance.now() - startedMs,
-      );
-      if (!keep || this.client.closed) return;
+      if (typeof handled !== "boolean") {
+        // A tunnel ends the connection: this loop returns now and the request ends with it.
+        return handled.ended.then(() => this.#requestEnded(kind, startedMs));
+      }
+      this.#requestEnded(kind, startedMs);
+      if (!handled || this.client.closed) return;
     }
+  }
+
+  /** The request (or its tunnel) ended: what admission's steps hold goes back. */
+  #requestEnded(kind: RequestKind, startedMs: number): void {
+    this.#admission.release();
+    this.ctx.metrics.requestDuration(kind, performance.now() - startedMs);
   }
 
   /**

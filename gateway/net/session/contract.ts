@@ -48,6 +48,8 @@ export interface TunnelSession {
   readonly client: Leg;
   /** Aborted when the session is cancelled (the gateway stopping). */
   readonly signal: AbortSignal;
+  /** The session was cancelled (the same as `signal.aborted`, without making a signal). */
+  readonly cancelled: boolean;
   /**
    * The connection becomes a tunnel: the client's bytes read past its request or handshake (the
    * target's, in an array of their own), and the session's read buffers go back since it reads
@@ -56,6 +58,15 @@ export interface TunnelSession {
   takeForTunnel(): Uint8Array;
   /** The upstream leg under way, so cancel and idle checks reach it. */
   attach(leg: Leg | undefined): void;
+}
+
+/**
+ * What a CONNECT handler gives back once its tunnel is up: the tunnel runs on by itself until
+ * `ended` settles (it never rejects), and the request ends with it. The session's own loop
+ * returns meanwhile, so an idle tunnel holds no suspended frame of the session or the handler.
+ */
+export interface TunnelRunning {
+  readonly ended: Promise<void>;
 }
 
 /** How a request's own answer is sent: keep the connection, the kind counted, the method. */

@@ -12,11 +12,17 @@ import {
   type RequestHead,
 } from "../http/parse.ts";
 import { RequestKind } from "../process/metrics.ts";
-import type { HttpSession } from "../session/contract.ts";
+import type { HttpSession, TunnelRunning } from "../session/contract.ts";
 import { dialTunnel, runTunnel } from "./tunnel.ts";
 
-/** Handles one CONNECT; resolves whether the client's connection serves another request. */
-export async function handleConnect(session: HttpSession, head: RequestHead): Promise<boolean> {
+/**
+ * Handles one CONNECT; resolves whether the client's connection serves another request, or, once
+ * its tunnel is up, with the running tunnel.
+ */
+export async function handleConnect(
+  session: HttpSession,
+  head: RequestHead,
+): Promise<boolean | TunnelRunning> {
   const kind = RequestKind.connect;
   const method = head.method;
   let target: Target;
@@ -52,13 +58,14 @@ export async function handleConnect(session: HttpSession, head: RequestHead): Pr
       await session.answer(dial.failure.answer, { keepAlive: keepAfterRefusal, kind, method });
       return keepAfterRefusal && !session.client.closed;
     case "served":
-      await runTunnel(session, {
-        client,
-        target,
-        up: dial.value,
-        established: CONNECTION_ESTABLISHED,
-        kind,
-      });
-      return false;
+      return {
+        ended: runTunnel(session, {
+          client,
+          target,
+          up: dial.value,
+          established: CONNECTION_ESTABLISHED,
+          kind,
+        }),
+      };
   }
 }

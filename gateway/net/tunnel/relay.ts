@@ -1,6 +1,7 @@
 /**
- * The tunnel relay: two explicit read/write loops, one per direction, each with its own
- * reusable buffer (small while the direction is quiet, a relay buffer while it moves bulk).
+ * The tunnel relay: two directions, each reading into its own reusable buffer (small while the
+ * direction is quiet, a relay buffer while it moves bulk) and writing what it read before it
+ * reads again.
  * An end of stream is passed on as a half-close (a peer that finished sending may still read
  * the answer); the relay ends when both directions ended, or as soon as either
  * leg fails. The second end of stream is passed on by the close of both legs that follows it
@@ -46,129 +47,229 @@ export interface RelayResult {
   toClientBytes: number;
 }
 
-export async function relay(
+/**
+ * Relays both ways until the tunnel ends, then calls `onEnd` once (after both legs closed).
+ * Driven by callbacks rather than async loops or a promise of its own: an idle tunnel then holds
+ * its two pending reads and little else, not a suspended frame per direction and per caller
+ * (docs/performance.md, "Memory per idle tunnel"). A throw from `onEnd` is the caller's bug and
+ * is not caught here.
+ */
+export function relay(
   client: Leg,
   upstream: Leg,
   options: RelayOptions,
-): Promise<RelayResult> {
-  const drainMs = options.drainMs ?? CLOSE_DRAIN_MS;
-  const onBytes = options.onBytes;
-  let end: RelayEnd = RelayEnd.done;
-  let ending = false;
-  let toUpstreamBytes = 0;
-  let toClientBytes = 0;
-  let directionsEnded = 0;
-  const closing: Promise<void>[] = [];
+  onEnd: (result: RelayResult) => void,
+): void {
+  new Relay(client, upstream, options, onEnd).start();
+}
 
-  const fail = (failed: Leg, reason: RelayEnd) => {
-    if (ending) return;
-    ending = true;
-    end = reason;
-    failed.close();
-    const other = failed === client ? upstream : client;
-    closing.push(other.closeAfterWrites(drainMs));
-  };
-  const cancel = () => {
-    if (!ending) {
-      ending = true;
-      end = RelayEnd.cancelled;
+/** One tunnel's relay: its two directions, how it ends, what it moved. */
+class Relay {
+  readonly client: Leg;
+  readonly upstream: Leg;
+  readonly options: RelayOptions;
+  end: RelayEnd = RelayEnd.done;
+  ending = false;
+  toUpstreamBytes = 0;
+  toClientBytes = 0;
+  /** Directions that read their source to its end. */
+  directionsEnded = 0;
+  #directionsDone = 0;
+  #closing: Promise<void>[] | undefined;
+  readonly #onEnd: (result: RelayResult) => void;
+  readonly #cancel = (): void => {
+    if (!this.ending) {
+      this.ending = true;
+      this.end = RelayEnd.cancelled;
     }
-    client.close();
-    upstream.close();
+    this.client.close();
+    this.upstream.close();
   };
-  if (options.signal?.aborted) cancel();
-  options.signal?.addEventListener("abort", cancel, { once: true });
 
-  const pump = async (
-    from: Leg,
-    to: Leg,
-    first: Uint8Array | undefined,
-    toUpstream: boolean,
-  ): Promise<void> => {
-    const fromEnd = from === client ? RelayEnd.client : RelayEnd.upstream;
-    const toEnd = to === client ? RelayEnd.client : RelayEnd.upstream;
-    const pool = options.pool;
-    const small = options.small;
-    // A small buffer while the direction moves little; a read that fills it moves it to a
-    // relay buffer, and one that returns less than a small buffer holds moves it back.
-    let bulk = small === undefined;
-    let buffer = bulk ? pool.take() : small!.take();
-    // The buffer given up, kept until the chunk that views it is written.
-    let spare: Uint8Array | undefined;
-    let chunk = first;
-    try {
-      for (;;) {
-        if (chunk === undefined || chunk.length === 0) {
-          let count: number | null;
-          try {
-            count = await from.read(buffer);
-          } catch {
-            fail(from, fromEnd);
-            return;
+  constructor(
+    client: Leg,
+    upstream: Leg,
+    options: RelayOptions,
+    onEnd: (result: RelayResult) => void,
+  ) {
+    this.client = client;
+    this.upstream = upstream;
+    this.options = options;
+    this.#onEnd = onEnd;
+  }
+
+  start(): void {
+    const signal = this.options.signal;
+    if (signal?.aborted) this.#cancel();
+    signal?.addEventListener("abort", this.#cancel, { once: true });
+    new Direction(this, this.client, this.upstream, true).start(this.options.clientLeftover);
+    new Direction(this, this.upstream, this.client, false).start(this.options.upstreamLeftover);
+  }
+
+  /** A leg failed: it closes at once, the other once its write under way is taken. */
+  fail(failed: Leg, reason: RelayEnd): void {
+    if (this.ending) return;
+    this.ending = true;
+    this.end = reason;
+    failed.close();
+    const other = failed === this.client ? this.upstream : this.client;
+    (this.#closing ??= []).push(other.closeAfterWrites(this.options.drainMs ?? CLOSE_DRAIN_MS));
+  }
+
+  giveBack(buffer: Uint8Array): void {
+    if (buffer.length === this.options.pool.sizeBytes) this.options.pool.give(buffer);
+    else this.options.small?.give(buffer);
+  }
+
+  /** One direction finished (its buffers went back); the relay ends with the second. */
+  directionDone(): void {
+    if (++this.#directionsDone < 2) return;
+    // Nearly every tunnel ends cleanly: no drain to wait for.
+    const closing = this.#closing;
+    if (closing === undefined) this.#finish();
+    else Promise.all(closing).then(() => this.#finish(), () => this.#finish());
+  }
+
+  #finish(): void {
+    this.options.signal?.removeEventListener("abort", this.#cancel);
+    this.client.close();
+    this.upstream.close();
+    this.#onEnd({
+      end: this.end,
+      toUpstreamBytes: this.toUpstreamBytes,
+      toClientBytes: this.toClientBytes,
+    });
+  }
+}
+
+/** What a direction waits for. */
+const Step = { read: 0, write: 1, closeWrite: 2 } as const;
+type Step = (typeof Step)[keyof typeof Step];
+
+/**
+ * One direction: read from `from` into its buffer, hand the chunk on to `to`, again, until an
+ * end of stream (passed on as a half-close while the other direction still runs) or a failure.
+ * A small buffer while the direction moves little; a read that fills it moves it to a relay
+ * buffer, and one that returns less than a small buffer holds moves it back.
+ */
+class Direction {
+  readonly #relay: Relay;
+  readonly #from: Leg;
+  readonly #to: Leg;
+  readonly #toUpstream: boolean;
+  #bulk: boolean;
+  #buffer: Uint8Array;
+  /** The buffer given up, kept until the chunk that views it is written. */
+  #spare: Uint8Array | undefined;
+  #step: Step = Step.read;
+  // Made once per direction and passed to every read and write (the only closures it holds).
+  readonly #settled = (value: number | null | void): void => this.#onSettled(value);
+  readonly #failed = (): void => this.#onFailed();
+
+  constructor(relay: Relay, from: Leg, to: Leg, toUpstream: boolean) {
+    this.#relay = relay;
+    this.#from = from;
+    this.#to = to;
+    this.#toUpstream = toUpstream;
+    const { pool, small } = relay.options;
+    this.#bulk = small === undefined;
+    this.#buffer = small === undefined ? pool.take() : small.take();
+  }
+
+  start(first: Uint8Array | undefined): void {
+    if (first !== undefined && first.length > 0) this.#write(first);
+    else this.#read();
+  }
+
+  #read(): void {
+    this.#step = Step.read;
+    this.#from.read(this.#buffer).then(this.#settled, this.#failed);
+  }
+
+  #write(chunk: Uint8Array): void {
+    const relay = this.#relay;
+    const length = chunk.length;
+    if (this.#toUpstream) relay.toUpstreamBytes += length;
+    else relay.toClientBytes += length;
+    const onBytes = relay.options.onBytes;
+    if (onBytes) {
+      try {
+        if (this.#toUpstream) onBytes(length, 0);
+        else onBytes(0, length);
+      } catch {
+        // A meter's fault must not end the tunnel.
+      }
+    }
+    this.#step = Step.write;
+    this.#to.write(chunk).then(this.#settled, this.#failed);
+  }
+
+  #onSettled(value: number | null | void): void {
+    switch (this.#step) {
+      case Step.read: {
+        const count = value as number | null;
+        if (count === null) {
+          // Each direction reads its source to the end before it ends, so neither leg holds
+          // unread bytes when the second one ends, and closing both sends their end cleanly.
+          if (++this.#relay.directionsEnded < 2) {
+            this.#step = Step.closeWrite;
+            this.#to.closeWrite().then(this.#settled, this.#failed);
+          } else {
+            this.#done();
           }
-          if (count === null) {
-            // Each direction reads its source to the end before it ends, so neither leg holds
-            // unread bytes when the second one ends, and closing both sends their end cleanly.
-            if (++directionsEnded < 2) await to.closeWrite();
-            return;
-          }
-          chunk = buffer.subarray(0, count);
-          if (small !== undefined) {
-            if (!bulk && count === buffer.length) {
-              bulk = true;
-              spare = buffer;
-              buffer = pool.take();
-            } else if (bulk && count < small.sizeBytes) {
-              bulk = false;
-              spare = buffer;
-              buffer = small.take();
-            }
-          }
-        }
-        if (toUpstream) toUpstreamBytes += chunk.length;
-        else toClientBytes += chunk.length;
-        if (onBytes) {
-          try {
-            if (toUpstream) onBytes(chunk.length, 0);
-            else onBytes(0, chunk.length);
-          } catch {
-            // A meter's fault must not end the tunnel.
-          }
-        }
-        try {
-          await to.write(chunk);
-        } catch {
-          fail(to, toEnd);
           return;
         }
-        chunk = undefined;
-        if (spare !== undefined) {
-          giveBack(spare);
-          spare = undefined;
-        }
+        this.#write(this.#chunkOf(count));
+        return;
       }
-    } finally {
-      // The loop awaited its every read and write: none into these is pending any more.
-      giveBack(buffer);
-      if (spare !== undefined) giveBack(spare);
+      case Step.write:
+        if (this.#spare !== undefined) {
+          this.#relay.giveBack(this.#spare);
+          this.#spare = undefined;
+        }
+        this.#read();
+        return;
+      case Step.closeWrite:
+        this.#done();
+        return;
     }
-  };
-  const giveBack = (buffer: Uint8Array) => {
-    if (buffer.length === options.pool.sizeBytes) options.pool.give(buffer);
-    else options.small?.give(buffer);
-  };
-
-  try {
-    await Promise.all([
-      pump(client, upstream, options.clientLeftover, true),
-      pump(upstream, client, options.upstreamLeftover, false),
-    ]);
-    // Nearly every tunnel ends cleanly: no drain to wait for, and no await more.
-    if (closing.length > 0) await Promise.all(closing);
-  } finally {
-    options.signal?.removeEventListener("abort", cancel);
-    client.close();
-    upstream.close();
   }
-  return { end, toUpstreamBytes, toClientBytes };
+
+  #onFailed(): void {
+    const relay = this.#relay;
+    if (this.#step === Step.read) relay.fail(this.#from, endOf(relay, this.#from));
+    else if (this.#step === Step.write) relay.fail(this.#to, endOf(relay, this.#to));
+    this.#done();
+  }
+
+  /** The bytes read, moving between a small and a relay buffer by how full the read was. */
+  #chunkOf(count: number): Uint8Array {
+    const buffer = this.#buffer;
+    const chunk = buffer.subarray(0, count);
+    const { pool, small } = this.#relay.options;
+    if (small !== undefined) {
+      if (!this.#bulk && count === buffer.length) {
+        this.#bulk = true;
+        this.#spare = buffer;
+        this.#buffer = pool.take();
+      } else if (this.#bulk && count < small.sizeBytes) {
+        this.#bulk = false;
+        this.#spare = buffer;
+        this.#buffer = small.take();
+      }
+    }
+    return chunk;
+  }
+
+  /** Every read and write into these was awaited: none is pending any more. */
+  #done(): void {
+    this.#relay.giveBack(this.#buffer);
+    if (this.#spare !== undefined) this.#relay.giveBack(this.#spare);
+    this.#spare = undefined;
+    this.#relay.directionDone();
+  }
+}
+
+function endOf(relay: Relay, leg: Leg): RelayEnd {
+  return leg === relay.client ? RelayEnd.client : RelayEnd.upstream;
 }

@@ -68,7 +68,9 @@ export class Socks5Session implements TunnelSession {
   readonly ctx: NetContext;
   readonly client: Leg;
   readonly openedMs = Date.now();
-  readonly #abort = new AbortController();
+  /** Made when first asked for (the dial), dropped once the connection is a tunnel. */
+  #abort: AbortController | undefined;
+  #cancelled = false;
   readonly #buffer = new Uint8Array(HANDSHAKE_BUFFER_BYTES);
   /** Unparsed client bytes: `#buffer[#start, #end)`. */
   #start = 0;
@@ -87,33 +89,47 @@ export class Socks5Session implements TunnelSession {
   }
 
   get signal(): AbortSignal {
+    if (this.#abort === undefined) {
+      this.#abort = new AbortController();
+      if (this.#cancelled) this.#abort.abort();
+    }
     return this.#abort.signal;
   }
 
-  async run(): Promise<void> {
-    try {
-      await this.#serve();
-    } catch (error) {
-      // Every step catches its own failures; this is a bug's last stop, not a client's doing.
-      this.ctx.logger.error("SOCKS5 session failed", { error });
-    } finally {
-      if (this.#requestStartedMs !== undefined) {
-        this.ctx.metrics.requestDuration(
-          RequestKind.socks5,
-          performance.now() - this.#requestStartedMs,
-        );
-      }
-      // The tunnel (or the refusal) ended the connection's one request.
-      this.#admission.release();
-      this.client.clearDeadline();
-      this.#upstream?.close();
-      this.client.close();
+  get cancelled(): boolean {
+    return this.#cancelled;
+  }
+
+  /** Serves the connection until it ends (its tunnel's end, when it got one); never rejects. */
+  run(): Promise<void> {
+    return this.#serve().then(
+      () => this.#close(),
+      (error) => {
+        // Every step catches its own failures; this is a bug's last stop, not a client's doing.
+        this.ctx.logger.error("SOCKS5 session failed", { error });
+        this.#close();
+      },
+    );
+  }
+
+  #close(): void {
+    if (this.#requestStartedMs !== undefined) {
+      this.ctx.metrics.requestDuration(
+        RequestKind.socks5,
+        performance.now() - this.#requestStartedMs,
+      );
     }
+    // The tunnel (or the refusal) ended the connection's one request.
+    this.#admission.release();
+    this.client.clearDeadline();
+    this.#upstream?.close();
+    this.client.close();
   }
 
   /** Ends the session at once. Safe to call again. */
   cancel(): void {
-    this.#abort.abort();
+    this.#cancelled = true;
+    this.#abort?.abort();
     this.#upstream?.close();
     this.client.close();
   }
@@ -132,6 +148,8 @@ export class Socks5Session implements TunnelSession {
 
   /** Its handshake buffer (1 KiB, not pooled) stays: the bytes past the handshake are copied. */
   takeForTunnel(): Uint8Array {
+    // Nothing waits on it any more: cancelling a tunnel closes its legs.
+    this.#abort = undefined;
     if (this.#end === this.#start) return EMPTY_BYTES;
     // A copy: the relay's reads must never land in bytes it has not sent yet.
     const pending = this.#buffer.slice(this.#start, this.#end);
@@ -249,14 +267,14 @@ export class Socks5Session implements TunnelSession {
         );
         return;
       case "served":
-        await runTunnel(this, {
+        // Returned, not awaited: the tunnel runs on without this frame.
+        return runTunnel(this, {
           client,
           target,
           up: dial.value,
           established: SUCCEEDED,
           kind: RequestKind.socks5,
         });
-        return;
     }
   }
 

@@ -34,7 +34,7 @@ import {
   type TransferMeter,
 } from "../session/hooks.ts";
 import { attemptsFor, connectTimeoutFor } from "../session/limits.ts";
-import { relay, RelayEnd } from "./relay.ts";
+import { relay, RelayEnd, type RelayResult } from "./relay.ts";
 
 /** A tunnel that is up: its allocation (reserved, not committed), the link, when it began. */
 export interface TunnelUp {
@@ -110,7 +110,7 @@ async function dialAttempt(
       began: false,
       status: 0,
       elapsedMs: Date.now() - startedMs,
-      then: session.signal.aborted || session.client.closed ? AfterFailure.end : AfterFailure.retry,
+      then: session.cancelled || session.client.closed ? AfterFailure.end : AfterFailure.retry,
     };
   } finally {
     ctx.pool.give(buffer);
@@ -136,82 +136,151 @@ export interface TunnelRequest {
   kind: RequestKind;
 }
 
-/** The tunnel is up: commit, tell the client, relay. Releases the allocation exactly once. */
-export async function runTunnel(session: TunnelSession, request: TunnelRequest): Promise<void> {
-  const ctx = session.ctx;
-  const { allocation, link } = request.up;
-  const latencyMs = Date.now() - request.up.startedMs;
-  let outcome: Outcome = { ok: true, latencyMs };
+/**
+ * The tunnel is up: commit, tell the client, relay. Releases the allocation exactly once. Never
+ * rejects. No frame of it waits while the tunnel runs: each step is a callback of the one
+ * before, and the promise is settled by the last, so an idle tunnel holds little.
+ */
+export function runTunnel(session: TunnelSession, request: TunnelRequest): Promise<void> {
+  return new Promise((resolve) => new OpenTunnel(session, request, resolve).start());
+}
+
+/** One tunnel from its commit to its end: what its end tells the allocation and the meter. */
+class OpenTunnel {
+  readonly #session: TunnelSession;
+  readonly #request: TunnelRequest;
+  readonly #latencyMs: number;
+  readonly #ended: () => void;
+  #outcome: Outcome;
   /** How the tunnel failed, for its meter (built on failure only). */
-  let failedAs: { error: unknown; answered: number } | undefined;
-  let meter: TransferMeter | undefined;
+  #failedAs: { error: unknown; answered: number } | undefined;
+  #meter: TransferMeter | undefined;
   /** Stopped by the interrupt traffic action: policy, not the upstream's failure. */
-  let interrupted = false;
-  session.attach(link.leg);
-  try {
-    allocation.commit();
-    meter = safely(() =>
-      ctx.hooks?.begin({
-        kind: "connect",
-        client: request.client,
-        target: request.target,
-        upstream: allocation.upstream,
-        latencyMs,
-        interrupt: () => {
-          interrupted = true;
-          link.leg.close();
-        },
-      })
-    );
+  #interrupted = false;
+
+  constructor(session: TunnelSession, request: TunnelRequest, ended: () => void) {
+    this.#session = session;
+    this.#request = request;
+    this.#ended = ended;
+    this.#latencyMs = Date.now() - request.up.startedMs;
+    this.#outcome = { ok: true, latencyMs: this.#latencyMs };
+  }
+
+  /** Commits, begins the meter and tells the client; the relay starts once that is written. */
+  start(): void {
+    const session = this.#session;
+    const request = this.#request;
+    const ctx = session.ctx;
+    const { allocation, link } = request.up;
+    session.attach(link.leg);
     try {
-      await session.client.write(request.established);
+      allocation.commit();
+      this.#meter = safely(() =>
+        ctx.hooks?.begin({
+          kind: "connect",
+          client: request.client,
+          target: request.target,
+          upstream: allocation.upstream,
+          latencyMs: this.#latencyMs,
+          interrupt: () => {
+            this.#interrupted = true;
+            link.leg.close();
+          },
+        })
+      );
+      session.client.write(request.established).then(
+        () => this.#established(),
+        (error) => this.#clientGone(error),
+      );
     } catch (error) {
-      outcome = { ok: false, phase: FailurePhase.client, latencyMs };
-      failedAs = {
-        error: new ClientGoneError("Client left before its tunnel was up", { cause: error }),
-        answered: 0,
-      };
-      ctx.metrics.request(request.kind, RequestOutcome.broken, 200);
-      return;
+      this.#failed(error);
+      this.#end();
     }
-    ctx.metrics.request(request.kind, RequestOutcome.relayed, 200);
-    ctx.metrics.tunnelsOpen++;
+  }
+
+  #clientGone(error: unknown): void {
+    this.#outcome = { ok: false, phase: FailurePhase.client, latencyMs: this.#latencyMs };
+    this.#failedAs = {
+      error: new ClientGoneError("Client left before its tunnel was up", { cause: error }),
+      answered: 0,
+    };
+    this.#session.ctx.metrics.request(this.#request.kind, RequestOutcome.broken, 200);
+    this.#end();
+  }
+
+  #established(): void {
+    const session = this.#session;
+    const request = this.#request;
+    const ctx = session.ctx;
     try {
-      const result = await relay(session.client, link.leg, {
+      ctx.metrics.request(request.kind, RequestOutcome.relayed, 200);
+      const meter = this.#meter;
+      const options = {
         pool: ctx.pool,
         small: ctx.tunnelStart,
         clientLeftover: session.takeForTunnel(),
-        upstreamLeftover: link.leftover,
+        upstreamLeftover: request.up.link.leftover,
         // No signal: cancelling the session closes both legs (the upstream one is attached).
-        onBytes: (toUpstreamBytes, toClientBytes) => {
+        onBytes: (toUpstreamBytes: number, toClientBytes: number) => {
           ctx.metrics.countBytes(toUpstreamBytes, toClientBytes);
           if (meter) meter.bytes(toUpstreamBytes, toClientBytes);
         },
-      });
+      };
+      ctx.metrics.tunnelsOpen++;
+      try {
+        relay(session.client, request.up.link.leg, options, (result) => this.#relayed(result));
+      } catch (error) {
+        ctx.metrics.tunnelsOpen--;
+        throw error;
+      }
+    } catch (error) {
+      this.#failed(error);
+      this.#end();
+    }
+  }
+
+  #relayed(result: RelayResult): void {
+    const session = this.#session;
+    const ctx = session.ctx;
+    ctx.metrics.tunnelsOpen--;
+    try {
       // Legs closed by a cancelled session (the gateway stopping) are not the upstream's fault.
-      if (result.end === RelayEnd.upstream && !session.signal.aborted && !interrupted) {
-        outcome = { ok: false, phase: FailurePhase.idle, latencyMs };
-        failedAs = {
+      if (result.end === RelayEnd.upstream && !session.cancelled && !this.#interrupted) {
+        this.#outcome = { ok: false, phase: FailurePhase.idle, latencyMs: this.#latencyMs };
+        this.#failedAs = {
           error: new UpstreamIdleError("The tunnel's upstream leg failed"),
           answered: 200,
         };
         ctx.metrics.upstreamFailure(FailurePhase.idle);
       }
-    } finally {
-      ctx.metrics.tunnelsOpen--;
+    } catch (error) {
+      this.#failed(error);
     }
-  } catch (error) {
-    ctx.logger.error("Tunnel failed", { error });
-    outcome = { ok: false, phase: FailurePhase.client, latencyMs };
-    failedAs = { error, answered: 200 };
-  } finally {
-    session.attach(undefined);
-    link.leg.close();
-    releaseOnce(session, allocation, outcome);
-    if (meter) {
-      const finished = meter;
-      const note = failedAs === undefined ? undefined : tunnelFailure(request, failedAs);
-      safely(() => finished.finish(outcome, note));
+    this.#end();
+  }
+
+  #failed(error: unknown): void {
+    this.#session.ctx.logger.error("Tunnel failed", { error });
+    this.#outcome = { ok: false, phase: FailurePhase.client, latencyMs: this.#latencyMs };
+    this.#failedAs = { error, answered: 200 };
+  }
+
+  /** The tunnel ended: every step runs, whatever the one before did, then the promise settles. */
+  #end(): void {
+    const session = this.#session;
+    const request = this.#request;
+    try {
+      session.attach(undefined);
+      request.up.link.leg.close();
+      releaseOnce(session, request.up.allocation, this.#outcome);
+      const meter = this.#meter;
+      if (meter) {
+        const failedAs = this.#failedAs;
+        const note = failedAs === undefined ? undefined : tunnelFailure(request, failedAs);
+        safely(() => meter.finish(this.#outcome, note));
+      }
+    } finally {
+      this.#ended();
     }
   }
 }
