@@ -79,13 +79,17 @@ export function eachHeaderLine(
   from: number,
   line: (start: number, end: number, continued: boolean) => void,
 ): void {
+  const length = text.length;
   let position = from;
-  while (position < text.length) {
-    const [end, next] = lineBounds(text, position);
+  while (position < length) {
+    // lineBounds, inline: no pair allocated per line of every head.
+    let next = text.indexOf("\n", position);
+    if (next < 0) next = length;
+    const end = next > position && text.charCodeAt(next - 1) === CR ? next - 1 : next;
     if (end === position) return;
     const first = text.charCodeAt(position);
     line(position, end, first === 32 || first === 9);
-    position = next;
+    position = next + 1;
   }
 }
 
