@@ -25,6 +25,7 @@ import { AdmissionStage } from "./admission.ts";
 import { AdmissionTicket } from "./admission-pipeline.ts";
 import type { AnswerOptions, HttpSession, NetContext, TunnelRunning } from "./contract.ts";
 import { safely } from "./hooks.ts";
+import { endOfRun, SessionCancel } from "./lifecycle.ts";
 
 /** Room for the heads a forwarded exchange sends, with the first body bytes after them. */
 const SCRATCH_BYTES = 4096;
@@ -32,9 +33,7 @@ const SCRATCH_BYTES = 4096;
 export class ClientSession implements HttpSession {
   readonly ctx: NetContext;
   readonly client: Leg;
-  /** Made when first asked for (a dial, an exchange), dropped once the connection is a tunnel. */
-  #abort: AbortController | undefined;
-  #cancelled = false;
+  readonly #cancellation = new SessionCancel();
   readonly openedMs = Date.now();
   /** Undefined while the connection is a tunnel's (taken again if a read ever needs it). */
   #headBuffer: Uint8Array | undefined;
@@ -61,15 +60,11 @@ export class ClientSession implements HttpSession {
 
   /** Aborted when the session is cancelled (the gateway stopping). */
   get signal(): AbortSignal {
-    if (this.#abort === undefined) {
-      this.#abort = new AbortController();
-      if (this.#cancelled) this.#abort.abort();
-    }
-    return this.#abort.signal;
+    return this.#cancellation.signal;
   }
 
   get cancelled(): boolean {
-    return this.#cancelled;
+    return this.#cancellation.cancelled;
   }
 
   /** The idle check closed the session. */
@@ -79,14 +74,7 @@ export class ClientSession implements HttpSession {
 
   /** Serves the connection until it ends (a tunnel's end, for one); never rejects. */
   run(): Promise<void> {
-    return this.#serve().then(
-      () => this.#close(),
-      (error) => {
-        // Handlers catch their own failures; this is a bug's last stop, not a client's doing.
-        this.ctx.logger.error("Client session failed", { error });
-        this.#close();
-      },
-    );
+    return endOfRun(this.#serve(), () => this.#close(), this.ctx.logger, "Client session failed");
   }
 
   #close(): void {
@@ -101,8 +89,7 @@ export class ClientSession implements HttpSession {
 
   /** Ends the session at once: pending reads and writes are aborted. Safe to call again. */
   cancel(): void {
-    this.#cancelled = true;
-    this.#abort?.abort();
+    this.#cancellation.cancel();
     this.#upstream?.close();
     this.client.close();
   }
@@ -149,7 +136,7 @@ export class ClientSession implements HttpSession {
     this.#headReader = undefined;
     this.#scratch = undefined;
     // Nothing waits on it any more: cancelling a tunnel closes its legs.
-    this.#abort = undefined;
+    this.#cancellation.release();
     return pending;
   }
 

@@ -37,6 +37,7 @@ import { RequestKind, RequestOutcome } from "../process/metrics.ts";
 import { AdmissionStage } from "../session/admission.ts";
 import { AdmissionTicket } from "../session/admission-pipeline.ts";
 import type { NetContext, TunnelSession } from "../session/contract.ts";
+import { endOfRun, SessionCancel } from "../session/lifecycle.ts";
 import { safely } from "../session/hooks.ts";
 import { socksReplyForFailure, socksReplyForRefusal } from "./socks5-replies.ts";
 import { dialTunnel, runTunnel } from "./tunnel.ts";
@@ -68,9 +69,7 @@ export class Socks5Session implements TunnelSession {
   readonly ctx: NetContext;
   readonly client: Leg;
   readonly openedMs = Date.now();
-  /** Made when first asked for (the dial), dropped once the connection is a tunnel. */
-  #abort: AbortController | undefined;
-  #cancelled = false;
+  readonly #cancellation = new SessionCancel();
   readonly #buffer = new Uint8Array(HANDSHAKE_BUFFER_BYTES);
   /** Unparsed client bytes: `#buffer[#start, #end)`. */
   #start = 0;
@@ -89,27 +88,16 @@ export class Socks5Session implements TunnelSession {
   }
 
   get signal(): AbortSignal {
-    if (this.#abort === undefined) {
-      this.#abort = new AbortController();
-      if (this.#cancelled) this.#abort.abort();
-    }
-    return this.#abort.signal;
+    return this.#cancellation.signal;
   }
 
   get cancelled(): boolean {
-    return this.#cancelled;
+    return this.#cancellation.cancelled;
   }
 
   /** Serves the connection until it ends (its tunnel's end, when it got one); never rejects. */
   run(): Promise<void> {
-    return this.#serve().then(
-      () => this.#close(),
-      (error) => {
-        // Every step catches its own failures; this is a bug's last stop, not a client's doing.
-        this.ctx.logger.error("SOCKS5 session failed", { error });
-        this.#close();
-      },
-    );
+    return endOfRun(this.#serve(), () => this.#close(), this.ctx.logger, "SOCKS5 session failed");
   }
 
   #close(): void {
@@ -128,8 +116,7 @@ export class Socks5Session implements TunnelSession {
 
   /** Ends the session at once. Safe to call again. */
   cancel(): void {
-    this.#cancelled = true;
-    this.#abort?.abort();
+    this.#cancellation.cancel();
     this.#upstream?.close();
     this.client.close();
   }
@@ -149,7 +136,7 @@ export class Socks5Session implements TunnelSession {
   /** Its handshake buffer (1 KiB, not pooled) stays: the bytes past the handshake are copied. */
   takeForTunnel(): Uint8Array {
     // Nothing waits on it any more: cancelling a tunnel closes its legs.
-    this.#abort = undefined;
+    this.#cancellation.release();
     if (this.#end === this.#start) return EMPTY_BYTES;
     // A copy: the relay's reads must never land in bytes it has not sent yet.
     const pending = this.#buffer.slice(this.#start, this.#end);
