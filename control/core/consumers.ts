@@ -89,6 +89,8 @@ export abstract class GroupConsumer extends Loop {
   readonly #running = new Set<Running>();
   readonly #inFlight = new Set<string>();
   readonly #cancel = new AbortController();
+  /** Gives up a read that the stop found queued on a reader waiting to reconnect (see stop). */
+  readonly #readGivenUp = new AbortController();
   #groupChecked = false;
   #reclaimCursor = "0-0";
   #reclaimTimer: ReturnType<typeof setInterval> | undefined;
@@ -151,8 +153,14 @@ export abstract class GroupConsumer extends Loop {
   override async stop(): Promise<void> {
     clearInterval(this.#reclaimTimer);
     this.#roomFreed?.();
+    const reader = this.options.reader;
+    // A read queued while the reader waits to reconnect (Redis gone) was never sent, and
+    // disconnecting then neither reconnects nor settles it (ioredis): the cycle gives it up
+    // rather than wait for ever. A read on a live connection is not given up: it ends with the
+    // connection, so nothing is read for this consumer once the stop returned.
+    if (reader.status === "reconnecting") this.#readGivenUp.abort();
     // A blocked read cannot be cancelled on its connection; closing the connection ends it.
-    this.options.reader.disconnect();
+    reader.disconnect();
     await super.stop();
     await this.#reclaiming;
     const running = [...this.#running].map((r) => r.done);
@@ -198,9 +206,12 @@ export abstract class GroupConsumer extends Loop {
       await this.#ensureGroup();
       this.#groupChecked = true;
     }
-    let entries: StreamEntry[];
+    let entries: StreamEntry[] | typeof ABORTED;
     try {
-      entries = await readNew(reader, stream, consumer, this.freeBatches * batchSize, blockMs);
+      entries = await raceAbort(
+        readNew(reader, stream, consumer, this.freeBatches * batchSize, blockMs),
+        this.#readGivenUp.signal,
+      );
     } catch (error) {
       if (signal.aborted) return UNCOUNTED;
       if (isMissingGroup(error)) {
@@ -209,6 +220,7 @@ export abstract class GroupConsumer extends Loop {
       }
       throw error;
     }
+    if (entries === ABORTED) return UNCOUNTED;
     if (entries.length > 0) this.#dispatch(entries.map((e) => ({ ...e, deliveries: 1 })));
     return UNCOUNTED;
   }

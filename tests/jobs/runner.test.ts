@@ -156,4 +156,39 @@ describe("job runners on work streams", () => {
   });
 });
 
+describe("a job runner stopping without Redis", () => {
+  it("stops at once when Redis went away while its read waited to be sent again", async () => {
+    const dir = await mkdtemp(join(tmpdir(), "ox-redis-"));
+    const server = new LocalRedis({ dir, port: await findFreePort() });
+    await server.start();
+    cleanups.push(async () => {
+      await server.stop();
+      await rm(dir, { recursive: true, force: true });
+    });
+    const prefix = testPrefix();
+    const keys = redisKeys(prefix);
+    const settings = testSettings({ prefix, redisUrl: server.url, OCTOPROX_STOP_GRACE: "1" });
+    // Commands fail at once without Redis, as the process's own client does; the runner's
+    // reader (its duplicate, with a queue) holds a read for the client's many retries.
+    const redis = new Redis(server.url, { enableOfflineQueue: false });
+    redis.on("error", () => {});
+    cleanups.push(() => redis.disconnect());
+    await waitUntil(() => redis.status === "ready", { what: "the client to connect" });
+    const { logger } = captureLogger("worker");
+    const { job, batches } = scriptedJob(() => Promise.resolve());
+    const runner = new JobRunner({ job, redis, keys, settings, logger, consumer: "w1" });
+    cleanups.push(() => runner.stop());
+    runner.start();
+    await new JobQueue({ redis, keys, logger, deadlineMs: 2000 }).request(JobKind.traffic, ["a"]);
+    await waitUntil(() => batches.length === 1, { what: "the runner to read" });
+    await server.stop();
+    await waitUntil(() => redis.status === "reconnecting", { what: "Redis to be gone" });
+    const stopped = await Promise.race([
+      runner.stop().then(() => true),
+      new Promise<boolean>((resolve) => setTimeout(() => resolve(false), 3_000)),
+    ]);
+    expect(stopped, "the stop ended within 3 s").toBe(true);
+  });
+});
+
 afterAll(() => {});
