@@ -51,7 +51,7 @@ export interface RelayResult {
  * Relays both ways until the tunnel ends, then calls `onEnd` once (after both legs closed).
  * Driven by callbacks rather than async loops or a promise of its own: an idle tunnel then holds
  * its two pending reads and little else, not a suspended frame per direction and per caller
- * (docs/performance.md, "Memory per idle tunnel"). A throw from `onEnd` is the caller's bug and
+ * (docs/performance.md, "Second round: what a tunnel allocates and keeps"). A throw from `onEnd` is the caller's bug and
  * is not caught here.
  */
 export function relay(
@@ -77,14 +77,8 @@ class Relay {
   #directionsDone = 0;
   #closing: Promise<void>[] | undefined;
   readonly #onEnd: (result: RelayResult) => void;
-  readonly #cancel = (): void => {
-    if (!this.ending) {
-      this.ending = true;
-      this.end = RelayEnd.cancelled;
-    }
-    this.client.close();
-    this.upstream.close();
-  };
+  /** Made only with a signal to listen to (tunnels have none: their session closes the legs). */
+  #onAbort: (() => void) | undefined;
 
   constructor(
     client: Leg,
@@ -100,10 +94,22 @@ class Relay {
 
   start(): void {
     const signal = this.options.signal;
-    if (signal?.aborted) this.#cancel();
-    signal?.addEventListener("abort", this.#cancel, { once: true });
+    if (signal !== undefined) {
+      if (signal.aborted) this.#cancel();
+      this.#onAbort = () => this.#cancel();
+      signal.addEventListener("abort", this.#onAbort, { once: true });
+    }
     new Direction(this, this.client, this.upstream, true).start(this.options.clientLeftover);
     new Direction(this, this.upstream, this.client, false).start(this.options.upstreamLeftover);
+  }
+
+  #cancel(): void {
+    if (!this.ending) {
+      this.ending = true;
+      this.end = RelayEnd.cancelled;
+    }
+    this.client.close();
+    this.upstream.close();
   }
 
   /** A leg failed: it closes at once, the other once its write under way is taken. */
@@ -131,7 +137,7 @@ class Relay {
   }
 
   #finish(): void {
-    this.options.signal?.removeEventListener("abort", this.#cancel);
+    if (this.#onAbort) this.options.signal?.removeEventListener("abort", this.#onAbort);
     this.client.close();
     this.upstream.close();
     this.#onEnd({
