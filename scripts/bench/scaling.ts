@@ -312,9 +312,25 @@ interface TunnelPoints {
 /**
  * Opens FIRST_TUNNELS tunnels through `port` and closes them again (what the first traffic grows
  * once, compiled code and pools, stays in the base), reads the base, then opens idle tunnels up
- * to each count and reads again. The tunnels stay open until `tunnels.destroy()`.
+ * to each count and reads again; closes them all before it returns.
  */
 async function idleTunnelPoints(
+  context: SuiteContext,
+  who: string,
+  port: number,
+  target: string,
+  counts: number[],
+  liveResident: () => Promise<Live>,
+): Promise<TunnelPoints> {
+  const tunnels = idleTunnels(port, target);
+  try {
+    return await measureIdleTunnels(context, who, port, target, counts, liveResident, tunnels);
+  } finally {
+    tunnels.destroy();
+  }
+}
+
+async function measureIdleTunnels(
   context: SuiteContext,
   who: string,
   port: number,
@@ -405,8 +421,6 @@ async function tunnelCurve(context: SuiteContext): Promise<Row[]> {
       1_000,
     );
     await gateway.waitForProxy();
-    const viaGateway = idleTunnels(gateway.port, target);
-    stops.push(() => Promise.resolve(viaGateway.destroy()));
     const ours = await idleTunnelPoints(
       context,
       "the gateway",
@@ -414,9 +428,7 @@ async function tunnelCurve(context: SuiteContext): Promise<Row[]> {
       target,
       counts,
       liveResident,
-      viaGateway,
     );
-    viaGateway.destroy();
 
     // The runtime's floor, side by side: the bare relay (same runtime and socket calls, no
     // session, admission, routing or metering) holding the same tunnels with buffers of the
@@ -430,8 +442,6 @@ async function tunnelCurve(context: SuiteContext): Promise<Row[]> {
       [`--inspect=127.0.0.1:${inspectPort}`],
     );
     stops.push(() => relay.stop());
-    const viaRelay = idleTunnels(relay.port, target);
-    stops.push(() => Promise.resolve(viaRelay.destroy()));
     const floor = await idleTunnelPoints(
       context,
       "the bare relay",
@@ -439,7 +449,6 @@ async function tunnelCurve(context: SuiteContext): Promise<Row[]> {
       target,
       counts,
       liveResidentOf(relay.pids[0], inspectPort),
-      viaRelay,
     );
     const rows = [
       ...tunnelRows("gateway", ours, total, { op: "<=", limit: TUNNEL_BUDGET_KB }),

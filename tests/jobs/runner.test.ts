@@ -37,6 +37,18 @@ function scriptedJob(run: (batch: WorkBatch, signal: AbortSignal) => Promise<voi
   return { job, batches, givenUp };
 }
 
+/** A Redis server of the test's own (it may be flushed or stopped), gone after the test. */
+async function privateRedis(): Promise<LocalRedis> {
+  const dir = await mkdtemp(join(tmpdir(), "ox-redis-"));
+  const server = new LocalRedis({ dir, port: await findFreePort() });
+  await server.start();
+  cleanups.push(async () => {
+    await server.stop();
+    await rm(dir, { recursive: true, force: true });
+  });
+  return server;
+}
+
 function setup(redisUrl = TEST_REDIS_URL) {
   const prefix = testPrefix();
   const keys = redisKeys(prefix);
@@ -133,13 +145,7 @@ describe("job runners on work streams", () => {
   });
 
   it("groups come back after a FLUSHALL, and work resumes", async () => {
-    const dir = await mkdtemp(join(tmpdir(), "ox-redis-"));
-    const server = new LocalRedis({ dir, port: await findFreePort() });
-    await server.start();
-    cleanups.push(async () => {
-      await server.stop();
-      await rm(dir, { recursive: true, force: true });
-    });
+    const server = await privateRedis();
     const t = setup(server.url);
     const { job, batches } = scriptedJob(() => Promise.resolve());
     t.runner(job, "w1").start();
@@ -158,13 +164,7 @@ describe("job runners on work streams", () => {
 
 describe("a job runner stopping without Redis", () => {
   it("stops at once when Redis went away while its read waited to be sent again", async () => {
-    const dir = await mkdtemp(join(tmpdir(), "ox-redis-"));
-    const server = new LocalRedis({ dir, port: await findFreePort() });
-    await server.start();
-    cleanups.push(async () => {
-      await server.stop();
-      await rm(dir, { recursive: true, force: true });
-    });
+    const server = await privateRedis();
     const prefix = testPrefix();
     const keys = redisKeys(prefix);
     const settings = testSettings({ prefix, redisUrl: server.url, OCTOPROX_STOP_GRACE: "1" });

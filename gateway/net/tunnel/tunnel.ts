@@ -226,13 +226,9 @@ class OpenTunnel {
           if (meter) meter.bytes(toUpstreamBytes, toClientBytes);
         },
       };
+      relay(session.client, request.up.link.leg, options, (result) => this.#relayed(result));
+      // Counted once the relay runs; its end is always called back later, never from here.
       ctx.metrics.tunnelsOpen++;
-      try {
-        relay(session.client, request.up.link.leg, options, (result) => this.#relayed(result));
-      } catch (error) {
-        ctx.metrics.tunnelsOpen--;
-        throw error;
-      }
     } catch (error) {
       this.#failed(error);
       this.#end();
