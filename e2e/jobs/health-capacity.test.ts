@@ -62,12 +62,18 @@ describe("health batches waiting on hung proxies", () => {
         what: `the worker to hold hung proxy ${i + 1}'s check`,
       });
     }
+    const heldIds = (await cluster.pending(stream)).map((entry) => entry.id).sort();
     const id = await cluster.addProxy(connector, tinyproxy.url);
     await cluster.until(async () => (await cluster.status(id)) === "healthy", {
       timeoutMs: 10_000,
       what: "the passing proxy to be checked beside the hung ones",
     });
-    // The hung ones are still being checked: their batches are running, not given up.
-    expect(await cluster.pending(stream)).toHaveLength(hungCount);
+    // The hung ones are still being checked: their batches are running, not given up. The
+    // passing proxy's entry is acknowledged just after its verdict is written, so wait for it.
+    const heldNow = async () => (await cluster.pending(stream)).map((entry) => entry.id).sort();
+    await cluster.until(async () => (await heldNow()).length === hungCount, {
+      what: "the passing proxy's entry to be acknowledged",
+    });
+    expect(await heldNow()).toEqual(heldIds);
   });
 });
