@@ -11,6 +11,7 @@ import type {
   TransferMeter,
   TransferStart,
 } from "../net/session/hooks.ts";
+import type { Slotted } from "../../shared/slot-set.ts";
 
 /** The rows one transfer counts into (full Redis keys). */
 export interface MeterKeys {
@@ -30,7 +31,7 @@ export interface MeterSink {
   finishedTwice(): void;
 }
 
-export class Meter implements TransferMeter {
+export class Meter implements TransferMeter, Slotted {
   readonly keys: MeterKeys;
   /** Connect-to-first-byte latency the transfer began with. */
   readonly latencyMs: number;
@@ -51,6 +52,8 @@ export class Meter implements TransferMeter {
   readonly target: Target;
   /** How a failure the socket layer did not describe is recorded (a forward is `http`). */
   readonly protocol: RequestProtocol;
+  /** Its place among the metering's open transfers. */
+  slot = -1;
   #finished = false;
   readonly #sink: MeterSink;
 

@@ -16,6 +16,7 @@
  * Runtime-neutral: the caller passes the Redis client and the script's source (gateway/metering/
  * lua.ts under Deno).
  */
+import { SlotSet } from "../../shared/slot-set.ts";
 import type { Client, Outcome, Refusal, Target } from "../core/contract.ts";
 import { AttemptFailureKind } from "../../shared/failure-kinds.ts";
 import { formatAuthority } from "../../shared/proxy-protocol/address.ts";
@@ -162,7 +163,7 @@ export class RequestMetering implements TransferHooks {
   readonly #keys: RedisKeys;
   readonly #caps: MeteringCaps;
   readonly #now: () => number;
-  readonly #open = new Set<Meter>();
+  readonly #open = new SlotSet<Meter>();
   readonly #keyCache = new WeakMap<object, Map<string, BoundedMap<string, MeterKeys>>>();
   readonly #demandKeys = new BoundedMap<string, { minute: number; key: string }>(
     MAX_CACHED_PROJECTS,
@@ -499,7 +500,7 @@ export class RequestMetering implements TransferHooks {
 
   /** Running transfers report first, so each window carries their bytes so far. */
   #cut(maxRowsPerPart: number): MeteringPart[] {
-    for (const meter of this.#open) {
+    for (const meter of this.#open.values()) {
       this.#interruptIfBlocked(meter);
       this.#report(meter);
     }

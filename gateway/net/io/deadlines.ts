@@ -4,6 +4,7 @@
  * every dial ends long before its deadline. A deadline fires at most DEADLINE_TICK_MS late. The
  * ticker runs only while a deadline is watched, and never keeps the process alive by itself.
  */
+import { SlotSet, type Slotted } from "../../../shared/slot-set.ts";
 
 export const DEADLINE_TICK_MS = 50;
 
@@ -12,9 +13,10 @@ export interface Deadline {
   cancel(): void;
 }
 
-class Entry implements Deadline {
+class Entry implements Deadline, Slotted {
   readonly atMs: number;
   readonly onExpire: () => void;
+  slot = -1;
 
   constructor(atMs: number, onExpire: () => void) {
     this.atMs = atMs;
@@ -26,14 +28,14 @@ class Entry implements Deadline {
   }
 }
 
-const watched = new Set<Entry>();
+const watched = new SlotSet<Entry>();
 let ticker: ReturnType<typeof setInterval> | undefined;
 
 function tick(): void {
   const now = Date.now();
-  for (const entry of watched) {
-    if (entry.atMs > now) continue;
-    watched.delete(entry);
+  for (const entry of watched.values()) {
+    // Cancelled by an expiry before it in this tick, or not due yet.
+    if (entry.atMs > now || !watched.delete(entry)) continue;
     try {
       entry.onExpire();
     } catch {

@@ -8,6 +8,7 @@
  * their allocations), then closes the idle upstream connections of forwarded requests.
  */
 import type { GatewaySettings } from "../../../shared/settings.ts";
+import { SlotSet, type Slotted } from "../../../shared/slot-set.ts";
 import type { DestinationGuard, Router } from "../../core/contract.ts";
 import { ConnectionBudget } from "../io/budget.ts";
 import { BufferPool, SMALL_BUFFER_BYTES, TUNNEL_START_BUFFER_BYTES } from "../io/buffers.ts";
@@ -94,8 +95,8 @@ export function buildListeners(
   };
 }
 
-/** What the listener runs per connection. */
-interface ServedConnection {
+/** What the listener runs per connection (its slot: its place among the listener's). */
+interface ServedConnection extends Slotted {
   /** When the connection was accepted (ms since the epoch). */
   readonly openedMs: number;
   /** Serves the connection until it ends; never rejects. */
@@ -114,7 +115,9 @@ export const STOP_WAIT_MS = 5_000;
 export class ProxyListener {
   readonly #options: ProxyListenerOptions;
   readonly #ctx: NetContext;
-  readonly #sessions = new Map<ServedConnection, Promise<void>>();
+  readonly #sessions = new SlotSet<ServedConnection>();
+  /** Called once the last session ended, while `close` waits for them. */
+  #drained: (() => void) | undefined;
   readonly #budget: ConnectionBudget;
   #listener: Deno.Listener<Deno.TcpConn, Deno.NetAddr> | undefined;
   #accepting: Promise<void> | undefined;
@@ -195,11 +198,14 @@ export class ProxyListener {
       // Closed already.
     }
     await this.#accepting;
-    for (const session of this.#sessions.keys()) session.cancel();
-    const handlers = Promise.allSettled([...this.#sessions.values()]);
+    for (const session of this.#sessions.values()) session.cancel();
+    const drained = new Promise<void>((resolve) => {
+      if (this.#sessions.size === 0) resolve();
+      else this.#drained = resolve;
+    });
     let timer: ReturnType<typeof setTimeout> | undefined;
     const waited = await Promise.race([
-      handlers.then(() => true),
+      drained.then(() => true),
       new Promise<boolean>((resolve) => {
         timer = setTimeout(() => resolve(false), STOP_WAIT_MS);
       }),
@@ -262,9 +268,10 @@ export class ProxyListener {
         this.#sessions.delete(session);
         this.#budget.give();
         metrics.connectionsOpen--;
+        if (this.#sessions.size === 0) this.#drained?.();
       };
-      const handler = session.run().then(ended, ended);
-      this.#sessions.set(session, handler);
+      this.#sessions.add(session);
+      session.run().then(ended, ended);
     }
   }
 
@@ -272,7 +279,7 @@ export class ProxyListener {
     const now = Date.now();
     const idleMs = this.#options.clientIdleTimeoutMs;
     // A throw in a timer would end the process: one session's fault stays its own.
-    for (const session of this.#sessions.keys()) {
+    for (const session of this.#sessions.values()) {
       try {
         if (now - session.openedMs >= KEEPALIVE_AFTER_MS) session.keepAlive();
         session.checkIdle(now, idleMs);

@@ -35,6 +35,8 @@ export class ClientSession implements HttpSession {
   readonly client: Leg;
   readonly #cancellation = new SessionCancel();
   readonly openedMs = Date.now();
+  /** Its place among its listener's sessions (the listener keeps it). */
+  slot = -1;
   /** Undefined while the connection is a tunnel's (taken again if a read ever needs it). */
   #headBuffer: Uint8Array | undefined;
   /** Undefined while the connection is a tunnel's, as the head buffer. */

@@ -69,6 +69,8 @@ export class Socks5Session implements TunnelSession {
   readonly ctx: NetContext;
   readonly client: Leg;
   readonly openedMs = Date.now();
+  /** Its place among its listener's sessions (the listener keeps it). */
+  slot = -1;
   readonly #cancellation = new SessionCancel();
   readonly #buffer = new Uint8Array(HANDSHAKE_BUFFER_BYTES);
   /** Unparsed client bytes: `#buffer[#start, #end)`. */
