@@ -12,8 +12,9 @@
  * - **context switches** of all the process's threads (/proc/<pid>/task/<tid>/status): a
  *   voluntary one is a thread going to sleep, mostly the event loop waiting in `epoll_wait`
  *   with nothing to do, so they count the event-loop turns that ended in a wait;
- * - **V8 heap** collected and GC pause (V8's `--trace-gc`: what each collection freed, summed
- *   over the window; under a steady load that is about what was allocated);
+ * - **V8 heap** allocated, what of it was still alive at a young collection (copied within the
+ *   young generation, or promoted to the old one: what makes a young collection cost), and GC
+ *   pause (V8's `--trace-gc-nvp`, one record per collection, summed over the window);
  * - **system calls** by name (`strace -c -f` on every thread, a window of its own, since strace
  *   slows the process down; the counts per request stay what they are). `epoll_wait` counts
  *   every event-loop turn that polled;
@@ -31,7 +32,7 @@
  * feed (its CPU figures and ratios, no system calls or profile): before and after a change,
  * side by side in one run, as a loaded machine needs.
  *
- * Both targets run with the same V8 flags (`--trace-gc --perf-basic-prof`), so their CPU
+ * Both targets run with the same V8 flags (`--trace-gc-nvp --perf-basic-prof`), so their CPU
  * figures are a few percent above the throughput suite's.
  * Settings: BENCH_TUNNEL_OPS_SECONDS (5 s a point), BENCH_THROUGHPUT_CONCURRENCY (32),
  * BENCH_TUNNEL_OPS_PROFILE_SECONDS (5; 0 skips strace and perf), BENCH_TUNNEL_OPS_MODES (a comma
@@ -65,7 +66,7 @@ const ALL_CPUS = `0-${cpus().length - 1}`;
 
 // Deno takes V8 flags from DENO_V8_FLAGS comma-separated; BENCH_TUNNEL_OPS_V8_FLAGS adds more to
 // every target (`--prof`, say, for V8's own tick profile).
-const V8_FLAGS = ["--trace-gc,--perf-basic-prof", process.env.BENCH_TUNNEL_OPS_V8_FLAGS]
+const V8_FLAGS = ["--trace-gc-nvp,--perf-basic-prof", process.env.BENCH_TUNNEL_OPS_V8_FLAGS]
   .filter((flags) => flags !== undefined && flags !== "").join(",");
 
 interface Target {
@@ -96,6 +97,9 @@ interface Point {
   involuntary: number;
   /** Filled in once every run is over (V8 writes its trace in blocks). */
   gcBytes: number;
+  /** Young objects alive at a young collection: copied within the young generation, promoted. */
+  gcCopiedBytes: number;
+  gcPromotedBytes: number;
   gcPauseMs: number;
   /** Of which in collections of the whole heap. */
   gcFullPauseMs: number;
@@ -123,34 +127,46 @@ async function switches(pid: number): Promise<{ voluntary: number; involuntary: 
   return { voluntary, involuntary };
 }
 
+/** What the GC records stamped inside one window add up to. */
+interface GcTotals {
+  bytes: number;
+  copiedBytes: number;
+  promotedBytes: number;
+  pauseMs: number;
+  /** Of which in collections of the whole heap. */
+  fullPauseMs: number;
+}
+
 /**
- * Heap bytes collected and GC pause over the `--trace-gc` lines stamped between `fromMs` and
- * `toMs` ("[pid:isolate]  1234 ms: Scavenge 3.2 (4.2) -> 2.3 (4.5) MB, pooled: 0.0 MB, 0.47 /
- * 0.00 ms"; the stamp counts from the isolate's start). What a collection freed was allocated
- * and died, which under a steady load is about all that was allocated (0.1 MB resolution per
- * line). The stamps place each line in its window although V8 writes its output in blocks.
+ * Sums the `--trace-gc-nvp` records stamped between `fromMs` and `toMs` ("[pid:isolate:0]  1234
+ * ms: GC: {"gc":"s","pause":0.9,"allocated":...}"; the stamp counts from the isolate's start):
+ * bytes allocated since the collection before, young bytes that survived (copied or promoted),
+ * the pause. The stamps place each record in its window although V8 writes its output in
+ * blocks; a record a log line of the process split is skipped.
  */
-function gcOf(
-  lines: readonly string[],
-  fromMs: number,
-  toMs: number,
-): { bytes: number; pauseMs: number; fullPauseMs: number } {
-  let bytes = 0;
-  let pauseMs = 0;
-  let fullPauseMs = 0;
-  const pattern =
-    /\]\s+(\d+) ms: ([A-Za-z -]+?) ([\d.]+) \([\d.]+\) -> ([\d.]+) \([\d.]+\) MB,.*? ([\d.]+) \/ [\d.]+ ms/;
+function gcOf(lines: readonly string[], fromMs: number, toMs: number): GcTotals {
+  const totals = { bytes: 0, copiedBytes: 0, promotedBytes: 0, pauseMs: 0, fullPauseMs: 0 };
+  const pattern = /\]\s+(\d+) ms: GC: (\{.*\})\s*$/;
   for (const line of lines) {
     const match = pattern.exec(line);
     if (!match) continue;
     const atMs = Number(match[1]);
     if (atMs < fromMs || atMs >= toMs) continue;
-    bytes += Math.max(0, Number(match[3]) - Number(match[4])) * 1024 * 1024;
-    pauseMs += Number(match[5]);
-    // Anything but a scavenge (the young generation's) collects the whole heap.
-    if (!match[2].startsWith("Scavenge")) fullPauseMs += Number(match[5]);
+    let record: Record<string, unknown>;
+    try {
+      record = JSON.parse(match[2]);
+    } catch {
+      continue;
+    }
+    const number = (key: string) => (typeof record[key] === "number" ? record[key] as number : 0);
+    totals.bytes += number("allocated");
+    totals.copiedBytes += number("new_space_survived");
+    totals.promotedBytes += number("promoted");
+    totals.pauseMs += number("pause");
+    // "mc" is the whole heap's mark-compact; the others collect the young generation.
+    if (record.gc === "mc") totals.fullPauseMs += number("pause");
   }
-  return { bytes, pauseMs, fullPauseMs };
+  return totals;
 }
 
 /**
@@ -202,6 +218,8 @@ async function measure(target: Target, shared: readonly number[], options: LoadO
     voluntary: b.voluntary - a.voluntary,
     involuntary: b.involuntary - a.involuntary,
     gcBytes: 0,
+    gcCopiedBytes: 0,
+    gcPromotedBytes: 0,
     gcPauseMs: 0,
     gcFullPauseMs: 0,
     wallMs,
@@ -547,6 +565,8 @@ async function run(context: SuiteContext): Promise<Row[]> {
         for (const point of points.get(`${mode}/${target.key}`) ?? []) {
           const gc = gcOf(lines, point.fromMs, point.toMs);
           point.gcBytes = gc.bytes;
+          point.gcCopiedBytes = gc.copiedBytes;
+          point.gcPromotedBytes = gc.promotedBytes;
           point.gcPauseMs = gc.pauseMs;
           point.gcFullPauseMs = gc.fullPauseMs;
         }
@@ -593,7 +613,11 @@ function rows(
             formatNumber(perRequest(list, (p) => p.involuntary), 2)
           } involuntary context switches, ${
             formatNumber(perRequest(list, (p) => p.gcBytes / 1024), 1)
-          } KB of V8 heap, ${
+          } KB of V8 heap allocated (alive at a young collection: ${
+            formatNumber(perRequest(list, (p) => p.gcCopiedBytes / 1024), 1)
+          } KB copied, ${
+            formatNumber(perRequest(list, (p) => p.gcPromotedBytes / 1024), 1)
+          } KB promoted), ${
             formatNumber(perRequest(list, (p) => p.gcPauseMs * 1000), 1)
           } µs of GC pause (${
             formatNumber(perRequest(list, (p) => p.gcFullPauseMs * 1000), 1)

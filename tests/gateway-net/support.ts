@@ -48,7 +48,9 @@ export interface LogLine {
 
 /**
  * Reads a child's stdout as JSON log lines into `into` (a line that is not JSON comes as a raw
- * one); `onText` also gets the text as it arrives.
+ * one); `onText` also gets the text as it arrives. V8's own traces (`--trace-gc-nvp`, say) reach
+ * the same stdout through a buffer of their own, flushed in blocks that may end inside a line:
+ * a log line written then follows that part on the same line, and is still read.
  */
 export function collectLogLines(
   stdout: Readable,
@@ -63,13 +65,26 @@ export function collectLogLines(
     partial = lines.pop() ?? "";
     for (const line of lines) {
       if (line.trim() === "") continue;
-      try {
-        into.push(JSON.parse(line) as LogLine);
-      } catch {
-        into.push({ msg: `unparsed: ${line}`, level: "raw" });
-      }
+      into.push(parseLogLine(line));
     }
   });
+}
+
+function parseLogLine(line: string): LogLine {
+  try {
+    return JSON.parse(line) as LogLine;
+  } catch {
+    // A log line after part of a V8 trace line: the process's log lines start `{"time":`.
+    const at = line.lastIndexOf('{"time":');
+    if (at > 0) {
+      try {
+        return JSON.parse(line.slice(at)) as LogLine;
+      } catch {
+        // Not a log line after all.
+      }
+    }
+    return { msg: `unparsed: ${line}`, level: "raw" };
+  }
 }
 
 export interface GatewayOptions {
