@@ -324,41 +324,29 @@ async function idleTunnelPoints(
 ): Promise<TunnelPoints> {
   const tunnels = idleTunnels(port, target);
   try {
-    return await measureIdleTunnels(context, who, port, target, counts, liveResident, tunnels);
+    const warmUp = idleTunnels(port, target);
+    await warmUp.open(FIRST_TUNNELS);
+    warmUp.destroy();
+    await waitFor(() => warmUp.closed === FIRST_TUNNELS, { timeoutMs: 30_000 });
+    await sleep(1000); // the proxy's side of the closes
+    const base = await liveResident();
+    const points: (Live & { count: number })[] = [];
+    for (const count of counts) {
+      await tunnels.open(count - tunnels.sockets.length);
+      points.push({ count, ...await liveResident() });
+      context.log(
+        `scaling: ${count} idle tunnels via ${who}: RSS ${
+          (points.at(-1)!.rss / MB).toFixed(1)
+        } MB, ` +
+          `heap ${(points.at(-1)!.heap / MB).toFixed(1)} (base ${
+            (base.rss / MB).toFixed(1)
+          }, heap ${(base.heap / MB).toFixed(1)})`,
+      );
+    }
+    return { base, points, open: tunnels.sockets.length - tunnels.closed };
   } finally {
     tunnels.destroy();
   }
-}
-
-async function measureIdleTunnels(
-  context: SuiteContext,
-  who: string,
-  port: number,
-  target: string,
-  counts: number[],
-  liveResident: () => Promise<Live>,
-  tunnels: ReturnType<typeof idleTunnels>,
-): Promise<TunnelPoints> {
-  const warmUp = idleTunnels(port, target);
-  await warmUp.open(FIRST_TUNNELS);
-  warmUp.destroy();
-  await waitFor(() => warmUp.closed === FIRST_TUNNELS, { timeoutMs: 30_000 });
-  await sleep(1000); // the proxy's side of the closes
-  const base = await liveResident();
-  const points: (Live & { count: number })[] = [];
-  for (const count of counts) {
-    await tunnels.open(count - tunnels.sockets.length);
-    points.push({ count, ...await liveResident() });
-    context.log(
-      `scaling: ${count} idle tunnels via ${who}: RSS ${
-        (points.at(-1)!.rss / MB).toFixed(1)
-      } MB, ` +
-        `heap ${(points.at(-1)!.heap / MB).toFixed(1)} (base ${(base.rss / MB).toFixed(1)}, heap ${
-          (base.heap / MB).toFixed(1)
-        })`,
-    );
-  }
-  return { base, points, open: tunnels.sockets.length - tunnels.closed };
 }
 
 function tunnelRows(

@@ -96,13 +96,7 @@ interface Point {
   voluntary: number;
   involuntary: number;
   /** Filled in once every run is over (V8 writes its trace in blocks). */
-  gcBytes: number;
-  /** Young objects alive at a young collection: copied within the young generation, promoted. */
-  gcCopiedBytes: number;
-  gcPromotedBytes: number;
-  gcPauseMs: number;
-  /** Of which in collections of the whole heap. */
-  gcFullPauseMs: number;
+  gc: GcTotals;
   wallMs: number;
   /** The window on the target's GC trace clock. */
   fromMs: number;
@@ -129,13 +123,23 @@ async function switches(pid: number): Promise<{ voluntary: number; involuntary: 
 
 /** What the GC records stamped inside one window add up to. */
 interface GcTotals {
+  /** Heap allocated. */
   bytes: number;
+  /** Young objects alive at a young collection: copied within the young generation, promoted. */
   copiedBytes: number;
   promotedBytes: number;
   pauseMs: number;
   /** Of which in collections of the whole heap. */
   fullPauseMs: number;
 }
+
+const NO_GC: GcTotals = Object.freeze({
+  bytes: 0,
+  copiedBytes: 0,
+  promotedBytes: 0,
+  pauseMs: 0,
+  fullPauseMs: 0,
+});
 
 /**
  * Sums the `--trace-gc-nvp` records stamped between `fromMs` and `toMs` ("[pid:isolate:0]  1234
@@ -145,7 +149,7 @@ interface GcTotals {
  * blocks; a record a log line of the process split is skipped.
  */
 function gcOf(lines: readonly string[], fromMs: number, toMs: number): GcTotals {
-  const totals = { bytes: 0, copiedBytes: 0, promotedBytes: 0, pauseMs: 0, fullPauseMs: 0 };
+  const totals = { ...NO_GC };
   const pattern = /\]\s+(\d+) ms: GC: (\{.*\})\s*$/;
   for (const line of lines) {
     const match = pattern.exec(line);
@@ -217,11 +221,7 @@ async function measure(target: Target, shared: readonly number[], options: LoadO
     otherCores: Math.max(0, b.machineBusyMs - a.machineBusyMs - ours) / wallMs,
     voluntary: b.voluntary - a.voluntary,
     involuntary: b.involuntary - a.involuntary,
-    gcBytes: 0,
-    gcCopiedBytes: 0,
-    gcPromotedBytes: 0,
-    gcPauseMs: 0,
-    gcFullPauseMs: 0,
+    gc: NO_GC,
     wallMs,
     fromMs: a.sinceStartMs,
     toMs: b.sinceStartMs,
@@ -563,12 +563,7 @@ async function run(context: SuiteContext): Promise<Row[]> {
       const lines = target.service.output?.() ?? [];
       for (const mode of [...PLAIN, "http-pinned"] as const) {
         for (const point of points.get(`${mode}/${target.key}`) ?? []) {
-          const gc = gcOf(lines, point.fromMs, point.toMs);
-          point.gcBytes = gc.bytes;
-          point.gcCopiedBytes = gc.copiedBytes;
-          point.gcPromotedBytes = gc.promotedBytes;
-          point.gcPauseMs = gc.pauseMs;
-          point.gcFullPauseMs = gc.fullPauseMs;
+          point.gc = gcOf(lines, point.fromMs, point.toMs);
         }
       }
     }
@@ -612,15 +607,15 @@ function rows(
           `${formatNumber(perRequest(list, (p) => p.voluntary), 2)} voluntary + ${
             formatNumber(perRequest(list, (p) => p.involuntary), 2)
           } involuntary context switches, ${
-            formatNumber(perRequest(list, (p) => p.gcBytes / 1024), 1)
+            formatNumber(perRequest(list, (p) => p.gc.bytes / 1024), 1)
           } KB of V8 heap allocated (alive at a young collection: ${
-            formatNumber(perRequest(list, (p) => p.gcCopiedBytes / 1024), 1)
+            formatNumber(perRequest(list, (p) => p.gc.copiedBytes / 1024), 1)
           } KB copied, ${
-            formatNumber(perRequest(list, (p) => p.gcPromotedBytes / 1024), 1)
+            formatNumber(perRequest(list, (p) => p.gc.promotedBytes / 1024), 1)
           } KB promoted), ${
-            formatNumber(perRequest(list, (p) => p.gcPauseMs * 1000), 1)
+            formatNumber(perRequest(list, (p) => p.gc.pauseMs * 1000), 1)
           } µs of GC pause (${
-            formatNumber(perRequest(list, (p) => p.gcFullPauseMs * 1000), 1)
+            formatNumber(perRequest(list, (p) => p.gc.fullPauseMs * 1000), 1)
           } in whole-heap collections); upstream+origin ${
             formatNumber(perRequest(list, (p) => p.sharedCpuMs * 1000), 0)
           } µs; other processes ${formatNumber(median(list.map((p) => p.otherCores)), 2)} cores`,

@@ -51,8 +51,8 @@ export interface RelayResult {
  * Relays both ways until the tunnel ends, then calls `onEnd` once (after both legs closed).
  * Driven by callbacks rather than async loops or a promise of its own: an idle tunnel then holds
  * its two pending reads and little else, not a suspended frame per direction and per caller
- * (docs/performance.md, "Second round: what a tunnel allocates and keeps"). A throw from `onEnd` is the caller's bug and
- * is not caught here.
+ * (docs/performance.md, "Second round: what a tunnel allocates and keeps"). A throw from `onEnd`
+ * is the caller's bug and is not caught here.
  */
 export function relay(
   client: Leg,
