@@ -10,16 +10,16 @@
  * does a stop that overruns its bound (stopBoundMs: 10 s with the defaults, Redis or not).
  *
  * OCTOPROX_GATEWAY_ISOLATES isolates serve the process (0: one per core): this one, which also
- * follows the feed, and workers beside it (gateway/net/process/isolates.ts). 1, the default, serves from
+ * follows the feed, and workers beside it (gateway/app/isolates.ts). 1, the default, serves from
  * this one alone.
  */
 import { parseGatewaySettings, SETTING_NAMES, SettingsError } from "../shared/settings.ts";
 import type { GatewaySettings } from "../shared/settings.ts";
 import { ConnectionBudget } from "./net/io/budget.ts";
-import { GatewayProcess, runUntilSignal, stopBoundMs } from "./net/process/gateway.ts";
-import { IsolatePool } from "./net/process/isolates.ts";
-import { createLogger, serialWriter } from "./net/process/log.ts";
-import { buildRoutingCore } from "./net/process/wiring.ts";
+import { GatewayProcess, runUntilSignal, stopBoundMs } from "./app/gateway.ts";
+import { IsolatePool } from "./app/isolates.ts";
+import { createLogger, serialWriter } from "./app/log.ts";
+import { buildRoutingCore } from "./app/wiring.ts";
 
 function fail(message: string, code: number): never {
   console.error(`octoprox-gateway: ${message}`);

@@ -8,7 +8,7 @@ import { ROOT } from "./gateway-command.ts";
 
 /** Folders checked whole: every file in them may run under Deno. */
 export const DENO_FOLDERS: readonly string[] = [
-  // The data plane: gateway/main.ts, gateway/net/process/isolate-worker.ts and all they load.
+  // The data plane: gateway/main.ts, gateway/app/isolate-worker.ts and all they load.
   "gateway/",
   // Runs unchanged on Deno and Node.
   "shared/",

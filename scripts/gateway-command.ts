@@ -16,7 +16,7 @@ const HOSTS_FILE = "/etc/hosts";
 /**
  * The network; OCTOPROX_* variables only (other lookups, such as a library's DEBUG, read as
  * unset); the host name (its default instance name); reading its own code (`readable`), which
- * worker isolates load (gateway/net/process/isolates.ts), and /etc/hosts, which the destination
+ * worker isolates load (gateway/app/isolates.ts), and /etc/hosts, which the destination
  * guard reads as the system's resolver does (gateway/net/io/resolve.ts); nothing else of the disk.
  * `--unstable-net` is for SO_REUSEPORT, which lets every isolate listen on the same ports.
  */
@@ -47,7 +47,7 @@ export function gatewayRunArgs(): string[] {
 /**
  * The single-file bundle (`npm run build:gateway -- --bundle`): the gateway and its packages in
  * one JavaScript file, and the worker isolates' entry bundled beside it under the name the
- * bundled code loads (gateway/net/process/isolates.ts).
+ * bundled code loads (gateway/app/isolates.ts).
  */
 export const GATEWAY_BUNDLE = join(ROOT, "dist", "octoprox-gateway.js");
 export const GATEWAY_WORKER_BUNDLE_NAME = "octoprox-gateway-worker.js";

@@ -16,7 +16,7 @@ export const ErrorCode = {
   unconfirmedHosts: "OX_UNCONFIRMED_HOSTS",
   backupRefused: "OX_BACKUP_REFUSED",
   idempotencyConflict: "OX_IDEMPOTENCY_CONFLICT",
-  // Outbound calls a provider descriptor makes (control/providers/).
+  // Outbound calls a provider descriptor makes (control/egress/).
   egressRefused: "OX_EGRESS_REFUSED",
   vendorCall: "OX_VENDOR_CALL",
   // A provider API's fetch answer (control/provider-api/).

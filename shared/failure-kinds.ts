@@ -6,7 +6,7 @@
  * API change.
  *
  * Two families: refusals the routing core answered itself before any proxy took the request
- * (the rejection reasons, gateway/core/contract.ts), and attempts through a proxy that failed.
+ * (the rejection reasons, shared/routing/contract.ts), and attempts through a proxy that failed.
  */
 
 /** Refused before a proxy took the request: the gateway's own answer. */

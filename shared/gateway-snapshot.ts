@@ -1,6 +1,6 @@
 /**
  * What a gateway process reports in its heartbeat snapshot (`instance:<id>:snapshot`, written by
- * gateway/net/process/heartbeat.ts every beat), as the System page reads it (control/core/system-stats.ts).
+ * gateway/app/heartbeat.ts every beat), as the System page reads it (control/metrics/system-stats.ts).
  * Plain data, no secrets: digests, counts, times and the publishers' last errors.
  */
 import type { InstanceIdentity } from "./instance-registry.ts";

@@ -6,7 +6,7 @@
  * Runs unchanged on Node and Deno: it reads only the record it is given.
  */
 import * as v from "valibot";
-import { parseCidr } from "./ip.ts";
+import { parseCidr } from "./net/ip.ts";
 import { JOB_KINDS, type JobKind, type Role, ROLES, STRATEGIES, type Strategy } from "./roles.ts";
 
 type Env = Readonly<Record<string, string | undefined>>;

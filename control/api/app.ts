@@ -6,9 +6,9 @@
 import { randomUUID } from "node:crypto";
 import { Hono } from "hono";
 import { requestContext } from "../core/logging.ts";
-import { probeRoutes } from "../node/probes.ts";
+import { probeRoutes } from "./probes.ts";
 import { authorize } from "./auth.ts";
-import { Extraction } from "../extraction/extraction.ts";
+import { Extraction } from "../provider-api/extraction/extraction.ts";
 import "./context.ts";
 import type { ApiDeps } from "./deps.ts";
 import { errorResponse, notFoundResponse } from "./errors.ts";

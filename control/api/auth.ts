@@ -9,9 +9,9 @@ import { ForbiddenError, UnauthorizedError } from "../../shared/errors.ts";
 import { UserRole } from "../../shared/roles.ts";
 import type { ControlSettings } from "../../shared/settings.ts";
 import { requestContext } from "../core/logging.ts";
-import type { ServiceDeps } from "../services/store.ts";
+import type { ServiceDeps } from "../core/store.ts";
 import { isApiToken, resolveToken } from "../services/tokens.ts";
-import { isDistributionKey } from "../services/distribution-keys.ts";
+import { isDistributionKey } from "../provider-api/extraction/distribution-keys.ts";
 import { activeUser, type UserRow } from "../services/users.ts";
 import type { AppEnv, Principal } from "./context.ts";
 
@@ -21,7 +21,7 @@ const AUDIENCE = "octoprox-api";
 /**
  * Who may call a route: anyone, a user of at least this role, or (`distribution`) a
  * distribution key of the project in the path, which no other route takes
- * (control/extraction/keys.ts).
+ * (control/provider-api/extraction/keys.ts).
  */
 export type Access = "public" | "distribution" | UserRole;
 

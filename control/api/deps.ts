@@ -3,7 +3,7 @@
  * readiness. The node builds them once per process; tests build the same from their own stores.
  */
 import type { ControlDeps } from "../core/deps.ts";
-import type { Extraction } from "../extraction/extraction.ts";
+import type { Extraction } from "../provider-api/extraction/extraction.ts";
 
 export interface Readiness {
   ready: boolean;

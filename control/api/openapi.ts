@@ -4,10 +4,10 @@
  * input a client sends). Errors share one shape, added to every operation that can answer them.
  */
 import { toJsonSchema } from "@valibot/to-json-schema";
-import type { AnySchema } from "./validation.ts";
+import type { AnySchema } from "../model/validation.ts";
 import type { Route } from "./registry.ts";
 import { RETRY_AFTER_SECONDS } from "./errors.ts";
-import { jsonObjectField } from "./schemas/common.ts";
+import { jsonObjectField } from "../model/common.ts";
 
 type JsonObject = Record<string, unknown>;
 

@@ -16,9 +16,9 @@ import {
 import type { Access } from "./auth.ts";
 import type { AppEnv, Principal } from "./context.ts";
 import { payloadTooLargeResponse } from "./errors.ts";
-import { type AnySchema, parseInput, parseJsonObject } from "./validation.ts";
+import { type AnySchema, parseInput, parseJsonObject } from "../model/validation.ts";
 import { unstorableIssues, unstorableQueryIssues, unstorableText } from "../core/unstorable.ts";
-import { isUuid } from "../services/store.ts";
+import { isUuid } from "../core/store.ts";
 
 export type Method = "get" | "post" | "put" | "patch" | "delete";
 

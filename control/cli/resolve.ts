@@ -5,7 +5,7 @@
  */
 import type { Client } from "./client.ts";
 import { CliError } from "./errors.ts";
-import { parseHostPort, parseProxyUrl } from "../services/proxy-url.ts";
+import { parseHostPort, parseProxyUrl } from "../model/proxy-url.ts";
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 

@@ -16,7 +16,7 @@ import type { ApiDeps } from "../api/deps.ts";
 import { insertProxies, MANUAL } from "../services/proxies.ts";
 import { checkPasswordlessBlocks } from "../services/projects.ts";
 import { dropFromSequence } from "../services/sequences.ts";
-import { read, write } from "../services/store.ts";
+import { read, write } from "../core/store.ts";
 import { askPending } from "../traffic/asks.ts";
 import type { ConfigDocument } from "./document.ts";
 import { type ConfigChange, type ConfigPlan, planConfig } from "./plan.ts";

@@ -11,12 +11,12 @@
  */
 import * as v from "valibot";
 import type { FieldIssue } from "../../shared/errors.ts";
-import { CreateProjectBody } from "../api/schemas/projects.ts";
-import { CreateConnectorBody } from "../api/schemas/connectors.ts";
-import { CreateCredentialBody, StaticConfig, staticProvider } from "../api/schemas/credentials.ts";
-import { CreateProxyBody } from "../api/schemas/proxies.ts";
-import { integerField, nameField } from "../api/schemas/common.ts";
-import { formatProxyUrl, parseProxyUrl, proxyIdentity } from "../services/proxy-url.ts";
+import { CreateProjectBody } from "../model/projects.ts";
+import { CreateConnectorBody } from "../model/connectors.ts";
+import { CreateCredentialBody, StaticConfig, staticProvider } from "../model/credentials.ts";
+import { CreateProxyBody } from "../model/proxies.ts";
+import { integerField, nameField } from "../model/common.ts";
+import { formatProxyUrl, parseProxyUrl, proxyIdentity } from "../model/proxy-url.ts";
 
 /** The format's version; a file of another is refused by name. */
 export const CONFIG_VERSION = 1;

@@ -15,7 +15,7 @@ import * as v from "valibot";
 import { isMap, isSeq, LineCounter, parseDocument, stringify } from "yaml";
 import type { FieldIssue } from "../../shared/errors.ts";
 import { errorText } from "../../shared/errors.ts";
-import { fieldIssues } from "../api/validation.ts";
+import { fieldIssues } from "../model/validation.ts";
 import { secretFields } from "../services/credentials.ts";
 import {
   type ConfigDocument,

@@ -6,15 +6,15 @@
  */
 import type { FieldIssue } from "../../shared/errors.ts";
 import type { ConnectorKind, Strategy } from "../../shared/roles.ts";
-import { renameFields } from "../api/schemas/common.ts";
-import { CONNECTOR_FIELD_NAMES } from "../api/schemas/connectors.ts";
-import { PROJECT_FIELD_NAMES } from "../api/schemas/projects.ts";
+import { renameFields } from "../model/common.ts";
+import { CONNECTOR_FIELD_NAMES } from "../model/connectors.ts";
+import { PROJECT_FIELD_NAMES } from "../model/projects.ts";
 import { CONNECTOR_DEFAULTS, type ConnectorFields } from "../services/connectors.ts";
 import { secretFields } from "../services/credentials.ts";
 import { changedFields, sameValue } from "../services/diff.ts";
 import { generatePassword } from "../services/passwords.ts";
 import { projectDefaults, type ProjectFields, projectIssues } from "../services/projects.ts";
-import type { ProxyAddress } from "../services/proxy-url.ts";
+import type { ProxyAddress } from "../model/proxy-url.ts";
 import {
   type ConfigDocument,
   type ConnectorEntry,

@@ -12,13 +12,13 @@ import { asc, eq } from "drizzle-orm";
 import type { Tx } from "../../db/client.ts";
 import { connectors, credentials, projects, proxies } from "../../db/schema.ts";
 import type { Strategy } from "../../shared/roles.ts";
-import { CONNECTOR_FIELD_NAMES } from "../api/schemas/connectors.ts";
-import { PROJECT_FIELD_NAMES } from "../api/schemas/projects.ts";
+import { CONNECTOR_FIELD_NAMES } from "../model/connectors.ts";
+import { PROJECT_FIELD_NAMES } from "../model/projects.ts";
 import { CONNECTOR_DEFAULTS, type ConnectorRow } from "../services/connectors.ts";
 import { sameValue } from "../services/diff.ts";
 import { type CredentialRow, secretFields } from "../services/credentials.ts";
 import { projectDefaults, type ProjectRow } from "../services/projects.ts";
-import { formatProxyUrl, type ProxyAddress, proxyIdentity } from "../services/proxy-url.ts";
+import { formatProxyUrl, type ProxyAddress, proxyIdentity } from "../model/proxy-url.ts";
 import { CONFIG_VERSION, type ConfigInput } from "./document.ts";
 
 export type ProxyState = Pick<

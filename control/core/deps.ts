@@ -9,7 +9,7 @@ import type { Database } from "../../db/client.ts";
 import type { RedisKeys } from "../../shared/redis-keys.ts";
 import type { ProviderRegistry } from "../../shared/providers/registry.ts";
 import type { ControlSettings } from "../../shared/settings.ts";
-import type { JobQueue } from "../jobs/queue.ts";
+import type { JobQueue } from "./job-queue.ts";
 import type { ChangeLog } from "./changelog.ts";
 import type { Logger } from "./logging.ts";
 

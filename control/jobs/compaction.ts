@@ -29,7 +29,7 @@ import {
   type Tier,
   tierCutoffMs,
 } from "../metrics/tiers.ts";
-import type { Job, WorkBatch } from "./job.ts";
+import type { Job, WorkBatch } from "../core/job.ts";
 
 export interface CompactionOptions {
   database: Database;

@@ -13,15 +13,15 @@ import { MetricsFlushJob } from "./metrics-flush.ts";
 import { TrafficJob } from "./traffic.ts";
 import { CompactionJob } from "./compaction.ts";
 import { SystemSnapshotJob } from "./system-snapshot.ts";
-import type { Job } from "./job.ts";
+import type { Job } from "../core/job.ts";
 import { ProvisionJob } from "./provision.ts";
 import { SyncJob } from "./sync.ts";
-import { PoolJob } from "../pool/job.ts";
-import { poolStoreOf } from "../pool/store.ts";
-import { providerEgress } from "../provider-api/call.ts";
-import { FetchCoordinator } from "../provider-api/coordinator.ts";
-import type { FetchMetrics } from "../provider-api/metrics.ts";
-import { ProviderRefiller } from "../provider-api/refill.ts";
+import { PoolJob } from "../provider-api/pool/job.ts";
+import { poolStoreOf } from "../provider-api/pool/store.ts";
+import { providerEgress } from "../provider-api/fetch/call.ts";
+import { FetchCoordinator } from "../provider-api/fetch/coordinator.ts";
+import type { FetchMetrics } from "../node/telemetry/fetches.ts";
+import { ProviderRefiller } from "../provider-api/fetch/refill.ts";
 import { clearDepleted, markDepleted } from "../services/sequences.ts";
 
 export const HANDLED_KINDS: readonly JobKind[] = [

@@ -31,7 +31,7 @@ import type { Logger } from "../core/logging.ts";
 import { Semaphore } from "../core/semaphore.ts";
 import { probe } from "../upstream/probe.ts";
 import type { StatusChange } from "../services/proxy-status.ts";
-import type { Job, WorkBatch } from "./job.ts";
+import type { Job, WorkBatch } from "../core/job.ts";
 
 /** Soft health lives a day: long enough to outlast any interval, short enough to clean itself. */
 export const SOFT_HEALTH_TTL_SECONDS = 86_400;

@@ -8,10 +8,10 @@ import { JobKind } from "../../shared/roles.ts";
 import type { Logger } from "../core/logging.ts";
 import { consumersOf } from "../core/work-streams.ts";
 import { WORKERS_GROUP } from "../../shared/redis-keys.ts";
-import type { Job, WorkBatch } from "./job.ts";
-import type { JobQueue } from "./queue.ts";
+import type { Job, WorkBatch } from "../core/job.ts";
+import type { JobQueue } from "../core/job-queue.ts";
 import { blockedOrPending } from "../traffic/asks.ts";
-import { returnEndedLeases } from "../extraction/leases.ts";
+import { returnEndedLeases } from "../provider-api/extraction/leases.ts";
 
 /** Ended extraction leases one hygiene run returns at most (the next run returns the rest). */
 export const ENDED_LEASES_PER_RUN = 5000;

@@ -28,7 +28,7 @@ import {
   flushRecorded,
 } from "../metrics/history-writer.ts";
 import { FlushStaging, type TakeStats } from "../metrics/staging.ts";
-import type { Job, WorkBatch } from "./job.ts";
+import type { Job, WorkBatch } from "../core/job.ts";
 
 export interface MetricsFlushOptions {
   database: Database;

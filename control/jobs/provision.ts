@@ -9,8 +9,8 @@
 import { normaliseCountry } from "../../shared/countries.ts";
 import { JobKind } from "../../shared/roles.ts";
 import { addPoolGroup } from "../services/proxies.ts";
-import { isUuid } from "../services/store.ts";
-import type { WorkBatch } from "./job.ts";
+import { isUuid } from "../core/store.ts";
+import type { WorkBatch } from "../core/job.ts";
 import { SyncJob } from "./sync.ts";
 
 /** What a provision key names, or undefined when it names nothing usable. */

@@ -8,8 +8,8 @@ import type { ControlSettings } from "../../shared/settings.ts";
 import type { JobKind } from "../../shared/roles.ts";
 import { GroupConsumer, type GroupConsumerSnapshot, type WorkBatch } from "../core/consumers.ts";
 import type { Logger } from "../core/logging.ts";
-import { JOB_CATALOGUE } from "./catalogue.ts";
-import type { Job } from "./job.ts";
+import { JOB_CATALOGUE } from "../core/job-catalogue.ts";
+import type { Job } from "../core/job.ts";
 
 export interface JobRunnerOptions {
   job: Job;

@@ -6,7 +6,7 @@
  * way, with the stored custom descriptors applied first); for a type whose exits a vendor call
  * lists (port pools with a call, list mirrors) asks the vendor, under the egress guard, and for
  * a port pool with discovery asks each slot for its exit through it; works out
- * the rows the pool should hold (control/providers/pool.ts); then writes the edits and deletions
+ * the rows the pool should hold (control/vendors/rows.ts); then writes the edits and deletions
  * in one transaction and the additions, insert-or-skip, in one more (the proxies service).
  *
  * A vendor error records `last_error` and one more `consecutive_errors` on the connector, writes
@@ -22,15 +22,15 @@ import { errorText } from "../../shared/errors.ts";
 import type { DescriptorProvider } from "../../shared/providers/provider.ts";
 import { ConnectorKind, JobKind, ProxyStatus } from "../../shared/roles.ts";
 import type { Logger } from "../core/logging.ts";
-import { callOptions } from "../providers/call-options.ts";
-import { refreshCustom } from "../providers/catalogue.ts";
-import { authToken, runCall, TokenCache } from "../providers/http-call.ts";
-import { discoverExits } from "../providers/discovery.ts";
-import { desiredRows, planPool, type StoredRow } from "../providers/pool.ts";
+import { callOptions } from "../egress/call-options.ts";
+import { refreshCustom } from "../vendors/catalogue.ts";
+import { authToken, runCall, TokenCache } from "../egress/http-call.ts";
+import { discoverExits } from "../vendors/discovery.ts";
+import { desiredRows, planPool, type StoredRow } from "../vendors/rows.ts";
 import { recordConnectorError } from "../services/connectors.ts";
 import { writePool } from "../services/proxies.ts";
-import { isUuid, type ServiceDeps } from "../services/store.ts";
-import type { Job, WorkBatch } from "./job.ts";
+import { isUuid, type ServiceDeps } from "../core/store.ts";
+import type { Job, WorkBatch } from "../core/job.ts";
 
 export interface SyncJobOptions {
   deps: ServiceDeps;

@@ -14,7 +14,7 @@ import type { RedisKeys } from "../../shared/redis-keys.ts";
 import { JobKind, PROXY_STATUSES } from "../../shared/roles.ts";
 import type { Logger } from "../core/logging.ts";
 import { DAY_MS } from "../metrics/tiers.ts";
-import type { Job, WorkBatch } from "./job.ts";
+import type { Job, WorkBatch } from "../core/job.ts";
 
 export interface SystemSnapshotOptions {
   database: Database;

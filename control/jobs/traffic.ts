@@ -23,7 +23,7 @@ import type { Logger } from "../core/logging.ts";
 import { runScripts, trafficSetBlockResult } from "../core/scripts.ts";
 import { decide, type Decision, trafficStatus } from "../traffic/rules.ts";
 import { readSubjects, readUsage, type SubjectUsage } from "../traffic/usage.ts";
-import type { Job, WorkBatch } from "./job.ts";
+import type { Job, WorkBatch } from "../core/job.ts";
 
 export interface TrafficJobOptions {
   database: Database;

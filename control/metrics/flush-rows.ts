@@ -13,7 +13,7 @@ import {
   ProjectWindows,
   ProxyWindows,
 } from "../../shared/metric-windows.ts";
-import { isUuid } from "../services/store.ts";
+import { isUuid } from "../core/store.ts";
 import type { StagedWindow } from "./staging.ts";
 
 /** The transfer counts of one table's rows, a column each, in TRANSFER_FIELDS order. */

@@ -12,7 +12,7 @@ import type { RedisKeys } from "../../shared/redis-keys.ts";
 import { PROXY_STATUSES } from "../../shared/roles.ts";
 import type { Logger } from "../core/logging.ts";
 import { withDeadline } from "../core/redis.ts";
-import { isUuid } from "../services/store.ts";
+import { isUuid } from "../core/store.ts";
 import type { Window } from "./ranges.ts";
 import type { UsageReader } from "./usage.ts";
 import {

@@ -27,9 +27,9 @@ import { ChangeLog } from "../core/changelog.ts";
 import { createLogger, type Logger } from "../core/logging.ts";
 import { sleep } from "../core/loops.ts";
 import { createRedis } from "../core/redis.ts";
-import { JobQueue } from "../jobs/queue.ts";
-import { readProvidersDir } from "../providers/catalogue.ts";
-import { callOptions } from "../providers/call-options.ts";
+import { JobQueue } from "../core/job-queue.ts";
+import { readProvidersDir } from "../vendors/catalogue.ts";
+import { callOptions } from "../egress/call-options.ts";
 import type { ControlDeps } from "../core/deps.ts";
 import { TaskSet } from "../core/tasks.ts";
 import { VERSION } from "../core/version.ts";
@@ -43,9 +43,9 @@ import {
   type ProcessReport,
   type ProcessSnapshot,
 } from "./heartbeat.ts";
-import { HttpServer } from "./http-server.ts";
+import { HttpServer } from "../core/http-server.ts";
 import { LoopLagMonitor } from "./loop-lag.ts";
-import { probeRoutes } from "./probes.ts";
+import { probeRoutes } from "../api/probes.ts";
 import { Telemetry } from "./telemetry/telemetry.ts";
 
 export interface NodeOptions {

@@ -15,7 +15,7 @@
  * Fields: `host`, `port`, `scheme`, `username`, `password`, `country`, and the expiry:
  * `expires_at` (epoch seconds, epoch milliseconds, or ISO 8601 with its zone), else `ttl_seconds`,
  * else the connector's default TTL. Addresses are read by the one proxy parser
- * (control/services/proxy-url.ts), so an answer and an upload agree on what a proxy is.
+ * (control/model/proxy-url.ts), so an answer and an upload agree on what a proxy is.
  *
  * Nothing here repeats the answer's text in a reason or an error: a provider's answer carries
  * credentials, and a stray line may hold a password where a host belongs.
@@ -31,7 +31,7 @@ import {
   parseProxyUrl,
   type ProxyAddress,
   proxyIdentity,
-} from "../services/proxy-url.ts";
+} from "../model/proxy-url.ts";
 
 export const AnswerFormat = { text: "text", json: "json", csv: "csv" } as const;
 export type AnswerFormat = (typeof AnswerFormat)[keyof typeof AnswerFormat];
@@ -52,7 +52,7 @@ export type AnswerField = (typeof ANSWER_FIELDS)[number];
 
 /** As the egress guard's answer cap: an answer the guard lets through is not refused here. */
 export const DEFAULT_MAX_ANSWER_BYTES = 10 * 1024 * 1024;
-/** As a descriptor call's item cap (control/providers/http-call.ts). */
+/** As a descriptor call's item cap (control/egress/http-call.ts). */
 export const DEFAULT_MAX_ANSWER_ITEMS = 100_000;
 /** Invalid entries described at most; the count covers them all. */
 export const MAX_INVALID_SHOWN = 20;

@@ -5,11 +5,11 @@
  */
 import type { ApiDeps } from "../api/deps.ts";
 import { createApp } from "../api/app.ts";
-import { Extraction } from "../extraction/extraction.ts";
+import { Extraction } from "../provider-api/extraction/extraction.ts";
 import { seedFirstAdmin } from "../services/users.ts";
 import { reloadConfigFile } from "../config/reload.ts";
 import { Store } from "../../shared/errors.ts";
-import { HttpServer } from "../node/http-server.ts";
+import { HttpServer } from "../core/http-server.ts";
 import { ECHO_FAST_GETS } from "../api/routes/public.ts";
 import { BaseRuntime, type RuntimeName } from "./runtime.ts";
 

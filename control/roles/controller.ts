@@ -11,15 +11,15 @@ import type { RedisKeys } from "../../shared/redis-keys.ts";
 import { Store } from "../../shared/errors.ts";
 import type { ControlSettings } from "../../shared/settings.ts";
 import type { Loop } from "../core/loops.ts";
-import { FeedBuilder } from "../controller/feed-builder.ts";
-import { ControllerLease, type LeaseSnapshot } from "../controller/lease.ts";
-import { JobProducer } from "../controller/producers.ts";
-import { JOB_CATALOGUE } from "../jobs/catalogue.ts";
+import { FeedBuilder } from "../feed/builder.ts";
+import { ControllerLease, type LeaseSnapshot } from "../core/lease.ts";
+import { JobProducer } from "../jobs/producers.ts";
+import { JOB_CATALOGUE } from "../core/job-catalogue.ts";
 import { HANDLED_KINDS } from "../jobs/handlers.ts";
-import { poolStoreOf } from "../pool/store.ts";
-import { PoolWatch } from "../pool/watch.ts";
-import type { FetchStats } from "../provider-api/contract.ts";
-import { FetchCoordinator } from "../provider-api/coordinator.ts";
+import { poolStoreOf } from "../provider-api/pool/store.ts";
+import { PoolWatch } from "../provider-api/pool/watch.ts";
+import type { FetchStats } from "../provider-api/fetch-contract.ts";
+import { FetchCoordinator } from "../provider-api/fetch/coordinator.ts";
 import {
   BaseRuntime,
   type RuntimeName,

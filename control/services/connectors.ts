@@ -30,7 +30,7 @@ import { callHost, CONNECTOR_CONFIG_KEYS } from "../../shared/providers/descript
 import { checkConnectorConfig } from "../../shared/providers/fields.ts";
 import type { ProviderRegistry } from "../../shared/providers/registry.ts";
 import { ChangeKind, ConnectorKind, JobKind } from "../../shared/roles.ts";
-import { fieldIssues } from "../api/validation.ts";
+import { fieldIssues } from "../model/validation.ts";
 import {
   credentialKeysRead,
   fetchTemplateIssues,
@@ -38,13 +38,13 @@ import {
   ProviderApiConfigSchema,
   readProviderApiConfig,
 } from "../provider-api/config.ts";
-import { refreshCustom } from "../providers/catalogue.ts";
-import { checkEgressHost } from "../providers/egress.ts";
+import { refreshCustom } from "../vendors/catalogue.ts";
+import { checkEgressHost } from "../egress/guard.ts";
 import { SECRET_MASK } from "./credentials.ts";
 import { changedFields, definedOnly } from "./diff.ts";
 import { missingIn, requireProject } from "./scope.ts";
 import { dropFromSequence } from "./sequences.ts";
-import { read, type ServiceDeps, write } from "./store.ts";
+import { read, type ServiceDeps, write } from "../core/store.ts";
 
 export type ConnectorRow = typeof connectors.$inferSelect;
 

@@ -24,13 +24,13 @@ import {
   ProviderApiCredentialConfig,
   STATIC_PROVIDER,
   StaticConfig,
-} from "../api/schemas/credentials.ts";
+} from "../model/credentials.ts";
 import { credentialKeysRead, PROVIDER_API, readProviderApiConfig } from "../provider-api/config.ts";
-import { refreshCustom } from "../providers/catalogue.ts";
-import { verifyCredential } from "../providers/verify.ts";
+import { refreshCustom } from "../vendors/catalogue.ts";
+import { verifyCredential } from "../vendors/verify.ts";
 import { changedFields, sameValue } from "./diff.ts";
 import { missingIn, requireProject } from "./scope.ts";
-import { read, type ServiceDeps, write } from "./store.ts";
+import { read, type ServiceDeps, write } from "../core/store.ts";
 
 export type CredentialRow = typeof credentials.$inferSelect;
 export type CredentialConfig = Record<string, unknown>;

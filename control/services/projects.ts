@@ -5,7 +5,7 @@
 import { and, asc, eq, ne, sql } from "drizzle-orm";
 import type { Tx } from "../../db/client.ts";
 import { type ProjectRateLimit, projects, type TrafficConfig } from "../../db/schema.ts";
-import { formatCidr, openToAnyone, parseCidrs } from "../../shared/cidr-set.ts";
+import { formatCidr, openToAnyone, parseCidrs } from "../../shared/net/cidr-set.ts";
 import {
   DuplicateError,
   type FieldIssue,
@@ -18,7 +18,7 @@ import {
 } from "../../shared/project-credentials.ts";
 import { ChangeKind, type Strategy } from "../../shared/roles.ts";
 import { generatePassword } from "./passwords.ts";
-import { read, type ServiceDeps, write } from "./store.ts";
+import { read, type ServiceDeps, write } from "../core/store.ts";
 import { changedFields, definedOnly } from "./diff.ts";
 
 export type ProjectRow = typeof projects.$inferSelect;

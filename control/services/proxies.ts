@@ -12,9 +12,9 @@ import { ConflictError } from "../../shared/errors.ts";
 import type { ProviderRow } from "../../shared/providers/provider.ts";
 import { ChangeKind, ConnectorKind, JobKind, ProxyStatus } from "../../shared/roles.ts";
 import { changedFields } from "./diff.ts";
-import { parseProxyLine, type ProxyAddress, proxyIdentity } from "./proxy-url.ts";
+import { parseProxyLine, type ProxyAddress, proxyIdentity } from "../model/proxy-url.ts";
 import { missingIn, requireProject } from "./scope.ts";
-import { read, type ServiceDeps, write } from "./store.ts";
+import { read, type ServiceDeps, write } from "../core/store.ts";
 
 export type ProxyRow = typeof proxies.$inferSelect;
 
@@ -336,7 +336,7 @@ export async function uploadProxies(
   };
 }
 
-/** A vendor pool's writes (the sync and provision jobs): see control/providers/pool.ts. */
+/** A vendor pool's writes (the sync and provision jobs): see control/vendors/rows.ts. */
 export interface PoolWrites {
   edits: readonly {
     id: string;

@@ -6,7 +6,7 @@
  */
 import { sql } from "drizzle-orm";
 import { ChangeKind, ProxyStatus } from "../../shared/roles.ts";
-import { type ServiceDeps, write } from "./store.ts";
+import { type ServiceDeps, write } from "../core/store.ts";
 
 export interface StatusChange {
   id: string;

@@ -24,7 +24,7 @@ import { connectors, projectSequences } from "../../db/schema.ts";
 import { NotFoundError, ValidationError } from "../../shared/errors.ts";
 import { ChangeKind, type SequenceOnEnd, type SequenceOnUnavailable } from "../../shared/roles.ts";
 import { requireProject } from "./scope.ts";
-import { read, type ServiceDeps, write } from "./store.ts";
+import { read, type ServiceDeps, write } from "../core/store.ts";
 
 export type SequenceRow = typeof projectSequences.$inferSelect;
 

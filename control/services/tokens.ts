@@ -8,7 +8,7 @@ import { and, asc, eq, isNull, sql } from "drizzle-orm";
 import { apiTokens, users } from "../../db/schema.ts";
 import { NotFoundError } from "../../shared/errors.ts";
 import { ChangeKind } from "../../shared/roles.ts";
-import { read, type ServiceDeps, write } from "./store.ts";
+import { read, type ServiceDeps, write } from "../core/store.ts";
 import type { UserRow } from "./users.ts";
 
 export type TokenRow = typeof apiTokens.$inferSelect;

@@ -8,7 +8,7 @@ import { ConflictError, NotFoundError, ValidationError } from "../../shared/erro
 import { ChangeKind, UserRole } from "../../shared/roles.ts";
 import { decoyHash, generatePassword, hashPassword, verifyPassword } from "./passwords.ts";
 import { changedFields } from "./diff.ts";
-import { read, type ServiceDeps, write } from "./store.ts";
+import { read, type ServiceDeps, write } from "../core/store.ts";
 
 export type UserRow = typeof users.$inferSelect;
 

@@ -21,7 +21,7 @@ import {
   type TrafficSubject,
   trafficSubjectKey,
 } from "../../shared/traffic-subjects.ts";
-import { isUuid } from "../services/store.ts";
+import { isUuid } from "../core/store.ts";
 import { type TimeWindow, usageWindow } from "./rules.ts";
 
 /** A subject as Postgres holds it; undefined in a result: gone. */

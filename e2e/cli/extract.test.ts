@@ -7,9 +7,9 @@
  */
 import { randomBytes } from "node:crypto";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { CredentialSealer } from "../../control/pool/credentials.ts";
-import { RedisPoolStore } from "../../control/pool/store.ts";
-import { fill } from "../../tests/extraction/support.ts";
+import { CredentialSealer } from "../../control/provider-api/pool/credentials.ts";
+import { RedisPoolStore } from "../../control/provider-api/pool/store.ts";
+import { fill } from "../../tests/provider-api/extraction/support.ts";
 import { Cluster } from "../support/cluster.ts";
 import { JobKind } from "../../shared/roles.ts";
 import { CliUser } from "./support.ts";

@@ -32,7 +32,7 @@ import {
   startProviderEmulator,
 } from "../support/provider-emulator.ts";
 import { startTinyproxy, type Tinyproxy } from "../support/tinyproxy.ts";
-import { writeCaFile } from "../providers/support.ts";
+import { writeCaFile } from "../vendors/support.ts";
 
 const API_KEY = `pk-${randomBytes(6).toString("hex")}`;
 

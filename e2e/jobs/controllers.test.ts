@@ -5,7 +5,7 @@
  * stays in the stream with its id, the time Redis took it.
  */
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { slotSecond } from "../../control/controller/slots.ts";
+import { slotSecond } from "../../control/jobs/slots.ts";
 import { JobKind } from "../../shared/roles.ts";
 import { Cluster, type Member } from "../support/cluster.ts";
 

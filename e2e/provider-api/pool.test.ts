@@ -34,13 +34,13 @@ import {
 import { exitOf, viaProxy } from "../support/proxy-client.ts";
 import { startTinyproxy, type Tinyproxy } from "../support/tinyproxy.ts";
 import { JobKind } from "../../shared/roles.ts";
-import type { EntryRecord } from "../../control/pool/contract.ts";
+import type { EntryRecord } from "../../control/provider-api/pool/contract.ts";
 import {
   createCredential,
   createProject,
   type VendorProject,
   writeCaFile,
-} from "../providers/support.ts";
+} from "../vendors/support.ts";
 
 const API_KEY = `pk-${randomBytes(6).toString("hex")}`;
 

@@ -8,15 +8,15 @@
  * (core/snapshot.ts `ProjectAccess`): a request costs a map lookup per prefix length.
  * Runtime-neutral.
  */
-import type { MaybePromise } from "../core/contract.ts";
-import { clientAddressDenied, openProjectRefused } from "../core/refusals.ts";
-import type { RoutingSnapshot } from "../core/snapshot.ts";
+import type { MaybePromise } from "../../shared/routing/contract.ts";
+import { clientAddressDenied, openProjectRefused } from "../../shared/routing/refusals.ts";
+import type { RoutingSnapshot } from "../../shared/routing/snapshot.ts";
 import {
   type AdmissionRequest,
   AdmissionStage,
   type AdmissionStep,
   type AdmissionVerdict,
-} from "../net/session/admission.ts";
+} from "../base/admission.ts";
 
 export interface ClientAddressOptions {
   /** The snapshot in force (the router's). */

@@ -15,14 +15,14 @@ import {
   type OptionTexts,
   readOptions,
 } from "../../shared/username.ts";
-import type { MaybePromise, UsernameOptions } from "../core/contract.ts";
-import { badOptions } from "../core/refusals.ts";
+import type { MaybePromise, UsernameOptions } from "../../shared/routing/contract.ts";
+import { badOptions } from "../../shared/routing/refusals.ts";
 import {
   type AdmissionRequest,
   AdmissionStage,
   type AdmissionStep,
   type AdmissionVerdict,
-} from "../net/session/admission.ts";
+} from "../base/admission.ts";
 
 const PREFIX = "x-octoprox-";
 

@@ -2,12 +2,12 @@
  * Strict mode: a gateway whose listeners bind beyond loopback (OCTOPROX_GATEWAY_HOST is not a
  * loopback address) refuses to serve a project anyone can use without a password, one whose
  * password-less blocks hold every IPv4 or every IPv6 address within its allowed blocks
- * (shared/cidr-set.ts `openToAnyone`). Such a project in the first feed stops the gateway at
+ * (shared/net/cidr-set.ts `openToAnyone`). Such a project in the first feed stops the gateway at
  * start (process/wiring.ts); one a later feed brings is served with a password only
  * (client-address.ts refuses its password-less requests with 403). Runtime-neutral.
  */
-import { clientIp } from "../../shared/cidr-set.ts";
-import type { ProjectEntry, RoutingSnapshot } from "../core/snapshot.ts";
+import { clientIp } from "../../shared/net/cidr-set.ts";
+import type { ProjectEntry, RoutingSnapshot } from "../../shared/routing/snapshot.ts";
 
 /**
  * Whether listeners bound to `host` take connections from other machines: anything but a

@@ -7,18 +7,18 @@
  * so a request refused for its quota or its rate holds no connection; one refused for the cap
  * has spent a token of its rate, as a request that went through would.
  */
-import type { Dispatch } from "../core/dispatch.ts";
-import { projectConnectionLimit, projectRateLimited } from "../core/refusals.ts";
-import type { Refusal } from "../core/contract.ts";
-import type { ProjectEntry } from "../core/snapshot.ts";
+import type { Dispatch } from "../../shared/routing/dispatch.ts";
+import { projectConnectionLimit, projectRateLimited } from "../../shared/routing/refusals.ts";
+import type { Refusal } from "../../shared/routing/contract.ts";
+import type { ProjectEntry } from "../../shared/routing/snapshot.ts";
 import {
   type AdmissionGrant,
   type AdmissionRequest,
   AdmissionStage,
   type AdmissionStep,
   type AdmissionVerdict,
-} from "../net/session/admission.ts";
-import type { MaybePromise } from "../core/contract.ts";
+} from "../base/admission.ts";
+import type { MaybePromise } from "../../shared/routing/contract.ts";
 import type { RequestRateLimiter } from "./request-rate.ts";
 
 export interface ProjectLimitsParts {

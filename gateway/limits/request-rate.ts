@@ -20,9 +20,9 @@
  * Runtime-neutral: the caller passes the Redis client and the script.
  */
 import type { RedisKeys } from "../../shared/redis-keys.ts";
-import { withDeadline } from "../sticky/deadline.ts";
+import { withDeadline } from "../../shared/routing/sticky/deadline.ts";
 import { type LuaScript, runScript, type ScriptClient } from "../metering/scripts.ts";
-import { counterSample, type MetricSample } from "../net/process/metrics.ts";
+import { counterSample, type MetricSample } from "../app/metrics.ts";
 
 export interface RequestRate {
   requests_per_second: number;

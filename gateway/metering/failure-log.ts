@@ -22,9 +22,9 @@ import type { Redis } from "ioredis";
 import { encodeFailureExample, type FailureExample } from "../../shared/failure-examples.ts";
 import { FAILURE_KINDS, type FailureKind } from "../../shared/failure-kinds.ts";
 import { type RedisKeys, STREAM_CAPS } from "../../shared/redis-keys.ts";
-import { scrubText } from "../core/scrub.ts";
-import { counterSample, type MetricSample } from "../net/process/metrics.ts";
-import { withDeadline } from "../sticky/deadline.ts";
+import { scrubText } from "../../shared/routing/scrub.ts";
+import { counterSample, type MetricSample } from "../app/metrics.ts";
+import { withDeadline } from "../../shared/routing/sticky/deadline.ts";
 import type { PublisherLogger } from "./publisher.ts";
 
 export const FAILURE_LOG_INTERVAL_MS = 5_000;

@@ -4,14 +4,14 @@
  * window (so a running transfer's bytes reach Redis every interval), and when it finishes. A
  * meter finishes once: a second finish, and bytes after the first, count nothing.
  */
-import type { Outcome, Target, UpstreamChoice } from "../core/contract.ts";
+import type { Outcome, Target, UpstreamChoice } from "../../shared/routing/contract.ts";
 import type {
   FailureNote,
   RequestProtocol,
   TransferMeter,
   TransferStart,
-} from "../net/session/hooks.ts";
-import type { Slotted } from "../../shared/slot-set.ts";
+} from "../base/transfer-hooks.ts";
+import type { Slotted } from "../base/slot-set.ts";
 
 /** The rows one transfer counts into (full Redis keys). */
 export interface MeterKeys {

@@ -16,8 +16,8 @@
  * Runtime-neutral: the caller passes the Redis client and the script's source (gateway/metering/
  * lua.ts under Deno).
  */
-import { SlotSet } from "../../shared/slot-set.ts";
-import type { Client, Outcome, Refusal, Target } from "../core/contract.ts";
+import { SlotSet } from "../base/slot-set.ts";
+import type { Client, Outcome, Refusal, Target } from "../../shared/routing/contract.ts";
 import { AttemptFailureKind } from "../../shared/failure-kinds.ts";
 import { formatAuthority } from "../../shared/proxy-protocol/address.ts";
 import type {
@@ -26,8 +26,8 @@ import type {
   RequestProtocol,
   TransferHooks,
   TransferStart,
-} from "../net/session/hooks.ts";
-import { counterSample, gaugeSample, type MetricSample } from "../net/process/metrics.ts";
+} from "../base/transfer-hooks.ts";
+import { counterSample, gaugeSample, type MetricSample } from "../app/metrics.ts";
 import {
   ConnectorWindows,
   demandMinute,

@@ -18,9 +18,9 @@
  * object, as the follower hands them over.
  */
 import type { ConnectorSection, FeedProxy, FeedSections } from "../../shared/feed/models.ts";
-import { CoreRouter } from "../../gateway/core/router.ts";
-import { buildSnapshot } from "../../gateway/core/snapshot.ts";
-import { type Allocation, type Client, isRefusal } from "../../gateway/core/contract.ts";
+import { CoreRouter } from "../../shared/routing/router.ts";
+import { buildSnapshot } from "../../shared/routing/snapshot.ts";
+import { type Allocation, type Client, isRefusal } from "../../shared/routing/contract.ts";
 import type { Strategy } from "../../shared/roles.ts";
 import { project } from "../../tests/gateway/fixtures.ts";
 

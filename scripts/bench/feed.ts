@@ -15,7 +15,7 @@
  */
 import { createDatabase } from "../../db/client.ts";
 import { migrate } from "../../db/migrate.ts";
-import { compile } from "../../control/controller/compile.ts";
+import { compile } from "../../control/feed/compile.ts";
 import { deriveFeedKeys, seal } from "../../shared/feed/codec.ts";
 import { createTestDatabase } from "../../tests/support/stores.ts";
 import { ProviderRegistry } from "../../shared/providers/registry.ts";

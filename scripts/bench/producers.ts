@@ -19,8 +19,8 @@
 import { randomUUID } from "node:crypto";
 import { Writable } from "node:stream";
 import { Redis } from "ioredis";
-import { ControllerLease } from "../../control/controller/lease.ts";
-import { JobProducer } from "../../control/controller/producers.ts";
+import { ControllerLease } from "../../control/core/lease.ts";
+import { JobProducer } from "../../control/jobs/producers.ts";
 import { createLogger } from "../../control/core/logging.ts";
 import { redisKeys } from "../../shared/redis-keys.ts";
 import { JobKind } from "../../shared/roles.ts";

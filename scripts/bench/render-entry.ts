@@ -6,7 +6,7 @@
  *
  *   DENO_NO_UPDATE_CHECK=1 npx deno run scripts/bench/render-entry.ts
  */
-import { CoreRouter } from "../../gateway/core/router.ts";
+import { CoreRouter } from "../../shared/routing/router.ts";
 import type { ConnectorSection, FeedSections } from "../../shared/feed/models.ts";
 import { ProviderRegistry } from "../../shared/providers/registry.ts";
 

@@ -17,7 +17,7 @@ import { readFileSync } from "node:fs";
 import { Writable } from "node:stream";
 import { Redis } from "ioredis";
 import { createLogger } from "../../control/core/logging.ts";
-import { JOB_CATALOGUE } from "../../control/jobs/catalogue.ts";
+import { JOB_CATALOGUE } from "../../control/core/job-catalogue.ts";
 import { TrafficJob } from "../../control/jobs/traffic.ts";
 import { createDatabase } from "../../db/client.ts";
 import { migrate } from "../../db/migrate.ts";

@@ -9,8 +9,8 @@
 import { gzipSync } from "node:zlib";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import { schemaVersion } from "../../db/migrate.ts";
-import { backupOrderColumn, backupTables } from "../../control/services/backup.ts";
-import { sealBackup } from "../../control/services/backup-envelope.ts";
+import { backupOrderColumn, backupTables } from "../../control/backup/backup.ts";
+import { sealBackup } from "../../control/backup/envelope.ts";
 import { markDepleted } from "../../control/services/sequences.ts";
 import { waitUntil } from "../support/stores.ts";
 import { type Answer, type ApiHarness, startHarness } from "./harness.ts";

@@ -13,7 +13,7 @@ import { migrate } from "../../db/migrate.ts";
 import { createApp } from "../../control/api/app.ts";
 import type { ApiDeps } from "../../control/api/deps.ts";
 import { ChangeLog } from "../../control/core/changelog.ts";
-import { JobQueue } from "../../control/jobs/queue.ts";
+import { JobQueue } from "../../control/core/job-queue.ts";
 import { createLogger } from "../../control/core/logging.ts";
 import { createRedis } from "../../control/core/redis.ts";
 import { createUser } from "../../control/services/users.ts";

@@ -8,7 +8,7 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import { JobKind } from "../../shared/roles.ts";
-import { poolStoreOf } from "../../control/pool/store.ts";
+import { poolStoreOf } from "../../control/provider-api/pool/store.ts";
 import { type ApiHarness, startHarness } from "./harness.ts";
 
 let h: ApiHarness;

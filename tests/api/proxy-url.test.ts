@@ -5,7 +5,7 @@ import {
   parseProxyLine,
   parseProxyUrl,
   proxyIdentity,
-} from "../../control/services/proxy-url.ts";
+} from "../../control/model/proxy-url.ts";
 import { normaliseCountry } from "../../shared/countries.ts";
 
 describe("parseProxyUrl", () => {

@@ -5,7 +5,7 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import { type ApiHarness, listen, startHarness } from "./harness.ts";
-import { HttpServer } from "../../control/node/http-server.ts";
+import { HttpServer } from "../../control/core/http-server.ts";
 import { ECHO_FAST_GETS } from "../../control/api/routes/public.ts";
 
 let h: ApiHarness;

@@ -6,7 +6,7 @@
  * router does.
  */
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
-import { compile } from "../../control/controller/compile.ts";
+import { compile } from "../../control/feed/compile.ts";
 import {
   clearDepleted,
   type DepletionOutcome,

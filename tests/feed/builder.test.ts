@@ -5,8 +5,8 @@
  */
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { Redis } from "ioredis";
-import { FeedBuilder } from "../../control/controller/feed-builder.ts";
-import type { PublishResult } from "../../control/controller/publisher.ts";
+import { FeedBuilder } from "../../control/feed/builder.ts";
+import type { PublishResult } from "../../control/feed/publisher.ts";
 import { FeedFollower, type FeedUpdate } from "../../gateway/feed/follower.ts";
 import { deletePrefix, TEST_REDIS_URL, waitUntil } from "../support/stores.ts";
 import {

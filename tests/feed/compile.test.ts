@@ -4,7 +4,7 @@
  * read of Redis.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { compile, readRuntimeSection } from "../../control/controller/compile.ts";
+import { compile, readRuntimeSection } from "../../control/feed/compile.ts";
 import { passwordDigest } from "../../shared/feed/codec.ts";
 import type { ConnectorSection, GlobalSection } from "../../shared/feed/models.ts";
 import { JobKind } from "../../shared/roles.ts";

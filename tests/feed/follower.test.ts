@@ -6,8 +6,8 @@
  */
 import { afterEach, describe, expect, it } from "vitest";
 import { Redis } from "ioredis";
-import type { SectionText } from "../../control/controller/compile.ts";
-import { FeedPublisher } from "../../control/controller/publisher.ts";
+import type { SectionText } from "../../control/feed/compile.ts";
+import { FeedPublisher } from "../../control/feed/publisher.ts";
 import { FeedFollower, type FeedUpdate } from "../../gateway/feed/follower.ts";
 import {
   deriveFeedKeys,

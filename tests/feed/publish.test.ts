@@ -4,8 +4,8 @@
  * lease writes nothing and loses its lead.
  */
 import { afterEach, describe, expect, it } from "vitest";
-import type { SectionText } from "../../control/controller/compile.ts";
-import { FeedPublisher, NotLeaderError } from "../../control/controller/publisher.ts";
+import type { SectionText } from "../../control/feed/compile.ts";
+import { FeedPublisher, NotLeaderError } from "../../control/feed/publisher.ts";
 import {
   deriveFeedKeys,
   type FeedKeys,

@@ -6,7 +6,7 @@ import { randomUUID } from "node:crypto";
 import { Redis } from "ioredis";
 import { createDatabase, type Database } from "../../db/client.ts";
 import { migrate } from "../../db/migrate.ts";
-import { ControllerLease } from "../../control/controller/lease.ts";
+import { ControllerLease } from "../../control/core/lease.ts";
 import {
   deriveFeedKeys,
   type FeedKeys,
@@ -14,8 +14,8 @@ import {
   sectionDigest,
 } from "../../shared/feed/codec.ts";
 import type { FeedProject } from "../../shared/feed/models.ts";
-import type { SectionText } from "../../control/controller/compile.ts";
-import { FeedPublisher } from "../../control/controller/publisher.ts";
+import type { SectionText } from "../../control/feed/compile.ts";
+import { FeedPublisher } from "../../control/feed/publisher.ts";
 import { type RedisKeys, redisKeys } from "../../shared/redis-keys.ts";
 import { type CapturedLine, captureLogger } from "../support/logger.ts";
 import {

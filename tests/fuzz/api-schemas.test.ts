@@ -11,7 +11,7 @@ import { describe, expect, it } from "vitest";
 import { apiRoutes } from "../../control/api/app.ts";
 import type { ApiDeps } from "../../control/api/deps.ts";
 import type { Route } from "../../control/api/registry.ts";
-import { parseInput, parseJsonObject } from "../../control/api/validation.ts";
+import { parseInput, parseJsonObject } from "../../control/model/validation.ts";
 import { unstorableIssues, unstorableQueryIssues } from "../../control/core/unstorable.ts";
 import { ValidationError } from "../../shared/errors.ts";
 import { check, mutatedText, outcome } from "./runs.ts";

@@ -1,6 +1,6 @@
 /**
  * Properties of the one reading of a proxy address and of an upload's lines
- * (control/services/proxy-url.ts, control/services/proxies.ts): any text reads as an address or
+ * (control/model/proxy-url.ts, control/services/proxies.ts): any text reads as an address or
  * a reason, never a throw; an address written from its parts (credentials percent-encoded) reads
  * back as those parts; formatProxyUrl's text reads back as the address it was made from; and an
  * upload's report accounts for every line.
@@ -13,7 +13,7 @@ import {
   parseProxyLine,
   parseProxyUrl,
   type ProxyAddress,
-} from "../../control/services/proxy-url.ts";
+} from "../../control/model/proxy-url.ts";
 import { readUpload } from "../../control/services/proxies.ts";
 import { PROXY_SCHEMES } from "../../shared/roles.ts";
 import { authorityOf, host, port } from "./grammar.ts";

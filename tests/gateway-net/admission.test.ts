@@ -5,9 +5,9 @@
  * (credentials, destination) over the real router and guard.
  */
 import { describe, expect, it } from "vitest";
-import type { MaybePromise, Refusal } from "../../gateway/core/contract.ts";
-import { createDestinationGuard } from "../../gateway/core/guard.ts";
-import { CoreRouter } from "../../gateway/core/router.ts";
+import type { MaybePromise, Refusal } from "../../shared/routing/contract.ts";
+import { createDestinationGuard } from "../../shared/routing/guard.ts";
+import { CoreRouter } from "../../shared/routing/router.ts";
 import { encodeUpstreamRequestHead } from "../../gateway/net/http/heads.ts";
 import { parseRequestHead } from "../../gateway/net/http/parse.ts";
 import {
@@ -15,7 +15,7 @@ import {
   AdmissionStage,
   type AdmissionStep,
   type AdmissionVerdict,
-} from "../../gateway/net/session/admission.ts";
+} from "../../gateway/base/admission.ts";
 import { Admission, AdmissionTicket } from "../../gateway/net/session/admission-pipeline.ts";
 import { admissionSteps } from "../../gateway/net/session/admission-steps.ts";
 import { basic, client, feed, section, verifyPassword } from "../gateway/fixtures.ts";

@@ -6,12 +6,12 @@
  * itself, and the SOCKS5 reply for a name that does not resolve.
  */
 import { describe, expect, it } from "vitest";
-import type { Refusal, Target } from "../../gateway/core/contract.ts";
-import { createDestinationGuard, type GuardOptions } from "../../gateway/core/guard.ts";
-import { CoreRouter } from "../../gateway/core/router.ts";
+import type { Refusal, Target } from "../../shared/routing/contract.ts";
+import { createDestinationGuard, type GuardOptions } from "../../shared/routing/guard.ts";
+import { CoreRouter } from "../../shared/routing/router.ts";
 import { encodeUpstreamRequestHead } from "../../gateway/net/http/heads.ts";
 import { parseAbsoluteTarget, parseRequestHead } from "../../gateway/net/http/parse.ts";
-import { AdmissionStage } from "../../gateway/net/session/admission.ts";
+import { AdmissionStage } from "../../gateway/base/admission.ts";
 import { Admission, AdmissionTicket } from "../../gateway/net/session/admission-pipeline.ts";
 import { admissionSteps } from "../../gateway/net/session/admission-steps.ts";
 import { socksReplyForRefusal } from "../../gateway/net/tunnel/socks5-replies.ts";

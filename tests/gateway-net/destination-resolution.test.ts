@@ -25,7 +25,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type FaultProxy, startFaultProxy } from "../../e2e/support/fault-proxy.ts";
 import { startTinyproxy, type Tinyproxy } from "../../e2e/support/tinyproxy.ts";
 import { freePort } from "../../e2e/support/wait.ts";
-import { parseHostsFile } from "../../gateway/core/hosts-file.ts";
+import { parseHostsFile } from "../../shared/routing/hosts-file.ts";
 import {
   CREDENTIALS,
   curl,

@@ -1,5 +1,5 @@
 /**
- * Client address rules (shared/cidr-set.ts): IPv4-mapped addresses and blocks read as IPv4,
+ * Client address rules (shared/net/cidr-set.ts): IPv4-mapped addresses and blocks read as IPv4,
  * the most specific block winning, masked network names, and what counts as open to anyone.
  */
 import { describe, expect, it } from "vitest";
@@ -11,8 +11,8 @@ import {
   formatCidr,
   openToAnyone,
   parseCidrs,
-} from "../../shared/cidr-set.ts";
-import { parseCidr } from "../../shared/ip.ts";
+} from "../../shared/net/cidr-set.ts";
+import { parseCidr } from "../../shared/net/ip.ts";
 
 const ip = (text: string) => {
   const parsed = clientIp(text);

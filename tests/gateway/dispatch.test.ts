@@ -5,8 +5,8 @@ import {
   type DispatchBuffers,
   DispatchErrorKind,
   type Lease,
-} from "../../gateway/core/dispatch.ts";
-import type { UpstreamChoice } from "../../gateway/core/contract.ts";
+} from "../../shared/routing/dispatch.ts";
+import type { UpstreamChoice } from "../../shared/routing/contract.ts";
 
 const upstream: UpstreamChoice = {
   proxyId: "x1",

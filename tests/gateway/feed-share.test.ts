@@ -1,17 +1,17 @@
 /**
- * Handing feeds from the main isolate to a worker (gateway/core/feed-share.ts) and a worker's
+ * Handing feeds from the main isolate to a worker (shared/routing/feed-share.ts) and a worker's
  * dispatch following the main one's (dispatch.ts `follow`): the worker's snapshot indexes every
  * row at the slot the main isolate gave it, counts are one set for both, unchanged sections keep
  * their index in the worker too, and a structured clone (what postMessage does) loses nothing.
  */
 import { describe, expect, it } from "vitest";
-import { Dispatch, type DispatchBuffers } from "../../gateway/core/dispatch.ts";
+import { Dispatch, type DispatchBuffers } from "../../shared/routing/dispatch.ts";
 import {
   type SectionsDelta,
   sectionsDelta,
   SectionsMirror,
-} from "../../gateway/core/feed-share.ts";
-import { CoreRouter } from "../../gateway/core/router.ts";
+} from "../../shared/routing/feed-share.ts";
+import { CoreRouter } from "../../shared/routing/router.ts";
 import type { FeedSections } from "../../shared/feed/models.ts";
 import { client, feed, section, target, verifyPassword } from "./fixtures.ts";
 

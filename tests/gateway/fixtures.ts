@@ -7,7 +7,7 @@ import type {
   FeedSections,
   RuntimeSection,
 } from "../../shared/feed/models.ts";
-import type { Client } from "../../gateway/core/contract.ts";
+import type { Client } from "../../shared/routing/contract.ts";
 
 export const PASSWORD = "s3cret-pass";
 

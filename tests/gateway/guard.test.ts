@@ -1,7 +1,7 @@
 /** The destination guard: internal addresses refused by literal and by resolution, unless allowed. */
 import { describe, expect, it } from "vitest";
-import { createDestinationGuard } from "../../gateway/core/guard.ts";
-import { parseCidr, parseIPv4, parseIPv6 } from "../../shared/ip.ts";
+import { createDestinationGuard } from "../../shared/routing/guard.ts";
+import { parseCidr, parseIPv4, parseIPv6 } from "../../shared/net/ip.ts";
 
 const check = (host: string, options: Parameters<typeof createDestinationGuard>[0] = {}) =>
   createDestinationGuard(options).check({ host, port: 443 });

@@ -1,14 +1,14 @@
 /** The router: credentials, eligibility, weights, strategies, exclusions and every refusal. */
 import { describe, expect, it } from "vitest";
-import { CoreRouter, LOCAL_QUARANTINE_MAX_MS } from "../../gateway/core/router.ts";
-import { FeedFreshness } from "../../gateway/core/feed-freshness.ts";
+import { CoreRouter, LOCAL_QUARANTINE_MAX_MS } from "../../shared/routing/router.ts";
+import { FeedFreshness } from "../../shared/routing/feed-freshness.ts";
 import {
   type Allocation,
   isRefusal,
   type Refusal,
   RejectionReason,
-} from "../../gateway/core/contract.ts";
-import type { RoutingStrategy } from "../../gateway/core/strategy-contract.ts";
+} from "../../shared/routing/contract.ts";
+import type { RoutingStrategy } from "../../shared/routing/strategy-contract.ts";
 import type { FeedSections } from "../../shared/feed/models.ts";
 import {
   basic,

@@ -7,8 +7,8 @@
  */
 import * as v from "valibot";
 import { describe, expect, it } from "vitest";
-import { CoreRouter } from "../../gateway/core/router.ts";
-import { isRefusal, RejectionReason } from "../../gateway/core/contract.ts";
+import { CoreRouter } from "../../shared/routing/router.ts";
+import { isRefusal, RejectionReason } from "../../shared/routing/contract.ts";
 import {
   type FeedSections,
   type FeedSequence,

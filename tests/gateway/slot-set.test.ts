@@ -1,7 +1,7 @@
 import { setFlagsFromString } from "node:v8";
 import { runInNewContext } from "node:vm";
 import { describe, expect, it } from "vitest";
-import { SlotSet, type Slotted } from "../../shared/slot-set.ts";
+import { SlotSet, type Slotted } from "../../gateway/base/slot-set.ts";
 
 class Item implements Slotted {
   slot = -1;

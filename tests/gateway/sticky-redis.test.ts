@@ -5,9 +5,9 @@
 import { createServer } from "node:net";
 import { Redis } from "ioredis";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { CoreRouter } from "../../gateway/core/router.ts";
-import { type Client, isRefusal } from "../../gateway/core/contract.ts";
-import { RedisStickyStore } from "../../gateway/sticky/redis-store.ts";
+import { CoreRouter } from "../../shared/routing/router.ts";
+import { type Client, isRefusal } from "../../shared/routing/contract.ts";
+import { RedisStickyStore } from "../../shared/routing/sticky/redis-store.ts";
 import { redisKeys } from "../../shared/redis-keys.ts";
 import { deletePrefix, TEST_REDIS_URL, testPrefix } from "../support/stores.ts";
 import { client, feed, project, section, target, verifyPassword } from "./fixtures.ts";

@@ -5,12 +5,12 @@
  * Redis one is in sticky-redis.test.ts).
  */
 import { describe, expect, it } from "vitest";
-import { CoreRouter, type StickyOptions } from "../../gateway/core/router.ts";
-import { type Allocation, type Client, isRefusal } from "../../gateway/core/contract.ts";
-import { SessionBindings } from "../../gateway/core/strategies/sticky-bindings.ts";
-import { sessionHashes } from "../../gateway/core/strategies/session-hash.ts";
-import { HeldTasks } from "../../gateway/sticky/held-tasks.ts";
-import type { StickyStore } from "../../gateway/sticky/store.ts";
+import { CoreRouter, type StickyOptions } from "../../shared/routing/router.ts";
+import { type Allocation, type Client, isRefusal } from "../../shared/routing/contract.ts";
+import { SessionBindings } from "../../shared/routing/strategies/sticky-bindings.ts";
+import { sessionHashes } from "../../shared/routing/strategies/session-hash.ts";
+import { HeldTasks } from "../../shared/routing/sticky/held-tasks.ts";
+import type { StickyStore } from "../../shared/routing/sticky/store.ts";
 import type { ConnectorSection, FeedProject, RuntimeSection } from "../../shared/feed/models.ts";
 import {
   client,

@@ -1,8 +1,8 @@
 /** least_used and health_based: what this gateway has in flight, and the outcomes it saw. */
 import { describe, expect, it } from "vitest";
-import { CoreRouter } from "../../gateway/core/router.ts";
-import { type Allocation, isRefusal, type Outcome } from "../../gateway/core/contract.ts";
-import { STRATEGY_FACTORIES } from "../../gateway/core/strategy.ts";
+import { CoreRouter } from "../../shared/routing/router.ts";
+import { type Allocation, isRefusal, type Outcome } from "../../shared/routing/contract.ts";
+import { STRATEGY_FACTORIES } from "../../shared/routing/strategy.ts";
 import { STRATEGIES, type Strategy } from "../../shared/roles.ts";
 import type { ConnectorSection, FeedSections } from "../../shared/feed/models.ts";
 import {

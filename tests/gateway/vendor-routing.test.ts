@@ -3,8 +3,8 @@
  * country an "All countries" session pool lacks asked of the workers and waited for.
  */
 import { describe, expect, it } from "vitest";
-import { CoreRouter } from "../../gateway/core/router.ts";
-import type { Allocation, Refusal } from "../../gateway/core/contract.ts";
+import { CoreRouter } from "../../shared/routing/router.ts";
+import type { Allocation, Refusal } from "../../shared/routing/contract.ts";
 import { sessionIdFor } from "../../shared/providers/session-id.ts";
 import { builtinDescriptors } from "../../shared/providers/registry.ts";
 import type { ConnectorSection } from "../../shared/feed/models.ts";

@@ -7,7 +7,7 @@
  */
 import { Redis } from "ioredis";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import type { UpstreamChoice } from "../../gateway/core/contract.ts";
+import type { UpstreamChoice } from "../../shared/routing/contract.ts";
 import { RequestMetering } from "../../gateway/metering/metering.ts";
 import { quarantineMs, RateLimiter } from "../../gateway/metering/rate-limiter.ts";
 import type { LuaScript } from "../../gateway/metering/scripts.ts";

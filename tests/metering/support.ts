@@ -6,7 +6,7 @@
 import { readFileSync } from "node:fs";
 import type { Redis } from "ioredis";
 import { expect } from "vitest";
-import type { Outcome, Refusal } from "../../gateway/core/contract.ts";
+import type { Outcome, Refusal } from "../../shared/routing/contract.ts";
 import type { MeteringPart } from "../../gateway/metering/apply.ts";
 import {
   type LuaScript,
@@ -14,7 +14,7 @@ import {
   type ScriptClient,
 } from "../../gateway/metering/scripts.ts";
 import type { RequestMetering } from "../../gateway/metering/metering.ts";
-import type { FailedAttempt, FailureNote } from "../../gateway/net/session/hooks.ts";
+import type { FailedAttempt, FailureNote } from "../../gateway/base/transfer-hooks.ts";
 import {
   DEMAND_FIELDS,
   demandMinute,

@@ -14,7 +14,7 @@ import {
   parseAnswer,
   type ParsedAnswer,
 } from "../../control/provider-api/answer.ts";
-import { proxyIdentity } from "../../control/services/proxy-url.ts";
+import { proxyIdentity } from "../../control/model/proxy-url.ts";
 import { ProviderAnswerError, VendorCallError } from "../../shared/errors.ts";
 
 const NOW = Date.parse("2030-01-01T00:00:00Z");

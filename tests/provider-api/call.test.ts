@@ -17,7 +17,7 @@ import {
   providerEgress,
   renderFetchCall,
   retryAfterSeconds,
-} from "../../control/provider-api/call.ts";
+} from "../../control/provider-api/fetch/call.ts";
 import {
   type FetchConfig,
   FetchSchema,

@@ -26,23 +26,23 @@ import * as v from "valibot";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { createLogger, type Logger } from "../../control/core/logging.ts";
 import { createRedis } from "../../control/core/redis.ts";
-import { liveCount } from "../../control/pool/contract.ts";
-import { CredentialSealer } from "../../control/pool/credentials.ts";
-import { RedisPoolStore } from "../../control/pool/store.ts";
+import { liveCount } from "../../control/provider-api/pool/contract.ts";
+import { CredentialSealer } from "../../control/provider-api/pool/credentials.ts";
+import { RedisPoolStore } from "../../control/provider-api/pool/store.ts";
 import { FetchKind } from "../../control/provider-api/answer.ts";
 import {
   type ProviderApiConfig,
   ProviderApiConfigSchema,
 } from "../../control/provider-api/config.ts";
-import type { FetchLead, ProviderApiConnector } from "../../control/provider-api/contract.ts";
+import type { FetchLead, ProviderApiConnector } from "../../control/provider-api/fetch-contract.ts";
 import {
   BACKOFF_MAX_MS,
   callBounds,
   FetchCoordinator,
   type FetchCoordinatorOptions,
-} from "../../control/provider-api/coordinator.ts";
-import { FetchMetrics, FetchTelemetry } from "../../control/provider-api/metrics.ts";
-import { ProviderRefiller } from "../../control/provider-api/refill.ts";
+} from "../../control/provider-api/fetch/coordinator.ts";
+import { FetchMetrics, FetchTelemetry } from "../../control/node/telemetry/fetches.ts";
+import { ProviderRefiller } from "../../control/provider-api/fetch/refill.ts";
 import type { Scrape } from "../../control/node/telemetry/family.ts";
 import { PoolTelemetry } from "../../control/node/telemetry/pools.ts";
 import { type RedisKeys, redisKeys } from "../../shared/redis-keys.ts";

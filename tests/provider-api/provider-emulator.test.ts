@@ -14,7 +14,7 @@ import {
   FetchKind,
   parseAnswer,
 } from "../../control/provider-api/answer.ts";
-import { egressRequest } from "../../control/providers/egress.ts";
+import { egressRequest } from "../../control/egress/guard.ts";
 import { type Echo, startEcho } from "../../e2e/support/echo.ts";
 import {
   PROVIDER_EMULATOR_JSON,

@@ -9,7 +9,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { IndexHygieneJob } from "../../control/jobs/housekeeping.ts";
 import { MetricsFlushJob } from "../../control/jobs/metrics-flush.ts";
-import { JobQueue } from "../../control/jobs/queue.ts";
+import { JobQueue } from "../../control/core/job-queue.ts";
 import { TrafficJob } from "../../control/jobs/traffic.ts";
 import { runScript, trafficSetBlockResult } from "../../control/core/scripts.ts";
 import { askPending } from "../../control/traffic/asks.ts";

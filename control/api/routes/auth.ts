@@ -5,7 +5,7 @@ import { getUser, verifyLogin } from "../../services/users.ts";
 import { issueAccessToken } from "../auth.ts";
 import type { ApiDeps } from "../deps.ts";
 import { defineRoute, type Route } from "../registry.ts";
-import { LoginBody } from "../schemas/auth.ts";
+import { LoginBody } from "../../model/auth.ts";
 import { presentUser } from "../present.ts";
 
 const V1 = "/api/v1";

@@ -5,10 +5,10 @@ import {
   exportBackup,
   importBackup,
   MAX_BACKUP_BYTES,
-} from "../../services/backup.ts";
+} from "../../backup/backup.ts";
 import type { ApiDeps } from "../deps.ts";
 import { defineRoute, type Route } from "../registry.ts";
-import { ExportBackupBody, ImportBackupBody } from "../schemas/backup.ts";
+import { ExportBackupBody, ImportBackupBody } from "../../model/backup.ts";
 
 const BACKUP = "/api/v1/backup";
 const MAX_MB = MAX_BACKUP_BYTES / 1e6;

@@ -7,7 +7,7 @@ import { checkConfig } from "../../config/file.ts";
 import { reloadConfigFile } from "../../config/reload.ts";
 import type { ApiDeps } from "../deps.ts";
 import { defineRoute, type Route } from "../registry.ts";
-import { booleanField } from "../schemas/common.ts";
+import { booleanField } from "../../model/common.ts";
 
 const CONFIG = "/api/v1/config";
 

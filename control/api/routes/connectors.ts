@@ -1,7 +1,7 @@
 /** Connectors of a project. */
 import { ConnectorKind, JobKind, UserRole } from "../../../shared/roles.ts";
 import { errorText, StoreUnavailableError } from "../../../shared/errors.ts";
-import { noPool, poolView } from "../../pool/view.ts";
+import { noPool, poolView } from "../../provider-api/pool/view.ts";
 import { connectorSubject } from "../../../shared/traffic-subjects.ts";
 import {
   type ConnectorPatch,
@@ -23,8 +23,8 @@ import {
   CONNECTOR_FIELD_NAMES,
   CreateConnectorBody,
   UpdateConnectorBody,
-} from "../schemas/connectors.ts";
-import { renameFields } from "../schemas/common.ts";
+} from "../../model/connectors.ts";
+import { renameFields } from "../../model/common.ts";
 import type * as v from "valibot";
 
 const CONNECTORS = "/api/v1/projects/:id/connectors";

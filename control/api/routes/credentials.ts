@@ -10,7 +10,7 @@ import {
 import type { ApiDeps } from "../deps.ts";
 import { presentCredential } from "../present.ts";
 import { defineRoute, type Route } from "../registry.ts";
-import { CreateCredentialBody, UpdateCredentialBody } from "../schemas/credentials.ts";
+import { CreateCredentialBody, UpdateCredentialBody } from "../../model/credentials.ts";
 
 const CREDENTIALS = "/api/v1/projects/:id/credentials";
 

@@ -8,15 +8,15 @@ import {
   deleteDistributionKey,
   listDistributionKeys,
   revokeDistributionKey,
-} from "../../services/distribution-keys.ts";
-import { REVOCATION_BOUND_SECONDS } from "../../extraction/keys.ts";
+} from "../../provider-api/extraction/distribution-keys.ts";
+import { REVOCATION_BOUND_SECONDS } from "../../provider-api/extraction/keys.ts";
 import type { ApiDeps } from "../deps.ts";
 import { presentDistributionKey } from "../present.ts";
 import { defineRoute, type Route } from "../registry.ts";
 import {
   CreateDistributionKeyBody,
   DeleteDistributionKeyQuery,
-} from "../schemas/distribution-keys.ts";
+} from "../../model/distribution-keys.ts";
 
 const KEYS = "/api/v1/projects/:id/distribution-keys";
 

@@ -4,11 +4,11 @@
  * admin token is taken here, and a distribution key opens nothing else.
  */
 import { ValidationError } from "../../../shared/errors.ts";
-import type { Extraction } from "../../extraction/extraction.ts";
-import type { ExtractRequest } from "../../extraction/service.ts";
+import type { Extraction } from "../../provider-api/extraction/extraction.ts";
+import type { ExtractRequest } from "../../provider-api/extraction/service.ts";
 import type { DistributionCaller } from "../context.ts";
 import { defineRoute, type Route } from "../registry.ts";
-import { ExtractBody, IDEMPOTENCY_KEY, RenewLeaseBody } from "../schemas/extraction.ts";
+import { ExtractBody, IDEMPOTENCY_KEY, RenewLeaseBody } from "../../model/extraction.ts";
 import type { Context } from "hono";
 
 const EXTRACT = "/api/v1/projects/:id/extract";

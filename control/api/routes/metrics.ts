@@ -25,7 +25,7 @@ import {
   ProxiesUsageQuery,
   RangeOrAllQuery,
   SystemHistoryQuery,
-} from "../schemas/metrics.ts";
+} from "../../model/metrics.ts";
 
 const PROJECT = "/api/v1/projects/:id";
 

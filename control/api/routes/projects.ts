@@ -19,8 +19,8 @@ import { hasRole } from "../auth.ts";
 import type { ApiDeps } from "../deps.ts";
 import { presentProject } from "../present.ts";
 import { defineRoute, type Route } from "../registry.ts";
-import { CreateProjectBody, PROJECT_FIELD_NAMES, UpdateProjectBody } from "../schemas/projects.ts";
-import { renameFields } from "../schemas/common.ts";
+import { CreateProjectBody, PROJECT_FIELD_NAMES, UpdateProjectBody } from "../../model/projects.ts";
+import { renameFields } from "../../model/common.ts";
 import type { Principal } from "../context.ts";
 
 /** A project body's fields under the service's names: one mapping for create and edit. */

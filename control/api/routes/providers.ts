@@ -14,7 +14,7 @@ import {
   getProvider,
   listProviders,
   updateDescriptor,
-} from "../../services/descriptors.ts";
+} from "../../vendors/descriptors.ts";
 import type { ApiDeps } from "../deps.ts";
 import { defineRoute, type Route } from "../registry.ts";
 

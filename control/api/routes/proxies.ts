@@ -19,7 +19,7 @@ import {
   ListProxiesQuery,
   UpdateProxyBody,
   UploadQuery,
-} from "../schemas/proxies.ts";
+} from "../../model/proxies.ts";
 
 const PROXIES = "/api/v1/projects/:id/proxies";
 

@@ -1,5 +1,5 @@
 /** Public routes outside the admin API proper: the echo (the dashboard is web-static.ts). */
-import { callerIp, echoAnswer } from "../../node/echo.ts";
+import { callerIp, echoAnswer } from "../../core/echo.ts";
 import { defineRoute, type Route } from "../registry.ts";
 
 /** Where the api answers the echo health checks ask. */

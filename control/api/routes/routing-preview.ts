@@ -1,9 +1,9 @@
 /** The routing preview: which connectors and proxies of a project would serve a username. */
 import { UserRole } from "../../../shared/roles.ts";
-import { PREVIEW_PROXY_LIMIT, previewRouting } from "../../services/routing-preview.ts";
+import { PREVIEW_PROXY_LIMIT, previewRouting } from "../../feed/routing-preview.ts";
 import type { ApiDeps } from "../deps.ts";
 import { defineRoute, type Route } from "../registry.ts";
-import { RoutingPreviewBody } from "../schemas/routing-preview.ts";
+import { RoutingPreviewBody } from "../../model/routing-preview.ts";
 
 export function routingPreviewRoutes(deps: ApiDeps): Route[] {
   return [

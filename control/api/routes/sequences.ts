@@ -4,7 +4,7 @@ import { clearSequence, getSequence, setSequence } from "../../services/sequence
 import type { ApiDeps } from "../deps.ts";
 import { presentSequence } from "../present.ts";
 import { defineRoute, type Route } from "../registry.ts";
-import { SequenceBody } from "../schemas/sequences.ts";
+import { SequenceBody } from "../../model/sequences.ts";
 
 const SEQUENCE = "/api/v1/projects/:id/sequence";
 

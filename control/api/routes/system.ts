@@ -1,6 +1,6 @@
 /** The System page's data: answered from the stores, the same whichever api answers. */
 import { UserRole } from "../../../shared/roles.ts";
-import { readSystemStats } from "../../core/system-stats.ts";
+import { readSystemStats } from "../../metrics/system-stats.ts";
 import type { ApiDeps } from "../deps.ts";
 import { defineRoute, type Route } from "../registry.ts";
 

@@ -6,7 +6,7 @@ import { hasRole } from "../auth.ts";
 import type { ApiDeps } from "../deps.ts";
 import { presentToken } from "../present.ts";
 import { defineRoute, type Route } from "../registry.ts";
-import { CreateTokenBody, ListTokensQuery } from "../schemas/tokens.ts";
+import { CreateTokenBody, ListTokensQuery } from "../../model/tokens.ts";
 
 const TOKENS = "/api/v1/tokens";
 

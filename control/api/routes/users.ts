@@ -11,7 +11,7 @@ import {
 import type { ApiDeps } from "../deps.ts";
 import { presentUser } from "../present.ts";
 import { defineRoute, type Route } from "../registry.ts";
-import { CreateUserBody, UpdateMeBody, UpdateUserBody } from "../schemas/users.ts";
+import { CreateUserBody, UpdateMeBody, UpdateUserBody } from "../../model/users.ts";
 
 const USERS = "/api/v1/users";
 

@@ -18,7 +18,7 @@ import {
 import { readStored, resolveConnection } from "../config-store.ts";
 import { CliError, UsageError } from "../errors.ts";
 import { emit, line, note, pc, printTable } from "../output.ts";
-import type { ExtractAnswer, ExtractedProxy } from "../../extraction/service.ts";
+import type { ExtractAnswer, ExtractedProxy } from "../../provider-api/extraction/service.ts";
 import { isUuid, resolveProject } from "../resolve.ts";
 
 export const KEY_ENV = "OCTOPROX_DISTRIBUTION_KEY";

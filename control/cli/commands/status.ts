@@ -6,7 +6,7 @@
 import type { Command } from "commander";
 import type { ListedProcess, SystemStats } from "../../web/src/api/types.ts";
 import { connect, type JsonOption, leaf, outputOf } from "../command.ts";
-import { formatAge } from "../../../shared/format-age.ts";
+import { formatAge } from "../../core/format-age.ts";
 import { emit, line, pc, printTable } from "../output.ts";
 
 /** The lease holder is `<instance>:<token>`: the process is the part before the colon. */

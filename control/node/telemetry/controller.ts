@@ -4,9 +4,9 @@
  * controller counts each publish once. A standby's leader-only families have no samples.
  */
 import type { Registry } from "prom-client";
-import type { FeedBuilderSnapshot } from "../../controller/feed-builder.ts";
-import type { JobProducerSnapshot } from "../../controller/producers.ts";
-import type { LeaseSnapshot } from "../../controller/lease.ts";
+import type { FeedBuilderSnapshot } from "../../feed/builder.ts";
+import type { JobProducerSnapshot } from "../../jobs/producers.ts";
+import type { LeaseSnapshot } from "../../core/lease.ts";
 import { flag, type Sample, type Scrape, seconds, TelemetryPart } from "./family.ts";
 import { isFeedBuilder, isJobProducer, leads, leaseOf } from "./rows.ts";
 

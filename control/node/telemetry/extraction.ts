@@ -1,5 +1,5 @@
 /**
- * The api's extraction counts (control/extraction/stats.ts), per project and, for calls, per
+ * The api's extraction counts (control/provider-api/extraction/stats.ts), per project and, for calls, per
  * mode. Labels are the project's id, the mode and an outcome: never an address, a key, a lease
  * or a client.
  */
@@ -9,7 +9,7 @@ import {
   type ExtractionSnapshot,
   type ModeCounts,
   type ProjectExtractionCounts,
-} from "../../extraction/stats.ts";
+} from "../../provider-api/extraction/stats.ts";
 import { type Sample, type Scrape, TelemetryPart } from "./family.ts";
 
 function extractionOf(scrape: Scrape): ExtractionSnapshot | undefined {

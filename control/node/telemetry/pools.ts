@@ -4,8 +4,8 @@
  * by id and the state or outcome: never an address, a URL or a client.
  */
 import type { Registry } from "prom-client";
-import type { PoolReading, PoolWatchSnapshot } from "../../pool/watch.ts";
-import type { FetchStats } from "../../provider-api/contract.ts";
+import type { PoolReading, PoolWatchSnapshot } from "../../provider-api/pool/watch.ts";
+import type { FetchStats } from "../../provider-api/fetch-contract.ts";
 import { type Sample, type Scrape, TelemetryPart } from "./family.ts";
 import { leads } from "./rows.ts";
 

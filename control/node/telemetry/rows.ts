@@ -3,9 +3,9 @@
  * adds its own fields (Loop.snapshot is overridden down the class tree), and the snapshot JSON
  * keeps them flat, so a row is told by the fields only its class writes.
  */
-import type { LeaseSnapshot } from "../../controller/lease.ts";
-import type { FeedBuilderSnapshot } from "../../controller/feed-builder.ts";
-import type { JobProducerSnapshot } from "../../controller/producers.ts";
+import type { LeaseSnapshot } from "../../core/lease.ts";
+import type { FeedBuilderSnapshot } from "../../feed/builder.ts";
+import type { JobProducerSnapshot } from "../../jobs/producers.ts";
 import type { FollowerSnapshot } from "../../core/consumers.ts";
 import type { LoopSnapshot } from "../../core/loops.ts";
 import type { JobRunnerSnapshot } from "../../jobs/runner.ts";

@@ -18,7 +18,7 @@ import { ExtractionTelemetry } from "./extraction.ts";
 import { JobTelemetry } from "./jobs.ts";
 import { LoopLagTelemetry } from "./loop-lag.ts";
 import { LoopTelemetry } from "./loops.ts";
-import { type FetchMetricsSnapshot, FetchTelemetry } from "../../provider-api/metrics.ts";
+import { type FetchMetricsSnapshot, FetchTelemetry } from "./fetches.ts";
 import { PoolTelemetry } from "./pools.ts";
 import { ProcessTelemetry } from "./process.ts";
 import { StreamTelemetry } from "./streams.ts";

@@ -38,11 +38,11 @@ import {
   FailurePhase,
   type MaybePromise,
   type Outcome,
-} from "../../core/contract.ts";
+} from "../../../shared/routing/contract.ts";
 import { dialUpstream } from "../io/dial.ts";
 import type { Leg } from "../io/leg.ts";
 import { upstreamPoolKey } from "../io/upstream-pool.ts";
-import { RequestKind, RequestOutcome } from "../process/metrics.ts";
+import { RequestKind, RequestOutcome } from "../../app/metrics.ts";
 import {
   AfterFailure,
   type AttemptFailed,
@@ -58,7 +58,7 @@ import {
   describeFailure,
   failureNote,
 } from "../session/failures.ts";
-import { safely, type TransferMeter } from "../session/hooks.ts";
+import { safely, type TransferMeter } from "../../base/transfer-hooks.ts";
 import { connectTimeoutFor } from "../session/limits.ts";
 import { CONTINUE_100 } from "./answers.ts";
 import { ChunkedError, ChunkedScanner } from "./chunked.ts";

@@ -14,8 +14,8 @@
  * `Expect: 100-continue` is answered by the gateway itself once an upstream is connected (and
  * not sent on); any other expectation gets 417.
  */
-import { FailurePhase } from "../../core/contract.ts";
-import { RequestKind, RequestOutcome } from "../process/metrics.ts";
+import { FailurePhase } from "../../../shared/routing/contract.ts";
+import { RequestKind, RequestOutcome } from "../../app/metrics.ts";
 import { tryUpstreams } from "../session/attempts.ts";
 import type { HttpSession } from "../session/contract.ts";
 import { attemptsFor } from "../session/limits.ts";

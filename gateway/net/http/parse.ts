@@ -15,7 +15,7 @@ import {
   lineBounds,
   scanHeadEnd,
 } from "../../../shared/proxy-protocol/http-head.ts";
-import type { Target } from "../../core/contract.ts";
+import type { Target } from "../../../shared/routing/contract.ts";
 
 /** A request the gateway answers itself, status and a short reason, then closes. */
 export class HeadError extends Error {

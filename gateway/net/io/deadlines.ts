@@ -4,7 +4,7 @@
  * every dial ends long before its deadline. A deadline fires at most DEADLINE_TICK_MS late. The
  * ticker runs only while a deadline is watched, and never keeps the process alive by itself.
  */
-import { SlotSet, type Slotted } from "../../../shared/slot-set.ts";
+import { SlotSet, type Slotted } from "../../base/slot-set.ts";
 
 export const DEADLINE_TICK_MS = 50;
 

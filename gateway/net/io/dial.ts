@@ -17,7 +17,7 @@ import {
   handshakeProtocol,
 } from "../../../shared/proxy-protocol/handshake.ts";
 import type { UpstreamProxy } from "../../../shared/proxy-protocol/types.ts";
-import type { Target, UpstreamChoice } from "../../core/contract.ts";
+import type { Target, UpstreamChoice } from "../../../shared/routing/contract.ts";
 import { watchDeadline } from "./deadlines.ts";
 import { Leg, tuneTcp } from "./leg.ts";
 

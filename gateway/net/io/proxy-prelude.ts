@@ -10,16 +10,16 @@
  * with what follows the header: a connection without one costs no read more than before.
  */
 import { BoundedMap } from "../../../shared/bounded-map.ts";
-import { CidrSet } from "../../../shared/cidr-set.ts";
-import type { IpAddress } from "../../../shared/ip.ts";
+import { CidrSet } from "../../../shared/net/cidr-set.ts";
+import type { IpAddress } from "../../../shared/net/ip.ts";
 import {
   ProxyHeaderError,
   ProxyHeaderKind,
   readProxyHeader,
   startsProxyHeader,
 } from "../../../shared/proxy-protocol/proxy-header.ts";
-import type { ClientAddress } from "../session/admission.ts";
-import type { Logger } from "../process/log.ts";
+import type { ClientAddress } from "../../base/admission.ts";
+import type { Logger } from "../../app/log.ts";
 import type { Leg } from "./leg.ts";
 
 export type Prelude =

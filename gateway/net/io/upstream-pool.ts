@@ -8,7 +8,7 @@
  * The upstream may still close it as we send: GET and HEAD are then retried once on a fresh
  * connection (gateway/net/http/forward.ts), other methods are not.
  */
-import type { UpstreamChoice } from "../../core/contract.ts";
+import type { UpstreamChoice } from "../../../shared/routing/contract.ts";
 import type { Leg } from "./leg.ts";
 
 export const UPSTREAM_POOL_MAX_IDLE = 32;

@@ -5,9 +5,9 @@
  * synchronous loop: no Promise and no closure per request unless a step returns a Promise.
  * Runtime-neutral.
  */
-import { clientIp } from "../../../shared/cidr-set.ts";
-import type { IpAddress } from "../../../shared/ip.ts";
-import type { Client, MaybePromise, Refusal, Target } from "../../core/contract.ts";
+import { clientIp } from "../../../shared/net/cidr-set.ts";
+import type { IpAddress } from "../../../shared/net/ip.ts";
+import type { Client, MaybePromise, Refusal, Target } from "../../../shared/routing/contract.ts";
 import type { HeaderField } from "../http/parse.ts";
 import {
   type AdmissionGrant,
@@ -17,8 +17,8 @@ import {
   type AdmissionVerdict,
   type ClientAddress,
   isAdmissionRefusal,
-} from "./admission.ts";
-import type { RequestProtocol } from "./hooks.ts";
+} from "../../base/admission.ts";
+import type { RequestProtocol } from "../../base/transfer-hooks.ts";
 
 const NO_HEADERS: readonly HeaderField[] = Object.freeze([]);
 

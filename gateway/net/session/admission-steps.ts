@@ -10,14 +10,14 @@
  * that a request refused for where it comes from counts against nothing, and one refused for a
  * limit never resolves a name.
  */
-import type { AuthResult, DestinationGuard, Refusal, Router, Target } from "../../core/contract.ts";
-import type { MaybePromise } from "../../core/contract.ts";
+import type { AuthResult, DestinationGuard, Refusal, Router, Target } from "../../../shared/routing/contract.ts";
+import type { MaybePromise } from "../../../shared/routing/contract.ts";
 import {
   type AdmissionRequest,
   AdmissionStage,
   type AdmissionStep,
   type AdmissionVerdict,
-} from "./admission.ts";
+} from "../../base/admission.ts";
 
 function authenticated(request: AdmissionRequest, auth: AuthResult): Refusal | undefined {
   if (!auth.ok) return auth.refusal;

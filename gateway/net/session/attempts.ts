@@ -20,10 +20,10 @@ import {
   NOTHING_TRIED,
   type Refusal,
   type Target,
-} from "../../core/contract.ts";
+} from "../../../shared/routing/contract.ts";
 import type { TunnelSession } from "./contract.ts";
 import type { Failure } from "./failures.ts";
-import { type FailedAttempt, type FailureNote, safely, type TransferHooks } from "./hooks.ts";
+import { type FailedAttempt, type FailureNote, safely, type TransferHooks } from "../../base/transfer-hooks.ts";
 
 /** What follows a failed attempt. */
 export const AfterFailure = {

@@ -7,7 +7,7 @@
  * `run`: a malformed request gets 400 and a close, never a stack trace.
  */
 import { EMPTY_BYTES } from "../../../shared/proxy-protocol/bytes.ts";
-import type { Client, MaybePromise, Refusal, Target } from "../../core/contract.ts";
+import type { Client, MaybePromise, Refusal, Target } from "../../../shared/routing/contract.ts";
 import { type Answer, encodeAnswer } from "../http/answers.ts";
 import { handleForward } from "../http/forward.ts";
 import {
@@ -19,12 +19,12 @@ import {
 } from "../http/parse.ts";
 import { Leg, tuneTcp } from "../io/leg.ts";
 import { readPrelude } from "../io/proxy-prelude.ts";
-import { RequestKind, RequestOutcome } from "../process/metrics.ts";
+import { RequestKind, RequestOutcome } from "../../app/metrics.ts";
 import { handleConnect } from "../tunnel/connect.ts";
-import { AdmissionStage } from "./admission.ts";
+import { AdmissionStage } from "../../base/admission.ts";
 import { AdmissionTicket } from "./admission-pipeline.ts";
 import type { AnswerOptions, HttpSession, NetContext, TunnelRunning } from "./contract.ts";
-import { safely } from "./hooks.ts";
+import { safely } from "../../base/transfer-hooks.ts";
 import { endOfRun, SessionCancel } from "./lifecycle.ts";
 
 /** Room for the heads a forwarded exchange sends, with the first body bytes after them. */

@@ -1,5 +1,5 @@
 /** The socket layer's bounds, from the settings, and how a client's project narrows them. */
-import type { Client } from "../../core/contract.ts";
+import type { Client } from "../../../shared/routing/contract.ts";
 
 export interface NetLimits {
   maxHeaderBytes: number;

@@ -3,7 +3,7 @@
  * (tunnel.ts): dial through an upstream, another proxy while the tunnel is not up, then
  * `200 Connection established` and the relay until the tunnel ends.
  */
-import type { Target } from "../../core/contract.ts";
+import type { Target } from "../../../shared/routing/contract.ts";
 import { CONNECTION_ESTABLISHED } from "../http/answers.ts";
 import {
   clientKeepsAlive,
@@ -11,7 +11,7 @@ import {
   parseConnectTarget,
   type RequestHead,
 } from "../http/parse.ts";
-import { RequestKind } from "../process/metrics.ts";
+import { RequestKind } from "../../app/metrics.ts";
 import type { HttpSession, TunnelRunning } from "../session/contract.ts";
 import { dialTunnel, runTunnel } from "./tunnel.ts";
 

@@ -11,7 +11,7 @@ import {
   UpstreamHandshakeError,
 } from "../../../shared/proxy-protocol/errors.ts";
 import { Socks5Reply } from "../../../shared/proxy-protocol/socks5.ts";
-import type { Refusal } from "../../core/contract.ts";
+import type { Refusal } from "../../../shared/routing/contract.ts";
 import type { Failure } from "../session/failures.ts";
 
 /** The reply for a refusal of the router or the guard (never 407: that fails the auth step). */

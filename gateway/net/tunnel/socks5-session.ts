@@ -30,15 +30,15 @@ import {
   parseSocks5UserPass,
   Socks5ServerError,
 } from "../../../shared/proxy-protocol/socks5-server.ts";
-import type { Client, MaybePromise, Refusal, Target } from "../../core/contract.ts";
+import type { Client, MaybePromise, Refusal, Target } from "../../../shared/routing/contract.ts";
 import { Leg, tuneTcp } from "../io/leg.ts";
 import { readPrelude } from "../io/proxy-prelude.ts";
-import { RequestKind, RequestOutcome } from "../process/metrics.ts";
-import { AdmissionStage } from "../session/admission.ts";
+import { RequestKind, RequestOutcome } from "../../app/metrics.ts";
+import { AdmissionStage } from "../../base/admission.ts";
 import { AdmissionTicket } from "../session/admission-pipeline.ts";
 import type { NetContext, TunnelSession } from "../session/contract.ts";
 import { endOfRun, SessionCancel } from "../session/lifecycle.ts";
-import { safely } from "../session/hooks.ts";
+import { safely } from "../../base/transfer-hooks.ts";
 import { socksReplyForFailure, socksReplyForRefusal } from "./socks5-replies.ts";
 import { dialTunnel, runTunnel } from "./tunnel.ts";
 

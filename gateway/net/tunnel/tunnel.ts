@@ -14,9 +14,9 @@ import {
   FailurePhase,
   type Outcome,
   type Target,
-} from "../../core/contract.ts";
+} from "../../../shared/routing/contract.ts";
 import { dialUpstream, type UpstreamLink } from "../io/dial.ts";
-import { type RequestKind, RequestOutcome } from "../process/metrics.ts";
+import { type RequestKind, RequestOutcome } from "../../app/metrics.ts";
 import {
   AfterFailure,
   type AttemptOutcome,
@@ -32,7 +32,7 @@ import {
   type RequestProtocol,
   safely,
   type TransferMeter,
-} from "../session/hooks.ts";
+} from "../../base/transfer-hooks.ts";
 import { attemptsFor, connectTimeoutFor } from "../session/limits.ts";
 import { relay, RelayEnd, type RelayResult } from "./relay.ts";
 

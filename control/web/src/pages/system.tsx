@@ -20,7 +20,7 @@ import { Select } from "../ui/forms.tsx";
 import { ErrorNote } from "../ui/status.tsx";
 import { Time } from "../ui/time.tsx";
 import { useApi } from "../ui/use-api.ts";
-import { formatAge } from "../../../../shared/format-age.ts";
+import { formatAge } from "../../../core/format-age.ts";
 
 const STATS_REFRESH_MS = 5_000;
 const HISTORY_REFRESH_MS = 60_000;

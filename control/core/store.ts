@@ -1,0 +1,59 @@
+/**
+ * How a service touches Postgres: every write in one transaction, its driver errors read as
+ * catalogue errors (a unique index as DuplicateError, an outage as StoreUnavailableError), and
+ * its change entry appended only after the commit, once, and only when a row changed.
+ */
+import type { Database, Tx } from "../../db/client.ts";
+import { translatePostgresError } from "../../db/errors.ts";
+import type { ChangeEntry } from "./changelog.ts";
+import type { ControlDeps } from "./deps.ts";
+
+/**
+ * What the services need: the part of the process's deps they touch (the store, the change log,
+ * the settings, the job queue for runs asked for after a commit, and the provider registry).
+ */
+export type ServiceDeps = Pick<
+  ControlDeps,
+  "database" | "changes" | "settings" | "jobs" | "providers"
+>;
+
+export interface WriteOutcome<T> {
+  result: T;
+  /** What changed, announced after the commit; null when the write changed no row. */
+  change: ChangeEntry | null;
+}
+
+/** Runs a write in one transaction, then announces it. Never announces a rolled-back write. */
+export async function write<T>(
+  deps: Pick<ServiceDeps, "database" | "changes">,
+  work: (tx: Tx) => Promise<WriteOutcome<T>>,
+): Promise<T> {
+  let outcome: WriteOutcome<T>;
+  try {
+    outcome = await deps.database.transaction(work);
+  } catch (error) {
+    throw translatePostgresError(error);
+  }
+  // The change log waits at most one request deadline and never throws.
+  if (outcome.change) await deps.changes.append(outcome.change);
+  return outcome.result;
+}
+
+/** Runs a read, its driver errors read as catalogue errors. */
+export async function read<T>(
+  deps: Pick<ServiceDeps, "database">,
+  work: (db: Database["db"]) => Promise<T>,
+) {
+  try {
+    return await work(deps.database.db);
+  } catch (error) {
+    throw translatePostgresError(error);
+  }
+}
+
+/** Postgres' way of saying "is a uuid", checked before a query would fail on the cast. */
+export const UUID_PATTERN = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+export function isUuid(text: string): boolean {
+  return UUID_PATTERN.test(text);
+}

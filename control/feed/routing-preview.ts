@@ -1,0 +1,422 @@
+/**
+ * The routing preview: which connectors and proxies of one project would serve a request with a
+ * given username (and destination), and why the others would not, answered by the gateway's own
+ * routing code over the controller's own compile of that one project. Nothing here restates a
+ * routing rule: the username is read by the gateway's grammar (shared/username.ts), each
+ * connector is judged by the router's eligibility test (shared/routing/eligibility.ts), and the
+ * proxy chosen is one `acquire` of a router (shared/routing/router.ts) built on a snapshot of the
+ * compile (shared/routing/snapshot.ts), as a gateway that has served nothing would answer it.
+ *
+ * Read-only: the compile is the controller's read-only transaction; the runtime section
+ * (quarantines, traffic blocks) is the controller's read of Redis; sticky sessions are read from
+ * Redis but never written (the store below drops writes); the router's dispatch counts are its
+ * own and thrown away with it. Without Redis the preview is answered without runtime state
+ * (`runtime_included: false`), as the other views are.
+ */
+import { compile, readRuntimeSection, type SectionText } from "./compile.ts";
+import { poolSections } from "../provider-api/pool/feed.ts";
+import { poolStoreOf } from "../provider-api/pool/store.ts";
+import { withDeadline } from "../core/redis.ts";
+import type { ControlDeps } from "../core/deps.ts";
+import { deriveFeedKeys, type FeedKeys } from "../../shared/feed/codec.ts";
+import {
+  type ConnectorSection,
+  connectorSectionName,
+  type FeedSections,
+  type GlobalSection,
+  type RuntimeSection,
+  SCHEMA_VERSION,
+} from "../../shared/feed/models.ts";
+import { parseSection } from "../../shared/feed/sections.ts";
+import { errorText, NotFoundError, ValidationError } from "../../shared/errors.ts";
+import { parseUsername } from "../../shared/username.ts";
+import {
+  type Client,
+  isRefusal,
+  type Refusal,
+  type Target,
+  type UsernameOptions,
+} from "../../shared/routing/contract.ts";
+import { connectorVerdict, Ineligible, inSequence } from "../../shared/routing/eligibility.ts";
+import { CoreRouter } from "../../shared/routing/router.ts";
+import {
+  type ConnectorIndex,
+  normaliseHost,
+  type ProjectEntry,
+  type ProxyEntry,
+  type RoutingSnapshot,
+} from "../../shared/routing/snapshot.ts";
+import { RedisStickyStore } from "../../shared/routing/sticky/redis-store.ts";
+import type { StickyStore } from "../../shared/routing/sticky/store.ts";
+import { read } from "../core/store.ts";
+import type { ServiceDeps } from "../core/store.ts";
+
+export type PreviewDeps = ServiceDeps & Pick<ControlDeps, "redis" | "keys" | "logger">;
+
+/** Proxies listed at most; `total` counts them all. */
+export const PREVIEW_PROXY_LIMIT = 50;
+
+/** What the caller asks: a client's username and, optionally, its destination. */
+export interface PreviewInput {
+  username: string;
+  target?: { host: string; port: number };
+}
+
+export interface PreviewConnector {
+  id: string;
+  name: string;
+  weight: number;
+  eligible: boolean;
+  /** The router's reason code (shared/routing/eligibility.ts), null when eligible. */
+  code: Ineligible | null;
+  reason: string | null;
+  /** Its proxies serving the place asked, whatever their health (leaving ones left out). */
+  proxies_for_place: number;
+  /** Of those, the healthy ones. */
+  healthy: number;
+  /** Of the healthy ones, those resting in a quarantine now. */
+  quarantined: number;
+  /** The end of its traffic block (ISO 8601), when blocked. */
+  blocked_until: string | null;
+}
+
+export interface PreviewProxy {
+  id: string;
+  connector_id: string;
+  scheme: string;
+  /** `host:port` only: a proxy's login never leaves the feed. */
+  address: string;
+  country: string | null;
+  status: string;
+  quarantined: boolean;
+  quarantined_until: string | null;
+}
+
+export interface PreviewRefusal {
+  status: number;
+  proxy_status: string;
+  reason: string;
+  rejection: string | null;
+}
+
+export interface RoutingPreview {
+  project_id: string;
+  strategy: string;
+  username: {
+    user: string;
+    country: string | null;
+    state: string | null;
+    city: string | null;
+    session_id: string | null;
+    session_minutes: number | null;
+  };
+  target: { host: string; port: number } | null;
+  connectors: PreviewConnector[];
+  proxies: { items: PreviewProxy[]; total: number };
+  /** The project's connector sequence as the feed carries it: only its current one serves. */
+  sequence: {
+    connector_ids: string[];
+    current_index: number;
+    current_connector_id: string | null;
+    exhausted: boolean;
+  } | null;
+  chosen: PreviewProxy | null;
+  refusal: PreviewRefusal | null;
+  /** False when Redis did not answer: no quarantine, block or sticky binding was seen. */
+  runtime_included: boolean;
+  compiled_at: string;
+}
+
+/**
+ * Without a target the destination is one no domain rule names: a connector with an allow list
+ * then shows as filtered, one with a deny list as open, which is what any unlisted site gets.
+ */
+const NO_TARGET: Target = { host: "", port: 443 };
+
+const feedKeysBySecret = new Map<string, Promise<FeedKeys>>();
+
+/** The feed keys of this install (HKDF, once per process). */
+function feedKeysOf(secret: string): Promise<FeedKeys> {
+  let keys = feedKeysBySecret.get(secret);
+  if (keys === undefined) {
+    keys = deriveFeedKeys(secret);
+    feedKeysBySecret.set(secret, keys);
+  }
+  return keys;
+}
+
+/** Sticky bindings read from Redis as a gateway reads them; the preview never binds a session. */
+function readOnlyStickyStore(deps: PreviewDeps): StickyStore {
+  const store = new RedisStickyStore(deps.redis, deps.keys);
+  return {
+    get: (projectId, sessionId, signal) => store.get(projectId, sessionId, signal),
+    set: () => Promise.resolve(),
+  };
+}
+
+const EMPTY_RUNTIME: RuntimeSection = Object.freeze({
+  schema: SCHEMA_VERSION,
+  quarantines: [],
+  traffic_blocks: [],
+  project_blocks: [],
+});
+
+export async function previewRouting(
+  deps: PreviewDeps,
+  projectId: string,
+  input: PreviewInput,
+): Promise<RoutingPreview> {
+  const settings = deps.settings;
+  const compiled = await read(deps, async () =>
+    compile(deps.database, {
+      keys: await feedKeysOf(settings.internalSecret),
+      defaultStrategy: settings.defaultStrategy,
+      providers: deps.providers,
+      projectId,
+    }));
+  if (!compiled.projectIds.has(projectId)) throw new NotFoundError("Project");
+
+  const nowMs = Date.now();
+  // Provider-API connectors' rows are their pools' routed entries, read as a publish reads them.
+  let poolTexts = new Map<string, SectionText>();
+  let poolProxyIds = new Set<string>();
+  if (compiled.pools.size > 0) {
+    try {
+      const feedKeys = await feedKeysOf(settings.internalSecret);
+      const found = await withDeadline(
+        settings.redisRequestTimeoutMs,
+        () => poolSections(compiled.pools, poolStoreOf(deps), feedKeys, nowMs),
+      );
+      poolTexts = found.sections;
+      poolProxyIds = found.proxyIds;
+    } catch (error) {
+      deps.logger.warn(
+        { what: "routing preview", error: errorText(error) },
+        "Provider-API pools unavailable, their connectors shown without proxies",
+      );
+      for (const [id, section] of compiled.pools) {
+        const json = JSON.stringify(section);
+        poolTexts.set(connectorSectionName(id), { json, digest: "" });
+      }
+    }
+  }
+
+  let runtime = EMPTY_RUNTIME;
+  let runtimeIncluded = true;
+  try {
+    runtime = await withDeadline(
+      settings.redisRequestTimeoutMs,
+      () =>
+        readRuntimeSection(deps.redis, deps.keys, {
+          ...compiled,
+          proxyIds: new Set([...compiled.proxyIds, ...poolProxyIds]),
+        }, nowMs),
+    );
+  } catch (error) {
+    runtimeIncluded = false;
+    deps.logger.warn(
+      { what: "routing preview", error: errorText(error) },
+      "Runtime state unavailable, shown without it",
+    );
+  }
+
+  // The sections as a gateway's follower hands them over: parsed by the same models.
+  let global: GlobalSection | undefined;
+  const connectors = new Map<string, ConnectorSection>();
+  for (const [name, text] of [...compiled.sections, ...poolTexts]) {
+    const parsed = parseSection(name, text.json);
+    if (parsed.kind === "global") global = parsed.section;
+    else if (parsed.kind === "connector") connectors.set(parsed.connectorId, parsed.section);
+  }
+  if (global === undefined) throw new Error("The compile made no global section");
+  const sections: FeedSections = { global, runtime, connectors };
+
+  const router = new CoreRouter({
+    // The preview authenticates nobody: the client is the project by its id.
+    verifyPassword: () => Promise.resolve(false),
+    log: { warn: (message, fields) => deps.logger.warn({ ...fields }, message) },
+    nowMs: () => nowMs,
+    sticky: runtimeIncluded
+      ? { store: readOnlyStickyStore(deps), requestTimeoutMs: settings.redisRequestTimeoutMs }
+      : undefined,
+  });
+  const snapshot = router.apply(sections);
+  const project = snapshot.projectsById.get(projectId);
+  if (project === undefined) throw new NotFoundError("Project");
+
+  const options = readUsername(input.username, project.username);
+  const target: Target = input.target ?? NO_TARGET;
+  const host = normaliseHost(target.host);
+
+  const previewConnectors: PreviewConnector[] = [];
+  const candidates: PreviewProxy[] = [];
+  for (const connector of snapshot.connectorsByProject.get(projectId) ?? []) {
+    // A sequence's other connectors are out of it before any test, as in the router.
+    const verdict = inSequence(project, connector)
+      ? connectorVerdict(snapshot, connector, options, host, nowMs)
+      : Ineligible.outOfSequence;
+    const place = connector.rowsFor(options);
+    let quarantined = 0;
+    for (const proxy of place.rows) {
+      if (quarantineEnd(snapshot, proxy, nowMs) !== null) quarantined++;
+    }
+    const blockedUntilMs = snapshot.runtime.blockedUntilMs.get(connector.id);
+    const code = typeof verdict === "string" ? verdict : null;
+    previewConnectors.push({
+      id: connector.id,
+      name: connector.connector.name,
+      weight: connector.weight,
+      eligible: code === null,
+      code,
+      reason: code === null
+        ? null
+        : describe(code, project, connector, options, host, place.present),
+      proxies_for_place: place.present,
+      healthy: place.rows.length,
+      quarantined,
+      blocked_until: blockedUntilMs !== undefined && blockedUntilMs > nowMs
+        ? new Date(blockedUntilMs).toISOString()
+        : null,
+    });
+    if (typeof verdict !== "string") {
+      for (const proxy of verdict.rows) candidates.push(presentProxy(snapshot, proxy, nowMs));
+    }
+  }
+
+  const client: Client = { projectId, options };
+  let chosen: PreviewProxy | null = null;
+  let refusal: Refusal | undefined = router.quotaRefusal(projectId);
+  if (refusal === undefined) {
+    const result = await router.acquire(client, target);
+    if (isRefusal(result)) refusal = result;
+    else {
+      const entry = snapshot.connectors.get(result.upstream.connectorId)
+        ?.proxy(result.upstream.proxyId);
+      // A client that left is not the proxy's failure: the throw-away counts record nothing.
+      result.release({ ok: false, phase: "client" });
+      if (entry !== undefined) chosen = presentProxy(snapshot, entry, nowMs);
+    }
+  }
+
+  return {
+    project_id: projectId,
+    strategy: project.strategy,
+    username: {
+      user: options.user,
+      country: options.country ?? null,
+      state: options.state ?? null,
+      city: options.city ?? null,
+      session_id: options.sessionId ?? null,
+      session_minutes: options.sessionMinutes ?? null,
+    },
+    target: input.target ?? null,
+    connectors: previewConnectors,
+    proxies: { items: candidates.slice(0, PREVIEW_PROXY_LIMIT), total: candidates.length },
+    sequence: project.sequence === undefined ? null : {
+      connector_ids: [...project.sequence.feed.connectors],
+      current_index: project.sequence.feed.current,
+      current_connector_id: project.sequence.currentId ?? null,
+      exhausted: project.sequence.exhausted,
+    },
+    chosen,
+    refusal: refusal === undefined ? null : {
+      status: refusal.status,
+      proxy_status: refusal.proxyStatus,
+      reason: refusal.reason,
+      rejection: refusal.rejection ?? null,
+    },
+    runtime_included: runtimeIncluded,
+    compiled_at: new Date(compiled.compiledAt).toISOString(),
+  };
+}
+
+/**
+ * The username's options as the gateway reads them: a bad option is a 422 with the sentence the
+ * gateway answers 400 with; the project part must be this project's username, as the gateway
+ * finds the project by it.
+ */
+function readUsername(username: string, projectUsername: string): UsernameOptions {
+  const parsed = parseUsername(username);
+  if (!parsed.ok) {
+    throw new ValidationError([{ field: "body.username", message: parsed.message }]);
+  }
+  if (parsed.options.user !== projectUsername) {
+    throw new ValidationError([{
+      field: "body.username",
+      message: `must start with this project's username, ${projectUsername} (such as ` +
+        `${projectUsername}-cc-us), not ${parsed.options.user}`,
+    }]);
+  }
+  return parsed.options;
+}
+
+function quarantineEnd(snapshot: RoutingSnapshot, proxy: ProxyEntry, nowMs: number) {
+  const untilMs = snapshot.runtime.quarantineUntilMs.get(proxy.id, proxy.idHash);
+  return untilMs !== undefined && untilMs > nowMs ? untilMs : null;
+}
+
+/** A proxy without its login: the feed's row carries the filled credentials, never shown. */
+function presentProxy(snapshot: RoutingSnapshot, proxy: ProxyEntry, nowMs: number): PreviewProxy {
+  const untilMs = quarantineEnd(snapshot, proxy, nowMs);
+  const host = proxy.host.includes(":") ? `[${proxy.host}]` : proxy.host;
+  return {
+    id: proxy.id,
+    connector_id: proxy.connectorId,
+    scheme: proxy.scheme,
+    address: `${host}:${proxy.port}`,
+    country: proxy.country,
+    status: proxy.status,
+    quarantined: untilMs !== null,
+    quarantined_until: untilMs === null ? null : new Date(untilMs).toISOString(),
+  };
+}
+
+/** The router's reason code in words, with what of the connector made it so. */
+function describe(
+  code: Ineligible,
+  project: ProjectEntry,
+  connector: ConnectorIndex,
+  options: UsernameOptions,
+  host: string,
+  present: number,
+): string {
+  const feed = connector.connector;
+  switch (code) {
+    case Ineligible.notTakingRequests:
+      return feed.pending_deletion ? "The connector is being deleted" : "The connector is disabled";
+    case Ineligible.placeNotServed: {
+      if (options.country === undefined) return "The connector has no proxy in routing";
+      if (options.state !== undefined || options.city !== undefined) {
+        return "No proxy serves a state or city yet: a request is never widened to its country";
+      }
+      if (connector.declared !== null && !connector.declared.has(options.country)) {
+        return `The connector serves only ${[...connector.declared].sort().join(", ")}, ` +
+          `not ${options.country}`;
+      }
+      return `The connector has no proxy in ${options.country}`;
+    }
+    case Ineligible.domainFiltered:
+      if (feed.domain_allow.length !== 0) {
+        return host === ""
+          ? "The connector serves only the domains of its allow list; give a target to check one"
+          : `The connector's domain allow list does not hold ${host}`;
+      }
+      return `The connector's domain deny list holds ${host}`;
+    case Ineligible.noHealthyProxy:
+      return `None of the connector's ${present} proxies for this place is healthy`;
+    case Ineligible.trafficBlocked:
+      return "The connector is blocked by its traffic limit";
+    case Ineligible.outOfSequence: {
+      const sequence = project.sequence;
+      if (sequence?.exhausted === true) {
+        return "The project's connector sequence is exhausted: no connector serves";
+      }
+      const at = sequence?.feed.connectors.indexOf(connector.id) ?? -1;
+      const place = at === -1
+        ? "The connector is not in the project's sequence"
+        : `The connector is ${at + 1} of ${sequence?.length} in the project's sequence`;
+      return `${place}; only its current one (${sequence?.position} of ${sequence?.length}) ` +
+        "serves";
+    }
+  }
+}

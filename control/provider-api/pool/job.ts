@@ -1,0 +1,386 @@
+/**
+ * pool: looks after one provider-API connector's pool (the key is its id), on a worker, under the
+ * connector's fetch lead so one run at a time works on a pool (a run that finds the lead held
+ * elsewhere is coalesced into that run and does nothing). A run:
+ *
+ * 1. reaps: entries past their expiry leave, available ones past their usable-until drain, stock
+ *    is promoted to the gateway reserve (pool_maintain);
+ * 2. checks the entries waiting for a check (new ones, and released extractions) through each
+ *    proxy, as health checks do (the connector's healthcheck_url, else the install's echo): a pass
+ *    makes it available (routed up to the reserve, else stock), a failure removes it. While the
+ *    echo itself is down, failed echo checks are not judged: their entries wait for the next run;
+ * 3. re-checks stock last checked longer ago than the health-check interval, so extraction's
+ *    `max_health_check_age_seconds` can be met;
+ * 4. plans a refill from the exact counts of the state sets: below `min_size` live entries
+ *    (checking and available), fetch up to `target_size`, never past `max_size` (the two marks
+ *    make the hysteresis: between them nothing is fetched). A disabled connector is reaped but
+ *    not refilled, and so is one a routing sequence does not stand on now;
+ * 5. hands the need to the refiller (control/provider-api/fetch/refill.ts), whose fetches are paced,
+ *    permitted and ledgered in Redis; new entries are checked in the same run;
+ * 6. tells the sequence service when the connector's Empty streak made it depleted (and when a
+ *    fetch found proxies again), and appends a runtime entry when the routed set changed, so the
+ *    feed builder publishes the connector's section.
+ *
+ * A connector that is gone, or no longer a provider-API one, has its pool purged.
+ */
+import { and, eq } from "drizzle-orm";
+import type { Redis } from "ioredis";
+import type { Database } from "../../../db/client.ts";
+import { connectors, credentials, projectSequences } from "../../../db/schema.ts";
+import { errorText } from "../../../shared/errors.ts";
+import { type RedisKeys, STREAM_CAPS } from "../../../shared/redis-keys.ts";
+import { ConnectorKind, JobKind } from "../../../shared/roles.ts";
+import type { Logger } from "../../core/logging.ts";
+import type { Semaphore } from "../../core/semaphore.ts";
+import type { Job, WorkBatch } from "../../core/job.ts";
+import { EchoMonitor } from "../../jobs/health.ts";
+import { type ProviderApiConfig, readProviderApiConfig } from "../config.ts";
+import type { FetchLeader, ProviderApiConnector, Refiller } from "../fetch-contract.ts";
+import { RuntimeEntryKind } from "../../services/quarantines.ts";
+import { isUuid } from "../../core/store.ts";
+import { probe } from "../../upstream/index.ts";
+import type { UpstreamScheme } from "../../../shared/proxy-protocol/types.ts";
+import { type EntryRecord, liveCount, type PoolCounts } from "./contract.ts";
+import type { CheckResult, RedisPoolStore } from "./store.ts";
+
+/** Checks one run makes at most (the rest wait for the next run, a period later at most). */
+export const MAX_CHECKS_PER_RUN = 2000;
+
+/** What a pool's depletion means to routing (control/services/sequences.ts). */
+export interface Depletion {
+  markDepleted(connectorId: string): Promise<void>;
+  clearDepleted(connectorId: string): Promise<void>;
+}
+
+/** Told the pool's counts after each run (the pool-size gauges). */
+export type PoolCountsSink = (connectorId: string, counts: PoolCounts) => void;
+
+export interface PoolJobOptions {
+  database: Pick<Database, "db">;
+  redis: Redis;
+  keys: RedisKeys;
+  logger: Logger;
+  store: RedisPoolStore;
+  leader: FetchLeader;
+  refiller: Refiller;
+  depletion: Depletion;
+  /** The probes in flight at once, shared with the process's health checks. */
+  probes: Semaphore;
+  echoUrl: string;
+  /** One check's deadline. */
+  timeoutMs: number;
+  /** Stock last checked longer ago than this is checked again. */
+  recheckAfterMs: number;
+  onCounts?: PoolCountsSink;
+  /** Told when a gone connector's pool was purged (its per-connector counts can go). */
+  onPurged?: (connectorId: string) => void;
+  nowMs?: () => number;
+}
+
+interface LoadedConnector {
+  id: string;
+  projectId: string;
+  kind: string;
+  enabled: boolean;
+  pendingDeletion: boolean;
+  depleted: boolean;
+  healthcheckUrl: string | null;
+  config: ProviderApiConfig | undefined;
+  credential: Record<string, unknown>;
+  /** Whether routing stands on it now: in no sequence, or its sequence's current one. */
+  current: boolean;
+}
+
+export interface PoolRunResult {
+  /** The run did nothing: no such connector (purged), or another holder had the lead. */
+  skipped?: "gone" | "led_elsewhere" | "invalid_config";
+  /** Check results applied (checks not judged during an echo outage are not counted). */
+  checked: number;
+  fetched: number;
+  counts?: PoolCounts;
+}
+
+export class PoolJob implements Job {
+  readonly kind = JobKind.pool;
+  readonly #o: PoolJobOptions;
+  readonly #echoUrl: URL;
+  readonly #echo: EchoMonitor;
+  readonly #now: () => number;
+  readonly #warned = new Set<string>();
+  /** When this process last looked for stale stock, by connector. */
+  readonly #staleScans = new Map<string, number>();
+
+  constructor(options: PoolJobOptions) {
+    this.#o = options;
+    this.#now = options.nowMs ?? Date.now;
+    this.#echoUrl = new URL(options.echoUrl);
+    this.#echo = new EchoMonitor(this.#echoUrl, options.timeoutMs, options.logger, this.#now);
+  }
+
+  async run(batch: WorkBatch, signal: AbortSignal): Promise<void> {
+    for (const key of batch.keys) {
+      signal.throwIfAborted();
+      if (!isUuid(key)) {
+        this.#o.logger.warn({ key }, "Pool key skipped: not a connector id");
+        continue;
+      }
+      await this.runOne(key.toLowerCase(), signal);
+    }
+  }
+
+  /** One run over one connector's pool. */
+  async runOne(connectorId: string, signal: AbortSignal): Promise<PoolRunResult> {
+    const connector = await this.#load(connectorId);
+    const store = this.#o.store;
+    if (connector === undefined || connector.kind !== ConnectorKind.providerApi) {
+      const purged = await store.purgeConnector(connectorId);
+      if (purged > 0) {
+        this.#o.logger.info({ connector: connectorId, entries: purged }, "Pool purged");
+        await this.#announce(connectorId);
+      }
+      this.#o.onPurged?.(connectorId);
+      return { skipped: "gone", checked: 0, fetched: 0 };
+    }
+    const config = connector.config;
+    if (config === undefined) {
+      this.#warnOnce(
+        `config:${connectorId}`,
+        { connector: connectorId },
+        "Pool left alone: the connector's stored config no longer reads as a provider_api config",
+      );
+      return { skipped: "invalid_config", checked: 0, fetched: 0 };
+    }
+    const lead = await this.#o.leader.lead(connectorId, signal);
+    if (lead === undefined) return { skipped: "led_elsewhere", checked: 0, fetched: 0 };
+    const working = AbortSignal.any([signal, lead.signal]);
+    const ref = { id: connectorId, projectId: connector.projectId };
+    const reserve = config.pool.reserve_for_gateway;
+    let routedChanged = false;
+    let checked = 0;
+    let fetched = 0;
+    try {
+      const first = await this.#maintain(ref, reserve);
+      routedChanged ||= first.changed;
+
+      const checks = await this.#checkWaiting(connector, working);
+      checked += checks.checked;
+      routedChanged ||= checks.routedChanged;
+      checked += await this.#recheckStock(connector, working);
+
+      let counts = (await this.#maintain(ref, reserve)).counts;
+      const live = liveCount(counts);
+      const pool = config.pool;
+      if (
+        connector.enabled && !connector.pendingDeletion && connector.current &&
+        live < pool.min_size
+      ) {
+        const need = Math.min(pool.target_size, pool.max_size) - live;
+        const refill = await this.#o.refiller.refill(
+          this.#fetchView(connector, config),
+          need,
+          lead,
+          working,
+        );
+        fetched = refill.added;
+        if (refill.depleted) await this.#o.depletion.markDepleted(connectorId);
+        else if (
+          connector.depleted && refill.byKind.success + refill.byKind.duplicate_only > 0
+        ) {
+          await this.#o.depletion.clearDepleted(connectorId);
+        }
+        if (refill.added > 0) {
+          const again = await this.#checkWaiting(connector, working);
+          checked += again.checked;
+          routedChanged ||= again.routedChanged;
+        }
+      }
+      const last = await this.#maintain(ref, reserve);
+      routedChanged ||= last.changed;
+      counts = last.counts;
+      this.#o.onCounts?.(connectorId, counts);
+      return { checked, fetched, counts };
+    } finally {
+      if (routedChanged) await this.#announce(connectorId);
+      await lead.release();
+    }
+  }
+
+  async #maintain(
+    ref: { id: string; projectId: string },
+    reserve: number | null,
+  ): Promise<{ counts: PoolCounts; changed: boolean }> {
+    let changed = false;
+    for (;;) {
+      const pass = await this.#o.store.maintain(ref, { nowMs: this.#now(), reserve });
+      // Any removal, drain or promotion may touch the routed set: the feed reads it again.
+      changed ||= pass.expired + pass.drained + pass.promoted > 0;
+      if (!pass.more) return { counts: pass.counts, changed };
+    }
+  }
+
+  /** Checks the entries waiting for a check; answers how many and whether any was routed. */
+  async #checkWaiting(
+    connector: LoadedConnector,
+    signal: AbortSignal,
+  ): Promise<{ checked: number; routedChanged: boolean }> {
+    const store = this.#o.store;
+    const ids = await store.checkingIds(connector.id, MAX_CHECKS_PER_RUN);
+    if (ids.length === 0) return { checked: 0, routedChanged: false };
+    const entries = await store.entries(connector.id, ids);
+    const results = await this.#checkAll(connector, entries, signal);
+    const applied = await store.markChecked(
+      { id: connector.id, projectId: connector.projectId },
+      results,
+      { nowMs: this.#now(), reserve: connector.config?.pool.reserve_for_gateway ?? null },
+    );
+    return { checked: results.length, routedChanged: applied.routed > 0 };
+  }
+
+  async #recheckStock(connector: LoadedConnector, signal: AbortSignal): Promise<number> {
+    // Finding stale stock reads every stock record: once per re-check period per connector in
+    // this process, not once per run (a run comes every few seconds, stock may be large).
+    const nowMs = this.#now();
+    if (nowMs - (this.#staleScans.get(connector.id) ?? -Infinity) < this.#o.recheckAfterMs) {
+      return 0;
+    }
+    this.#staleScans.set(connector.id, nowMs);
+    if (this.#staleScans.size > 10_000) this.#staleScans.clear();
+    const store = this.#o.store;
+    const stale = await store.staleStock(
+      connector.id,
+      this.#now() - this.#o.recheckAfterMs,
+      MAX_CHECKS_PER_RUN,
+    );
+    if (stale.length === 0) return 0;
+    const results = await this.#checkAll(connector, stale, signal);
+    await store.markChecked(
+      { id: connector.id, projectId: connector.projectId },
+      results,
+      { nowMs: this.#now(), reserve: connector.config?.pool.reserve_for_gateway ?? null },
+    );
+    return results.length;
+  }
+
+  /**
+   * Probes every entry; answers the results to apply. Failed echo checks are judged only when
+   * the echo answered after them: during an echo outage their entries are left waiting.
+   */
+  async #checkAll(
+    connector: LoadedConnector,
+    entries: readonly EntryRecord[],
+    signal: AbortSignal,
+  ): Promise<CheckResult[]> {
+    const usesEcho = connector.healthcheckUrl === null;
+    const url = usesEcho ? this.#echoUrl : new URL(connector.healthcheckUrl as string);
+    const outcomes = await Promise.all(entries.map((entry) =>
+      this.#o.probes.run(async () => {
+        const askedAt = this.#now();
+        if (signal.aborted) return undefined;
+        let ok = false;
+        try {
+          const { username, password } = this.#o.store.credentials(entry);
+          const result = await probe({
+            proxy: {
+              scheme: entry.scheme as UpstreamScheme,
+              host: entry.host,
+              port: entry.port,
+              username: username ?? undefined,
+              password: password ?? undefined,
+            },
+            url,
+            timeoutMs: this.#o.timeoutMs,
+            signal,
+          });
+          ok = result.ok;
+          if (ok && usesEcho) this.#echo.noteAnswer(askedAt);
+        } catch {
+          ok = false;
+        }
+        return { id: entry.id, passed: ok, endedAt: this.#now() };
+      })
+    ));
+    const done = outcomes.filter((o): o is CheckResult & { endedAt: number } => o !== undefined);
+    const failed = done.filter((o) => !o.passed);
+    if (!usesEcho || failed.length === 0 || signal.aborted) return done;
+    const up = await this.#echo.isUp(Math.max(...failed.map((o) => o.endedAt)));
+    return up ? done : done.filter((o) => o.passed);
+  }
+
+  #fetchView(connector: LoadedConnector, config: ProviderApiConfig): ProviderApiConnector {
+    return {
+      id: connector.id,
+      projectId: connector.projectId,
+      config,
+      credential: connector.credential,
+    };
+  }
+
+  async #load(connectorId: string): Promise<LoadedConnector | undefined> {
+    const db = this.#o.database.db;
+    const [row] = await db.select({
+      id: connectors.id,
+      projectId: connectors.projectId,
+      kind: connectors.kind,
+      enabled: connectors.enabled,
+      pendingDeletion: connectors.pendingDeletion,
+      depletedAt: connectors.depletedAt,
+      healthcheckUrl: connectors.healthcheckUrl,
+      config: connectors.config,
+      credential: credentials.config,
+    }).from(connectors)
+      .leftJoin(credentials, eq(credentials.id, connectors.credentialId))
+      .where(eq(connectors.id, connectorId));
+    if (row === undefined) return undefined;
+    const [sequence] = await db.select({
+      connectorIds: projectSequences.connectorIds,
+      currentIndex: projectSequences.currentIndex,
+      exhausted: projectSequences.exhausted,
+    }).from(projectSequences).where(and(eq(projectSequences.projectId, row.projectId)));
+    const inSequence = sequence !== undefined && sequence.connectorIds.includes(connectorId);
+    const current = !inSequence ||
+      (!sequence.exhausted && sequence.connectorIds[sequence.currentIndex] === connectorId);
+    return {
+      id: row.id,
+      projectId: row.projectId,
+      kind: row.kind,
+      enabled: row.enabled,
+      pendingDeletion: row.pendingDeletion,
+      depleted: row.depletedAt !== null,
+      healthcheckUrl: row.healthcheckUrl,
+      config: row.kind === ConnectorKind.providerApi
+        ? readProviderApiConfig(row.config)
+        : undefined,
+      credential: row.credential ?? {},
+      current,
+    };
+  }
+
+  /** A runtime entry: the feed builder publishes the connector's section again. */
+  async #announce(connectorId: string): Promise<void> {
+    try {
+      await this.#o.redis.xadd(
+        this.#o.keys.runtimeStream,
+        "MAXLEN",
+        "~",
+        STREAM_CAPS.runtime,
+        "*",
+        "kind",
+        RuntimeEntryKind.pool,
+        "ref",
+        connectorId,
+      );
+    } catch (error) {
+      // The builder's next publish (any entry, a reconcile) reads the pool anyway.
+      this.#o.logger.warn(
+        { connector: connectorId, error: errorText(error) },
+        "Pool change not announced; the feed picks it up at its next publish",
+      );
+    }
+  }
+
+  #warnOnce(key: string, fields: Record<string, unknown>, message: string): void {
+    if (this.#warned.has(key)) return;
+    this.#warned.add(key);
+    this.#o.logger.warn(fields, message);
+  }
+}

@@ -1,0 +1,291 @@
+/**
+ * A client listener: the HTTP proxy listener, or (with `protocol: "socks5"`) the SOCKS5 one. It
+ * is bound only when `start` is called (once the first feed is applied: until then the port
+ * refuses connections, so a balancer sends clients to a gateway that can route them).
+ * Connections over OCTOPROX_MAX_CLIENT_CONNECTIONS (one budget for every listener of the
+ * process) are closed at once rather than queued; one sweep a second closes idle ones. `close`
+ * stops accepting, cancels every session and waits, bounded, for their handlers (which release
+ * their allocations), then closes the idle upstream connections of forwarded requests.
+ */
+import type { GatewaySettings } from "../../shared/settings.ts";
+import { SlotSet, type Slotted } from "../base/slot-set.ts";
+import type { DestinationGuard, Router } from "../../shared/routing/contract.ts";
+import { ConnectionBudget } from "../net/io/budget.ts";
+import { BufferPool, SMALL_BUFFER_BYTES, TUNNEL_START_BUFFER_BYTES } from "../net/io/buffers.ts";
+import { KEEPALIVE_AFTER_MS } from "../net/io/leg.ts";
+import { ProxyHeaderPolicy } from "../net/io/proxy-prelude.ts";
+import { UpstreamPool } from "../net/io/upstream-pool.ts";
+import { Admission } from "../net/session/admission-pipeline.ts";
+import type { AdmissionStep } from "../base/admission.ts";
+import { admissionSteps } from "../net/session/admission-steps.ts";
+import { ClientSession } from "../net/session/client-session.ts";
+import type { NetContext } from "../net/session/contract.ts";
+import type { TransferHooks } from "../base/transfer-hooks.ts";
+import type { NetLimits } from "../net/session/limits.ts";
+import { Socks5Session } from "../net/tunnel/socks5-session.ts";
+import type { Logger } from "./log.ts";
+import type { GatewayMetrics } from "./metrics.ts";
+
+export const ListenerProtocol = { http: "http", socks5: "socks5" } as const;
+export type ListenerProtocol = (typeof ListenerProtocol)[keyof typeof ListenerProtocol];
+
+export interface ProxyListenerOptions extends NetLimits {
+  hostname: string;
+  port: number;
+  maxClientConnections: number;
+  router: Router;
+  guard: DestinationGuard;
+  /** The core's own admission steps (RoutingCore.admissionSteps). */
+  admissionSteps?: readonly AdmissionStep[];
+  /** Balancers whose PROXY protocol header names the client (OCTOPROX_TRUSTED_PROXIES). */
+  trustedProxies?: readonly string[];
+  logger: Logger;
+  metrics: GatewayMetrics;
+  hooks?: TransferHooks;
+  /** What clients speak on this port (default HTTP). */
+  protocol?: ListenerProtocol;
+  /** The process's connection budget, shared with its other listeners (default: its own). */
+  budget?: ConnectionBudget;
+  /** SO_REUSEPORT, so isolates of one process each accept on the same port (Linux). */
+  reusePort?: boolean;
+}
+
+/** What one isolate serves on: the HTTP proxy listener and, when enabled, the SOCKS5 one. */
+export interface IsolateListeners {
+  http: ProxyListener;
+  socks: ProxyListener | undefined;
+}
+
+export interface IsolateListenerParts {
+  router: Router;
+  guard: DestinationGuard;
+  admissionSteps?: readonly AdmissionStep[];
+  hooks?: TransferHooks;
+  logger: Logger;
+  metrics: GatewayMetrics;
+  /** One OCTOPROX_MAX_CLIENT_CONNECTIONS for both listeners (and every isolate's). */
+  budget: ConnectionBudget;
+  reusePort: boolean;
+}
+
+/** Builds an isolate's listeners from the settings: both share the bounds and the budget. */
+export function buildListeners(
+  settings: GatewaySettings,
+  parts: IsolateListenerParts,
+): IsolateListeners {
+  const shared: ProxyListenerOptions = {
+    hostname: settings.host,
+    port: settings.proxyPort,
+    maxClientConnections: settings.maxClientConnections,
+    maxHeaderBytes: settings.maxHeaderBytes,
+    clientIdleTimeoutMs: settings.clientIdleTimeoutMs,
+    connectTimeoutMs: settings.connectTimeoutMs,
+    trustedProxies: settings.trustedProxies,
+    ...parts,
+  };
+  return {
+    http: new ProxyListener(shared),
+    socks: settings.socksEnabled
+      ? new ProxyListener({
+        ...shared,
+        port: settings.socksPort,
+        protocol: ListenerProtocol.socks5,
+      })
+      : undefined,
+  };
+}
+
+/** What the listener runs per connection (its slot: its place among the listener's). */
+interface ServedConnection extends Slotted {
+  /** When the connection was accepted (ms since the epoch). */
+  readonly openedMs: number;
+  /** Serves the connection until it ends; never rejects. */
+  run(): Promise<void>;
+  /** Ends it at once; safe to call again. */
+  cancel(): void;
+  checkIdle(nowMs: number, idleMs: number): void;
+  /** Turns TCP keepalive on for its legs (those not on yet). */
+  keepAlive(): void;
+}
+
+const SWEEP_INTERVAL_MS = 1_000;
+/** How long `close` waits for cancelled handlers (they only run their cleanup by then). */
+export const STOP_WAIT_MS = 5_000;
+
+export class ProxyListener {
+  readonly #options: ProxyListenerOptions;
+  readonly #ctx: NetContext;
+  readonly #sessions = new SlotSet<ServedConnection>();
+  /** Called once the last session ended, while `close` waits for them. */
+  #drained: (() => void) | undefined;
+  readonly #budget: ConnectionBudget;
+  #listener: Deno.Listener<Deno.TcpConn, Deno.NetAddr> | undefined;
+  #accepting: Promise<void> | undefined;
+  #sweeper: ReturnType<typeof setInterval> | undefined;
+  #closing: Promise<void> | undefined;
+
+  constructor(options: ProxyListenerOptions) {
+    this.#options = options;
+    this.#budget = options.budget ?? new ConnectionBudget(options.maxClientConnections);
+    this.#ctx = {
+      router: options.router,
+      // Every listener runs the same steps (HTTP forwarding, CONNECT, SOCKS5).
+      admission: new Admission(admissionSteps({
+        router: options.router,
+        guard: options.guard,
+        core: options.admissionSteps,
+      })),
+      proxyHeaders: new ProxyHeaderPolicy(options.trustedProxies ?? [], options.logger),
+      logger: options.logger,
+      metrics: options.metrics,
+      hooks: options.hooks,
+      pool: new BufferPool(),
+      small: new BufferPool(SMALL_BUFFER_BYTES),
+      tunnelStart: new BufferPool(TUNNEL_START_BUFFER_BYTES),
+      upstreams: new UpstreamPool(),
+      limits: {
+        maxHeaderBytes: options.maxHeaderBytes,
+        clientIdleTimeoutMs: options.clientIdleTimeoutMs,
+        connectTimeoutMs: options.connectTimeoutMs,
+      },
+    };
+  }
+
+  get bound(): boolean {
+    return this.#listener !== undefined && this.#closing === undefined;
+  }
+
+  /** The bound address (port 0 in the settings takes any free port). */
+  get addr(): Deno.NetAddr | undefined {
+    return this.#listener?.addr;
+  }
+
+  get sessions(): number {
+    return this.#sessions.size;
+  }
+
+  /**
+   * Binds the port and starts accepting. Throws when the port cannot be bound. `port` replaces
+   * the configured one (an isolate binding the port the first one got for port 0).
+   */
+  start(port: number = this.#options.port): Deno.NetAddr {
+    if (this.#closing) throw new Error("The proxy listener is closed");
+    if (this.#listener) return this.#listener.addr;
+    const listener = Deno.listen({
+      hostname: this.#options.hostname,
+      port,
+      transport: "tcp",
+      ...(this.#options.reusePort === true ? { reusePort: true } : {}),
+    });
+    this.#listener = listener;
+    this.#accepting = this.#acceptLoop(listener);
+    this.#sweeper = setInterval(() => this.#sweep(), SWEEP_INTERVAL_MS);
+    Deno.unrefTimer(this.#sweeper);
+    return listener.addr;
+  }
+
+  /** Stops accepting, cancels every session, waits for them (at most STOP_WAIT_MS). */
+  close(): Promise<void> {
+    this.#closing ??= this.#close();
+    return this.#closing;
+  }
+
+  async #close(): Promise<void> {
+    if (this.#sweeper !== undefined) clearInterval(this.#sweeper);
+    try {
+      this.#listener?.close();
+    } catch {
+      // Closed already.
+    }
+    await this.#accepting;
+    for (const session of this.#sessions.values()) session.cancel();
+    const drained = new Promise<void>((resolve) => {
+      if (this.#sessions.size === 0) resolve();
+      else this.#drained = resolve;
+    });
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const waited = await Promise.race([
+      drained.then(() => true),
+      new Promise<boolean>((resolve) => {
+        timer = setTimeout(() => resolve(false), STOP_WAIT_MS);
+      }),
+    ]);
+    clearTimeout(timer);
+    // Handlers done (or given up on): a leg given back later is closed by the closed pool.
+    this.#ctx.upstreams.close();
+    if (!waited) {
+      this.#options.logger.warn("Connection handlers still running at stop", {
+        sessions: this.#sessions.size,
+      });
+    }
+  }
+
+  async #acceptLoop(listener: Deno.Listener<Deno.TcpConn, Deno.NetAddr>): Promise<void> {
+    const { metrics, logger } = this.#options;
+    let backoffMs = 0;
+    for (;;) {
+      let conn: Deno.TcpConn;
+      try {
+        conn = await listener.accept();
+        backoffMs = 0;
+      } catch (error) {
+        if (this.#closing || error instanceof Deno.errors.BadResource) return;
+        // Out of descriptors and the like: wait a little rather than spin.
+        backoffMs = Math.min(Math.max(backoffMs * 2, 10), 1_000);
+        logger.warn("Accepting a connection failed", { error, retryInMs: backoffMs });
+        await new Promise((resolve) => setTimeout(resolve, backoffMs));
+        continue;
+      }
+      if (this.#closing || !this.#budget.take()) {
+        metrics.connectionsRejected++;
+        try {
+          conn.close();
+        } catch {
+          // Gone already.
+        }
+        continue;
+      }
+      let session: ServedConnection;
+      try {
+        session = this.#options.protocol === ListenerProtocol.socks5
+          ? new Socks5Session(conn, this.#ctx)
+          : new ClientSession(conn, this.#ctx);
+      } catch (error) {
+        // A bug, not the client's doing: the budget's share goes back, the loop goes on.
+        this.#budget.give();
+        logger.error("Could not start a client session", { error });
+        try {
+          conn.close();
+        } catch {
+          // Gone already.
+        }
+        continue;
+      }
+      metrics.connectionsAccepted++;
+      metrics.connectionsOpen++;
+      // run() never rejects; were it to, the session's accounting must still end.
+      const ended = () => {
+        this.#sessions.delete(session);
+        this.#budget.give();
+        metrics.connectionsOpen--;
+        if (this.#sessions.size === 0) this.#drained?.();
+      };
+      this.#sessions.add(session);
+      session.run().then(ended, ended);
+    }
+  }
+
+  #sweep(): void {
+    const now = Date.now();
+    const idleMs = this.#options.clientIdleTimeoutMs;
+    // A throw in a timer would end the process: one session's fault stays its own.
+    for (const session of this.#sessions.values()) {
+      try {
+        if (now - session.openedMs >= KEEPALIVE_AFTER_MS) session.keepAlive();
+        session.checkIdle(now, idleMs);
+      } catch (error) {
+        this.#options.logger.error("Idle check failed", { error });
+      }
+    }
+  }
+}

@@ -1,0 +1,226 @@
+/**
+ * The activity pool over a real Redis: the first source keeps a proxy (another connector's copy
+ * is a duplicate, and the owner's expiry is untouched), the size cap, checks that route up to
+ * the gateway reserve and stock the rest, drains at usable-until, removal at expiry with the
+ * ownership, promotion of stock to the reserve, never a routed entry back to stock, purge; and
+ * that no credential is in Redis in clear.
+ */
+import { Redis } from "ioredis";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { type NewPoolProxy } from "../../../control/provider-api/pool/contract.ts";
+import { CredentialSealer } from "../../../control/provider-api/pool/credentials.ts";
+import { RedisPoolStore } from "../../../control/provider-api/pool/store.ts";
+import { type RedisKeys, redisKeys } from "../../../shared/redis-keys.ts";
+import { deletePrefix, TEST_REDIS_URL, testPrefix } from "../../support/stores.ts";
+
+let redis: Redis;
+const prefixes: string[] = [];
+const sealer = new CredentialSealer("a".repeat(40));
+
+beforeAll(() => {
+  redis = new Redis(TEST_REDIS_URL, { maxRetriesPerRequest: 1 });
+});
+
+afterAll(async () => {
+  for (const prefix of prefixes) await deletePrefix(TEST_REDIS_URL, prefix);
+  redis.disconnect();
+});
+
+function bed(): { keys: RedisKeys; store: RedisPoolStore } {
+  const prefix = testPrefix();
+  prefixes.push(prefix);
+  const keys = redisKeys(prefix);
+  return { keys, store: new RedisPoolStore({ redis, keys, sealer }) };
+}
+
+const NOW = 1_800_000_000_000;
+const A = { id: "conn-a", projectId: "proj" };
+const B = { id: "conn-b", projectId: "proj" };
+
+function proxy(n: number, overrides: Partial<NewPoolProxy> = {}): NewPoolProxy {
+  return {
+    key: `http|10.0.0.${n}|8080|user${n}`,
+    scheme: "http",
+    host: `10.0.0.${n}`,
+    port: 8080,
+    username: `user${n}`,
+    password: `secret-password-${n}`,
+    country: "DE",
+    expiresAtMs: NOW + 600_000,
+    usableUntilMs: NOW + 590_000,
+    ...overrides,
+  };
+}
+
+describe("adding", () => {
+  it("adds fresh proxies as checking and counts duplicates of any upstream of the project", async () => {
+    const { store, keys } = bed();
+    const first = await store.add(A, [proxy(1), proxy(2)], { nowMs: NOW, maxSize: 100 });
+    expect(first).toMatchObject({ added: 2, duplicates: 0, overMax: 0 });
+    expect(await store.counts(A.id)).toEqual({
+      checking: 2,
+      routed: 0,
+      stock: 0,
+      extracted: 0,
+      draining: 0,
+    });
+    // B hands out proxy 2 again with a longer life: a duplicate, and A's entry keeps its expiry.
+    const second = await store.add(B, [proxy(2, { expiresAtMs: NOW + 3_600_000 }), proxy(3)], {
+      nowMs: NOW,
+      maxSize: 100,
+    });
+    expect(second).toMatchObject({ added: 1, duplicates: 1 });
+    const [owned] = await store.entries(A.id, [first.ids[1]]);
+    expect(owned.expires_at).toBe(NOW + 600_000);
+    expect(await redis.zscore(keys.poolExpiry(A.id), first.ids[1])).toBe(String(NOW + 600_000));
+    // A itself handing it out again is a duplicate too.
+    expect(await store.add(A, [proxy(1)], { nowMs: NOW, maxSize: 100 })).toMatchObject({
+      added: 0,
+      duplicates: 1,
+    });
+  });
+
+  it("counts what is past max_size and skips what has already expired", async () => {
+    const { store } = bed();
+    const result = await store.add(
+      A,
+      [proxy(1), proxy(2), proxy(3, { expiresAtMs: NOW - 1 }), proxy(4)],
+      { nowMs: NOW, maxSize: 2 },
+    );
+    expect(result).toMatchObject({ added: 2, duplicates: 0, overMax: 1 });
+  });
+
+  it("keeps credentials sealed and the uniqueness key digested", async () => {
+    const { store, keys } = bed();
+    const { ids } = await store.add(A, [proxy(7)], { nowMs: NOW, maxSize: 10 });
+    const dump = JSON.stringify([
+      await redis.hgetall(keys.poolEntries(A.id)),
+      await redis.hgetall(keys.poolOwners(A.projectId)),
+    ]);
+    expect(dump).not.toContain("secret-password-7");
+    expect(dump).not.toContain("user7");
+    const [entry] = await store.entries(A.id, ids);
+    expect(store.credentials(entry)).toEqual({ username: "user7", password: "secret-password-7" });
+    // Sealed for its own entry: copied onto another it does not open.
+    expect(() => sealer.open("another-id", entry.credentials)).toThrow(/do not open/);
+  });
+});
+
+describe("checks", () => {
+  it("routes passed entries up to the reserve, stocks the rest and removes failed ones", async () => {
+    const { store, keys } = bed();
+    const { ids } = await store.add(A, [1, 2, 3, 4].map((n) => proxy(n)), {
+      nowMs: NOW,
+      maxSize: 10,
+    });
+    const result = await store.markChecked(A, [
+      { id: ids[0], passed: true },
+      { id: ids[1], passed: true },
+      { id: ids[2], passed: true },
+      { id: ids[3], passed: false },
+    ], { nowMs: NOW + 1000, reserve: 2 });
+    expect(result).toMatchObject({ routed: 2, stocked: 1, removed: 1, skipped: 0 });
+    expect(await store.counts(A.id)).toMatchObject({ checking: 0, routed: 2, stock: 1 });
+    // The failed proxy's ownership went with it: the provider may hand it out again.
+    expect(await store.add(B, [proxy(4)], { nowMs: NOW, maxSize: 10 })).toMatchObject({
+      added: 1,
+    });
+    const routed = await store.routed(A.id, NOW + 1000);
+    expect(routed.map((e) => e.id).sort()).toEqual([ids[0], ids[1]].sort());
+    expect(routed.every((e) => e.state === "available" && e.routed && e.checked_at === NOW + 1000))
+      .toBe(true);
+    // A stale result (the entry is routed now) changes nothing.
+    expect(
+      await store.markChecked(A, [{ id: ids[0], passed: false }], {
+        nowMs: NOW + 2000,
+        reserve: 2,
+      }),
+    ).toMatchObject({ skipped: 1, removed: 0 });
+    expect(await redis.zscore(keys.poolRouted(A.id), ids[0])).not.toBeNull();
+  });
+
+  it("routes everything without a reserve, and drains an entry already past usable-until", async () => {
+    const { store } = bed();
+    const { ids } = await store.add(A, [proxy(1), proxy(2, { usableUntilMs: NOW + 500 })], {
+      nowMs: NOW,
+      maxSize: 10,
+    });
+    const result = await store.markChecked(A, ids.map((id) => ({ id, passed: true })), {
+      nowMs: NOW + 1000,
+      reserve: null,
+    });
+    expect(result).toMatchObject({ routed: 1, drained: 1 });
+    expect(await store.counts(A.id)).toMatchObject({ routed: 1, draining: 1 });
+  });
+});
+
+describe("maintenance", () => {
+  it("drains at usable-until, removes at expiry with the ownership, promotes stock", async () => {
+    const { store } = bed();
+    const { ids } = await store.add(A, [
+      proxy(1, { usableUntilMs: NOW + 10_000, expiresAtMs: NOW + 20_000 }),
+      proxy(2, { usableUntilMs: NOW + 50_000, expiresAtMs: NOW + 60_000 }),
+      proxy(3, { usableUntilMs: NOW + 40_000, expiresAtMs: NOW + 45_000 }),
+    ], { nowMs: NOW, maxSize: 10 });
+    await store.markChecked(A, ids.map((id) => ({ id, passed: true })), {
+      nowMs: NOW,
+      reserve: 1,
+    });
+    expect(await store.counts(A.id)).toMatchObject({ routed: 1, stock: 2 });
+    // Proxy 1 was routed first; past its usable-until it drains and the longest-lived stock
+    // (proxy 2) is promoted in its place.
+    const pass = await store.maintain(A, { nowMs: NOW + 15_000, reserve: 1 });
+    expect(pass).toMatchObject({ expired: 0, drained: 1, promoted: 1 });
+    expect(pass.counts).toMatchObject({ routed: 1, stock: 1, draining: 1 });
+    expect((await store.routed(A.id, NOW + 15_000)).map((e) => e.id)).toEqual([ids[1]]);
+    // Draining, proxy 1 is still owned: handed out again, it is a duplicate.
+    expect(await store.add(B, [proxy(1)], { nowMs: NOW + 15_000, maxSize: 10 })).toMatchObject({
+      duplicates: 1,
+    });
+    // At its expiry it leaves, and its ownership with it.
+    const later = await store.maintain(A, { nowMs: NOW + 20_000, reserve: 1 });
+    expect(later).toMatchObject({ expired: 1 });
+    expect(later.counts.draining).toBe(0);
+    expect(
+      await store.add(B, [proxy(1, { expiresAtMs: NOW + 90_000, usableUntilMs: NOW + 80_000 })], {
+        nowMs: NOW + 20_000,
+        maxSize: 10,
+      }),
+    ).toMatchObject({ added: 1 });
+  });
+
+  it("never moves a routed entry back to stock when the reserve shrinks", async () => {
+    const { store } = bed();
+    const { ids } = await store.add(A, [proxy(1), proxy(2)], { nowMs: NOW, maxSize: 10 });
+    await store.markChecked(A, ids.map((id) => ({ id, passed: true })), {
+      nowMs: NOW,
+      reserve: null,
+    });
+    const pass = await store.maintain(A, { nowMs: NOW + 1, reserve: 0 });
+    expect(pass.counts).toMatchObject({ routed: 2, stock: 0 });
+  });
+
+  it("bounds the removals of one pass and says more remain", async () => {
+    const { store } = bed();
+    await store.add(A, [1, 2, 3].map((n) => proxy(n, { expiresAtMs: NOW + 10 })), {
+      nowMs: NOW,
+      maxSize: 10,
+    });
+    const pass = await store.maintain(A, { nowMs: NOW + 20, reserve: null, maxRemovals: 2 });
+    expect(pass).toMatchObject({ expired: 2, more: true });
+    expect(await store.maintain(A, { nowMs: NOW + 20, reserve: null, maxRemovals: 2 }))
+      .toMatchObject({ expired: 1, more: false });
+  });
+
+  it("purges a connector's pool and gives up its ownership", async () => {
+    const { store, keys } = bed();
+    await store.add(A, [proxy(1), proxy(2)], { nowMs: NOW, maxSize: 10 });
+    await store.add(B, [proxy(3)], { nowMs: NOW, maxSize: 10 });
+    expect(await store.purge(A)).toBe(2);
+    expect(await redis.exists(keys.poolEntries(A.id), keys.poolChecking(A.id))).toBe(0);
+    expect(await redis.hlen(keys.poolOwners(A.projectId))).toBe(1);
+    expect(await store.add(B, [proxy(1)], { nowMs: NOW, maxSize: 10 })).toMatchObject({
+      added: 1,
+    });
+  });
+});
