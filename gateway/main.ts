@@ -18,7 +18,7 @@ import type { GatewaySettings } from "../shared/settings.ts";
 import { ConnectionBudget } from "./net/io/budget.ts";
 import { GatewayProcess, runUntilSignal, stopBoundMs } from "./app/gateway.ts";
 import { IsolatePool } from "./app/isolates.ts";
-import { createLogger, serialWriter } from "./app/log.ts";
+import { createLogger, serialWriter } from "./base/log.ts";
 import { buildRoutingCore } from "./app/wiring.ts";
 
 function fail(message: string, code: number): never {

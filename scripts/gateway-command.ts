@@ -37,7 +37,7 @@ export const GATEWAY_PERMISSIONS: readonly string[] = gatewayPermissions(
 );
 
 /** The worker isolates' entry: `deno compile` embeds it (workers are not found by analysis). */
-export const GATEWAY_WORKER_ENTRY = join(ROOT, "gateway", "net", "process", "isolate-worker.ts");
+export const GATEWAY_WORKER_ENTRY = join(ROOT, "gateway", "app", "isolate-worker.ts");
 
 /** `deno run` arguments for the gateway. */
 export function gatewayRunArgs(): string[] {

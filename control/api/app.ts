@@ -10,6 +10,8 @@ import { probeRoutes } from "./probes.ts";
 import { authorize } from "./auth.ts";
 import { Extraction } from "../provider-api/extraction/extraction.ts";
 import "./context.ts";
+import { presentedKey } from "./distribution-auth.ts";
+import { callerIp } from "../core/echo.ts";
 import type { ApiDeps } from "./deps.ts";
 import { errorResponse, notFoundResponse } from "./errors.ts";
 import { buildOpenApiDocument } from "./openapi.ts";
@@ -125,7 +127,10 @@ export function createApp(appDeps: ApiDeps): Hono {
       if (access !== "distribution") return await authorize(deps, c, access);
       // The extraction's own check: a distribution key of the project in the path, nothing else.
       const projectId = (c.req.param("id") ?? "").toLowerCase();
-      c.set("distribution", await deps.extraction.keys.authenticate(c, projectId));
+      c.set(
+        "distribution",
+        await deps.extraction.keys.authenticate(presentedKey(c), callerIp(c), projectId),
+      );
       return undefined;
     },
   });

@@ -5,6 +5,7 @@
 import type { HttpBindings } from "@hono/node-server";
 import type { Context } from "hono";
 import type { UserRole } from "../../shared/roles.ts";
+import type { DistributionCaller } from "../provider-api/extraction/keys.ts";
 
 export interface Principal {
   userId: string;
@@ -15,10 +16,7 @@ export interface Principal {
 }
 
 /** Who calls an extraction route: a distribution key of the project in the path. */
-export interface DistributionCaller {
-  keyId: string;
-  projectId: string;
-}
+export type { DistributionCaller };
 
 declare module "hono" {
   interface ContextVariableMap {

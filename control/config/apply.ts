@@ -12,7 +12,7 @@ import { configRevision, connectors, credentials, projects, proxies } from "../.
 import { errorText, StaleError, ValidationError } from "../../shared/errors.ts";
 import { ChangeKind, JobKind } from "../../shared/roles.ts";
 import { connectorSubject, projectSubject } from "../../shared/traffic-subjects.ts";
-import type { ApiDeps } from "../api/deps.ts";
+import type { ControlDeps } from "../core/deps.ts";
 import { insertProxies, MANUAL } from "../services/proxies.ts";
 import { checkPasswordlessBlocks } from "../services/projects.ts";
 import { dropFromSequence } from "../services/sequences.ts";
@@ -42,7 +42,7 @@ export interface ApplyOptions {
 }
 
 type ConfigDeps = Pick<
-  ApiDeps,
+  ControlDeps,
   "database" | "changes" | "settings" | "jobs" | "redis" | "keys" | "logger" | "providers"
 >;
 

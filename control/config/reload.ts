@@ -8,7 +8,7 @@
 import { readFile } from "node:fs/promises";
 import { dirname } from "node:path";
 import { errorText, ValidationError } from "../../shared/errors.ts";
-import type { ApiDeps } from "../api/deps.ts";
+import type { ControlDeps } from "../core/deps.ts";
 import { applyConfig, type ConfigOutcome } from "./apply.ts";
 import { parseConfigFile } from "./file.ts";
 
@@ -18,7 +18,7 @@ export interface ReloadOutcome extends ConfigOutcome {
 
 /** Applies the api's file; undefined when the api has none. Throws ValidationError for a bad one. */
 export function reloadConfigFile(
-  deps: ApiDeps,
+  deps: ControlDeps,
   reason: "start" | "sighup" | "api",
 ): Promise<ReloadOutcome> | undefined {
   const file = deps.settings.configFile;

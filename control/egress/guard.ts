@@ -21,7 +21,7 @@ import https from "node:https";
 import type { LookupFunction } from "node:net";
 import { EgressRefusedError, VendorCallError } from "../../shared/errors.ts";
 import { parseIp } from "../../shared/net/ip.ts";
-import { prohibitedKind } from "../../shared/routing/guard.ts";
+import { prohibitedKind } from "../../shared/routing/destination-guard.ts";
 
 export const DEFAULT_MAX_BYTES = 10 * 1024 * 1024;
 export const DEFAULT_TIMEOUT_MS = 30_000;

@@ -28,7 +28,7 @@ import type { ControllerLease } from "../core/lease.ts";
 import { awaitLead } from "../core/leased.ts";
 import { FeedPublisher, NotLeaderError, type PublishResult } from "./publisher.ts";
 import { ProviderRegistry } from "../../shared/providers/registry.ts";
-import { poolSections } from "../provider-api/pool/feed.ts";
+import { poolSections } from "./pool-sections.ts";
 import { poolStoreOf } from "../provider-api/pool/store.ts";
 
 export interface FeedBuilderOptions {

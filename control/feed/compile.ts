@@ -70,7 +70,7 @@ export interface Compiled {
   sections: ReadonlyMap<string, SectionText>;
   /**
    * Provider-API connectors by id, each as its section without proxies: their rows live in the
-   * activity pool in Redis and are read at each publish (control/provider-api/pool/feed.ts), not compiled.
+   * activity pool in Redis and are read at each publish (control/feed/pool-sections.ts), not compiled.
    */
   pools: ReadonlyMap<string, ConnectorSection>;
   /** What the runtime section is filtered to. */

@@ -14,7 +14,7 @@
  * (`runtime_included: false`), as the other views are.
  */
 import { compile, readRuntimeSection, type SectionText } from "./compile.ts";
-import { poolSections } from "../provider-api/pool/feed.ts";
+import { poolSections } from "./pool-sections.ts";
 import { poolStoreOf } from "../provider-api/pool/store.ts";
 import { withDeadline } from "../core/redis.ts";
 import type { ControlDeps } from "../core/deps.ts";

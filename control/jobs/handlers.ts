@@ -16,11 +16,11 @@ import { SystemSnapshotJob } from "./system-snapshot.ts";
 import type { Job } from "../core/job.ts";
 import { ProvisionJob } from "./provision.ts";
 import { SyncJob } from "./sync.ts";
-import { PoolJob } from "../provider-api/pool/job.ts";
+import { PoolJob } from "./pool.ts";
 import { poolStoreOf } from "../provider-api/pool/store.ts";
 import { providerEgress } from "../provider-api/fetch/call.ts";
 import { FetchCoordinator } from "../provider-api/fetch/coordinator.ts";
-import type { FetchMetrics } from "../node/telemetry/fetches.ts";
+import type { FetchMetrics } from "../provider-api/fetch/metrics.ts";
 import { ProviderRefiller } from "../provider-api/fetch/refill.ts";
 import { clearDepleted, markDepleted } from "../services/sequences.ts";
 

@@ -8,7 +8,7 @@ import {
   TRAFFIC_LIMIT_STATUSES,
   TRAFFIC_PERIODS,
 } from "../../shared/roles.ts";
-import type { RateLimitConfig, TrafficConfig } from "../../db/schema.ts";
+import type { connectors, RateLimitConfig, TrafficConfig } from "../../db/schema.ts";
 import { booleanField, integerField, nameField, readOnly, uuidField } from "./common.ts";
 
 const MAX_LIST_ITEMS = 1000;
@@ -237,3 +237,6 @@ export const CONNECTOR_FIELD_NAMES = {
   rate_limit_config: "rateLimitConfig",
   traffic_config: "trafficConfig",
 } as const;
+
+/** A connector as stored. */
+export type ConnectorRow = typeof connectors.$inferSelect;

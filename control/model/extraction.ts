@@ -2,8 +2,10 @@
 import * as v from "valibot";
 import { COUNTRY_HINT, normaliseCountry } from "../../shared/countries.ts";
 import { PROXY_SCHEMES } from "../../shared/roles.ts";
-import { EXTRACT_MODES } from "../provider-api/extraction/stats.ts";
 import { integerField, textField, uuidField } from "./common.ts";
+
+/** How an extraction treats a count it cannot fill: hand out what there is, or nothing. */
+export const EXTRACT_MODES = ["partial", "all_or_nothing"] as const;
 
 export const MAX_EXTRACT_COUNT = 1000;
 export const DEFAULT_LEASE_SECONDS = 300;

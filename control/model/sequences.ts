@@ -1,8 +1,10 @@
 /** A project's connector sequence: its connectors in order and what happens at their end. */
 import * as v from "valibot";
 import { SEQUENCE_ON_END, SEQUENCE_ON_UNAVAILABLE } from "../../shared/roles.ts";
-import { MAX_SEQUENCE_CONNECTORS } from "../services/sequences.ts";
 import { readOnly, uuidField } from "./common.ts";
+
+/** Connectors a sequence may name at most (a bound on the body, not a policy). */
+export const MAX_SEQUENCE_CONNECTORS = 100;
 
 export const SequenceBody = v.strictObject({
   connector_ids: v.pipe(

@@ -10,7 +10,7 @@ import type { Loop } from "../core/loops.ts";
 import { buildJobs, HANDLED_KINDS, type JobDeps } from "../jobs/handlers.ts";
 import { JobRunner } from "../jobs/runner.ts";
 import { describeHealthEcho, type HealthEcho, healthEcho } from "../jobs/health-echo.ts";
-import { FetchMetrics } from "../node/telemetry/fetches.ts";
+import { FetchMetrics } from "../provider-api/fetch/metrics.ts";
 import { BaseRuntime, type RuntimeName, type RuntimeOptions } from "./runtime.ts";
 
 export interface WorkerRuntimeOptions extends RuntimeOptions {

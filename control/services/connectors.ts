@@ -45,8 +45,9 @@ import { changedFields, definedOnly } from "./diff.ts";
 import { missingIn, requireProject } from "./scope.ts";
 import { dropFromSequence } from "./sequences.ts";
 import { read, type ServiceDeps, write } from "../core/store.ts";
+import type { ConnectorRow } from "../model/connectors.ts";
 
-export type ConnectorRow = typeof connectors.$inferSelect;
+export type { ConnectorRow };
 
 export interface ConnectorFields {
   name: string;

@@ -31,9 +31,6 @@ export type SequenceRow = typeof projectSequences.$inferSelect;
 /** What the sequence functions touch: the store and the change log. */
 export type SequenceDeps = Pick<ServiceDeps, "database" | "changes">;
 
-/** Connectors a sequence may name at most (a bound on the body, not a policy). */
-export const MAX_SEQUENCE_CONNECTORS = 100;
-
 /** How many times a depletion that lost its compare-and-set reads the row again. */
 const CAS_ATTEMPTS = 8;
 

@@ -30,8 +30,13 @@ import { ConnectionBudget } from "../net/io/budget.ts";
 import type { IsolatePool } from "./isolates.ts";
 import { buildListeners, type ProxyListener, STOP_WAIT_MS } from "./listener.ts";
 import { StartRefused } from "./start-refused.ts";
-import type { Logger } from "./log.ts";
-import { GatewayMetrics, type MetricSample, type MetricsSnapshot, withRole } from "./metrics.ts";
+import type { Logger } from "../base/log.ts";
+import {
+  GatewayMetrics,
+  type MetricSample,
+  type MetricsSnapshot,
+  withRole,
+} from "../base/metrics.ts";
 
 /** What the socket layer needs of the routing core and the feed follower behind it. */
 export interface RoutingCore {

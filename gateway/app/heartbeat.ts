@@ -9,7 +9,7 @@
  * For display only: nothing routes by it, and the gateway serves whether Redis takes it or not.
  */
 import type { InstanceRegistration } from "../../shared/instance-registry.ts";
-import type { Logger } from "./log.ts";
+import type { Logger } from "../base/log.ts";
 
 /** Where the heartbeat writes the process's keys (wiring.ts, over the core's Redis client). */
 export interface InstanceStore {

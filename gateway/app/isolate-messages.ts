@@ -6,7 +6,7 @@
 import type { GatewaySettings } from "../../shared/settings.ts";
 import type { DispatchBuffers } from "../../shared/routing/dispatch.ts";
 import type { SectionsDelta } from "../../shared/routing/feed-share.ts";
-import type { MetricsSnapshot } from "./metrics.ts";
+import type { MetricsSnapshot } from "../base/metrics.ts";
 
 export type ToWorker =
   | {

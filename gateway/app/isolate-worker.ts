@@ -17,8 +17,8 @@ import { ConnectionBudget } from "../net/io/budget.ts";
 import { FeedFreshness } from "../../shared/routing/feed-freshness.ts";
 import type { FromWorker, ToWorker } from "./isolate-messages.ts";
 import { buildListeners, type IsolateListeners } from "./listener.ts";
-import { createLogger, type Logger } from "./log.ts";
-import { GatewayMetrics, type MetricsSnapshot } from "./metrics.ts";
+import { createLogger, type Logger } from "../base/log.ts";
+import { GatewayMetrics, type MetricsSnapshot } from "../base/metrics.ts";
 import { buildIsolateCore, type IsolateCore } from "./wiring.ts";
 
 interface WorkerState extends IsolateListeners {

@@ -16,8 +16,8 @@ import type { SectionsDelta } from "../../shared/routing/feed-share.ts";
 import type { ConnectionBudget } from "../net/io/budget.ts";
 import type { FeedFreshness } from "../../shared/routing/feed-freshness.ts";
 import type { FromWorker, ToWorker } from "./isolate-messages.ts";
-import type { Logger } from "./log.ts";
-import type { MetricsSnapshot } from "./metrics.ts";
+import type { Logger } from "../base/log.ts";
+import type { MetricsSnapshot } from "../base/metrics.ts";
 
 export interface IsolatePoolOptions {
   /** Worker isolates to start (the isolates serving the process, less the main one). */

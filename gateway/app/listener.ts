@@ -23,8 +23,8 @@ import type { NetContext } from "../net/session/contract.ts";
 import type { TransferHooks } from "../base/transfer-hooks.ts";
 import type { NetLimits } from "../net/session/limits.ts";
 import { Socks5Session } from "../net/tunnel/socks5-session.ts";
-import type { Logger } from "./log.ts";
-import type { GatewayMetrics } from "./metrics.ts";
+import type { Logger } from "../base/log.ts";
+import type { GatewayMetrics } from "../base/metrics.ts";
 
 export const ListenerProtocol = { http: "http", socks5: "socks5" } as const;
 export type ListenerProtocol = (typeof ListenerProtocol)[keyof typeof ListenerProtocol];

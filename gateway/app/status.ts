@@ -4,7 +4,7 @@
  * while stopping), /metrics in the Prometheus text format. It comes up first, so a balancer
  * and an operator see an unready gateway rather than nothing.
  */
-import type { Logger } from "./log.ts";
+import type { Logger } from "../base/log.ts";
 
 export interface StatusServerOptions {
   hostname: string;

@@ -1,6 +1,6 @@
 /**
  * Builds the routing core the socket layer runs on: the router (shared/routing/router.ts), the
- * destination guard (shared/routing/guard.ts) and the feed follower (gateway/feed/follower.ts)
+ * destination guard (shared/routing/destination-guard.ts) and the feed follower (gateway/feed/follower.ts)
  * over one Redis client. The gateway reads only Redis (OCTOPROX_REDIS_URL, its prefix) and the
  * internal secret the feed keys derive from; never Postgres.
  *
@@ -19,7 +19,7 @@ import type { DestinationGuard } from "../../shared/routing/contract.ts";
 import type { Dispatch } from "../../shared/routing/dispatch.ts";
 import { type SectionsDelta, sectionsDelta } from "../../shared/routing/feed-share.ts";
 import { FeedFreshness } from "../../shared/routing/feed-freshness.ts";
-import { createDestinationGuard } from "../../shared/routing/guard.ts";
+import { createDestinationGuard } from "../../shared/routing/destination-guard.ts";
 import { dnsResolver } from "../net/io/resolve.ts";
 import { CoreRouter } from "../../shared/routing/router.ts";
 import { FeedFollower, type FeedLogger } from "../feed/follower.ts";
@@ -44,10 +44,10 @@ import type { RoutingCore } from "./gateway.ts";
 import { StartRefused } from "./start-refused.ts";
 import type { AdmissionStep } from "../base/admission.ts";
 import type { TransferHooks } from "../base/transfer-hooks.ts";
-import type { Logger } from "./log.ts";
+import type { Logger } from "../base/log.ts";
 import { withDeadline } from "../../shared/routing/sticky/deadline.ts";
-import { helpLine } from "./metric-help.ts";
-import { gaugeSample, type MetricSample, renderSamples } from "./metrics.ts";
+import { helpLine } from "../base/metric-help.ts";
+import { gaugeSample, type MetricSample, renderSamples } from "../base/metrics.ts";
 
 /** The follower reads the feed's head at least this often (less with OCTOPROX_FEED_MAX_STALE). */
 const FEED_RECHECK_MS = 30_000;

@@ -20,8 +20,16 @@
  */
 import type { IpAddress } from "../../shared/net/ip.ts";
 import type { Client, MaybePromise, Refusal, Target } from "../../shared/routing/contract.ts";
-import type { HeaderField } from "../net/http/parse.ts";
 import type { RequestProtocol } from "./transfer-hooks.ts";
+
+/** One header line of a request, as parsed. */
+export interface HeaderField {
+  /** As the client wrote it (forwarded in its case). */
+  readonly name: string;
+  /** Lower case, for lookups. */
+  readonly lower: string;
+  readonly value: string;
+}
 
 export const AdmissionStage = {
   /** Who the client is and whether it may use the gateway: before the target is known. */

@@ -7,7 +7,13 @@
  * path. What a failure carries is built on failure paths only.
  */
 import type { AttemptFailureKind } from "../../shared/failure-kinds.ts";
-import type { Client, Outcome, Refusal, Target, UpstreamChoice } from "../../shared/routing/contract.ts";
+import type {
+  Client,
+  Outcome,
+  Refusal,
+  Target,
+  UpstreamChoice,
+} from "../../shared/routing/contract.ts";
 
 /** `http` a forwarded request, `connect` an HTTP CONNECT tunnel, `socks5` a SOCKS5 one. */
 export type RequestProtocol = "http" | "connect" | "socks5";

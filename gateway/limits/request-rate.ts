@@ -22,7 +22,7 @@
 import type { RedisKeys } from "../../shared/redis-keys.ts";
 import { withDeadline } from "../../shared/routing/sticky/deadline.ts";
 import { type LuaScript, runScript, type ScriptClient } from "../metering/scripts.ts";
-import { counterSample, type MetricSample } from "../app/metrics.ts";
+import { counterSample, type MetricSample } from "../base/metrics.ts";
 
 export interface RequestRate {
   requests_per_second: number;

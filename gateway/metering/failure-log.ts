@@ -22,8 +22,8 @@ import type { Redis } from "ioredis";
 import { encodeFailureExample, type FailureExample } from "../../shared/failure-examples.ts";
 import { FAILURE_KINDS, type FailureKind } from "../../shared/failure-kinds.ts";
 import { type RedisKeys, STREAM_CAPS } from "../../shared/redis-keys.ts";
-import { scrubText } from "../../shared/routing/scrub.ts";
-import { counterSample, type MetricSample } from "../app/metrics.ts";
+import { scrubText } from "../base/scrub.ts";
+import { counterSample, type MetricSample } from "../base/metrics.ts";
 import { withDeadline } from "../../shared/routing/sticky/deadline.ts";
 import type { PublisherLogger } from "./publisher.ts";
 

@@ -27,7 +27,7 @@ import type {
   TransferHooks,
   TransferStart,
 } from "../base/transfer-hooks.ts";
-import { counterSample, gaugeSample, type MetricSample } from "../app/metrics.ts";
+import { counterSample, gaugeSample, type MetricSample } from "../base/metrics.ts";
 import {
   ConnectorWindows,
   demandMinute,

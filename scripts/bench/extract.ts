@@ -22,7 +22,10 @@
  */
 import { randomBytes, randomUUID } from "node:crypto";
 import postgres from "postgres";
-import { type ExtractRequest, extractScriptCall } from "../../control/provider-api/extraction/service.ts";
+import {
+  type ExtractRequest,
+  extractScriptCall,
+} from "../../control/provider-api/extraction/service.ts";
 import type { NewPoolProxy } from "../../control/provider-api/pool/contract.ts";
 import { CredentialSealer } from "../../control/provider-api/pool/credentials.ts";
 import { RedisPoolStore } from "../../control/provider-api/pool/store.ts";

@@ -6,7 +6,7 @@
  */
 import { describe, expect, it } from "vitest";
 import type { MaybePromise, Refusal } from "../../shared/routing/contract.ts";
-import { createDestinationGuard } from "../../shared/routing/guard.ts";
+import { createDestinationGuard } from "../../shared/routing/destination-guard.ts";
 import { CoreRouter } from "../../shared/routing/router.ts";
 import { encodeUpstreamRequestHead } from "../../gateway/net/http/heads.ts";
 import { parseRequestHead } from "../../gateway/net/http/parse.ts";

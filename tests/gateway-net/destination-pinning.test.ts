@@ -7,7 +7,10 @@
  */
 import { describe, expect, it } from "vitest";
 import type { Refusal, Target } from "../../shared/routing/contract.ts";
-import { createDestinationGuard, type GuardOptions } from "../../shared/routing/guard.ts";
+import {
+  createDestinationGuard,
+  type GuardOptions,
+} from "../../shared/routing/destination-guard.ts";
 import { CoreRouter } from "../../shared/routing/router.ts";
 import { encodeUpstreamRequestHead } from "../../gateway/net/http/heads.ts";
 import { parseAbsoluteTarget, parseRequestHead } from "../../gateway/net/http/parse.ts";

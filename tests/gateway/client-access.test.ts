@@ -10,7 +10,7 @@ import { clientAddressStep } from "../../gateway/access/client-address.ts";
 import { HeaderOptionMessage, headerOptionsStep } from "../../gateway/access/header-options.ts";
 import { listensBeyondLoopback, openProjects } from "../../gateway/access/strict-mode.ts";
 import type { Refusal, Target } from "../../shared/routing/contract.ts";
-import { createDestinationGuard } from "../../shared/routing/guard.ts";
+import { createDestinationGuard } from "../../shared/routing/destination-guard.ts";
 import { clientAddressDenied, openProjectRefused } from "../../shared/routing/refusals.ts";
 import { CoreRouter } from "../../shared/routing/router.ts";
 import { encodeUpstreamRequestHead } from "../../gateway/net/http/heads.ts";

@@ -1,10 +1,10 @@
 /**
  * What the failure log is told of a failure: the one mapping from an attempt's error to its
  * phase, answer, failure kind and the upstream's own status (gateway/net/session/failures.ts), and the
- * message, scrubbed of the proxy's credentials and of URL queries (shared/routing/scrub.ts).
+ * message, scrubbed of the proxy's credentials and of URL queries (gateway/base/scrub.ts).
  */
 import { describe, expect, it } from "vitest";
-import { REDACTED, scrubText } from "../../shared/routing/scrub.ts";
+import { REDACTED, scrubText } from "../../gateway/base/scrub.ts";
 import {
   ClientBodyError,
   ClientGoneError,

@@ -1,6 +1,6 @@
 /** The destination guard: internal addresses refused by literal and by resolution, unless allowed. */
 import { describe, expect, it } from "vitest";
-import { createDestinationGuard } from "../../shared/routing/guard.ts";
+import { createDestinationGuard } from "../../shared/routing/destination-guard.ts";
 import { parseCidr, parseIPv4, parseIPv6 } from "../../shared/net/ip.ts";
 
 const check = (host: string, options: Parameters<typeof createDestinationGuard>[0] = {}) =>

@@ -1,6 +1,6 @@
 /** The series every isolate reports for its own parts, merged for the process's /metrics. */
 import { describe, expect, it } from "vitest";
-import { type MetricSample, renderSamples } from "../../gateway/app/metrics.ts";
+import { type MetricSample, renderSamples } from "../../gateway/base/metrics.ts";
 
 const sample = (over: Partial<MetricSample> & Pick<MetricSample, "name" | "value">) => ({
   type: "counter" as const,

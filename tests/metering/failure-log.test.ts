@@ -11,7 +11,7 @@ import { FailureLog } from "../../gateway/metering/failure-log.ts";
 import { RequestMetering } from "../../gateway/metering/metering.ts";
 import type { PublisherLogger } from "../../gateway/metering/publisher.ts";
 import type { LuaScript } from "../../gateway/metering/scripts.ts";
-import { renderSamples } from "../../gateway/app/metrics.ts";
+import { renderSamples } from "../../gateway/base/metrics.ts";
 import { decodeFailureExample, type FailureExample } from "../../shared/failure-examples.ts";
 import { FAILURE_KINDS } from "../../shared/failure-kinds.ts";
 import { type RedisKeys, redisKeys, STREAM_CAPS } from "../../shared/redis-keys.ts";

@@ -10,7 +10,7 @@ import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { applyPart, type MeteringPart } from "../../gateway/metering/apply.ts";
 import { normaliseHost, RequestMetering } from "../../gateway/metering/metering.ts";
-import { renderSamples } from "../../gateway/app/metrics.ts";
+import { renderSamples } from "../../gateway/base/metrics.ts";
 import type { LuaScript, ScriptClient } from "../../gateway/metering/scripts.ts";
 import { type RedisKeys, redisKeys } from "../../shared/redis-keys.ts";
 import { DEMAND_TTL_SECONDS, OTHER_HOST } from "../../shared/metric-windows.ts";

@@ -41,7 +41,8 @@ import {
   FetchCoordinator,
   type FetchCoordinatorOptions,
 } from "../../control/provider-api/fetch/coordinator.ts";
-import { FetchMetrics, FetchTelemetry } from "../../control/node/telemetry/fetches.ts";
+import { FetchMetrics } from "../../control/provider-api/fetch/metrics.ts";
+import { FetchTelemetry } from "../../control/node/telemetry/fetches.ts";
 import { ProviderRefiller } from "../../control/provider-api/fetch/refill.ts";
 import type { Scrape } from "../../control/node/telemetry/family.ts";
 import { PoolTelemetry } from "../../control/node/telemetry/pools.ts";

@@ -15,19 +15,15 @@
  *
  * `last_used_at` is bookkeeping: written at most once a minute per key, off the request's path.
  */
-import type { Context } from "hono";
 import { ForbiddenError, UnauthorizedError } from "../../../shared/errors.ts";
 import { CidrSet, clientIp } from "../../../shared/net/cidr-set.ts";
 import { parseCidr } from "../../../shared/net/ip.ts";
 import { errorText } from "../../../shared/errors.ts";
-import type { DistributionCaller } from "../../api/context.ts";
 import type { Logger } from "../../core/logging.ts";
-import { callerIp } from "../../core/echo.ts";
 import {
   type DistributionKeyRow,
   findDistributionKey,
   hashDistributionKey,
-  isDistributionKey,
   touchDistributionKey,
 } from "./distribution-keys.ts";
 import type { ServiceDeps } from "../../core/store.ts";
@@ -59,36 +55,18 @@ interface CacheEntry {
   refreshing?: Promise<KnownKey | null>;
 }
 
+/** Who called an extraction route: the key and the project it belongs to. */
+export interface DistributionCaller {
+  keyId: string;
+  projectId: string;
+}
+
 export interface DistributionKeysOptions {
   deps: ServiceDeps;
   logger: Logger;
   now?: () => number;
   /** KEY_FRESH_MS unless told (tests). */
   freshMs?: number;
-}
-
-const BEARER = /^Bearer\s+(\S+)\s*$/i;
-const ONLY_KEYS = "The extraction API takes a distribution key only: " +
-  "Authorization: Bearer oxd_… or X-API-Key: oxd_…";
-
-/** The distribution key a request presents; UnauthorizedError when it presents none or another secret. */
-export function presentedKey(c: Context): string {
-  const authorization = c.req.header("authorization");
-  const apiKey = c.req.header("x-api-key")?.trim();
-  let bearer: string | undefined;
-  if (authorization !== undefined) {
-    bearer = BEARER.exec(authorization)?.[1];
-    if (bearer === undefined) throw new UnauthorizedError(ONLY_KEYS);
-  }
-  if (bearer !== undefined && apiKey !== undefined && apiKey !== bearer) {
-    throw new UnauthorizedError("Send the distribution key once: Authorization or X-API-Key");
-  }
-  const key = bearer ?? apiKey;
-  if (key === undefined || key === "") {
-    throw new UnauthorizedError(`Authentication required. ${ONLY_KEYS}`);
-  }
-  if (!isDistributionKey(key)) throw new UnauthorizedError(ONLY_KEYS);
-  return key;
 }
 
 function knownKey(row: DistributionKeyRow | undefined): KnownKey | null {
@@ -130,8 +108,12 @@ export class DistributionKeys {
    * The caller of an extraction route of `projectId`: 401 without a valid distribution key,
    * 403 for another project's key or an address outside the key's blocks.
    */
-  async authenticate(c: Context, projectId: string): Promise<DistributionCaller> {
-    const hash = hashDistributionKey(presentedKey(c));
+  async authenticate(
+    presented: string,
+    callerAddress: string | null,
+    projectId: string,
+  ): Promise<DistributionCaller> {
+    const hash = hashDistributionKey(presented);
     const key = await this.#lookup(hash);
     const nowMs = this.#now();
     if (key === null || (key.expiresAtMs !== null && key.expiresAtMs <= nowMs)) {
@@ -142,8 +124,7 @@ export class DistributionKeys {
       throw new ForbiddenError("This distribution key is another project's");
     }
     if (key.cidrs !== null) {
-      const text = callerIp(c);
-      const ip = text === null ? undefined : clientIp(text);
+      const ip = callerAddress === null ? undefined : clientIp(callerAddress);
       if (ip === undefined || !key.cidrs.has(ip)) {
         throw new ForbiddenError("This distribution key is not taken from your address");
       }

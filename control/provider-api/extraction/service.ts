@@ -10,7 +10,11 @@
  */
 import { createHash, randomUUID } from "node:crypto";
 import type { Redis } from "ioredis";
-import { IdempotencyConflictError, NotFoundError, ValidationError } from "../../../shared/errors.ts";
+import {
+  IdempotencyConflictError,
+  NotFoundError,
+  ValidationError,
+} from "../../../shared/errors.ts";
 import type { RedisKeys } from "../../../shared/redis-keys.ts";
 import { JobKind } from "../../../shared/roles.ts";
 import type { Logger } from "../../core/logging.ts";

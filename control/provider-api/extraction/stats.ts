@@ -4,7 +4,9 @@
  * there (control/node/telemetry/extraction.ts). Never an address, a key or a client: a project's
  * id is the finest label.
  */
-export const EXTRACT_MODES = ["partial", "all_or_nothing"] as const;
+import { EXTRACT_MODES } from "../../model/extraction.ts";
+
+export { EXTRACT_MODES };
 export type ExtractMode = (typeof EXTRACT_MODES)[number];
 
 export interface ModeCounts {

@@ -48,7 +48,7 @@ import {
   type FetchPermit,
   type Settlement,
 } from "./coordinator.ts";
-import type { FetchMetrics } from "../../node/telemetry/fetches.ts";
+import type { FetchMetrics } from "./metrics.ts";
 
 /** The longest wait for the interval or a permit before a refill gives up until its next run. */
 export const DEFAULT_MAX_WAIT_MS = 30_000;

@@ -1,5 +1,5 @@
 /**
- * The activity pool's shape, as its users see it: the pool job (control/provider-api/pool/job.ts) that keeps
+ * The activity pool's shape, as its users see it: the pool job (control/jobs/pool.ts) that keeps
  * a provider-API connector's pool, the fetch path that adds to it, the feed that routes its
  * available entries and the extraction that hands them out. The store (control/provider-api/pool/store.ts)
  * implements it over Redis with one Lua script per move, so no two of them can take one entry.

@@ -10,7 +10,7 @@ import type { ControlDeps } from "../../core/deps.ts";
 import { withDeadline } from "../../core/redis.ts";
 import { readProviderApiConfig } from "../config.ts";
 import { FetchCoordinator } from "../fetch/coordinator.ts";
-import type { ConnectorRow } from "../../services/connectors.ts";
+import type { ConnectorRow } from "../../model/connectors.ts";
 import { liveCount, type PoolCounts } from "./contract.ts";
 import { poolStoreOf } from "./store.ts";
 

@@ -42,7 +42,7 @@ import {
 import { dialUpstream } from "../io/dial.ts";
 import type { Leg } from "../io/leg.ts";
 import { upstreamPoolKey } from "../io/upstream-pool.ts";
-import { RequestKind, RequestOutcome } from "../../app/metrics.ts";
+import { RequestKind, RequestOutcome } from "../../base/metrics.ts";
 import {
   AfterFailure,
   type AttemptFailed,

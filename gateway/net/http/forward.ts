@@ -15,7 +15,7 @@
  * not sent on); any other expectation gets 417.
  */
 import { FailurePhase } from "../../../shared/routing/contract.ts";
-import { RequestKind, RequestOutcome } from "../../app/metrics.ts";
+import { RequestKind, RequestOutcome } from "../../base/metrics.ts";
 import { tryUpstreams } from "../session/attempts.ts";
 import type { HttpSession } from "../session/contract.ts";
 import { attemptsFor } from "../session/limits.ts";

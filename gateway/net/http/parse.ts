@@ -16,6 +16,7 @@ import {
   scanHeadEnd,
 } from "../../../shared/proxy-protocol/http-head.ts";
 import type { Target } from "../../../shared/routing/contract.ts";
+import type { HeaderField } from "../../base/admission.ts";
 
 /** A request the gateway answers itself, status and a short reason, then closes. */
 export class HeadError extends Error {
@@ -27,13 +28,7 @@ export class HeadError extends Error {
   }
 }
 
-export interface HeaderField {
-  /** As the client wrote it (forwarded in its case). */
-  readonly name: string;
-  /** Lower case, for lookups. */
-  readonly lower: string;
-  readonly value: string;
-}
+export type { HeaderField };
 
 export interface RequestHead {
   readonly method: string;

@@ -19,7 +19,7 @@ import {
   startsProxyHeader,
 } from "../../../shared/proxy-protocol/proxy-header.ts";
 import type { ClientAddress } from "../../base/admission.ts";
-import type { Logger } from "../../app/log.ts";
+import type { Logger } from "../../base/log.ts";
 import type { Leg } from "./leg.ts";
 
 export type Prelude =

@@ -6,7 +6,7 @@
  * (or sharing its files) resolves through it: a name it maps inward (the machine's own name, a
  * container's `extra_hosts`) must be refused here, not found open for want of a DNS answer.
  */
-import type { Resolve } from "../../../shared/routing/guard.ts";
+import type { Resolve } from "../../../shared/routing/destination-guard.ts";
 import { parseHostsFile } from "../../../shared/routing/hosts-file.ts";
 
 export interface NameServer {

@@ -10,7 +10,13 @@
  * that a request refused for where it comes from counts against nothing, and one refused for a
  * limit never resolves a name.
  */
-import type { AuthResult, DestinationGuard, Refusal, Router, Target } from "../../../shared/routing/contract.ts";
+import type {
+  AuthResult,
+  DestinationGuard,
+  Refusal,
+  Router,
+  Target,
+} from "../../../shared/routing/contract.ts";
 import type { MaybePromise } from "../../../shared/routing/contract.ts";
 import {
   type AdmissionRequest,

@@ -23,7 +23,12 @@ import {
 } from "../../../shared/routing/contract.ts";
 import type { TunnelSession } from "./contract.ts";
 import type { Failure } from "./failures.ts";
-import { type FailedAttempt, type FailureNote, safely, type TransferHooks } from "../../base/transfer-hooks.ts";
+import {
+  type FailedAttempt,
+  type FailureNote,
+  safely,
+  type TransferHooks,
+} from "../../base/transfer-hooks.ts";
 
 /** What follows a failed attempt. */
 export const AfterFailure = {

@@ -19,7 +19,7 @@ import {
 } from "../http/parse.ts";
 import { Leg, tuneTcp } from "../io/leg.ts";
 import { readPrelude } from "../io/proxy-prelude.ts";
-import { RequestKind, RequestOutcome } from "../../app/metrics.ts";
+import { RequestKind, RequestOutcome } from "../../base/metrics.ts";
 import { handleConnect } from "../tunnel/connect.ts";
 import { AdmissionStage } from "../../base/admission.ts";
 import { AdmissionTicket } from "./admission-pipeline.ts";

@@ -5,15 +5,21 @@
  * tunnel/socks5-session.ts for the SOCKS5 one) and call the handlers; the handlers know the
  * sessions only through this file.
  */
-import type { Client, MaybePromise, Refusal, Router, Target } from "../../../shared/routing/contract.ts";
+import type {
+  Client,
+  MaybePromise,
+  Refusal,
+  Router,
+  Target,
+} from "../../../shared/routing/contract.ts";
 import type { Answer } from "../http/answers.ts";
 import type { RequestHead } from "../http/parse.ts";
 import type { BufferPool } from "../io/buffers.ts";
 import type { Leg } from "../io/leg.ts";
 import type { ProxyHeaderPolicy } from "../io/proxy-prelude.ts";
 import type { UpstreamPool } from "../io/upstream-pool.ts";
-import type { Logger } from "../../app/log.ts";
-import type { GatewayMetrics, RequestKind, RequestOutcome } from "../../app/metrics.ts";
+import type { Logger } from "../../base/log.ts";
+import type { GatewayMetrics, RequestKind, RequestOutcome } from "../../base/metrics.ts";
 import type { Admission } from "./admission-pipeline.ts";
 import type { TransferHooks } from "../../base/transfer-hooks.ts";
 import type { NetLimits } from "./limits.ts";

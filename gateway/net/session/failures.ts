@@ -3,7 +3,7 @@
  * client gets, and the failure log's kind and the upstream's own status. Answers name what went
  * wrong in our words, never the upstream's address or credentials: the shared errors' messages
  * name status and reply codes only. The failure log's message (`failureNote`) quotes the request
- * and the error, scrubbed (shared/routing/scrub.ts).
+ * and the error, scrubbed (gateway/base/scrub.ts).
  */
 import { errorChainText } from "../../../shared/errors.ts";
 import { AttemptFailureKind } from "../../../shared/failure-kinds.ts";
@@ -16,8 +16,12 @@ import {
   UpstreamIdleError,
   UpstreamRefusedError,
 } from "../../../shared/proxy-protocol/errors.ts";
-import { FailurePhase, type Target, type UpstreamChoice } from "../../../shared/routing/contract.ts";
-import { scrubText } from "../../../shared/routing/scrub.ts";
+import {
+  FailurePhase,
+  type Target,
+  type UpstreamChoice,
+} from "../../../shared/routing/contract.ts";
+import { scrubText } from "../../base/scrub.ts";
 import type { Answer } from "../http/answers.ts";
 import type { FailureNote, RequestProtocol } from "../../base/transfer-hooks.ts";
 

@@ -3,7 +3,7 @@
  * lifecycle: a cancel that makes an AbortSignal only when something waits on one, and the end of
  * `run`, which never rejects.
  */
-import type { Logger } from "../../app/log.ts";
+import type { Logger } from "../../base/log.ts";
 
 /**
  * A session's cancel (the gateway stopping): a flag, and a signal made when first asked for (a

@@ -11,7 +11,7 @@ import {
   parseConnectTarget,
   type RequestHead,
 } from "../http/parse.ts";
-import { RequestKind } from "../../app/metrics.ts";
+import { RequestKind } from "../../base/metrics.ts";
 import type { HttpSession, TunnelRunning } from "../session/contract.ts";
 import { dialTunnel, runTunnel } from "./tunnel.ts";
 

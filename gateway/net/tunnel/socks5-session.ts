@@ -33,7 +33,7 @@ import {
 import type { Client, MaybePromise, Refusal, Target } from "../../../shared/routing/contract.ts";
 import { Leg, tuneTcp } from "../io/leg.ts";
 import { readPrelude } from "../io/proxy-prelude.ts";
-import { RequestKind, RequestOutcome } from "../../app/metrics.ts";
+import { RequestKind, RequestOutcome } from "../../base/metrics.ts";
 import { AdmissionStage } from "../../base/admission.ts";
 import { AdmissionTicket } from "../session/admission-pipeline.ts";
 import type { NetContext, TunnelSession } from "../session/contract.ts";

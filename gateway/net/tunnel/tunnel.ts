@@ -16,7 +16,7 @@ import {
   type Target,
 } from "../../../shared/routing/contract.ts";
 import { dialUpstream, type UpstreamLink } from "../io/dial.ts";
-import { type RequestKind, RequestOutcome } from "../../app/metrics.ts";
+import { type RequestKind, RequestOutcome } from "../../base/metrics.ts";
 import {
   AfterFailure,
   type AttemptOutcome,

@@ -9,7 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { eq } from "drizzle-orm";
 import { connectors } from "../../../db/schema.ts";
 import { Semaphore } from "../../../control/core/semaphore.ts";
-import { PoolJob } from "../../../control/provider-api/pool/job.ts";
+import { PoolJob } from "../../../control/jobs/pool.ts";
 import { poolStoreOf } from "../../../control/provider-api/pool/store.ts";
 import { FetchCoordinator } from "../../../control/provider-api/fetch/coordinator.ts";
 import { ProviderRefiller } from "../../../control/provider-api/fetch/refill.ts";

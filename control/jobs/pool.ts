@@ -25,23 +25,27 @@
  */
 import { and, eq } from "drizzle-orm";
 import type { Redis } from "ioredis";
-import type { Database } from "../../../db/client.ts";
-import { connectors, credentials, projectSequences } from "../../../db/schema.ts";
-import { errorText } from "../../../shared/errors.ts";
-import { type RedisKeys, STREAM_CAPS } from "../../../shared/redis-keys.ts";
-import { ConnectorKind, JobKind } from "../../../shared/roles.ts";
-import type { Logger } from "../../core/logging.ts";
-import type { Semaphore } from "../../core/semaphore.ts";
-import type { Job, WorkBatch } from "../../core/job.ts";
-import { EchoMonitor } from "../../jobs/health.ts";
-import { type ProviderApiConfig, readProviderApiConfig } from "../config.ts";
-import type { FetchLeader, ProviderApiConnector, Refiller } from "../fetch-contract.ts";
-import { RuntimeEntryKind } from "../../services/quarantines.ts";
-import { isUuid } from "../../core/store.ts";
-import { probe } from "../../upstream/index.ts";
-import type { UpstreamScheme } from "../../../shared/proxy-protocol/types.ts";
-import { type EntryRecord, liveCount, type PoolCounts } from "./contract.ts";
-import type { CheckResult, RedisPoolStore } from "./store.ts";
+import type { Database } from "../../db/client.ts";
+import { connectors, credentials, projectSequences } from "../../db/schema.ts";
+import { errorText } from "../../shared/errors.ts";
+import { type RedisKeys, STREAM_CAPS } from "../../shared/redis-keys.ts";
+import { ConnectorKind, JobKind } from "../../shared/roles.ts";
+import type { Logger } from "../core/logging.ts";
+import type { Semaphore } from "../core/semaphore.ts";
+import type { Job, WorkBatch } from "../core/job.ts";
+import { EchoMonitor } from "./health.ts";
+import { type ProviderApiConfig, readProviderApiConfig } from "../provider-api/config.ts";
+import type {
+  FetchLeader,
+  ProviderApiConnector,
+  Refiller,
+} from "../provider-api/fetch-contract.ts";
+import { RuntimeEntryKind } from "../services/quarantines.ts";
+import { isUuid } from "../core/store.ts";
+import { probe } from "../upstream/index.ts";
+import type { UpstreamScheme } from "../../shared/proxy-protocol/types.ts";
+import { type EntryRecord, liveCount, type PoolCounts } from "../provider-api/pool/contract.ts";
+import type { CheckResult, RedisPoolStore } from "../provider-api/pool/store.ts";
 
 /** Checks one run makes at most (the rest wait for the next run, a period later at most). */
 export const MAX_CHECKS_PER_RUN = 2000;

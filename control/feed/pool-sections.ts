@@ -5,16 +5,16 @@
  * then by itself, and their credentials opened: the section is sealed like every other.
  * The order is stable (fetch time, then id), so an unchanged pool publishes nothing.
  */
-import { type FeedKeys, sectionDigest } from "../../../shared/feed/codec.ts";
+import { type FeedKeys, sectionDigest } from "../../shared/feed/codec.ts";
 import {
   type ConnectorSection,
   connectorSectionName,
   type FeedProxy,
-} from "../../../shared/feed/models.ts";
-import { type ProxyScheme, ProxyStatus } from "../../../shared/roles.ts";
-import type { SectionText } from "../../feed/compile.ts";
-import type { EntryRecord } from "./contract.ts";
-import type { RedisPoolStore } from "./store.ts";
+} from "../../shared/feed/models.ts";
+import { type ProxyScheme, ProxyStatus } from "../../shared/roles.ts";
+import type { SectionText } from "./compile.ts";
+import type { EntryRecord } from "../provider-api/pool/contract.ts";
+import type { RedisPoolStore } from "../provider-api/pool/store.ts";
 
 export interface PoolSections {
   /** One section per provider-API connector, by section name. */

@@ -7,7 +7,7 @@
  *
  * Runs on failure paths only: a request that goes through never pays for it.
  */
-import { base64Encode, utf8Encode } from "../proxy-protocol/bytes.ts";
+import { base64Encode, utf8Encode } from "../../shared/proxy-protocol/bytes.ts";
 
 /** What a removed secret reads as. */
 export const REDACTED = "***";
