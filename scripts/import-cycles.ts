@@ -45,7 +45,7 @@ export function checkedFiles(root: string): string[] {
       if (SKIPPED.has(entry.name)) continue;
       const path = join(dir, entry.name);
       if (entry.isDirectory()) walk(path);
-      else if (entry.name.endsWith(".ts")) files.push(relative(root, path).split(sep).join("/"));
+      else if (/\.tsx?$/.test(entry.name)) files.push(relative(root, path).split(sep).join("/"));
     }
   };
   for (const entry of readdirSync(root, { withFileTypes: true })) {
@@ -69,7 +69,7 @@ interface InfoModule {
   }[];
 }
 
-interface Edge {
+export interface Edge {
   to: string;
   specifier: string;
   line: number;
@@ -113,7 +113,9 @@ export function importGraph(root: string, files: readonly string[]): Map<string,
       const from = own(module.specifier);
       if (from === undefined) continue;
       // A module Deno could not read could hide a cycle: the check fails rather than pass.
-      if (module.error !== undefined) unread.push(`${from}: ${module.error}`);
+      if (module.error !== undefined && /\.tsx?$/.test(from)) {
+        unread.push(`${from}: ${module.error}`);
+      }
       const edges: Edge[] = [];
       for (const dependency of module.dependencies ?? []) {
         // A value import and a type-only one of the same file are one edge.

@@ -6,17 +6,10 @@
  */
 import { ValidationError } from "../../shared/errors.ts";
 import { BUCKET_WIDTHS, type BucketWidth, finestWidthFrom } from "./tiers.ts";
+import { RANGE_NAMES, type RangeName, RANGES } from "../model/metrics.ts";
 
-export const RANGES = {
-  "1h": 3_600_000,
-  "6h": 6 * 3_600_000,
-  "24h": 24 * 3_600_000,
-  "7d": 7 * 86_400_000,
-  "30d": 30 * 86_400_000,
-  "90d": 90 * 86_400_000,
-} as const;
-export type RangeName = keyof typeof RANGES;
-export const RANGE_NAMES = Object.keys(RANGES) as RangeName[];
+export { RANGE_NAMES, RANGES };
+export type { RangeName };
 
 /** The width a range is drawn at unless a read asks for another. */
 export const DEFAULT_WIDTH: Readonly<Record<RangeName, BucketWidth>> = {

@@ -6,6 +6,8 @@
  * and are described here once, for compaction, retention and reads alike.
  */
 
+import { BUCKET_WIDTHS, type BucketWidth } from "../model/metrics.ts";
+
 export const DAY_MS = 86_400_000;
 
 export interface Tier {
@@ -23,9 +25,8 @@ export const COMPACTION_TIERS: readonly Tier[] = [
   { fromSeconds: 21_600, toSeconds: 86_400, afterMs: 30 * DAY_MS },
 ];
 
-/** Every width a row can have, and so every bucket width a read may ask for. */
-export const BUCKET_WIDTHS = [60, 3_600, 21_600, 86_400] as const;
-export type BucketWidth = (typeof BUCKET_WIDTHS)[number];
+export { BUCKET_WIDTHS };
+export type { BucketWidth };
 
 /**
  * The finest width every row from `fromMs` on is guaranteed to have at most: compaction folds a

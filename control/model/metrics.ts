@@ -1,9 +1,23 @@
 /** Queries of the usage and failure reads: a range, a bucket width, an end, filters, pages. */
 import * as v from "valibot";
 import { FAILURE_KINDS } from "../../shared/failure-kinds.ts";
-import { RANGE_NAMES } from "../metrics/ranges.ts";
-import { BUCKET_WIDTHS } from "../metrics/tiers.ts";
 import { queryInteger, uuidField } from "./common.ts";
+
+/** The named ranges a usage read may ask for, and how long each is. */
+export const RANGES = {
+  "1h": 3_600_000,
+  "6h": 6 * 3_600_000,
+  "24h": 24 * 3_600_000,
+  "7d": 7 * 86_400_000,
+  "30d": 30 * 86_400_000,
+  "90d": 90 * 86_400_000,
+} as const;
+export type RangeName = keyof typeof RANGES;
+export const RANGE_NAMES = Object.keys(RANGES) as RangeName[];
+
+/** Every width a row can have, and so every bucket width a read may ask for. */
+export const BUCKET_WIDTHS = [60, 3_600, 21_600, 86_400] as const;
+export type BucketWidth = (typeof BUCKET_WIDTHS)[number];
 
 const rangeField = (withAll: boolean, defaultValue: string) => {
   const names = withAll ? [...RANGE_NAMES, "all"] : RANGE_NAMES;
