@@ -19,7 +19,7 @@ import { ConnectionBudget } from "./net/io/budget.ts";
 import { GatewayProcess, runUntilSignal, stopBoundMs } from "./app/gateway.ts";
 import { IsolatePool } from "./app/isolates.ts";
 import { createLogger, serialWriter } from "./base/log.ts";
-import { buildRoutingCore } from "./app/wiring.ts";
+import { buildRoutingCore } from "./app/routing-core.ts";
 
 function fail(message: string, code: number): never {
   console.error(`octoprox-gateway: ${message}`);

@@ -3,7 +3,7 @@
  * loopback address) refuses to serve a project anyone can use without a password, one whose
  * password-less blocks hold every IPv4 or every IPv6 address within its allowed blocks
  * (shared/net/cidr-set.ts `openToAnyone`). Such a project in the first feed stops the gateway at
- * start (process/wiring.ts); one a later feed brings is served with a password only
+ * start (app/feed-strict-mode.ts); one a later feed brings is served with a password only
  * (client-address.ts refuses its password-less requests with 403). Runtime-neutral.
  */
 import { clientIp } from "../../shared/net/cidr-set.ts";

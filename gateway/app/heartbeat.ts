@@ -11,7 +11,9 @@
 import type { InstanceRegistration } from "../../shared/instance-registry.ts";
 import type { Logger } from "../base/log.ts";
 
-/** Where the heartbeat writes the process's keys (wiring.ts, over the core's Redis client). */
+/**
+ * Where the heartbeat writes the process's keys (instance-store.ts, over the core's Redis client).
+ */
 export interface InstanceStore {
   write(registration: InstanceRegistration, snapshotJson: string): Promise<void>;
   withdraw(): Promise<void>;

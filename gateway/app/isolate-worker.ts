@@ -2,9 +2,9 @@
 /// <reference lib="deno.worker" />
 /**
  * One worker isolate of a gateway process (started by gateway/app/isolates.ts): its own router
- * and guard (wiring.ts `buildIsolateCore`) over the main isolate's shared dispatch counts, its own
- * HTTP and SOCKS5 listeners on the main isolate's ports (SO_REUSEPORT: the kernel spreads new
- * connections over the isolates), the process's connection budget. It follows no feed itself:
+ * and guard (isolate-core.ts `buildIsolateCore`) over the main isolate's shared dispatch counts,
+ * its own HTTP and SOCKS5 listeners on the main isolate's ports (SO_REUSEPORT: the kernel spreads
+ * new connections over the isolates), the process's connection budget. It follows no feed itself:
  * the main isolate hands it each applied feed's delta with the slots to index it by.
  *
  * Messages are handled one at a time, in order (a feed before the bind that needs it). Nothing
@@ -19,7 +19,7 @@ import type { FromWorker, ToWorker } from "./isolate-messages.ts";
 import { buildListeners, type IsolateListeners } from "./listener.ts";
 import { createLogger, type Logger } from "../base/log.ts";
 import { GatewayMetrics, type MetricsSnapshot } from "../base/metrics.ts";
-import { buildIsolateCore, type IsolateCore } from "./wiring.ts";
+import { buildIsolateCore, type IsolateCore } from "./isolate-core.ts";
 
 interface WorkerState extends IsolateListeners {
   index: number;

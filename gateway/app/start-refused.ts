@@ -1,8 +1,8 @@
 /**
  * Why the process will not serve, found before the listeners bind (strict mode's open project,
  * access/strict-mode.ts): `RoutingCore.firstApplied` rejects with it, and the process stops with
- * exit code 1 after one fatal line of this message and fields. In a file of its own: the
- * wiring, which worker isolates load too, raises it, and the process (gateway.ts) reads it.
+ * exit code 1 after one fatal line of this message and fields. In a file of its own: the routing
+ * core's strict-mode check (feed-strict-mode.ts) raises it, and the process (gateway.ts) reads it.
  */
 export class StartRefused extends Error {
   readonly fields: Readonly<Record<string, unknown>>;

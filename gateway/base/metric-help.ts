@@ -20,7 +20,7 @@ export const METRIC_HELP: Readonly<Record<string, string>> = {
     "Upstream connections opened: TCP, TLS and the proxy's handshake, until usable.",
   octoprox_gateway_ready: "1 when the gateway is ready (a feed applied, the ports bound).",
   octoprox_gateway_log_lines_dropped: "Log lines dropped because the log's queue was full.",
-  // The feed follower (wiring.ts).
+  // The feed follower (app/feed-status.ts).
   octoprox_gateway_feed_applies_total: "Routing feeds applied.",
   octoprox_gateway_feed_failures_total: "Feed reads that failed (nothing applied).",
   octoprox_gateway_feed_consecutive_failures: "Feed reads failed in a row.",

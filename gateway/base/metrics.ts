@@ -120,9 +120,9 @@ export interface MetricsSnapshot {
   failures: [string, number][];
   durations: Record<RequestKind, HistogramData>;
   upstreamConnect: HistogramData;
-  /** The isolate's metering and rate-limiter series (wiring.ts `IsolateCore.samples`). */
+  /** The isolate's metering and rate-limiter series (app/isolate-core.ts `IsolateCore.samples`). */
   core?: MetricSample[];
-  /** The isolate's part of the heartbeat snapshot (wiring.ts `IsolateCore.state`). */
+  /** The isolate's part of the heartbeat snapshot (app/isolate-core.ts `IsolateCore.state`). */
   state?: Omit<GatewayIsolateSnapshot, "connections_open" | "tunnels_open">;
 }
 

@@ -3,7 +3,7 @@
  * is (its credentials, or its address for a password-less one), the routing core's own steps,
  * then where it may go (the destination guard). A new step is written against admission.ts.
  * One that needs the core's state (the snapshot's projects, shared counts) is built with the
- * core (process/wiring.ts `buildIsolateCore`, in every isolate) and listed in its
+ * core (app/isolate-core.ts `buildIsolateCore`, in every isolate) and listed in its
  * `admissionSteps`, in this order: checks of the client's address (which projects may be used
  * from where, gateway/access/client-address.ts) and the options its headers ask for
  * (access/header-options.ts), then project limits (rates, concurrent connections, quotas), so

@@ -1,0 +1,88 @@
+/**
+ * Builds the routing core the socket layer runs on (RoutingCore in gateway.ts): the main
+ * isolate's core (isolate-core.ts: the router of shared/routing/router.ts, the destination guard,
+ * the Redis writers) and the feed follower (feed-following.ts), over one Redis client. The gateway
+ * reads only Redis (OCTOPROX_REDIS_URL, its prefix) and the internal secret the feed keys derive
+ * from; never Postgres. The follower runs once per process, in the main isolate, which hands each
+ * applied feed to the others (`shareWith`).
+ */
+import { deriveFeedKeys } from "../../shared/feed/codec.ts";
+import { redisKeys } from "../../shared/redis-keys.ts";
+import type { GatewaySettings } from "../../shared/settings.ts";
+import { FeedFreshness } from "../../shared/routing/feed-freshness.ts";
+import type { SectionsDelta } from "../../shared/routing/feed-share.ts";
+import type { CoreRouter } from "../../shared/routing/router.ts";
+import type { Logger } from "../base/log.ts";
+import { renderSamples } from "../base/metrics.ts";
+import { followFeed } from "./feed-following.ts";
+import { feedMetrics, feedState, feedUnready } from "./feed-status.ts";
+import type { RoutingCore } from "./gateway.ts";
+import { redisInstanceStore } from "./instance-store.ts";
+import { buildIsolateCore } from "./isolate-core.ts";
+import type { OwedAtStop } from "./isolate-writers.ts";
+import { connectRedis } from "./redis.ts";
+
+/** The main isolate's core: its own isolate core plus the feed follower, once per process. */
+export interface WiredCore extends RoutingCore {
+  readonly router: CoreRouter;
+  /** What the main isolate's writers owe Redis now (the workers log their own at their stop). */
+  owed(): OwedAtStop;
+  /**
+   * Hands every feed applied from now on (as its delta) to `receiver`, before the first one
+   * binds the listeners: the process's other isolates build their snapshots from it.
+   */
+  shareWith(receiver: (delta: SectionsDelta) => void): void;
+  /** Hands every quarantine the main isolate's rate limiter trips to `receiver` (the workers). */
+  shareTripsWith(receiver: (proxyId: string, untilMs: number) => void): void;
+  /** When the follower last read the feed (its buffer goes to the worker isolates). */
+  readonly freshness: FeedFreshness;
+}
+
+export async function buildRoutingCore(
+  settings: GatewaySettings,
+  logger: Logger,
+  instance: string,
+): Promise<WiredCore> {
+  const feedKeys = await deriveFeedKeys(settings.internalSecret);
+  const redis = connectRedis(settings, `octoprox-gateway:${instance}`);
+  const keys = redisKeys(settings.redisPrefix);
+  // Set by shareTripsWith once the workers exist, which is after the core is built.
+  let shareTrip: ((proxyId: string, untilMs: number) => void) | undefined;
+  const freshness = new FeedFreshness(settings.feedMaxStaleMs);
+  const isolate = await buildIsolateCore(settings, logger, instance, {
+    redis,
+    shareTrip: (proxyId, untilMs) => shareTrip?.(proxyId, untilMs),
+    freshness,
+  });
+  const { router } = isolate;
+  const feed = followFeed({ settings, logger, redis, keys, feedKeys, router, freshness });
+  const { follower } = feed;
+  return {
+    router,
+    guard: isolate.guard,
+    admissionSteps: isolate.admissionSteps,
+    hooks: isolate.hooks,
+    firstApplied: feed.firstApplied,
+    instances: redisInstanceStore(redis, keys, instance, settings.redisRequestTimeoutMs),
+    feedState: () => feedState(follower.stats()),
+    freshness,
+    unready: () => feedUnready(freshness),
+    isolateState: () => isolate.state(),
+    shareWith: (receiver) => feed.shareWith(receiver),
+    shareTripsWith(receiver) {
+      shareTrip = receiver;
+    },
+    start: () => follower.start(),
+    owed: () => isolate.owed(),
+    async stop() {
+      try {
+        // Together: each is bounded by the request deadline, so the core's stop takes one.
+        await Promise.all([follower.stop(), isolate.stop()]);
+      } finally {
+        redis.disconnect();
+      }
+    },
+    metrics: (others = []) =>
+      feedMetrics(follower.stats(), freshness) + renderSamples([isolate.samples(), ...others]),
+  };
+}
