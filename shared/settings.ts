@@ -177,147 +177,312 @@ const blockList = v.optional(
 );
 
 // ---------------------------------------------------------------------------------------------
-// The fields, by environment variable. Shared ones first, then each side's own.
+// The fields, by environment variable. Shared ones first, then each side's own. Each field is
+// its schema and one line saying what it is for: docs/settings.md is written from this table
+// (`npm run docs`), so the description is the page's.
+
+/** A field of the table: its schema, with the line the settings page gives it. */
+function field<TSchema extends v.GenericSchema>(
+  schema: TSchema,
+  description: string,
+) {
+  return v.pipe(schema, v.description(description));
+}
 
 const storeFields = {
-  OCTOPROX_REDIS_URL: urlWithSchemes(["redis", "rediss"], "Redis"),
-  OCTOPROX_REDIS_PREFIX: v.optional(
-    v.pipe(
-      trimmed,
-      v.regex(/^[A-Za-z0-9_.:-]{1,64}$/, "must be 1-64 characters of letters, digits, _ . : -"),
-    ),
-    "ox:",
+  OCTOPROX_REDIS_URL: field(
+    urlWithSchemes(["redis", "rediss"], "Redis"),
+    "Redis URL (`redis://` or `rediss://`); `npm start` provides a local one",
   ),
-  OCTOPROX_INTERNAL_SECRET: secret(),
-  OCTOPROX_REDIS_REQUEST_TIMEOUT: seconds(2, 0.05, 60),
-  OCTOPROX_INSTANCE_ID: optionalText(),
-  OCTOPROX_LOG_LEVEL: oneOf(LOG_LEVELS, "info"),
+  OCTOPROX_REDIS_PREFIX: field(
+    v.optional(
+      v.pipe(
+        trimmed,
+        v.regex(/^[A-Za-z0-9_.:-]{1,64}$/, "must be 1-64 characters of letters, digits, _ . : -"),
+      ),
+      "ox:",
+    ),
+    "Prefix of every Redis key, so installs (and test runs) can share one Redis",
+  ),
+  OCTOPROX_INTERNAL_SECRET: field(
+    secret(),
+    "At least 32 characters, the same on the control plane and every gateway (it seals the feed)",
+  ),
+  OCTOPROX_REDIS_REQUEST_TIMEOUT: field(
+    seconds(2, 0.05, 60),
+    "Deadline of each Redis step on a request path",
+  ),
+  OCTOPROX_INSTANCE_ID: field(
+    optionalText(),
+    "The process's name in logs, heartbeats and Redis client names (unset: a random one)",
+  ),
+  OCTOPROX_LOG_LEVEL: field(
+    oneOf(LOG_LEVELS, "info"),
+    `Least level logged: ${LOG_LEVELS.join(", ")}`,
+  ),
+  // How often a process writes its heartbeat snapshot to Redis (the System page).
+  OCTOPROX_HEARTBEAT_INTERVAL: field(
+    seconds(5, 0.1, 3600),
+    "Heartbeat: a control process checks its stores, every process writes its snapshot to Redis",
+  ),
 };
 
 const controlFields = {
   ...storeFields,
-  OCTOPROX_DATABASE_URL: urlWithSchemes(["postgres", "postgresql"], "Postgres"),
-  OCTOPROX_ROLE: oneOf(ROLES, "all"),
-  OCTOPROX_JWT_SECRET: secret(),
-  OCTOPROX_JWT_EXPIRY_HOURS: integer(24, 1, 24 * 365),
-  OCTOPROX_DATA_DIR: text("data"),
-  OCTOPROX_API_HOST: text("0.0.0.0"),
-  OCTOPROX_API_PORT: port(8000),
-  OCTOPROX_ADMIN_USERNAME: text("admin"),
-  OCTOPROX_ADMIN_PASSWORD: v.optional(
-    v.pipe(v.string(), v.minLength(8, "must be at least 8 characters")),
+  OCTOPROX_DATABASE_URL: field(
+    urlWithSchemes(["postgres", "postgresql"], "Postgres"),
+    "Postgres URL (`postgres://`); `npm start` provides a local one",
   ),
-  OCTOPROX_DATABASE_POOL_SIZE: integer(10, 1, 200),
-  OCTOPROX_DEFAULT_STRATEGY: oneOf(STRATEGIES, "round_robin"),
-  // A configuration file the api applies at start, on SIGHUP and on a reload call.
-  OCTOPROX_CONFIG_FILE: v.optional(v.pipe(trimmed, v.minLength(1, "must be a file path"))),
-  // Whether that apply deletes what the file does not name.
-  OCTOPROX_CONFIG_PRUNE: flag(false),
-  // A folder of provider descriptors (YAML or JSON), read at start, never written.
-  OCTOPROX_PROVIDERS_DIR: v.optional(v.pipe(trimmed, v.minLength(1, "must be a folder path"))),
-  OCTOPROX_WORKER_JOBS: jobKindList,
-  OCTOPROX_ECHO_URL: v.optional(urlWithSchemes(["http", "https"], "HTTP")),
-  OCTOPROX_PUBLIC_URL: v.optional(
-    v.pipe(
-      urlWithSchemes(["http", "https"], "HTTP"),
-      v.check((value) => {
-        // Runs after a failed scheme check too: an unparsable value is that check's to name.
-        if (!URL.canParse(value)) return true;
-        const url = new URL(value);
-        return url.search === "" && url.hash === "";
-      }, "must be the api's address alone, without a query or fragment (http://203.0.113.5:8000)"),
+  OCTOPROX_ROLE: field(oneOf(ROLES, "all"), `What the process runs: ${ROLES.join(", ")}`),
+  OCTOPROX_JWT_SECRET: field(
+    secret(),
+    "At least 32 characters, different from the internal secret; signs login tokens",
+  ),
+  OCTOPROX_JWT_EXPIRY_HOURS: field(integer(24, 1, 24 * 365), "Lifetime of a login token, in hours"),
+  OCTOPROX_DATA_DIR: field(
+    text("data"),
+    "`npm start`'s folder for the local stores and the generated secrets",
+  ),
+  OCTOPROX_API_HOST: field(
+    text("0.0.0.0"),
+    "Address the API (or a controller's or worker's probes) listens on",
+  ),
+  OCTOPROX_API_PORT: field(port(8000), "Port of the API, the dashboard and the probes"),
+  OCTOPROX_ADMIN_USERNAME: field(
+    text("admin"),
+    "The first admin, created when the database has no user",
+  ),
+  OCTOPROX_ADMIN_PASSWORD: field(
+    v.optional(v.pipe(v.string(), v.minLength(8, "must be at least 8 characters"))),
+    "The first admin's password, at least 8 characters (unset: one is generated and printed once)",
+  ),
+  OCTOPROX_DATABASE_POOL_SIZE: field(integer(10, 1, 200), "Postgres connections per process"),
+  OCTOPROX_DEFAULT_STRATEGY: field(
+    oneOf(STRATEGIES, "round_robin"),
+    "Routing strategy of new projects",
+  ),
+  OCTOPROX_CONFIG_FILE: field(
+    v.optional(v.pipe(trimmed, v.minLength(1, "must be a file path"))),
+    "A configuration file the api applies at start, on SIGHUP and on a reload call",
+  ),
+  OCTOPROX_CONFIG_PRUNE: field(
+    flag(false),
+    "Whether applying that file deletes what it does not name",
+  ),
+  OCTOPROX_PROVIDERS_DIR: field(
+    v.optional(v.pipe(trimmed, v.minLength(1, "must be a folder path"))),
+    "A folder of provider descriptors (YAML or JSON), read at start, never written",
+  ),
+  OCTOPROX_WORKER_JOBS: field(jobKindList, "Comma-separated job kinds a worker takes"),
+  OCTOPROX_ECHO_URL: field(
+    v.optional(urlWithSchemes(["http", "https"], "HTTP")),
+    "Echo that health checks ask through each proxy (a connector's own check URL comes first)",
+  ),
+  OCTOPROX_PUBLIC_URL: field(
+    v.optional(
+      v.pipe(
+        urlWithSchemes(["http", "https"], "HTTP"),
+        v.check(
+          (value) => {
+            // Runs after a failed scheme check too: an unparsable value is that check's to name.
+            if (!URL.canParse(value)) return true;
+            const url = new URL(value);
+            return url.search === "" && url.hash === "";
+          },
+          "must be the api's address alone, without a query or fragment (http://203.0.113.5:8000)",
+        ),
+      ),
     ),
+    "The api's address as proxies reach it; without an echo URL, health checks ask its `/echo`",
   ),
   // The spec's intervals and timings, with its defaults.
-  OCTOPROX_HEARTBEAT_INTERVAL: seconds(5, 0.1, 3600),
-  OCTOPROX_RECONCILE_INTERVAL: seconds(3600, 1),
-  OCTOPROX_FEED_COMPILE_INTERVAL: seconds(1, 0.01, 3600),
-  OCTOPROX_HEALTH_CHECK_INTERVAL: seconds(60, 1),
-  OCTOPROX_HEALTH_CHECK_TIMEOUT: seconds(30, 0.1, 600),
+  OCTOPROX_RECONCILE_INTERVAL: field(
+    seconds(3600, 1),
+    "Full re-read by every stream follower",
+  ),
+  OCTOPROX_FEED_COMPILE_INTERVAL: field(
+    seconds(1, 0.01, 3600),
+    "The leading controller's feed compile cadence",
+  ),
+  OCTOPROX_HEALTH_CHECK_INTERVAL: field(seconds(60, 1), "Health checks of each proxy"),
+  OCTOPROX_HEALTH_CHECK_TIMEOUT: field(seconds(30, 0.1, 600), "One health check's deadline"),
   // Probes in flight per worker, and its health batches. Only hung checks hold a probe for long,
   // so with 5% of proxies hanging a worker may check up to 20 x this / timeout_s a second (667
   // at the 30 s timeout); below that its CPU decides (npm run bench -- health; docs/jobs.md).
-  OCTOPROX_HEALTH_CHECK_CONCURRENCY: integer(1000, 1, 10_000),
-  OCTOPROX_METRICS_FLUSH_INTERVAL: seconds(60, 1),
-  OCTOPROX_COMPACTION_INTERVAL: seconds(3600, 1),
-  OCTOPROX_SYSTEM_METRICS_INTERVAL: v.optional(
-    v.pipe(
-      trimmed,
-      v.regex(/^\d+$/, "must be 0 (off) or a number of seconds of at least 60"),
-      v.transform(Number),
-      v.check((s) => s === 0 || s >= 60, "must be 0 (off) or a number of seconds of at least 60"),
-      v.transform((s) => s * 1000),
-    ),
-    "300",
+  OCTOPROX_HEALTH_CHECK_CONCURRENCY: field(
+    integer(1000, 1, 10_000),
+    "Health checks in flight per worker process",
   ),
-  // Days system readings are kept; 0 keeps them.
-  OCTOPROX_SYSTEM_METRICS_RETENTION_DAYS: integer(90, 0, 36_500),
-  OCTOPROX_INDEX_HYGIENE_INTERVAL: seconds(60, 1),
-  OCTOPROX_CONTROLLER_LEASE_TTL: seconds(30, 1, 3600),
-  OCTOPROX_CONTROLLER_LEASE_REFRESH: seconds(2, 0.05, 600),
-  OCTOPROX_CONTROLLER_LEASE_POLL: seconds(1, 0.05, 600),
-  OCTOPROX_CLAIM_TIMEOUT: seconds(60, 0.1, 86_400),
-  OCTOPROX_RECLAIM_INTERVAL: seconds(20, 0.05, 3600),
-  OCTOPROX_MAX_DELIVERIES: integer(5, 1, 100),
-  OCTOPROX_STOP_GRACE: seconds(30, 0, 600),
-  // For tests only: lets a provider descriptor's HTTP calls reach loopback (127.0.0.0/8, ::1),
-  // where the tests run their vendor emulators. Private, link-local and metadata addresses stay
-  // refused; never set it on an install.
-  OCTOPROX_EGRESS_ALLOW_LOOPBACK: flag(false),
-  // A PEM file of the certificate authorities descriptor calls trust instead of the system's
-  // (vendor APIs behind an internal CA or a TLS-inspecting egress proxy; the tests' own CA).
-  OCTOPROX_EGRESS_CA_FILE: v.optional(v.pipe(trimmed, v.minLength(1, "must be a file path"))),
-  // How often each vendor connector's pool is synced with the vendor (the sync job's period).
-  OCTOPROX_IP_REFRESH_INTERVAL: seconds(3600, 60, 86_400),
-  // How often each provider-API connector's pool is looked after (reaped, checked, refilled);
-  // a shortfall asks a run at once besides.
-  OCTOPROX_POOL_INTERVAL: seconds(5, 1, 3600),
+  OCTOPROX_METRICS_FLUSH_INTERVAL: field(
+    seconds(60, 1),
+    "Metric windows flushed from Redis to the Postgres history",
+  ),
+  OCTOPROX_COMPACTION_INTERVAL: field(seconds(3600, 1), "Metrics history compaction"),
+  OCTOPROX_SYSTEM_METRICS_INTERVAL: field(
+    v.optional(
+      v.pipe(
+        trimmed,
+        v.regex(/^\d+$/, "must be 0 (off) or a number of seconds of at least 60"),
+        v.transform(Number),
+        v.check((s) => s === 0 || s >= 60, "must be 0 (off) or a number of seconds of at least 60"),
+        v.transform((s) => s * 1000),
+      ),
+      "300",
+    ),
+    "System readings snapshot for the System page (0: off, else at least 60)",
+  ),
+  OCTOPROX_SYSTEM_METRICS_RETENTION_DAYS: field(
+    integer(90, 0, 36_500),
+    "Days system readings are kept (0: forever)",
+  ),
+  OCTOPROX_INDEX_HYGIENE_INTERVAL: field(seconds(60, 1), "Redis index hygiene"),
+  OCTOPROX_CONTROLLER_LEASE_TTL: field(seconds(30, 1, 3600), "The controller lease's lifetime"),
+  OCTOPROX_CONTROLLER_LEASE_REFRESH: field(
+    seconds(2, 0.05, 600),
+    "Lease refresh while leading",
+  ),
+  OCTOPROX_CONTROLLER_LEASE_POLL: field(seconds(1, 0.05, 600), "Lease poll while standing by"),
+  OCTOPROX_CLAIM_TIMEOUT: field(
+    seconds(60, 0.1, 86_400),
+    "Idle time after which another worker claims a job entry",
+  ),
+  OCTOPROX_RECLAIM_INTERVAL: field(
+    seconds(20, 0.05, 3600),
+    "Reclaim check and keep-alive of running jobs",
+  ),
+  OCTOPROX_MAX_DELIVERIES: field(
+    integer(5, 1, 100),
+    "Deliveries of a job entry before it is given up",
+  ),
+  OCTOPROX_STOP_GRACE: field(seconds(30, 0, 600), "Time running jobs get at a stop"),
+  // Loopback only (127.0.0.0/8, ::1), where the tests run their vendor emulators: private,
+  // link-local and metadata addresses stay refused.
+  OCTOPROX_EGRESS_ALLOW_LOOPBACK: field(
+    flag(false),
+    "Tests only: provider descriptor calls may reach loopback; never set it on an install",
+  ),
+  OCTOPROX_EGRESS_CA_FILE: field(
+    v.optional(v.pipe(trimmed, v.minLength(1, "must be a file path"))),
+    "A PEM file of CAs descriptor calls trust instead of the system's (an internal CA)",
+  ),
+  OCTOPROX_IP_REFRESH_INTERVAL: field(
+    seconds(3600, 60, 86_400),
+    "Each vendor connector's sync with its vendor (60 to 86400)",
+  ),
+  // A shortfall asks a run at once besides.
+  OCTOPROX_POOL_INTERVAL: field(
+    seconds(5, 1, 3600),
+    "Each provider-API connector's pool run: reap, check, refill (1 to 3600)",
+  ),
   // The periods of jobs that have no handler yet: refused until their job runs.
-  OCTOPROX_SCALE_INTERVAL: unavailable("no scale job runs yet"),
-  OCTOPROX_GEO_UPDATER_INTERVAL: unavailable("no geo_update job runs yet"),
-  OCTOPROX_TUNNEL_STATUS_INTERVAL: unavailable("no tunnel_last_seen job runs yet"),
+  OCTOPROX_SCALE_INTERVAL: field(
+    unavailable("no scale job runs yet"),
+    "Not available yet (no cloud scaling job runs): setting it stops the process",
+  ),
+  OCTOPROX_GEO_UPDATER_INTERVAL: field(
+    unavailable("no geo_update job runs yet"),
+    "Not available yet (no IP database update job runs): setting it stops the process",
+  ),
+  OCTOPROX_TUNNEL_STATUS_INTERVAL: field(
+    unavailable("no tunnel_last_seen job runs yet"),
+    "Not available yet (no tunnel last-seen job runs): setting it stops the process",
+  ),
 };
 
 const gatewayFields = {
   ...storeFields,
-  OCTOPROX_GATEWAY_HOST: text("0.0.0.0"),
-  OCTOPROX_PROXY_PORT: port(8080),
-  OCTOPROX_GATEWAY_STATUS_PORT: port(8081),
-  OCTOPROX_SOCKS_PORT: port(1080),
-  OCTOPROX_SOCKS_ENABLED: flag(true),
-  OCTOPROX_DESTINATION_ALLOW_CIDRS: cidrList,
-  // Who resolves a destination's name: the upstream (names go on unresolved, as residential exits
-  // need), or the gateway (resolved once here, checked, and the upstream sent the address).
-  OCTOPROX_DESTINATION_RESOLUTION: oneOf(DESTINATION_RESOLUTIONS, "upstream"),
-  // Balancers whose PROXY protocol header (v1 or v2) names the client; from any other peer a
-  // header is refused.
-  OCTOPROX_TRUSTED_PROXIES: blockList,
-  OCTOPROX_MAX_CLIENT_CONNECTIONS: integer(20_000, 1, 1_000_000),
-  OCTOPROX_MAX_HEADER_BYTES: integer(32_768, 1024, 1_048_576),
-  OCTOPROX_CLIENT_IDLE_TIMEOUT: seconds(60, 1, 86_400),
-  OCTOPROX_CONNECT_TIMEOUT: seconds(30, 0.1, 600),
-  // Isolates (threads) one gateway process serves from; 0: one per core. 1 by default: on the
-  // measured hosts more isolates did not serve more, and each adds a snapshot's memory
-  // (docs/gateway.md, "Every core").
-  OCTOPROX_GATEWAY_ISOLATES: integer(1, 0, 256),
-  // How often the gateway writes its instance snapshot (the System page), as control processes.
-  OCTOPROX_HEARTBEAT_INTERVAL: seconds(5, 0.1, 3600),
-  // How long a gateway may go without reading the feed before it stops taking new requests; 0
-  // (the default) serves on the last feed for as long as it must (docs/gateway.md).
-  OCTOPROX_FEED_MAX_STALE: v.optional(
-    v.pipe(
-      trimmed,
-      v.regex(/^\d+(\.\d+)?$/, "must be 0 (off) or a number of seconds from 1 to 86400"),
-      v.transform(Number),
-      v.check(
-        (s) => s === 0 || (s >= 1 && s <= 86_400),
-        "must be 0 (off) or a number of seconds from 1 to 86400",
+  OCTOPROX_GATEWAY_HOST: field(text("0.0.0.0"), "Address the gateway's listeners bind"),
+  OCTOPROX_PROXY_PORT: field(port(8080), "HTTP proxy listener"),
+  OCTOPROX_GATEWAY_STATUS_PORT: field(
+    port(8081),
+    "Status listener: `/health`, `/live`, `/ready`, `/metrics`",
+  ),
+  OCTOPROX_SOCKS_PORT: field(port(1080), "SOCKS5 listener"),
+  OCTOPROX_SOCKS_ENABLED: field(flag(true), "Whether the SOCKS5 listener runs"),
+  OCTOPROX_DESTINATION_ALLOW_CIDRS: field(
+    cidrList,
+    "Private destinations clients may reach (comma-separated CIDR blocks)",
+  ),
+  // The upstream: names go on unresolved, as residential exits need; the gateway: resolved once
+  // here, checked, and the upstream sent the address.
+  OCTOPROX_DESTINATION_RESOLUTION: field(
+    oneOf(DESTINATION_RESOLUTIONS, "upstream"),
+    "Who resolves destination names: `upstream` or `gateway` (resolved and checked here)",
+  ),
+  // From any other peer a header is refused.
+  OCTOPROX_TRUSTED_PROXIES: field(
+    blockList,
+    "Balancers whose PROXY protocol header (v1 or v2) is taken (CIDR blocks or addresses)",
+  ),
+  OCTOPROX_MAX_CLIENT_CONNECTIONS: field(
+    integer(20_000, 1, 1_000_000),
+    "Client connections per gateway process",
+  ),
+  OCTOPROX_MAX_HEADER_BYTES: field(integer(32_768, 1024, 1_048_576), "Largest request head"),
+  OCTOPROX_CLIENT_IDLE_TIMEOUT: field(
+    seconds(60, 1, 86_400),
+    "Idle client connections are closed after this",
+  ),
+  OCTOPROX_CONNECT_TIMEOUT: field(seconds(30, 0.1, 600), "Deadline to reach an upstream"),
+  // 1 by default: on the measured hosts more isolates did not serve more, and each adds a
+  // snapshot's memory (docs/gateway.md, "Every core").
+  OCTOPROX_GATEWAY_ISOLATES: field(
+    integer(1, 0, 256),
+    "Isolates (threads) serving in one gateway process; 0: one per core",
+  ),
+  // 0 (the default) serves on the last feed for as long as it must (docs/gateway.md).
+  OCTOPROX_FEED_MAX_STALE: field(
+    v.optional(
+      v.pipe(
+        trimmed,
+        v.regex(/^\d+(\.\d+)?$/, "must be 0 (off) or a number of seconds from 1 to 86400"),
+        v.transform(Number),
+        v.check(
+          (s) => s === 0 || (s >= 1 && s <= 86_400),
+          "must be 0 (off) or a number of seconds from 1 to 86400",
+        ),
+        v.transform((s) => Math.round(s * 1000)),
       ),
-      v.transform((s) => Math.round(s * 1000)),
+      "0",
     ),
-    "0",
+    "Time without reading the feed before the gateway refuses new requests (0: never)",
   ),
 };
+
+/** A row of the settings page: a variable, the sides that read it, its default, what it is for. */
+export interface SettingDoc {
+  name: string;
+  sides: readonly ("control" | "gateway")[];
+  /** The default as the environment would spell it; undefined when it has none. */
+  defaultValue: string | undefined;
+  /** Whether the process refuses to start without it. */
+  required: boolean;
+  description: string;
+}
+
+/** Every setting, in the table's order (shared ones first, then the control plane's, the gateway's). */
+export function settingDocs(): SettingDoc[] {
+  const docs = new Map<string, SettingDoc>();
+  const sides = [["control", controlFields], ["gateway", gatewayFields]] as const;
+  for (const [side, fields] of sides) {
+    for (const [name, schema] of Object.entries(fields)) {
+      const known = docs.get(name);
+      if (known !== undefined) {
+        docs.set(name, { ...known, sides: [...known.sides, side] });
+        continue;
+      }
+      const fallback = v.getDefault(schema as v.GenericSchema);
+      docs.set(name, {
+        name,
+        sides: [side],
+        defaultValue: typeof fallback === "string" ? fallback : undefined,
+        required: schema.type !== "optional",
+        description: v.getDescription(schema) ?? "",
+      });
+    }
+  }
+  return [...docs.values()];
+}
 
 // ---------------------------------------------------------------------------------------------
 // The schemas, each yielding settings named for the code rather than the environment.
