@@ -11,7 +11,7 @@ import { fileURLToPath } from "node:url";
 import { type SettingDoc, settingDocs } from "../../shared/settings.ts";
 import { DENO_BIN, DENO_ENV } from "../gateway-command.ts";
 
-const ROOT = fileURLToPath(new URL("../..", import.meta.url));
+export const ROOT = fileURLToPath(new URL("../..", import.meta.url));
 export const SETTINGS_PAGE = `${ROOT}docs/settings.md`;
 
 /** A markdown table; `deno fmt` pads its columns. */
@@ -22,7 +22,7 @@ function markdownTable(header: readonly string[], rows: readonly (readonly strin
 }
 
 /** Markdown as `deno fmt` writes it, with the checkout's settings (deno.json). */
-function formatted(markdown: string): string {
+export function formatted(markdown: string): string {
   return execFileSync(DENO_BIN, ["fmt", "--ext", "md", "-"], {
     cwd: ROOT,
     input: markdown,

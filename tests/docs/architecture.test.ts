@@ -53,3 +53,10 @@ it("names no folder that is gone", () => {
   );
   expect(gone).toEqual([]);
 });
+
+it("holds the layers section as `npm run docs` writes it from the floor plan", async () => {
+  const { ARCHITECTURE_PAGE, architecturePage } = await import("../../scripts/docs/layers.ts");
+  const page = readFileSync(ARCHITECTURE_PAGE, "utf8");
+  expect(page).toContain("## Layers");
+  expect(architecturePage(page), "docs/architecture.md is stale: run `npm run docs`").toBe(page);
+});
