@@ -16,7 +16,7 @@
 import { compile, readRuntimeSection, type SectionText } from "./compile.ts";
 import { poolSections } from "./pool-sections.ts";
 import { poolStoreOf } from "../provider-api/pool/store.ts";
-import { withDeadline } from "../core/redis.ts";
+import { redisDeadline } from "../core/redis.ts";
 import type { ControlDeps } from "../core/deps.ts";
 import { deriveFeedKeys, type FeedKeys } from "../../shared/feed/codec.ts";
 import {
@@ -183,7 +183,7 @@ export async function previewRouting(
   if (compiled.pools.size > 0) {
     try {
       const feedKeys = await feedKeysOf(settings.internalSecret);
-      const found = await withDeadline(
+      const found = await redisDeadline(
         settings.redisRequestTimeoutMs,
         () => poolSections(compiled.pools, poolStoreOf(deps), feedKeys, nowMs),
       );
@@ -204,7 +204,7 @@ export async function previewRouting(
   let runtime = EMPTY_RUNTIME;
   let runtimeIncluded = true;
   try {
-    runtime = await withDeadline(
+    runtime = await redisDeadline(
       settings.redisRequestTimeoutMs,
       () =>
         readRuntimeSection(deps.redis, deps.keys, {

@@ -45,7 +45,7 @@ import { StartRefused } from "./start-refused.ts";
 import type { AdmissionStep } from "../base/admission.ts";
 import type { TransferHooks } from "../base/transfer-hooks.ts";
 import type { Logger } from "../base/log.ts";
-import { withDeadline } from "../../shared/routing/sticky/deadline.ts";
+import { withDeadline } from "../../shared/async/deadline.ts";
 import { helpLine } from "../base/metric-help.ts";
 import { gaugeSample, type MetricSample, renderSamples } from "../base/metrics.ts";
 
