@@ -41,11 +41,11 @@ import { connectorVerdict, Ineligible, inSequence } from "../../shared/routing/e
 import { CoreRouter } from "../../shared/routing/router.ts";
 import {
   type ConnectorIndex,
-  normaliseHost,
   type ProjectEntry,
   type ProxyEntry,
   type RoutingSnapshot,
 } from "../../shared/routing/snapshot.ts";
+import { normaliseHost } from "../../shared/net/host.ts";
 import { RedisStickyStore } from "../../shared/routing/sticky/redis-store.ts";
 import type { StickyStore } from "../../shared/routing/sticky/store.ts";
 import { read } from "../core/store.ts";

@@ -21,7 +21,7 @@
  */
 import type { RedisKeys } from "../../shared/redis-keys.ts";
 import { withDeadline } from "../../shared/async/deadline.ts";
-import { type LuaScript, runScript, type ScriptClient } from "../metering/scripts.ts";
+import { type LuaScript, runScript, type ScriptClient } from "../../shared/lua/loader.ts";
 import { counterSample, type MetricSample } from "../base/metrics.ts";
 
 export interface RequestRate {

@@ -72,8 +72,12 @@ export type CycleResult = boolean | void | typeof UNCOUNTED;
 
 const LOOP_NAME = /^[a-z][a-z0-9_]*$/;
 
-/** Waits `ms`, or less when the signal aborts; never rejects (a stop is not an error). */
+/**
+ * Waits `ms`, or less when the signal aborts; never rejects (a stop is not an error). Nothing
+ * to wait (or a stop already) returns at once: a due cycle runs without a timer's turn.
+ */
 function pause(ms: number, signal: AbortSignal): Promise<void> {
+  if (ms <= 0 || signal.aborted) return Promise.resolve();
   return sleep(ms, signal).catch(() => {});
 }
 

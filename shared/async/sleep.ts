@@ -7,10 +7,12 @@
  * Web-standard: timers and AbortSignal only, so Deno and Node both run it.
  */
 
-/** Resolves after `ms` (at once when `ms <= 0`); rejects with `signal.reason` on an abort. */
+/**
+ * Resolves after `ms` (a timer even for 0, so a loop around it never starves the event loop);
+ * rejects with `signal.reason` on an abort.
+ */
 export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
   if (signal?.aborted) return Promise.reject(signal.reason);
-  if (!(ms > 0)) return Promise.resolve();
   return new Promise<void>((resolve, reject) => {
     const onAbort = () => {
       clearTimeout(timer);
@@ -19,7 +21,7 @@ export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
     const timer = setTimeout(() => {
       signal?.removeEventListener("abort", onAbort);
       resolve();
-    }, ms);
+    }, Math.max(0, ms));
     signal?.addEventListener("abort", onAbort, { once: true });
   });
 }
