@@ -188,17 +188,20 @@ export class FeedFollower extends Loop {
     };
   }
 
-  /** Starts following; a second call does nothing, and a stopped follower does not restart. */
+  /**
+   * Starts following; a second call does nothing, and a stopped follower does not restart.
+   * Resolves at once, unlike the base's task (the gateway's core awaits its start): the loop
+   * runs on until `stop()`, and a loop that broke is logged here.
+   */
   override start(): Promise<void> {
-    if (this.#reader !== undefined || this.#stopped !== undefined) return super.start();
+    if (this.#reader !== undefined || this.#stopped !== undefined) return Promise.resolve();
     this.#reader = this.#o.redis.duplicate();
     // Errors surface on the commands; an 'error' event nobody hears must not end the process.
     this.#reader.on("error", () => {});
-    const task = super.start();
-    task.catch((error) => {
+    super.start().catch((error) => {
       this.#o.logger.error({ error: errorText(error) }, "Feed follower stopped on an error");
     });
-    return task;
+    return Promise.resolve();
   }
 
   /**
