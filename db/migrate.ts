@@ -10,6 +10,7 @@ import { readFile } from "node:fs/promises";
 import postgres from "postgres";
 import { reservedTransaction } from "./client.ts";
 import { UnknownRevisionError } from "../shared/errors.ts";
+import { sleep } from "../shared/async/sleep.ts";
 
 /** A fixed 64-bit key: "octoprox migrate". */
 export const MIGRATION_LOCK_KEY = 0x6f63_7470_726f_786dn & 0x7fff_ffff_ffff_ffffn;
@@ -71,21 +72,6 @@ export interface MigrateResult {
   /** Tags this process applied; empty when another process had already brought it to head. */
   applied: string[];
   head: string | undefined;
-}
-
-function sleep(ms: number, signal?: AbortSignal): Promise<void> {
-  return new Promise((resolve, reject) => {
-    if (signal?.aborted) return reject(signal.reason);
-    const timer = setTimeout(() => {
-      signal?.removeEventListener("abort", onAbort);
-      resolve();
-    }, ms);
-    const onAbort = () => {
-      clearTimeout(timer);
-      reject(signal?.reason);
-    };
-    signal?.addEventListener("abort", onAbort, { once: true });
-  });
 }
 
 export async function migrate(

@@ -31,6 +31,25 @@ export const ErrorCode = {
   upstreamFirstByte: "OX_UPSTREAM_FIRST_BYTE",
   upstreamIdle: "OX_UPSTREAM_IDLE",
   upstreamRefused: "OX_UPSTREAM_REFUSED",
+  // A call that did not answer in time (shared/async/deadline.ts).
+  deadline: "OX_DEADLINE",
+  // Settings a process cannot start with.
+  settings: "OX_SETTINGS",
+  // What a client sent the gateway that it cannot read.
+  proxyHeader: "OX_PROXY_HEADER",
+  socks5Server: "OX_SOCKS5_SERVER",
+  clientHead: "OX_CLIENT_HEAD",
+  chunked: "OX_CHUNKED",
+  clientGone: "OX_CLIENT_GONE",
+  clientBody: "OX_CLIENT_BODY",
+  // The feed's content failed a check.
+  feedIntegrity: "OX_FEED_INTEGRITY",
+  // A beat where a store did not answer.
+  storeCheck: "OX_STORE_CHECK",
+  // Leads and leases lost.
+  leadLost: "OX_LEAD_LOST",
+  fetchLeadLost: "OX_FETCH_LEAD_LOST",
+  notLeader: "OX_NOT_LEADER",
 } as const;
 export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode];
 
@@ -239,6 +258,137 @@ export class UnknownRevisionError extends OctoproxError {
   constructor(message: string) {
     super(ErrorCode.unknownRevision, message);
     this.name = "UnknownRevisionError";
+  }
+}
+
+/** Options every catalogue error takes: the error it was caused by, chained, never flattened. */
+export interface ErrorOptions {
+  cause?: unknown;
+}
+
+/**
+ * A call that did not answer within its deadline (shared/async/deadline.ts). The message begins
+ * "No reply within": log readers and the end-to-end tests look for it.
+ */
+export class DeadlineError extends OctoproxError {
+  readonly what: string;
+  readonly timeoutMs: number;
+  constructor(what: string, timeoutMs: number, options?: ErrorOptions) {
+    super(ErrorCode.deadline, `No reply within ${timeoutMs} ms (${what})`, options);
+    this.name = "DeadlineError";
+    this.what = what;
+    this.timeoutMs = timeoutMs;
+  }
+}
+
+/** A setting a process cannot run with: one line naming the variable, never its value. */
+export class SettingsError extends OctoproxError {
+  readonly variable: string | undefined;
+  constructor(variable: string | undefined, problem: string, options?: ErrorOptions) {
+    super(
+      ErrorCode.settings,
+      variable === undefined ? `Invalid settings: ${problem}` : `${variable} ${problem}`,
+      options,
+    );
+    this.name = "SettingsError";
+    this.variable = variable;
+  }
+}
+
+/** A PROXY protocol header (v1 or v2) the gateway will not read. */
+export class ProxyHeaderError extends OctoproxError {
+  constructor(message: string, options?: ErrorOptions) {
+    super(ErrorCode.proxyHeader, message, options);
+    this.name = "ProxyHeaderError";
+  }
+}
+
+/** A SOCKS5 client's message the gateway refuses. */
+export class Socks5ServerError extends OctoproxError {
+  /** The reply code to send before closing; undefined when nothing may be answered. */
+  readonly reply: number | undefined;
+  constructor(message: string, reply?: number, options?: ErrorOptions) {
+    super(ErrorCode.socks5Server, message, options);
+    this.name = "Socks5ServerError";
+    this.reply = reply;
+  }
+}
+
+/** A request the gateway answers itself, status and a short reason, then closes. */
+export class HeadError extends OctoproxError {
+  readonly status: 400 | 431;
+  constructor(status: 400 | 431, message: string, options?: ErrorOptions) {
+    super(ErrorCode.clientHead, message, options);
+    this.name = "HeadError";
+    this.status = status;
+  }
+}
+
+/** A chunked body whose framing is broken. */
+export class ChunkedError extends OctoproxError {
+  constructor(message: string, options?: ErrorOptions) {
+    super(ErrorCode.chunked, message, options);
+    this.name = "ChunkedError";
+  }
+}
+
+/** The client went away or broke the exchange: nothing to answer, the proxy is not at fault. */
+export class ClientGoneError extends OctoproxError {
+  constructor(message = "Client closed the connection", options?: ErrorOptions) {
+    super(ErrorCode.clientGone, message, options);
+    this.name = "ClientGoneError";
+  }
+}
+
+/** The client's request body was not what its framing said (400 if nothing was answered). */
+export class ClientBodyError extends OctoproxError {
+  constructor(message: string, options?: ErrorOptions) {
+    super(ErrorCode.clientBody, message, options);
+    this.name = "ClientBodyError";
+  }
+}
+
+/** A section's or manifest's content failed a check: tampered, truncated or another secret. */
+export class FeedIntegrityError extends OctoproxError {
+  constructor(message: string, options?: ErrorOptions) {
+    super(ErrorCode.feedIntegrity, message, options);
+    this.name = "FeedIntegrityError";
+  }
+}
+
+/** A beat where a store did not answer: a failed run of the heartbeat. */
+export class StoreCheckError extends OctoproxError {
+  constructor(message: string, options?: ErrorOptions) {
+    super(ErrorCode.storeCheck, message, options);
+    this.name = "StoreCheckError";
+  }
+}
+
+/** Why a controller lead's signal aborted. */
+export class LeadLostError extends OctoproxError {
+  constructor(reason: string, options?: ErrorOptions) {
+    super(ErrorCode.leadLost, `Controller lead lost: ${reason}`, options);
+    this.name = "LeadLostError";
+  }
+}
+
+/** Why a provider fetch lead's signal aborted. */
+export class FetchLeadLostError extends OctoproxError {
+  constructor(reason: string, options?: ErrorOptions) {
+    super(ErrorCode.fetchLeadLost, `Fetch lead lost: ${reason}`, options);
+    this.name = "FetchLeadLostError";
+  }
+}
+
+/** The lease names another holder (or none): nothing was written, and the lead is lost. */
+export class NotLeaderError extends OctoproxError {
+  constructor(options?: ErrorOptions) {
+    super(
+      ErrorCode.notLeader,
+      "Feed publish refused: this controller no longer holds the lease",
+      options,
+    );
+    this.name = "NotLeaderError";
   }
 }
 

@@ -8,6 +8,7 @@
 import * as v from "valibot";
 import { parseCidr } from "./net/ip.ts";
 import { JOB_KINDS, type JobKind, type Role, ROLES, STRATEGIES, type Strategy } from "./roles.ts";
+import { SettingsError } from "./errors.ts";
 
 type Env = Readonly<Record<string, string | undefined>>;
 
@@ -580,14 +581,7 @@ export const SETTING_NAMES: readonly string[] = [
 // ---------------------------------------------------------------------------------------------
 // Parsing: one line naming the variable and what is wrong, never its value (it may be a secret).
 
-export class SettingsError extends Error {
-  readonly variable: string | undefined;
-  constructor(variable: string | undefined, problem: string) {
-    super(variable === undefined ? `Invalid settings: ${problem}` : `${variable} ${problem}`);
-    this.name = "SettingsError";
-    this.variable = variable;
-  }
-}
+export { SettingsError };
 
 function parseWith<TSchema extends v.GenericSchema<unknown, unknown>>(
   schema: TSchema,

@@ -11,7 +11,7 @@ import { ChangeKind } from "../../shared/roles.ts";
 import { type RedisKeys, STREAM_CAPS } from "../../shared/redis-keys.ts";
 import { errorText } from "../../shared/errors.ts";
 import type { Logger } from "./logging.ts";
-import { withDeadline } from "./redis.ts";
+import { redisDeadline } from "./redis.ts";
 
 export interface ChangeEntry {
   kind: ChangeKind;
@@ -101,7 +101,7 @@ export class ChangeLog {
 
   async #send(entries: readonly ChangeEntry[]): Promise<void> {
     const { redis, keys, deadlineMs } = this.#options;
-    await withDeadline(deadlineMs, async () => {
+    await redisDeadline(deadlineMs, async () => {
       const pipeline = redis.pipeline();
       for (const entry of entries) {
         pipeline.xadd(

@@ -15,9 +15,10 @@ import {
   Loop,
   type LoopOptions,
   type LoopSnapshot,
-  sleep,
   UNCOUNTED,
-} from "./loops.ts";
+} from "../../shared/async/loop.ts";
+import { sleep } from "../../shared/async/sleep.ts";
+import type { Logger } from "./logging.ts";
 import {
   type ClaimedEntry,
   compareIds,
@@ -41,7 +42,8 @@ export interface WorkBatch {
   deliveries: number;
 }
 
-export interface GroupConsumerOptions extends LoopOptions {
+export interface GroupConsumerOptions extends LoopOptions<Logger> {
+  logger: Logger;
   /** The process's client: completions, reclaims and keep-alives. */
   redis: Redis;
   /** A connection of the consumer's own for its blocking read, which a stop disconnects. */
@@ -82,7 +84,7 @@ export interface GroupConsumerSnapshot extends LoopSnapshot {
   keys_done: number;
 }
 
-export abstract class GroupConsumer extends Loop {
+export abstract class GroupConsumer extends Loop<Logger> {
   protected readonly options:
     & GroupConsumerOptions
     & Required<Pick<GroupConsumerOptions, "keyField" | "blockMs">>;
@@ -374,7 +376,8 @@ export interface FollowerSnapshot extends LoopSnapshot {
   full_reads: number;
 }
 
-export interface BroadcastFollowerOptions extends LoopOptions {
+export interface BroadcastFollowerOptions extends LoopOptions<Logger> {
+  logger: Logger;
   /** A connection of the follower's own for its blocking read, which a stop disconnects. */
   reader: Redis;
   streams: readonly FollowedStream[];
@@ -394,7 +397,7 @@ interface StreamInfo {
  * entries in `onEntries`. Positions are taken before each full read, so an entry published
  * while it runs is read again rather than missed.
  */
-export abstract class BroadcastFollower extends Loop {
+export abstract class BroadcastFollower extends Loop<Logger> {
   protected readonly followOptions:
     & BroadcastFollowerOptions
     & Required<Pick<BroadcastFollowerOptions, "blockMs">>;

@@ -7,7 +7,7 @@ import { createServer, type IncomingMessage, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { getRequestListener } from "@hono/node-server";
 import type { Hono } from "hono";
-import { sleep } from "./loops.ts";
+import { sleep } from "../../shared/async/sleep.ts";
 
 export const DEFAULT_STOP_GRACE_MS = 5000;
 
@@ -81,7 +81,7 @@ export class HttpServer {
     // request in flight has been answered.
     const closed = new Promise<void>((resolve) => this.#server.close(() => resolve()));
     const grace = new AbortController();
-    await Promise.race([closed, sleep(graceMs, grace.signal)]);
+    await Promise.race([closed, sleep(graceMs, grace.signal).catch(() => {})]);
     grace.abort();
     this.#server.closeAllConnections();
     await closed;

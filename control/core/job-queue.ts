@@ -8,7 +8,7 @@ import type { RedisKeys } from "../../shared/redis-keys.ts";
 import type { JobKind } from "../../shared/roles.ts";
 import { errorText } from "../../shared/errors.ts";
 import type { Logger } from "./logging.ts";
-import { withDeadline } from "./redis.ts";
+import { redisDeadline } from "./redis.ts";
 import { appendWork } from "./work-streams.ts";
 
 export interface JobQueueOptions {
@@ -30,7 +30,7 @@ export class JobQueue {
     const unique = [...new Set(keys)];
     if (unique.length === 0) return true;
     try {
-      await withDeadline(
+      await redisDeadline(
         this.#o.deadlineMs,
         () =>
           appendWork(this.#o.redis, this.#o.keys.jobStream(kind), unique.map((key) => ({ key }))),

@@ -16,7 +16,8 @@
  */
 import type { Redis } from "ioredis";
 import type { RedisKeys } from "../../shared/redis-keys.ts";
-import { errorText } from "../../shared/errors.ts";
+import { errorText, LeadLostError } from "../../shared/errors.ts";
+import { sleep } from "../../shared/async/sleep.ts";
 import type { Logger } from "./logging.ts";
 import { leaseRefreshOutcome, runScript } from "./scripts.ts";
 
@@ -195,7 +196,8 @@ export class ControllerLease {
         this.#failed(error);
       }
       const waitMs = this.#state === State.standby ? this.#o.pollMs : this.#o.refreshMs;
-      await sleep(waitMs, stop);
+      // A stop ends the wait and the loop (sleep rejects for nothing else).
+      await sleep(waitMs, stop).catch(() => {});
     }
   }
 
@@ -311,22 +313,4 @@ export class ControllerLease {
   }
 }
 
-export class LeadLostError extends Error {
-  constructor(reason: string) {
-    super(`Controller lead lost: ${reason}`);
-    this.name = "LeadLostError";
-  }
-}
-
-function sleep(ms: number, signal: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    if (signal.aborted) return resolve();
-    const timer = setTimeout(done, ms);
-    function done() {
-      clearTimeout(timer);
-      signal.removeEventListener("abort", done);
-      resolve();
-    }
-    signal.addEventListener("abort", done, { once: true });
-  });
-}
+export { LeadLostError };

@@ -4,8 +4,9 @@
  * the end of its lead, so a lost lead stops it at once. A cycle is never cancelled: what it
  * started runs to its end, and its own fenced writes decide what it may still do.
  */
-import { PeriodicLoop, type PeriodicLoopOptions } from "./loops.ts";
+import { PeriodicLoop, type PeriodicLoopOptions } from "../../shared/async/loop.ts";
 import type { ControllerLease, Lead } from "./lease.ts";
+import type { Logger } from "./logging.ts";
 
 /**
  * Waits for the lead (standing by, with the failure streak reset since a peer runs the loop
@@ -26,12 +27,13 @@ export async function awaitLead(
   }
 }
 
-export interface LeasedPeriodicLoopOptions extends PeriodicLoopOptions {
+export interface LeasedPeriodicLoopOptions extends PeriodicLoopOptions<Logger> {
+  logger: Logger;
   lease: ControllerLease;
 }
 
 /** A periodic loop that runs only under the lead; its first cycle comes at once at each lead. */
-export abstract class LeasedPeriodicLoop extends PeriodicLoop {
+export abstract class LeasedPeriodicLoop extends PeriodicLoop<Logger> {
   protected readonly lease: ControllerLease;
   #term = 0;
 

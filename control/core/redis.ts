@@ -5,6 +5,7 @@
  */
 import { Redis } from "ioredis";
 import { StoreUnavailableError } from "../../shared/errors.ts";
+import { withDeadline } from "../../shared/async/deadline.ts";
 
 export { Redis };
 
@@ -30,30 +31,15 @@ export function createRedis(url: string, options: RedisOptions = {}): Redis {
   return client;
 }
 
-export class DeadlineError extends Error {
-  constructor(ms: number) {
-    super(`No answer within ${ms} ms`);
-    this.name = "DeadlineError";
-  }
-}
-
-/** Runs one Redis step under a deadline; a step that outlives it fails as unavailable. */
-export async function withDeadline<T>(ms: number, step: () => Promise<T>): Promise<T> {
-  let timer: ReturnType<typeof setTimeout> | undefined;
+/**
+ * Runs one Redis step under the shared deadline; a step that fails or outlives it fails as
+ * unavailable, with the step's error (or the `DeadlineError`) as the cause.
+ */
+export async function redisDeadline<T>(ms: number, step: () => Promise<T>): Promise<T> {
   try {
-    return await Promise.race([
-      step(),
-      new Promise<never>((_, reject) => {
-        timer = setTimeout(
-          () => reject(new StoreUnavailableError("redis", { cause: new DeadlineError(ms) })),
-          ms,
-        );
-      }),
-    ]);
+    return await withDeadline("Redis step", ms, () => step());
   } catch (error) {
     if (error instanceof StoreUnavailableError) throw error;
     throw new StoreUnavailableError("redis", { cause: error });
-  } finally {
-    clearTimeout(timer);
   }
 }

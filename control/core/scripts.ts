@@ -1,39 +1,14 @@
 /**
  * Lua scripts, as BullMQ keeps them: each its own file in shared/lua with a header naming its
- * KEYS, ARGV and reply. The header is read here, so the key count a call passes can never drift
- * from the script. Calls go through EVALSHA with a fallback to EVAL (ioredis's defineCommand),
+ * KEYS, ARGV and reply, read by the shared loader (shared/lua/loader.ts), so the key count a call
+ * passes can never drift from the script. Calls go through EVALSHA with a fallback to EVAL (ioredis's defineCommand),
  * so a Redis that restarted empty is served without a manual step.
  */
 import { readdirSync, readFileSync } from "node:fs";
 import type { Redis } from "ioredis";
+import { parseScript, type ScriptSource } from "../../shared/lua/loader.ts";
 
 const LUA_DIR = new URL("../../shared/lua/", import.meta.url);
-
-export interface ScriptSource {
-  name: string;
-  /**
-   * The keys every call passes; undefined for a script whose header ends its keys with a range
-   * (`-- KEYS[3 ..]`), which takes as many as a call gives, at least `minKeys`.
-   */
-  numberOfKeys: number | undefined;
-  minKeys: number;
-  lua: string;
-}
-
-/**
- * Reads a script's header: its key count is the number of `-- KEYS[n]` lines, or open-ended
- * when one names a range (`-- KEYS[3 ..]`, `-- KEYS[2 .. 1+k]`).
- */
-export function parseScript(name: string, lua: string): ScriptSource {
-  const header = lua.split("\n").filter((line) => line.startsWith("--"));
-  const keyLines = header.filter((line) => /^--\s*KEYS\[\d+/.test(line));
-  const open = keyLines.some((line) => /^--\s*KEYS\[[^\]]*\.\./.test(line));
-  if (!header.some((line) => /^--\s*Reply:/.test(line))) {
-    throw new Error(`Lua script ${name} has no "-- Reply:" line in its header`);
-  }
-  const fixed = keyLines.filter((line) => !/^--\s*KEYS\[[^\]]*\.\./.test(line)).length;
-  return { name, numberOfKeys: open ? undefined : keyLines.length, minKeys: fixed, lua };
-}
 
 let cache: Map<string, ScriptSource> | undefined;
 

@@ -5,7 +5,7 @@
  * others running.
  */
 import { errorText } from "../../shared/errors.ts";
-import type { Loop, LoopSnapshot } from "./loops.ts";
+import type { Loop, LoopSnapshot } from "../../shared/async/loop.ts";
 import type { Logger } from "./logging.ts";
 
 export class TaskSet {

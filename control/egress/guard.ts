@@ -15,6 +15,7 @@
  * `allowLoopback` (OCTOPROX_EGRESS_ALLOW_LOOPBACK, for tests) admits 127.0.0.0/8 and ::1 only.
  * Error messages name the host and path, never the query: it may hold an API key.
  */
+import { normaliseHost } from "../../shared/net/host.ts";
 import { lookup as dnsLookup } from "node:dns/promises";
 import type { IncomingHttpHeaders, IncomingMessage } from "node:http";
 import https from "node:https";
@@ -48,11 +49,6 @@ export interface EgressAnswer {
   status: number;
   headers: IncomingHttpHeaders;
   body: Buffer;
-}
-
-/** The host without brackets or a final dot, lower case. */
-function normaliseHost(host: string): string {
-  return host.replace(/^\[|\]$/g, "").replace(/\.$/, "").toLowerCase();
 }
 
 /** How a message names a URL: host and path, never the query or the fragment. */

@@ -21,7 +21,7 @@ import type { Strategy } from "../../shared/roles.ts";
 import { errorText } from "../../shared/errors.ts";
 import { BroadcastFollower, type FollowerSnapshot } from "../core/consumers.ts";
 import type { Logger } from "../core/logging.ts";
-import type { CycleResult } from "../core/loops.ts";
+import type { CycleResult } from "../../shared/async/loop.ts";
 import type { StreamEntry } from "../core/work-streams.ts";
 import { compile, type Compiled, readRuntimeSection, type SectionText } from "./compile.ts";
 import type { ControllerLease } from "../core/lease.ts";

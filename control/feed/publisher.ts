@@ -23,6 +23,7 @@ import { headJson, manifestJson, readHead, readManifest } from "../../shared/fee
 import { type RedisKeys, STREAM_CAPS } from "../../shared/redis-keys.ts";
 import { feedPublishOutcome, runScript } from "../core/scripts.ts";
 import type { SectionText } from "./compile.ts";
+import { NotLeaderError } from "../../shared/errors.ts";
 
 /** What the publisher needs of the controller lease. */
 export interface PublisherLease {
@@ -54,13 +55,7 @@ export interface PublishResult {
   headWasMissing: boolean;
 }
 
-/** The lease names another holder (or none): nothing was written, and the lead is lost. */
-export class NotLeaderError extends Error {
-  constructor() {
-    super("Feed publish refused: this controller no longer holds the lease");
-    this.name = "NotLeaderError";
-  }
-}
+export { NotLeaderError };
 
 /** A publish of this process raced another write of the head; tried again a few times. */
 const STALE_ATTEMPTS = 3;

@@ -16,7 +16,7 @@
 import { compile, readRuntimeSection, type SectionText } from "./compile.ts";
 import { poolSections } from "./pool-sections.ts";
 import { poolStoreOf } from "../provider-api/pool/store.ts";
-import { withDeadline } from "../core/redis.ts";
+import { redisDeadline } from "../core/redis.ts";
 import type { ControlDeps } from "../core/deps.ts";
 import { deriveFeedKeys, type FeedKeys } from "../../shared/feed/codec.ts";
 import {
@@ -41,11 +41,11 @@ import { connectorVerdict, Ineligible, inSequence } from "../../shared/routing/e
 import { CoreRouter } from "../../shared/routing/router.ts";
 import {
   type ConnectorIndex,
-  normaliseHost,
   type ProjectEntry,
   type ProxyEntry,
   type RoutingSnapshot,
 } from "../../shared/routing/snapshot.ts";
+import { normaliseHost } from "../../shared/net/host.ts";
 import { RedisStickyStore } from "../../shared/routing/sticky/redis-store.ts";
 import type { StickyStore } from "../../shared/routing/sticky/store.ts";
 import { read } from "../core/store.ts";
@@ -183,7 +183,7 @@ export async function previewRouting(
   if (compiled.pools.size > 0) {
     try {
       const feedKeys = await feedKeysOf(settings.internalSecret);
-      const found = await withDeadline(
+      const found = await redisDeadline(
         settings.redisRequestTimeoutMs,
         () => poolSections(compiled.pools, poolStoreOf(deps), feedKeys, nowMs),
       );
@@ -204,7 +204,7 @@ export async function previewRouting(
   let runtime = EMPTY_RUNTIME;
   let runtimeIncluded = true;
   try {
-    runtime = await withDeadline(
+    runtime = await redisDeadline(
       settings.redisRequestTimeoutMs,
       () =>
         readRuntimeSection(deps.redis, deps.keys, {

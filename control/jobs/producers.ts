@@ -14,7 +14,7 @@ import type { Redis } from "ioredis";
 import type { RedisKeys } from "../../shared/redis-keys.ts";
 import type { JobKind } from "../../shared/roles.ts";
 import type { Logger } from "../core/logging.ts";
-import type { CycleResult, LoopSnapshot } from "../core/loops.ts";
+import type { CycleResult, LoopSnapshot } from "../../shared/async/loop.ts";
 import { appendWork } from "../core/work-streams.ts";
 import { INSTALL_WIDE_KEY } from "../core/job-catalogue.ts";
 import type { ControllerLease } from "../core/lease.ts";

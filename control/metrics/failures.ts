@@ -14,7 +14,7 @@ import { decodeFailureExample, type FailureExample } from "../../shared/failure-
 import { FAILURE_KINDS, type FailureKind } from "../../shared/failure-kinds.ts";
 import type { RedisKeys } from "../../shared/redis-keys.ts";
 import { STREAM_CAPS } from "../../shared/redis-keys.ts";
-import { withDeadline } from "../core/redis.ts";
+import { redisDeadline } from "../core/redis.ts";
 import type { Window } from "./ranges.ts";
 
 export interface FailureSummaryRow {
@@ -165,7 +165,7 @@ export async function failureExamples(
   // Each stream is capped (STREAM_CAPS.failures, about that many entries): read each whole,
   // up to the cursor, and page the merge in memory.
   const end = cursor?.id ?? "+";
-  const replies = await withDeadline(deadlineMs, async () => {
+  const replies = await redisDeadline(deadlineMs, async () => {
     const pipeline = redis.pipeline();
     for (const kind of kinds) {
       pipeline.xrevrange(

@@ -17,7 +17,7 @@ import {
 } from "../../shared/metric-windows.ts";
 import type { RedisKeys } from "../../shared/redis-keys.ts";
 import type { Logger } from "../core/logging.ts";
-import { withDeadline } from "../core/redis.ts";
+import { redisDeadline } from "../core/redis.ts";
 import type { Counts } from "./usage-model.ts";
 
 export interface LiveWindowsOptions {
@@ -55,7 +55,7 @@ export class LiveWindows {
     if (ids.length === 0) return { counts, included: true };
     const { redis, keys, deadlineMs } = this.#o;
     try {
-      const replies = await withDeadline(deadlineMs, async () => {
+      const replies = await redisDeadline(deadlineMs, async () => {
         const pipeline = redis.pipeline();
         for (const id of ids) pipeline.hgetall(windowKey(keys, KINDS[kind], id));
         return ((await pipeline.exec()) ?? []).map(([error, hash]) => {

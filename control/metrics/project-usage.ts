@@ -11,7 +11,7 @@ import { errorText } from "../../shared/errors.ts";
 import type { RedisKeys } from "../../shared/redis-keys.ts";
 import { PROXY_STATUSES } from "../../shared/roles.ts";
 import type { Logger } from "../core/logging.ts";
-import { withDeadline } from "../core/redis.ts";
+import { redisDeadline } from "../core/redis.ts";
 import { isUuid } from "../core/store.ts";
 import type { Window } from "./ranges.ts";
 import type { UsageReader } from "./usage.ts";
@@ -111,7 +111,7 @@ export class ProjectUsage {
     const { redis, keys, deadlineMs, logger } = this.#o;
     let ids: string[];
     try {
-      ids = await withDeadline(
+      ids = await redisDeadline(
         deadlineMs,
         () => redis.zrangebyscore(keys.proxyQuarantined, Date.now(), "+inf"),
       );

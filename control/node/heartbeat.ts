@@ -11,17 +11,18 @@
  */
 import type { Redis } from "ioredis";
 import type { Database } from "../../db/client.ts";
-import { errorText, Store, StoreUnavailableError } from "../../shared/errors.ts";
+import { errorText, Store, StoreCheckError, StoreUnavailableError } from "../../shared/errors.ts";
 import {
   type InstanceIdentity,
   withdrawInstanceKeys,
   writeInstanceKeys,
 } from "../../shared/instance-registry.ts";
 import type { RedisKeys } from "../../shared/redis-keys.ts";
-import type { LoopSnapshot } from "../core/loops.ts";
-import { type CycleResult, PeriodicLoop } from "../core/loops.ts";
+import type { LoopSnapshot } from "../../shared/async/loop.ts";
+import { type CycleResult, PeriodicLoop } from "../../shared/async/loop.ts";
 import type { Logger } from "../core/logging.ts";
-import { DeadlineError, withDeadline } from "../core/redis.ts";
+import { redisDeadline } from "../core/redis.ts";
+import { withDeadline } from "../../shared/async/deadline.ts";
 import type { RuntimeSnapshot } from "../roles/runtime.ts";
 import type { LoopLagSnapshot } from "./loop-lag.ts";
 
@@ -69,13 +70,7 @@ export interface HeartbeatOptions {
   report(): ProcessReport;
 }
 
-/** A beat where a store did not answer: a failed run of the heartbeat. */
-export class StoreCheckError extends Error {
-  constructor(message: string) {
-    super(message);
-    this.name = "StoreCheckError";
-  }
-}
+export { StoreCheckError };
 
 const neverAnswered = (): StoreStatus => ({ ok: false, last_ok_at: null, error: null });
 
@@ -87,7 +82,7 @@ function failureText(error: unknown): string {
   return errorText(error);
 }
 
-export class Heartbeat extends PeriodicLoop {
+export class Heartbeat extends PeriodicLoop<Logger> {
   readonly #options: HeartbeatOptions;
   readonly #stores: StoreStatuses = { postgres: neverAnswered(), redis: neverAnswered() };
   /** The SELECT 1 still running, if one outlived its beat: at most one at a time. */
@@ -136,7 +131,7 @@ export class Heartbeat extends PeriodicLoop {
     if (!this.#wroteKeys) return;
     const { redis, keys, instance, redisDeadlineMs, logger } = this.#options;
     try {
-      await withDeadline(redisDeadlineMs, () => withdrawInstanceKeys(redis, keys, instance));
+      await redisDeadline(redisDeadlineMs, () => withdrawInstanceKeys(redis, keys, instance));
       this.#wroteKeys = false;
     } catch (error) {
       logger.warn(
@@ -158,14 +153,10 @@ export class Heartbeat extends PeriodicLoop {
       void check.finally(() => {
         if (this.#postgresCheck === check) this.#postgresCheck = undefined;
       });
-      let timer: ReturnType<typeof setTimeout> | undefined;
-      const outcome = await Promise.race([
-        check,
-        new Promise<DeadlineError>((resolve) => {
-          timer = setTimeout(() => resolve(new DeadlineError(timeoutMs)), timeoutMs);
-        }),
-      ]);
-      clearTimeout(timer);
+      // The check never rejects (it resolves to its error); the deadline's error is caught.
+      const outcome = await withDeadline("Postgres check", timeoutMs, () => check).catch(
+        (e: unknown) => e,
+      );
       if (outcome !== undefined) error = failureText(outcome);
     }
     this.#note(status, error);
@@ -195,7 +186,7 @@ export class Heartbeat extends PeriodicLoop {
     };
     let error: string | undefined;
     try {
-      await withDeadline(
+      await redisDeadline(
         redisDeadlineMs,
         () => writeInstanceKeys(redis, keys, instance, registration, JSON.stringify(snapshot)),
       );

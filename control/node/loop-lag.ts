@@ -11,7 +11,7 @@ import {
   type LoopLagSnapshot,
   LoopLagWindows,
 } from "../../shared/loop-lag.ts";
-import { type CycleResult, PeriodicLoop } from "../core/loops.ts";
+import { type CycleResult, PeriodicLoop } from "../../shared/async/loop.ts";
 import type { Logger } from "../core/logging.ts";
 
 export type { LoopLagSnapshot };
@@ -24,7 +24,7 @@ export interface LoopLagOptions {
   warnMs?: number;
 }
 
-export class LoopLagMonitor extends PeriodicLoop {
+export class LoopLagMonitor extends PeriodicLoop<Logger> {
   readonly #windows: LoopLagWindows;
 
   constructor(options: LoopLagOptions) {

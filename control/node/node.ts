@@ -25,7 +25,7 @@ import type { ControlSettings } from "../../shared/settings.ts";
 import type { ApiDeps, MetricsText, ProcessInfo, Readiness } from "../api/deps.ts";
 import { ChangeLog } from "../core/changelog.ts";
 import { createLogger, type Logger } from "../core/logging.ts";
-import { sleep } from "../core/loops.ts";
+import { sleep } from "../../shared/async/sleep.ts";
 import { createRedis } from "../core/redis.ts";
 import { JobQueue } from "../core/job-queue.ts";
 import { readProvidersDir } from "../vendors/catalogue.ts";

@@ -10,7 +10,7 @@ import type { ProviderRegistry } from "../../shared/providers/registry.ts";
 import type { RedisKeys } from "../../shared/redis-keys.ts";
 import { Store } from "../../shared/errors.ts";
 import type { ControlSettings } from "../../shared/settings.ts";
-import type { Loop } from "../core/loops.ts";
+import type { Loop } from "../../shared/async/loop.ts";
 import { FeedBuilder } from "../feed/builder.ts";
 import { ControllerLease, type LeaseSnapshot } from "../core/lease.ts";
 import { JobProducer } from "../jobs/producers.ts";

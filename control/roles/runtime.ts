@@ -7,7 +7,7 @@ import type { Store } from "../../shared/errors.ts";
 import { errorText } from "../../shared/errors.ts";
 import type { Role } from "../../shared/roles.ts";
 import type { Logger } from "../core/logging.ts";
-import type { Loop, LoopSnapshot } from "../core/loops.ts";
+import type { Loop, LoopSnapshot } from "../../shared/async/loop.ts";
 import { TaskSet } from "../core/tasks.ts";
 
 export type RuntimeName = Exclude<Role, "all">;

@@ -6,7 +6,7 @@
 import { randomBytes } from "node:crypto";
 import { Store } from "../../shared/errors.ts";
 import { JobKind } from "../../shared/roles.ts";
-import type { Loop } from "../core/loops.ts";
+import type { Loop } from "../../shared/async/loop.ts";
 import { buildJobs, HANDLED_KINDS, type JobDeps } from "../jobs/handlers.ts";
 import { JobRunner } from "../jobs/runner.ts";
 import { describeHealthEcho, type HealthEcho, healthEcho } from "../jobs/health-echo.ts";

@@ -6,7 +6,7 @@
  */
 import { errorText } from "../../shared/errors.ts";
 import type { ControlDeps } from "../core/deps.ts";
-import { withDeadline } from "../core/redis.ts";
+import { redisDeadline } from "../core/redis.ts";
 
 type HealthViewDeps = Pick<ControlDeps, "redis" | "keys" | "settings" | "logger">;
 
@@ -20,7 +20,7 @@ export async function readLastChecks(
   try {
     const pipeline = deps.redis.pipeline();
     for (const id of proxyIds) pipeline.hget(deps.keys.proxyHealth(id), "checked_at");
-    const replies = await withDeadline(
+    const replies = await redisDeadline(
       deps.settings.redisRequestTimeoutMs,
       async () => (await pipeline.exec()) ?? [],
     );

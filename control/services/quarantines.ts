@@ -11,7 +11,7 @@
 import { ConflictError, errorText } from "../../shared/errors.ts";
 import { STREAM_CAPS } from "../../shared/redis-keys.ts";
 import type { ControlDeps } from "../core/deps.ts";
-import { withDeadline } from "../core/redis.ts";
+import { redisDeadline } from "../core/redis.ts";
 
 type QuarantineDeps = Pick<ControlDeps, "redis" | "keys" | "settings" | "logger">;
 
@@ -54,7 +54,7 @@ export async function readQuarantines(
   const found = new Map<string, number>();
   if (proxyIds.length === 0) return found;
   try {
-    const scores = await withDeadline(
+    const scores = await redisDeadline(
       deps.settings.redisRequestTimeoutMs,
       () => deps.redis.zmscore(deps.keys.proxyQuarantined, ...proxyIds),
     );
@@ -82,11 +82,11 @@ export async function liftQuarantine(
 ): Promise<void> {
   const { redis, keys } = deps;
   const deadlineMs = deps.settings.redisRequestTimeoutMs;
-  const score = await withDeadline(deadlineMs, () => redis.zscore(keys.proxyQuarantined, proxyId));
+  const score = await redisDeadline(deadlineMs, () => redis.zscore(keys.proxyQuarantined, proxyId));
   if (score === null || Number(score) <= nowMs) {
     throw new ConflictError("The proxy is not quarantined");
   }
-  const replies = await withDeadline(
+  const replies = await redisDeadline(
     deadlineMs,
     () =>
       redis.multi()

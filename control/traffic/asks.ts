@@ -9,7 +9,7 @@ import { randomUUID } from "node:crypto";
 import type { Redis } from "ioredis";
 import { type RedisKeys, STREAM_CAPS } from "../../shared/redis-keys.ts";
 import { JobKind } from "../../shared/roles.ts";
-import { withDeadline } from "../core/redis.ts";
+import { redisDeadline } from "../core/redis.ts";
 
 type AskDeps = { redis: Redis; keys: RedisKeys };
 
@@ -25,7 +25,7 @@ export async function askPending(
 ): Promise<void> {
   if (subjects.length === 0) return;
   const { redis, keys } = deps;
-  await withDeadline(deadlineMs, async () => {
+  await redisDeadline(deadlineMs, async () => {
     const multi = redis.multi();
     for (const subject of subjects) {
       multi.hset(keys.trafficPending, subject, randomUUID());

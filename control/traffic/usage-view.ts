@@ -17,7 +17,7 @@ import {
 } from "../../shared/metric-windows.ts";
 import { type TrafficSubject, trafficSubjectKey } from "../../shared/traffic-subjects.ts";
 import type { ControlDeps } from "../core/deps.ts";
-import { withDeadline } from "../core/redis.ts";
+import { redisDeadline } from "../core/redis.ts";
 import { blockedNow, costOf, type TrafficStatus, trafficStatus } from "./rules.ts";
 import { readUsage, type SubjectRow } from "./usage.ts";
 
@@ -111,7 +111,7 @@ async function readRuntime(
   const { redis, keys } = deps;
   const subjectKeys = rows.map((row) => trafficSubjectKey(row.subject));
   try {
-    const replies = await withDeadline(deps.settings.redisRequestTimeoutMs, async () => {
+    const replies = await redisDeadline(deps.settings.redisRequestTimeoutMs, async () => {
       const pipeline = redis.pipeline();
       for (const row of rows) {
         const kind = row.subject.kind === "connector" ? ConnectorWindows : ProjectWindows;

@@ -10,6 +10,9 @@
  */
 import type { InstanceRegistration } from "../../shared/instance-registry.ts";
 import type { Logger } from "../base/log.ts";
+import { errorText } from "../../shared/errors.ts";
+import { withDeadline } from "../../shared/async/deadline.ts";
+import { PeriodicLoop } from "../../shared/async/loop.ts";
 
 /**
  * Where the heartbeat writes the process's keys (instance-store.ts, over the core's Redis client).
@@ -40,11 +43,12 @@ export interface HeartbeatStats {
   last_error: string | null;
 }
 
-function errorText(error: unknown): string {
-  return error instanceof Error ? error.message || error.name : String(error);
-}
-
-export class GatewayHeartbeat {
+/**
+ * On the `PeriodicLoop` base (shared/async/loop.ts): the first beat at the start, then one every
+ * interval, start to start; a failed beat holds its back-off to the interval, so the next still
+ * comes on time.
+ */
+export class GatewayHeartbeat extends PeriodicLoop {
   readonly #o: GatewayHeartbeatOptions;
   readonly #stats: HeartbeatStats = {
     beats: 0,
@@ -52,12 +56,11 @@ export class GatewayHeartbeat {
     consecutive_failures: 0,
     last_error: null,
   };
-  #timer: ReturnType<typeof setTimeout> | undefined;
-  #beating: Promise<void> | undefined;
   #stopping: Promise<void> | undefined;
   #wrote = false;
 
   constructor(options: GatewayHeartbeatOptions) {
+    super({ name: "gateway_heartbeat", intervalMs: options.intervalMs, runAtStart: true });
     this.#o = options;
   }
 
@@ -67,89 +70,62 @@ export class GatewayHeartbeat {
   }
 
   stats(): HeartbeatStats {
-    return { ...this.#stats };
+    return { ...this.#stats, consecutive_failures: this.consecutiveFailures };
   }
 
   /** Beats now, then every interval, start to start. A second start does nothing. */
-  start(): void {
-    if (this.#beating !== undefined || this.#stopping !== undefined) return;
-    this.#schedule(Date.now());
+  override start(): Promise<void> {
+    if (this.#stopping !== undefined) return Promise.resolve();
+    return super.start();
   }
 
   /** Stops beating, waits for a beat under way, withdraws the keys. Safe twice; never rejects. */
-  stop(): Promise<void> {
+  override stop(): Promise<void> {
     this.#stopping ??= (async () => {
-      if (this.#timer !== undefined) clearTimeout(this.#timer);
-      this.#timer = undefined;
       const withdrawn = (async () => {
-        await this.#beating;
+        await super.stop();
         if (!this.#wrote) return;
         await this.#o.store.withdraw();
       })();
       const waitMs = this.#o.stopWaitMs;
-      let timer: ReturnType<typeof setTimeout> | undefined;
       try {
-        await (waitMs === undefined ? withdrawn : Promise.race([
-          withdrawn,
-          new Promise<never>((_, reject) => {
-            timer = setTimeout(
-              () => reject(new Error(`No answer within ${waitMs} ms`)),
-              waitMs,
-            );
-          }),
-        ]));
+        await (waitMs === undefined
+          ? withdrawn
+          : withDeadline("heartbeat withdrawal", waitMs, () => withdrawn));
       } catch (error) {
         this.#o.logger.warn("Heartbeat keys not withdrawn; they expire on their own", {
           error: errorText(error),
         });
       } finally {
-        clearTimeout(timer);
         withdrawn.catch(() => {});
       }
     })();
     return this.#stopping;
   }
 
-  #schedule(dueAtMs: number): void {
-    this.#timer = setTimeout(() => {
-      this.#timer = undefined;
-      if (this.#stopping !== undefined) return;
-      this.#beating = this.#beat().finally(() => {
-        this.#beating = undefined;
-        // Start to start: a slow beat does not push the schedule back.
-        if (this.#stopping === undefined) {
-          this.#schedule(Math.max(dueAtMs + this.#o.intervalMs, Date.now()));
-        }
-      });
-    }, Math.max(0, dueAtMs - Date.now()));
+  /** One beat; a failure is counted by the base and told below. */
+  protected override async cycle(): Promise<void> {
+    const snapshot = await this.#o.report();
+    await this.#o.store.write(
+      { ...this.#o.registration, ttl_ms: this.ttlMs },
+      JSON.stringify(snapshot),
+    );
+    this.#wrote = true;
+    this.#stats.beats++;
   }
 
-  /** One beat; never rejects. */
-  async #beat(): Promise<void> {
-    try {
-      const snapshot = await this.#o.report();
-      await this.#o.store.write(
-        { ...this.#o.registration, ttl_ms: this.ttlMs },
-        JSON.stringify(snapshot),
-      );
-      this.#wrote = true;
-      this.#stats.beats++;
-      if (this.#stats.consecutive_failures > 0) {
-        this.#o.logger.info("Heartbeat written again", {
-          failures: this.#stats.consecutive_failures,
-        });
-      }
-      this.#stats.consecutive_failures = 0;
-    } catch (error) {
-      const text = errorText(error);
-      this.#stats.failures++;
-      this.#stats.consecutive_failures++;
-      if (this.#stats.consecutive_failures === 1) {
-        this.#o.logger.warn("Heartbeat not written; the System page shows this gateway late", {
-          error: text,
-        });
-      }
-      this.#stats.last_error = text;
+  protected override cycleFailed(error: unknown, consecutiveFailures: number): void {
+    const text = errorText(error);
+    this.#stats.failures++;
+    if (consecutiveFailures === 1) {
+      this.#o.logger.warn("Heartbeat not written; the System page shows this gateway late", {
+        error: text,
+      });
     }
+    this.#stats.last_error = text;
+  }
+
+  protected override cycleRecovered(failures: number): void {
+    this.#o.logger.info("Heartbeat written again", { failures });
   }
 }

@@ -6,7 +6,7 @@
 import type { Redis } from "ioredis";
 import { withdrawInstanceKeys, writeInstanceKeys } from "../../shared/instance-registry.ts";
 import type { RedisKeys } from "../../shared/redis-keys.ts";
-import { withDeadline } from "../../shared/routing/sticky/deadline.ts";
+import { withDeadline } from "../../shared/async/deadline.ts";
 import type { InstanceStore } from "./heartbeat.ts";
 
 export function redisInstanceStore(

@@ -11,7 +11,7 @@ import type { Dispatch } from "../../shared/routing/dispatch.ts";
 import { FeedFreshness } from "../../shared/routing/feed-freshness.ts";
 import type { ProvisionRequests } from "../../shared/routing/provision.ts";
 import { CoreRouter } from "../../shared/routing/router.ts";
-import { withDeadline } from "../../shared/routing/sticky/deadline.ts";
+import { withDeadline } from "../../shared/async/deadline.ts";
 import { RedisStickyStore } from "../../shared/routing/sticky/redis-store.ts";
 import type { Logger } from "../base/log.ts";
 

@@ -20,6 +20,9 @@
  *
  * Runtime-neutral: runs under Deno in the gateway and under Node in the tests. It takes the
  * Redis client (ioredis) and a logger; it makes one duplicate connection for its blocking read.
+ * It runs on the `Loop` base (shared/async/loop.ts): a cycle reads the head, the wait for the next
+ * duty is the blocking read of the stream, and the back-off after a failure ends early on a new
+ * entry.
  */
 import type { Redis } from "ioredis";
 import {
@@ -42,6 +45,10 @@ import {
 } from "../../shared/feed/models.ts";
 import { connectorIdOf, parseSection } from "../../shared/feed/sections.ts";
 import type { RedisKeys } from "../../shared/redis-keys.ts";
+import { errorText } from "../../shared/errors.ts";
+import { abortable } from "../../shared/async/abort.ts";
+import { type CycleResult, Loop, UNCOUNTED } from "../../shared/async/loop.ts";
+import { sleep } from "../../shared/async/sleep.ts";
 
 /** What the follower logs through: pino's `(fields, message)` shape. */
 export interface FeedLogger {
@@ -119,15 +126,14 @@ interface Applied {
 /** How often a read that found the head moving starts over before waiting for the entry. */
 const MOVED_ATTEMPTS = 3;
 
-export class FeedFollower {
+export class FeedFollower extends Loop {
   readonly #o: FeedFollowerOptions;
   readonly #recheckMs: number;
   readonly #stopWaitMs: number;
-  readonly #backoff: { initialMs: number; maxMs: number };
   #reader: Redis | undefined;
-  #task: Promise<void> | undefined;
-  #stopping = new AbortController();
   #stopped: Promise<void> | undefined;
+  /** The last cycle read the head: the next waits for an entry (or the re-check) first. */
+  #synced = false;
   #applied: Applied | undefined;
   #appliedAtMs: number | undefined;
   #position: string | undefined;
@@ -135,20 +141,22 @@ export class FeedFollower {
   #sectionsFetched = 0;
   #headReads = 0;
   #failures = 0;
-  #consecutiveFailures = 0;
   #lastError: string | undefined;
   #holding: string | undefined;
   /** A sync in hand: concurrent callers (the loop, `syncNow`) share it. */
   #syncing: Promise<SyncOutcome> | undefined;
 
   constructor(options: FeedFollowerOptions) {
+    super({
+      name: "feed_follower",
+      backoff: {
+        initialMs: options.backoff?.initialMs ?? 500,
+        maxMs: options.backoff?.maxMs ?? 15_000,
+      },
+    });
     this.#o = options;
     this.#recheckMs = options.recheckIntervalMs ?? 30_000;
     this.#stopWaitMs = options.stopWaitMs ?? 2_000;
-    this.#backoff = {
-      initialMs: options.backoff?.initialMs ?? 500,
-      maxMs: options.backoff?.maxMs ?? 15_000,
-    };
   }
 
   /** True once the first feed is applied; stays true (a gateway keeps its last feed). */
@@ -174,40 +182,47 @@ export class FeedFollower {
       sections_fetched: this.#sectionsFetched,
       head_reads: this.#headReads,
       failures: this.#failures,
-      consecutive_failures: this.#consecutiveFailures,
+      consecutive_failures: this.consecutiveFailures,
       last_error: this.#lastError ?? null,
       holding: this.#holding ?? null,
     };
   }
 
-  /** Starts following; a second call does nothing, and a stopped follower does not restart. */
-  start(): void {
-    if (this.#task || this.#stopping.signal.aborted) return;
+  /**
+   * Starts following; a second call does nothing, and a stopped follower does not restart.
+   * Resolves at once, unlike the base's task (the gateway's core awaits its start): the loop
+   * runs on until `stop()`, and a loop that broke is logged here.
+   */
+  override start(): Promise<void> {
+    if (this.#reader !== undefined || this.#stopped !== undefined) return Promise.resolve();
     this.#reader = this.#o.redis.duplicate();
     // Errors surface on the commands; an 'error' event nobody hears must not end the process.
     this.#reader.on("error", () => {});
-    this.#task = this.#run(this.#stopping.signal).catch((error) => {
-      this.#o.logger.error({ error: text(error) }, "Feed follower stopped on an error");
+    super.start().catch((error) => {
+      this.#o.logger.error({ error: errorText(error) }, "Feed follower stopped on an error");
     });
+    return Promise.resolve();
   }
 
   /**
    * Stops following and closes the follower's own connection. Never raises; safe twice; settles
    * within `stopWaitMs` whatever Redis does.
    */
-  stop(): Promise<void> {
+  override stop(): Promise<void> {
     this.#stopped ??= (async () => {
-      this.#stopping.abort();
+      // The base aborts the loop's signal before its first wait, so the read below fails
+      // after the abort and is not counted.
+      const stopping = super.stop();
       // A blocked read cannot be cancelled on its connection; closing the connection ends it,
       // but not a read queued while the client reconnects (ioredis leaves it pending for ever),
       // so the loop stops waiting on the stop signal, not on the read.
       this.#reader?.disconnect();
-      await this.#task;
+      await stopping;
       // A read of the head on the process's client fails at the client's next reconnect; the
       // stop waits for it a bounded while only.
       const syncing = this.#syncing;
       if (syncing !== undefined) {
-        await untilAbortOr(syncing, AbortSignal.timeout(this.#stopWaitMs)).catch(() => {});
+        await abortable(syncing, AbortSignal.timeout(this.#stopWaitMs)).catch(() => {});
       }
     })();
     return this.#stopped;
@@ -224,36 +239,52 @@ export class FeedFollower {
     return this.#syncing;
   }
 
-  async #run(signal: AbortSignal): Promise<void> {
-    const reader = this.#reader!;
-    while (!signal.aborted) {
-      try {
-        // The position is taken before the head is read: an entry appended after it wakes the
-        // blocked read below, so no publish can fall between the read and the wait.
-        this.#position ??= await untilAbortOr(this.#tail(reader), signal);
-        // A head that kept moving is left to the entry of the compile that moved it, which
-        // wakes the read below at once (it came after the position).
-        await untilAbortOr(this.syncNow(), signal);
-        this.#succeeded();
-        const reply = await untilAbortOr(
-          reader.xread(
-            "COUNT",
-            1000,
-            "BLOCK",
-            this.#recheckMs,
-            "STREAMS",
-            this.#o.keys.feedStream,
-            this.#position,
-          ),
-          signal,
-        );
-        const entries = reply?.[0]?.[1];
-        if (entries && entries.length > 0) this.#position = entries[entries.length - 1][0];
-      } catch (error) {
-        if (signal.aborted) return;
-        this.#failed(error);
-        await this.#backOff(reader, signal);
-      }
+  /**
+   * One read of the head. The position is taken before the head is read: an entry appended
+   * after it wakes the blocked read of the next duty, so no publish can fall between the read
+   * and the wait. A head that kept moving is left to the entry of the compile that moved it,
+   * which wakes that read at once (it came after the position).
+   */
+  protected override async cycle(signal: AbortSignal): Promise<CycleResult> {
+    try {
+      this.#position ??= await abortable(this.#tail(this.#reader!), signal);
+      await abortable(this.syncNow(), signal);
+    } catch (error) {
+      // A stop is not a failure.
+      if (signal.aborted) return UNCOUNTED;
+      throw error;
+    }
+    this.#synced = true;
+  }
+
+  /**
+   * After a read of the head, the blocking read of the stream: an entry, or the re-check
+   * interval. A read that fails counts as a failed cycle and is backed off; after a failure the
+   * head is read again at once (the back-off was waited already).
+   */
+  protected override async nextDuty(signal: AbortSignal): Promise<void> {
+    if (!this.#synced) return;
+    this.#synced = false;
+    const startedAt = Date.now();
+    try {
+      const reply = await abortable(
+        this.#reader!.xread(
+          "COUNT",
+          1000,
+          "BLOCK",
+          this.#recheckMs,
+          "STREAMS",
+          this.#o.keys.feedStream,
+          this.#position!,
+        ),
+        signal,
+      );
+      const entries = reply?.[0]?.[1];
+      if (entries && entries.length > 0) this.#position = entries[entries.length - 1][0];
+    } catch (error) {
+      if (signal.aborted) return;
+      this.recordFailure(startedAt, error);
+      await this.backOff(this.backoffDelayMs(this.consecutiveFailures, startedAt), signal);
     }
   }
 
@@ -263,12 +294,12 @@ export class FeedFollower {
    * good publish for a back-off of up to 15 s. When the stream cannot be read either (Redis
    * away), the rest of the back-off is slept.
    */
-  async #backOff(reader: Redis, signal: AbortSignal): Promise<void> {
-    const delayMs = this.#delayMs();
+  protected override async backOff(delayMs: number, signal: AbortSignal): Promise<void> {
+    const reader = this.#reader!;
     const until = Date.now() + delayMs;
     if (this.#position !== undefined) {
       try {
-        const reply = await untilAbortOr(
+        const reply = await abortable(
           reader.xread(
             "COUNT",
             1000,
@@ -289,7 +320,8 @@ export class FeedFollower {
         // Counted by the read that follows, which fails the same way.
       }
     }
-    await sleep(Math.max(0, until - Date.now()), signal);
+    // A stop ends the wait (sleep rejects for nothing else).
+    await sleep(Math.max(0, until - Date.now()), signal).catch(() => {});
   }
 
   /** The id of the stream's last entry, `0-0` when it has none. */
@@ -416,34 +448,25 @@ export class FeedFollower {
     this.#o.logger.warn({ reason, applied: this.#applied?.digest ?? null }, message);
   }
 
-  #succeeded(): void {
-    if (this.#consecutiveFailures > 0) {
-      this.#o.logger.info({ failures: this.#consecutiveFailures }, "Feed reads recovered");
-    }
-    this.#consecutiveFailures = 0;
+  protected override cycleRecovered(failures: number): void {
+    this.#o.logger.info({ failures }, "Feed reads recovered");
   }
 
-  #failed(error: unknown): void {
+  protected override cycleFailed(error: unknown, consecutiveFailures: number): void {
     this.#failures += 1;
-    this.#consecutiveFailures += 1;
-    const message = text(error);
+    const message = errorText(error);
     // One line per streak and cause: a lasting fault must not flood the log.
-    if (message !== this.#lastError || this.#consecutiveFailures === 1) {
+    if (message !== this.#lastError || consecutiveFailures === 1) {
       this.#o.logger.error(
         {
           error: message,
-          failures: this.#consecutiveFailures,
+          failures: consecutiveFailures,
           applied: this.#applied?.digest ?? null,
         },
         "Feed read failed; keeping the feed applied",
       );
     }
     this.#lastError = message;
-  }
-
-  #delayMs(): number {
-    const { initialMs, maxMs } = this.#backoff;
-    return Math.min(maxMs, initialMs * 2 ** Math.min(this.#consecutiveFailures - 1, 30));
   }
 }
 
@@ -455,45 +478,4 @@ async function execAll<T extends unknown[]>(
   if (!replies) throw new Error("Feed read transaction was discarded");
   for (const [error] of replies) if (error) throw error;
   return replies.map(([, value]) => value) as T;
-}
-
-function text(error: unknown): string {
-  return error instanceof Error ? error.message || error.name : String(error);
-}
-
-/** Stopped: what the loop waited for is left to settle on its own. */
-class Stopped extends Error {
-  constructor() {
-    super("Feed follower stopped");
-    this.name = "Stopped";
-  }
-}
-
-/**
- * `pending`, or a rejection with `Stopped` once `signal` aborts: a command queued on a client
- * that never reconnects (Redis gone, the client closed) would otherwise hold the caller for ever.
- */
-function untilAbortOr<T>(pending: Promise<T>, signal: AbortSignal): Promise<T> {
-  if (signal.aborted) {
-    pending.catch(() => {});
-    return Promise.reject(new Stopped());
-  }
-  return new Promise<T>((resolve, reject) => {
-    const onAbort = () => reject(new Stopped());
-    signal.addEventListener("abort", onAbort, { once: true });
-    pending.then(resolve, reject).finally(() => signal.removeEventListener("abort", onAbort));
-  });
-}
-
-function sleep(ms: number, signal: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    if (signal.aborted) return resolve();
-    const done = () => {
-      clearTimeout(timer);
-      signal.removeEventListener("abort", done);
-      resolve();
-    };
-    const timer = setTimeout(done, ms);
-    signal.addEventListener("abort", done, { once: true });
-  });
 }

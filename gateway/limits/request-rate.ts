@@ -20,8 +20,8 @@
  * Runtime-neutral: the caller passes the Redis client and the script.
  */
 import type { RedisKeys } from "../../shared/redis-keys.ts";
-import { withDeadline } from "../../shared/routing/sticky/deadline.ts";
-import { type LuaScript, runScript, type ScriptClient } from "../metering/scripts.ts";
+import { withDeadline } from "../../shared/async/deadline.ts";
+import { type LuaScript, runScript, type ScriptClient } from "../../shared/lua/loader.ts";
 import { counterSample, type MetricSample } from "../base/metrics.ts";
 
 export interface RequestRate {

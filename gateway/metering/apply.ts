@@ -15,7 +15,7 @@ import {
   WINDOW_SAFETY_TTL_SECONDS,
 } from "../../shared/metric-windows.ts";
 import { DELTA_KINDS, type DeltaKindName, type MeteringWindow } from "./deltas.ts";
-import { type LuaScript, runScript, type ScriptClient } from "./scripts.ts";
+import { type LuaScript, runScript, type ScriptClient } from "../../shared/lua/loader.ts";
 
 export interface PartRow {
   readonly kind: DeltaKindName;

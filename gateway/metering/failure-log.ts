@@ -24,7 +24,9 @@ import { FAILURE_KINDS, type FailureKind } from "../../shared/failure-kinds.ts";
 import { type RedisKeys, STREAM_CAPS } from "../../shared/redis-keys.ts";
 import { scrubText } from "../base/scrub.ts";
 import { counterSample, type MetricSample } from "../base/metrics.ts";
-import { withDeadline } from "../../shared/routing/sticky/deadline.ts";
+import { withDeadline } from "../../shared/async/deadline.ts";
+import { Loop } from "../../shared/async/loop.ts";
+import { errorText } from "../../shared/errors.ts";
 import type { PublisherLogger } from "./publisher.ts";
 
 export const FAILURE_LOG_INTERVAL_MS = 5_000;
@@ -71,11 +73,11 @@ interface Pending {
   messages: Set<string>;
 }
 
-function errorText(error: unknown): string {
-  return error instanceof Error ? error.message || error.name : String(error);
-}
-
-export class FailureLog implements FailureRecorder {
+/**
+ * On the `Loop` base (shared/async/loop.ts): a write every interval, measured from the end of the
+ * last; a cycle never throws (its failures are counted and logged below).
+ */
+export class FailureLog extends Loop implements FailureRecorder {
   readonly #o: FailureLogOptions;
   readonly #intervalMs: number;
   readonly #maxPerCycle: number;
@@ -87,7 +89,6 @@ export class FailureLog implements FailureRecorder {
   #recorded = 0;
   #pending = new Map<string, Pending>();
   #pendingExamples = 0;
-  #timer: ReturnType<typeof setTimeout> | undefined;
   /** The write under way: one at a time. */
   #writing: Promise<void> | undefined;
   #closing: Promise<void> | undefined;
@@ -100,6 +101,7 @@ export class FailureLog implements FailureRecorder {
   #lastError: string | null = null;
 
   constructor(options: FailureLogOptions) {
+    super({ name: "failure_log" });
     this.#o = options;
     this.#intervalMs = options.intervalMs ?? FAILURE_LOG_INTERVAL_MS;
     this.#maxPerCycle = options.maxExamplesPerCycle ?? MAX_EXAMPLES_PER_CYCLE;
@@ -135,10 +137,10 @@ export class FailureLog implements FailureRecorder {
     }
   }
 
-  /** Starts writing every interval; a second start does nothing. */
-  start(): void {
-    if (this.#timer !== undefined || this.#closing !== undefined) return;
-    this.#arm();
+  /** Starts writing every interval; a second start does nothing, nor a start after a close. */
+  override start(): Promise<void> {
+    if (this.#closing !== undefined) return Promise.resolve();
+    return super.start();
   }
 
   /** Writes what is pending now (after the write under way); never rejects. */
@@ -150,24 +152,23 @@ export class FailureLog implements FailureRecorder {
     await this.#writing;
   }
 
-  /** Stops the timer and writes what is pending once more. Safe twice; never rejects. */
-  close(): Promise<void> {
+  /** Stops the loop and writes what is pending once more. Safe twice; never rejects. */
+  override close(): Promise<void> {
     this.#closing ??= (async () => {
-      if (this.#timer !== undefined) clearTimeout(this.#timer);
-      this.#timer = undefined;
+      await this.stop();
       await this.publishNow();
     })();
     return this.#closing;
   }
 
-  #arm(): void {
-    this.#timer = setTimeout(() => {
-      this.#timer = undefined;
-      if (this.#closing !== undefined) return;
-      void this.publishNow().finally(() => {
-        if (this.#closing === undefined) this.#arm();
-      });
-    }, this.#intervalMs);
+  /** One interval after the last write ended (or the start); a close cuts it. */
+  protected override nextDuty(signal: AbortSignal): Promise<void> {
+    return this.waitFor(this.#intervalMs, signal);
+  }
+
+  /** Never throws: a failed write is counted and logged below. */
+  protected override async cycle(): Promise<void> {
+    await this.publishNow();
   }
 
   /** One pipeline of XADDs, one per example; never rejects. */

@@ -9,7 +9,7 @@
 import meteringApplyLua from "../../shared/lua/metering_apply.lua" with { type: "text" };
 import rateWindowLua from "../../shared/lua/rate_window.lua" with { type: "text" };
 import projectRateLeaseLua from "../../shared/lua/project_rate_lease.lua" with { type: "text" };
-import { type LuaScript, registerScript } from "./scripts.ts";
+import { type LuaScript, registerScript } from "../../shared/lua/loader.ts";
 
 export function loadMeteringScript(): Promise<LuaScript> {
   return registerScript("metering_apply", meteringApplyLua);

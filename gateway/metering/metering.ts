@@ -16,6 +16,7 @@
  * Runtime-neutral: the caller passes the Redis client and the script's source (gateway/metering/
  * lua.ts under Deno).
  */
+import { normaliseHost } from "../../shared/net/host.ts";
 import { SlotSet } from "../base/slot-set.ts";
 import type { Client, Outcome, Refusal, Target } from "../../shared/routing/contract.ts";
 import { AttemptFailureKind } from "../../shared/failure-kinds.ts";
@@ -55,7 +56,7 @@ import {
 import type { FailureRecorder } from "./failure-log.ts";
 import { Meter, type MeterKeys, type MeterSink } from "./meter.ts";
 import { BatchPublisher, type PublisherLogger, type PublisherStats } from "./publisher.ts";
-import type { LuaScript, ScriptClient } from "./scripts.ts";
+import type { LuaScript, ScriptClient } from "../../shared/lua/loader.ts";
 
 /** Production cadence; tests shorten it through the option. */
 export const METERING_INTERVAL_MS = 5_000;
@@ -150,12 +151,9 @@ const UNDESCRIBED: Omit<FailureNote, "protocol"> = {
   message: "The transfer failed without saying how",
 };
 
-/** Lower case, without IPv6 brackets or a root dot, and of bounded length. */
-export function normaliseHost(host: string): string {
-  let text = host.toLowerCase();
-  if (text.startsWith("[") && text.endsWith("]")) text = text.slice(1, -1);
-  if (text.endsWith(".") && text.length > 1) text = text.slice(0, -1);
-  return text.slice(0, MAX_HOST_CHARS) || "(none)";
+/** How metering counts a host: normalised (shared/net/host.ts), of bounded length, never empty. */
+export function meteredHost(host: string): string {
+  return normaliseHost(host).slice(0, MAX_HOST_CHARS) || "(none)";
 }
 
 export class RequestMetering implements TransferHooks {
@@ -285,7 +283,7 @@ export class RequestMetering implements TransferHooks {
     if (cached !== undefined) return cached;
     const { proxyId, connectorId } = upstream;
     const keys = this.#keys;
-    const host = normaliseHost(rawHost);
+    const host = meteredHost(rawHost);
     const meterKeys: MeterKeys = {
       proxy: keys.metricWindow(ProxyWindows.name, ProxyWindows.formatKey(proxyId)),
       project: keys.metricWindow(ProjectWindows.name, ProjectWindows.formatKey(projectId)),

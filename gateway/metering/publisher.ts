@@ -6,8 +6,12 @@
  * window, so an outage costs memory per entity, not per request.
  *
  * The loop never throws: a failed send is counted and logged once per failure streak, and the
- * next try comes at the next interval. Runtime-neutral (timers and promises only).
+ * next try comes at the next interval (measured from the end of a cycle; the `Loop` base's
+ * schedule, shared/async/loop.ts). Runtime-neutral (timers and promises only).
  */
+import { errorText } from "../../shared/errors.ts";
+import { withDeadline } from "../../shared/async/deadline.ts";
+import { Loop } from "../../shared/async/loop.ts";
 
 export interface PublisherLogger {
   info(message: string, fields?: Readonly<Record<string, unknown>>): void;
@@ -42,36 +46,11 @@ export interface PublisherStats {
   lastError: string | null;
 }
 
-class DeadlineError extends Error {
-  constructor(ms: number) {
-    super(`No reply within ${ms} ms`);
-    this.name = "DeadlineError";
-  }
-}
-
-function withDeadline<T>(work: Promise<T>, ms: number): Promise<T> {
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  const deadline = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new DeadlineError(ms)), Math.max(0, ms));
-  });
-  // A late reply or failure after the deadline is dropped: the part is still owed and a resend
-  // is applied at most once.
-  work.catch(() => {});
-  return Promise.race([work, deadline]).finally(() => clearTimeout(timer));
-}
-
-function errorText(error: unknown): string {
-  if (error instanceof Error) return error.message || error.name;
-  return String(error);
-}
-
-export class BatchPublisher<Part> {
+export class BatchPublisher<Part> extends Loop {
   readonly #o: BatchPublisherOptions<Part>;
   #owed: Part[] = [];
   /** The cycle in hand: cycles never overlap. */
   #turn: Promise<boolean> = Promise.resolve(true);
-  #loop: Promise<void> | undefined;
-  #wake: (() => void) | undefined;
   #closing: Promise<void> | undefined;
   readonly #stats: PublisherStats = {
     sends: 0,
@@ -83,6 +62,8 @@ export class BatchPublisher<Part> {
   };
 
   constructor(options: BatchPublisherOptions<Part>) {
+    // The loop's own lines stay silent: a cycle never throws, its failures are logged below.
+    super({ name: options.name });
     this.#o = options;
   }
 
@@ -95,10 +76,10 @@ export class BatchPublisher<Part> {
     return { ...this.#stats, owedParts: this.#owed.length };
   }
 
-  /** Starts the periodic loop; a second start does nothing. */
-  start(): void {
-    if (this.#loop || this.#closing) return;
-    this.#loop = this.#run();
+  /** Starts the periodic loop; a second start does nothing, nor a start after a close. */
+  override start(): Promise<void> {
+    if (this.#closing) return Promise.resolve();
+    return super.start();
   }
 
   /**
@@ -112,14 +93,13 @@ export class BatchPublisher<Part> {
   }
 
   /** Stops the loop, then makes one final attempt at what is owed and pending. Safe twice. */
-  close(): Promise<void> {
+  override close(): Promise<void> {
     this.#closing ??= this.#close();
     return this.#closing;
   }
 
   async #close(): Promise<void> {
-    this.#wake?.();
-    await this.#loop;
+    await this.stop();
     const done = await this.publishNow(this.#o.closeTimeoutMs);
     if (!done && this.#owed.length > 0) {
       this.#o.logger?.error("Metering batches not sent before the stop", {
@@ -135,19 +115,14 @@ export class BatchPublisher<Part> {
     }
   }
 
-  async #run(): Promise<void> {
-    while (!this.#closing) {
-      await new Promise<void>((resolve) => {
-        const timer = setTimeout(resolve, this.#o.intervalMs);
-        this.#wake = () => {
-          clearTimeout(timer);
-          resolve();
-        };
-      });
-      this.#wake = undefined;
-      if (this.#closing) return;
-      await this.publishNow();
-    }
+  /** One interval after the last cycle ended (or the start); a close cuts it. */
+  protected override nextDuty(signal: AbortSignal): Promise<void> {
+    return this.waitFor(this.#o.intervalMs, signal);
+  }
+
+  /** Never throws: a failed send is counted and logged below, and owed. */
+  protected override async cycle(): Promise<void> {
+    await this.publishNow();
   }
 
   /** Sends the owed parts in order, then cuts and sends what is new; stops at the first failure. */
@@ -171,7 +146,9 @@ export class BatchPublisher<Part> {
       if (remainingMs <= 0) return false;
       this.#stats.sends++;
       try {
-        await withDeadline(this.#o.send(part), remainingMs);
+        // A late reply or failure after the deadline is dropped: the part is still owed and a
+        // resend is applied at most once.
+        await withDeadline("metering send", remainingMs, () => this.#o.send(part));
       } catch (error) {
         this.#failed(error);
         return false;

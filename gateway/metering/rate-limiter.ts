@@ -15,10 +15,10 @@
 import type { FeedRateLimit } from "../../shared/feed/models.ts";
 import type { RedisKeys } from "../../shared/redis-keys.ts";
 import { STREAM_CAPS } from "../../shared/redis-keys.ts";
-import { withDeadline } from "../../shared/routing/sticky/deadline.ts";
+import { withDeadline } from "../../shared/async/deadline.ts";
 import { counterSample, type MetricSample } from "../base/metrics.ts";
 import type { PublisherLogger } from "./publisher.ts";
-import { type LuaScript, runScript, type ScriptClient } from "./scripts.ts";
+import { type LuaScript, runScript, type ScriptClient } from "../../shared/lua/loader.ts";
 
 /** Proxies with counts waiting for the next write; a request beyond them is not counted. */
 export const MAX_PENDING_PROXIES = 100_000;

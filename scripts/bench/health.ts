@@ -59,10 +59,10 @@ import {
   median,
   residentBytes,
   type Row,
-  sleep,
   type Suite,
   type SuiteContext,
 } from "./suite.ts";
+import { sleep } from "../../shared/async/sleep.ts";
 import { startUpstreams, type Upstreams } from "./upstreams.ts";
 
 const CHECKS_PER_SECOND_BUDGET = 150;

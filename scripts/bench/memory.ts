@@ -36,10 +36,10 @@ import {
   peakBytes,
   residentBytes,
   type Row,
-  sleep,
   type Suite,
   type SuiteContext,
 } from "./suite.ts";
+import { sleep } from "../../shared/async/sleep.ts";
 
 const RSS_BUDGET_MB = 300;
 const CONNECTORS = 20;

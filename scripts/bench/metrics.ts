@@ -23,7 +23,7 @@ import { migrate } from "../../db/migrate.ts";
 import { RequestMetering } from "../../gateway/metering/metering.ts";
 import { redisKeys } from "../../shared/redis-keys.ts";
 import { startHarness } from "../../tests/api/harness.ts";
-import { registerScript } from "../../gateway/metering/scripts.ts";
+import { registerScript } from "../../shared/lua/loader.ts";
 import {
   createTestDatabase,
   deletePrefix,

@@ -26,7 +26,8 @@ import { redisKeys } from "../../shared/redis-keys.ts";
 import { JobKind } from "../../shared/roles.ts";
 import { testSettings } from "../../tests/support/settings.ts";
 import { deletePrefix, TEST_REDIS_URL, testPrefix } from "../../tests/support/stores.ts";
-import { envPositive, median, type Row, sleep, type Suite, type SuiteContext } from "./suite.ts";
+import { envPositive, median, type Row, type Suite, type SuiteContext } from "./suite.ts";
+import { sleep } from "../../shared/async/sleep.ts";
 
 const CPU_SHARE_BUDGET_PERCENT = 1;
 const SETTLE_MS = 10_000;

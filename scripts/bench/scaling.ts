@@ -38,10 +38,10 @@ import {
   median,
   residentBytes,
   type Row,
-  sleep,
   type Suite,
   type SuiteContext,
 } from "./suite.ts";
+import { sleep } from "../../shared/async/sleep.ts";
 
 const DEFAULT_SIZES = [1_000, 10_000, 100_000, 1_000_000];
 const DISPATCH_ITERATIONS = 200_000;

@@ -159,7 +159,3 @@ export async function machineCpuMillis(): Promise<{ busy: number; total: number 
   const idle = fields[3] + fields[4];
   return { busy: ((total - idle) / CLOCK_TICKS) * 1000, total: (total / CLOCK_TICKS) * 1000 };
 }
-
-export function sleep(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms));
-}

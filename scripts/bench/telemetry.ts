@@ -28,10 +28,10 @@ import {
   median,
   percentile,
   type Row,
-  sleep,
   type Suite,
   type SuiteContext,
 } from "./suite.ts";
+import { sleep } from "../../shared/async/sleep.ts";
 
 const BUDGET_MS = 5;
 const WARM_UP_SCRAPES = 200;

@@ -22,7 +22,7 @@ import { TrafficJob } from "../../control/jobs/traffic.ts";
 import { createDatabase } from "../../db/client.ts";
 import { migrate } from "../../db/migrate.ts";
 import { RequestMetering } from "../../gateway/metering/metering.ts";
-import { registerScript } from "../../gateway/metering/scripts.ts";
+import { registerScript } from "../../shared/lua/loader.ts";
 import { redisKeys } from "../../shared/redis-keys.ts";
 import { JobKind } from "../../shared/roles.ts";
 import {

@@ -21,6 +21,7 @@
  * evenly from the run's start, and a request's latency runs from when it was due to start, so
  * falling behind the rate shows in the latency (no coordinated omission).
  */
+import { sleep } from "../../shared/async/sleep.ts";
 import net from "node:net";
 import { Histogram } from "./histogram.ts";
 import { createClientHandshake } from "../../shared/proxy-protocol/handshake.ts";
@@ -157,8 +158,6 @@ function connectBytes(options: LoadOptions): Buffer {
   }
   return Buffer.from(`${head}\r\n`, "latin1");
 }
-
-const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
 /** One persistent client connection for the `http` scenario. */
 class KeepAliveConnection {

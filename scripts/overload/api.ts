@@ -8,7 +8,8 @@
  */
 import { randomBytes } from "node:crypto";
 import { Cluster } from "../../e2e/support/cluster.ts";
-import { formatNumber, median, percentile, type Row, sleep } from "../bench/suite.ts";
+import { formatNumber, median, percentile, type Row } from "../bench/suite.ts";
+import { sleep } from "../../shared/async/sleep.ts";
 import type { OverloadContext } from "./context.ts";
 import { watchProcess, watchRows } from "../bench/process-watch.ts";
 

@@ -20,6 +20,7 @@
  * (the order of the schemas in models.ts) and every list in a stable order, and because a
  * verifier digests the text exactly as stored, never a re-serialisation of it.
  */
+import { FeedIntegrityError } from "../errors.ts";
 
 const encoder = new TextEncoder();
 const decoder = new TextDecoder("utf-8", { fatal: true });
@@ -52,13 +53,7 @@ export interface FeedKeys {
   readonly gatewayTokenHex: string;
 }
 
-/** A section's or manifest's content failed a check: tampered, truncated or another secret. */
-export class FeedIntegrityError extends Error {
-  constructor(message: string, options?: { cause?: unknown }) {
-    super(message, options);
-    this.name = "FeedIntegrityError";
-  }
-}
+export { FeedIntegrityError };
 
 async function hkdf(base: CryptoKey, label: string): Promise<ArrayBuffer> {
   return await crypto.subtle.deriveBits(

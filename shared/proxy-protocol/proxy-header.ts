@@ -18,6 +18,7 @@
  * listeners speak TCP.
  */
 import { dottedQuadValue, formatIPv4, formatIPv6, parseIPv6 } from "./address.ts";
+import { ProxyHeaderError } from "../errors.ts";
 
 /** `\r\n\r\n\0\r\nQUIT\n`: what begins every version 2 header. */
 export const PROXY_V2_SIGNATURE: Uint8Array = Uint8Array.of(
@@ -45,12 +46,7 @@ export const PROXY_V1_MAX_BYTES = 107;
 export const PROXY_V2_MAX_BYTES = 1024;
 const V2_FIXED_BYTES = 16;
 
-export class ProxyHeaderError extends Error {
-  constructor(message: string) {
-    super(message);
-    this.name = "ProxyHeaderError";
-  }
-}
+export { ProxyHeaderError };
 
 export interface ProxyEndpoint {
   /** An IP literal (IPv6 without brackets). */

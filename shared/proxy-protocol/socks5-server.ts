@@ -9,6 +9,7 @@ import { formatIPv4, formatIPv6, HostKind, hostKind, parseIPv4, parseIPv6 } from
 import { utf8Decode } from "./bytes.ts";
 import type { TunnelTarget } from "./types.ts";
 import { SOCKS5_VERSION, Socks5AddressType, Socks5Method, Socks5Reply } from "./socks5.ts";
+import { Socks5ServerError } from "../errors.ts";
 
 /** The username/password sub-negotiation's own version byte (RFC 1929). */
 export const SOCKS5_AUTH_VERSION = 0x01;
@@ -17,15 +18,7 @@ export const Socks5AuthStatus = { success: 0x00, failure: 0x01 } as const;
 /** The longest message a client sends before its tunnel: VER ULEN UNAME(255) PLEN PASSWD(255). */
 export const SOCKS5_MAX_CLIENT_MESSAGE_BYTES = 513;
 
-export class Socks5ServerError extends Error {
-  /** The reply code to send before closing; undefined when nothing may be answered. */
-  readonly reply: number | undefined;
-  constructor(message: string, reply?: number) {
-    super(message);
-    this.name = "Socks5ServerError";
-    this.reply = reply;
-  }
-}
+export { Socks5ServerError };
 
 export interface Socks5Greeting {
   /** The methods the client offers. */

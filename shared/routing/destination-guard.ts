@@ -40,7 +40,7 @@ import {
   v6InCidr,
 } from "../net/ip.ts";
 import { prohibitedDestination, unresolvedDestination } from "./refusals.ts";
-import { normaliseHost } from "./snapshot.ts";
+import { normaliseHost } from "../net/host.ts";
 
 interface Range {
   cidr: Cidr;

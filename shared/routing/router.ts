@@ -14,6 +14,7 @@
  * request (what runs through them finishes). When that connector cannot serve, or the sequence
  * is exhausted, the request is refused with 503 and the reason; no other connector stands in.
  */
+import { normaliseHost } from "../net/host.ts";
 import type { Strategy } from "../roles.ts";
 import type { FeedSections } from "../feed/models.ts";
 import { BoundedMap } from "../bounded-map.ts";
@@ -65,7 +66,6 @@ import {
 import {
   buildSnapshot,
   type ConnectorIndex,
-  normaliseHost,
   placeKey,
   type PlaceRows,
   type ProjectEntry,

@@ -15,6 +15,7 @@
  * registry every process uses; one whose rows are rendered per request (dynamic sessions) serves
  * every place its templates can write, within its declared countries.
  */
+import { normaliseHost } from "../net/host.ts";
 import type {
   ConnectorSection,
   FeedConnector,
@@ -121,14 +122,6 @@ export function placeKey(options: UsernameOptions): string {
   if (options.country === undefined) return "";
   if (options.state === undefined && options.city === undefined) return options.country;
   return `${options.country}/${options.state ?? ""}/${options.city ?? ""}`;
-}
-
-/** Lower case without a trailing dot or brackets: how domain rules and the guard see a host. */
-export function normaliseHost(host: string): string {
-  let h = host.toLowerCase();
-  if (h.startsWith("[") && h.endsWith("]")) h = h.slice(1, -1);
-  if (h.endsWith(".")) h = h.slice(0, -1);
-  return h;
 }
 
 function domainRule(rule: string): string {

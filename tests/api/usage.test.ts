@@ -12,7 +12,7 @@ import { join } from "node:path";
 import { MetricsFlushJob } from "../../control/jobs/metrics-flush.ts";
 import { SystemSnapshotJob } from "../../control/jobs/system-snapshot.ts";
 import { RequestMetering } from "../../gateway/metering/metering.ts";
-import type { LuaScript } from "../../gateway/metering/scripts.ts";
+import type { LuaScript } from "../../shared/lua/loader.ts";
 import { findFreePort, LocalRedis } from "../../scripts/local-stores.ts";
 import { encodeFailureExample, type FailureExample } from "../../shared/failure-examples.ts";
 import { STREAM_CAPS } from "../../shared/redis-keys.ts";

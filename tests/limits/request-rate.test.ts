@@ -8,11 +8,7 @@ import { readFileSync } from "node:fs";
 import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { emptyWaitMs, RequestRateLimiter } from "../../gateway/limits/request-rate.ts";
-import {
-  type LuaScript,
-  registerScript,
-  type ScriptClient,
-} from "../../gateway/metering/scripts.ts";
+import { type LuaScript, registerScript, type ScriptClient } from "../../shared/lua/loader.ts";
 import { type RedisKeys, redisKeys } from "../../shared/redis-keys.ts";
 import { deletePrefix, TEST_REDIS_URL, testPrefix } from "../support/stores.ts";
 import { waitFor } from "../../e2e/support/wait.ts";

@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { FailureLog } from "../../gateway/metering/failure-log.ts";
 import { RequestMetering } from "../../gateway/metering/metering.ts";
 import type { PublisherLogger } from "../../gateway/metering/publisher.ts";
-import type { LuaScript } from "../../gateway/metering/scripts.ts";
+import type { LuaScript } from "../../shared/lua/loader.ts";
 import { renderSamples } from "../../gateway/base/metrics.ts";
 import { decodeFailureExample, type FailureExample } from "../../shared/failure-examples.ts";
 import { FAILURE_KINDS } from "../../shared/failure-kinds.ts";

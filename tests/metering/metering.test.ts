@@ -9,9 +9,9 @@ import { promisify } from "node:util";
 import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { applyPart, type MeteringPart } from "../../gateway/metering/apply.ts";
-import { normaliseHost, RequestMetering } from "../../gateway/metering/metering.ts";
+import { meteredHost, RequestMetering } from "../../gateway/metering/metering.ts";
 import { renderSamples } from "../../gateway/base/metrics.ts";
-import type { LuaScript, ScriptClient } from "../../gateway/metering/scripts.ts";
+import type { LuaScript, ScriptClient } from "../../shared/lua/loader.ts";
 import { type RedisKeys, redisKeys } from "../../shared/redis-keys.ts";
 import { DEMAND_TTL_SECONDS, OTHER_HOST } from "../../shared/metric-windows.ts";
 import { deletePrefix, TEST_REDIS_URL, testPrefix, waitUntil } from "../support/stores.ts";
@@ -119,7 +119,7 @@ describe("request metering", () => {
   it("counts in Redis exactly what was metered, running transfers' bytes included", async () => {
     const keys = freshKeys();
     const clock = new Clock();
-    const tally = new Tally(keys, { now: clock.now, hostOf: (p) => normaliseHost(p.host) });
+    const tally = new Tally(keys, { now: clock.now, hostOf: (p) => meteredHost(p.host) });
     const m = metering(keys, clock);
 
     const short = new SimTransfer(m, tally, plan({ host: "Example.COM." }));

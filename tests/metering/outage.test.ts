@@ -15,7 +15,7 @@ import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { MeteringPart } from "../../gateway/metering/apply.ts";
 import { RequestMetering } from "../../gateway/metering/metering.ts";
-import type { LuaScript } from "../../gateway/metering/scripts.ts";
+import type { LuaScript } from "../../shared/lua/loader.ts";
 import { redisKeys } from "../../shared/redis-keys.ts";
 import { findFreePort, LocalRedis } from "../../scripts/local-stores.ts";
 import { testPrefix } from "../support/stores.ts";

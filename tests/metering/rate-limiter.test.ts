@@ -10,7 +10,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import type { UpstreamChoice } from "../../shared/routing/contract.ts";
 import { RequestMetering } from "../../gateway/metering/metering.ts";
 import { quarantineMs, RateLimiter } from "../../gateway/metering/rate-limiter.ts";
-import type { LuaScript } from "../../gateway/metering/scripts.ts";
+import type { LuaScript } from "../../shared/lua/loader.ts";
 import type { FeedRateLimit } from "../../shared/feed/models.ts";
 import { type RedisKeys, redisKeys } from "../../shared/redis-keys.ts";
 import { findFreePort } from "../../scripts/local-stores.ts";

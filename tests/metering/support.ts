@@ -8,11 +8,7 @@ import type { Redis } from "ioredis";
 import { expect } from "vitest";
 import type { Outcome, Refusal } from "../../shared/routing/contract.ts";
 import type { MeteringPart } from "../../gateway/metering/apply.ts";
-import {
-  type LuaScript,
-  registerScript,
-  type ScriptClient,
-} from "../../gateway/metering/scripts.ts";
+import { type LuaScript, registerScript, type ScriptClient } from "../../shared/lua/loader.ts";
 import type { RequestMetering } from "../../gateway/metering/metering.ts";
 import type { FailedAttempt, FailureNote } from "../../gateway/base/transfer-hooks.ts";
 import {

@@ -8,7 +8,7 @@ import { Redis } from "ioredis";
 import { createDatabase, type Database } from "../../db/client.ts";
 import { migrate } from "../../db/migrate.ts";
 import { RequestMetering } from "../../gateway/metering/metering.ts";
-import type { LuaScript } from "../../gateway/metering/scripts.ts";
+import type { LuaScript } from "../../shared/lua/loader.ts";
 import { type RedisKeys, redisKeys } from "../../shared/redis-keys.ts";
 import type { Logger } from "../../control/core/logging.ts";
 import { SUMS_SQL } from "../../control/metrics/usage-model.ts";

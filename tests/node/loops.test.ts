@@ -10,7 +10,7 @@ import {
   Loop,
   type LoopOptions,
   PeriodicLoop,
-} from "../../control/core/loops.ts";
+} from "../../shared/async/loop.ts";
 import { TaskSet } from "../../control/core/tasks.ts";
 
 interface Line {

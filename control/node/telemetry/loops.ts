@@ -4,7 +4,7 @@
  * its task still exists, and whether the work inside it succeeds.
  */
 import type { Registry } from "prom-client";
-import { LoopState } from "../../core/loops.ts";
+import { LoopState } from "../../../shared/async/loop.ts";
 import { type Scrape, seconds, TelemetryPart } from "./family.ts";
 
 const LOOP_STATES = Object.values(LoopState);

@@ -7,7 +7,7 @@ import type { LeaseSnapshot } from "../../core/lease.ts";
 import type { FeedBuilderSnapshot } from "../../feed/builder.ts";
 import type { JobProducerSnapshot } from "../../jobs/producers.ts";
 import type { FollowerSnapshot } from "../../core/consumers.ts";
-import type { LoopSnapshot } from "../../core/loops.ts";
+import type { LoopSnapshot } from "../../../shared/async/loop.ts";
 import type { JobRunnerSnapshot } from "../../jobs/runner.ts";
 import type { ControllerSnapshot } from "../../roles/controller.ts";
 import type { ProcessSnapshot } from "../heartbeat.ts";

@@ -18,7 +18,7 @@ import {
 import type { RedisKeys } from "../../../shared/redis-keys.ts";
 import { JobKind } from "../../../shared/roles.ts";
 import type { Logger } from "../../core/logging.ts";
-import { withDeadline } from "../../core/redis.ts";
+import { redisDeadline } from "../../core/redis.ts";
 import { runScript } from "../../core/scripts.ts";
 import type { JobQueue } from "../../core/job-queue.ts";
 import type { EntryRecord } from "../pool/contract.ts";
@@ -347,6 +347,6 @@ export class ExtractionService {
   }
 
   #redis<T>(step: () => Promise<T>): Promise<T> {
-    return withDeadline(this.#o.deadlineMs, step);
+    return redisDeadline(this.#o.deadlineMs, step);
   }
 }

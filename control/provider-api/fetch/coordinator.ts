@@ -21,10 +21,10 @@
  */
 import { randomBytes } from "node:crypto";
 import type { Redis } from "ioredis";
-import { errorText } from "../../../shared/errors.ts";
+import { errorText, FetchLeadLostError } from "../../../shared/errors.ts";
 import type { RedisKeys } from "../../../shared/redis-keys.ts";
 import type { Logger } from "../../core/logging.ts";
-import { withDeadline } from "../../core/redis.ts";
+import { redisDeadline } from "../../core/redis.ts";
 import { runScript } from "../../core/scripts.ts";
 import type { FetchKind } from "../answer.ts";
 import type { FetchConfig } from "../config.ts";
@@ -128,13 +128,7 @@ export interface Settlement {
   depleted: boolean;
 }
 
-/** Why a lead's signal aborted. */
-export class FetchLeadLostError extends Error {
-  constructor(reason: string) {
-    super(`Fetch lead lost: ${reason}`);
-    this.name = "FetchLeadLostError";
-  }
-}
+export { FetchLeadLostError };
 
 const RenewReply = { renewed: 1, gone: 0, otherLead: -1, otherGeneration: -2 } as const;
 
@@ -214,7 +208,7 @@ class RedisFetchLead implements FetchLead {
     let reply: number;
     try {
       reply = Number(
-        await withDeadline(
+        await redisDeadline(
           p.replyTimeoutMs,
           () =>
             runScript(p.redis, "pool_lead_renew", [
@@ -252,7 +246,7 @@ class RedisFetchLead implements FetchLead {
       if (!held) return;
       const p = this.#parts;
       try {
-        await withDeadline(
+        await redisDeadline(
           p.replyTimeoutMs,
           () =>
             runScript(p.redis, "lease_release", [p.keys.poolLeader(this.connectorId)], [
@@ -294,7 +288,7 @@ export class FetchCoordinator implements FetchLeader {
 
   #run(name: Parameters<typeof runScript>[1], keys: string[], args: (string | number)[]) {
     const redis = this.#parts.redis;
-    return withDeadline(this.#parts.replyTimeoutMs, () => runScript(redis, name, keys, args));
+    return redisDeadline(this.#parts.replyTimeoutMs, () => runScript(redis, name, keys, args));
   }
 
   /**

@@ -23,7 +23,7 @@
  */
 import { errorText, VendorCallError } from "../../../shared/errors.ts";
 import type { Logger } from "../../core/logging.ts";
-import { sleep } from "../../core/loops.ts";
+import { sleep } from "../../../shared/async/sleep.ts";
 import type { PoolStore } from "../pool/contract.ts";
 import {
   answerKind,
@@ -193,7 +193,8 @@ export class ProviderRefiller implements Refiller {
             const waitMs = reservation.reason === "in_flight"
               ? Math.min(reservation.waitMs, PERMIT_POLL_MS)
               : reservation.waitMs;
-            await Promise.race([sleep(waitMs, stop), ...running]);
+            // A stop ends the wait; the loop's own check sees it (sleep rejects for nothing else).
+            await Promise.race([sleep(waitMs, stop).catch(() => {}), ...running]);
             continue;
           }
           stoppedBy = reservation.reason;

@@ -7,7 +7,7 @@
 import { NotFoundError } from "../../../shared/errors.ts";
 import { ConnectorKind } from "../../../shared/roles.ts";
 import type { ControlDeps } from "../../core/deps.ts";
-import { withDeadline } from "../../core/redis.ts";
+import { redisDeadline } from "../../core/redis.ts";
 import { readProviderApiConfig } from "../config.ts";
 import { FetchCoordinator } from "../fetch/coordinator.ts";
 import type { ConnectorRow } from "../../model/connectors.ts";
@@ -64,7 +64,7 @@ export async function poolView(
     coordinators.set(deps.redis, coordinator);
   }
   const fetches = coordinator;
-  const [counts, stats] = await withDeadline(
+  const [counts, stats] = await redisDeadline(
     deps.settings.redisRequestTimeoutMs,
     () => Promise.all([poolStoreOf(deps).counts(connector.id), fetches.stats(connector.id)]),
   );

@@ -8,7 +8,7 @@
 import type { Redis } from "ioredis";
 import type { RedisKeys } from "../../../shared/redis-keys.ts";
 import type { Logger } from "../../core/logging.ts";
-import type { CycleResult, LoopSnapshot } from "../../core/loops.ts";
+import type { CycleResult, LoopSnapshot } from "../../../shared/async/loop.ts";
 import type { ConnectorSection } from "../../../shared/feed/models.ts";
 import type { ControllerLease } from "../../core/lease.ts";
 import { LeasedPeriodicLoop } from "../../core/leased.ts";

@@ -4,13 +4,9 @@
  * Chunk data is skipped by its size, so only the size lines are looked at byte by byte.
  * `decode` also takes the framing out, in place, for a client that cannot read it (HTTP/1.0).
  */
+import { ChunkedError } from "../../../shared/errors.ts";
 
-export class ChunkedError extends Error {
-  constructor(message: string) {
-    super(message);
-    this.name = "ChunkedError";
-  }
-}
+export { ChunkedError };
 
 const SIZE_FIRST = 0;
 const SIZE = 1;

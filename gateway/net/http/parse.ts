@@ -17,16 +17,9 @@ import {
 } from "../../../shared/proxy-protocol/http-head.ts";
 import type { Target } from "../../../shared/routing/contract.ts";
 import type { HeaderField } from "../../base/admission.ts";
+import { HeadError } from "../../../shared/errors.ts";
 
-/** A request the gateway answers itself, status and a short reason, then closes. */
-export class HeadError extends Error {
-  readonly status: 400 | 431;
-  constructor(status: 400 | 431, message: string) {
-    super(message);
-    this.name = "HeadError";
-    this.status = status;
-  }
-}
+export { HeadError };
 
 export type { HeaderField };
 

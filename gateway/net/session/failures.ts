@@ -5,7 +5,7 @@
  * name status and reply codes only. The failure log's message (`failureNote`) quotes the request
  * and the error, scrubbed (gateway/base/scrub.ts).
  */
-import { errorChainText } from "../../../shared/errors.ts";
+import { ClientBodyError, ClientGoneError, errorChainText } from "../../../shared/errors.ts";
 import { AttemptFailureKind } from "../../../shared/failure-kinds.ts";
 import { formatAuthority } from "../../../shared/proxy-protocol/address.ts";
 import {
@@ -25,21 +25,7 @@ import { scrubText } from "../../base/scrub.ts";
 import type { Answer } from "../http/answers.ts";
 import type { FailureNote, RequestProtocol } from "../../base/transfer-hooks.ts";
 
-/** The client went away or broke the exchange: nothing to answer, the proxy is not at fault. */
-export class ClientGoneError extends Error {
-  constructor(message = "Client closed the connection", options?: { cause?: unknown }) {
-    super(message, options);
-    this.name = "ClientGoneError";
-  }
-}
-
-/** The client's request body was not what its framing said (400 if nothing was answered). */
-export class ClientBodyError extends Error {
-  constructor(message: string) {
-    super(message);
-    this.name = "ClientBodyError";
-  }
-}
+export { ClientBodyError, ClientGoneError };
 
 export interface Failure {
   phase: FailurePhase;

@@ -17,7 +17,7 @@
  * binding local until its next rewrite.
  */
 import type { HeldTasks } from "../sticky/held-tasks.ts";
-import { withDeadline } from "../sticky/deadline.ts";
+import { withDeadline } from "../../async/deadline.ts";
 import type { StickyStore } from "../sticky/store.ts";
 import type { CoreLog } from "../log.ts";
 import type { ProxyEntry } from "../snapshot.ts";

@@ -1,13 +1,27 @@
 /**
- * The base of every background loop: it waits until its next duty (or a wake), runs one cycle,
- * and goes on until it is stopped. What every loop shares lives here: the job stats, the failure
- * streak's one log line, the back-off and the stop.
+ * The base of every background loop, in both runtimes: it waits until its next duty (or a wake),
+ * runs one cycle, and goes on until it is stopped. What every loop shares lives here: the job
+ * stats, the failure streak's one log line, the back-off and the stop.
  *
  * A cycle is never cancelled: a stop cuts the waits between cycles and waits for the cycle in
- * hand to end. Cycles get the stop's signal so they may cut their own waits.
+ * hand to end. Cycles get the stop's signal so they may cut their own waits. The loop's task
+ * never throws for a cycle's error; `stop()` (or `close()`) never raises and is safe twice.
+ *
+ * Web-standard: timers, promises and AbortSignal only, so the gateway (Deno) and the control
+ * plane (Node) both run it. Log lines go to a logger of pino's `(fields, message)` shape; a
+ * subclass may say a failure its own way by overriding `cycleFailed` and `cycleRecovered`.
  */
-import { errorLabel, errorText } from "../../shared/errors.ts";
-import type { Logger } from "./logging.ts";
+import { errorLabel, errorText } from "../errors.ts";
+import { backoffDelayMs, type BackoffOptions } from "./retry.ts";
+import { sleep } from "./sleep.ts";
+
+/** What the base logs through: pino's `(fields, message)` shape; `child` binds the loop's name. */
+export interface LoopLogger {
+  info(fields: Record<string, unknown>, message: string): void;
+  error(fields: Record<string, unknown>, message: string): void;
+}
+
+const SILENT: LoopLogger = { info() {}, error() {} };
 
 export const LoopState = {
   /** Not started yet, or stopped. */
@@ -35,19 +49,16 @@ export interface LoopSnapshot {
   max_duration_ms: number | null;
 }
 
-export interface BackoffOptions {
-  /** The first wait after a failure. */
-  initialMs: number;
-  /** The longest wait; each failure in a streak doubles the last. */
-  maxMs: number;
-}
+export type { BackoffOptions };
 
+/** One second after a failure, doubling to 30 s; no jitter. */
 export const DEFAULT_BACKOFF: BackoffOptions = { initialMs: 1000, maxMs: 30_000 };
 
-export interface LoopOptions {
+export interface LoopOptions<L extends LoopLogger = LoopLogger> {
   /** An identifier: the task's name, its job stats key and what the System page shows. */
   name: string;
-  logger: Logger;
+  /** Where the loop's lines go (none when left out); a `child` method binds `{ loop: name }`. */
+  logger?: L;
   backoff?: Partial<BackoffOptions>;
 }
 
@@ -62,26 +73,17 @@ export type CycleResult = boolean | void | typeof UNCOUNTED;
 const LOOP_NAME = /^[a-z][a-z0-9_]*$/;
 
 /**
- * Waits `ms`, or less when the signal aborts. Never rejects: a stop is not an error.
+ * Waits `ms`, or less when the signal aborts; never rejects (a stop is not an error). Nothing
+ * to wait (or a stop already) returns at once: a due cycle runs without a timer's turn.
  */
-export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    if (signal?.aborted || ms <= 0) return resolve();
-    const onAbort = () => {
-      clearTimeout(timer);
-      resolve();
-    };
-    const timer = setTimeout(() => {
-      signal?.removeEventListener("abort", onAbort);
-      resolve();
-    }, ms);
-    signal?.addEventListener("abort", onAbort, { once: true });
-  });
+function pause(ms: number, signal: AbortSignal): Promise<void> {
+  if (ms <= 0 || signal.aborted) return Promise.resolve();
+  return sleep(ms, signal).catch(() => {});
 }
 
-export abstract class Loop {
+export abstract class Loop<L extends LoopLogger = LoopLogger> {
   readonly name: string;
-  protected readonly logger: Logger;
+  protected readonly logger: L;
   readonly #backoff: BackoffOptions;
 
   #state: LoopState = LoopState.stopped;
@@ -108,7 +110,12 @@ export abstract class Loop {
       throw new Error(`Loop name ${JSON.stringify(options.name)} is not an identifier`);
     }
     this.name = options.name;
-    this.logger = options.logger.child({ loop: options.name });
+    const logger = (options.logger ?? SILENT) as L & {
+      child?: (bindings: Record<string, unknown>) => L;
+    };
+    this.logger = typeof logger.child === "function"
+      ? logger.child({ loop: options.name })
+      : logger;
     this.#backoff = { ...DEFAULT_BACKOFF, ...options.backoff };
   }
 
@@ -173,6 +180,11 @@ export abstract class Loop {
     await this.#task?.catch(() => {});
   }
 
+  /** The same as `stop()`: never raises, safe twice. */
+  close(): Promise<void> {
+    return this.stop();
+  }
+
   snapshot(): LoopSnapshot {
     const measured = this.#runs + this.#failures;
     return {
@@ -204,7 +216,7 @@ export abstract class Loop {
     signal.addEventListener("abort", onAbort, { once: true });
     this.#wake = () => woken.abort();
     try {
-      await sleep(ms, woken.signal);
+      await pause(ms, woken.signal);
     } finally {
       this.#wake = undefined;
       this.#woken = false;
@@ -217,8 +229,34 @@ export abstract class Loop {
    * the cap. `cycleStartedAt` lets a periodic loop measure the wait from the cycle's start.
    */
   protected backoffDelayMs(failures: number, _cycleStartedAt: number): number {
-    const { initialMs, maxMs } = this.#backoff;
-    return Math.min(maxMs, initialMs * 2 ** Math.min(failures - 1, 30));
+    return backoffDelayMs(failures, this.#backoff);
+  }
+
+  /**
+   * Waits out the back-off after a failed cycle, cut short by the stop. A subclass may end it
+   * sooner (the feed follower ends it on a new stream entry); it must not throw.
+   */
+  protected backOff(delayMs: number, signal: AbortSignal): Promise<void> {
+    return pause(delayMs, signal);
+  }
+
+  /**
+   * Told of every failed cycle, with the streak's length so far. By default one line per streak
+   * and error: the first failure, and any that differs from the one logged last.
+   */
+  protected cycleFailed(error: unknown, consecutiveFailures: number): void {
+    const label = errorLabel(error);
+    if (label === this.#streakError) return;
+    this.#streakError = label;
+    this.logger.error(
+      { error: errorText(error), failures: consecutiveFailures },
+      "Loop cycle failed",
+    );
+  }
+
+  /** Told when a cycle succeeds after `failures` failed in a row. */
+  protected cycleRecovered(failures: number): void {
+    this.logger.info({ failures }, "Loop recovered");
   }
 
   /** Counts a run the loop measured itself (see `UNCOUNTED`). */
@@ -254,7 +292,7 @@ export abstract class Loop {
         this.#failed(startedAt, error);
       }
       if (failed && !signal.aborted) {
-        await sleep(this.backoffDelayMs(this.#consecutiveFailures, startedAt), signal);
+        await this.backOff(this.backoffDelayMs(this.#consecutiveFailures, startedAt), signal);
       }
     }
   }
@@ -272,30 +310,32 @@ export abstract class Loop {
     this.#measure(startedAt);
     this.#runs += 1;
     if (idle) this.#idleRuns += 1;
-    if (this.#consecutiveFailures > 0) {
-      this.logger.info({ failures: this.#consecutiveFailures }, "Loop recovered");
-    }
+    const failures = this.#consecutiveFailures;
     this.#consecutiveFailures = 0;
     this.#streakError = undefined;
+    if (failures > 0) this.#quietly(() => this.cycleRecovered(failures));
+  }
+
+  /** A hook's failure must never end the loop. */
+  #quietly(hook: () => void): void {
+    try {
+      hook();
+    } catch {
+      // Logging about the loop is not the loop's work.
+    }
   }
 
   #failed(startedAt: number, error: unknown): void {
     this.#measure(startedAt);
     this.#failures += 1;
     this.#consecutiveFailures += 1;
-    const label = errorLabel(error);
-    this.#lastError = label;
-    if (label !== this.#streakError) {
-      this.#streakError = label;
-      this.logger.error(
-        { error: errorText(error), failures: this.#consecutiveFailures },
-        "Loop cycle failed",
-      );
-    }
+    this.#lastError = errorLabel(error);
+    const failures = this.#consecutiveFailures;
+    this.#quietly(() => this.cycleFailed(error, failures));
   }
 }
 
-export interface PeriodicLoopOptions extends LoopOptions {
+export interface PeriodicLoopOptions<L extends LoopLogger = LoopLogger> extends LoopOptions<L> {
   intervalMs: number;
   /** Run the first cycle at once (the default) rather than after one interval. */
   runAtStart?: boolean;
@@ -307,12 +347,12 @@ export interface PeriodicLoopOptions extends LoopOptions {
  * burst to catch up). A failing periodic loop holds its back-off to its interval: a failing
  * cycle still comes every interval.
  */
-export abstract class PeriodicLoop extends Loop {
+export abstract class PeriodicLoop<L extends LoopLogger = LoopLogger> extends Loop<L> {
   readonly intervalMs: number;
   readonly #runAtStart: boolean;
   #dueAt: number | undefined;
 
-  constructor(options: PeriodicLoopOptions) {
+  constructor(options: PeriodicLoopOptions<L>) {
     super(options);
     if (!(options.intervalMs > 0)) throw new Error(`Loop ${options.name} needs an interval`);
     this.intervalMs = options.intervalMs;
