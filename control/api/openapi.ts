@@ -1,9 +1,12 @@
 /**
  * The OpenAPI 3.1 document of the whole API, written from the route registry and the same
  * valibot schemas that validate each request (converted with @valibot/to-json-schema, as the
- * input a client sends). Errors share one shape, added to every operation that can answer them.
+ * input a client sends) and declare each answer (control/api/answers/, as the output the server
+ * writes; the answers named there are components, referred to). Errors share one shape, added
+ * to every operation that can answer them.
  */
-import { toJsonSchema } from "@valibot/to-json-schema";
+import { type ConversionConfig, toJsonSchema, toJsonSchemaDefs } from "@valibot/to-json-schema";
+import { NAMED_ANSWERS } from "./answers/index.ts";
 import type { AnySchema } from "../model/validation.ts";
 import type { Route } from "./registry.ts";
 import { RETRY_AFTER_SECONDS } from "./errors.ts";
@@ -11,18 +14,43 @@ import { jsonObjectField } from "../model/common.ts";
 
 type JsonObject = Record<string, unknown>;
 
+const CONVERSION: ConversionConfig = {
+  target: "draft-2020-12",
+  typeMode: "input",
+  // Checks and transforms with no JSON Schema equivalent are described in words instead.
+  errorMode: "ignore",
+  // A custom schema has no JSON Schema of its own; the one we use is "a JSON object".
+  overrideSchema: ({ valibotSchema }) =>
+    valibotSchema === jsonObjectField ? { type: "object" } : undefined,
+};
+
 function jsonSchema(schema: AnySchema): JsonObject {
-  const converted = toJsonSchema(schema, {
-    target: "draft-2020-12",
-    typeMode: "input",
-    // Checks and transforms with no JSON Schema equivalent are described in words instead.
-    errorMode: "ignore",
-    // A custom schema has no JSON Schema of its own; the one we use is "a JSON object".
-    overrideSchema: ({ valibotSchema }) =>
-      valibotSchema === jsonObjectField ? { type: "object" } : undefined,
-  }) as JsonObject;
+  const converted = toJsonSchema(schema, CONVERSION) as JsonObject;
   delete converted.$schema;
   return converted;
+}
+
+/** Answers are what the server writes: their output, named answers as components. */
+const ANSWER_CONVERSION: ConversionConfig = {
+  ...CONVERSION,
+  typeMode: "output",
+  overrideRef: ({ referenceId }) => `#/components/schemas/${referenceId}`,
+};
+
+function answerSchema(schema: AnySchema): JsonObject {
+  const converted = toJsonSchema(schema, {
+    ...ANSWER_CONVERSION,
+    definitions: NAMED_ANSWERS,
+  }) as JsonObject;
+  delete converted.$schema;
+  // The definitions are the document's components, written once.
+  delete converted.$defs;
+  return converted;
+}
+
+/** The named answers as the document's components. */
+function answerComponents(): JsonObject {
+  return toJsonSchemaDefs(NAMED_ANSWERS, ANSWER_CONVERSION) as JsonObject;
 }
 
 const ERROR_SCHEMA = {
@@ -77,8 +105,11 @@ function queryParameters(schema: AnySchema): JsonObject[] {
 
 function operation(route: Route): JsonObject {
   const responses: JsonObject = {};
-  for (const [status, description] of Object.entries(route.responses)) {
-    responses[status] = { description };
+  for (const [status, declared] of Object.entries(route.responses)) {
+    responses[status] = typeof declared === "string" ? { description: declared } : {
+      description: declared.description,
+      content: { "application/json": { schema: answerSchema(declared.schema) } },
+    };
   }
   const distribution = route.access === "distribution";
   const guarded = route.access !== "public" && !distribution;
@@ -200,7 +231,7 @@ export function buildOpenApiDocument(routes: readonly Route[], version: string):
           description: "A distribution key (oxd_…): the extraction routes only",
         },
       },
-      schemas: { Error: ERROR_SCHEMA },
+      schemas: { Error: ERROR_SCHEMA, ...answerComponents() },
     },
     paths,
   };

@@ -17,14 +17,14 @@ import { formatProxyUrl } from "../model/proxy-url.ts";
 import type { TokenRow } from "../services/tokens.ts";
 import type { DistributionKeyRow } from "../provider-api/extraction/distribution-keys.ts";
 import type { UserRow } from "../services/users.ts";
-import type { ProxyScheme } from "../../shared/roles.ts";
+import type { ConnectorKind, ProxyScheme, UserRole } from "../../shared/roles.ts";
 import type { TrafficUsageView } from "../traffic/usage-view.ts";
 
 export function presentUser(row: UserRow) {
   return {
     id: row.id,
     username: row.username,
-    role: row.role,
+    role: row.role as UserRole,
     email: row.email,
     is_active: row.isActive,
     created_at: row.createdAt,
@@ -122,7 +122,7 @@ export function presentConnector(
     id: row.id,
     project_id: row.projectId,
     name: row.name,
-    kind: row.kind,
+    kind: row.kind as ConnectorKind,
     provider: row.provider,
     /** A vendor connector's config as stored (the descriptor's defaults in), secrets masked. */
     config: maskConnectorConfig(row.provider, row.config, registry),
@@ -181,7 +181,7 @@ export function presentProxy(
     project_id: row.projectId,
     connector_id: row.connectorId,
     url: formatProxyUrl({ ...row, scheme: row.scheme as ProxyScheme }),
-    scheme: row.scheme,
+    scheme: row.scheme as ProxyScheme,
     host: row.host,
     port: row.port,
     username: row.username,

@@ -4,7 +4,8 @@
  * with its authentication and validation, and writes its part of the OpenAPI document, so the
  * document cannot drift from what the routes accept.
  */
-import type { Context, Hono, MiddlewareHandler } from "hono";
+import type { Context, Hono, MiddlewareHandler, TypedResponse } from "hono";
+import type { StatusCode } from "hono/utils/http-status";
 import { bodyLimit } from "hono/body-limit";
 import type * as v from "valibot";
 import {
@@ -24,6 +25,42 @@ export type Method = "get" | "post" | "put" | "patch" | "delete";
 
 type Output<TSchema> = TSchema extends AnySchema ? v.InferOutput<TSchema> : undefined;
 
+/**
+ * A JSON answer as a route declares it: what it means, and its schema (control/api/answers/).
+ * The same schema types the handler's answer, writes the OpenAPI document's response schema and
+ * checks the real answers in tests/api/answers.test.ts.
+ */
+export interface Answer<TSchema extends AnySchema = AnySchema> {
+  description: string;
+  schema: TSchema;
+}
+
+export function answer<TSchema extends AnySchema>(
+  description: string,
+  schema: TSchema,
+): Answer<TSchema> {
+  return { description, schema };
+}
+
+/** A route's answers by status: a description, or for a JSON answer its declaration. */
+export type Responses = Readonly<Record<number, string | Answer>>;
+
+/**
+ * What a handler may return: for each success status declared with a schema, a JSON response
+ * (`c.json`) whose serialised type is the schema's output; a success status declared by a
+ * description alone leaves the answer unchecked (a 204, a file).
+ */
+type Success<TResponses> = {
+  [K in keyof TResponses]: `${K & number}` extends `2${string}`
+    ? TResponses[K] extends Answer<infer TSchema>
+      ? Response & TypedResponse<v.InferOutput<TSchema>, StatusCode, "json">
+    : Response
+    : never;
+}[keyof TResponses];
+
+export type HandlerAnswer<TResponses> = [Success<TResponses>] extends [never] ? Response
+  : Success<TResponses>;
+
 /** JSON bodies are small; an upload declares its own bound. */
 export const DEFAULT_MAX_BODY_BYTES = 1024 * 1024;
 
@@ -42,6 +79,7 @@ export interface RouteSpec<
   TAccess extends Access,
   TBody extends AnySchema | undefined,
   TQuery extends AnySchema | undefined,
+  TResponses extends Responses = Responses,
 > {
   method: Method;
   /** The Hono path, such as `/api/v1/projects/:id`; parameters are uuids. */
@@ -64,9 +102,14 @@ export interface RouteSpec<
    * more than a wrong password does.
    */
   credentials?: { fields: readonly string[]; message: string };
-  /** The answers by status, with what each means. Error answers are added to the doc. */
-  responses: Readonly<Record<number, string>>;
-  handler(input: RouteInput<TAccess, TBody, TQuery>): Response | Promise<Response>;
+  /**
+   * The answers by status, with what each means, and a JSON answer's schema (`answer(...)`).
+   * Error answers are added to the doc.
+   */
+  responses: TResponses;
+  handler(
+    input: RouteInput<TAccess, TBody, TQuery>,
+  ): HandlerAnswer<TResponses> | Promise<HandlerAnswer<TResponses>>;
 }
 
 /** A declared route, its types erased: what the app mounts and the document describes. */
@@ -81,7 +124,7 @@ export interface Route {
   textBody?: { maxBytes: number; description: string };
   maxBodyBytes?: number;
   query?: AnySchema;
-  responses: Readonly<Record<number, string>>;
+  responses: Responses;
   /** Path parameter names, in order. */
   params: readonly string[];
   run(c: Context<AppEnv>): Promise<Response>;
@@ -118,7 +161,8 @@ export function defineRoute<
   TAccess extends Access,
   TBody extends AnySchema | undefined = undefined,
   TQuery extends AnySchema | undefined = undefined,
->(spec: RouteSpec<TAccess, TBody, TQuery>): Route {
+  TResponses extends Responses = Responses,
+>(spec: RouteSpec<TAccess, TBody, TQuery, TResponses>): Route {
   const params = pathParams(spec.path);
   return {
     method: spec.method,

@@ -98,13 +98,21 @@ const seconds = integerField(1, 86_400);
  * Per-proxy request rate limit. Quarantine bounds default to the window (a tripped proxy rests
  * at least as long as the window it filled); the max defaults to the min.
  */
+export const RATE_LIMIT_CONFIG_FIELDS = {
+  max_requests: integerField(1, 1_000_000_000),
+  window_seconds: seconds,
+  quarantine_seconds_min: seconds,
+  quarantine_seconds_max: seconds,
+  sticky_quarantine: booleanField,
+};
+
 export const RateLimitConfigSchema = v.pipe(
   v.strictObject({
-    max_requests: integerField(1, 1_000_000_000),
-    window_seconds: seconds,
-    quarantine_seconds_min: v.optional(seconds),
-    quarantine_seconds_max: v.optional(seconds),
-    sticky_quarantine: v.optional(booleanField),
+    max_requests: RATE_LIMIT_CONFIG_FIELDS.max_requests,
+    window_seconds: RATE_LIMIT_CONFIG_FIELDS.window_seconds,
+    quarantine_seconds_min: v.optional(RATE_LIMIT_CONFIG_FIELDS.quarantine_seconds_min),
+    quarantine_seconds_max: v.optional(RATE_LIMIT_CONFIG_FIELDS.quarantine_seconds_max),
+    sticky_quarantine: v.optional(RATE_LIMIT_CONFIG_FIELDS.sticky_quarantine),
   }),
   v.forward(
     v.check(
@@ -134,35 +142,46 @@ const ACTIONS = TRAFFIC_ACTIONS;
 const LIMIT_STATUSES = TRAFFIC_LIMIT_STATUSES;
 
 /**
+ * A traffic_config's fields, each as stored: the body's schema takes each as optional (filling
+ * in its default), and the answers declare them whole (control/api/answers/).
+ */
+export const TRAFFIC_CONFIG_FIELDS = {
+  limit_bytes: v.nullable(integerField(1, Number.MAX_SAFE_INTEGER, "bigint")),
+  period: v.picklist(PERIODS, `must be one of ${PERIODS.join(", ")}`),
+  reset_day: integerField(1, 28),
+  action: v.picklist(ACTIONS, `must be one of ${ACTIONS.join(", ")}`),
+  warn_percent: integerField(1, 100),
+  limit_status: v.picklist(LIMIT_STATUSES, "must be 509 or 429"),
+  price_per_gb: v.nullable(
+    v.pipe(
+      v.number("must be a number"),
+      v.minValue(0, "must not be negative"),
+      // A sane bound: far past any price, and every number up to it exact in a double.
+      v.maxValue(MAX_PRICE_PER_GB, `must be at most ${MAX_PRICE_PER_GB}`),
+    ),
+  ),
+  currency: v.pipe(
+    v.string("must be text"),
+    v.trim(),
+    v.toUpperCase(),
+    v.regex(/^[A-Z]{3}$/, "must be a three-letter currency code such as USD"),
+  ),
+};
+
+/**
  * Traffic limit and billing. Only limit fields are required to be sensible together: reset_day
  * is 1-28 for a monthly period, 1 (Monday) to 7 for a weekly one, and ignored for a daily one.
  */
 export const TrafficConfigSchema = v.pipe(
   v.strictObject({
-    limit_bytes: v.optional(v.nullable(integerField(1, Number.MAX_SAFE_INTEGER, "bigint"))),
-    period: v.optional(v.picklist(PERIODS, `must be one of ${PERIODS.join(", ")}`)),
-    reset_day: v.optional(integerField(1, 28)),
-    action: v.optional(v.picklist(ACTIONS, `must be one of ${ACTIONS.join(", ")}`)),
-    warn_percent: v.optional(integerField(1, 100)),
-    limit_status: v.optional(v.picklist(LIMIT_STATUSES, "must be 509 or 429")),
-    price_per_gb: v.optional(
-      v.nullable(
-        v.pipe(
-          v.number("must be a number"),
-          v.minValue(0, "must not be negative"),
-          // A sane bound: far past any price, and every number up to it exact in a double.
-          v.maxValue(MAX_PRICE_PER_GB, `must be at most ${MAX_PRICE_PER_GB}`),
-        ),
-      ),
-    ),
-    currency: v.optional(
-      v.pipe(
-        v.string("must be text"),
-        v.trim(),
-        v.toUpperCase(),
-        v.regex(/^[A-Z]{3}$/, "must be a three-letter currency code such as USD"),
-      ),
-    ),
+    limit_bytes: v.optional(TRAFFIC_CONFIG_FIELDS.limit_bytes),
+    period: v.optional(TRAFFIC_CONFIG_FIELDS.period),
+    reset_day: v.optional(TRAFFIC_CONFIG_FIELDS.reset_day),
+    action: v.optional(TRAFFIC_CONFIG_FIELDS.action),
+    warn_percent: v.optional(TRAFFIC_CONFIG_FIELDS.warn_percent),
+    limit_status: v.optional(TRAFFIC_CONFIG_FIELDS.limit_status),
+    price_per_gb: v.optional(TRAFFIC_CONFIG_FIELDS.price_per_gb),
+    currency: v.optional(TRAFFIC_CONFIG_FIELDS.currency),
   }),
   v.forward(
     v.check(
@@ -186,7 +205,8 @@ export const TrafficConfigSchema = v.pipe(
   }),
 );
 
-const fields = {
+/** A connector's fields as a body sets them; the answers declare the same (api/answers/). */
+export const CONNECTOR_FIELDS = {
   name: nameField(),
   credential_id: v.nullable(uuidField),
   enabled: booleanField,
@@ -207,8 +227,8 @@ const serverFields = {
 };
 
 export const CreateConnectorBody = v.strictObject({
-  ...v.partial(v.strictObject(fields)).entries,
-  name: fields.name,
+  ...v.partial(v.strictObject(CONNECTOR_FIELDS)).entries,
+  name: CONNECTOR_FIELDS.name,
   kind,
   provider: v.optional(provider),
   config: v.optional(config),
@@ -216,7 +236,7 @@ export const CreateConnectorBody = v.strictObject({
 });
 
 export const UpdateConnectorBody = v.strictObject({
-  ...v.partial(v.strictObject(fields)).entries,
+  ...v.partial(v.strictObject(CONNECTOR_FIELDS)).entries,
   kind: readOnly("cannot be changed; create another connector"),
   provider: readOnly("cannot be changed; create another connector"),
   config: v.optional(config),

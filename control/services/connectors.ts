@@ -40,7 +40,7 @@ import {
 } from "../provider-api/config.ts";
 import { refreshCustom } from "../vendors/catalogue.ts";
 import { checkEgressHost } from "../egress/guard.ts";
-import { SECRET_MASK } from "./credentials.ts";
+import { isMasked, maskSecrets } from "../model/secrets.ts";
 import { changedFields, definedOnly } from "./diff.ts";
 import { missingIn, requireProject } from "./scope.ts";
 import { dropFromSequence } from "./sequences.ts";
@@ -109,11 +109,7 @@ export function maskConnectorConfig(
   const secrets = entry === undefined
     ? Object.keys(config).filter((k) => !(CONNECTOR_CONFIG_KEYS as readonly string[]).includes(k))
     : entry.descriptor.connector_fields.filter((f) => f.secret).map((f) => f.key);
-  const masked = { ...config };
-  for (const key of secrets) {
-    if (typeof config[key] === "string" && config[key] !== "") masked[key] = SECRET_MASK;
-  }
-  return masked;
+  return maskSecrets(config, secrets).config;
 }
 
 /** A body's issues under `body.config`. */
@@ -194,7 +190,7 @@ async function providerConfig(
   if (stored !== undefined) {
     config = { ...config };
     for (const field of entry.descriptor.connector_fields) {
-      if (field.secret && config[field.key] === SECRET_MASK) config[field.key] = stored[field.key];
+      if (field.secret && isMasked(config[field.key])) config[field.key] = stored[field.key];
     }
   }
   const checked = checkConnectorConfig(entry.descriptor, config);

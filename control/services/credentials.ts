@@ -25,6 +25,7 @@ import {
   STATIC_PROVIDER,
   StaticConfig,
 } from "../model/credentials.ts";
+import { isMasked, maskSecrets } from "../model/secrets.ts";
 import { credentialKeysRead, PROVIDER_API, readProviderApiConfig } from "../provider-api/config.ts";
 import { refreshCustom } from "../vendors/catalogue.ts";
 import { verifyCredential } from "../vendors/verify.ts";
@@ -34,9 +35,6 @@ import { read, type ServiceDeps, write } from "../core/store.ts";
 
 export type CredentialRow = typeof credentials.$inferSelect;
 export type CredentialConfig = Record<string, unknown>;
-
-/** What an answer shows in place of a secret; sent back in an edit, it keeps the secret. */
-export const SECRET_MASK = "********";
 
 /** The shipped descriptors only: for readers without a process registry (the config file). */
 const SHIPPED = new ProviderRegistry();
@@ -64,14 +62,7 @@ export function maskConfig(
   config: CredentialConfig,
   registry?: ProviderRegistry,
 ): { config: CredentialConfig; secretsSet: Record<string, boolean> } {
-  const masked: CredentialConfig = { ...config };
-  const secretsSet: Record<string, boolean> = {};
-  for (const field of secretFields(provider, config, registry)) {
-    const set = typeof config[field] === "string" && config[field] !== "";
-    secretsSet[field] = set;
-    if (set) masked[field] = SECRET_MASK;
-  }
-  return { config: masked, secretsSet };
+  return maskSecrets(config, secretFields(provider, config, registry));
 }
 
 export interface NewCredential {
@@ -198,7 +189,7 @@ export async function updateCredential(
     const secrets = secretFields(current.provider, current.config, deps.providers);
     const merged: CredentialConfig = { ...current.config };
     for (const [key, value] of Object.entries(patch.config)) {
-      const keepSecret = value === SECRET_MASK && secrets.includes(key);
+      const keepSecret = isMasked(value) && secrets.includes(key);
       if (!keepSecret) merged[key] = value;
     }
     config = await checkedConfig(deps, current.provider, merged);

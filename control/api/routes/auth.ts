@@ -4,7 +4,8 @@ import { UserRole } from "../../../shared/roles.ts";
 import { getUser, verifyLogin } from "../../services/users.ts";
 import { issueAccessToken } from "../auth.ts";
 import type { ApiDeps } from "../deps.ts";
-import { defineRoute, type Route } from "../registry.ts";
+import { answer, defineRoute, type Route } from "../registry.ts";
+import { LoginAnswer, MeAnswer } from "../answers/users.ts";
 import { LoginBody } from "../../model/auth.ts";
 import { presentUser } from "../present.ts";
 
@@ -24,14 +25,16 @@ export function authRoutes(deps: ApiDeps): Route[] {
       body: LoginBody,
       // A username or password no account can have is a wrong login, answered as one.
       credentials: { fields: ["username", "password"], message: INVALID_LOGIN },
-      responses: { 200: '`{access_token, token_type: "bearer", expires_in}` (seconds)' },
+      responses: {
+        200: answer('`{access_token, token_type: "bearer", expires_in}` (seconds)', LoginAnswer),
+      },
       async handler({ c, body }) {
         const user = await verifyLogin(deps, body.username, body.password);
         if (!user) throw new UnauthorizedError(INVALID_LOGIN);
         const { accessToken, expiresInSeconds } = await issueAccessToken(deps.settings, user);
         return c.json({
           access_token: accessToken,
-          token_type: "bearer",
+          token_type: "bearer" as const,
           expires_in: expiresInSeconds,
         });
       },
@@ -42,10 +45,13 @@ export function authRoutes(deps: ApiDeps): Route[] {
       tag: "auth",
       summary: "Who the token belongs to",
       access: UserRole.viewer,
-      responses: { 200: "The user, and `via` (`jwt` or `api_token`)" },
+      responses: { 200: answer("The user, and `via` (`jwt` or `api_token`)", MeAnswer) },
       async handler({ c, principal }) {
         const user = await getUser(deps, principal.userId);
-        return c.json({ ...presentUser(user), via: principal.tokenId ? "api_token" : "jwt" });
+        return c.json({
+          ...presentUser(user),
+          via: principal.tokenId ? "api_token" as const : "jwt" as const,
+        });
       },
     }),
   ];

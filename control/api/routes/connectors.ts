@@ -18,7 +18,9 @@ import { askPending } from "../../traffic/asks.ts";
 import { trafficUsageViews } from "../../traffic/usage-view.ts";
 import type { ApiDeps } from "../deps.ts";
 import { presentConnector } from "../present.ts";
-import { defineRoute, type Route } from "../registry.ts";
+import { answer, defineRoute, type Route } from "../registry.ts";
+import { ConnectorAnswer, ConnectorListAnswer, PoolAnswer } from "../answers/connectors.ts";
+import { AskedAnswer } from "../answers/common.ts";
 import {
   CONNECTOR_FIELD_NAMES,
   CreateConnectorBody,
@@ -83,7 +85,12 @@ export function connectorRoutes(deps: ApiDeps): Route[] {
       summary: "List a project's connectors",
       access: UserRole.viewer,
       description: USAGE_NOTE,
-      responses: { 200: "The connectors, oldest first, each with its `proxy_count`" },
+      responses: {
+        200: answer(
+          "The connectors, oldest first, each with its `proxy_count`",
+          ConnectorListAnswer,
+        ),
+      },
       async handler({ c, params }) {
         const rows = await listConnectors(deps, params.id);
         const counts = await proxyCounts(deps, params.id);
@@ -111,7 +118,7 @@ export function connectorRoutes(deps: ApiDeps): Route[] {
       access: UserRole.editor,
       body: CreateConnectorBody,
       responses: {
-        201: "The connector",
+        201: answer("The connector", ConnectorAnswer),
         400: "The name is taken in this project, or the credential is not the project's",
       },
       async handler({ c, body, params }) {
@@ -133,7 +140,7 @@ export function connectorRoutes(deps: ApiDeps): Route[] {
       summary: "Read a connector",
       description: USAGE_NOTE,
       access: UserRole.viewer,
-      responses: { 200: "The connector" },
+      responses: { 200: answer("The connector", ConnectorAnswer) },
       async handler({ c, params }) {
         const row = await getConnector(deps, params.id, params.cid);
         const counts = await proxyCounts(deps, params.id, row.id);
@@ -152,7 +159,7 @@ export function connectorRoutes(deps: ApiDeps): Route[] {
       access: UserRole.editor,
       body: UpdateConnectorBody,
       responses: {
-        200: "The connector",
+        200: answer("The connector", ConnectorAnswer),
         400: "The name is taken in this project, or the credential is not the project's",
       },
       async handler({ c, body, params }) {
@@ -173,7 +180,7 @@ export function connectorRoutes(deps: ApiDeps): Route[] {
         "a second (`traffic_usage.pending` until then). Traffic metered just before the reset " +
         "but flushed after it still counts, up to one flush interval of it.",
       access: UserRole.editor,
-      responses: { 200: "The connector, with its usage counted from now" },
+      responses: { 200: answer("The connector, with its usage counted from now", ConnectorAnswer) },
       async handler({ c, params }) {
         const row = await resetConnectorTraffic(deps, params.id, params.cid);
         await askDecision(row.id);
@@ -193,7 +200,10 @@ export function connectorRoutes(deps: ApiDeps): Route[] {
         "ledger) and `depleted_at`. No address or credential. 404 for another kind of " +
         "connector; 503 while Redis does not answer.",
       access: UserRole.viewer,
-      responses: { 200: "The pool", 404: "No such connector, or not a provider_api one" },
+      responses: {
+        200: answer("The pool", PoolAnswer),
+        404: "No such connector, or not a provider_api one",
+      },
       async handler({ c, params }) {
         const row = await getConnector(deps, params.id, params.cid);
         return c.json(await poolView(deps, row));
@@ -208,7 +218,10 @@ export function connectorRoutes(deps: ApiDeps): Route[] {
         "checks and refills the pool within moments (a run in hand covers it). 202 once Redis " +
         "took the request.",
       access: UserRole.editor,
-      responses: { 202: "Asked", 404: "No such connector, or not a provider_api one" },
+      responses: {
+        202: answer("Asked", AskedAnswer),
+        404: "No such connector, or not a provider_api one",
+      },
       async handler({ c, params }) {
         const row = await getConnector(deps, params.id, params.cid);
         if (row.kind !== ConnectorKind.providerApi) throw noPool();

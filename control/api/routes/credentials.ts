@@ -9,7 +9,8 @@ import {
 } from "../../services/credentials.ts";
 import type { ApiDeps } from "../deps.ts";
 import { presentCredential } from "../present.ts";
-import { defineRoute, type Route } from "../registry.ts";
+import { answer, defineRoute, type Route } from "../registry.ts";
+import { CredentialAnswer, CredentialListAnswer } from "../answers/credentials.ts";
 import { CreateCredentialBody, UpdateCredentialBody } from "../../model/credentials.ts";
 
 const CREDENTIALS = "/api/v1/projects/:id/credentials";
@@ -28,7 +29,7 @@ export function credentialRoutes(deps: ApiDeps): Route[] {
       summary: "List a project's credentials",
       description: SECRET_NOTE,
       access: UserRole.viewer,
-      responses: { 200: "The credentials, oldest first" },
+      responses: { 200: answer("The credentials, oldest first", CredentialListAnswer) },
       async handler({ c, params }) {
         return c.json((await listCredentials(deps, params.id)).map((row) => present(row)));
       },
@@ -47,7 +48,10 @@ export function credentialRoutes(deps: ApiDeps): Route[] {
         "the vendor refuses). Names are unique per project regardless of case.",
       access: UserRole.editor,
       body: CreateCredentialBody,
-      responses: { 201: "The credential", 400: "The name is taken in this project" },
+      responses: {
+        201: answer("The credential", CredentialAnswer),
+        400: "The name is taken in this project",
+      },
       async handler({ c, body, params }) {
         const row = await createCredential(deps, params.id, {
           name: body.name,
@@ -64,7 +68,7 @@ export function credentialRoutes(deps: ApiDeps): Route[] {
       summary: "Read a credential",
       description: SECRET_NOTE,
       access: UserRole.viewer,
-      responses: { 200: "The credential" },
+      responses: { 200: answer("The credential", CredentialAnswer) },
       async handler({ c, params }) {
         return c.json(present(await getCredential(deps, params.id, params.cid)));
       },
@@ -80,7 +84,10 @@ export function credentialRoutes(deps: ApiDeps): Route[] {
         "connectors' templates read (422 naming the key otherwise).",
       access: UserRole.editor,
       body: UpdateCredentialBody,
-      responses: { 200: "The credential", 400: "The name is taken in this project" },
+      responses: {
+        200: answer("The credential", CredentialAnswer),
+        400: "The name is taken in this project",
+      },
       async handler({ c, body, params }) {
         const row = await updateCredential(deps, params.id, params.cid, {
           name: body.name,

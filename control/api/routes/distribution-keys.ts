@@ -12,7 +12,11 @@ import {
 import { REVOCATION_BOUND_SECONDS } from "../../provider-api/extraction/keys.ts";
 import type { ApiDeps } from "../deps.ts";
 import { presentDistributionKey } from "../present.ts";
-import { defineRoute, type Route } from "../registry.ts";
+import { answer, defineRoute, type Route } from "../registry.ts";
+import {
+  CreatedDistributionKeyAnswer,
+  DistributionKeyListAnswer,
+} from "../answers/distribution-keys.ts";
 import {
   CreateDistributionKeyBody,
   DeleteDistributionKeyQuery,
@@ -32,7 +36,9 @@ export function distributionKeyRoutes(deps: ApiDeps): Route[] {
       tag: "distribution-keys",
       summary: "List a project's distribution keys",
       access: UserRole.viewer,
-      responses: { 200: "The keys, oldest first, without their secret" },
+      responses: {
+        200: answer("The keys, oldest first, without their secret", DistributionKeyListAnswer),
+      },
       async handler({ c, params }) {
         return c.json((await listDistributionKeys(deps, params.id)).map(presentDistributionKey));
       },
@@ -48,7 +54,10 @@ export function distributionKeyRoutes(deps: ApiDeps): Route[] {
       access: UserRole.editor,
       body: CreateDistributionKeyBody,
       responses: {
-        201: "The key's record and `key`, shown this once",
+        201: answer(
+          "The key's record and `key`, shown this once",
+          CreatedDistributionKeyAnswer,
+        ),
         400: "The project has a key of this name",
       },
       async handler({ c, params, body }) {

@@ -15,7 +15,19 @@ import { getConnector } from "../../services/connectors.ts";
 import { getProject } from "../../services/projects.ts";
 import { getProxy } from "../../services/proxies.ts";
 import type { ApiDeps } from "../deps.ts";
-import { defineRoute, type Route } from "../registry.ts";
+import { answer, defineRoute, type Route } from "../registry.ts";
+import {
+  FailureExamplesAnswer,
+  FailureReportAnswer,
+  HostHistoryAnswer,
+  HostsPageAnswer,
+  ProjectMetricsAnswer,
+  ProxyUsagePageAnswer,
+  SeriesAnswer,
+  SplitAnswer,
+  SystemHistoryAnswer,
+  TotalsAnswer,
+} from "../answers/metrics.ts";
 import {
   FailureExamplesQuery,
   FailuresQuery,
@@ -78,7 +90,7 @@ export function metricsRoutes(deps: ApiDeps): Route[] {
       summary: spec.totalsSummary,
       description: `\`usage\` is ${USAGE_FIELDS}: ${spec.totalsNote}`,
       access: UserRole.viewer,
-      responses: { 200: "`{usage, live_included}`" },
+      responses: { 200: answer("`{usage, live_included}`", TotalsAnswer) },
       async handler({ c, params }) {
         await spec.exists(params);
         return c.json(await usage.total(spec.entity, spec.id(params)));
@@ -92,7 +104,7 @@ export function metricsRoutes(deps: ApiDeps): Route[] {
       description: HISTORY_NOTE,
       access: UserRole.viewer,
       query: HistoryQuery,
-      responses: { 200: "The series" },
+      responses: { 200: answer("The series", SeriesAnswer) },
       async handler({ c, params, query }) {
         const window = windowOf(query.range as RangeName, query.bucket_seconds, query.end);
         await spec.exists(params);
@@ -112,7 +124,12 @@ export function metricsRoutes(deps: ApiDeps): Route[] {
         "not answer (the flushed totals alone). `pool` counts the proxies by status and " +
         "those resting in a rate-limit quarantine now (null without Redis).",
       access: UserRole.viewer,
-      responses: { 200: "`{usage, live_included, pool: {total, by_status, quarantined}}`" },
+      responses: {
+        200: answer(
+          "`{usage, live_included, pool: {total, by_status, quarantined}}`",
+          ProjectMetricsAnswer,
+        ),
+      },
       async handler({ c, params }) {
         await getProject(deps, params.id);
         const totals = await usage.total("project", params.id);
@@ -128,7 +145,10 @@ export function metricsRoutes(deps: ApiDeps): Route[] {
       access: UserRole.viewer,
       query: HistoryQuery,
       responses: {
-        200: "`{range, bucket_seconds, from, to, live_included, points: [{t, ...usage}]}`",
+        200: answer(
+          "`{range, bucket_seconds, from, to, live_included, points: [{t, ...usage}]}`",
+          SeriesAnswer,
+        ),
       },
       async handler({ c, params, query }) {
         const window = windowOf(query.range as RangeName, query.bucket_seconds, query.end);
@@ -148,7 +168,7 @@ export function metricsRoutes(deps: ApiDeps): Route[] {
         "GB times its traffic_config.price_per_gb.",
       access: UserRole.viewer,
       query: RangeOrAllQuery,
-      responses: { 200: "`{range, items: [...]}`" },
+      responses: { 200: answer("`{range, items: [...]}`", SplitAnswer) },
       async handler({ c, params, query }) {
         const window = rangeWindow(query.range);
         await getProject(deps, params.id);
@@ -165,7 +185,9 @@ export function metricsRoutes(deps: ApiDeps): Route[] {
         "the rows a list page shows). Each row's usage has the live counts added.",
       access: UserRole.viewer,
       query: ProxiesUsageQuery,
-      responses: { 200: "`{items, total, page, page_size, live_included}`" },
+      responses: {
+        200: answer("`{items, total, page, page_size, live_included}`", ProxyUsagePageAnswer),
+      },
       async handler({ c, params, query }) {
         await getProject(deps, params.id);
         const page = await project.proxies(params.id, {
@@ -195,7 +217,12 @@ export function metricsRoutes(deps: ApiDeps): Route[] {
         "`(other)`.",
       access: UserRole.viewer,
       query: HostsQuery,
-      responses: { 200: "`{range, items: [{host, ...usage}], total, page, page_size}`" },
+      responses: {
+        200: answer(
+          "`{range, items: [{host, ...usage}], total, page, page_size}`",
+          HostsPageAnswer,
+        ),
+      },
       async handler({ c, params, query }) {
         const window = rangeWindow(query.range);
         await getProject(deps, params.id);
@@ -223,7 +250,7 @@ export function metricsRoutes(deps: ApiDeps): Route[] {
         "from the flushed history only.",
       access: UserRole.viewer,
       query: HostHistoryQuery,
-      responses: { 200: "`{items: [{host, series}]}`" },
+      responses: { 200: answer("`{items: [{host, series}]}`", HostHistoryAnswer) },
       async handler({ c, params, query }) {
         const window = windowOf(query.range as RangeName, query.bucket_seconds, query.end);
         await getProject(deps, params.id);
@@ -257,7 +284,7 @@ export function metricsRoutes(deps: ApiDeps): Route[] {
         "by connector and by what the upstream itself answered. Works without Redis.",
       access: UserRole.viewer,
       query: FailuresQuery,
-      responses: { 200: "`{range, from, to, total, by_kind, rows}`" },
+      responses: { 200: answer("`{range, from, to, total, by_kind, rows}`", FailureReportAnswer) },
       async handler({ c, params, query }) {
         const window = windowOf(query.range as RangeName, undefined, undefined);
         await getProject(deps, params.id);
@@ -277,7 +304,7 @@ export function metricsRoutes(deps: ApiDeps): Route[] {
         "previous page's `next_cursor`). Needs Redis (503 without it).",
       access: UserRole.viewer,
       query: FailureExamplesQuery,
-      responses: { 200: "`{items, next_cursor}`" },
+      responses: { 200: answer("`{items, next_cursor}`", FailureExamplesAnswer) },
       async handler({ c, params, query }) {
         await getProject(deps, params.id);
         return c.json(
@@ -306,7 +333,7 @@ export function metricsRoutes(deps: ApiDeps): Route[] {
         "over `range` (1h, 24h, 7d, 30d, 90d; default 24h).",
       access: UserRole.admin,
       query: SystemHistoryQuery,
-      responses: { 200: "`{range, bucket_seconds, points}`" },
+      responses: { 200: answer("`{range, bucket_seconds, points}`", SystemHistoryAnswer) },
       async handler({ c, query }) {
         return c.json(await systemHistory(deps.database, query.range));
       },

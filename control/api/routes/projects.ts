@@ -18,7 +18,8 @@ import { trafficUsageViews } from "../../traffic/usage-view.ts";
 import { hasRole } from "../auth.ts";
 import type { ApiDeps } from "../deps.ts";
 import { presentProject } from "../present.ts";
-import { defineRoute, type Route } from "../registry.ts";
+import { answer, defineRoute, type Route } from "../registry.ts";
+import { ProjectAnswer, ProjectListAnswer } from "../answers/projects.ts";
 import { CreateProjectBody, PROJECT_FIELD_NAMES, UpdateProjectBody } from "../../model/projects.ts";
 import { renameFields } from "../../model/common.ts";
 import type { Principal } from "../context.ts";
@@ -80,7 +81,7 @@ export function projectRoutes(deps: ApiDeps): Route[] {
       summary: "List projects",
       description: PASSWORD_NOTE,
       access: UserRole.viewer,
-      responses: { 200: "Every project, oldest first" },
+      responses: { 200: answer("Every project, oldest first", ProjectListAnswer) },
       async handler({ c, principal }) {
         const rows = await listProjects(deps);
         return c.json(await present(rows, seesPassword(principal)));
@@ -96,7 +97,10 @@ export function projectRoutes(deps: ApiDeps): Route[] {
         `OCTOPROX_DEFAULT_STRATEGY. ${LIMITS_NOTE}`,
       access: UserRole.editor,
       body: CreateProjectBody,
-      responses: { 201: "The project", 400: "The name or username is taken" },
+      responses: {
+        201: answer("The project", ProjectAnswer),
+        400: "The name or username is taken",
+      },
       async handler({ c, body }) {
         // The fields a create requires, as the create body's schema guarantees them.
         const required = { name: body.name, username: body.username };
@@ -112,7 +116,7 @@ export function projectRoutes(deps: ApiDeps): Route[] {
       summary: "Read a project",
       description: PASSWORD_NOTE,
       access: UserRole.viewer,
-      responses: { 200: "The project" },
+      responses: { 200: answer("The project", ProjectAnswer) },
       async handler({ c, params, principal }) {
         const [answer] = await present(
           [await getProject(deps, params.id)],
@@ -129,7 +133,10 @@ export function projectRoutes(deps: ApiDeps): Route[] {
       description: `${LIMITS_NOTE} An edit that sends \`traffic_quota\` asks for a decision.`,
       access: UserRole.editor,
       body: UpdateProjectBody,
-      responses: { 200: "The project", 400: "The name or username is taken" },
+      responses: {
+        200: answer("The project", ProjectAnswer),
+        400: "The name or username is taken",
+      },
       async handler({ c, body, params }) {
         const row = await updateProject(deps, params.id, projectFields(body));
         if (body.traffic_quota !== undefined) await askDecision(row.id);
@@ -145,7 +152,7 @@ export function projectRoutes(deps: ApiDeps): Route[] {
       description: "Stores the moment the quota's usage counts from; the history stays. Asks " +
         "for a traffic decision (`traffic_usage.pending` until it lands).",
       access: UserRole.editor,
-      responses: { 200: "The project, with its usage counted from now" },
+      responses: { 200: answer("The project, with its usage counted from now", ProjectAnswer) },
       async handler({ c, params }) {
         const row = await resetProjectTraffic(deps, params.id);
         await askDecision(row.id);

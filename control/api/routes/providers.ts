@@ -16,7 +16,14 @@ import {
   updateDescriptor,
 } from "../../vendors/descriptors.ts";
 import type { ApiDeps } from "../deps.ts";
-import { defineRoute, type Route } from "../registry.ts";
+import { answer, defineRoute, type Route } from "../registry.ts";
+import {
+  ProviderAnswer,
+  ProviderDeletedAnswer,
+  ProviderDetailAnswer,
+  ProviderHistoryAnswer,
+  ProviderListAnswer,
+} from "../answers/providers.ts";
 
 const PROVIDERS = "/api/v1/providers";
 
@@ -92,7 +99,7 @@ export function providerRoutes(deps: ApiDeps): Route[] {
         "proxy types: mode (session, port, list), dynamic sessions, the countries it serves and " +
         "what its templates render of a request (country, state, city, session time).",
       access: UserRole.viewer,
-      responses: { 200: "The descriptors, by id" },
+      responses: { 200: answer("The descriptors, by id", ProviderListAnswer) },
       async handler({ c }) {
         return c.json((await listProviders(deps)).map(presentProvider));
       },
@@ -105,7 +112,7 @@ export function providerRoutes(deps: ApiDeps): Route[] {
       summary: "Read a descriptor",
       description: "The catalogue entry with the whole `descriptor` as stored.",
       access: UserRole.viewer,
-      responses: { 200: "The descriptor" },
+      responses: { 200: answer("The descriptor", ProviderDetailAnswer) },
       async handler({ c, params }) {
         const entry = await getProvider(deps, params.pid);
         return c.json({ ...presentProvider(entry), descriptor: entry.descriptor });
@@ -123,7 +130,10 @@ export function providerRoutes(deps: ApiDeps): Route[] {
         "versioned; a shipped or folder descriptor's id cannot be taken.",
       access: UserRole.admin,
       body: SaveBody,
-      responses: { 201: "The descriptor, version 1", 400: "A custom descriptor has this id" },
+      responses: {
+        201: answer("The descriptor, version 1", ProviderAnswer),
+        400: "A custom descriptor has this id",
+      },
       async handler({ c, body, principal }) {
         const entry = await createDescriptor(deps, {
           descriptor: body.descriptor,
@@ -143,7 +153,7 @@ export function providerRoutes(deps: ApiDeps): Route[] {
         "one; connectors using it are compiled with the new version at once.",
       access: UserRole.admin,
       body: SaveBody,
-      responses: { 200: "The descriptor, with its new version" },
+      responses: { 200: answer("The descriptor, with its new version", ProviderAnswer) },
       async handler({ c, body, params, principal }) {
         const entry = await updateDescriptor(deps, params.pid, {
           descriptor: body.descriptor,
@@ -162,7 +172,7 @@ export function providerRoutes(deps: ApiDeps): Route[] {
       description: "Admins only. Connectors that use it stay, left out of the feed, until it " +
         "is stored again: `orphaned_connectors` names them.",
       access: UserRole.admin,
-      responses: { 200: "Deleted" },
+      responses: { 200: answer("Deleted", ProviderDeletedAnswer) },
       async handler({ c, params, principal }) {
         const { orphaned } = await deleteDescriptor(deps, params.pid, principal.username);
         return c.json({ deleted: params.pid, orphaned_connectors: orphaned });
@@ -175,7 +185,9 @@ export function providerRoutes(deps: ApiDeps): Route[] {
       tag: "providers",
       summary: "A custom descriptor's audit log",
       access: UserRole.admin,
-      responses: { 200: "Every save and delete, newest first, with who did it" },
+      responses: {
+        200: answer("Every save and delete, newest first, with who did it", ProviderHistoryAnswer),
+      },
       async handler({ c, params }) {
         const rows = await descriptorHistory(deps, params.pid);
         return c.json(rows.map((row) => ({

@@ -13,7 +13,13 @@ import { lastCheckView, readLastChecks } from "../../services/health-view.ts";
 import { liftQuarantine, quarantineView, readQuarantines } from "../../services/quarantines.ts";
 import type { ProxyRow } from "../../services/proxies.ts";
 import { presentProxy } from "../present.ts";
-import { defineRoute, type Route } from "../registry.ts";
+import { answer, defineRoute, type Route } from "../registry.ts";
+import {
+  ProxyAnswer,
+  ProxyPageAnswer,
+  StatusOkAnswer,
+  UploadReportAnswer,
+} from "../answers/proxies.ts";
 import {
   CreateProxyBody,
   ListProxiesQuery,
@@ -42,7 +48,7 @@ export function proxyRoutes(deps: ApiDeps): Route[] {
         `(null when none is known). ${PASSWORD_NOTE}`,
       access: UserRole.viewer,
       query: ListProxiesQuery,
-      responses: { 200: "`{items, total, page, page_size}`" },
+      responses: { 200: answer("`{items, total, page, page_size}`", ProxyPageAnswer) },
       async handler({ c, params, query }) {
         const { items, total } = await listProxies(deps, params.id, {
           connectorId: query.connector_id,
@@ -86,7 +92,7 @@ export function proxyRoutes(deps: ApiDeps): Route[] {
       access: UserRole.editor,
       body: CreateProxyBody,
       responses: {
-        201: "The proxy",
+        201: answer("The proxy", ProxyAnswer),
         400: "The connector already has this proxy, or is not a static connector of the project",
       },
       async handler({ c, body, params }) {
@@ -117,8 +123,11 @@ export function proxyRoutes(deps: ApiDeps): Route[] {
         description: "The list, text/plain, at most 32 MB",
       },
       responses: {
-        200: "`{total_lines, added, duplicates, refused, errors: [{line, reason}], " +
-          "duplicate_lines}`",
+        200: answer(
+          "`{total_lines, added, duplicates, refused, errors: [{line, reason}], " +
+            "duplicate_lines}`",
+          UploadReportAnswer,
+        ),
         400: "The connector is not a static connector of the project",
         413: "The body is larger than 32 MB",
       },
@@ -133,7 +142,7 @@ export function proxyRoutes(deps: ApiDeps): Route[] {
       summary: "Read a proxy",
       description: PASSWORD_NOTE,
       access: UserRole.viewer,
-      responses: { 200: "The proxy" },
+      responses: { 200: answer("The proxy", ProxyAnswer) },
       async handler({ c, params }) {
         return c.json(
           await presentWithQuarantine(deps, await getProxy(deps, params.id, params.pid)),
@@ -150,7 +159,10 @@ export function proxyRoutes(deps: ApiDeps): Route[] {
         "The status is the health checks' to move.",
       access: UserRole.editor,
       body: UpdateProxyBody,
-      responses: { 200: "The proxy", 400: "The connector already has a proxy at that address" },
+      responses: {
+        200: answer("The proxy", ProxyAnswer),
+        400: "The connector already has a proxy at that address",
+      },
       async handler({ c, body, params }) {
         const row = await updateProxy(deps, params.id, params.pid, {
           address: body.url,
@@ -171,7 +183,7 @@ export function proxyRoutes(deps: ApiDeps): Route[] {
         "Redis holds quarantines, so without Redis this answers 503.",
       access: UserRole.editor,
       responses: {
-        200: '`{"status": "ok"}`',
+        200: answer('`{"status": "ok"}`', StatusOkAnswer),
         400: "The proxy is not quarantined",
         503: "Redis did not answer",
       },
@@ -179,7 +191,7 @@ export function proxyRoutes(deps: ApiDeps): Route[] {
         const row = await getProxy(deps, params.id, params.pid);
         await liftQuarantine(deps, row.id);
         deps.logger.info({ project: params.id, proxy: row.id }, "Quarantine lifted");
-        return c.json({ status: "ok" });
+        return c.json({ status: "ok" as const });
       },
     }),
     defineRoute({

@@ -1,6 +1,7 @@
 /** Public routes outside the admin API proper: the echo (the dashboard is web-static.ts). */
 import { callerIp, echoAnswer } from "../../core/echo.ts";
-import { defineRoute, type Route } from "../registry.ts";
+import { answer, defineRoute, type Route } from "../registry.ts";
+import * as v from "valibot";
 
 /** Where the api answers the echo health checks ask. */
 export const ECHO_PATH = "/echo";
@@ -23,7 +24,7 @@ export function publicRoutes(): Route[] {
       description: "For health checks through proxies: the address the request arrived from, " +
         "as the socket saw it. X-Forwarded-For and similar headers are ignored.",
       access: "public",
-      responses: { 200: "`{ip}`" },
+      responses: { 200: answer("`{ip}`", v.strictObject({ ip: v.nullable(v.string()) })) },
       handler({ c }) {
         return c.json({ ip: callerIp(c) });
       },

@@ -3,7 +3,8 @@ import { UserRole } from "../../../shared/roles.ts";
 import { clearSequence, getSequence, setSequence } from "../../services/sequences.ts";
 import type { ApiDeps } from "../deps.ts";
 import { presentSequence } from "../present.ts";
-import { defineRoute, type Route } from "../registry.ts";
+import { answer, defineRoute, type Route } from "../registry.ts";
+import { SequenceAnswer } from "../answers/sequences.ts";
 import { SequenceBody } from "../../model/sequences.ts";
 
 const SEQUENCE = "/api/v1/projects/:id/sequence";
@@ -32,7 +33,7 @@ export function sequenceRoutes(deps: ApiDeps): Route[] {
       summary: "Read a project's connector sequence",
       description: SEQUENCE_NOTE,
       access: UserRole.viewer,
-      responses: { 200: ANSWER },
+      responses: { 200: answer(ANSWER, SequenceAnswer) },
       async handler({ c, params }) {
         return c.json(presentSequence(await getSequence(deps, params.id)));
       },
@@ -47,7 +48,7 @@ export function sequenceRoutes(deps: ApiDeps): Route[] {
         "is current, it is not exhausted, and its `version` moves on. " + SEQUENCE_NOTE,
       access: UserRole.editor,
       body: SequenceBody,
-      responses: { 200: ANSWER },
+      responses: { 200: answer(ANSWER, SequenceAnswer) },
       async handler({ c, body, params }) {
         const sequence = await setSequence(deps, params.id, {
           connectorIds: body.connector_ids,

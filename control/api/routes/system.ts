@@ -2,7 +2,8 @@
 import { UserRole } from "../../../shared/roles.ts";
 import { readSystemStats } from "../../metrics/system-stats.ts";
 import type { ApiDeps } from "../deps.ts";
-import { defineRoute, type Route } from "../registry.ts";
+import { answer, defineRoute, type Route } from "../registry.ts";
+import { SystemStatsAnswer } from "../answers/system.ts";
 
 export function systemRoutes(deps: ApiDeps): Route[] {
   return [
@@ -20,7 +21,9 @@ export function systemRoutes(deps: ApiDeps): Route[] {
         "oldest entry's age on Redis's clock. A section Redis cannot answer carries its own " +
         "error.",
       access: UserRole.admin,
-      responses: { 200: "The processes, the leader and the work streams" },
+      responses: {
+        200: answer("The processes, the leader and the work streams", SystemStatsAnswer),
+      },
       async handler({ c }) {
         return c.json(await readSystemStats(deps.redis, deps.keys));
       },

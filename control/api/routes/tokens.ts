@@ -5,7 +5,8 @@ import { createToken, listTokens, revokeToken } from "../../services/tokens.ts";
 import { hasRole } from "../auth.ts";
 import type { ApiDeps } from "../deps.ts";
 import { presentToken } from "../present.ts";
-import { defineRoute, type Route } from "../registry.ts";
+import { answer, defineRoute, type Route } from "../registry.ts";
+import { CreatedTokenAnswer, TokenListAnswer } from "../answers/users.ts";
 import { CreateTokenBody, ListTokensQuery } from "../../model/tokens.ts";
 
 const TOKENS = "/api/v1/tokens";
@@ -21,7 +22,9 @@ export function tokenRoutes(deps: ApiDeps): Route[] {
         "It acts with your role, and stops working when revoked, expired, or you are deactivated.",
       access: UserRole.viewer,
       body: CreateTokenBody,
-      responses: { 201: "The token's record and `token`, shown this once" },
+      responses: {
+        201: answer("The token's record and `token`, shown this once", CreatedTokenAnswer),
+      },
       async handler({ c, body, principal }) {
         const { row, token } = await createToken(deps, principal.userId, {
           name: body.name,
@@ -37,7 +40,7 @@ export function tokenRoutes(deps: ApiDeps): Route[] {
       summary: "List your API tokens (admins: any user's, with user_id)",
       access: UserRole.viewer,
       query: ListTokensQuery,
-      responses: { 200: "The tokens, oldest first, without their secret" },
+      responses: { 200: answer("The tokens, oldest first, without their secret", TokenListAnswer) },
       async handler({ c, query, principal }) {
         const userId = query.user_id ?? principal.userId;
         if (userId !== principal.userId && !hasRole(principal, UserRole.admin)) {

@@ -10,7 +10,8 @@ import {
 } from "../../services/users.ts";
 import type { ApiDeps } from "../deps.ts";
 import { presentUser } from "../present.ts";
-import { defineRoute, type Route } from "../registry.ts";
+import { answer, defineRoute, type Route } from "../registry.ts";
+import { UserAnswer, UserListAnswer } from "../answers/users.ts";
 import { CreateUserBody, UpdateMeBody, UpdateUserBody } from "../../model/users.ts";
 
 const USERS = "/api/v1/users";
@@ -24,7 +25,7 @@ export function userRoutes(deps: ApiDeps): Route[] {
       tag: "users",
       summary: "Your own account",
       access: UserRole.viewer,
-      responses: { 200: "Your user" },
+      responses: { 200: answer("Your user", UserAnswer) },
       async handler({ c, principal }) {
         return c.json(presentUser(await getUser(deps, principal.userId)));
       },
@@ -37,7 +38,7 @@ export function userRoutes(deps: ApiDeps): Route[] {
       description: "A new password needs `current_password`.",
       access: UserRole.viewer,
       body: UpdateMeBody,
-      responses: { 200: "Your user" },
+      responses: { 200: answer("Your user", UserAnswer) },
       async handler({ c, body, principal }) {
         const row = await updateOwnAccount(deps, principal.userId, {
           email: body.email,
@@ -53,7 +54,7 @@ export function userRoutes(deps: ApiDeps): Route[] {
       tag: "users",
       summary: "List users",
       access: UserRole.admin,
-      responses: { 200: "Every user, oldest first" },
+      responses: { 200: answer("Every user, oldest first", UserListAnswer) },
       async handler({ c }) {
         return c.json((await listUsers(deps)).map(presentUser));
       },
@@ -66,7 +67,7 @@ export function userRoutes(deps: ApiDeps): Route[] {
       description: "Usernames are unique regardless of case (400 naming `body.username`).",
       access: UserRole.admin,
       body: CreateUserBody,
-      responses: { 201: "The user", 400: "The username is taken" },
+      responses: { 201: answer("The user", UserAnswer), 400: "The username is taken" },
       async handler({ c, body }) {
         const row = await createUser(deps, {
           username: body.username,
@@ -84,7 +85,7 @@ export function userRoutes(deps: ApiDeps): Route[] {
       tag: "users",
       summary: "Read a user",
       access: UserRole.admin,
-      responses: { 200: "The user" },
+      responses: { 200: answer("The user", UserAnswer) },
       async handler({ c, params }) {
         return c.json(presentUser(await getUser(deps, params.id)));
       },
@@ -97,7 +98,10 @@ export function userRoutes(deps: ApiDeps): Route[] {
       description: "An admin cannot change its own role or deactivate itself (400).",
       access: UserRole.admin,
       body: UpdateUserBody,
-      responses: { 200: "The user", 400: "The username is taken, or an edit of yourself" },
+      responses: {
+        200: answer("The user", UserAnswer),
+        400: "The username is taken, or an edit of yourself",
+      },
       async handler({ c, body, params, principal }) {
         const row = await updateUser(deps, principal.userId, params.id, {
           username: body.username,

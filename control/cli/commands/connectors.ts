@@ -1,6 +1,7 @@
 /** `connectors list|get|create|delete`, under a project (`--project <name or id>`). */
 import type { Command } from "commander";
-import type { Connector, Credential, PoolView } from "../../web/src/api/types.ts";
+import type { Connector, PoolView } from "../../api/answers/connectors.ts";
+import type { Credential } from "../../api/answers/credentials.ts";
 import {
   collectSet,
   connect,

@@ -4,7 +4,7 @@
  * when created.
  */
 import type { Command } from "commander";
-import type { DistributionKey } from "../../web/src/api/types.ts";
+import type { DistributionKey } from "../../api/answers/distribution-keys.ts";
 import {
   collectRepeated,
   connect,

@@ -1,6 +1,6 @@
 /** `projects list|get|create|delete`. */
 import type { Command } from "commander";
-import type { Project } from "../../web/src/api/types.ts";
+import type { Project } from "../../api/answers/projects.ts";
 import {
   collectSet,
   connect,

@@ -2,7 +2,7 @@
 import { readFile } from "node:fs/promises";
 import type { Command } from "commander";
 import { parse as parseYaml } from "yaml";
-import type { ProviderRecord } from "../../web/src/api/types.ts";
+import type { ProviderRecord } from "../../api/answers/providers.ts";
 import { connect, type JsonOption, leaf, outputOf } from "../command.ts";
 import { emit, line, pc, printTable } from "../output.ts";
 import { confirm } from "../prompt.ts";

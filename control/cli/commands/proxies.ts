@@ -1,7 +1,9 @@
 /** `proxies list|get|create|delete|import|lift`, under a project. */
 import { basename } from "node:path";
 import type { Command } from "commander";
-import type { Connector, Page, Proxy, UploadReport } from "../../web/src/api/types.ts";
+import type { Page } from "../../api/answers/common.ts";
+import type { Connector } from "../../api/answers/connectors.ts";
+import type { Proxy, UploadReport } from "../../api/answers/proxies.ts";
 import type { Client } from "../client.ts";
 import {
   collectSet,

@@ -3,7 +3,7 @@
  * gateways serve the current connector alone and move on when it runs dry), over the admin API.
  */
 import type { Command } from "commander";
-import type { Sequence } from "../../web/src/api/types.ts";
+import type { Sequence } from "../../api/answers/sequences.ts";
 import { connect, type JsonOption, leaf, outputOf } from "../command.ts";
 import { ApiError } from "../errors.ts";
 import { emit, line, pc, printFields, printTable } from "../output.ts";

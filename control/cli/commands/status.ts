@@ -4,7 +4,7 @@
  * streams' backlog.
  */
 import type { Command } from "commander";
-import type { ListedProcess, SystemStats } from "../../web/src/api/types.ts";
+import type { ListedProcess, SystemStats } from "../../api/answers/system.ts";
 import { connect, type JsonOption, leaf, outputOf } from "../command.ts";
 import { formatAge } from "../../core/format-age.ts";
 import { emit, line, pc, printTable } from "../output.ts";

@@ -1,6 +1,6 @@
 /** `tokens list|create|revoke`: API tokens for scripts (your own; admins may name a user). */
 import type { Command } from "commander";
-import type { ApiToken, UserRecord } from "../../web/src/api/types.ts";
+import type { ApiToken, UserRecord } from "../../api/answers/users.ts";
 import type { Client } from "../client.ts";
 import { connect, type JsonOption, leaf, outputOf, positiveInteger } from "../command.ts";
 import { emit, line, pc, printTable } from "../output.ts";

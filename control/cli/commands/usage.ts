@@ -1,6 +1,6 @@
 /** `usage` (a project's totals and a sparkline of its requests) and `failures` (the summary). */
 import { type Command, Option } from "commander";
-import type { FailureReport, ProjectMetrics, Series } from "../../web/src/api/types.ts";
+import type { FailureReport, ProjectMetrics, Series } from "../../api/answers/metrics.ts";
 import { connect, type JsonOption, leaf, outputOf } from "../command.ts";
 import {
   emit,

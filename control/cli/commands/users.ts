@@ -1,6 +1,6 @@
 /** `users list|create|delete` (admins). */
 import { type Command, Option } from "commander";
-import type { UserRecord } from "../../web/src/api/types.ts";
+import type { UserRecord } from "../../api/answers/users.ts";
 import { connect, type JsonOption, leaf, outputOf } from "../command.ts";
 import { emit, line, pc, printTable } from "../output.ts";
 import { askSecret, confirm } from "../prompt.ts";

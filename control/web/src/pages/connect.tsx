@@ -7,7 +7,7 @@
  */
 import { useState } from "preact/hooks";
 import { api, type ApiError } from "../api/client.ts";
-import type { Project } from "../api/types.ts";
+import type { Project } from "../../../api/answers/projects.ts";
 import { Field, FormError, TextInput } from "../ui/forms.tsx";
 
 /** Where clients reach the gateway, as this browser's user last said (kept here). */

@@ -15,13 +15,13 @@ import {
   TRAFFIC_LIMIT_STATUSES,
   TRAFFIC_PERIODS,
 } from "../../../../shared/roles.ts";
+import type { Connector } from "../../../api/answers/connectors.ts";
+import type { Credential } from "../../../api/answers/credentials.ts";
 import type {
-  Connector,
-  Credential,
   ProviderDetail,
   ProviderRecord,
   ProviderType,
-} from "../api/types.ts";
+} from "../../../api/answers/providers.ts";
 import {
   Checkbox,
   Field,

@@ -5,7 +5,11 @@
  */
 import { useEffect, useState } from "preact/hooks";
 import { api, type ApiError } from "../api/client.ts";
-import type { Connector, Credential, Page, PoolView, ProviderRecord, Proxy } from "../api/types.ts";
+import type { Page } from "../../../api/answers/common.ts";
+import type { Connector, PoolView } from "../../../api/answers/connectors.ts";
+import type { Credential } from "../../../api/answers/credentials.ts";
+import type { ProviderRecord } from "../../../api/answers/providers.ts";
+import type { Proxy } from "../../../api/answers/proxies.ts";
 import { useSession } from "../session.tsx";
 import { formatCount } from "../ui/format.ts";
 import { connectorMode, typeOf } from "../ui/providers.ts";

@@ -7,7 +7,9 @@
 import { useEffect, useState } from "preact/hooks";
 import { useLocation } from "preact-iso";
 import { api, type ApiError } from "../api/client.ts";
-import type { Connector, Credential, ProviderRecord } from "../api/types.ts";
+import type { Connector } from "../../../api/answers/connectors.ts";
+import type { Credential } from "../../../api/answers/credentials.ts";
+import type { ProviderRecord } from "../../../api/answers/providers.ts";
 import { useSession } from "../session.tsx";
 import { formatPercent } from "../ui/format.ts";
 import { connectorMode, typeOf } from "../ui/providers.ts";

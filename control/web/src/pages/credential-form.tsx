@@ -6,12 +6,9 @@
  * for `config.<key>` shows beside that field, and the vendor's refusal (`config`) above them.
  */
 import type { ApiError } from "../api/client.ts";
-import {
-  type Credential,
-  type ProviderField,
-  type ProviderRecord,
-  SECRET_MASK,
-} from "../api/types.ts";
+import type { Credential } from "../../../api/answers/credentials.ts";
+import type { ProviderField, ProviderRecord } from "../../../api/answers/providers.ts";
+import { SECRET_MASK } from "../../../model/secrets.ts";
 import { Field, FieldError, FormError, Select, TextInput } from "../ui/forms.tsx";
 import {
   configOf,

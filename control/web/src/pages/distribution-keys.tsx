@@ -7,7 +7,7 @@
 import { Fragment } from "preact";
 import { useState } from "preact/hooks";
 import { api, type ApiError } from "../api/client.ts";
-import type { DistributionKey } from "../api/types.ts";
+import type { DistributionKey } from "../../../api/answers/distribution-keys.ts";
 import { useSession } from "../session.tsx";
 import { Field, FormError, parseList, TextInput } from "../ui/forms.tsx";
 import { ErrorNote } from "../ui/status.tsx";

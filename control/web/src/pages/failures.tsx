@@ -7,7 +7,8 @@
 import { useEffect, useMemo, useState } from "preact/hooks";
 import { FAILURE_KINDS } from "../../../../shared/failure-kinds.ts";
 import { api, type ApiError } from "../api/client.ts";
-import type { ConnectorSummary, FailureExample, FailureReport } from "../api/types.ts";
+import type { ConnectorSummary } from "../../../api/answers/connectors.ts";
+import type { FailureExample, FailureReport } from "../../../api/answers/metrics.ts";
 import { formatCount } from "../ui/format.ts";
 import { Select } from "../ui/forms.tsx";
 import { ErrorNote } from "../ui/status.tsx";

@@ -4,7 +4,12 @@
  * connectors with their spend; the top failures. Refreshed every 15 s.
  */
 import { useMemo, useState } from "preact/hooks";
-import type { FailureReport, ProjectMetrics, Series, SplitRow } from "../api/types.ts";
+import type {
+  FailureReport,
+  ProjectMetrics,
+  Series,
+  SplitRow,
+} from "../../../api/answers/metrics.ts";
 import { formatBytes, formatCount, formatMs, formatPercent } from "../ui/format.ts";
 import { Select } from "../ui/forms.tsx";
 import { ErrorNote } from "../ui/status.tsx";

@@ -10,7 +10,7 @@ import {
   TRAFFIC_LIMIT_STATUSES,
   TRAFFIC_PERIODS,
 } from "../../../../shared/roles.ts";
-import type { Project } from "../api/types.ts";
+import type { Project } from "../../../api/answers/projects.ts";
 import {
   Checkbox,
   Field,

@@ -1,6 +1,6 @@
 /** A project's every field, its traffic quota's usage, and deleting it (typed confirmation). */
 import { api } from "../api/client.ts";
-import type { Project } from "../api/types.ts";
+import type { Project } from "../../../api/answers/projects.ts";
 import { useSession } from "../session.tsx";
 import { TypedDelete } from "../ui/typed-delete.tsx";
 import { UsageBar } from "../ui/usage-bar.tsx";

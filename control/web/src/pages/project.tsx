@@ -1,7 +1,7 @@
 /** One project's pages, under /projects/:id, with its own tabs. */
 import { useEffect, useState } from "preact/hooks";
 import { useRoute } from "preact-iso";
-import type { Project as ProjectData } from "../api/types.ts";
+import type { Project as ProjectData } from "../../../api/answers/projects.ts";
 import { ErrorNote } from "../ui/status.tsx";
 import { useApi } from "../ui/use-api.ts";
 import { Connect } from "./connect.tsx";

@@ -2,7 +2,7 @@
 import { useState } from "preact/hooks";
 import { useLocation } from "preact-iso";
 import { api } from "../api/client.ts";
-import type { Project } from "../api/types.ts";
+import type { Project } from "../../../api/answers/projects.ts";
 import { useSession } from "../session.tsx";
 import { formatPercent } from "../ui/format.ts";
 import { ErrorNote } from "../ui/status.tsx";

@@ -5,7 +5,11 @@
  * calls reach. Vendor credentials and connectors are drawn from these.
  */
 import { useEffect, useState } from "preact/hooks";
-import type { ProviderField, ProviderRecord, ProviderType } from "../api/types.ts";
+import type {
+  ProviderField,
+  ProviderRecord,
+  ProviderType,
+} from "../../../api/answers/providers.ts";
 import { ErrorNote } from "../ui/status.tsx";
 import { MODE_HELP, MODE_NAMES, rendersOf } from "../ui/providers.ts";
 import { useApi } from "../ui/use-api.ts";

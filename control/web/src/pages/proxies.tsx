@@ -7,14 +7,10 @@
 import { useEffect, useMemo, useState } from "preact/hooks";
 import { useLocation } from "preact-iso";
 import { api, type ApiError, upload } from "../api/client.ts";
-import type {
-  ConnectorSummary,
-  Page,
-  Proxy,
-  ProxyUsageRow,
-  UploadReport,
-  Usage,
-} from "../api/types.ts";
+import type { Page, Usage } from "../../../api/answers/common.ts";
+import type { ConnectorSummary } from "../../../api/answers/connectors.ts";
+import type { ProxyUsageRow } from "../../../api/answers/metrics.ts";
+import type { Proxy, UploadReport } from "../../../api/answers/proxies.ts";
 import { PROXY_STATUSES } from "../../../../shared/roles.ts";
 import { useSession } from "../session.tsx";
 import { formatCount, formatPercent } from "../ui/format.ts";

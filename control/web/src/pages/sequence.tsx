@@ -6,7 +6,8 @@
  */
 import { useState } from "preact/hooks";
 import { api, type ApiError } from "../api/client.ts";
-import type { Connector, Sequence as SequenceData } from "../api/types.ts";
+import type { Connector } from "../../../api/answers/connectors.ts";
+import type { Sequence as SequenceData } from "../../../api/answers/sequences.ts";
 import { useSession } from "../session.tsx";
 import { Field, FormError, Select } from "../ui/forms.tsx";
 import { ErrorNote } from "../ui/status.tsx";

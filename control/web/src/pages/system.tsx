@@ -6,14 +6,14 @@
  * role gets the API's 403 in words.
  */
 import { useEffect, useMemo, useState } from "preact/hooks";
+import type { SystemHistory } from "../../../api/answers/metrics.ts";
 import type {
   FeedGatewayStatus,
   ListedProcess,
   LoopStats,
-  SystemHistory,
   SystemStats,
   WorkStreamStatus,
-} from "../api/types.ts";
+} from "../../../api/answers/system.ts";
 import { Chart } from "../ui/chart.tsx";
 import { formatBytes, formatCount } from "../ui/format.ts";
 import { Select } from "../ui/forms.tsx";

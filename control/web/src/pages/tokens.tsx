@@ -6,7 +6,7 @@
 import { Fragment } from "preact";
 import { useState } from "preact/hooks";
 import { api, type ApiError } from "../api/client.ts";
-import type { ApiToken } from "../api/types.ts";
+import type { ApiToken } from "../../../api/answers/users.ts";
 import { Field, FormError, optionalNumber, TextInput } from "../ui/forms.tsx";
 import { ErrorNote } from "../ui/status.tsx";
 import { Time } from "../ui/time.tsx";

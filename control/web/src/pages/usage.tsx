@@ -4,7 +4,7 @@
  * server, with up to 12 picked hosts charted side by side.
  */
 import { useEffect, useMemo, useState } from "preact/hooks";
-import type { Series } from "../api/types.ts";
+import type { Series } from "../../../api/answers/metrics.ts";
 import { Chart } from "../ui/chart.tsx";
 import { formatBytes, formatCount, formatPercent } from "../ui/format.ts";
 import { Select } from "../ui/forms.tsx";
@@ -12,7 +12,7 @@ import { RANGES } from "../ui/ranges.ts";
 import { ErrorNote } from "../ui/status.tsx";
 import { UsageCharts } from "../ui/usage-charts.tsx";
 import { useApi } from "../ui/use-api.ts";
-import type { Usage as UsageCounts } from "../api/types.ts";
+import type { Usage as UsageCounts } from "../../../api/answers/common.ts";
 
 interface Named {
   id: string;

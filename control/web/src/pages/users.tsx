@@ -7,7 +7,7 @@ import { Fragment } from "preact";
 import { useState } from "preact/hooks";
 import { USER_ROLES } from "../../../../shared/roles.ts";
 import { api, type ApiError } from "../api/client.ts";
-import type { UserRecord } from "../api/types.ts";
+import type { UserRecord } from "../../../api/answers/users.ts";
 import { useSession } from "../session.tsx";
 import { Field, FormError, Select, TextInput } from "../ui/forms.tsx";
 import { ErrorNote } from "../ui/status.tsx";

@@ -8,7 +8,8 @@
  */
 import { COUNTRY_CODES } from "../../../../shared/countries.ts";
 import type { ApiError } from "../api/client.ts";
-import { type ProviderField, SECRET_MASK } from "../api/types.ts";
+import type { ProviderField } from "../../../api/answers/providers.ts";
+import { SECRET_MASK } from "../../../model/secrets.ts";
 import { Checkbox, Field, optionalNumber, Select, TextInput } from "./forms.tsx";
 
 export type FieldValues = Record<string, string | boolean>;

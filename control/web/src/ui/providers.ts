@@ -2,7 +2,8 @@
  * The provider catalogue as the pages word it: a proxy type's mode, what its templates render
  * of a request, and a vendor connector's mode from its config.
  */
-import type { Connector, ProviderRecord, ProviderType } from "../api/types.ts";
+import type { Connector } from "../../../api/answers/connectors.ts";
+import type { ProviderRecord, ProviderType } from "../../../api/answers/providers.ts";
 
 export const MODE_NAMES: Record<ProviderType["mode"], string> = {
   session: "sessions",

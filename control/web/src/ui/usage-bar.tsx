@@ -1,6 +1,6 @@
 /** Traffic used this period against the limit, the block and the pending badge, and a reset. */
 import { useState } from "preact/hooks";
-import type { TrafficUsage } from "../api/types.ts";
+import type { TrafficUsage } from "../../../api/answers/common.ts";
 import { formatBytes } from "./format.ts";
 import { Time } from "./time.tsx";
 

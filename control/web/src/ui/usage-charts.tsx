@@ -1,6 +1,6 @@
 /** A usage series (the API's history answer) as four charts: rate, success, bytes, latency. */
 import { useMemo } from "preact/hooks";
-import type { Series } from "../api/types.ts";
+import type { Series } from "../../../api/answers/metrics.ts";
 import { Chart } from "./chart.tsx";
 import { formatBytes, formatCount, formatMs } from "./format.ts";
 

@@ -1,0 +1,47 @@
+/**
+ * The answers the OpenAPI document names (`#/components/schemas/<name>`): where a route's
+ * answer is, or holds, one of these schemas, the document refers to it instead of repeating it.
+ */
+import type { AnySchema } from "../../model/validation.ts";
+import { TrafficConfigAnswer, TrafficUsageAnswer, UsageAnswer } from "./common.ts";
+import { ConnectorAnswer, PoolAnswer } from "./connectors.ts";
+import { CredentialAnswer } from "./credentials.ts";
+import { DistributionKeyAnswer } from "./distribution-keys.ts";
+import {
+  FailureExampleAnswer,
+  FailureReportAnswer,
+  SeriesAnswer,
+  SplitRowAnswer,
+  SystemPointAnswer,
+} from "./metrics.ts";
+import { ProjectAnswer } from "./projects.ts";
+import { ProviderAnswer, ProviderFieldAnswer, ProviderTypeAnswer } from "./providers.ts";
+import { ProxyAnswer, UploadReportAnswer } from "./proxies.ts";
+import { SequenceAnswer } from "./sequences.ts";
+import { SystemStatsAnswer } from "./system.ts";
+import { TokenAnswer, UserAnswer } from "./users.ts";
+
+export const NAMED_ANSWERS: Readonly<Record<string, AnySchema>> = {
+  Usage: UsageAnswer,
+  TrafficConfig: TrafficConfigAnswer,
+  TrafficUsage: TrafficUsageAnswer,
+  Project: ProjectAnswer,
+  Connector: ConnectorAnswer,
+  Pool: PoolAnswer,
+  Credential: CredentialAnswer,
+  Proxy: ProxyAnswer,
+  UploadReport: UploadReportAnswer,
+  User: UserAnswer,
+  Token: TokenAnswer,
+  DistributionKey: DistributionKeyAnswer,
+  Sequence: SequenceAnswer,
+  ProviderField: ProviderFieldAnswer,
+  ProviderType: ProviderTypeAnswer,
+  Provider: ProviderAnswer,
+  Series: SeriesAnswer,
+  SplitRow: SplitRowAnswer,
+  FailureReport: FailureReportAnswer,
+  FailureExample: FailureExampleAnswer,
+  SystemPoint: SystemPointAnswer,
+  SystemStats: SystemStatsAnswer,
+};

@@ -1,0 +1,239 @@
+/**
+ * Every answer a route declares (control/api/answers/, by `answer(...)` in its route's
+ * `responses`) against what the route really answers: the routes are driven over real Postgres
+ * and Redis, and each success answer is parsed with the schema its route declares for that
+ * status. The schemas are strict, so a field the server adds, drops or changes the type of
+ * without its declaration fails here; and every declared answer must have been checked.
+ */
+import * as v from "valibot";
+import { afterAll, beforeAll, describe, expect, test } from "vitest";
+import { apiRoutes } from "../../control/api/app.ts";
+import type { Route } from "../../control/api/registry.ts";
+import { type Answer, type ApiHarness, type RequestOptions, startHarness } from "./harness.ts";
+
+let h: ApiHarness;
+let routes: Route[];
+/** `METHOD /path` of each route whose declared answer was parsed. */
+const checked = new Set<string>();
+
+/** Declared answers these tests do not reach, and why. */
+const NOT_DRIVEN: Readonly<Record<string, string>> = {
+  "POST /api/v1/projects/:id/proxies/:pid/unquarantine":
+    "answers 200 only for a proxy a gateway's rate limit put in quarantine",
+};
+
+const key = (route: Route) => `${route.method.toUpperCase()} ${route.path}`;
+
+/** The route a request reaches: the first of the mount order whose method and path match. */
+function routeOf(method: string, url: string): Route {
+  const path = url.split("?")[0];
+  const route = routes.find((candidate) => {
+    if (candidate.method !== method.toLowerCase()) return false;
+    const pattern = candidate.path.split("/")
+      .map((part) => part.startsWith(":") ? "[^/]+" : part.replace(/[.*+?^${}()|[\]\\]/g, "\\$&"))
+      .join("/");
+    return new RegExp(`^${pattern}$`).test(path);
+  });
+  if (!route) throw new Error(`No route answers ${method} ${path}`);
+  return route;
+}
+
+/** Sends a request (admin's token unless told) and parses its answer with its declaration. */
+async function call(method: string, url: string, options: RequestOptions = {}): Promise<Answer> {
+  const answer = await h.request(method, url, { token: h.tokens.admin, ...options });
+  const route = routeOf(method, url);
+  const declared = route.responses[answer.status];
+  expect(
+    typeof declared,
+    `${key(route)} answered ${answer.status} with no declared schema: ${answer.text}`,
+  ).toBe("object");
+  if (typeof declared !== "object") return answer;
+  const result = v.safeParse(declared.schema, answer.body);
+  const issues = (result.issues ?? []).map((issue) =>
+    `${
+      (issue.path ?? []).map((item) => String(item.key)).join(".") || "(answer)"
+    }: ${issue.message}`
+  );
+  expect(issues, `${key(route)} ${answer.status} against its declaration`).toEqual([]);
+  checked.add(key(route));
+  return answer;
+}
+
+beforeAll(async () => {
+  h = await startHarness();
+  routes = apiRoutes(h.deps);
+});
+
+afterAll(async () => {
+  await h?.close();
+});
+
+describe("each declared answer is what the route answers", () => {
+  let projectId = "";
+  let connectorA = "";
+  let connectorB = "";
+
+  test("public, auth, tokens and users", async () => {
+    await call("GET", "/echo", { token: undefined });
+    const login = await call("POST", "/api/v1/auth/login", {
+      token: undefined,
+      body: { username: "admin", password: "password-admin" },
+    });
+    await call("GET", "/api/v1/auth/me", { token: login.body.access_token });
+    const token = await call("POST", "/api/v1/tokens", { body: { name: "answers" } });
+    await call("GET", "/api/v1/auth/me", { token: token.body.token });
+    await call("GET", "/api/v1/tokens");
+    await call("GET", "/api/v1/users/me");
+    await call("PATCH", "/api/v1/users/me", { body: { email: "admin@answers.example" } });
+    await call("GET", "/api/v1/users");
+    const user = await call("POST", "/api/v1/users", {
+      body: { username: "answers-viewer", password: "password-answers", role: "viewer" },
+    });
+    await call("GET", `/api/v1/users/${user.body.id}`);
+    await call("PATCH", `/api/v1/users/${user.body.id}`, { body: { email: null } });
+  });
+
+  test("projects, keys, credentials, connectors, proxies and the sequence", async () => {
+    const project = await call("POST", "/api/v1/projects", {
+      body: {
+        name: "Answers",
+        username: "answers",
+        traffic_quota: { limit_bytes: 1_000_000_000, period: "month" },
+        rate_limit: { requests_per_second: 10 },
+        allowed_cidrs: ["203.0.113.0/24"],
+      },
+    });
+    projectId = project.body.id;
+    const base = `/api/v1/projects/${projectId}`;
+    await call("GET", "/api/v1/projects");
+    await call("GET", base);
+    // A viewer's answer has no password: still the declared answer.
+    await call("GET", base, { token: h.tokens.viewer });
+    await call("PATCH", base, { body: { description: "Declared answers" } });
+    await call("POST", `${base}/traffic/reset`);
+
+    await call("POST", `${base}/distribution-keys`, { body: { name: "answers" } });
+    await call("GET", `${base}/distribution-keys`);
+
+    const credential = await call("POST", `${base}/credentials`, {
+      body: { name: "Static", provider: "static", config: { username: "u", password: "p" } },
+    });
+    await call("POST", `${base}/credentials`, {
+      body: { name: "API", provider: "provider_api", config: { token: "t-1" } },
+    });
+    await call("GET", `${base}/credentials`);
+    await call("GET", `${base}/credentials/${credential.body.id}`);
+    await call("PATCH", `${base}/credentials/${credential.body.id}`, {
+      body: { name: "Static 2" },
+    });
+
+    const a = await call("POST", `${base}/connectors`, {
+      body: {
+        name: "A",
+        kind: "static",
+        credential_id: credential.body.id,
+        countries: ["de"],
+        traffic_config: { limit_bytes: 1_000_000, period: "day", price_per_gb: 2 },
+        rate_limit_config: { max_requests: 10, window_seconds: 60 },
+      },
+    });
+    connectorA = a.body.id;
+    const b = await call("POST", `${base}/connectors`, { body: { name: "B", kind: "static" } });
+    connectorB = b.body.id;
+    const pool = await call("POST", `${base}/connectors`, {
+      body: {
+        name: "Pool",
+        kind: "provider_api",
+        config: {
+          fetch: { url: "https://open.example/list?n={count}" },
+          parser: { format: "text", ttl_seconds: 60 },
+        },
+      },
+    });
+    await call("GET", `${base}/connectors`);
+    await call("GET", `${base}/connectors/${connectorA}`);
+    await call("PATCH", `${base}/connectors/${connectorA}`, { body: { weight: 5 } });
+    await call("POST", `${base}/connectors/${connectorA}/traffic/reset`);
+    await call("GET", `${base}/connectors/${pool.body.id}/pool`);
+    await call("POST", `${base}/connectors/${pool.body.id}/pool/run`);
+
+    const proxy = await call("POST", `${base}/proxies`, {
+      body: { connector_id: connectorA, url: "http://user:secret@203.0.113.5:8080" },
+    });
+    await call("POST", `${base}/proxies/upload?connector_id=${connectorA}`, {
+      text: "203.0.113.6:8080\n203.0.113.5:8080\nnot a proxy\n",
+    });
+    await call("GET", `${base}/proxies`);
+    await call("GET", `${base}/proxies/${proxy.body.id}`);
+    await call("PATCH", `${base}/proxies/${proxy.body.id}`, {
+      body: { metadata: { rack: 1 } },
+    });
+
+    await call("PUT", `${base}/sequence`, { body: { connector_ids: [connectorA, connectorB] } });
+    await call("GET", `${base}/sequence`);
+  });
+
+  test("metrics, failures and the system", async () => {
+    const base = `/api/v1/projects/${projectId}`;
+    const proxies = await call("GET", `${base}/proxies`);
+    const proxyId = proxies.body.items[0].id;
+    await call("GET", `${base}/metrics`);
+    await call("GET", `${base}/metrics/history`);
+    await call("GET", `${base}/metrics/connectors`);
+    await call("GET", `${base}/metrics/proxies`);
+    await call("GET", `${base}/metrics/hosts`);
+    await call("GET", `${base}/metrics/hosts/history?hosts=example.com`);
+    await call("GET", `${base}/connectors/${connectorB}/metrics`);
+    await call("GET", `${base}/connectors/${connectorB}/metrics/history`);
+    await call("GET", `${base}/proxies/${proxyId}/metrics`);
+    await call("GET", `${base}/proxies/${proxyId}/metrics/history`);
+    await call("GET", `${base}/failures`);
+    await call("GET", `${base}/failures/examples`);
+    await call("GET", "/api/v1/system/stats");
+    await call("GET", "/api/v1/system/stats/history");
+  });
+
+  test("the provider catalogue and a custom descriptor's life", async () => {
+    const list = await call("GET", "/api/v1/providers");
+    await call("GET", `/api/v1/providers/${list.body[0].id}`);
+    const descriptor = (name: string) => ({
+      id: "answers",
+      name,
+      credential_fields: [
+        { key: "api_key", label: "API key", type: "password", secret: true, required: true },
+      ],
+      proxy_types: [{
+        id: "proxy_list",
+        name: "Proxy list",
+        mode: "list",
+        call: {
+          url: "https://api.answers.example/v1/proxies",
+          headers: { Authorization: "Token {credential.api_key}" },
+          items: "results",
+        },
+        item: { host: "{item.host}", port: "{item.port}" },
+      }],
+    });
+    const confirm_hosts = ["api.answers.example"];
+    await call("POST", "/api/v1/providers", {
+      body: { descriptor: descriptor("Answers"), confirm_hosts },
+    });
+    await call("GET", "/api/v1/providers/answers");
+    await call("PUT", "/api/v1/providers/answers", {
+      body: { descriptor: descriptor("Answers 2"), confirm_hosts },
+    });
+    await call("DELETE", "/api/v1/providers/answers");
+    await call("GET", "/api/v1/providers/answers/history");
+  });
+
+  test("every declared answer was checked", () => {
+    const declared = routes.filter((route) =>
+      Object.entries(route.responses).some(([status, answer]) =>
+        status.startsWith("2") && typeof answer === "object"
+      )
+    ).map(key);
+    const unchecked = declared.filter((name) => !checked.has(name) && !(name in NOT_DRIVEN));
+    expect(unchecked).toEqual([]);
+    expect(declared.length).toBeGreaterThan(50);
+  });
+});
