@@ -1,6 +1,6 @@
 /** GET /system/stats as the API answers it (control/metrics/system-stats.ts). */
 import * as v from "valibot";
-import type { LoopSnapshot } from "../../core/loops.ts";
+import type { LoopSnapshot } from "../../../shared/async/loop.ts";
 import { count, jsonObject, timestamp } from "./common.ts";
 
 /** A section of the stats: its data, or what Redis answered instead. */
