@@ -159,7 +159,7 @@ describe("infra/kubernetes", () => {
       const settings = parseControlSettings(containerEnv(spec));
       expect(settings.role).toBe(role);
       expect(spec.ports).toEqual([{ name: "http", containerPort: settings.apiPort }]);
-      const probes = await readFile(join(ROOT, "control", "node", "probes.ts"), "utf8");
+      const probes = await readFile(join(ROOT, "control", "api", "probes.ts"), "utf8");
       const asked: [string, Probe][] = [
         ["readinessProbe", spec.readinessProbe],
         ["livenessProbe", spec.livenessProbe],
@@ -185,7 +185,7 @@ describe("infra/kubernetes", () => {
       { name: "status", containerPort: settings.statusPort },
     ]);
     expect(settings.host).toBe("0.0.0.0");
-    const status = await readFile(join(ROOT, "gateway", "status.ts"), "utf8");
+    const status = await readFile(join(ROOT, "gateway", "app", "status.ts"), "utf8");
     for (const [probe, path] of [[spec.readinessProbe, "/ready"], [spec.livenessProbe, "/live"]]) {
       expect(probe.httpGet.path).toBe(path);
       expect(portOf(spec, probe.httpGet.port)).toBe(settings.statusPort);
