@@ -16,8 +16,15 @@ export const WEB_BUILD_DIR = join(ROOT, "dist", "web");
 export const WEB_BUILD_INDEX = join(WEB_BUILD_DIR, "index.html");
 const VITE_BIN = join(ROOT, "node_modules", ".bin", "vite");
 const CONFIG = join(WEB_SOURCE_DIR, "vite.config.ts");
-/** Sources besides control/web: what the app imports from shared/, and the packages. */
-const OTHER_SOURCES = [join(ROOT, "shared"), join(ROOT, "package-lock.json")];
+/**
+ * Sources besides control/web: what the app imports from shared/ and control/model/ (the one
+ * secret mask), and the packages. Answer types come from control/api/answers as types only.
+ */
+const OTHER_SOURCES = [
+  join(ROOT, "shared"),
+  join(ROOT, "control", "model"),
+  join(ROOT, "package-lock.json"),
+];
 
 /** The newest modification time under `path` (a file or a folder, walked whole). */
 async function newestMs(path: string): Promise<number> {
