@@ -18,7 +18,7 @@
  */
 import net from "node:net";
 import type { FeedProxy } from "../../shared/feed/models.ts";
-import { type FeedBed, feedBed } from "../../tests/feed/support.ts";
+import { type FeedBed, feedBed } from "../../testkit/feed.ts";
 import {
   BENCH_LOGIN,
   type FeedConnectorSpec,

@@ -10,7 +10,8 @@ import { readdirSync, readFileSync } from "node:fs";
 import { chmod, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { freePort, portAccepts, waitFor } from "../../e2e/support/wait.ts";
+import { freePort, portAccepts } from "../../testkit/ports.ts";
+import { waitUntil } from "../../testkit/wait.ts";
 import type { FeedProxy } from "../../shared/feed/models.ts";
 import { SCHEMA_VERSION } from "../../shared/feed/models.ts";
 import {
@@ -19,9 +20,9 @@ import {
   feedProject,
   type FeedProjectSpec,
   publishFeedContent,
-} from "../../tests/feed/support.ts";
-import { collectLogLines, type LogLine } from "../../tests/gateway-net/support.ts";
-import { connector as feedConnector } from "../../tests/gateway/fixtures.ts";
+} from "../../testkit/feed.ts";
+import { collectLogLines, type LogLine } from "../../testkit/gateway/fixture-gateway.ts";
+import { connector as feedConnector } from "../../testkit/gateway/feed-fixtures.ts";
 import { denoEntry } from "../deno-files.ts";
 import {
   DENO_BIN,
@@ -123,7 +124,7 @@ async function startPortPrinter(
     printed += text;
   });
   child.stderr!.setEncoding("utf8").on("data", (text: string) => (output += text));
-  const port = await waitFor(() => {
+  const port = await waitUntil(() => {
     if (child.exitCode !== null) throw new Error(`${name} exited: ${output}`);
     if (!printed.includes("\n")) return undefined;
     return (JSON.parse(printed.split("\n")[0]) as { port: number }).port;
@@ -153,7 +154,7 @@ async function spawnListening(
   child.stdout!.setEncoding("utf8").on("data", (text: string) => (output += text));
   child.stderr!.setEncoding("utf8").on("data", (text: string) => (output += text));
   try {
-    await waitFor(async () => {
+    await waitUntil(async () => {
       if (child.exitCode !== null) {
         const log = await (where.log?.() ?? Promise.resolve("")).catch(() => "");
         throw new Error(`${name} exited: ${output} ${log}`);
@@ -449,7 +450,7 @@ export async function startGateway(
   });
   child.stderr!.setEncoding("utf8").on("data", (text: string) => (output += text));
   const line = (msg: string, timeoutMs = 30_000) =>
-    waitFor(() => {
+    waitUntil(() => {
       if (child.exitCode !== null) throw new Error(`gateway exited: ${output.slice(-2000)}`);
       return parsed.find((entry) => entry.msg === msg);
     }, { timeoutMs, intervalMs: 10, message: `the gateway's "${msg}"` });

@@ -60,8 +60,8 @@
 import { availableParallelism } from "node:os";
 import type { LatencySummary, LoadOptions, LoadReport } from "../loadgen/index.ts";
 import { runLoadInChild, Scenario } from "../loadgen/index.ts";
-import { feedBed } from "../../tests/feed/support.ts";
-import { seriesValue } from "../../tests/support/promtool.ts";
+import { feedBed } from "../../testkit/feed.ts";
+import { seriesValue } from "../../testkit/promtool.ts";
 import {
   BENCH_LOGIN,
   httpProxyRow,

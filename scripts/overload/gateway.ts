@@ -18,7 +18,7 @@ import net from "node:net";
 import { runLoadInChild, Scenario } from "../loadgen/index.ts";
 import { type RoutedGateway, startRoutedGateway } from "../bench/services.ts";
 import { cpuMillis, formatNumber, median, percentile, type Row, sleep } from "../bench/suite.ts";
-import { seriesValue } from "../../tests/support/promtool.ts";
+import { seriesValue } from "../../testkit/promtool.ts";
 import { watchProcess, watchRows } from "../bench/process-watch.ts";
 import type { OverloadContext } from "./context.ts";
 

@@ -9,20 +9,22 @@ import net from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { FaultMode, type FaultProxy, startFaultProxy } from "../../e2e/support/fault-proxy.ts";
-import { type Origin, startOrigin } from "../../e2e/support/origin.ts";
-import { startTinyproxy, type Tinyproxy } from "../../e2e/support/tinyproxy.ts";
-import { waitFor } from "../../e2e/support/wait.ts";
 import {
-  curl,
+  FaultMode,
+  type FaultProxy,
+  startFaultProxy,
+} from "../../testkit/upstreams/fault-proxy.ts";
+import { type Origin, startOrigin } from "../../testkit/upstreams/origin.ts";
+import { startTinyproxy, type Tinyproxy } from "../../testkit/upstreams/tinyproxy.ts";
+import { waitUntil } from "../../testkit/wait.ts";
+import { curl } from "../../testkit/clients/curl.ts";
+import {
   metricValue,
-  openConnect,
-  proxyStatusError,
   startGateway,
-  startTlsFront,
   type TestGateway,
-  type TlsFront,
-} from "./support.ts";
+} from "../../testkit/gateway/fixture-gateway.ts";
+import { openConnect, proxyStatusError } from "../../testkit/clients/raw-http.ts";
+import { startTlsFront, type TlsFront } from "../../testkit/upstreams/tls-front.ts";
 
 let tlsOrigin: Origin;
 let tinyproxy: Tinyproxy;
@@ -134,7 +136,7 @@ beforeAll(async () => {
 afterAll(async () => {
   // Nothing left open once the tests' connections are gone.
   if (gateway) {
-    await waitFor(
+    await waitUntil(
       async () =>
         (await metricValue(gateway.statusPort, "octoprox_gateway_connections_open")) === 0 &&
         (await metricValue(gateway.statusPort, "octoprox_gateway_tunnels_open")) === 0,
@@ -205,7 +207,7 @@ describe("CONNECT", () => {
       expect((await connection.readToEnd()).toString()).toBe("ending");
       connection.write("still here");
       connection.end();
-      await waitFor(() => halfOpen.lastReceived.endsWith("still here") && halfOpen.lastEnded, {
+      await waitUntil(() => halfOpen.lastReceived.endsWith("still here") && halfOpen.lastEnded, {
         message: "the client's bytes after the upstream's half-close",
       });
 
@@ -245,7 +247,7 @@ describe("CONNECT", () => {
         connection.destroy();
       }
       const commits = () => viaSchemes.lines().filter((l) => l.msg === "fixture commit");
-      await waitFor(() => commits().length === 3, { message: "three commits" });
+      await waitUntil(() => commits().length === 3, { message: "three commits" });
       expect(commits().map((l) => String(l.proxyId)).sort()).toEqual(["https", "socks4", "socks5"]);
       // The target's name went to the upstream unresolved.
       expect(fault.requests.slice(-3).map((r) => r.host)).toEqual([

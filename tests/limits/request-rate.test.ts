@@ -14,8 +14,8 @@ import {
   type ScriptClient,
 } from "../../gateway/metering/scripts.ts";
 import { type RedisKeys, redisKeys } from "../../shared/redis-keys.ts";
-import { deletePrefix, TEST_REDIS_URL, testPrefix } from "../support/stores.ts";
-import { waitFor } from "../../e2e/support/wait.ts";
+import { deletePrefix, TEST_REDIS_URL, testPrefix } from "../../testkit/stores.ts";
+import { waitUntil } from "../../testkit/wait.ts";
 
 let redis: Redis;
 let script: LuaScript;
@@ -183,13 +183,13 @@ describe("a project's request-rate limit", () => {
     const leases = gate.stats().leases;
     expect(gate.admit("p", rate)).toBe(true);
     expect(gate.stats().leases).toBe(leases + 1);
-    await waitFor(() => gate.stats().leaseFailures === 2, { message: "the second ask failing" });
+    await waitUntil(() => gate.stats().leaseFailures === 2, { message: "the second ask failing" });
     // Redis answers again: the next ask's lease ends the fallback.
     answering = true;
     nowMs += 200;
     expect(gate.admit("p", rate)).toBe(true);
     // Served from the shared bucket again (not locally) once that lease answered.
-    await waitFor(() => {
+    await waitUntil(() => {
       const local = gate.stats().admittedLocally;
       return gate.admit("p", rate) === true && gate.stats().admittedLocally === local;
     }, { message: "a request served from the shared bucket" });

@@ -17,8 +17,9 @@ import type { MeteringPart } from "../../gateway/metering/apply.ts";
 import { RequestMetering } from "../../gateway/metering/metering.ts";
 import type { LuaScript } from "../../gateway/metering/scripts.ts";
 import { redisKeys } from "../../shared/redis-keys.ts";
-import { findFreePort, LocalRedis } from "../../scripts/local-stores.ts";
-import { testPrefix } from "../support/stores.ts";
+import { LocalRedis } from "../../scripts/local-stores.ts";
+import { freePort } from "../../testkit/ports.ts";
+import { testPrefix } from "../../testkit/stores.ts";
 import {
   Clock,
   expectSameCounts,
@@ -29,7 +30,7 @@ import {
   readRedis,
   Tally,
   TrafficGenerator,
-} from "./support.ts";
+} from "../../testkit/metering.ts";
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
@@ -58,7 +59,7 @@ interface OutageRun {
 async function outage(options: { outageMs: number; persist: boolean }): Promise<OutageRun> {
   const server = new LocalRedis({
     dir: join(folder, options.persist ? "kept" : "empty"),
-    port: await findFreePort(),
+    port: await freePort(),
     persist: options.persist,
   });
   await server.start();

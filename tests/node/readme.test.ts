@@ -2,7 +2,7 @@
 import { readFile } from "node:fs/promises";
 import { expect, it } from "vitest";
 import { SETTING_NAMES } from "../../shared/settings.ts";
-import { ROOT } from "../support/processes.ts";
+import { ROOT } from "../../testkit/processes.ts";
 
 it("the README lists every OCTOPROX_* setting", async () => {
   const readme = await readFile(`${ROOT}/README.md`, "utf8");

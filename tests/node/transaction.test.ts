@@ -13,7 +13,7 @@ import {
   createTestDatabase,
   TEST_ADMIN_DATABASE_URL,
   type TestDatabase,
-} from "../support/stores.ts";
+} from "../../testkit/stores.ts";
 
 let testDatabase: TestDatabase;
 let database: Database;

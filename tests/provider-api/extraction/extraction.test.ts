@@ -19,7 +19,7 @@ import {
   redisState,
   setReserve,
   startBed,
-} from "./support.ts";
+} from "../../../testkit/extraction.ts";
 
 let bed: ExtractionBed;
 

@@ -9,7 +9,8 @@ import { constants } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { UpstreamProxy } from "../../shared/proxy-protocol/types.ts";
-import { freePort, portAccepts, waitFor } from "./wait.ts";
+import { freePort, portAccepts } from "../ports.ts";
+import { waitUntil } from "../wait.ts";
 
 export const TINYPROXY_BIN = process.env.OCTOPROX_TINYPROXY_BIN ?? "/usr/bin/tinyproxy";
 
@@ -145,7 +146,7 @@ export async function startTinyproxy(options: TinyproxyOptions = {}): Promise<Ti
       started.once("error", (error) => {
         spawnFailure = error;
       });
-      const up = await waitFor(
+      const up = await waitUntil(
         async () => {
           if (spawnFailure || started.exitCode !== null || started.signalCode !== null) {
             return "exited";
