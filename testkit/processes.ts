@@ -8,7 +8,7 @@ import { freePort } from "./ports.ts";
 import { TEST_REDIS_URL, testSecrets } from "./stores.ts";
 import { type WaitOptions, waitUntil } from "./wait.ts";
 
-export const ROOT = fileURLToPath(new URL("../..", import.meta.url));
+export const ROOT = fileURLToPath(new URL("..", import.meta.url));
 
 export interface Exit {
   code: number | null;

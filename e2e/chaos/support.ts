@@ -130,6 +130,7 @@ export class Traffic {
         await connection.take(size * 2, left());
         tunnel.sent += size;
         tunnel.received += size * 2;
+        // The tunnel is held open this long between payloads: the pace is the behaviour.
         await delay(holdMs);
       }
       connection.end();

@@ -578,7 +578,7 @@ class Traffic {
     } catch (error) {
       this.failures.push(`${what}: ${(error as Error).message}`);
     }
-    // A steady trickle, not a flood.
+    // A steady trickle, not a flood: pacing the load, not waiting for anything.
     await new Promise((resolve) => setTimeout(resolve, 10));
   }
 
@@ -651,6 +651,7 @@ class Traffic {
           connection.write(Buffer.alloc(16_384, 0x61));
           payload += 16_384;
           await connection.take(2 * 16_384, 20_000);
+          // A long tunnel that carries a little now and then: the pace is the behaviour.
           await new Promise((resolve) => setTimeout(resolve, 100));
         }
         connection.end();

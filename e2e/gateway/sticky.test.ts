@@ -344,7 +344,7 @@ class SessionLoad {
         } catch (error) {
           this.failures.push(`${gateway.instance} ${session}: ${(error as Error).message}`);
         }
-        // A steady trickle, not a flood.
+        // A steady trickle, not a flood: pacing the load, not waiting for anything.
         await new Promise((resolve) => setTimeout(resolve, 5));
       }
     });

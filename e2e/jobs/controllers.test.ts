@@ -8,6 +8,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { slotSecond } from "../../control/jobs/slots.ts";
 import { JobKind } from "../../shared/roles.ts";
 import { Cluster, type Member } from "../../testkit/cluster.ts";
+import { waitUntil } from "../../testkit/wait.ts";
 
 const PERIOD_S = 5;
 const LEASE_TTL_MS = 3_000;
@@ -51,17 +52,19 @@ async function leaseState(member: Member): Promise<Record<string, unknown> | und
 /** Polls the lease key every 10 ms until `done` holds it; answers when it left `from`. */
 async function watchHandover(from: Member, to: Member, timeoutMs: number) {
   let leftAt: number | undefined;
-  const deadline = performance.now() + timeoutMs;
-  for (;;) {
-    const holder = await cluster.leaseHolder();
+  let holder: string | null = null;
+  return await waitUntil(async () => {
+    holder = await cluster.leaseHolder();
     const now = performance.now();
     if (leftAt === undefined && !holderOf(from, holder)) leftAt = now;
-    if (holderOf(to, holder)) return { leftAt: leftAt ?? now, takenAt: now };
-    if (now > deadline) {
-      throw new Error(`The lease did not reach ${to.instance} (holder ${holder})`);
-    }
-    await new Promise((resolve) => setTimeout(resolve, 10));
-  }
+    return holderOf(to, holder) ? { leftAt: leftAt ?? now, takenAt: now } : undefined;
+  }, { timeoutMs, intervalMs: 10, message: `the lease to reach ${to.instance}` }).catch(
+    (error: Error) => {
+      throw new Error(`The lease did not reach ${to.instance} (holder ${holder})`, {
+        cause: error,
+      });
+    },
+  );
 }
 
 describe("the leading controller", () => {

@@ -117,6 +117,7 @@ describe("health status by the checks", () => {
           expect(await cluster.status(id)).toBe("healthy");
           expect((await cluster.softHealth(id))?.failures).toBe("0");
         }
+        // Sampling a window in which nothing may change: time passing is the check.
         await new Promise((resolve) => setTimeout(resolve, 100));
       }
       // The checks did go on through the proxies (each asked the echo, which said 500).
@@ -233,6 +234,7 @@ describe("health status by the checks", () => {
     while (Date.now() < watchUntil) {
       expect(await cluster.entriesAdded(stream)).toBe(health + 1);
       expect(await cluster.entriesAdded(hygiene)).toBe(hygieneCount);
+      // Sampling a window in which nothing may change: time passing is the check.
       await new Promise((resolve) => setTimeout(resolve, 100));
     }
 

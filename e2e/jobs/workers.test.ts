@@ -70,6 +70,7 @@ describe("work held by workers", () => {
       expect(await cluster.pending(stream)).toEqual([
         { id: held.id, consumer: consumerA, deliveries: 1 },
       ]);
+      // Sampling a window in which nothing may change: time passing is the check.
       await new Promise((resolve) => setTimeout(resolve, 100));
     }
     expect(await cluster.reclaimedBy(workerB)).toBe(0);

@@ -195,6 +195,7 @@ describe("a project's request-rate limit", () => {
         else other++;
         next += everyMs;
         const waitMs = next - Date.now();
+        // Pacing each client to its request rate: the offered load is the behaviour.
         if (waitMs > 0) await new Promise((r) => setTimeout(r, waitMs));
       }
     };

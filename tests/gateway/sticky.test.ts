@@ -437,6 +437,8 @@ describe("sticky sessions", () => {
     expect(held.size).toBe(1);
     let drained = false;
     const draining = router.drain().then(() => (drained = true));
+    // The drain must not end within the window while the store write hangs: time passing is
+    // the check.
     await new Promise((resolve) => setTimeout(resolve, 10));
     expect(drained).toBe(false);
     finish();

@@ -100,6 +100,7 @@ describe("a project's request-rate limit", () => {
     while (Date.now() - started < 2_000) {
       const tick = gates.flatMap((gate) => Array.from({ length: 3 }, () => gate.admit("p", rate)));
       total += await admitted(tick);
+      // Pacing the offered load, not waiting for anything: the ticks are the behaviour.
       await new Promise((resolve) => setTimeout(resolve, 10));
     }
     const elapsedS = (Date.now() - started) / 1000;
@@ -121,6 +122,7 @@ describe("a project's request-rate limit", () => {
       for (const [index, gate] of gates.entries()) {
         if (await gate.admit("p", rate)) admittedBy[index]++;
       }
+      // Pacing the offered load, not waiting for anything: the ticks are the behaviour.
       await new Promise((resolve) => setTimeout(resolve, 5));
     }
     const total = admittedBy[0] + admittedBy[1];

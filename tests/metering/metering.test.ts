@@ -284,6 +284,7 @@ describe("request metering", () => {
         sent.push(rest);
         const reply = await redis.evalsha(sha1, n, ...rest);
         if (loseReplies-- > 0) {
+          // The injected fault: a reply later than the send timeout, not a wait.
           await new Promise((resolve) => setTimeout(resolve, 300));
         }
         return reply;

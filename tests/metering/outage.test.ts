@@ -20,6 +20,7 @@ import { redisKeys } from "../../shared/redis-keys.ts";
 import { LocalRedis } from "../../scripts/local-stores.ts";
 import { freePort } from "../../testkit/ports.ts";
 import { testPrefix } from "../../testkit/stores.ts";
+import { waitUntil } from "../../testkit/wait.ts";
 import {
   Clock,
   expectSameCounts,
@@ -90,7 +91,7 @@ async function outage(options: { outageMs: number; persist: boolean }): Promise<
   try {
     metering.start();
     traffic.start();
-    await sleep(1_500);
+    await waitUntil(() => confirmed.length > 0, { message: "a first part confirmed" });
     expect(confirmed.length).toBeGreaterThan(0);
 
     // The outage begins as a reply is lost: Redis applied the part, the gateway never heard.
@@ -113,6 +114,7 @@ async function outage(options: { outageMs: number; persist: boolean }): Promise<
     let maxPendingRows = 0;
     const until = Date.now() + options.outageMs;
     while (Date.now() < until) {
+      // The outage lasts its time whatever happens in it: the pause is the outage, sampled.
       await sleep(250);
       maxPendingRows = Math.max(maxPendingRows, metering.stats().pendingRows);
     }
@@ -121,7 +123,10 @@ async function outage(options: { outageMs: number; persist: boolean }): Promise<
     expect(metering.stats().owedParts).toBeGreaterThan(0);
 
     await server.start();
-    await sleep(1_500);
+    await waitUntil(() => metering.stats().owedParts === 0, {
+      timeoutMs: 15_000,
+      message: "the parts owed through the outage to be sent once Redis is back",
+    });
     await traffic.stop();
     await metering.close();
     expect(metering.stats().owedParts).toBe(0);

@@ -238,6 +238,7 @@ describe("loop lag", () => {
     const worker = await start("worker", newPrefix());
     expect(value(await scrape(worker), "octoprox_event_loop_lag_worst_seconds")).toBeLessThan(1);
     // SIGSTOP holds every timer of the process: the half-second timer fires at least 1.1 s late.
+    // The pause is the behaviour under test (a process held still for a while), not a wait.
     worker.child.kill("SIGSTOP");
     await new Promise((resolve) => setTimeout(resolve, 1600));
     worker.child.kill("SIGCONT");
