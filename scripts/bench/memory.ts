@@ -24,10 +24,10 @@ import {
   type FeedConnectorSpec,
   httpProxyRow,
   publishFeed,
-  type Service,
   startDenoService,
   startGateway,
 } from "./services.ts";
+import type { Service } from "../../testkit/upstreams/daemon.ts";
 import {
   envPositive,
   formatNumber,

@@ -66,14 +66,14 @@ import {
   BENCH_LOGIN,
   httpProxyRow,
   publishFeed,
-  type Service,
-  startChainedTinyproxy,
-  startDante,
   startDenoService,
   startGateway,
   startProxyChain,
-  startSquid,
 } from "./services.ts";
+import type { Service } from "../../testkit/upstreams/daemon.ts";
+import { startSquid } from "../../testkit/upstreams/squid.ts";
+import { startDante } from "../../testkit/upstreams/dante.ts";
+import { startChainedTinyproxy } from "../../testkit/upstreams/tinyproxy.ts";
 import {
   cpuMillisOf,
   envPositive,

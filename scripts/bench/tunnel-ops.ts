@@ -47,7 +47,8 @@ import { waitUntil } from "../../testkit/wait.ts";
 import type { LoadOptions, LoadReport } from "../loadgen/index.ts";
 import { runLoadInChild, Scenario } from "../loadgen/index.ts";
 import { ROOT } from "../gateway-command.ts";
-import { type Service, startDenoService, startGateway, startRoutedGateway } from "./services.ts";
+import { startDenoService, startGateway, startRoutedGateway } from "./services.ts";
+import type { Service } from "../../testkit/upstreams/daemon.ts";
 import {
   cpuMillisOf,
   envPositive,
