@@ -11,6 +11,6 @@ export default defineConfig({
     hookTimeout: 240_000,
     pool: "forks",
     poolOptions: { forks: { maxForks: 1, minForks: 1 } },
-    globalSetup: ["tests/support/global-setup.ts"],
+    globalSetup: ["testkit/global-setup.ts"],
   },
 });

@@ -10,6 +10,6 @@ export default defineConfig({
     // Each file makes its own database and Redis prefix, so files can run side by side.
     pool: "forks",
     poolOptions: { forks: { maxForks: 2, minForks: 1 } },
-    globalSetup: ["tests/support/global-setup.ts"],
+    globalSetup: ["testkit/global-setup.ts"],
   },
 });

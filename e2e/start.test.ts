@@ -10,9 +10,10 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { findFreePort, LocalPostgres } from "../scripts/local-stores.ts";
-import { waitUntil } from "../tests/support/stores.ts";
-import { killAll, readyStatus, spawnScript, waitWhileRunning } from "../tests/support/processes.ts";
+import { LocalPostgres } from "../scripts/local-stores.ts";
+import { freePort } from "../testkit/ports.ts";
+import { waitUntil } from "../testkit/wait.ts";
+import { killAll, readyStatus, spawnScript, waitWhileRunning } from "../testkit/processes.ts";
 
 const run = promisify(execFile);
 
@@ -56,9 +57,9 @@ beforeAll(async () => {
   // As root the local Postgres runs as the postgres user, which must reach the folder.
   await chmod(dataDir, 0o755);
   ports = {
-    api: await findFreePort(),
-    postgres: await findFreePort(),
-    redis: await findFreePort(),
+    api: await freePort(),
+    postgres: await freePort(),
+    redis: await freePort(),
   };
 });
 
@@ -79,7 +80,7 @@ describe("npm start", () => {
     await waitWhileRunning(
       start,
       async () => (await readyStatus(`http://127.0.0.1:${ports.api}`)) === 200,
-      { timeoutMs: 150_000, intervalMs: 250, what: "/ready after npm start" },
+      { timeoutMs: 150_000, intervalMs: 250, message: "/ready after npm start" },
     );
 
     const secrets = JSON.parse(await readFile(join(dataDir, "secrets.json"), "utf8")) as {
@@ -99,7 +100,7 @@ describe("npm start", () => {
     // The banner comes once the process is ready; it names the address and, this first
     // time, the admin's password.
     await waitUntil(() => start.stdout.some((line) => line.includes("Octoprox is running")), {
-      what: "the banner",
+      message: "the banner",
     });
     const output = start.stdout.join("\n");
     expect(output).toContain(`http://127.0.0.1:${ports.api}/`);
@@ -132,10 +133,10 @@ describe("npm start", () => {
     await waitWhileRunning(
       again,
       async () => (await readyStatus(`http://127.0.0.1:${ports.api}`)) === 200,
-      { timeoutMs: 60_000, intervalMs: 250, what: "/ready after a second npm start" },
+      { timeoutMs: 60_000, intervalMs: 250, message: "/ready after a second npm start" },
     );
     await waitUntil(() => again.stdout.some((line) => line.includes("Octoprox is running")), {
-      what: "the banner",
+      message: "the banner",
     });
     expect(again.stdout.join("\n")).not.toContain(secrets.admin_password);
     expect((await login(secrets.admin_password)).status).toBe(200);

@@ -8,10 +8,10 @@
  * is only the isolates question.
  */
 import { Worker } from "node:worker_threads";
-import { startOrigin } from "../e2e/support/origin.ts";
-import { startTinyproxy } from "../e2e/support/tinyproxy.ts";
-import { feedBed } from "../tests/feed/support.ts";
-import { publishFeed, startFeedGateway } from "../tests/gateway-net/feed-gateway.ts";
+import { startOrigin } from "../testkit/upstreams/origin.ts";
+import { startTinyproxy } from "../testkit/upstreams/tinyproxy.ts";
+import { feedBed } from "../testkit/feed.ts";
+import { publishFeed, startFeedGateway } from "../testkit/gateway/feed-gateway.ts";
 
 const SECONDS = Number(process.argv[2] ?? 5);
 const ROUNDS = Number(process.argv[3] ?? 3);

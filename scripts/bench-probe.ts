@@ -12,9 +12,9 @@ import { parseArgs } from "node:util";
 import { probe } from "../control/upstream/index.ts";
 import { UpstreamError } from "../shared/proxy-protocol/errors.ts";
 import type { UpstreamProxy } from "../shared/proxy-protocol/types.ts";
-import { FaultMode, startFaultProxy } from "../e2e/support/fault-proxy.ts";
-import { startOrigin } from "../e2e/support/origin.ts";
-import { startTinyproxy } from "../e2e/support/tinyproxy.ts";
+import { FaultMode, startFaultProxy } from "../testkit/upstreams/fault-proxy.ts";
+import { startOrigin } from "../testkit/upstreams/origin.ts";
+import { startTinyproxy } from "../testkit/upstreams/tinyproxy.ts";
 
 interface ServerPorts {
   origin: number;

@@ -12,8 +12,8 @@ export const DENO_FOLDERS: readonly string[] = [
   "gateway/",
   // Runs unchanged on Deno and Node.
   "shared/",
-  // The gateway-net tests' own gateway entries (tests/gateway-net/support.ts).
-  "tests/gateway-net/fixtures/",
+  // The test kit's fixture gateway entry (testkit/gateway/fixture-gateway.ts).
+  "testkit/gateway/fixture/",
 ];
 
 /** Single files run with `deno run` (the benchmarks', scripts/bench/runtime.ts, services.ts). */

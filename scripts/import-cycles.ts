@@ -23,6 +23,7 @@ export const CHECKED_FOLDERS: readonly string[] = [
   "control",
   "db",
   "scripts",
+  "testkit",
   "tests",
   "e2e",
 ];

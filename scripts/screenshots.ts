@@ -10,14 +10,17 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import type { Page } from "playwright-core";
-import { launchBrowser, signedIn } from "../e2e/support/browser.ts";
-import { Cluster } from "../e2e/support/cluster.ts";
-import { startTinyproxy } from "../e2e/support/tinyproxy.ts";
-import { testCertificate } from "../e2e/support/certs.ts";
-import { PROVIDER_EMULATOR_JSON, startProviderEmulator } from "../e2e/support/provider-emulator.ts";
-import { createRoutedProject } from "../e2e/gateway/support.ts";
+import { launchBrowser, signedIn } from "../testkit/browser.ts";
+import { Cluster } from "../testkit/cluster.ts";
+import { startTinyproxy } from "../testkit/upstreams/tinyproxy.ts";
+import { testCertificate } from "../testkit/certs.ts";
+import {
+  PROVIDER_EMULATOR_JSON,
+  startProviderEmulator,
+} from "../testkit/upstreams/provider-emulator.ts";
+import { createRoutedProject } from "../testkit/routing.ts";
 import { JobKind } from "../shared/roles.ts";
-import { curl } from "../tests/gateway-net/support.ts";
+import { curl } from "../testkit/clients/curl.ts";
 import { ensureWebBuild } from "./build-web.ts";
 
 const OUT = fileURLToPath(new URL("../docs/screenshots/", import.meta.url));

@@ -6,11 +6,11 @@
  * admin is gone with the rows it replaced), and the import appended one `all` change entry.
  */
 import { afterAll, afterEach, beforeAll, expect, it } from "vitest";
-import { curl } from "../../tests/gateway-net/support.ts";
-import { type ApiAnswer, Cluster } from "../support/cluster.ts";
-import { type Origin, startOrigin } from "../support/origin.ts";
-import { startTinyproxy, type Tinyproxy } from "../support/tinyproxy.ts";
-import { createRoutedProject, type RoutedProject, untilAnswer } from "../gateway/support.ts";
+import { curl } from "../../testkit/clients/curl.ts";
+import { type ApiAnswer, Cluster } from "../../testkit/cluster.ts";
+import { type Origin, startOrigin } from "../../testkit/upstreams/origin.ts";
+import { startTinyproxy, type Tinyproxy } from "../../testkit/upstreams/tinyproxy.ts";
+import { createRoutedProject, type RoutedProject, untilAnswer } from "../../testkit/routing.ts";
 
 const PASSPHRASE = "a passphrase for the move";
 

@@ -24,23 +24,28 @@ import { chmod, mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { findFreePort, LocalPostgres, LocalRedis } from "../../scripts/local-stores.ts";
+import { LocalPostgres, LocalRedis } from "../../scripts/local-stores.ts";
+import { freePort } from "../../testkit/ports.ts";
 import { ProjectWindows, windowKey } from "../../shared/metric-windows.ts";
 import { JobKind } from "../../shared/roles.ts";
-import { TEST_ADMIN_DATABASE_URL, TEST_REDIS_URL } from "../../tests/support/stores.ts";
-import { openConnect } from "../../tests/gateway-net/support.ts";
-import { Cluster, FAST_SETTINGS, type Gateway, type Member } from "../support/cluster.ts";
-import { FaultMode, type FaultProxy, startFaultProxy } from "../support/fault-proxy.ts";
+import { TEST_ADMIN_DATABASE_URL, TEST_REDIS_URL } from "../../testkit/stores.ts";
+import { openConnect } from "../../testkit/clients/raw-http.ts";
+import { Cluster, FAST_SETTINGS, type Gateway, type Member } from "../../testkit/cluster.ts";
+import {
+  FaultMode,
+  type FaultProxy,
+  startFaultProxy,
+} from "../../testkit/upstreams/fault-proxy.ts";
 import {
   type HaproxyExample,
   haproxyServerStates,
   haproxyServerStats,
   startHaproxyExample,
-} from "../support/haproxy.ts";
-import { basicAuth } from "../support/proxy-client.ts";
-import { type Sink, startSink } from "../support/sink.ts";
-import { startTinyproxy, type Tinyproxy } from "../support/tinyproxy.ts";
-import { createRoutedProject, type RoutedProject, withOptions } from "../gateway/support.ts";
+} from "../../testkit/upstreams/haproxy.ts";
+import { basicAuth } from "../../testkit/clients/proxy-client.ts";
+import { type Sink, startSink } from "../../testkit/upstreams/sink.ts";
+import { startTinyproxy, type Tinyproxy } from "../../testkit/upstreams/tinyproxy.ts";
+import { createRoutedProject, type RoutedProject, withOptions } from "../../testkit/routing.ts";
 import {
   type CaseFigures,
   ChaosReport,
@@ -139,8 +144,8 @@ async function setUp(): Promise<void> {
   folder = await mkdtemp(join(tmpdir(), "ox-e2e-chaos-"));
   // Postgres runs as its own user when we are root: it must be able to reach its folder.
   await chmod(folder, 0o755);
-  redis = new LocalRedis({ dir: join(folder, "redis"), port: await findFreePort() });
-  pg = new LocalPostgres({ dir: join(folder, "postgres"), port: await findFreePort() });
+  redis = new LocalRedis({ dir: join(folder, "redis"), port: await freePort() });
+  pg = new LocalPostgres({ dir: join(folder, "postgres"), port: await freePort() });
   [tinyproxies, trap, hanging, sink] = await Promise.all([
     Promise.all([...EXIT_A, EXIT_B].map((bindAddress) => startTinyproxy({ bindAddress }))),
     startFaultProxy({
@@ -163,9 +168,9 @@ async function setUp(): Promise<void> {
   controllers = [await start("controller"), await start("controller")];
   workers = await Promise.all([0, 1].map(() => start("worker", workerEnv())));
   ports = await Promise.all([0, 1].map(async () => ({
-    proxyPort: await findFreePort(),
-    socksPort: await findFreePort(),
-    statusPort: await findFreePort(),
+    proxyPort: await freePort(),
+    socksPort: await freePort(),
+    statusPort: await freePort(),
   })));
   gateways = await Promise.all([0, 1].map(startGateway));
   haproxy = await startHaproxyExample(ports);
@@ -178,7 +183,7 @@ async function setUp(): Promise<void> {
     async () =>
       (await cluster.status(trapId)) === "unhealthy" &&
       (await cluster.status(hangingId)) === "unhealthy",
-    { timeoutMs: 30_000, what: "the trap and the hanging proxy to be judged unhealthy" },
+    { timeoutMs: 30_000, message: "the trap and the hanging proxy to be judged unhealthy" },
   );
   await untilHaproxy({ "gateways_http/gw1": "UP", "gateways_http/gw2": "UP" });
   // Every status move from here on is one row.
@@ -225,7 +230,7 @@ async function untilHaproxy(expected: Record<string, string>, timeoutMs = 20_000
   await cluster.until(async () => {
     const states = await haproxyServerStates(haproxy.ports[2]);
     return Object.entries(expected).every(([server, status]) => states[server] === status);
-  }, { timeoutMs, intervalMs: 50, what: `HAProxy to show ${JSON.stringify(expected)}` });
+  }, { timeoutMs, intervalMs: 50, message: `HAProxy to show ${JSON.stringify(expected)}` });
 }
 
 function startTraffic(): Traffic {
@@ -280,7 +285,7 @@ async function underTraffic(
   let outcome;
   try {
     await cluster.until(() => traffic.okSince(0) >= RATE_PER_SECOND, {
-      what: "a second of traffic before the fault",
+      message: "a second of traffic before the fault",
     });
     outcome = await body(traffic);
   } finally {
@@ -354,7 +359,7 @@ async function untilRoutedWith(options: string, timeoutMs = 20_000): Promise<voi
       } finally {
         connection.destroy();
       }
-    }, { timeoutMs, intervalMs: 100, what: `${gateway.instance} to route ${options}` });
+    }, { timeoutMs, intervalMs: 100, message: `${gateway.instance} to route ${options}` });
   }
 }
 
@@ -400,7 +405,7 @@ describe("chaos under traffic", () => {
           const held = await cluster.until(async () => {
             const checks = (await heldChecks()).filter((c) => c.idleMs >= 200);
             return checks.length > 0 ? checks : undefined;
-          }, { timeoutMs: 20_000, what: "a worker to hold a hanging check" });
+          }, { timeoutMs: 20_000, message: "a worker to hold a hanging check" });
           const victimIndex = consumers.indexOf(held[0].consumer);
           expect(victimIndex).toBeGreaterThanOrEqual(0);
           const [victim, survivor] = victimIndex === 0 ? workers : [workers[1], workers[0]];
@@ -415,17 +420,20 @@ describe("chaos under traffic", () => {
           await cluster.until(async () => {
             const pending = new Set((await heldChecks()).map((c) => c.id));
             return victimHeld.every((id) => !pending.has(id));
-          }, { timeoutMs: CLAIM_TIMEOUT_MS + 15_000, what: "the victim's checks to be reclaimed" });
+          }, {
+            timeoutMs: CLAIM_TIMEOUT_MS + 15_000,
+            message: "the victim's checks to be reclaimed",
+          });
           const reclaimedMs = performance.now() - killedAt;
           await cluster.until(
             async () => (await cluster.reclaimedBy(survivor)) > survivorReclaimed,
             {
-              what: "the survivor's heartbeat to show the reclaim",
+              message: "the survivor's heartbeat to show the reclaim",
             },
           );
           await cluster.until(async () => (await cluster.status(hangingId)) === "healthy", {
             timeoutMs: 15_000,
-            what: "the healed proxy to turn healthy",
+            message: "the healed proxy to turn healthy",
           });
           const healthyMs = performance.now() - killedAt;
           exitsA.push(EXIT_HEALED);
@@ -457,7 +465,7 @@ describe("chaos under traffic", () => {
     "2. the leading controller SIGKILLed: the standby leads within TTL plus a poll; the feed goes on",
     async () => {
       await underTraffic("leader SIGKILL", async (traffic) => {
-        const holder = await cluster.until(() => cluster.leaseHolder(), { what: "a leader" });
+        const holder = await cluster.until(() => cluster.leaseHolder(), { message: "a leader" });
         const leader = controllers.find((c) => holder.startsWith(`${c.instance}:`))!;
         const standby = controllers.find((c) => c !== leader)!;
         expect(leader).toBeDefined();
@@ -465,7 +473,7 @@ describe("chaos under traffic", () => {
         expect(await leader.stop("SIGKILL")).toEqual({ code: null, signal: "SIGKILL" });
         await cluster.until(
           async () => (await cluster.leaseHolder())?.startsWith(`${standby.instance}:`),
-          { timeoutMs: LEASE_TTL_MS + LEASE_POLL_MS + 10_000, what: "the standby to lead" },
+          { timeoutMs: LEASE_TTL_MS + LEASE_POLL_MS + 10_000, message: "the standby to lead" },
         );
         const ledMs = performance.now() - killedAt;
         // The feed goes on: an edit after the failover reaches both gateways.
@@ -474,7 +482,7 @@ describe("chaos under traffic", () => {
         expect((await patchProxyB({ country: "DE" })).status).toBe(200);
         await cluster.until(
           async () => (await cluster.entriesAdded(cluster.keys.feedStream)) > published,
-          { what: "a new feed version" },
+          { message: "a new feed version" },
         );
         await untilRoutedWith("-cc-de");
         const feedMs = performance.now() - editedAt;
@@ -515,7 +523,7 @@ describe("chaos under traffic", () => {
         // A few seconds more on the one gateway left: every tunnel goes through.
         const downAt = performance.now();
         await cluster.until(() => traffic.okSince(downAt) >= 2 * RATE_PER_SECOND, {
-          what: "traffic on the gateway left",
+          message: "traffic on the gateway left",
         });
         // Connections HAProxy sent the dead gateway before it saw it down, and moved on.
         const moved = (await redispatched()) - redispatchedBefore;
@@ -564,14 +572,14 @@ describe("chaos under traffic", () => {
         // the loss is at least that, and at most what a publish added since.
         const heldAtStop = await cluster.until(windowBytes, {
           timeoutMs: METERING_INTERVAL_MS + SLACK_MS + 5_000,
-          what: "a metering publish after the flush",
+          message: "a metering publish after the flush",
         });
         heldAtWipe = heldAtStop;
         await redis.stop();
         const stoppedAt = performance.now();
         // Clients go on while Redis is away.
         await cluster.until(() => traffic.okSince(stoppedAt) >= RATE_PER_SECOND, {
-          what: "a second of traffic without Redis",
+          message: "a second of traffic without Redis",
         });
         await redis.start();
         const startedAt = performance.now();
@@ -579,14 +587,14 @@ describe("chaos under traffic", () => {
         const outageMs = startedAt - stoppedAt;
         await cluster.until(async () => (await cluster.redis.get(cluster.keys.feedHead)) !== null, {
           timeoutMs: 20_000,
-          what: "the feed published again",
+          message: "the feed published again",
         });
         const feedMs = performance.now() - startedAt;
         const proxyIds = [...projectA.proxyIds, ...projectB.proxyIds, trapId, hangingId];
         await cluster.until(async () => {
           const health = await Promise.all(proxyIds.map((id) => cluster.softHealth(id)));
           return health.every((h) => Number(h?.checked_at ?? 0) >= startedAtMs);
-        }, { timeoutMs: 20_000, what: "every proxy checked again" });
+        }, { timeoutMs: 20_000, message: "every proxy checked again" });
         const healthMs = performance.now() - startedAt;
         // The feed goes on after the wipe: an edit reaches both gateways.
         expect((await patchProxyB({ country: "FR" })).status).toBe(200);
@@ -594,7 +602,7 @@ describe("chaos under traffic", () => {
         const editMs = performance.now() - startedAt;
         const afterAt = performance.now();
         await cluster.until(() => traffic.okSince(afterAt) >= RATE_PER_SECOND, {
-          what: "traffic after the restart",
+          message: "traffic after the restart",
         });
         const unflushed = traffic.tunnels.filter((t) =>
           (t.endedAt ?? Infinity) >= flushedAt - METERING_INTERVAL_MS - 1_000 &&
@@ -628,11 +636,11 @@ describe("chaos under traffic", () => {
         const answer = await cluster.until(async () => {
           const answer = await patchProxyB({ country: "NL" });
           return answer.status === 503 ? answer : undefined;
-        }, { timeoutMs: 20_000, what: "the write to answer 503 without Postgres" });
+        }, { timeoutMs: 20_000, message: "the write to answer 503 without Postgres" });
         expect(answer.body).toMatchObject({ error: expect.anything() });
         await cluster.until(() => traffic.okSince(stoppedAt) >= 2 * RATE_PER_SECOND, {
           timeoutMs: 30_000,
-          what: "traffic without Postgres",
+          message: "traffic without Postgres",
         });
         await pg.start();
         const startedAt = performance.now();
@@ -640,7 +648,7 @@ describe("chaos under traffic", () => {
         await cluster.until(async () => (await patchProxyB({ country: "NL" })).status === 200, {
           timeoutMs: 20_000,
           intervalMs: 100,
-          what: "the write to succeed again",
+          message: "the write to succeed again",
         });
         const healMs = performance.now() - startedAt;
         await untilRoutedWith("-cc-nl");

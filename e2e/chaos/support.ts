@@ -12,8 +12,8 @@
 import { writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { openConnect } from "../../tests/gateway-net/support.ts";
-import { basicAuth, type Credentials } from "../support/proxy-client.ts";
+import { openConnect } from "../../testkit/clients/raw-http.ts";
+import { basicAuth, type Credentials } from "../../testkit/clients/proxy-client.ts";
 
 export const GREETING_BYTES = 16;
 
@@ -130,6 +130,7 @@ export class Traffic {
         await connection.take(size * 2, left());
         tunnel.sent += size;
         tunnel.received += size * 2;
+        // The tunnel is held open this long between payloads: the pace is the behaviour.
         await delay(holdMs);
       }
       connection.end();

@@ -7,7 +7,7 @@ import { statSync, writeFileSync } from "node:fs";
 import { readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { Cluster } from "../support/cluster.ts";
+import { Cluster } from "../../testkit/cluster.ts";
 import { CliUser, Terminal } from "./support.ts";
 
 let cluster: Cluster;

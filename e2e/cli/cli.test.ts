@@ -7,7 +7,7 @@
 import { statSync } from "node:fs";
 import { readFile } from "node:fs/promises";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { Cluster, type Gateway } from "../support/cluster.ts";
+import { Cluster, type Gateway } from "../../testkit/cluster.ts";
 import { CliUser, Terminal } from "./support.ts";
 
 let cluster: Cluster;
@@ -85,7 +85,7 @@ describe("octoprox status", () => {
     const status = await cluster.until(async () => {
       const run = await user.run(["status"]);
       return run.code === 0 && run.stdout.includes("Every gateway has applied it.") ? run : null;
-    }, { what: "status to show the gateway current" });
+    }, { message: "status to show the gateway current" });
     expect(status.stdout).toContain("Controller leading");
     expect(status.stdout).toContain(`${cluster.api.instance} (leader)`);
     expect(status.stdout).toContain(gateway.instance);

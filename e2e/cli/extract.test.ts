@@ -9,8 +9,8 @@ import { randomBytes } from "node:crypto";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { CredentialSealer } from "../../control/provider-api/pool/credentials.ts";
 import { RedisPoolStore } from "../../control/provider-api/pool/store.ts";
-import { fill } from "../../tests/provider-api/extraction/support.ts";
-import { Cluster } from "../support/cluster.ts";
+import { fill } from "../../testkit/extraction.ts";
+import { Cluster } from "../../testkit/cluster.ts";
 import { JobKind } from "../../shared/roles.ts";
 import { CliUser } from "./support.ts";
 
@@ -215,7 +215,7 @@ describe("extract", () => {
     const refused = await cluster.until(async () => {
       const run = await user.run(["extract", projectId, "--count", "1", "--key", key]);
       return run.code === 1 ? run : undefined;
-    }, { what: "the revoked key refused", timeoutMs: 10_000 });
+    }, { message: "the revoked key refused", timeoutMs: 10_000 });
     expect(refused.stderr).toContain("401 Invalid, expired or revoked distribution key");
     expect(refused.stderr).toContain("(check the distribution key");
   });

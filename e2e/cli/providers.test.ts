@@ -5,7 +5,7 @@
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { Cluster } from "../support/cluster.ts";
+import { Cluster } from "../../testkit/cluster.ts";
 import { CliUser } from "./support.ts";
 
 let cluster: Cluster;

@@ -8,9 +8,9 @@ import { randomBytes } from "node:crypto";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { ROOT } from "../../tests/support/processes.ts";
-import { waitUntil } from "../../tests/support/stores.ts";
-import type { Cluster } from "../support/cluster.ts";
+import { ROOT } from "../../testkit/processes.ts";
+import { waitUntil } from "../../testkit/wait.ts";
+import type { Cluster } from "../../testkit/cluster.ts";
 
 export const BIN = join(ROOT, "control/cli/octoprox.js");
 
@@ -126,7 +126,7 @@ export class Terminal {
     return waitUntil(() => {
       const screen = this.screen();
       return (typeof text === "string" ? screen.includes(text) : text.test(screen)) ? screen : null;
-    }, { timeoutMs, intervalMs: 100, what: `the terminal to show ${text}` }).catch((error) => {
+    }, { timeoutMs, intervalMs: 100, message: `the terminal to show ${text}` }).catch((error) => {
       throw new Error(`${(error as Error).message}\n--- screen:\n${this.screen()}`);
     });
   }

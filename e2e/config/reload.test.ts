@@ -8,10 +8,10 @@ import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, afterEach, beforeAll, expect, test } from "vitest";
-import { Cluster, type Gateway } from "../support/cluster.ts";
-import { type Origin, startOrigin } from "../support/origin.ts";
-import { startTinyproxy, type Tinyproxy } from "../support/tinyproxy.ts";
-import { untilAnswer } from "../gateway/support.ts";
+import { Cluster, type Gateway } from "../../testkit/cluster.ts";
+import { type Origin, startOrigin } from "../../testkit/upstreams/origin.ts";
+import { startTinyproxy, type Tinyproxy } from "../../testkit/upstreams/tinyproxy.ts";
+import { untilAnswer } from "../../testkit/routing.ts";
 
 let cluster: Cluster;
 let origin: Origin;
@@ -70,7 +70,7 @@ const served = (username: string, password: string) =>
     { username, password },
     `${origin.url}/ip`,
     (answer) => answer.status === 200,
-    { what: `project ${username} to be served` },
+    { message: `project ${username} to be served` },
   );
 
 test("the file's project is applied at start and routed", async () => {

@@ -10,11 +10,11 @@ import type { Browser, Page } from "playwright-core";
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest";
 import { JobKind } from "../../shared/roles.ts";
 import { ensureWebBuild } from "../../scripts/build-web.ts";
-import { curl } from "../../tests/gateway-net/support.ts";
-import { launchBrowser, signedIn } from "../support/browser.ts";
-import { Cluster, type Gateway } from "../support/cluster.ts";
-import { startTinyproxy, type Tinyproxy } from "../support/tinyproxy.ts";
-import { createRoutedProject } from "../gateway/support.ts";
+import { curl } from "../../testkit/clients/curl.ts";
+import { launchBrowser, signedIn } from "../../testkit/browser.ts";
+import { Cluster, type Gateway } from "../../testkit/cluster.ts";
+import { startTinyproxy, type Tinyproxy } from "../../testkit/upstreams/tinyproxy.ts";
+import { createRoutedProject } from "../../testkit/routing.ts";
 
 let cluster: Cluster;
 let gateway: Gateway;
@@ -67,7 +67,7 @@ describe("the failures page", () => {
       async () =>
         (await curl(["-f", "-x", gateway.proxyUrl(username, password), `${cluster.api.url}/echo`]))
           .code === 0,
-      { what: "a request through the gateway" },
+      { message: "a request through the gateway" },
     );
     // No proxy of the project is in the country asked for (its proxy has none): the gateway's
     // own refusal.
@@ -93,7 +93,7 @@ describe("the failures page", () => {
       const kinds = (await cluster.request("GET", `${base}/failures?range=1h`)).body.by_kind
         .map((row: { kind: string }) => row.kind);
       return kinds.includes("no_proxy_available") && kinds.includes("upstream_refused");
-    }, { what: "the failures to be flushed", timeoutMs: 30_000, intervalMs: 500 });
+    }, { message: "the failures to be flushed", timeoutMs: 30_000, intervalMs: 500 });
 
     const page = await as(cluster.adminLogin);
     await page.goto(`/projects/${project.projectId}`);

@@ -11,8 +11,8 @@ import { randomBytes } from "node:crypto";
 import type { Browser, Page } from "playwright-core";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { ensureWebBuild } from "../../scripts/build-web.ts";
-import { launchBrowser, signedIn } from "../support/browser.ts";
-import { Cluster } from "../support/cluster.ts";
+import { launchBrowser, signedIn } from "../../testkit/browser.ts";
+import { Cluster } from "../../testkit/cluster.ts";
 
 let cluster: Cluster;
 let browser: Browser;
@@ -202,7 +202,7 @@ describe("the connectors page", () => {
     const badge = bar.getByText("pending decision");
     // The edit's own decision lands first.
     await cluster.until(async () => (await badge.count()) === 0, {
-      what: "the limit edit's decision",
+      message: "the limit edit's decision",
     });
 
     const [answer] = await Promise.all([
@@ -215,7 +215,7 @@ describe("the connectors page", () => {
     // The worker decides; the page reads the connector again and the badge goes.
     await cluster.until(async () => (await badge.count()) === 0, {
       timeoutMs: 20_000,
-      what: "the pending badge to go",
+      message: "the pending badge to go",
     });
     expect((await connector(projectId, id)).traffic_usage).toMatchObject({
       pending: false,

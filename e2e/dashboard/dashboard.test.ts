@@ -10,11 +10,11 @@ import type { Browser, Page } from "playwright-core";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { JobKind } from "../../shared/roles.ts";
 import { ensureWebBuild } from "../../scripts/build-web.ts";
-import { curl } from "../../tests/gateway-net/support.ts";
-import { launchBrowser, signedIn } from "../support/browser.ts";
-import { Cluster, type Gateway } from "../support/cluster.ts";
-import { startTinyproxy, type Tinyproxy } from "../support/tinyproxy.ts";
-import { createRoutedProject } from "../gateway/support.ts";
+import { curl } from "../../testkit/clients/curl.ts";
+import { launchBrowser, signedIn } from "../../testkit/browser.ts";
+import { Cluster, type Gateway } from "../../testkit/cluster.ts";
+import { startTinyproxy, type Tinyproxy } from "../../testkit/upstreams/tinyproxy.ts";
+import { createRoutedProject } from "../../testkit/routing.ts";
 
 let cluster: Cluster;
 let gateway: Gateway;
@@ -128,7 +128,7 @@ describe("the dashboard", () => {
     // The first once the gateway routes the project (a refusal before that is no request).
     await cluster.until(
       async () => (await curl(["-f", "-x", proxy, `${cluster.api.url}/echo`])).code === 0,
-      { what: "the gateway to route the project" },
+      { message: "the gateway to route the project" },
     );
     for (let i = 1; i < sent; i++) {
       const result = await curl(["-f", "-x", proxy, `${cluster.api.url}/echo`]);
@@ -141,7 +141,7 @@ describe("the dashboard", () => {
       await page.reload();
       await expect.poll(() => requestsTile.textContent()).not.toBe("–");
       return (await requestsTile.textContent()) === String(sent);
-    }, { what: "the overview to count the requests" });
+    }, { message: "the overview to count the requests" });
     expect(await page.locator('[data-tile="Success rate in range"] .tile-value').textContent())
       .toBe("100.0 %");
     // The pool: one proxy, healthy; the split names the connector.

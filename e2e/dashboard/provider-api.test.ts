@@ -23,16 +23,16 @@ import { join } from "node:path";
 import type { Browser, Locator, Page } from "playwright-core";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { ensureWebBuild } from "../../scripts/build-web.ts";
-import { launchBrowser, signedIn } from "../support/browser.ts";
-import { testCertificate } from "../support/certs.ts";
-import { Cluster } from "../support/cluster.ts";
+import { launchBrowser, signedIn } from "../../testkit/browser.ts";
+import { testCertificate } from "../../testkit/certs.ts";
+import { Cluster } from "../../testkit/cluster.ts";
 import {
   PROVIDER_EMULATOR_JSON,
   type ProviderEmulator,
   startProviderEmulator,
-} from "../support/provider-emulator.ts";
-import { startTinyproxy, type Tinyproxy } from "../support/tinyproxy.ts";
-import { writeCaFile } from "../vendors/support.ts";
+} from "../../testkit/upstreams/provider-emulator.ts";
+import { startTinyproxy, type Tinyproxy } from "../../testkit/upstreams/tinyproxy.ts";
+import { writeCaFile } from "../../testkit/vendors.ts";
 
 const API_KEY = `pk-${randomBytes(6).toString("hex")}`;
 

@@ -13,11 +13,11 @@
 import type { Browser, Page } from "playwright-core";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { ensureWebBuild } from "../../scripts/build-web.ts";
-import { launchBrowser, signedIn } from "../support/browser.ts";
-import { Cluster, type Gateway } from "../support/cluster.ts";
-import { viaProxy } from "../support/proxy-client.ts";
-import { startTinyproxy, type Tinyproxy } from "../support/tinyproxy.ts";
-import { createRoutedProject, type RoutedProject } from "../gateway/support.ts";
+import { launchBrowser, signedIn } from "../../testkit/browser.ts";
+import { Cluster, type Gateway } from "../../testkit/cluster.ts";
+import { viaProxy } from "../../testkit/clients/proxy-client.ts";
+import { startTinyproxy, type Tinyproxy } from "../../testkit/upstreams/tinyproxy.ts";
+import { createRoutedProject, type RoutedProject } from "../../testkit/routing.ts";
 
 let cluster: Cluster;
 let gateway: Gateway;
@@ -161,7 +161,7 @@ describe("the proxies page", () => {
         await page.getByLabel("Status").selectOption("");
         await page.getByLabel("Status").selectOption("healthy");
         return false;
-      }, { timeoutMs: 90_000, intervalMs: 1_000, what: "five proxies shown healthy" });
+      }, { timeoutMs: 90_000, intervalMs: 1_000, message: "five proxies shown healthy" });
       const statuses = await page.locator('table[aria-label="Proxies"] tbody .badge.status')
         .allTextContents();
       expect(statuses).toEqual(Array(HEALTHY_LINES).fill("healthy"));
@@ -190,7 +190,7 @@ describe("the proxies page", () => {
       ]);
       return unhealthy.body.total === TOTAL_LINES - BAD_LINES - HEALTHY_LINES &&
         healthy.body.total === HEALTHY_LINES;
-    }, { timeoutMs: 60_000, intervalMs: 500, what: "every status to settle" });
+    }, { timeoutMs: 60_000, intervalMs: 500, message: "every status to settle" });
     const page = await asAdmin();
     await page.goto(`/projects/${uploaded.projectId}/proxies`);
     const id = uploaded.projectId;
@@ -236,7 +236,7 @@ describe("the proxies page", () => {
     await add.getByRole("button", { name: "Add proxy" }).click();
     const search = `/api/v1/projects/${uploaded.projectId}/proxies?search=added.example`;
     await cluster.until(async () => (await cluster.request("GET", search)).body.total === 1, {
-      what: "the proxy added",
+      message: "the proxy added",
     });
     await page.getByLabel("Host contains").fill("added.example");
     const row = page.locator('table[aria-label="Proxies"] tbody tr');
@@ -270,7 +270,7 @@ describe("the proxies page", () => {
         timeoutMs: 5_000,
       });
       return (await cluster.request("GET", proxyPath)).body.quarantined === true;
-    }, { timeoutMs: 30_000, intervalMs: 200, what: "the proxy to be quarantined" });
+    }, { timeoutMs: 30_000, intervalMs: 200, message: "the proxy to be quarantined" });
 
     const page = await asAdmin();
     await page.goto(`/projects/${project.projectId}/proxies`);

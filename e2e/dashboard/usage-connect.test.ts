@@ -10,13 +10,13 @@ import type { Browser, Page } from "playwright-core";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { JobKind } from "../../shared/roles.ts";
 import { ensureWebBuild } from "../../scripts/build-web.ts";
-import { curl } from "../../tests/gateway-net/support.ts";
-import { launchBrowser, signedIn } from "../support/browser.ts";
-import { Cluster, type Gateway } from "../support/cluster.ts";
-import { type Origin, startOrigin } from "../support/origin.ts";
-import { exitOf, viaProxy } from "../support/proxy-client.ts";
-import { startTinyproxy, type Tinyproxy } from "../support/tinyproxy.ts";
-import { createRoutedProject, type RoutedProject } from "../gateway/support.ts";
+import { curl } from "../../testkit/clients/curl.ts";
+import { launchBrowser, signedIn } from "../../testkit/browser.ts";
+import { Cluster, type Gateway } from "../../testkit/cluster.ts";
+import { type Origin, startOrigin } from "../../testkit/upstreams/origin.ts";
+import { exitOf, viaProxy } from "../../testkit/clients/proxy-client.ts";
+import { startTinyproxy, type Tinyproxy } from "../../testkit/upstreams/tinyproxy.ts";
+import { createRoutedProject, type RoutedProject } from "../../testkit/routing.ts";
 
 const EXITS = ["127.0.0.2", "127.0.0.3"];
 
@@ -58,7 +58,7 @@ beforeAll(async () => {
   await cluster.until(async () => {
     const answer = await viaProxy(gateway.proxyPort, as("-cc-us"), ipUrl());
     return answer.status === 200 && exitOf(answer) === EXITS[1];
-  }, { what: "the gateway to route by country" });
+  }, { message: "the gateway to route by country" });
 }, 120_000);
 
 afterEach((context) => {
@@ -149,7 +149,7 @@ describe("the usage page", () => {
         `/api/v1/projects/${project.projectId}/metrics/hosts`,
       );
       return answer.body.total > 0;
-    }, { what: "the origin among the flushed hosts" });
+    }, { message: "the origin among the flushed hosts" });
     const page = await asAdmin();
     await page.goto(`/projects/${project.projectId}/usage`);
     await page.locator('[data-chart="Requests a second"] canvas').waitFor();

@@ -24,13 +24,13 @@ import { join } from "node:path";
 import type { Browser, Locator, Page } from "playwright-core";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { ensureWebBuild } from "../../scripts/build-web.ts";
-import { launchBrowser, signedIn } from "../support/browser.ts";
-import { Cluster } from "../support/cluster.ts";
+import { launchBrowser, signedIn } from "../../testkit/browser.ts";
+import { Cluster } from "../../testkit/cluster.ts";
 import {
   startVendorApi,
   type VendorApi,
   vendorApiDescriptorParts,
-} from "../support/vendor-emulator.ts";
+} from "../../testkit/upstreams/vendor-emulator.ts";
 
 const API_KEY = "right-key";
 
@@ -627,7 +627,7 @@ describe("vendor connectors", () => {
       const failed = await cluster.until(async () => {
         const answer = await connector(projectId, id);
         return answer.last_error ? answer : undefined;
-      }, { timeoutMs: 20_000, what: "the sync's error" });
+      }, { timeoutMs: 20_000, message: "the sync's error" });
       expect(failed.config.pool).toBe("main");
       const note = page.locator("[data-last-error]");
       await note.waitFor({ timeout: 20_000 });

@@ -10,10 +10,10 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { formatLiveFuzzReport, runLiveFuzz, SWEEP_MS } from "../../scripts/fuzz/live.ts";
-import { Cluster, type Gateway } from "../support/cluster.ts";
-import { type Origin, startOrigin } from "../support/origin.ts";
-import { startTinyproxy, type Tinyproxy } from "../support/tinyproxy.ts";
-import { createRoutedProject, type RoutedProject } from "../gateway/support.ts";
+import { Cluster, type Gateway } from "../../testkit/cluster.ts";
+import { type Origin, startOrigin } from "../../testkit/upstreams/origin.ts";
+import { startTinyproxy, type Tinyproxy } from "../../testkit/upstreams/tinyproxy.ts";
+import { createRoutedProject, type RoutedProject } from "../../testkit/routing.ts";
 
 const IDLE_TIMEOUT_S = 1;
 const MAX_HEADER_BYTES = 4096;

@@ -15,15 +15,25 @@
  */
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { encodeProxyV2 } from "../../shared/proxy-protocol/proxy-header.ts";
-import { curl, RawConnection } from "../../tests/gateway-net/support.ts";
-import { spawnCommand } from "../../tests/support/processes.ts";
+import { curl } from "../../testkit/clients/curl.ts";
+import { RawConnection } from "../../testkit/clients/raw-http.ts";
+import { spawnCommand } from "../../testkit/processes.ts";
 import { DENO_BIN, gatewayRunArgs } from "../../scripts/gateway-command.ts";
-import { Cluster, type Gateway } from "../support/cluster.ts";
-import { type Haproxy, startHaproxy } from "../support/haproxy.ts";
-import { type Origin, startOrigin } from "../support/origin.ts";
-import { basicAuth, type Credentials, exitOf, viaProxy } from "../support/proxy-client.ts";
-import { startTinyproxy, type Tinyproxy } from "../support/tinyproxy.ts";
-import { createRoutedProject, proxyStatusError, type RoutedProject } from "./support.ts";
+import { Cluster, type Gateway } from "../../testkit/cluster.ts";
+import { type Haproxy, startHaproxy } from "../../testkit/upstreams/haproxy.ts";
+import { type Origin, startOrigin } from "../../testkit/upstreams/origin.ts";
+import {
+  basicAuth,
+  type Credentials,
+  exitOf,
+  viaProxy,
+} from "../../testkit/clients/proxy-client.ts";
+import { startTinyproxy, type Tinyproxy } from "../../testkit/upstreams/tinyproxy.ts";
+import {
+  createRoutedProject,
+  proxyStatusError,
+  type RoutedProject,
+} from "../../testkit/routing.ts";
 
 const EXITS = ["127.0.0.2", "127.0.0.3"];
 const RELAYED = 'octoprox_gateway_requests_total{kind="http",outcome="relayed",status="200"}';
@@ -81,7 +91,7 @@ beforeAll(async () => {
         headers: { "X-Octoprox-Country": "US" },
       });
       return refused.status === 403 && us.status === 200 && exitOf(us) === EXITS[1];
-    }, { timeoutMs: 20_000, what: `${gateway.instance} to apply the access edits` });
+    }, { timeoutMs: 20_000, message: `${gateway.instance} to apply the access edits` });
   }
 });
 
@@ -252,7 +262,7 @@ describe("strict mode", () => {
         localAddress: "127.0.0.9",
       });
       return answer.status !== 407;
-    }, { what: "the feed to carry the open project" });
+    }, { message: "the feed to carry the open project" });
 
     const strict = spawnCommand(
       DENO_BIN,

@@ -10,13 +10,19 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { findFreePort, LocalRedis } from "../../scripts/local-stores.ts";
-import { Cluster, type Gateway } from "../support/cluster.ts";
-import { type Origin, startOrigin } from "../support/origin.ts";
-import { connectVia, viaProxy } from "../support/proxy-client.ts";
-import { startTinyproxy, type Tinyproxy } from "../support/tinyproxy.ts";
-import { curl } from "../../tests/gateway-net/support.ts";
-import { createRoutedProject, loggedPort, type RoutedProject, untilEveryExit } from "./support.ts";
+import { LocalRedis } from "../../scripts/local-stores.ts";
+import { freePort } from "../../testkit/ports.ts";
+import { Cluster, type Gateway } from "../../testkit/cluster.ts";
+import { type Origin, startOrigin } from "../../testkit/upstreams/origin.ts";
+import { connectVia, viaProxy } from "../../testkit/clients/proxy-client.ts";
+import { startTinyproxy, type Tinyproxy } from "../../testkit/upstreams/tinyproxy.ts";
+import { curl } from "../../testkit/clients/curl.ts";
+import {
+  createRoutedProject,
+  loggedPort,
+  type RoutedProject,
+  untilEveryExit,
+} from "../../testkit/routing.ts";
 
 const EXIT = "127.0.0.2";
 const MAX_STALE_S = 2;
@@ -32,7 +38,7 @@ let project: RoutedProject;
 
 beforeAll(async () => {
   folder = await mkdtemp(join(tmpdir(), "ox-e2e-gw-stale-"));
-  redis = new LocalRedis({ dir: join(folder, "redis"), port: await findFreePort() });
+  redis = new LocalRedis({ dir: join(folder, "redis"), port: await freePort() });
   [origin, tinyproxy] = await Promise.all([
     startOrigin(),
     startTinyproxy({ bindAddress: EXIT }),
@@ -111,7 +117,7 @@ describe("a bound on a stale feed", () => {
     // naming the stale feed, over HTTP and CONNECT alike.
     await cluster.until(async () => (await statuses(bounded)).every((s) => s === 503), {
       timeoutMs: 20_000,
-      what: "the bounded gateway to refuse every request",
+      message: "the bounded gateway to refuse every request",
     });
     const refusedAfterMs = Date.now() - stoppedAt;
     // The last good read came at most a quarter of the bound before the stop (the follower
@@ -145,7 +151,7 @@ describe("a bound on a stale feed", () => {
     const backAt = Date.now();
     await cluster.until(async () => (await statuses(bounded)).every((s) => s === 200), {
       timeoutMs: 30_000,
-      what: "the bounded gateway to serve again",
+      message: "the bounded gateway to serve again",
     });
     console.log(
       `feed max stale ${MAX_STALE_S} s: refused ${refusedAfterMs} ms after Redis stopped; ` +

@@ -52,17 +52,18 @@ import {
   windowIndexKey,
   windowKey,
 } from "../../shared/metric-windows.ts";
-import { findFreePort, LocalRedis } from "../../scripts/local-stores.ts";
-import { openConnect, RawConnection } from "../../tests/gateway-net/support.ts";
-import { TEST_REDIS_URL } from "../../tests/support/stores.ts";
+import { LocalRedis } from "../../scripts/local-stores.ts";
+import { freePort } from "../../testkit/ports.ts";
+import { openConnect, RawConnection } from "../../testkit/clients/raw-http.ts";
+import { TEST_REDIS_URL } from "../../testkit/stores.ts";
 import { HANDLED_KINDS } from "../../control/jobs/handlers.ts";
 import { JobKind } from "../../shared/roles.ts";
-import { Cluster, type Gateway } from "../support/cluster.ts";
-import { type Origin, startOrigin } from "../support/origin.ts";
-import { basicAuth, type Credentials } from "../support/proxy-client.ts";
-import { type Sink, startSink } from "../support/sink.ts";
-import { startTinyproxy, type Tinyproxy } from "../support/tinyproxy.ts";
-import { waitForStatuses } from "./support.ts";
+import { Cluster, type Gateway } from "../../testkit/cluster.ts";
+import { type Origin, startOrigin } from "../../testkit/upstreams/origin.ts";
+import { basicAuth, type Credentials } from "../../testkit/clients/proxy-client.ts";
+import { type Sink, startSink } from "../../testkit/upstreams/sink.ts";
+import { startTinyproxy, type Tinyproxy } from "../../testkit/upstreams/tinyproxy.ts";
+import { waitForStatuses } from "../../testkit/routing.ts";
 
 const EXITS = ["127.0.0.2", "127.0.0.3"];
 const COUNTRIES = ["DE", "FR"];
@@ -87,7 +88,7 @@ beforeAll(async () => {
   folder = await mkdtemp(join(tmpdir(), "ox-e2e-gw-metering-"));
   redis = new LocalRedis({
     dir: join(folder, "redis"),
-    port: await findFreePort(),
+    port: await freePort(),
     persist: true,
   });
   [origin, sink, tinyproxies] = await Promise.all([
@@ -318,7 +319,7 @@ async function createMeteredProject(tally: Tally): Promise<MeteredProject> {
       } finally {
         connection.destroy();
       }
-    }, { timeoutMs: 20_000, what: `the gateway to route ${COUNTRIES[proxy]}` });
+    }, { timeoutMs: 20_000, message: `the gateway to route ${COUNTRIES[proxy]}` });
     tally.add(proxy, exchange.sent, exchange.received);
     expect(JSON.parse(exchange.body.toString()).ip).toBe(EXITS[proxy]);
   }
@@ -388,7 +389,7 @@ async function untilPublished(
       // One publish every 5 s; two cycles and some.
       timeoutMs: 20_000,
       intervalMs: 200,
-      what: `metering to publish ${expected} requests`,
+      message: `metering to publish ${expected} requests`,
     });
   } catch (error) {
     throw new Error(`The project's window holds ${seen} of ${expected} requests`, {
@@ -403,7 +404,7 @@ async function untilFirstPublish(project: MeteredProject): Promise<void> {
   await cluster.until(async () => Number(await cluster.redis.hget(key, "requests")) > 0, {
     timeoutMs: 20_000,
     intervalMs: 200,
-    what: "a first publish of the traffic",
+    message: "a first publish of the traffic",
   });
 }
 
@@ -577,7 +578,7 @@ class Traffic {
     } catch (error) {
       this.failures.push(`${what}: ${(error as Error).message}`);
     }
-    // A steady trickle, not a flood.
+    // A steady trickle, not a flood: pacing the load, not waiting for anything.
     await new Promise((resolve) => setTimeout(resolve, 10));
   }
 
@@ -650,6 +651,7 @@ class Traffic {
           connection.write(Buffer.alloc(16_384, 0x61));
           payload += 16_384;
           await connection.take(2 * 16_384, 20_000);
+          // A long tunnel that carries a little now and then: the pace is the behaviour.
           await new Promise((resolve) => setTimeout(resolve, 100));
         }
         connection.end();
@@ -691,7 +693,7 @@ describe("metering through a Redis outage", () => {
       await cluster.until(async () => {
         return Date.now() - stoppedAt >= 20_000 && (await failed()) > failedBefore &&
           traffic.done > doneAtStop + 50;
-      }, { timeoutMs: 45_000, intervalMs: 250, what: "20 s of traffic with Redis down" });
+      }, { timeoutMs: 45_000, intervalMs: 250, message: "20 s of traffic with Redis down" });
       await redis.start();
       outage = {
         requests: traffic.done - doneAtStop,
@@ -702,7 +704,7 @@ describe("metering through a Redis outage", () => {
       await cluster.until(async () => {
         return (await gateway.metric(`${METERING}_consecutive_failures`)) === 0 &&
           traffic.done > doneAtStart + 50;
-      }, { timeoutMs: 30_000, intervalMs: 250, what: "metering to recover" });
+      }, { timeoutMs: 30_000, intervalMs: 250, message: "metering to recover" });
     } finally {
       await traffic.stop();
     }
@@ -746,7 +748,7 @@ describe("metering when Redis answers too late", () => {
       await cluster.until(async () => logLines() > timeoutsBefore && (await consecutive()) >= 1, {
         timeoutMs: 30_000,
         intervalMs: 250,
-        what: "sends unanswered while Redis is frozen",
+        message: "sends unanswered while Redis is frozen",
       });
       unanswered = await consecutive();
       process.kill(frozen, "SIGCONT");
@@ -757,7 +759,7 @@ describe("metering when Redis answers too late", () => {
       const doneAtThaw = traffic.done;
       await cluster.until(async () => {
         return (await consecutive()) === 0 && traffic.done > doneAtThaw + 50;
-      }, { timeoutMs: 30_000, intervalMs: 250, what: "metering to recover" });
+      }, { timeoutMs: 30_000, intervalMs: 250, message: "metering to recover" });
     } finally {
       await traffic.stop();
     }

@@ -8,12 +8,13 @@ import { chmod, mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { findFreePort, LocalPostgres } from "../../scripts/local-stores.ts";
-import { TEST_ADMIN_DATABASE_URL } from "../../tests/support/stores.ts";
-import { Cluster, type Gateway, type Member } from "../support/cluster.ts";
-import { type Origin, startOrigin } from "../support/origin.ts";
-import { exitOf } from "../support/proxy-client.ts";
-import { startTinyproxy, type Tinyproxy } from "../support/tinyproxy.ts";
+import { LocalPostgres } from "../../scripts/local-stores.ts";
+import { freePort } from "../../testkit/ports.ts";
+import { TEST_ADMIN_DATABASE_URL } from "../../testkit/stores.ts";
+import { Cluster, type Gateway, type Member } from "../../testkit/cluster.ts";
+import { type Origin, startOrigin } from "../../testkit/upstreams/origin.ts";
+import { exitOf } from "../../testkit/clients/proxy-client.ts";
+import { startTinyproxy, type Tinyproxy } from "../../testkit/upstreams/tinyproxy.ts";
 import {
   createRoutedProject,
   exitsThrough,
@@ -22,7 +23,7 @@ import {
   untilAnswer,
   untilEveryExit,
   withOptions,
-} from "./support.ts";
+} from "../../testkit/routing.ts";
 
 const EXITS = ["127.0.0.2", "127.0.0.3"];
 
@@ -39,7 +40,7 @@ beforeAll(async () => {
   folder = await mkdtemp(join(tmpdir(), "ox-e2e-gw-pg-"));
   // Postgres runs as its own user when we are root: it must be able to reach its folder.
   await chmod(folder, 0o755);
-  pg = new LocalPostgres({ dir: join(folder, "postgres"), port: await findFreePort() });
+  pg = new LocalPostgres({ dir: join(folder, "postgres"), port: await freePort() });
   [origin, tinyproxies] = await Promise.all([
     startOrigin(),
     Promise.all(EXITS.map((bindAddress) => startTinyproxy({ bindAddress }))),
@@ -77,18 +78,18 @@ describe("Postgres stopped", () => {
     expect(pg.url()).not.toBe(TEST_ADMIN_DATABASE_URL);
     const load = new SteadyLoad(gateways, project.credentials, ipUrl());
     try {
-      await cluster.until(() => load.leastOk >= 5, { what: "requests before the outage" });
+      await cluster.until(() => load.leastOk >= 5, { message: "requests before the outage" });
       await pg.stop();
       // The control plane sees the outage: its api answers 503 for what needs the database.
       await cluster.until(async () => (await apiStatus()) === 503, {
-        what: "the api to answer 503 without Postgres",
+        message: "the api to answer 503 without Postgres",
       });
       const atOutage = new Map(load.ok);
       // The window: while Postgres is away, each gateway serves 100 more requests (a few
       // seconds' worth, over several of the worker's health-check periods, which fail).
       await cluster.until(
         () => gateways.every((g) => load.ok.get(g.instance)! >= atOutage.get(g.instance)! + 100),
-        { timeoutMs: 30_000, what: "requests while Postgres is away" },
+        { timeoutMs: 30_000, message: "requests while Postgres is away" },
       );
       expect(load.failures).toEqual([]);
       for (const gateway of gateways) {
@@ -107,7 +108,7 @@ describe("Postgres stopped", () => {
       await cluster.until(async () => (await apiStatus()) === 200, {
         timeoutMs: 10_000,
         intervalMs: 200,
-        what: "the api to answer again",
+        message: "the api to answer again",
       });
     } finally {
       await load.stop();

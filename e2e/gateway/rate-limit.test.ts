@@ -15,12 +15,18 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { findFreePort, LocalRedis } from "../../scripts/local-stores.ts";
-import { Cluster, type Gateway } from "../support/cluster.ts";
-import { type Origin, startOrigin } from "../support/origin.ts";
-import { exitOf, viaProxy } from "../support/proxy-client.ts";
-import { startTinyproxy, type Tinyproxy } from "../support/tinyproxy.ts";
-import { createRoutedProject, type RoutedProject, untilAnswer, untilEveryExit } from "./support.ts";
+import { LocalRedis } from "../../scripts/local-stores.ts";
+import { freePort } from "../../testkit/ports.ts";
+import { Cluster, type Gateway } from "../../testkit/cluster.ts";
+import { type Origin, startOrigin } from "../../testkit/upstreams/origin.ts";
+import { exitOf, viaProxy } from "../../testkit/clients/proxy-client.ts";
+import { startTinyproxy, type Tinyproxy } from "../../testkit/upstreams/tinyproxy.ts";
+import {
+  createRoutedProject,
+  type RoutedProject,
+  untilAnswer,
+  untilEveryExit,
+} from "../../testkit/routing.ts";
 
 const EXITS = ["127.0.0.2", "127.0.0.3"];
 const MAX_REQUESTS = 4;
@@ -37,7 +43,7 @@ let project: RoutedProject;
 
 beforeAll(async () => {
   folder = await mkdtemp(join(tmpdir(), "ox-e2e-gw-rate-"));
-  redis = new LocalRedis({ dir: join(folder, "redis"), port: await findFreePort() });
+  redis = new LocalRedis({ dir: join(folder, "redis"), port: await freePort() });
   [origin, tinyproxies] = await Promise.all([
     startOrigin(),
     Promise.all(EXITS.map((bindAddress) => startTinyproxy({ bindAddress }))),
@@ -66,7 +72,7 @@ beforeAll(async () => {
   for (const gateway of [first, second]) {
     await cluster.until(() => countedRequest(gateway), {
       timeoutMs: 20_000,
-      what: `${gateway.instance} to apply the rate limit`,
+      message: `${gateway.instance} to apply the rate limit`,
     });
   }
   // Those probes filled part of the windows: start them over for the test.
@@ -94,7 +100,7 @@ async function countedRequest(gateway: Gateway): Promise<boolean> {
   await viaProxy(gateway.proxyPort, project.credentials, ipUrl(), { timeoutMs: 5_000 });
   return await cluster.until(async () => (await gateway.metric(COUNTED)) > before, {
     timeoutMs: 2_000,
-    what: "the request's window write",
+    message: "the request's window write",
   }).then(() => true, () => false);
 }
 
@@ -109,7 +115,7 @@ describe("a connector's rate limit across gateways", () => {
       // Each request's window write lands before the next request.
       await cluster.until(async () => (await first.metric(COUNTED)) > before, {
         timeoutMs: 5_000,
-        what: "the request's window write",
+        message: "the request's window write",
       });
     }
     for (const exit of EXITS) expect(exits.filter((seen) => seen === exit)).toHaveLength(4);
@@ -122,7 +128,7 @@ describe("a connector's rate limit across gateways", () => {
     // The second gateway tripped nothing itself: the feed brings it both quarantines.
     await untilAnswer(cluster, second, project.credentials, ipUrl(), (a) => a.status === 429, {
       timeoutMs: 5_000,
-      what: "the second gateway to refuse through the feed",
+      message: "the second gateway to refuse through the feed",
     });
     expect(await second.metric("octoprox_gateway_rate_limit_trips_total")).toBe(0);
     expect(await second.metric("octoprox_gateway_local_quarantines")).toBe(0);
@@ -155,7 +161,7 @@ describe("a connector's rate limit across gateways", () => {
         {
           timeoutMs: 30_000,
           requestTimeoutMs: 30_000,
-          what: `${gateway.instance} to route through the lifted proxy`,
+          message: `${gateway.instance} to route through the lifted proxy`,
         },
       );
       expect(served.status).toBe(200);
@@ -187,7 +193,7 @@ describe("a connector's rate limit across gateways", () => {
     expect(Date.now() - startedMs).toBeLessThan(2_000);
     await cluster.until(async () => (await first.metric(WRITE_FAILURES)) > failuresBefore, {
       timeoutMs: 10_000,
-      what: "the rate limiter to see Redis away",
+      message: "the rate limiter to see Redis away",
     });
     expect(await first.metric("octoprox_gateway_rate_limit_trips_total")).toBe(2);
   });

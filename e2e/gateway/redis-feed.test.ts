@@ -14,7 +14,8 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { findFreePort, LocalRedis } from "../../scripts/local-stores.ts";
+import { LocalRedis } from "../../scripts/local-stores.ts";
+import { freePort } from "../../testkit/ports.ts";
 import {
   deriveFeedKeys,
   type FeedKeys,
@@ -25,11 +26,11 @@ import {
 } from "../../shared/feed/codec.ts";
 import { headJson, manifestJson } from "../../shared/feed/manifest.ts";
 import { connectorSectionName } from "../../shared/feed/models.ts";
-import { TEST_REDIS_URL } from "../../tests/support/stores.ts";
-import { Cluster, type Gateway, type Member } from "../support/cluster.ts";
-import { type Origin, startOrigin } from "../support/origin.ts";
-import { exitOf, viaProxy } from "../support/proxy-client.ts";
-import { startTinyproxy, type Tinyproxy } from "../support/tinyproxy.ts";
+import { TEST_REDIS_URL } from "../../testkit/stores.ts";
+import { Cluster, type Gateway, type Member } from "../../testkit/cluster.ts";
+import { type Origin, startOrigin } from "../../testkit/upstreams/origin.ts";
+import { exitOf, viaProxy } from "../../testkit/clients/proxy-client.ts";
+import { startTinyproxy, type Tinyproxy } from "../../testkit/upstreams/tinyproxy.ts";
 import {
   createRoutedProject,
   exitsThrough,
@@ -38,7 +39,7 @@ import {
   untilAnswer,
   untilEveryExit,
   withOptions,
-} from "./support.ts";
+} from "../../testkit/routing.ts";
 
 const EXITS = ["127.0.0.2", "127.0.0.3"];
 const FAILURES = "octoprox_gateway_feed_failures_total";
@@ -54,7 +55,7 @@ let project: RoutedProject;
 
 beforeAll(async () => {
   folder = await mkdtemp(join(tmpdir(), "ox-e2e-gw-redis-"));
-  redis = new LocalRedis({ dir: join(folder, "redis"), port: await findFreePort() });
+  redis = new LocalRedis({ dir: join(folder, "redis"), port: await freePort() });
   [origin, tinyproxies] = await Promise.all([
     startOrigin(),
     Promise.all(EXITS.map((bindAddress) => startTinyproxy({ bindAddress }))),
@@ -111,7 +112,7 @@ describe("Redis wiped under the gateways", () => {
     expect(cluster.redisUrl).not.toBe(TEST_REDIS_URL);
     const load = new SteadyLoad(gateways, project.credentials, ipUrl());
     try {
-      await cluster.until(() => load.leastOk >= 5, { what: "requests before the wipe" });
+      await cluster.until(() => load.leastOk >= 5, { message: "requests before the wipe" });
       await cluster.redis.flushall();
       const atWipe = new Map(load.ok);
       expect(await cluster.redis.get(cluster.keys.feedHead)).toBeNull();
@@ -119,11 +120,11 @@ describe("Redis wiped under the gateways", () => {
       // The controller leads again as a new term and publishes the whole feed.
       await cluster.until(async () => (await cluster.redis.get(cluster.keys.feedHead)) !== null, {
         timeoutMs: 20_000,
-        what: "the feed head to be published again",
+        message: "the feed head to be published again",
       });
       await cluster.until(
         () => control.logs().some((line) => line.msg === "Feed head found gone; published whole"),
-        { what: "the controller to log the whole publish" },
+        { message: "the controller to log the whole publish" },
       );
       // An edit after the wipe reaches both gateways.
       const latency = await moveAndFollow(1, "DE");
@@ -131,7 +132,7 @@ describe("Redis wiped under the gateways", () => {
       // Requests went on through both gateways all along.
       await cluster.until(
         () => gateways.every((g) => load.ok.get(g.instance)! >= atWipe.get(g.instance)! + 5),
-        { what: "requests after the wipe" },
+        { message: "requests after the wipe" },
       );
     } finally {
       await load.stop();
@@ -183,7 +184,7 @@ describe("a feed written without the secret", () => {
   async function refusedRepeatedly(before: number[], error: string): Promise<void> {
     for (const [index, gateway] of gateways.entries()) {
       await cluster.until(async () => (await gateway.metric(FAILURES)) >= before[index] + 3, {
-        what: `${gateway.instance} to refuse the forged feed three times`,
+        message: `${gateway.instance} to refuse the forged feed three times`,
       });
       expect(
         gateway.logs().some((line) =>

@@ -15,18 +15,18 @@ import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { curl } from "../../tests/gateway-net/support.ts";
-import { Cluster, type Gateway } from "../support/cluster.ts";
-import { type Origin, startOrigin } from "../support/origin.ts";
+import { curl } from "../../testkit/clients/curl.ts";
+import { Cluster, type Gateway } from "../../testkit/cluster.ts";
+import { type Origin, startOrigin } from "../../testkit/upstreams/origin.ts";
 import {
   connectVia,
   type Credentials,
   exitOf,
   getThroughTunnel,
   viaProxy,
-} from "../support/proxy-client.ts";
-import { startTinyproxy, type Tinyproxy } from "../support/tinyproxy.ts";
-import { freePort, portAccepts } from "../support/wait.ts";
+} from "../../testkit/clients/proxy-client.ts";
+import { startTinyproxy, type Tinyproxy } from "../../testkit/upstreams/tinyproxy.ts";
+import { freePort, portAccepts } from "../../testkit/ports.ts";
 import {
   createRoutedProject,
   exitsThrough,
@@ -35,7 +35,7 @@ import {
   untilAnswer,
   untilEveryExit,
   withOptions,
-} from "./support.ts";
+} from "../../testkit/routing.ts";
 
 const EXITS = ["127.0.0.2", "127.0.0.3", "127.0.0.4"];
 

@@ -14,10 +14,10 @@ import { ChangeLog } from "../../control/core/changelog.ts";
 import { createLogger } from "../../control/core/logging.ts";
 import { markDepleted, type SequenceDeps } from "../../control/services/sequences.ts";
 import { createDatabase, type Database } from "../../db/client.ts";
-import { Cluster, type Gateway } from "../support/cluster.ts";
-import { type Origin, startOrigin } from "../support/origin.ts";
-import { viaProxy } from "../support/proxy-client.ts";
-import { startTinyproxy, type Tinyproxy } from "../support/tinyproxy.ts";
+import { Cluster, type Gateway } from "../../testkit/cluster.ts";
+import { type Origin, startOrigin } from "../../testkit/upstreams/origin.ts";
+import { viaProxy } from "../../testkit/clients/proxy-client.ts";
+import { startTinyproxy, type Tinyproxy } from "../../testkit/upstreams/tinyproxy.ts";
 import {
   createRoutedProject,
   exitsThrough,
@@ -26,7 +26,7 @@ import {
   untilAnswer,
   untilEveryExit,
   waitForStatuses,
-} from "./support.ts";
+} from "../../testkit/routing.ts";
 
 const [EXIT_A, EXIT_B] = ["127.0.0.2", "127.0.0.3"];
 const EXHAUSTED = "This project's connector sequence is exhausted: its last connector ran dry";
@@ -92,7 +92,7 @@ async function untilOnly(exit: string, timeoutMs: number): Promise<void> {
   await cluster.until(async () => {
     const exits = await exitsThrough(gateway, project.credentials, ipUrl(), 6);
     return exits.every((seen) => seen === exit);
-  }, { timeoutMs, intervalMs: 20, what: `every request to leave by ${exit}` });
+  }, { timeoutMs, intervalMs: 20, message: `every request to leave by ${exit}` });
 }
 
 describe("a project with a connector sequence", () => {
@@ -141,7 +141,7 @@ describe("a project with a connector sequence", () => {
       credentials,
       ipUrl(),
       (answer) => answer.status === 503,
-      { timeoutMs: 5_000, what: "the exhausted sequence to be refused" },
+      { timeoutMs: 5_000, message: "the exhausted sequence to be refused" },
     );
     expect(refused.body.trim()).toBe(EXHAUSTED);
     expect(proxyStatusError(refused.headers["proxy-status"])).toBe("destination_unavailable");
@@ -152,7 +152,7 @@ describe("a project with a connector sequence", () => {
     await cluster.until(
       async () =>
         (await gateway.metric('octoprox_gateway_failures_total{kind="sequence_exhausted"}')) >= 2,
-      { what: "the refusals counted as sequence_exhausted" },
+      { message: "the refusals counted as sequence_exhausted" },
     );
 
     // Without the sequence, both connectors share the project's requests again.

@@ -26,20 +26,21 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { randomBytes } from "node:crypto";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { findFreePort, LocalRedis } from "../../scripts/local-stores.ts";
-import { curl } from "../../tests/gateway-net/support.ts";
-import { TEST_REDIS_URL } from "../../tests/support/stores.ts";
-import { Cluster, type Gateway } from "../support/cluster.ts";
-import { type Origin, startOrigin } from "../support/origin.ts";
+import { LocalRedis } from "../../scripts/local-stores.ts";
+import { freePort } from "../../testkit/ports.ts";
+import { curl } from "../../testkit/clients/curl.ts";
+import { TEST_REDIS_URL } from "../../testkit/stores.ts";
+import { Cluster, type Gateway } from "../../testkit/cluster.ts";
+import { type Origin, startOrigin } from "../../testkit/upstreams/origin.ts";
 import {
   ClientConnection,
   type Credentials,
   exitOf,
   type ProxyAnswer,
   viaProxy,
-} from "../support/proxy-client.ts";
-import { startTinyproxy, type Tinyproxy } from "../support/tinyproxy.ts";
-import { untilAnswer, waitForStatuses } from "./support.ts";
+} from "../../testkit/clients/proxy-client.ts";
+import { startTinyproxy, type Tinyproxy } from "../../testkit/upstreams/tinyproxy.ts";
+import { untilAnswer, waitForStatuses } from "../../testkit/routing.ts";
 
 const EXITS = ["127.0.0.2", "127.0.0.3", "127.0.0.4"];
 const COUNTRIES = ["DE", "FR", "NL"];
@@ -60,7 +61,7 @@ const password = `pw-${randomBytes(8).toString("hex")}`;
 
 beforeAll(async () => {
   folder = await mkdtemp(join(tmpdir(), "ox-e2e-gw-sticky-"));
-  redis = new LocalRedis({ dir: join(folder, "redis"), port: await findFreePort() });
+  redis = new LocalRedis({ dir: join(folder, "redis"), port: await freePort() });
   [origin, tinyproxies] = await Promise.all([
     startOrigin(),
     Promise.all(EXITS.map((bindAddress) => startTinyproxy({ bindAddress }))),
@@ -158,7 +159,7 @@ async function everyCountryServed(through: readonly Gateway[]): Promise<void> {
         as({ country }),
         ipUrl(),
         (answer) => answer.status === 200 && exitOf(answer) === EXITS[index],
-        { what: `${gateway.instance} to serve ${country} through ${EXITS[index]}` },
+        { message: `${gateway.instance} to serve ${country} through ${EXITS[index]}` },
       );
     }
   }
@@ -173,7 +174,7 @@ function storedBinding(session: string): Promise<string | null> {
 async function untilStored(session: string, index: number): Promise<void> {
   await cluster.until(async () => (await storedBinding(session)) === proxyIds[index], {
     timeoutMs: 5_000,
-    what: `the binding of ${session} in Redis to name ${EXITS[index]}'s proxy`,
+    message: `the binding of ${session} in Redis to name ${EXITS[index]}'s proxy`,
   });
 }
 
@@ -262,7 +263,7 @@ describe("user-sessid-abc", () => {
         (answer: ProxyAnswer) =>
           answer.status === 503 &&
           answer.body.trim() === "Every upstream proxy for this request is down",
-        { what: `${gateway.instance} to route without ${EXITS[dead]}` },
+        { message: `${gateway.instance} to route without ${EXITS[dead]}` },
       );
     }
 
@@ -343,7 +344,7 @@ class SessionLoad {
         } catch (error) {
           this.failures.push(`${gateway.instance} ${session}: ${(error as Error).message}`);
         }
-        // A steady trickle, not a flood.
+        // A steady trickle, not a flood: pacing the load, not waiting for anything.
         await new Promise((resolve) => setTimeout(resolve, 5));
       }
     });
@@ -410,7 +411,7 @@ describe("a Redis flush", () => {
     const load = new SessionLoad(gateways, steady);
     let answeredAfter = 0;
     try {
-      await cluster.until(() => load.done >= 40, { what: "session requests before the flush" });
+      await cluster.until(() => load.done >= 40, { message: "session requests before the flush" });
       await cluster.redis.flushall();
       const atFlush = load.done;
       expect(await storedBinding(session)).toBeNull();
@@ -429,10 +430,10 @@ describe("a Redis flush", () => {
       // The controller publishes the feed whole again and the gateways follow it.
       await cluster.until(async () => (await cluster.redis.get(cluster.keys.feedHead)) !== null, {
         timeoutMs: 20_000,
-        what: "the feed head to be published again",
+        message: "the feed head to be published again",
       });
       await cluster.until(() => load.done >= atFlush + 40, {
-        what: "session requests after the flush",
+        message: "session requests after the flush",
       });
       answeredAfter = load.done - atFlush;
     } finally {

@@ -17,12 +17,13 @@ import { connect, createServer, type Server, type Socket } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { findFreePort, LocalRedis } from "../../scripts/local-stores.ts";
-import { Cluster, type Gateway, type LogLine, type Member } from "../support/cluster.ts";
-import { type Origin, startOrigin } from "../support/origin.ts";
-import { viaProxy } from "../support/proxy-client.ts";
-import { startTinyproxy, type Tinyproxy } from "../support/tinyproxy.ts";
-import { createRoutedProject, type RoutedProject, untilAnswer } from "./support.ts";
+import { LocalRedis } from "../../scripts/local-stores.ts";
+import { freePort } from "../../testkit/ports.ts";
+import { Cluster, type Gateway, type LogLine, type Member } from "../../testkit/cluster.ts";
+import { type Origin, startOrigin } from "../../testkit/upstreams/origin.ts";
+import { viaProxy } from "../../testkit/clients/proxy-client.ts";
+import { startTinyproxy, type Tinyproxy } from "../../testkit/upstreams/tinyproxy.ts";
+import { createRoutedProject, type RoutedProject, untilAnswer } from "../../testkit/routing.ts";
 
 /** docs/operations.md: 5 s for connections, twice the request deadline (2 s), 1 s of room. */
 const STOP_BOUND_MS = 10_000;
@@ -52,7 +53,7 @@ const held: Socket[] = [];
 
 beforeAll(async () => {
   folder = await mkdtemp(join(tmpdir(), "ox-e2e-stop-"));
-  redis = new LocalRedis({ dir: join(folder, "redis"), port: await findFreePort() });
+  redis = new LocalRedis({ dir: join(folder, "redis"), port: await freePort() });
   [origin, tinyproxy] = await Promise.all([startOrigin(), startTinyproxy(), redis.start()]);
   cluster = await Cluster.create({ redisUrl: redis.url });
   const all = await cluster.start("all");
@@ -66,7 +67,7 @@ beforeAll(async () => {
     held.push(socket);
     socket.on("error", () => {});
   });
-  const blackHolePort = await findFreePort();
+  const blackHolePort = await freePort();
   await new Promise<void>((resolve) => blackHole!.listen(blackHolePort, "127.0.0.1", resolve));
   const silentRedis = { OCTOPROX_REDIS_URL: `redis://127.0.0.1:${blackHolePort}` };
   // An api serves without Redis, so it starts on one that never answers.
@@ -142,7 +143,7 @@ describe("stopping with Redis gone", () => {
       { timeoutMs: 120_000 },
     ).catch((error) => error);
     await cluster.until(() => origin.requests > requestsBefore && origin.connectionsOpen > 0, {
-      what: "the slow download to reach the origin",
+      message: "the slow download to reach the origin",
     });
 
     await redis.stop();
@@ -152,7 +153,7 @@ describe("stopping with Redis gone", () => {
         [noFeed, withFeed, busy].map((gateway) => gateway.metric(FEED_FAILURES)),
       );
       return failures.every((count) => count >= 2);
-    }, { timeoutMs: 30_000, what: "every gateway's feed reads to fail twice" });
+    }, { timeoutMs: 30_000, message: "every gateway's feed reads to fail twice" });
     const [a, b, c] = await Promise.all([noFeed, withFeed, busy].map(timedStop));
     console.info(`stopped in ${[a, b, c].map((s) => Math.round(s.ms)).join(", ")} ms`);
     for (const stop of [a, b, c]) {
@@ -197,7 +198,7 @@ describe("stopping with Redis gone", () => {
   });
 
   it("a second signal ends a stop under way at once", async () => {
-    await cluster.until(() => held.length >= 2, { what: "both to connect to the silent Redis" });
+    await cluster.until(() => held.length >= 2, { message: "both to connect to the silent Redis" });
     // A request whose head never ends: the api's stop gives it its 5 s of grace.
     const partial = connect(controlTwice.port, "127.0.0.1");
     partial.on("error", () => {});

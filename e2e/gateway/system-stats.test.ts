@@ -8,7 +8,7 @@
  */
 import { randomBytes } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { Cluster, type Gateway } from "../support/cluster.ts";
+import { Cluster, type Gateway } from "../../testkit/cluster.ts";
 
 let cluster: Cluster;
 let steady: Gateway;
@@ -69,7 +69,7 @@ describe("gateways on the System page", () => {
       const head = body.feed.data?.head?.digest;
       const listed = [steady, frozen].map((gateway) => gatewayOf(body, gateway));
       return head !== undefined && listed.every((entry) => entry?.current) ? body : undefined;
-    }, { timeoutMs: 30_000, what: "both gateways listed, on the feed head" });
+    }, { timeoutMs: 30_000, message: "both gateways listed, on the feed head" });
     expect(both.feed.error).toBeNull();
     expect(both.feed.data.behind).toBe(0);
     const gateways = both.processes.data.by_role.gateway;
@@ -106,7 +106,7 @@ describe("gateways on the System page", () => {
       return head !== undefined && head !== oldHead && gatewayOf(body, steady)?.current
         ? body
         : undefined;
-    }, { timeoutMs: 15_000, what: "a newer head, applied by the running gateway" });
+    }, { timeoutMs: 15_000, message: "a newer head, applied by the running gateway" });
     expect(gatewayOf(behind, frozen)).toMatchObject({
       applied_digest: oldHead,
       current: false,
@@ -125,7 +125,7 @@ describe("gateways on the System page", () => {
     await cluster.until(async () => {
       const body = await stats();
       return gatewayOf(body, frozen)?.current && body.feed.data.behind === 0;
-    }, { timeoutMs: 30_000, what: "the thawed gateway on the head" });
+    }, { timeoutMs: 30_000, message: "the thawed gateway on the head" });
   });
 
   it("withdraws a gateway that stops cleanly at once", { timeout: 60_000 }, async () => {

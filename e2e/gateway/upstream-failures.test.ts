@@ -10,24 +10,28 @@
  *   without retries.
  */
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { Cluster, type Gateway, type Member } from "../support/cluster.ts";
-import { FaultMode, type FaultProxy, startFaultProxy } from "../support/fault-proxy.ts";
-import { type Origin, startOrigin } from "../support/origin.ts";
+import { Cluster, type Gateway, type Member } from "../../testkit/cluster.ts";
+import {
+  FaultMode,
+  type FaultProxy,
+  startFaultProxy,
+} from "../../testkit/upstreams/fault-proxy.ts";
+import { type Origin, startOrigin } from "../../testkit/upstreams/origin.ts";
 import {
   ClientConnection,
   type Credentials,
   exitOf,
   getThroughTunnel,
   viaProxy,
-} from "../support/proxy-client.ts";
-import { startTinyproxy, type Tinyproxy } from "../support/tinyproxy.ts";
+} from "../../testkit/clients/proxy-client.ts";
+import { startTinyproxy, type Tinyproxy } from "../../testkit/upstreams/tinyproxy.ts";
 import {
   createRoutedProject,
   exitsThrough,
   proxyStatusError,
   untilEveryExit,
   waitForStatuses,
-} from "./support.ts";
+} from "../../testkit/routing.ts";
 
 const EXITS = ["127.0.0.2", "127.0.0.3", "127.0.0.4"];
 const FAULT_EXIT = "127.0.0.5";
@@ -158,7 +162,7 @@ async function untilRoutedWithout(
     const before = await gateway.metric(RETRIES);
     const exits = await exitsThrough(gateway, credentials, ipUrl(), 2);
     return exits.every((seen) => seen !== exit) && (await gateway.metric(RETRIES)) === before;
-  }, { timeoutMs: 20_000, what: `${gateway.instance} to route without ${exit}` });
+  }, { timeoutMs: 20_000, message: `${gateway.instance} to route without ${exit}` });
 }
 
 describe("a proxy killed", () => {

@@ -14,11 +14,11 @@ import { join } from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { buildGatewayBundle, type GatewayBundle } from "../../scripts/gateway-bundle.ts";
 import { DENO_BIN, gatewayBundleRunArgs } from "../../scripts/gateway-command.ts";
-import { Cluster, type Gateway } from "../support/cluster.ts";
-import { type Origin, startOrigin } from "../support/origin.ts";
-import { exitOf, getThroughTunnel, viaProxy } from "../support/proxy-client.ts";
-import { startTinyproxy, type Tinyproxy } from "../support/tinyproxy.ts";
-import { createRoutedProject, type RoutedProject, untilEveryExit } from "../gateway/support.ts";
+import { Cluster, type Gateway } from "../../testkit/cluster.ts";
+import { type Origin, startOrigin } from "../../testkit/upstreams/origin.ts";
+import { exitOf, getThroughTunnel, viaProxy } from "../../testkit/clients/proxy-client.ts";
+import { startTinyproxy, type Tinyproxy } from "../../testkit/upstreams/tinyproxy.ts";
+import { createRoutedProject, type RoutedProject, untilEveryExit } from "../../testkit/routing.ts";
 
 const EXIT = "127.0.0.2";
 

@@ -11,19 +11,19 @@
  *   a refused connection on it).
  */
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { curl } from "../../tests/gateway-net/support.ts";
-import { Cluster, type Gateway } from "../support/cluster.ts";
+import { curl } from "../../testkit/clients/curl.ts";
+import { Cluster, type Gateway } from "../../testkit/cluster.ts";
 import {
   type HaproxyExample,
   haproxyServerStates,
   haproxyServerStats,
   startHaproxyExample,
-} from "../support/haproxy.ts";
-import { type Origin, startOrigin } from "../support/origin.ts";
-import { exitOf, viaProxy } from "../support/proxy-client.ts";
-import { startTinyproxy, type Tinyproxy } from "../support/tinyproxy.ts";
-import { loggedPort } from "../gateway/support.ts";
-import { createRoutedProject, type RoutedProject } from "../gateway/support.ts";
+} from "../../testkit/upstreams/haproxy.ts";
+import { type Origin, startOrigin } from "../../testkit/upstreams/origin.ts";
+import { exitOf, viaProxy } from "../../testkit/clients/proxy-client.ts";
+import { startTinyproxy, type Tinyproxy } from "../../testkit/upstreams/tinyproxy.ts";
+import { loggedPort } from "../../testkit/routing.ts";
+import { createRoutedProject, type RoutedProject } from "../../testkit/routing.ts";
 
 const EXIT = "127.0.0.2";
 const ACCEPTED = 'octoprox_gateway_connections_total{result="accepted"}';
@@ -76,7 +76,7 @@ async function untilStates(expected: Record<string, string>, what: string): Prom
   await cluster.until(async () => {
     const states = await serverStates();
     return Object.entries(expected).every(([server, status]) => states[server] === status);
-  }, { timeoutMs: 20_000, what });
+  }, { timeoutMs: 20_000, message: what });
 }
 
 /** One GET of the origin's /ip through HAProxy's HTTP frontend; answers the exit. */
@@ -135,7 +135,7 @@ describe("the HAProxy example in front of two gateways", () => {
       await send();
       const states = await serverStates();
       return states["gateways_http/gw1"] === "DOWN" && states["gateways_socks/gw1"] === "DOWN";
-    }, { timeoutMs: 20_000, intervalMs: 50, what: "HAProxy to mark the killed gateway down" });
+    }, { timeoutMs: 20_000, intervalMs: 50, message: "HAProxy to mark the killed gateway down" });
     for (let i = 0; i < 5; i++) await send();
     expect(failures).toEqual([]);
     // HAProxy did send some of them to the dead gateway first (refused, then redispatched).

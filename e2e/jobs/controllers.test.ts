@@ -7,7 +7,8 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { slotSecond } from "../../control/jobs/slots.ts";
 import { JobKind } from "../../shared/roles.ts";
-import { Cluster, type Member } from "../support/cluster.ts";
+import { Cluster, type Member } from "../../testkit/cluster.ts";
+import { waitUntil } from "../../testkit/wait.ts";
 
 const PERIOD_S = 5;
 const LEASE_TTL_MS = 3_000;
@@ -51,17 +52,19 @@ async function leaseState(member: Member): Promise<Record<string, unknown> | und
 /** Polls the lease key every 10 ms until `done` holds it; answers when it left `from`. */
 async function watchHandover(from: Member, to: Member, timeoutMs: number) {
   let leftAt: number | undefined;
-  const deadline = performance.now() + timeoutMs;
-  for (;;) {
-    const holder = await cluster.leaseHolder();
+  let holder: string | null = null;
+  return await waitUntil(async () => {
+    holder = await cluster.leaseHolder();
     const now = performance.now();
     if (leftAt === undefined && !holderOf(from, holder)) leftAt = now;
-    if (holderOf(to, holder)) return { leftAt: leftAt ?? now, takenAt: now };
-    if (now > deadline) {
-      throw new Error(`The lease did not reach ${to.instance} (holder ${holder})`);
-    }
-    await new Promise((resolve) => setTimeout(resolve, 10));
-  }
+    return holderOf(to, holder) ? { leftAt: leftAt ?? now, takenAt: now } : undefined;
+  }, { timeoutMs, intervalMs: 10, message: `the lease to reach ${to.instance}` }).catch(
+    (error: Error) => {
+      throw new Error(`The lease did not reach ${to.instance} (holder ${holder})`, {
+        cause: error,
+      });
+    },
+  );
 }
 
 describe("the leading controller", () => {
@@ -83,7 +86,7 @@ describe("the leading controller", () => {
     const entries = await cluster.until(async () => {
       const all = await periodic();
       return ids.every((id) => all.filter((e) => e.key === id).length >= 2) ? all : undefined;
-    }, { timeoutMs: 4 * PERIOD_S * 1000, what: "every key published twice" });
+    }, { timeoutMs: 4 * PERIOD_S * 1000, message: "every key published twice" });
 
     const slots = new Map(ids.map((id) => [id, slotSecond(JobKind.health, id, PERIOD_S)]));
     // Eight keys over five slots: spread over the period, so they went out at several seconds.
@@ -114,7 +117,7 @@ describe("the leading controller", () => {
     expect(holderOf(first, await cluster.leaseHolder())).toBe(true);
     const second = await cluster.start("controller");
     await cluster.until(async () => (await leaseState(second))?.state === "standby", {
-      what: "the second controller to stand by",
+      message: "the second controller to stand by",
     });
     expect(holderOf(first, await cluster.leaseHolder())).toBe(true);
 
@@ -129,13 +132,13 @@ describe("the leading controller", () => {
     const leading = await cluster.until(async () => {
       const lease = await leaseState(second);
       return lease?.state === "leading" ? lease : undefined;
-    }, { what: "the second controller's heartbeat to show the lead" });
+    }, { message: "the second controller's heartbeat to show the lead" });
     expect(leading.term).toBe(1);
 
     // A kill releases nothing: the key lives out its TTL from the last refresh.
     const third = await cluster.start("controller");
     await cluster.until(async () => (await leaseState(third))?.state === "standby", {
-      what: "the third controller to stand by",
+      message: "the third controller to stand by",
     });
     const hygiene = cluster.keys.jobStream(JobKind.indexHygiene);
     const killedAt = performance.now();
@@ -148,13 +151,13 @@ describe("the leading controller", () => {
     // ...and within the TTL plus a poll, with room for a busy machine.
     expect(tookMs).toBeLessThanOrEqual(LEASE_TTL_MS + LEASE_POLL_MS + 800);
     await cluster.until(async () => (await leaseState(third))?.state === "leading", {
-      what: "the third controller's heartbeat to show the lead",
+      message: "the third controller's heartbeat to show the lead",
     });
 
     // The new leader's producers run: index hygiene (every second) is published again.
     const published = await cluster.entriesAdded(hygiene);
     await cluster.until(async () => (await cluster.entriesAdded(hygiene)) > published, {
-      what: "the new leader to publish index hygiene",
+      message: "the new leader to publish index hygiene",
     });
   });
 });

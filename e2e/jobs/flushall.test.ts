@@ -8,12 +8,13 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { findFreePort, LocalRedis } from "../../scripts/local-stores.ts";
+import { LocalRedis } from "../../scripts/local-stores.ts";
+import { freePort } from "../../testkit/ports.ts";
 import { WORKERS_GROUP } from "../../shared/redis-keys.ts";
 import { JobKind } from "../../shared/roles.ts";
-import { TEST_REDIS_URL } from "../../tests/support/stores.ts";
-import { Cluster, type Member } from "../support/cluster.ts";
-import { startTinyproxy, type Tinyproxy } from "../support/tinyproxy.ts";
+import { TEST_REDIS_URL } from "../../testkit/stores.ts";
+import { Cluster, type Member } from "../../testkit/cluster.ts";
+import { startTinyproxy, type Tinyproxy } from "../../testkit/upstreams/tinyproxy.ts";
 
 let folder: string;
 let redis: LocalRedis;
@@ -24,7 +25,7 @@ let tinyproxy: Tinyproxy;
 
 beforeAll(async () => {
   folder = await mkdtemp(join(tmpdir(), "ox-e2e-flush-"));
-  redis = new LocalRedis({ dir: join(folder, "redis"), port: await findFreePort() });
+  redis = new LocalRedis({ dir: join(folder, "redis"), port: await freePort() });
   await redis.start();
   cluster = await Cluster.create({ redisUrl: redis.url });
   const api = await cluster.start("api");
@@ -69,9 +70,9 @@ describe("a Redis wiped empty", () => {
     const connector = await cluster.createConnector();
     const id = await cluster.addProxy(connector, tinyproxy.url);
     await cluster.until(async () => (await cluster.status(id)) === "healthy", {
-      what: "the proxy to turn healthy",
+      message: "the proxy to turn healthy",
     });
-    expect(await cluster.until(leaseTerm, { what: "the controller to lead" })).toBe(1);
+    expect(await cluster.until(leaseTerm, { message: "the controller to lead" })).toBe(1);
     expect(await groups(health)).toEqual([WORKERS_GROUP]);
 
     // Only ever this file's own server.
@@ -85,22 +86,22 @@ describe("a Redis wiped empty", () => {
       async () =>
         (await groups(health)).includes(WORKERS_GROUP) &&
         (await groups(hygiene)).includes(WORKERS_GROUP),
-      { what: "the worker to create its groups again" },
+      { message: "the worker to create its groups again" },
     );
     // A new term: the lead found its key gone, stood by, and took it again.
     await cluster.until(async () => (await leaseTerm()) === 2, {
-      what: "the controller to take the lease again as a new term",
+      message: "the controller to take the lease again as a new term",
     });
     expect((await cluster.leaseHolder())?.startsWith(`${controller.instance}:`)).toBe(true);
     // The producers refill the streams and the checks rebuild soft health.
     await cluster.until(
       async () =>
         (await cluster.entriesAdded(health)) > 0 && (await cluster.entriesAdded(hygiene)) > 0,
-      { what: "periodic entries after the wipe" },
+      { message: "periodic entries after the wipe" },
     );
     await cluster.until(
       async () => Number((await cluster.softHealth(id))?.checked_at ?? 0) >= flushedAt,
-      { what: "a check to write soft health again" },
+      { message: "a check to write soft health again" },
     );
     expect(await cluster.softHealth(id)).toMatchObject({ failures: "0" });
     expect(await cluster.status(id)).toBe("healthy");
@@ -119,7 +120,7 @@ describe("a Redis wiped empty", () => {
     // Run-now work flows too.
     const added = await cluster.addProxy(await cluster.createConnector(), tinyproxy.url);
     await cluster.until(async () => (await cluster.status(added)) === "healthy", {
-      what: "a proxy added after the wipe to turn healthy",
+      message: "a proxy added after the wipe to turn healthy",
     });
   });
 });

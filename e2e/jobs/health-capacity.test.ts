@@ -9,9 +9,13 @@
  */
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { JobKind } from "../../shared/roles.ts";
-import { Cluster } from "../support/cluster.ts";
-import { FaultMode, type FaultProxy, startFaultProxy } from "../support/fault-proxy.ts";
-import { startTinyproxy, type Tinyproxy } from "../support/tinyproxy.ts";
+import { Cluster } from "../../testkit/cluster.ts";
+import {
+  FaultMode,
+  type FaultProxy,
+  startFaultProxy,
+} from "../../testkit/upstreams/fault-proxy.ts";
+import { startTinyproxy, type Tinyproxy } from "../../testkit/upstreams/tinyproxy.ts";
 
 /** Far longer than the test waits for the passing proxy: its check must not wait on one. */
 const CHECK_TIMEOUT_S = 60;
@@ -59,20 +63,20 @@ describe("health batches waiting on hung proxies", () => {
       url.password = "p";
       await cluster.addProxy(connector, url.href);
       await cluster.until(async () => (await cluster.pending(stream)).length === i + 1, {
-        what: `the worker to hold hung proxy ${i + 1}'s check`,
+        message: `the worker to hold hung proxy ${i + 1}'s check`,
       });
     }
     const heldIds = (await cluster.pending(stream)).map((entry) => entry.id).sort();
     const id = await cluster.addProxy(connector, tinyproxy.url);
     await cluster.until(async () => (await cluster.status(id)) === "healthy", {
       timeoutMs: 10_000,
-      what: "the passing proxy to be checked beside the hung ones",
+      message: "the passing proxy to be checked beside the hung ones",
     });
     // The hung ones are still being checked: their batches are running, not given up. The
     // passing proxy's entry is acknowledged just after its verdict is written, so wait for it.
     const heldNow = async () => (await cluster.pending(stream)).map((entry) => entry.id).sort();
     await cluster.until(async () => (await heldNow()).length === hungCount, {
-      what: "the passing proxy's entry to be acknowledged",
+      message: "the passing proxy's entry to be acknowledged",
     });
     expect(await heldNow()).toEqual(heldIds);
   });

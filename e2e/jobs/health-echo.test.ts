@@ -12,9 +12,9 @@
  */
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { probe } from "../../control/upstream/index.ts";
-import { Cluster, type Member } from "../support/cluster.ts";
-import { type Echo, startEcho } from "../support/echo.ts";
-import { type FaultProxy, startFaultProxy } from "../support/fault-proxy.ts";
+import { Cluster, type Member } from "../../testkit/cluster.ts";
+import { type Echo, startEcho } from "../../testkit/upstreams/echo.ts";
+import { type FaultProxy, startFaultProxy } from "../../testkit/upstreams/fault-proxy.ts";
 
 /** The remote proxy's outgoing address: what the echo sees checks through it come from. */
 const PROXY_EXIT = "127.0.0.5";
@@ -66,7 +66,7 @@ async function staysHealthyUntil(done: () => boolean, what: string): Promise<voi
       }
     }
     return seen.length > 0 || done();
-  }, { timeoutMs: 15_000, what });
+  }, { timeoutMs: 15_000, message: what });
   expect(seen).toEqual([]);
 }
 
@@ -101,7 +101,7 @@ describe("health checks of proxies on other machines", () => {
       ids.push(id);
       await cluster.until(async () => (await cluster.status(id)) === "healthy", {
         timeoutMs: 15_000,
-        what: "the remote proxy to turn healthy",
+        message: "the remote proxy to turn healthy",
       });
       // Four more checks, more than the three that would make a failing proxy unhealthy.
       const checksBefore = forwardedTo(PUBLISHED_HOST, api.port);
@@ -136,7 +136,7 @@ describe("health checks of proxies on other machines", () => {
       ids.push(id);
       await cluster.until(async () => (await cluster.status(id)) === "healthy", {
         timeoutMs: 15_000,
-        what: "the remote proxy to turn healthy",
+        message: "the remote proxy to turn healthy",
       });
       const throughProxy = () => echo.requests.get(PROXY_EXIT) ?? 0;
       // The worker asks from 127.0.0.1; checks through the proxy come from its exit.

@@ -11,10 +11,14 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { JobKind } from "../../shared/roles.ts";
 import { WORKERS_GROUP } from "../../shared/redis-keys.ts";
-import { Cluster, type Member } from "../support/cluster.ts";
-import { type Echo, startEcho } from "../support/echo.ts";
-import { FaultMode, type FaultProxy, startFaultProxy } from "../support/fault-proxy.ts";
-import { startTinyproxy, type Tinyproxy } from "../support/tinyproxy.ts";
+import { Cluster, type Member } from "../../testkit/cluster.ts";
+import { type Echo, startEcho } from "../../testkit/upstreams/echo.ts";
+import {
+  FaultMode,
+  type FaultProxy,
+  startFaultProxy,
+} from "../../testkit/upstreams/fault-proxy.ts";
+import { startTinyproxy, type Tinyproxy } from "../../testkit/upstreams/tinyproxy.ts";
 
 let cluster: Cluster;
 let controller: Member;
@@ -53,7 +57,7 @@ describe("health status by the checks", () => {
     const connector = await cluster.createConnector();
     const id = await cluster.addProxy(connector, fault.url());
     await cluster.until(async () => (await cluster.status(id)) === "healthy", {
-      what: "the proxy to turn healthy",
+      message: "the proxy to turn healthy",
     });
     const lastChange = await cluster.lastChangeId();
 
@@ -71,17 +75,17 @@ describe("health status by the checks", () => {
     const degraded = await cluster.until(async () => {
       const seen = await observe();
       return seen.status === "degraded" ? seen : undefined;
-    }, { intervalMs: 20, what: "the first failure to make the proxy degraded" });
+    }, { intervalMs: 20, message: "the first failure to make the proxy degraded" });
     expect(degraded.failures).toBe(1);
     const unhealthy = await cluster.until(async () => {
       const seen = await observe();
       return seen.status === "unhealthy" ? seen : undefined;
-    }, { intervalMs: 20, what: "the third failure to make the proxy unhealthy" });
+    }, { intervalMs: 20, message: "the third failure to make the proxy unhealthy" });
     expect(unhealthy.failures).toBe(3);
 
     fault.setMode(FaultMode.pass);
     await cluster.until(async () => (await cluster.status(id)) === "healthy", {
-      what: "one passing check to make the proxy healthy again",
+      message: "one passing check to make the proxy healthy again",
     });
     expect(await cluster.softHealth(id)).toMatchObject({ failures: "0", error: "" });
     // One change entry per status move: degraded, unhealthy, healthy.
@@ -95,7 +99,7 @@ describe("health status by the checks", () => {
     await cluster.until(async () => {
       const statuses = await Promise.all(ids.map((id) => cluster.status(id)));
       return statuses.every((status) => status === "healthy");
-    }, { what: "the proxies to turn healthy" });
+    }, { message: "the proxies to turn healthy" });
     const lastChange = await cluster.lastChangeId();
     const requestsBefore = [...echo.requests.values()].reduce((a, b) => a + b, 0);
 
@@ -113,6 +117,7 @@ describe("health status by the checks", () => {
           expect(await cluster.status(id)).toBe("healthy");
           expect((await cluster.softHealth(id))?.failures).toBe("0");
         }
+        // Sampling a window in which nothing may change: time passing is the check.
         await new Promise((resolve) => setTimeout(resolve, 100));
       }
       // The checks did go on through the proxies (each asked the echo, which said 500).
@@ -153,7 +158,7 @@ describe("health status by the checks", () => {
       return answer.status === 200 && roles.api && roles.controller && roles.worker
         ? answer.body
         : undefined;
-    }, { what: "the stats to list every role" });
+    }, { message: "the stats to list every role" });
     const readAt = Date.now();
 
     expect(stats.processes.error).toBeNull();
@@ -210,7 +215,7 @@ describe("health status by the checks", () => {
       async () =>
         (await cluster.entriesAdded(stream)) > healthBefore &&
         (await cluster.entriesAdded(hygiene)) > hygieneBefore,
-      { what: "periodic entries under the leader" },
+      { message: "periodic entries under the leader" },
     );
 
     await controller.stop("SIGTERM");
@@ -222,13 +227,14 @@ describe("health status by the checks", () => {
     const connector = await cluster.createConnector();
     const id = await cluster.addProxy(connector, tinyproxies[0].url);
     await cluster.until(async () => (await cluster.status(id)) === "healthy", {
-      what: "the run-now check without a leader",
+      message: "the run-now check without a leader",
     });
     // Three periods of both kinds (1 s each) bring nothing periodic.
     const watchUntil = Date.now() + 3_000;
     while (Date.now() < watchUntil) {
       expect(await cluster.entriesAdded(stream)).toBe(health + 1);
       expect(await cluster.entriesAdded(hygiene)).toBe(hygieneCount);
+      // Sampling a window in which nothing may change: time passing is the check.
       await new Promise((resolve) => setTimeout(resolve, 100));
     }
 
@@ -238,7 +244,7 @@ describe("health status by the checks", () => {
       async () =>
         (await cluster.entriesAdded(stream)) > health + 1 &&
         (await cluster.entriesAdded(hygiene)) > hygieneCount,
-      { what: "periodic entries under the new leader" },
+      { message: "periodic entries under the new leader" },
     );
     // The worker has waited for room after every index hygiene batch (one at a time) for the
     // whole file: those waits leave no listener behind on its loop's signal.

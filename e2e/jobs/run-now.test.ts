@@ -8,9 +8,13 @@
  */
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { JobKind } from "../../shared/roles.ts";
-import { Cluster, type Member } from "../support/cluster.ts";
-import { FaultMode, type FaultProxy, startFaultProxy } from "../support/fault-proxy.ts";
-import { startTinyproxy, type Tinyproxy } from "../support/tinyproxy.ts";
+import { Cluster, type Member } from "../../testkit/cluster.ts";
+import {
+  FaultMode,
+  type FaultProxy,
+  startFaultProxy,
+} from "../../testkit/upstreams/fault-proxy.ts";
+import { startTinyproxy, type Tinyproxy } from "../../testkit/upstreams/tinyproxy.ts";
 
 let cluster: Cluster;
 let worker: Member;
@@ -53,7 +57,7 @@ describe("run-now health checks", () => {
     await cluster.until(async () => (await cluster.status(id)) === "healthy", {
       timeoutMs: 5_000,
       intervalMs: 10,
-      what: "the added proxy to turn healthy",
+      message: "the added proxy to turn healthy",
     });
     const elapsedMs = performance.now() - startedAt;
     expect(elapsedMs).toBeLessThan(1_000);
@@ -74,7 +78,7 @@ describe("run-now health checks", () => {
     const connector = await cluster.createConnector();
     const id = await cluster.addProxy(connector, fault.url());
     await cluster.until(async () => (await cluster.status(id)) === "healthy", {
-      what: "the proxy to turn healthy",
+      message: "the proxy to turn healthy",
     });
     const before = await cluster.proxyRow(id);
     const lastChange = await cluster.lastChangeId();
@@ -90,7 +94,7 @@ describe("run-now health checks", () => {
         (await cluster.status(id)) === "degraded" &&
         (await cluster.redis.xlen(stream)) === 0 &&
         (await cluster.pending(stream)).length === 0,
-      { what: "the duplicated key to be handled" },
+      { message: "the duplicated key to be handled" },
     );
     // One check: one connection to the proxy, one failure counted, one status move announced.
     expect(fault.connectionsSeen - connectionsBefore).toBe(1);
@@ -106,7 +110,7 @@ describe("run-now health checks", () => {
     const connector = await cluster.createConnector();
     const id = await cluster.addProxy(connector, tinyproxy.url);
     await cluster.until(async () => (await cluster.status(id)) === "healthy", {
-      what: "the proxy to turn healthy",
+      message: "the proxy to turn healthy",
     });
     const failuresBefore = await runnerFailures(worker);
 
@@ -123,7 +127,7 @@ describe("run-now health checks", () => {
       if (entry) seen.push(entry.deliveries);
       return entry === undefined && (await cluster.redis.xlen(stream)) === 0 &&
         worker.logs().some((line) => line.msg === "Giving up a batch after its last delivery");
-    }, { timeoutMs: 40_000, intervalMs: 50, what: "the batch to be given up" });
+    }, { timeoutMs: 40_000, intervalMs: 50, message: "the batch to be given up" });
 
     const giveUps = worker.logs().filter((line) =>
       line.msg === "Giving up a batch after its last delivery"
@@ -140,7 +144,7 @@ describe("run-now health checks", () => {
     const runner = await cluster.until(async () => {
       const loop = await runnerSnapshot(worker);
       return loop?.dropped === 1 ? loop : undefined;
-    }, { what: "the worker's heartbeat to show the dropped entry" });
+    }, { message: "the worker's heartbeat to show the dropped entry" });
     expect(Number(runner.failures) - failuresBefore).toBe(5);
     // Nothing was written for the proxy.
     expect(await cluster.status(id)).toBe("healthy");

@@ -7,8 +7,12 @@
  */
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { JobKind } from "../../shared/roles.ts";
-import { Cluster } from "../support/cluster.ts";
-import { FaultMode, type FaultProxy, startFaultProxy } from "../support/fault-proxy.ts";
+import { Cluster } from "../../testkit/cluster.ts";
+import {
+  FaultMode,
+  type FaultProxy,
+  startFaultProxy,
+} from "../../testkit/upstreams/fault-proxy.ts";
 
 const CLAIM_TIMEOUT_MS = 1_500;
 const RECLAIM_INTERVAL_MS = 300;
@@ -52,7 +56,7 @@ describe("work held by workers", () => {
     const [held] = await cluster.until(async () => {
       const pending = await cluster.pending(stream);
       return pending.length === 1 && fault.connectionsOpen === 1 ? pending : undefined;
-    }, { what: "worker A to hold the check" });
+    }, { message: "worker A to hold the check" });
     expect(held).toMatchObject({ consumer: consumerA, deliveries: 1 });
 
     const workerB = await cluster.start("worker", { env: { OCTOPROX_ECHO_URL: echoUrl } });
@@ -66,6 +70,7 @@ describe("work held by workers", () => {
       expect(await cluster.pending(stream)).toEqual([
         { id: held.id, consumer: consumerA, deliveries: 1 },
       ]);
+      // Sampling a window in which nothing may change: time passing is the check.
       await new Promise((resolve) => setTimeout(resolve, 100));
     }
     expect(await cluster.reclaimedBy(workerB)).toBe(0);
@@ -81,7 +86,7 @@ describe("work held by workers", () => {
         (await cluster.status(id)) === "healthy" &&
         (await cluster.redis.xlen(stream)) === 0 &&
         (await cluster.pending(stream)).length === 0,
-      { timeoutMs: 15_000, what: "worker B to complete the dead worker's entry" },
+      { timeoutMs: 15_000, message: "worker B to complete the dead worker's entry" },
     );
     const tookMs = performance.now() - killedAt;
     // A's last keep-alive came at most a reclaim interval before the kill, so B could not take
@@ -90,7 +95,7 @@ describe("work held by workers", () => {
     expect(tookMs).toBeLessThan(CLAIM_TIMEOUT_MS + 5_000);
     expect(await cluster.softHealth(id)).toMatchObject({ failures: "0" });
     await cluster.until(async () => (await cluster.reclaimedBy(workerB)) === 1, {
-      what: "worker B's heartbeat to show the reclaim",
+      message: "worker B's heartbeat to show the reclaim",
     });
   });
 });

@@ -8,11 +8,15 @@
  */
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { JobKind } from "../../shared/roles.ts";
-import { Cluster, type Gateway } from "../support/cluster.ts";
-import { FaultMode, type FaultProxy, startFaultProxy } from "../support/fault-proxy.ts";
-import { type Origin, startOrigin } from "../support/origin.ts";
-import { basicAuth, type Credentials } from "../support/proxy-client.ts";
-import { openConnect, RawConnection } from "../../tests/gateway-net/support.ts";
+import { Cluster, type Gateway } from "../../testkit/cluster.ts";
+import {
+  FaultMode,
+  type FaultProxy,
+  startFaultProxy,
+} from "../../testkit/upstreams/fault-proxy.ts";
+import { type Origin, startOrigin } from "../../testkit/upstreams/origin.ts";
+import { basicAuth, type Credentials } from "../../testkit/clients/proxy-client.ts";
+import { openConnect, RawConnection } from "../../testkit/clients/raw-http.ts";
 
 const VENDOR = { username: "vendoruser7", password: "VendorS3cretPw" };
 const QUERY_SECRET = "QuerySecret123";
@@ -114,7 +118,7 @@ describe("the failure log end to end", () => {
       } finally {
         connection.destroy();
       }
-    }, { what: "a request through the proxy" });
+    }, { message: "a request through the proxy" });
     const refusalsBefore = await failureCount();
 
     // A CONNECT the vendor refuses with a 403 echoing our credentials for it.
@@ -136,7 +140,7 @@ describe("the failure log end to end", () => {
 
     // The gateway's windows and examples reach Redis within a metering interval or two.
     await cluster.until(async () => (await failureCount()) >= refusalsBefore + 2, {
-      what: "the failure windows",
+      message: "the failure windows",
       timeoutMs: 20_000,
     });
     await cluster.runNow(JobKind.metricsFlush);
@@ -167,7 +171,7 @@ describe("the failure log end to end", () => {
         item.connector_id === connectorId
       );
       return attemptExamples.length >= 2 ? answer : undefined;
-    }, { what: "the two failed attempts' examples" });
+    }, { message: "the two failed attempts' examples" });
     const refusedExample = examples.body.items.find((item: { kind: string }) =>
       item.kind === "upstream_refused"
     );

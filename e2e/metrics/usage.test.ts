@@ -8,12 +8,12 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { ProxyWindows, windowKey } from "../../shared/metric-windows.ts";
 import { JobKind } from "../../shared/roles.ts";
-import { Cluster, type Gateway } from "../support/cluster.ts";
-import { basicAuth } from "../support/proxy-client.ts";
-import { type Sink, startSink } from "../support/sink.ts";
-import { startTinyproxy, type Tinyproxy } from "../support/tinyproxy.ts";
-import { createRoutedProject, type RoutedProject } from "../gateway/support.ts";
-import { openConnect } from "../../tests/gateway-net/support.ts";
+import { Cluster, type Gateway } from "../../testkit/cluster.ts";
+import { basicAuth } from "../../testkit/clients/proxy-client.ts";
+import { type Sink, startSink } from "../../testkit/upstreams/sink.ts";
+import { startTinyproxy, type Tinyproxy } from "../../testkit/upstreams/tinyproxy.ts";
+import { createRoutedProject, type RoutedProject } from "../../testkit/routing.ts";
+import { openConnect } from "../../testkit/clients/raw-http.ts";
 
 const EXITS = ["127.0.0.2", "127.0.0.3"];
 /** The sink's greeting: the address the tunnel reached it from, padded to a fixed size. */
@@ -68,7 +68,7 @@ async function tunnel(payload: number): Promise<{ exit: string; sent: number; re
     if (opened.response.status === 200) return opened;
     opened.connection.destroy();
     return undefined;
-  }, { what: "the gateway to route the project" });
+  }, { message: "the gateway to route the project" });
   try {
     const greeting = await connection.take(GREETING_BYTES);
     connection.write(Buffer.alloc(payload, 0x61));
@@ -115,7 +115,7 @@ describe("usage end to end", () => {
         );
       }
       return requests === TUNNELS;
-    }, { what: "the gateway's metering to publish every tunnel", timeoutMs: 20_000 });
+    }, { message: "the gateway's metering to publish every tunnel", timeoutMs: 20_000 });
 
     await cluster.runNow(JobKind.metricsFlush);
     expect(await committedFlushes()).toBe(1);

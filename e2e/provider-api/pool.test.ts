@@ -23,16 +23,16 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { testCertificate } from "../support/certs.ts";
-import { Cluster, type Gateway, type Member } from "../support/cluster.ts";
-import { type Origin, startOrigin } from "../support/origin.ts";
+import { testCertificate } from "../../testkit/certs.ts";
+import { Cluster, type Gateway, type Member } from "../../testkit/cluster.ts";
+import { type Origin, startOrigin } from "../../testkit/upstreams/origin.ts";
 import {
   PROVIDER_EMULATOR_JSON,
   type ProviderEmulator,
   startProviderEmulator,
-} from "../support/provider-emulator.ts";
-import { exitOf, viaProxy } from "../support/proxy-client.ts";
-import { startTinyproxy, type Tinyproxy } from "../support/tinyproxy.ts";
+} from "../../testkit/upstreams/provider-emulator.ts";
+import { exitOf, viaProxy } from "../../testkit/clients/proxy-client.ts";
+import { startTinyproxy, type Tinyproxy } from "../../testkit/upstreams/tinyproxy.ts";
 import { JobKind } from "../../shared/roles.ts";
 import type { EntryRecord } from "../../control/provider-api/pool/contract.ts";
 import {
@@ -40,7 +40,7 @@ import {
   createProject,
   type VendorProject,
   writeCaFile,
-} from "../vendors/support.ts";
+} from "../../testkit/vendors.ts";
 
 const API_KEY = `pk-${randomBytes(6).toString("hex")}`;
 
@@ -189,7 +189,7 @@ async function poolRunNow(connectorId: string): Promise<void> {
   await cluster.until(
     async () =>
       (await cluster.redis.xlen(stream)) === 0 && (await cluster.pending(stream)).length === 0,
-    { what: `a pool run of ${connectorId}` },
+    { message: `a pool run of ${connectorId}` },
   );
 }
 
@@ -204,7 +204,7 @@ describe("a provider-API pool", () => {
         return seen.every((exit) => typeof exit === "string" && handedOut.has(exit))
           ? seen
           : undefined;
-      }, { what: "both gateways to route through the provider's proxies" });
+      }, { message: "both gateways to route through the provider's proxies" });
     }
     const routed = await routedEntries(connectorId);
     expect(routed.length).toBeGreaterThanOrEqual(2);
@@ -231,13 +231,13 @@ describe("a provider-API pool", () => {
       await cluster.until(async () => {
         const [exit] = await exitsThrough(gateway, project, 1);
         return exit === "127.0.0.34" ? exit : undefined;
-      }, { what: "both gateways to route through exit 4", timeoutMs: 30_000 });
+      }, { message: "both gateways to route through exit 4", timeoutMs: 30_000 });
     }
     const [entry] = await routedEntries(connectorId);
     // No more publishes from here on: the gateways keep the feed that routes the proxy.
     await controller.stop();
     await cluster.until(() => Date.now() > entry.usable_until + 50 ? true : undefined, {
-      what: "the proxy's usable-until to pass",
+      message: "the proxy's usable-until to pass",
       timeoutMs: 20_000,
     });
     for (const gateway of gateways) {
@@ -255,7 +255,7 @@ describe("a provider-API pool", () => {
       pool: { min_size: 8, target_size: 10, max_size: 10 },
     });
     await cluster.until(() => provider.served >= 6 ? true : undefined, {
-      what: "the provider to hand out max_total proxies",
+      message: "the provider to hand out max_total proxies",
     });
     // However often the pool runs short from here, no call is made.
     for (let run = 0; run < 3; run++) await poolRunNow(connectorId);
@@ -268,7 +268,7 @@ describe("a provider-API pool", () => {
     const provider = await emulator([1, 2, 3]);
     const { project, connectorId } = await poolConnector(provider, {});
     await cluster.until(async () => (await routedEntries(connectorId)).length >= 2 || undefined, {
-      what: "the pool to fill",
+      message: "the pool to fill",
     });
     const generation = await cluster.redis.get(cluster.keys.poolGeneration);
     expect(generation).not.toBeNull();
@@ -280,12 +280,12 @@ describe("a provider-API pool", () => {
       return now !== null && now !== generation && (await routedEntries(connectorId)).length >= 2
         ? true
         : undefined;
-    }, { what: "a new generation with a refilled pool", timeoutMs: 60_000 });
+    }, { message: "a new generation with a refilled pool", timeoutMs: 60_000 });
     expect(provider.calls).toBeGreaterThan(callsBefore);
     await cluster.until(async () => {
       const [exit] = await exitsThrough(gateways[0], project, 1);
       return typeof exit === "string" ? exit : undefined;
-    }, { what: "the gateway to route the refilled pool", timeoutMs: 60_000 });
+    }, { message: "the gateway to route the refilled pool", timeoutMs: 60_000 });
   });
 });
 
@@ -302,7 +302,7 @@ describe("extraction from the pool", () => {
         cluster.redis.zcard(cluster.keys.poolStock(connectorId)),
       ]);
       return routed === 1 && stock === 4 ? true : undefined;
-    }, { what: "one routed proxy and four in stock" });
+    }, { message: "one routed proxy and four in stock" });
     const made = await cluster.request(
       "POST",
       `/api/v1/projects/${project.projectId}/distribution-keys`,
@@ -340,7 +340,7 @@ describe("extraction from the pool", () => {
       await cluster.until(async () => {
         const [exit] = await exitsThrough(gateway, project, 1);
         return typeof exit === "string" ? exit : undefined;
-      }, { what: "the gateway to route the pool's routed proxy" });
+      }, { message: "the gateway to route the pool's routed proxy" });
       for (const exit of await exitsThrough(gateway, project, 4)) {
         expect(typeof exit).toBe("string");
         expect(extractedExits.has(exit as string)).toBe(false);
@@ -361,7 +361,7 @@ describe("extraction from the pool", () => {
         )
         ? true
         : undefined;
-    }, { what: "the released proxies to be checked back into stock" });
+    }, { message: "the released proxies to be checked back into stock" });
   });
 });
 
@@ -411,12 +411,12 @@ describe("sequential routing over provider-API connectors", () => {
       return seen.every((exit) => exit === "127.0.0.31" || exit === "127.0.0.32")
         ? seen
         : undefined;
-    }, { what: "the gateway to route through A's proxies alone" });
+    }, { message: "the gateway to route through A's proxies alone" });
     providerA.setMode({ kind: "empty" });
     await cluster.until(async () => {
       const [exit] = await exitsThrough(gateways[0], project, 1);
       return exit === "127.0.0.33" || exit === "127.0.0.34" ? exit : undefined;
-    }, { what: "the gateway to route through B's proxies", timeoutMs: 60_000 });
+    }, { message: "the gateway to route through B's proxies", timeoutMs: 60_000 });
     const moved = await cluster.request("GET", `/api/v1/projects/${project.projectId}/sequence`);
     expect(moved.body).toMatchObject({ current_index: 1, current_connector_id: b.body.id });
     const dry = moved.body.connectors.find((c: { id: string }) => c.id === a.connectorId);

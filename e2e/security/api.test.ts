@@ -7,7 +7,7 @@
  */
 import net from "node:net";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
-import { Cluster, type Member } from "../support/cluster.ts";
+import { Cluster, type Member } from "../../testkit/cluster.ts";
 
 let cluster: Cluster;
 let api: Member;

@@ -17,20 +17,21 @@
  *   answer's header nor split a log line.
  */
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
-import { FaultMode, type FaultProxy, startFaultProxy } from "../support/fault-proxy.ts";
-import { startSink } from "../support/sink.ts";
-import type { Sink } from "../support/sink.ts";
-import { type FeedBed, feedBed } from "../../tests/feed/support.ts";
+import {
+  FaultMode,
+  type FaultProxy,
+  startFaultProxy,
+} from "../../testkit/upstreams/fault-proxy.ts";
+import { startSink } from "../../testkit/upstreams/sink.ts";
+import type { Sink } from "../../testkit/upstreams/sink.ts";
+import { type FeedBed, feedBed } from "../../testkit/feed.ts";
 import {
   type FeedGateway,
-  ipv6Bytes,
   publishFeed,
-  SocksAtyp,
-  socksOpen,
-  socksRequest,
   startFeedGateway,
-} from "../../tests/gateway-net/feed-gateway.ts";
-import { basicAuth, RawConnection, type RawResponse } from "../../tests/gateway-net/support.ts";
+} from "../../testkit/gateway/feed-gateway.ts";
+import { ipv6Bytes, SocksAtyp, socksOpen, socksRequest } from "../../testkit/clients/socks.ts";
+import { basicAuth, RawConnection, type RawResponse } from "../../testkit/clients/raw-http.ts";
 
 const USERNAME = "guarded";
 const PASSWORD = "guarded-pass-1234";

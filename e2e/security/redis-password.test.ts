@@ -9,8 +9,9 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
-import { findFreePort, LocalRedis } from "../../scripts/local-stores.ts";
-import { Cluster, type Gateway, type Member } from "../support/cluster.ts";
+import { LocalRedis } from "../../scripts/local-stores.ts";
+import { freePort } from "../../testkit/ports.ts";
+import { Cluster, type Gateway, type Member } from "../../testkit/cluster.ts";
 
 let folder: string;
 let redis: LocalRedis;
@@ -22,7 +23,7 @@ beforeAll(async () => {
   folder = await mkdtemp(join(tmpdir(), "ox-e2e-redis-password-"));
   redis = new LocalRedis({
     dir: join(folder, "redis"),
-    port: await findFreePort(),
+    port: await freePort(),
     password: `Redis-Passw0rd-${randomBytes(6).toString("hex")}`,
   });
   await redis.start();
@@ -50,7 +51,7 @@ describe("a Redis with a password", () => {
     // Both notice: they log what failed (where a careless line would name the URL).
     await cluster.until(
       () => control.stdout.length + gateway.stdout.length > linesBefore + 4,
-      { timeoutMs: 20_000, what: "the processes to log the outage" },
+      { timeoutMs: 20_000, message: "the processes to log the outage" },
     );
     await redis.start();
     await cluster.waitForReady(control);

@@ -14,12 +14,12 @@
  */
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { JobKind } from "../../shared/roles.ts";
-import { Cluster, type Gateway, type Member } from "../support/cluster.ts";
-import { type Origin, startOrigin } from "../support/origin.ts";
-import { basicAuth, type Credentials, viaProxy } from "../support/proxy-client.ts";
-import { startTinyproxy, type Tinyproxy } from "../support/tinyproxy.ts";
-import { openConnect, RawConnection } from "../../tests/gateway-net/support.ts";
-import { createRoutedProject, type RoutedProject } from "../gateway/support.ts";
+import { Cluster, type Gateway, type Member } from "../../testkit/cluster.ts";
+import { type Origin, startOrigin } from "../../testkit/upstreams/origin.ts";
+import { basicAuth, type Credentials, viaProxy } from "../../testkit/clients/proxy-client.ts";
+import { startTinyproxy, type Tinyproxy } from "../../testkit/upstreams/tinyproxy.ts";
+import { openConnect, RawConnection } from "../../testkit/clients/raw-http.ts";
+import { createRoutedProject, type RoutedProject } from "../../testkit/routing.ts";
 
 let cluster: Cluster;
 let controller: Member;
@@ -66,7 +66,7 @@ async function limitedProject(trafficConfig: Record<string, unknown>): Promise<R
   for (const gateway of gateways) {
     await cluster.until(
       async () => (await get(gateway, project.credentials, "/ip")).status === 200,
-      { what: "the project routed" },
+      { message: "the project routed" },
     );
   }
   return project;
@@ -88,7 +88,7 @@ async function untilEveryGateway(project: RoutedProject, blocked: boolean, timeo
         ? answer.status === 509 && answer.proxyStatus?.includes("bandwidth_limit_exceeded")
         : answer.status === 200;
     }, {
-      what: blocked ? "the gateway refusing the blocked connector" : "the gateway routing again",
+      message: blocked ? "the gateway refusing the blocked connector" : "the gateway routing again",
       timeoutMs,
     });
   }
@@ -127,7 +127,7 @@ describe("a connector's traffic limit", () => {
         line.startsWith("octoprox_connector_traffic_blocked{") &&
         line.includes(`connector="${project.connectorId}"`)
       );
-    }, { what: "the traffic-blocked gauge" });
+    }, { message: "the traffic-blocked gauge" });
     expect(gauge.endsWith(" 1")).toBe(true);
 
     // Raising the limit lifts the block through the edit's run-now (hygiene is an hour away).
@@ -184,7 +184,7 @@ describe("a connector's traffic limit", () => {
         worker.logs().some((line) =>
           line.msg === "Connector traffic limit reached" && line.subject === project.connectorId
         ),
-      { what: "the limit logged", timeoutMs: 20_000 },
+      { message: "the limit logged", timeoutMs: 20_000 },
     );
     for (const gateway of gateways) {
       expect((await get(gateway, project.credentials, "/ip")).status).toBe(200);

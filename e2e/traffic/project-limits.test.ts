@@ -13,14 +13,15 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { findFreePort, LocalRedis } from "../../scripts/local-stores.ts";
+import { LocalRedis } from "../../scripts/local-stores.ts";
+import { freePort } from "../../testkit/ports.ts";
 import { JobKind } from "../../shared/roles.ts";
-import { RawConnection } from "../../tests/gateway-net/support.ts";
-import { Cluster, type Gateway } from "../support/cluster.ts";
-import { type Origin, startOrigin } from "../support/origin.ts";
-import { basicAuth, type Credentials, viaProxy } from "../support/proxy-client.ts";
-import { startTinyproxy, type Tinyproxy } from "../support/tinyproxy.ts";
-import { createRoutedProject, type RoutedProject } from "../gateway/support.ts";
+import { RawConnection } from "../../testkit/clients/raw-http.ts";
+import { Cluster, type Gateway } from "../../testkit/cluster.ts";
+import { type Origin, startOrigin } from "../../testkit/upstreams/origin.ts";
+import { basicAuth, type Credentials, viaProxy } from "../../testkit/clients/proxy-client.ts";
+import { startTinyproxy, type Tinyproxy } from "../../testkit/upstreams/tinyproxy.ts";
+import { createRoutedProject, type RoutedProject } from "../../testkit/routing.ts";
 
 let folder: string;
 let redis: LocalRedis;
@@ -31,7 +32,7 @@ let tinyproxy: Tinyproxy;
 
 beforeAll(async () => {
   folder = await mkdtemp(join(tmpdir(), "octoprox-project-limits-"));
-  redis = new LocalRedis({ dir: folder, port: await findFreePort() });
+  redis = new LocalRedis({ dir: folder, port: await freePort() });
   await redis.start();
   [origin, tinyproxy] = await Promise.all([startOrigin(), startTinyproxy()]);
   cluster = await Cluster.create({
@@ -74,7 +75,7 @@ async function limitedProject(limits: Record<string, unknown>): Promise<RoutedPr
   for (const gateway of gateways) {
     await cluster.until(
       async () => (await get(gateway, project.credentials, "/ip")).status === 200,
-      { what: "the project routed" },
+      { message: "the project routed" },
     );
   }
   return project;
@@ -98,7 +99,7 @@ describe("a project's traffic quota", () => {
       const refused = await cluster.until(async () => {
         const answer = await get(gateway, project.credentials, "/ip");
         return answer.status === 509 ? answer : undefined;
-      }, { what: "the gateway refusing the project over its quota", timeoutMs: 20_000 });
+      }, { message: "the gateway refusing the project over its quota", timeoutMs: 20_000 });
       expect(refused.proxyStatus).toContain("bandwidth_limit_exceeded");
       expect(refused.body).toMatch(/quota/i);
       expect(await failures(gateway, "quota_exceeded")).toBeGreaterThanOrEqual(1);
@@ -120,7 +121,7 @@ describe("a project's traffic quota", () => {
     for (const gateway of gateways) {
       await cluster.until(
         async () => (await get(gateway, project.credentials, "/ip")).status === 200,
-        { what: "the gateway routing the project again", timeoutMs: 20_000 },
+        { message: "the gateway routing the project again", timeoutMs: 20_000 },
       );
     }
   });
@@ -149,7 +150,7 @@ describe("a project's cap on connections", () => {
         }
         const answer = await get(gateways[0], project.credentials, "/ip");
         return answer.status === 429 ? answer : undefined;
-      }, { what: "the third request refused" });
+      }, { message: "the third request refused" });
       expect(refused.proxyStatus).toContain("connection_limit_reached");
       expect(refused.body).toMatch(/too many connections/i);
       expect(await failures(gateways[0], "connection_limit")).toBeGreaterThanOrEqual(1);
@@ -160,7 +161,7 @@ describe("a project's cap on connections", () => {
       held.shift()!.destroy();
       await cluster.until(
         async () => (await get(gateways[0], project.credentials, "/ip")).status === 200,
-        { what: "a request taken once a slot freed" },
+        { message: "a request taken once a slot freed" },
       );
     } finally {
       for (const connection of held) connection.destroy();
@@ -194,6 +195,7 @@ describe("a project's request-rate limit", () => {
         else other++;
         next += everyMs;
         const waitMs = next - Date.now();
+        // Pacing each client to its request rate: the offered load is the behaviour.
         if (waitMs > 0) await new Promise((r) => setTimeout(r, waitMs));
       }
     };
@@ -213,7 +215,7 @@ describe("a project's request-rate limit", () => {
         Array.from({ length: 40 }, () => get(gateways[0], project.credentials, "/ip")),
       );
       return answers.find((answer) => answer.status === 429);
-    }, { what: "the rate limit in force" });
+    }, { message: "the rate limit in force" });
     expect(refused.proxyStatus).toContain("connection_limit_reached");
     expect(refused.body).toMatch(/rate limit/i);
 

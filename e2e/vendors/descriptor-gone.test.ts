@@ -12,17 +12,17 @@
  *   gateway serves through it again, with nothing more logged.
  */
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { seriesValue } from "../../tests/support/promtool.ts";
-import { Cluster, type Gateway, type Member } from "../support/cluster.ts";
-import { type Origin, startOrigin } from "../support/origin.ts";
-import { exitOf, type ProxyAnswer, viaProxy } from "../support/proxy-client.ts";
+import { seriesValue } from "../../testkit/promtool.ts";
+import { Cluster, type Gateway, type Member } from "../../testkit/cluster.ts";
+import { type Origin, startOrigin } from "../../testkit/upstreams/origin.ts";
+import { exitOf, type ProxyAnswer, viaProxy } from "../../testkit/clients/proxy-client.ts";
 import {
   exitFor,
   oxylabs as oxylabsGrammar,
   startVendorProxy,
   type VendorProxy,
-} from "../support/vendor-emulator.ts";
-import { proxyStatusError, untilAnswer } from "../gateway/support.ts";
+} from "../../testkit/upstreams/vendor-emulator.ts";
+import { proxyStatusError, untilAnswer } from "../../testkit/routing.ts";
 import {
   connectorRows,
   createCredential,
@@ -33,7 +33,7 @@ import {
   saveDescriptor,
   untilRows,
   type VendorProject,
-} from "./support.ts";
+} from "../../testkit/vendors.ts";
 
 const PROVIDER = "e2e-oxy-pool";
 const ACCOUNT = "acme";
@@ -122,7 +122,7 @@ const poolExits = () =>
 describe("a connector whose descriptor is deleted", () => {
   it("is served while its descriptor is there", async () => {
     const answer = await untilAnswer(cluster, gateway, credentials(), ipUrl(), served, {
-      what: "the gateway to serve through the vendor pool",
+      message: "the gateway to serve through the vendor pool",
     });
     // The request left from one of the pool's vendor sessions.
     expect(poolExits().has(exitOf(answer))).toBe(true);
@@ -137,13 +137,13 @@ describe("a connector whose descriptor is deleted", () => {
 
     // The gateway refuses what it served: the project has no connector left in the feed.
     const answer = await untilAnswer(cluster, gateway, credentials(), ipUrl(), refused, {
-      what: "the gateway to stop serving the orphaned connector",
+      message: "the gateway to stop serving the orphaned connector",
     });
     expect(proxyStatusError(answer.headers["proxy-status"])).toBe("destination_unavailable");
     const [line] = await cluster.until(() => {
       const lines = goneLines();
       return lines.length > 0 ? lines : undefined;
-    }, { what: "the controller to log the connector left out" });
+    }, { message: "the controller to log the connector left out" });
     expect(line).toMatchObject({ level: "warn", connector_id: connectorId, provider: PROVIDER });
 
     // More compiles: every edit makes one, and each still leaves the connector out.
@@ -151,11 +151,11 @@ describe("a connector whose descriptor is deleted", () => {
     for (let i = 0; i < 3; i++) {
       const other = await createProject(cluster);
       await untilAnswer(cluster, gateway, other.credentials, ipUrl(), refused, {
-        what: `the gateway to know project ${i + 1} made after the deletion`,
+        message: `the gateway to know project ${i + 1} made after the deletion`,
       });
     }
     await cluster.until(async () => (await compiles()) >= before + 3, {
-      what: "three more compiles",
+      message: "three more compiles",
     });
     expect(refused(await viaProxy(gateway.proxyPort, credentials(), ipUrl()))).toBe(true);
     expect(goneLines()).toHaveLength(1);
@@ -176,7 +176,7 @@ describe("a connector whose descriptor is deleted", () => {
       emulatedOxylabs(PROVIDER, "Oxylabs pool (emulated)", vendor.port),
     );
     const answer = await untilAnswer(cluster, gateway, credentials(), ipUrl(), served, {
-      what: "the gateway to serve through the connector again",
+      message: "the gateway to serve through the connector again",
     });
     expect(poolExits().has(exitOf(answer))).toBe(true);
     const listed = await connectorRows(cluster, project.projectId, connectorId);
@@ -184,7 +184,7 @@ describe("a connector whose descriptor is deleted", () => {
     // A compile after the return, and still the one line from before.
     const before = await compiles();
     await createProject(cluster);
-    await cluster.until(async () => (await compiles()) > before, { what: "another compile" });
+    await cluster.until(async () => (await compiles()) > before, { message: "another compile" });
     expect(goneLines()).toHaveLength(1);
   });
 });

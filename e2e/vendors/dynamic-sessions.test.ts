@@ -20,8 +20,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { stringify } from "yaml";
-import { Cluster, type Gateway } from "../support/cluster.ts";
-import { type Origin, startOrigin } from "../support/origin.ts";
+import { Cluster, type Gateway } from "../../testkit/cluster.ts";
+import { type Origin, startOrigin } from "../../testkit/upstreams/origin.ts";
 import {
   connectVia,
   type Credentials,
@@ -29,15 +29,15 @@ import {
   getThroughTunnel,
   type ProxyAnswer,
   viaProxy,
-} from "../support/proxy-client.ts";
+} from "../../testkit/clients/proxy-client.ts";
 import {
   exitFor,
   oxylabs as oxylabsGrammar,
   startVendorProxy,
   type VendorProxy,
   type VendorRequest,
-} from "../support/vendor-emulator.ts";
-import { proxyStatusError, untilAnswer, withOptions } from "../gateway/support.ts";
+} from "../../testkit/upstreams/vendor-emulator.ts";
+import { proxyStatusError, untilAnswer, withOptions } from "../../testkit/routing.ts";
 import {
   connectorRows,
   createCredential,
@@ -48,7 +48,7 @@ import {
   syncNow,
   untilRows,
   type VendorProject,
-} from "./support.ts";
+} from "../../testkit/vendors.ts";
 
 const PROVIDER = "e2e-oxylabs";
 const ACCOUNT = "acme";
@@ -99,7 +99,7 @@ beforeAll(async () => {
   // The first request each gateway serves: the feed with the row has reached it.
   for (const gateway of [gatewayA, gatewayB]) {
     await untilAnswer(cluster, gateway, as({ session: "warmup" }), ipUrl(), ok, {
-      what: `${gateway.instance} to serve through the vendor connector`,
+      message: `${gateway.instance} to serve through the vendor connector`,
     });
   }
 }, 90_000);
@@ -265,7 +265,7 @@ describe("a wrong vendor password", () => {
       as({ session: "s1" }, wrong.credentials),
       ipUrl(),
       (answer) => answer.status !== 502 || !answer.body.includes("No upstream"),
-      { what: "gateway A to route the wrong-password project" },
+      { message: "gateway A to route the wrong-password project" },
     );
     expect(forwarded.status).toBe(502);
     expect(proxyStatusError(forwarded.headers["proxy-status"])).toBe("connection_refused");
@@ -280,7 +280,7 @@ describe("a wrong vendor password", () => {
         `127.0.0.1:${origin.port}`,
       );
       return answer.body.includes("No upstream") ? undefined : answer;
-    }, { what: "gateway B to route the wrong-password project" });
+    }, { message: "gateway B to route the wrong-password project" });
     expect(tunnel.status).toBe(502);
     expect(proxyStatusError(tunnel.headers.get("proxy-status"))).toBe("connection_refused");
     expect(tunnel.body).toContain("Upstream proxy refused connection (credentials)");

@@ -10,16 +10,16 @@
  * - later FR requests are served from the group at once, with no new group.
  */
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { Cluster, type Gateway } from "../support/cluster.ts";
-import { type Origin, startOrigin } from "../support/origin.ts";
-import { exitOf, viaProxy } from "../support/proxy-client.ts";
+import { Cluster, type Gateway } from "../../testkit/cluster.ts";
+import { type Origin, startOrigin } from "../../testkit/upstreams/origin.ts";
+import { exitOf, viaProxy } from "../../testkit/clients/proxy-client.ts";
 import {
   exitFor,
   oxylabs as oxylabsGrammar,
   startVendorProxy,
   type VendorProxy,
-} from "../support/vendor-emulator.ts";
-import { untilAnswer } from "../gateway/support.ts";
+} from "../../testkit/upstreams/vendor-emulator.ts";
+import { untilAnswer } from "../../testkit/routing.ts";
 import {
   connectorRows,
   createCredential,
@@ -29,7 +29,7 @@ import {
   saveDescriptor,
   untilRows,
   type VendorProject,
-} from "./support.ts";
+} from "../../testkit/vendors.ts";
 
 const PROVIDER = "e2e-oxy-all";
 const ACCOUNT = "acme";
@@ -97,7 +97,7 @@ describe("an all-countries session pool", () => {
       project.credentials,
       `${origin.url}/ip`,
       (a) => a.status === 200,
-      { what: "the generic group to serve" },
+      { message: "the generic group to serve" },
     );
     expect(answer.status).toBe(200);
   });

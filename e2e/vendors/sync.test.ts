@@ -18,7 +18,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { stringify } from "yaml";
-import { Cluster } from "../support/cluster.ts";
+import { Cluster } from "../../testkit/cluster.ts";
 import {
   startVendorApi,
   startVendorProxy,
@@ -26,7 +26,7 @@ import {
   type VendorApiProxy,
   type VendorProxy,
   webshare,
-} from "../support/vendor-emulator.ts";
+} from "../../testkit/upstreams/vendor-emulator.ts";
 import {
   createCredential,
   createProject,
@@ -36,7 +36,7 @@ import {
   untilRows,
   type VendorProject,
   writeCaFile,
-} from "./support.ts";
+} from "../../testkit/vendors.ts";
 
 const PROVIDER = "e2e-listed";
 const API_KEY = "key-e2e";

@@ -4,7 +4,7 @@
  * as text, not read with Deno.readTextFile: the gateway runs without file access
  * (scripts/gateway-command.ts), and `deno compile --bundle` embeds an imported file in the binary
  * where a runtime read would find nothing. The tests read the same files with node:fs
- * (tests/metering/support.ts).
+ * (testkit/metering.ts).
  */
 import meteringApplyLua from "../../shared/lua/metering_apply.lua" with { type: "text" };
 import rateWindowLua from "../../shared/lua/rate_window.lua" with { type: "text" };

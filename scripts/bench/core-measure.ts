@@ -22,7 +22,7 @@ import { CoreRouter } from "../../shared/routing/router.ts";
 import { buildSnapshot } from "../../shared/routing/snapshot.ts";
 import { type Allocation, type Client, isRefusal } from "../../shared/routing/contract.ts";
 import type { Strategy } from "../../shared/roles.ts";
-import { project } from "../../tests/gateway/fixtures.ts";
+import { project } from "../../testkit/gateway/feed-fixtures.ts";
 
 export interface CoreParameters {
   proxies: number;

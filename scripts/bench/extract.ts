@@ -32,13 +32,13 @@ import { RedisPoolStore } from "../../control/provider-api/pool/store.ts";
 import { createRedis } from "../../control/core/redis.ts";
 import { runScript } from "../../control/core/scripts.ts";
 import { redisKeys } from "../../shared/redis-keys.ts";
-import { startControl, waitForReady } from "../../tests/support/processes.ts";
+import { startControl, waitForReady } from "../../testkit/processes.ts";
 import {
   createTestDatabase,
   deletePrefix,
   TEST_REDIS_URL,
   testPrefix,
-} from "../../tests/support/stores.ts";
+} from "../../testkit/stores.ts";
 import { runLoadInChild } from "../loadgen/child.ts";
 import { Scenario } from "../loadgen/options.ts";
 import {

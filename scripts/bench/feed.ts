@@ -17,7 +17,7 @@ import { createDatabase } from "../../db/client.ts";
 import { migrate } from "../../db/migrate.ts";
 import { compile } from "../../control/feed/compile.ts";
 import { deriveFeedKeys, seal } from "../../shared/feed/codec.ts";
-import { createTestDatabase } from "../../tests/support/stores.ts";
+import { createTestDatabase } from "../../testkit/stores.ts";
 import { ProviderRegistry } from "../../shared/providers/registry.ts";
 import type { DecodeResult } from "./feed-decode.ts";
 import { entryRuntime, runEntry } from "./runtime.ts";

@@ -38,19 +38,19 @@
  */
 import { Redis } from "ioredis";
 import postgres from "postgres";
-import { Cluster } from "../../e2e/support/cluster.ts";
+import { Cluster } from "../../testkit/cluster.ts";
 import { appendWork } from "../../control/core/work-streams.ts";
 import { migrate } from "../../db/migrate.ts";
 import { redisKeys, WORKERS_GROUP } from "../../shared/redis-keys.ts";
 import { JobKind } from "../../shared/roles.ts";
-import { startControl, waitForReady } from "../../tests/support/processes.ts";
-import { testSettings } from "../../tests/support/settings.ts";
+import { startControl, waitForReady } from "../../testkit/processes.ts";
+import { testSettings } from "../../testkit/settings.ts";
 import {
   createTestDatabase,
   deletePrefix,
   TEST_REDIS_URL,
   testPrefix,
-} from "../../tests/support/stores.ts";
+} from "../../testkit/stores.ts";
 import {
   cpuMillis,
   cpuMillisOf,

@@ -18,16 +18,16 @@
  */
 import net from "node:net";
 import type { FeedProxy } from "../../shared/feed/models.ts";
-import { type FeedBed, feedBed } from "../../tests/feed/support.ts";
+import { type FeedBed, feedBed } from "../../testkit/feed.ts";
 import {
   BENCH_LOGIN,
   type FeedConnectorSpec,
   httpProxyRow,
   publishFeed,
-  type Service,
   startDenoService,
   startGateway,
 } from "./services.ts";
+import type { Service } from "../../testkit/upstreams/daemon.ts";
 import {
   envPositive,
   formatNumber,

@@ -22,14 +22,14 @@ import { createDatabase } from "../../db/client.ts";
 import { migrate } from "../../db/migrate.ts";
 import { RequestMetering } from "../../gateway/metering/metering.ts";
 import { redisKeys } from "../../shared/redis-keys.ts";
-import { startHarness } from "../../tests/api/harness.ts";
+import { startHarness } from "../../testkit/api-harness.ts";
 import { registerScript } from "../../shared/lua/loader.ts";
 import {
   createTestDatabase,
   deletePrefix,
   TEST_REDIS_URL,
   testPrefix,
-} from "../../tests/support/stores.ts";
+} from "../../testkit/stores.ts";
 import { envPositive, MB, median, type Row, type Suite, type SuiteContext } from "./suite.ts";
 
 const run = promisify(execFile);

@@ -24,8 +24,8 @@ import { JobProducer } from "../../control/jobs/producers.ts";
 import { createLogger } from "../../control/core/logging.ts";
 import { redisKeys } from "../../shared/redis-keys.ts";
 import { JobKind } from "../../shared/roles.ts";
-import { testSettings } from "../../tests/support/settings.ts";
-import { deletePrefix, TEST_REDIS_URL, testPrefix } from "../../tests/support/stores.ts";
+import { testSettings } from "../../testkit/settings.ts";
+import { deletePrefix, TEST_REDIS_URL, testPrefix } from "../../testkit/stores.ts";
 import { envPositive, median, type Row, type Suite, type SuiteContext } from "./suite.ts";
 import { sleep } from "../../shared/async/sleep.ts";
 

@@ -18,11 +18,11 @@ import { type AnswerSpec, parseAnswer } from "../../control/provider-api/answer.
 import { CredentialSealer } from "../../control/provider-api/pool/credentials.ts";
 import { RedisPoolStore } from "../../control/provider-api/pool/store.ts";
 import { redisKeys } from "../../shared/redis-keys.ts";
-import { deletePrefix, TEST_REDIS_URL, testPrefix } from "../../tests/support/stores.ts";
+import { deletePrefix, TEST_REDIS_URL, testPrefix } from "../../testkit/stores.ts";
 import { SyncJob } from "../../control/jobs/sync.ts";
-import { testCertificate } from "../../e2e/support/certs.ts";
-import { startVendorApi, type VendorExit } from "../../e2e/support/vendor-emulator.ts";
-import { startHarness } from "../../tests/api/harness.ts";
+import { testCertificate } from "../../testkit/certs.ts";
+import { startVendorApi, type VendorExit } from "../../testkit/upstreams/vendor-emulator.ts";
+import { startHarness } from "../../testkit/api-harness.ts";
 import { entryRuntime, runEntry } from "./runtime.ts";
 import { median, type Row, type Suite, type SuiteContext } from "./suite.ts";
 

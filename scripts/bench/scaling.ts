@@ -28,9 +28,11 @@ import { CORE_DEFAULTS, type CoreResult } from "./core-measure.ts";
 import { timeCompile } from "./feed.ts";
 import { idleTunnels, publishBigFeed } from "./memory.ts";
 import { entryRuntime, runEntry } from "./runtime.ts";
-import { httpProxyRow, type Service, startDenoService, startGateway } from "./services.ts";
-import { freePort, waitFor } from "../../e2e/support/wait.ts";
-import { type FeedBed, feedBed } from "../../tests/feed/support.ts";
+import { httpProxyRow, startDenoService, startGateway } from "./services.ts";
+import type { Service } from "../../testkit/upstreams/daemon.ts";
+import { freePort } from "../../testkit/ports.ts";
+import { waitUntil } from "../../testkit/wait.ts";
+import { type FeedBed, feedBed } from "../../testkit/feed.ts";
 import {
   envPositive,
   formatNumber,
@@ -327,7 +329,7 @@ async function idleTunnelPoints(
     const warmUp = idleTunnels(port, target);
     await warmUp.open(FIRST_TUNNELS);
     warmUp.destroy();
-    await waitFor(() => warmUp.closed === FIRST_TUNNELS, { timeoutMs: 30_000 });
+    await waitUntil(() => warmUp.closed === FIRST_TUNNELS, { timeoutMs: 30_000 });
     await sleep(1000); // the proxy's side of the closes
     const base = await liveResident();
     const points: (Live & { count: number })[] = [];

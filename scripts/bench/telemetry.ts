@@ -15,13 +15,13 @@
  *
  * Overrides (environment): BENCH_TELEMETRY_SCRAPES.
  */
-import { startControl, waitForReady } from "../../tests/support/processes.ts";
+import { startControl, waitForReady } from "../../testkit/processes.ts";
 import {
   createTestDatabase,
   deletePrefix,
   TEST_REDIS_URL,
   testPrefix,
-} from "../../tests/support/stores.ts";
+} from "../../testkit/stores.ts";
 import {
   cpuMillis,
   envPositive,

@@ -60,20 +60,20 @@
 import { availableParallelism } from "node:os";
 import type { LatencySummary, LoadOptions, LoadReport } from "../loadgen/index.ts";
 import { runLoadInChild, Scenario } from "../loadgen/index.ts";
-import { feedBed } from "../../tests/feed/support.ts";
-import { seriesValue } from "../../tests/support/promtool.ts";
+import { feedBed } from "../../testkit/feed.ts";
+import { seriesValue } from "../../testkit/promtool.ts";
 import {
   BENCH_LOGIN,
   httpProxyRow,
   publishFeed,
-  type Service,
-  startChainedTinyproxy,
-  startDante,
   startDenoService,
   startGateway,
   startProxyChain,
-  startSquid,
 } from "./services.ts";
+import type { Service } from "../../testkit/upstreams/daemon.ts";
+import { startSquid } from "../../testkit/upstreams/squid.ts";
+import { startDante } from "../../testkit/upstreams/dante.ts";
+import { startChainedTinyproxy } from "../../testkit/upstreams/tinyproxy.ts";
 import {
   cpuMillisOf,
   envPositive,

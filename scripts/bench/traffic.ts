@@ -30,7 +30,7 @@ import {
   deletePrefix,
   TEST_REDIS_URL,
   testPrefix,
-} from "../../tests/support/stores.ts";
+} from "../../testkit/stores.ts";
 import { median, type Row, type Suite, type SuiteContext } from "./suite.ts";
 
 const CONNECTORS = 1_000;

@@ -43,11 +43,12 @@ import { mkdtemp, readdir, readFile, rm, symlink, writeFile } from "node:fs/prom
 import { cpus, loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
-import { waitFor } from "../../e2e/support/wait.ts";
+import { waitUntil } from "../../testkit/wait.ts";
 import type { LoadOptions, LoadReport } from "../loadgen/index.ts";
 import { runLoadInChild, Scenario } from "../loadgen/index.ts";
 import { ROOT } from "../gateway-command.ts";
-import { type Service, startDenoService, startGateway, startRoutedGateway } from "./services.ts";
+import { startDenoService, startGateway, startRoutedGateway } from "./services.ts";
+import type { Service } from "../../testkit/upstreams/daemon.ts";
 import {
   cpuMillisOf,
   envPositive,
@@ -251,7 +252,7 @@ async function straceCounts(
   child.stderr.setEncoding("utf8").on("data", (text: string) => (stderr += text));
   const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
   try {
-    await waitFor(() => {
+    await waitUntil(() => {
       if (child.exitCode !== null) throw new Error(`strace exited: ${stderr}`);
       return stderr.includes("attached");
     }, { timeoutMs: 10_000, intervalMs: 20, message: "strace to attach" });

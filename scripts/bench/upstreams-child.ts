@@ -4,9 +4,9 @@
  * here), our fault proxy passing traffic (SOCKS5 and HTTP on one port) and one that hangs.
  * It reports its ports over IPC and closes everything when the parent disconnects.
  */
-import { FaultMode, startFaultProxy } from "../../e2e/support/fault-proxy.ts";
-import { startOrigin } from "../../e2e/support/origin.ts";
-import { startTinyproxy } from "../../e2e/support/tinyproxy.ts";
+import { FaultMode, startFaultProxy } from "../../testkit/upstreams/fault-proxy.ts";
+import { startOrigin } from "../../testkit/upstreams/origin.ts";
+import { startTinyproxy } from "../../testkit/upstreams/tinyproxy.ts";
 import type { UpstreamPorts } from "./upstreams.ts";
 
 const [origin, pass, hang, ...tinyproxies] = await Promise.all([

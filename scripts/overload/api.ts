@@ -7,7 +7,7 @@
  * are watched, and once the bursts end a plain read must come back within its normal latency.
  */
 import { randomBytes } from "node:crypto";
-import { Cluster } from "../../e2e/support/cluster.ts";
+import { Cluster } from "../../testkit/cluster.ts";
 import { formatNumber, median, percentile, type Row } from "../bench/suite.ts";
 import { sleep } from "../../shared/async/sleep.ts";
 import type { OverloadContext } from "./context.ts";

@@ -18,8 +18,8 @@ import net from "node:net";
 import { runLoadInChild, Scenario } from "../loadgen/index.ts";
 import { type RoutedGateway, startRoutedGateway } from "../bench/services.ts";
 import { cpuMillis, formatNumber, median, percentile, type Row } from "../bench/suite.ts";
+import { seriesValue } from "../../testkit/promtool.ts";
 import { sleep } from "../../shared/async/sleep.ts";
-import { seriesValue } from "../../tests/support/promtool.ts";
 import { watchProcess, watchRows } from "../bench/process-watch.ts";
 import type { OverloadContext } from "./context.ts";
 

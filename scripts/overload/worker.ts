@@ -9,11 +9,11 @@
  */
 import { appendWork } from "../../control/core/work-streams.ts";
 import { WORKERS_GROUP } from "../../shared/redis-keys.ts";
-import { startControl, waitForReady } from "../../tests/support/processes.ts";
+import { startControl, waitForReady } from "../../testkit/processes.ts";
 import { startHealthBed, streamDepth } from "../bench/health.ts";
 import { formatNumber, type Row } from "../bench/suite.ts";
+import { seriesValue } from "../../testkit/promtool.ts";
 import { sleep } from "../../shared/async/sleep.ts";
-import { seriesValue } from "../../tests/support/promtool.ts";
 import type { OverloadContext } from "./context.ts";
 import { watchProcess, watchRows } from "../bench/process-watch.ts";
 

@@ -9,7 +9,12 @@ import * as v from "valibot";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import { apiRoutes } from "../../control/api/app.ts";
 import type { Route } from "../../control/api/registry.ts";
-import { type Answer, type ApiHarness, type RequestOptions, startHarness } from "./harness.ts";
+import {
+  type Answer,
+  type ApiHarness,
+  type RequestOptions,
+  startHarness,
+} from "../../testkit/api-harness.ts";
 
 let h: ApiHarness;
 let routes: Route[];

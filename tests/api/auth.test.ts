@@ -6,7 +6,7 @@ import { SignJWT } from "jose";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import { users } from "../../db/schema.ts";
 import { seedFirstAdmin } from "../../control/services/users.ts";
-import { type ApiHarness, startHarness } from "./harness.ts";
+import { type ApiHarness, startHarness } from "../../testkit/api-harness.ts";
 
 let h: ApiHarness;
 let projectId: string;

@@ -12,8 +12,8 @@ import { schemaVersion } from "../../db/migrate.ts";
 import { backupOrderColumn, backupTables } from "../../control/backup/backup.ts";
 import { sealBackup } from "../../control/backup/envelope.ts";
 import { markDepleted } from "../../control/services/sequences.ts";
-import { waitUntil } from "../support/stores.ts";
-import { type Answer, type ApiHarness, startHarness } from "./harness.ts";
+import { waitUntil } from "../../testkit/wait.ts";
+import { type Answer, type ApiHarness, startHarness } from "../../testkit/api-harness.ts";
 
 const PASSPHRASE = "correct horse battery staple";
 const EXPORT = "/api/v1/backup/export";
@@ -538,7 +538,7 @@ describe("100,000 proxies", () => {
         select l.pid from pg_locks l join pg_class c on c.oid = l.relation
         where c.relname = 'proxies' and l.mode = 'AccessExclusiveLock' and l.granted`;
       return held?.pid;
-    }, { timeoutMs: 30_000, intervalMs: 5, what: "the import to hold its locks" });
+    }, { timeoutMs: 30_000, intervalMs: 5, message: "the import to hold its locks" });
     await sql`select pg_terminate_backend(${pid})`;
     const answer = await importing;
     expect(answer.status, answer.text).toBe(503);

@@ -6,8 +6,8 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import { PASSWORDLESS_LOCK } from "../../control/services/projects.ts";
-import { waitFor } from "../../e2e/support/wait.ts";
-import { type Answer, type ApiHarness, startHarness } from "./harness.ts";
+import { waitUntil } from "../../testkit/wait.ts";
+import { type Answer, type ApiHarness, startHarness } from "../../testkit/api-harness.ts";
 
 let h: ApiHarness;
 
@@ -123,7 +123,7 @@ describe("a password-less block another project lists", () => {
       answer = edit(b.body.id, { passwordless_cidrs: ["192.0.2.128/26"] });
       void answer.finally(() => (settled = true));
       // Without the lock, b's write would not see a's block and be answered meanwhile.
-      await waitFor(async () => {
+      await waitUntil(async () => {
         if (settled) return true;
         const [row] = await h.deps.database.sql<{ waiting: number }[]>`
           select count(*)::int as waiting from pg_locks

@@ -4,7 +4,7 @@
  * document with errors lists each and changes nothing, and an apply from a stale base is refused.
  */
 import { afterAll, beforeAll, expect, test } from "vitest";
-import { type ApiHarness, startHarness } from "./harness.ts";
+import { type ApiHarness, startHarness } from "../../testkit/api-harness.ts";
 
 let h: ApiHarness;
 

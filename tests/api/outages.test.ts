@@ -12,9 +12,10 @@ import { chmod, mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
-import { findFreePort, LocalPostgres, LocalRedis } from "../../scripts/local-stores.ts";
-import { waitUntil } from "../support/stores.ts";
-import { type ApiHarness, startHarness } from "./harness.ts";
+import { LocalPostgres, LocalRedis } from "../../scripts/local-stores.ts";
+import { freePort } from "../../testkit/ports.ts";
+import { waitUntil } from "../../testkit/wait.ts";
+import { type ApiHarness, startHarness } from "../../testkit/api-harness.ts";
 
 let folder: string;
 
@@ -36,7 +37,7 @@ describe("Redis refuses the change entry", () => {
     // It keeps its data across a restart, as a partitioned Redis would.
     redis = new LocalRedis({
       dir: join(folder, "redis"),
-      port: await findFreePort(),
+      port: await freePort(),
       persist: true,
     });
     await redis.start();
@@ -77,7 +78,7 @@ describe("Redis refuses the change entry", () => {
       return all.some((e) => e.ref === created.body.id) && h.deps.changes.pending === 0
         ? all
         : undefined;
-    }, { timeoutMs: 15_000, what: "the kept change entry" });
+    }, { timeoutMs: 15_000, message: "the kept change entry" });
     // Kept entries naming the same thing are one entry: it says what to read again.
     expect(entries.filter((e) => e.ref === created.body.id)).toEqual([
       { kind: "project", ref: created.body.id },
@@ -133,7 +134,7 @@ describe("Redis refuses the change entry", () => {
     await redis.start();
     await waitUntil(
       async () => (await h.request("GET", item, { token: h.tokens.viewer })).body.quarantined,
-      { timeoutMs: 15_000, what: "the quarantine to show again" },
+      { timeoutMs: 15_000, message: "the quarantine to show again" },
     );
     expect(Number(await h.deps.redis.zscore(h.deps.keys.proxyQuarantined, proxy.body.id)))
       .toBe(untilMs);
@@ -145,7 +146,7 @@ describe("Postgres does not answer", () => {
   let h: ApiHarness;
 
   beforeAll(async () => {
-    postgres = new LocalPostgres({ dir: join(folder, "postgres"), port: await findFreePort() });
+    postgres = new LocalPostgres({ dir: join(folder, "postgres"), port: await freePort() });
     await postgres.start();
     await postgres.createDatabase("octoprox_outage");
     h = await startHarness({ databaseUrl: postgres.url("octoprox_outage") });
@@ -198,7 +199,7 @@ describe("Postgres does not answer", () => {
     await postgres.start();
     await waitUntil(async () => (await list()).status === 200, {
       timeoutMs: 30_000,
-      what: "the API to answer again once Postgres is back",
+      message: "the API to answer again once Postgres is back",
     });
     const created = await h.request("POST", "/api/v1/projects", {
       token: h.tokens.editor,

@@ -5,7 +5,7 @@
  * for exactly the rows a page shows (`ids`).
  */
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
-import { type ApiHarness, startHarness } from "./harness.ts";
+import { type ApiHarness, startHarness } from "../../testkit/api-harness.ts";
 
 let h: ApiHarness;
 let projectId: string;

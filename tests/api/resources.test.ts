@@ -4,7 +4,7 @@
  * frame: request ids, the access log, unknown routes, the echo, the home page, the OpenAPI doc.
  */
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
-import { type ApiHarness, listen, startHarness } from "./harness.ts";
+import { type ApiHarness, listen, startHarness } from "../../testkit/api-harness.ts";
 import { HttpServer } from "../../control/core/http-server.ts";
 import { ECHO_FAST_GETS } from "../../control/api/routes/public.ts";
 

@@ -8,7 +8,7 @@ import { randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import { connectorSubject } from "../../shared/traffic-subjects.ts";
 import { UsernameMessage } from "../../shared/username.ts";
-import { type ApiHarness, startHarness } from "./harness.ts";
+import { type ApiHarness, startHarness } from "../../testkit/api-harness.ts";
 
 let h: ApiHarness;
 let projectId: string;

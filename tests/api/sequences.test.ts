@@ -17,7 +17,7 @@ import { createDatabase, type Database } from "../../db/client.ts";
 import { deriveFeedKeys } from "../../shared/feed/codec.ts";
 import type { GlobalSection } from "../../shared/feed/models.ts";
 import { ProviderRegistry } from "../../shared/providers/registry.ts";
-import { type ApiHarness, startHarness } from "./harness.ts";
+import { type ApiHarness, startHarness } from "../../testkit/api-harness.ts";
 
 let h: ApiHarness;
 /** A pool of its own, wide enough for 20 transactions at once. */

@@ -8,9 +8,9 @@ import { MetricsFlushJob } from "../../control/jobs/metrics-flush.ts";
 import { TrafficJob } from "../../control/jobs/traffic.ts";
 import { RequestMetering } from "../../gateway/metering/metering.ts";
 import { JobKind } from "../../shared/roles.ts";
-import { loadMeteringScriptNode } from "../metering/support.ts";
-import { meter, type Transfer } from "../metrics/support.ts";
-import { type ApiHarness, startHarness } from "./harness.ts";
+import { loadMeteringScriptNode } from "../../testkit/metering.ts";
+import { meter, type Transfer } from "../../testkit/metrics-bed.ts";
+import { type ApiHarness, startHarness } from "../../testkit/api-harness.ts";
 
 let h: ApiHarness;
 let projectId: string;

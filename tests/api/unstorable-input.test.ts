@@ -9,7 +9,7 @@ import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import { apiRoutes } from "../../control/api/app.ts";
 import type { Route } from "../../control/api/registry.ts";
 import { MAX_JSON_DEPTH } from "../../control/core/unstorable.ts";
-import { type Answer, type ApiHarness, startHarness } from "./harness.ts";
+import { type Answer, type ApiHarness, startHarness } from "../../testkit/api-harness.ts";
 
 let h: ApiHarness;
 let projectId: string;

@@ -3,7 +3,7 @@
  * with bad lines lands the good ones and reports each bad line with its number and reason.
  */
 import { afterAll, beforeAll, expect, test } from "vitest";
-import { type ApiHarness, startHarness } from "./harness.ts";
+import { type ApiHarness, startHarness } from "../../testkit/api-harness.ts";
 
 let h: ApiHarness;
 let projectId: string;

@@ -13,12 +13,13 @@ import { MetricsFlushJob } from "../../control/jobs/metrics-flush.ts";
 import { SystemSnapshotJob } from "../../control/jobs/system-snapshot.ts";
 import { RequestMetering } from "../../gateway/metering/metering.ts";
 import type { LuaScript } from "../../shared/lua/loader.ts";
-import { findFreePort, LocalRedis } from "../../scripts/local-stores.ts";
+import { LocalRedis } from "../../scripts/local-stores.ts";
+import { freePort } from "../../testkit/ports.ts";
 import { encodeFailureExample, type FailureExample } from "../../shared/failure-examples.ts";
 import { STREAM_CAPS } from "../../shared/redis-keys.ts";
-import { loadMeteringScriptNode } from "../metering/support.ts";
-import { meter, sums, type Transfer } from "../metrics/support.ts";
-import { type ApiHarness, startHarness } from "./harness.ts";
+import { loadMeteringScriptNode } from "../../testkit/metering.ts";
+import { meter, sums, type Transfer } from "../../testkit/metrics-bed.ts";
+import { type ApiHarness, startHarness } from "../../testkit/api-harness.ts";
 
 let h: ApiHarness;
 let script: LuaScript;
@@ -444,7 +445,7 @@ describe("usage reads without Redis", () => {
   beforeAll(async () => {
     folder = await mkdtemp(join(tmpdir(), "ox-usage-redis-"));
     await chmod(folder, 0o755);
-    redis = new LocalRedis({ dir: join(folder, "redis"), port: await findFreePort() });
+    redis = new LocalRedis({ dir: join(folder, "redis"), port: await freePort() });
     await redis.start();
     own = await startHarness({ redisUrl: redis.url });
   });

@@ -3,7 +3,7 @@
  * answers 400 naming its field, regardless of case.
  */
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
-import { type ApiHarness, startHarness } from "./harness.ts";
+import { type ApiHarness, startHarness } from "../../testkit/api-harness.ts";
 
 let h: ApiHarness;
 let projectId: string;

@@ -17,8 +17,8 @@ import {
   startVendorApi,
   type VendorApi,
   vendorApiDescriptorParts,
-} from "../../e2e/support/vendor-emulator.ts";
-import { type ApiHarness, startHarness } from "./harness.ts";
+} from "../../testkit/upstreams/vendor-emulator.ts";
+import { type ApiHarness, startHarness } from "../../testkit/api-harness.ts";
 
 /** Trusts the emulator's CA on the service path (a file), or the system store (undefined). */
 async function trust(ca: string | undefined): Promise<void> {

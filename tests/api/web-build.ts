@@ -7,7 +7,7 @@
 import { mkdir, mkdtemp, rm, symlink, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { type ApiHarness, listen, startHarness } from "./harness.ts";
+import { type ApiHarness, listen, startHarness } from "../../testkit/api-harness.ts";
 
 export const SECRET = "outside-the-build-secret";
 export const INDEX = '<!doctype html><div id="app"></div>';

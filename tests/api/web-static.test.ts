@@ -9,7 +9,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import { safeSegments } from "../../control/api/web-static.ts";
-import { startHarness } from "./harness.ts";
+import { startHarness } from "../../testkit/api-harness.ts";
 import { INDEX, SECRET, type ServedBuild, serveWebBuild } from "./web-build.ts";
 
 let served: ServedBuild;

@@ -2,8 +2,9 @@ import { afterEach, describe, expect, it } from "vitest";
 import { Redis } from "ioredis";
 import { ControllerLease } from "../../control/core/lease.ts";
 import { redisKeys } from "../../shared/redis-keys.ts";
-import { captureLogger } from "../support/logger.ts";
-import { deletePrefix, TEST_REDIS_URL, testPrefix, waitUntil } from "../support/stores.ts";
+import { captureLogger } from "../../testkit/logger.ts";
+import { deletePrefix, TEST_REDIS_URL, testPrefix } from "../../testkit/stores.ts";
+import { waitUntil } from "../../testkit/wait.ts";
 
 const prefix = testPrefix();
 const keys = redisKeys(prefix);
@@ -41,7 +42,7 @@ describe("controller lease", () => {
   it("one of two controllers leads; the standby leads within a poll of a clean stop", async () => {
     const a = lease("a");
     a.lease.start();
-    await waitUntil(() => a.lease.leading, { what: "a to lead" });
+    await waitUntil(() => a.lease.leading, { message: "a to lead" });
     const b = lease("b");
     b.lease.start();
     // b keeps polling while a holds the key.
@@ -52,7 +53,7 @@ describe("controller lease", () => {
     await a.lease.stop();
     expect(leadA.signal.aborted).toBe(true);
     const stoppedAt = performance.now();
-    await waitUntil(() => b.lease.leading, { what: "b to lead", timeoutMs: 2000 });
+    await waitUntil(() => b.lease.leading, { message: "b to lead", timeoutMs: 2000 });
     // Within a poll (100 ms) plus the time a take takes.
     expect(performance.now() - stoppedAt).toBeLessThan(600);
     expect(b.lease.term).toBe(1);
@@ -67,11 +68,11 @@ describe("controller lease", () => {
     // A crash: the keeper stops refreshing and nothing is released.
     const killedAt = performance.now();
     a.redis.disconnect();
-    await waitUntil(() => b.lease.leading, { what: "b to lead", timeoutMs: 3000 });
+    await waitUntil(() => b.lease.leading, { message: "b to lead", timeoutMs: 3000 });
     // TTL plus a poll, with room for a loaded machine's scheduling.
     expect(performance.now() - killedAt).toBeLessThan(1000 + 100 + 1500);
     // The dead holder's cover ran out on its own clock, so it no longer believes it leads.
-    await waitUntil(() => !a.lease.leading, { what: "a's cover to run out" });
+    await waitUntil(() => !a.lease.leading, { message: "a's cover to run out" });
   });
 
   it("a key taken by another holder ends the lead at once on the next refresh", async () => {
@@ -79,7 +80,7 @@ describe("controller lease", () => {
     a.lease.start();
     const lead = await a.lease.waitForLead(AbortSignal.timeout(2000));
     await a.redis.set(keys.controllerLease, "intruder", "PX", 5000);
-    await waitUntil(() => lead.signal.aborted, { what: "the lead to end" });
+    await waitUntil(() => lead.signal.aborted, { message: "the lead to end" });
     expect(a.lease.leading).toBe(false);
     // It takes the lease again as a new term once the other holder's key is gone.
     await a.redis.del(keys.controllerLease);

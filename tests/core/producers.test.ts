@@ -5,8 +5,9 @@ import { JobProducer } from "../../control/jobs/producers.ts";
 import { slotSecond } from "../../control/jobs/slots.ts";
 import { redisKeys } from "../../shared/redis-keys.ts";
 import { JobKind } from "../../shared/roles.ts";
-import { captureLogger } from "../support/logger.ts";
-import { deletePrefix, TEST_REDIS_URL, testPrefix, waitUntil } from "../support/stores.ts";
+import { captureLogger } from "../../testkit/logger.ts";
+import { deletePrefix, TEST_REDIS_URL, testPrefix } from "../../testkit/stores.ts";
+import { waitUntil } from "../../testkit/wait.ts";
 
 const cleanups: (() => Promise<void> | void)[] = [];
 afterEach(async () => {
@@ -65,7 +66,7 @@ describe("job producers", () => {
       async () => new Set((await published(t.redis, stream)).map((e) => e.second)).size >= 7,
       {
         timeoutMs: 12_000,
-        what: "two periods of publishing",
+        message: "two periods of publishing",
       },
     );
     const entries = await published(t.redis, stream);
@@ -99,7 +100,7 @@ describe("job producers", () => {
     cleanups.push(() => producer.stop());
     t.lease.start();
     producer.start();
-    await waitUntil(() => producer.snapshot().runs >= 2, { what: "a few cycles" });
+    await waitUntil(() => producer.snapshot().runs >= 2, { message: "a few cycles" });
     const stream = t.keys.jobStream(JobKind.health);
     expect(await t.redis.xlen(stream)).toBe(0);
     // One key per slot second of a 10 s period; then the clock jumps a whole period (a stall).
@@ -137,7 +138,7 @@ describe("job producers", () => {
     expect(await t.redis.xlen(stream)).toBe(0);
     t.lease.start();
     await waitUntil(async () => (await t.redis.xlen(stream)) >= 2, {
-      what: "publishing under the lead",
+      message: "publishing under the lead",
     });
     // The lead lost: publishing stops within a cycle.
     t.lease.markLost("test");

@@ -8,7 +8,8 @@ import { Redis } from "ioredis";
 import { FeedBuilder } from "../../control/feed/builder.ts";
 import type { PublishResult } from "../../control/feed/publisher.ts";
 import { FeedFollower, type FeedUpdate } from "../../gateway/feed/follower.ts";
-import { deletePrefix, TEST_REDIS_URL, waitUntil } from "../support/stores.ts";
+import { deletePrefix, TEST_REDIS_URL } from "../../testkit/stores.ts";
+import { waitUntil } from "../../testkit/wait.ts";
 import {
   type FeedBed,
   feedBed,
@@ -17,7 +18,7 @@ import {
   insertConnector,
   insertProject,
   insertProxy,
-} from "./support.ts";
+} from "../../testkit/feed.ts";
 
 let db: FeedDatabase;
 const ids: Record<string, string> = {};
@@ -93,7 +94,7 @@ describe("feed builder", () => {
     t.builder.start();
     await t.bed.lead();
     const g = follower(t.bed);
-    await waitUntil(() => g.follower.ready, { what: "the first feed" });
+    await waitUntil(() => g.follower.ready, { message: "the first feed" });
     expect(t.published[0]).toMatchObject({ headWasMissing: true, outcome: "appended" });
     expect(t.bed.lines.some((l) => l.msg === "Feed head found gone; published whole")).toBe(true);
     const first = g.updates[0].sections;
@@ -107,7 +108,7 @@ describe("feed builder", () => {
     // A change with nothing changed publishes nothing.
     const compiles = t.builder.snapshot().compiles;
     await change(t.bed, "project", ids.project);
-    await waitUntil(() => t.builder.snapshot().compiles > compiles, { what: "a compile" });
+    await waitUntil(() => t.builder.snapshot().compiles > compiles, { message: "a compile" });
     await waitUntil(() => t.published.length >= 2);
     expect(t.published.at(-1)!.outcome).toBe("unchanged");
     expect(await t.bed.redis.xlen(t.bed.keys.feedStream)).toBe(1);
@@ -115,7 +116,7 @@ describe("feed builder", () => {
     // A health flip: only its connector's section travels.
     await db.database.sql`update proxies set status = 'unhealthy' where id = ${ids.b1}`;
     await change(t.bed, "proxy", ids.b);
-    await waitUntil(() => g.updates.length === 2, { what: "the flip to reach the gateway" });
+    await waitUntil(() => g.updates.length === 2, { message: "the flip to reach the gateway" });
     expect([...g.updates[1].changed]).toEqual([`connector:${ids.b}`]);
     expect(g.updates[1].sections.connectors.get(ids.b)!.proxies[0].status).toBe("unhealthy");
     expect(g.updates[1].sections.connectors.get(ids.a)).toBe(first.connectors.get(ids.a));
@@ -124,7 +125,7 @@ describe("feed builder", () => {
     const compilesBefore = t.builder.snapshot().compiles;
     await t.bed.redis.zadd(t.bed.keys.proxyQuarantined, Date.now() + 60_000, ids.a2);
     await t.bed.redis.xadd(t.bed.keys.runtimeStream, "*", "kind", "quarantine", "ref", ids.a2);
-    await waitUntil(() => g.updates.length === 3, { what: "the quarantine" });
+    await waitUntil(() => g.updates.length === 3, { message: "the quarantine" });
     expect([...g.updates[2].changed]).toEqual(["runtime"]);
     expect(g.updates[2].sections.runtime.quarantines.map((q) => q.proxy_id)).toEqual([ids.a2]);
     expect(t.builder.snapshot().compiles).toBe(compilesBefore);
@@ -143,7 +144,7 @@ describe("feed builder", () => {
     await t.bed.redis.del(t.bed.keys.feedHead, t.bed.keys.feedManifest, t.bed.keys.feedSections);
     await change(t.bed, "connector", ids.a);
     await waitUntil(async () => (await t.bed.redis.exists(t.bed.keys.feedHead)) === 1, {
-      what: "the feed written again",
+      message: "the feed written again",
     });
     expect(t.published.at(-1)).toMatchObject({ headWasMissing: true, headDigest: digest });
     expect((await t.bed.redis.hkeys(t.bed.keys.feedSections)).length).toBe(4);
@@ -159,12 +160,12 @@ describe("feed builder", () => {
       await waitUntil(
         () =>
           g.follower.sections?.connectors.get(ids.a)?.proxies.some((p) => p.host === "10.0.0.22"),
-        { what: "the rebuilt feed at the gateway", timeoutMs: 15_000 },
+        { message: "the rebuilt feed at the gateway", timeoutMs: 15_000 },
       );
       expect(t.bed.lease.leading).toBe(true);
       // A gateway that starts now reads the rebuilt feed in full.
       const late = follower(t.bed);
-      await waitUntil(() => late.follower.ready, { what: "a new gateway's first feed" });
+      await waitUntil(() => late.follower.ready, { message: "a new gateway's first feed" });
       expect(late.follower.stats().applied_digest).toBe(g.follower.stats().applied_digest);
       expect(late.updates[0].changed.size).toBe(4);
     } finally {
@@ -182,11 +183,11 @@ describe("feed builder", () => {
     await t.bed.redis.del(t.bed.keys.feedSections);
     await t.bed.redis.set(t.bed.keys.feedSections, "not a hash");
     await change(t.bed, "connector", ids.a);
-    await waitUntil(() => t.builder.publishProblem !== undefined, { what: "a failed publish" });
+    await waitUntil(() => t.builder.publishProblem !== undefined, { message: "a failed publish" });
     expect(t.builder.publishProblem).toMatch(/WRONGTYPE/);
     await t.bed.redis.del(t.bed.keys.feedSections);
     await waitUntil(() => t.builder.publishProblem === undefined, {
-      what: "the publish to work again",
+      message: "the publish to work again",
       timeoutMs: 15_000,
     });
     expect(t.published.at(-1)!.rewrittenWhole).toBe("4 listed section(s) missing");

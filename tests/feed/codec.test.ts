@@ -13,8 +13,8 @@ import {
 import { fillPlaceholders } from "../../shared/feed/placeholders.ts";
 import { parseSection } from "../../shared/feed/sections.ts";
 import { SCHEMA_VERSION } from "../../shared/feed/models.ts";
-import { connector as feedConnector } from "../gateway/fixtures.ts";
-import { testSecrets } from "../support/stores.ts";
+import { connector as feedConnector } from "../../testkit/gateway/feed-fixtures.ts";
+import { testSecrets } from "../../testkit/stores.ts";
 
 const SECTION = JSON.stringify({
   schema: 1,

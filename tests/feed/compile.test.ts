@@ -18,7 +18,7 @@ import {
   insertCredential,
   insertProject,
   insertProxy,
-} from "./support.ts";
+} from "../../testkit/feed.ts";
 
 let db: FeedDatabase;
 let bed: FeedBed;

@@ -18,11 +18,12 @@ import {
 } from "../../shared/feed/codec.ts";
 import { headJson, manifestJson } from "../../shared/feed/manifest.ts";
 import { SCHEMA_VERSION } from "../../shared/feed/models.ts";
-import { TEST_REDIS_URL, testPrefix, testSecrets, waitUntil } from "../support/stores.ts";
-import { findFreePort } from "../../scripts/local-stores.ts";
+import { TEST_REDIS_URL, testPrefix, testSecrets } from "../../testkit/stores.ts";
+import { waitUntil } from "../../testkit/wait.ts";
+import { freePort } from "../../testkit/ports.ts";
 import { redisKeys } from "../../shared/redis-keys.ts";
-import { connector as feedConnector } from "../gateway/fixtures.ts";
-import { type FeedBed, feedBed } from "./support.ts";
+import { connector as feedConnector } from "../../testkit/gateway/feed-fixtures.ts";
+import { type FeedBed, feedBed } from "../../testkit/feed.ts";
 
 const cleanups: (() => Promise<void> | void)[] = [];
 afterEach(async () => {
@@ -133,7 +134,7 @@ describe("feed follower", () => {
     });
     expect(t.follower.ready).toBe(false);
     t.follower.start();
-    await waitUntil(() => t.follower.ready, { what: "the first feed" });
+    await waitUntil(() => t.follower.ready, { message: "the first feed" });
     expect(t.updates).toHaveLength(1);
     const u1 = t.updates[0];
     expect(u1.first).toBe(true);
@@ -160,7 +161,7 @@ describe("feed follower", () => {
       "connector:b": connector("b", ["10.0.1.1", "10.0.1.2"]),
       "connector:c": connector("c", ["10.0.2.1"]),
     });
-    await waitUntil(() => t.updates.length === 2, { what: "the second feed" });
+    await waitUntil(() => t.updates.length === 2, { message: "the second feed" });
     const u2 = t.updates[1];
     expect(u2.first).toBe(false);
     expect(u2.digest).toBe(second.headDigest);
@@ -179,7 +180,7 @@ describe("feed follower", () => {
       "connector:b": connector("b", ["10.0.1.1", "10.0.1.2"]),
       "connector:c": connector("c", ["10.0.2.1"]),
     });
-    await waitUntil(() => t.updates.length === 3, { what: "the third feed" });
+    await waitUntil(() => t.updates.length === 3, { message: "the third feed" });
     const u3 = t.updates[2];
     expect([...u3.changed]).toEqual([]);
     expect([...u3.removedConnectors]).toEqual(["a"]);
@@ -222,7 +223,7 @@ describe("feed follower", () => {
     await redis.set(keys.feedManifest, forgedManifest);
     await redis.set(keys.feedHead, headJson(forgedDigest, Date.now()));
     await redis.xadd(keys.feedStream, "*", "digest", forgedDigest);
-    await waitUntil(() => t.follower.stats().failures >= 1, { what: "the refusal" });
+    await waitUntil(() => t.follower.stats().failures >= 1, { message: "the refusal" });
     expect(t.follower.stats()).toMatchObject({
       ready: true,
       applied_digest: good.headDigest,
@@ -254,7 +255,7 @@ describe("feed follower", () => {
     await redis.set(keys.feedManifest, forgedManifest);
     await redis.set(keys.feedHead, headJson(forgedDigest, Date.now()));
     await redis.xadd(keys.feedStream, "*", "digest", forgedDigest);
-    await waitUntil(() => t.follower.stats().failures === 1, { what: "the refusal" });
+    await waitUntil(() => t.follower.stats().failures === 1, { message: "the refusal" });
 
     // The genuine publish rewrites the feed whole and appends its entry, which ends the wait.
     const repaired = await t.publish({
@@ -264,7 +265,7 @@ describe("feed follower", () => {
     expect(repaired.rewrittenWhole).toBeDefined();
     await waitUntil(() => t.follower.stats().applied_digest === repaired.headDigest, {
       timeoutMs: 5_000,
-      what: "the publish after the refusal",
+      message: "the publish after the refusal",
     });
     expect(t.follower.stats().failures).toBe(1);
     expect(t.follower.sections!.connectors.get("a")!.proxies[0].host).toBe("10.0.0.2");
@@ -314,7 +315,7 @@ describe("feed follower", () => {
     // No entry (the head's digest did not change): a gateway's retry or re-check finds it.
     t.follower.start();
     await waitUntil(() => t.follower.stats().applied_digest === second.headDigest, {
-      what: "the repaired feed",
+      message: "the repaired feed",
     });
     expect(t.follower.sections!.connectors.get("a")!.proxies[0].host).toBe("10.0.0.9");
   });
@@ -331,7 +332,7 @@ describe("feed follower", () => {
       runtime: runtimeSection(),
       "connector:a": connector("a", ["10.0.0.1"]),
     });
-    await waitUntil(() => t.follower.ready, { what: "the feed once published" });
+    await waitUntil(() => t.follower.ready, { message: "the feed once published" });
 
     await redis.set(keys.feedHead, JSON.stringify({ schema: 99, digest: "x", compiled_at: 1 }));
     expect(await t.follower.syncNow()).toBe("other_schema");
@@ -372,7 +373,7 @@ describe("feed follower without Redis", () => {
   it("stops within its wait while its read is queued on a client that cannot connect", async () => {
     // Nothing listens there, and the clients wait a minute before reconnecting: a read queued
     // meanwhile stays queued, and ioredis leaves it pending for ever once the client is closed.
-    const port = await findFreePort();
+    const port = await freePort();
     const redis = new Redis(`redis://127.0.0.1:${port}`, {
       maxRetriesPerRequest: 1,
       retryStrategy: () => 60_000,
@@ -388,7 +389,7 @@ describe("feed follower without Redis", () => {
       stopWaitMs: 500,
     });
     follower.start();
-    await waitUntil(() => redis.status === "reconnecting", { what: "the client to reconnect" });
+    await waitUntil(() => redis.status === "reconnecting", { message: "the client to reconnect" });
     const started = performance.now();
     await follower.stop();
     expect(performance.now() - started).toBeLessThan(1_500);

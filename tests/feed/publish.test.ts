@@ -13,8 +13,8 @@ import {
   open,
   sectionDigest,
 } from "../../shared/feed/codec.ts";
-import { testSecrets } from "../support/stores.ts";
-import { type FeedBed, feedBed } from "./support.ts";
+import { testSecrets } from "../../testkit/stores.ts";
+import { type FeedBed, feedBed } from "../../testkit/feed.ts";
 
 const beds: FeedBed[] = [];
 afterEach(async () => {

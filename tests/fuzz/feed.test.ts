@@ -28,7 +28,7 @@ import {
   RuntimeSectionSchema,
 } from "../../shared/feed/models.ts";
 import { parseSection } from "../../shared/feed/sections.ts";
-import { connector } from "../gateway/fixtures.ts";
+import { connector } from "../../testkit/gateway/feed-fixtures.ts";
 import { check, checkAsync, mutatedBytes, mutatedText, outcome } from "./runs.ts";
 import { valueFor } from "./valibot-arbitrary.ts";
 

@@ -8,21 +8,20 @@
  */
 import net from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type Origin, startOrigin } from "../../e2e/support/origin.ts";
-import { startTinyproxy, type Tinyproxy } from "../../e2e/support/tinyproxy.ts";
-import { waitFor } from "../../e2e/support/wait.ts";
-import { ipv4Bytes, SocksAtyp, socksOpen, socksRequest } from "./feed-gateway.ts";
+import { type Origin, startOrigin } from "../../testkit/upstreams/origin.ts";
+import { startTinyproxy, type Tinyproxy } from "../../testkit/upstreams/tinyproxy.ts";
+import { waitUntil } from "../../testkit/wait.ts";
+import { ipv4Bytes, SocksAtyp, socksOpen, socksRequest } from "../../testkit/clients/socks.ts";
 import {
   CREDENTIALS,
-  curl,
   type LogLine,
   metricValue,
-  openConnect,
   PROXY_AUTH,
-  RawConnection,
   startGateway,
   type TestGateway,
-} from "./support.ts";
+} from "../../testkit/gateway/fixture-gateway.ts";
+import { curl } from "../../testkit/clients/curl.ts";
+import { openConnect, RawConnection } from "../../testkit/clients/raw-http.ts";
 
 let origin: Origin;
 let tinyproxy: Tinyproxy;
@@ -49,7 +48,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   if (gateway) {
-    await waitFor(
+    await waitUntil(
       async () =>
         (await metricValue(gateway.statusPort, "octoprox_gateway_connections_open")) === 0,
       { message: "every connection closed" },

@@ -18,7 +18,13 @@ import {
 } from "../../gateway/base/admission.ts";
 import { Admission, AdmissionTicket } from "../../gateway/net/session/admission-pipeline.ts";
 import { admissionSteps } from "../../gateway/net/session/admission-steps.ts";
-import { basic, client, feed, section, verifyPassword } from "../gateway/fixtures.ts";
+import {
+  basic,
+  client,
+  feed,
+  section,
+  verifyPassword,
+} from "../../testkit/gateway/feed-fixtures.ts";
 
 const ADDRESS = { hostname: "198.51.100.7", port: 40_000 };
 const TARGET = { host: "example.com", port: 80 };

@@ -4,23 +4,26 @@
  * (the proxy port closed until the first feed), and settings checked at start.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type Origin, startOrigin } from "../../e2e/support/origin.ts";
-import { startTinyproxy, type Tinyproxy } from "../../e2e/support/tinyproxy.ts";
-import { freePort, portAccepts, waitFor } from "../../e2e/support/wait.ts";
-import { seriesValue } from "../support/promtool.ts";
+import { type Origin, startOrigin } from "../../testkit/upstreams/origin.ts";
+import { startTinyproxy, type Tinyproxy } from "../../testkit/upstreams/tinyproxy.ts";
+import { freePort, portAccepts } from "../../testkit/ports.ts";
+import { waitUntil } from "../../testkit/wait.ts";
+import { seriesValue } from "../../testkit/promtool.ts";
+import { curl } from "../../testkit/clients/curl.ts";
 import {
-  curl,
   gatewayEnv,
   metricValue,
-  openConnect,
   PROXY_AUTH,
-  proxyStatusError,
-  RawConnection,
-  type RawResponse,
   spawnDeno,
   startGateway,
   type TestGateway,
-} from "./support.ts";
+} from "../../testkit/gateway/fixture-gateway.ts";
+import {
+  openConnect,
+  proxyStatusError,
+  RawConnection,
+  type RawResponse,
+} from "../../testkit/clients/raw-http.ts";
 
 let origin: Origin;
 let tinyproxy: Tinyproxy;
@@ -238,7 +241,7 @@ describe("bounds", () => {
       for (let index = 0; index < 2; index++) {
         held.push(await RawConnection.open(bounded.proxyPort));
       }
-      await waitFor(
+      await waitUntil(
         async () =>
           (await metricValue(bounded.statusPort, "octoprox_gateway_connections_open")) === 2,
         { message: "two connections open" },
@@ -320,7 +323,7 @@ describe("process", () => {
 
   it("refuses a bad setting with one line naming it and exit code 2", async () => {
     const child = spawnDeno(
-      "tests/gateway-net/fixtures/serve.ts",
+      "testkit/gateway/fixture/serve.ts",
       gatewayEnv({ OCTOPROX_CONNECT_TIMEOUT: "soon" }),
     );
     let stderr = "";

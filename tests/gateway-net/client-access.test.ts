@@ -16,20 +16,22 @@
  */
 import { spawn } from "node:child_process";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type FaultProxy, startFaultProxy } from "../../e2e/support/fault-proxy.ts";
-import { type Origin, startOrigin } from "../../e2e/support/origin.ts";
-import { waitFor } from "../../e2e/support/wait.ts";
+import { type FaultProxy, startFaultProxy } from "../../testkit/upstreams/fault-proxy.ts";
+import { type Origin, startOrigin } from "../../testkit/upstreams/origin.ts";
+import { waitUntil } from "../../testkit/wait.ts";
 import { DENO_BIN, gatewayRunArgs } from "../../scripts/gateway-command.ts";
 import { encodeProxyV1, encodeProxyV2 } from "../../shared/proxy-protocol/proxy-header.ts";
-import { type FeedBed, feedBed } from "../feed/support.ts";
+import { type FeedBed, feedBed } from "../../testkit/feed.ts";
 import {
   type FeedGateway,
   publishApplied,
   publishFeed,
   startFeedGateway,
   startLoopbackGateway,
-} from "./feed-gateway.ts";
-import { basicAuth, gatewayEnv, RawConnection, type RawResponse, ROOT } from "./support.ts";
+} from "../../testkit/gateway/feed-gateway.ts";
+import { basicAuth, RawConnection, type RawResponse } from "../../testkit/clients/raw-http.ts";
+import { gatewayEnv } from "../../testkit/gateway/fixture-gateway.ts";
+import { ROOT } from "../../testkit/processes.ts";
 
 let bed: FeedBed;
 let origin: Origin;
@@ -380,7 +382,7 @@ describe("the PROXY protocol", () => {
     const peers = () =>
       gateway.lines().filter((line) => line.msg === "PROXY protocol header refused")
         .map((line) => line.peer).sort();
-    await waitFor(() => peers().length === 2, { message: "both refusals logged" });
+    await waitUntil(() => peers().length === 2, { message: "both refusals logged" });
     expect(peers()).toEqual(["127.0.0.5", "127.0.0.7"]);
   });
 

@@ -1,28 +1,30 @@
 /**
  * CONNECT tunnels through the gateway's socket layer (a real Deno process, the fixture
- * router): every upstream scheme, bytes both ways, half-close, retries before the tunnel is up,
- * byte counts, and a stop that cancels tunnels in flight.
+ * router): every upstream scheme, half-close, retries before the tunnel is up, and a stop that
+ * cancels tunnels in flight. Bytes both ways and their counts, credentials, a refusing upstream
+ * and a malformed CONNECT are the suite every listener passes (listeners.test.ts).
  */
-import { createHash, randomBytes } from "node:crypto";
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import net from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { FaultMode, type FaultProxy, startFaultProxy } from "../../e2e/support/fault-proxy.ts";
-import { type Origin, startOrigin } from "../../e2e/support/origin.ts";
-import { startTinyproxy, type Tinyproxy } from "../../e2e/support/tinyproxy.ts";
-import { waitFor } from "../../e2e/support/wait.ts";
 import {
-  curl,
+  FaultMode,
+  type FaultProxy,
+  startFaultProxy,
+} from "../../testkit/upstreams/fault-proxy.ts";
+import { type Origin, startOrigin } from "../../testkit/upstreams/origin.ts";
+import { startTinyproxy, type Tinyproxy } from "../../testkit/upstreams/tinyproxy.ts";
+import { waitUntil } from "../../testkit/wait.ts";
+import { curl } from "../../testkit/clients/curl.ts";
+import {
   metricValue,
-  openConnect,
-  proxyStatusError,
   startGateway,
-  startTlsFront,
   type TestGateway,
-  type TlsFront,
-} from "./support.ts";
+} from "../../testkit/gateway/fixture-gateway.ts";
+import { openConnect, proxyStatusError } from "../../testkit/clients/raw-http.ts";
+import { startTlsFront, type TlsFront } from "../../testkit/upstreams/tls-front.ts";
 
 let tlsOrigin: Origin;
 let tinyproxy: Tinyproxy;
@@ -134,7 +136,7 @@ beforeAll(async () => {
 afterAll(async () => {
   // Nothing left open once the tests' connections are gone.
   if (gateway) {
-    await waitFor(
+    await waitUntil(
       async () =>
         (await metricValue(gateway.statusPort, "octoprox_gateway_connections_open")) === 0 &&
         (await metricValue(gateway.statusPort, "octoprox_gateway_tunnels_open")) === 0,
@@ -155,33 +157,6 @@ describe("CONNECT", () => {
     const result = await curl(["--cacert", caFile, "-x", gateway.proxyUrl, `${tlsOrigin.url}/ip`]);
     expect(result.stderr).toBe("");
     expect(JSON.parse(result.stdout)).toEqual({ ip: "127.0.0.5" });
-  });
-
-  it("relays bytes both ways and counts them", async () => {
-    const before = await metricValue(
-      gateway.statusPort,
-      'octoprox_gateway_relay_bytes_total{direction="to_upstream"}',
-    );
-    const { connection, response } = await openConnect(gateway.proxyPort, `127.0.0.1:${echoPort}`);
-    expect(response.status).toBe(200);
-    const payload = randomBytes(1024 * 1024);
-    connection.write(payload);
-    const echoed = await connection.take(payload.length);
-    expect(createHash("sha256").update(echoed).digest("hex")).toBe(
-      createHash("sha256").update(payload).digest("hex"),
-    );
-    // Quiet (each direction back on a small buffer), a small buffer filled, then bulk again.
-    for (const size of [10, 3000, 200, 1024 * 1024]) {
-      const more = randomBytes(size);
-      connection.write(more);
-      expect(Buffer.compare(await connection.take(size), more)).toBe(0);
-    }
-    connection.destroy();
-    const after = await metricValue(
-      gateway.statusPort,
-      'octoprox_gateway_relay_bytes_total{direction="to_upstream"}',
-    );
-    expect(after - before).toBeGreaterThanOrEqual(payload.length);
   });
 
   it("passes a half-close on, both ways", async () => {
@@ -205,7 +180,7 @@ describe("CONNECT", () => {
       expect((await connection.readToEnd()).toString()).toBe("ending");
       connection.write("still here");
       connection.end();
-      await waitFor(() => halfOpen.lastReceived.endsWith("still here") && halfOpen.lastEnded, {
+      await waitUntil(() => halfOpen.lastReceived.endsWith("still here") && halfOpen.lastEnded, {
         message: "the client's bytes after the upstream's half-close",
       });
 
@@ -245,7 +220,7 @@ describe("CONNECT", () => {
         connection.destroy();
       }
       const commits = () => viaSchemes.lines().filter((l) => l.msg === "fixture commit");
-      await waitFor(() => commits().length === 3, { message: "three commits" });
+      await waitUntil(() => commits().length === 3, { message: "three commits" });
       expect(commits().map((l) => String(l.proxyId)).sort()).toEqual(["https", "socks4", "socks5"]);
       // The target's name went to the upstream unresolved.
       expect(fault.requests.slice(-3).map((r) => r.host)).toEqual([

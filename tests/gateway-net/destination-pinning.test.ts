@@ -21,7 +21,7 @@ import { socksReplyForRefusal } from "../../gateway/net/tunnel/socks5-replies.ts
 import { createClientHandshake } from "../../shared/proxy-protocol/handshake.ts";
 import { Socks5Reply } from "../../shared/proxy-protocol/socks5.ts";
 import { parseGatewaySettings, SettingsError } from "../../shared/settings.ts";
-import { basic, feed, section, verifyPassword } from "../gateway/fixtures.ts";
+import { basic, feed, section, verifyPassword } from "../../testkit/gateway/feed-fixtures.ts";
 
 const text = (bytes: Uint8Array) => new TextDecoder().decode(bytes);
 

@@ -5,7 +5,7 @@
  * loopback), then allowed again, and so on. Two listeners on the same port stand for them and
  * count what reaches them. The gateway (the fixture entry with the real guard, pointed at that
  * server) sends requests through real upstreams: Debian's tinyproxy for HTTP and CONNECT, and our
- * own proxy (e2e/support/fault-proxy.ts, resolving names through the same server) for SOCKS5 and
+ * own proxy (testkit/upstreams/fault-proxy.ts, resolving names through the same server) for SOCKS5 and
  * for the limit. A hosts file of the fixtures' own stands for /etc/hosts: names the DNS server
  * does not know, which an upstream on the same machine resolves through it.
  *
@@ -22,18 +22,18 @@ import http from "node:http";
 import type net from "node:net";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type FaultProxy, startFaultProxy } from "../../e2e/support/fault-proxy.ts";
-import { startTinyproxy, type Tinyproxy } from "../../e2e/support/tinyproxy.ts";
-import { freePort } from "../../e2e/support/wait.ts";
+import { type FaultProxy, startFaultProxy } from "../../testkit/upstreams/fault-proxy.ts";
+import { startTinyproxy, type Tinyproxy } from "../../testkit/upstreams/tinyproxy.ts";
+import { freePort } from "../../testkit/ports.ts";
 import { parseHostsFile } from "../../shared/routing/hosts-file.ts";
 import {
   CREDENTIALS,
-  curl,
   type FixtureUpstream,
-  ROOT,
   startGateway,
   type TestGateway,
-} from "./support.ts";
+} from "../../testkit/gateway/fixture-gateway.ts";
+import { curl } from "../../testkit/clients/curl.ts";
+import { ROOT } from "../../testkit/processes.ts";
 
 const ALLOWED = "127.0.0.2";
 const FORBIDDEN = "127.0.0.3";
@@ -365,7 +365,7 @@ describe("OCTOPROX_DESTINATION_RESOLUTION=upstream (the default): the limit", ()
 });
 
 describe("the hosts file (the fixtures' own here, /etc/hosts in a gateway)", () => {
-  const hostsFile = join(ROOT, "tests", "gateway-net", "fixtures", "hosts");
+  const hostsFile = join(ROOT, "testkit", "gateway", "fixture", "hosts");
 
   it("upstream mode: a name only the hosts file maps inward is refused, though DNS does not know it", async () => {
     // An upstream on the same machine, resolving through the same hosts file.

@@ -1,6 +1,6 @@
 /**
  * The failure log through the real gateway (gateway/main.ts under Deno) on a hand-made feed, with
- * real failing upstream proxies of our own (e2e/support/fault-proxy.ts) and a real origin, once
+ * real failing upstream proxies of our own (testkit/upstreams/fault-proxy.ts) and a real origin, once
  * with one isolate and once with two (OCTOPROX_GATEWAY_ISOLATES=2, each isolate a writer of its
  * own):
  *
@@ -18,9 +18,13 @@
  * `promtool check metrics`, with every failure kind from the first scrape.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { FaultMode, type FaultProxy, startFaultProxy } from "../../e2e/support/fault-proxy.ts";
-import { type Origin, startOrigin } from "../../e2e/support/origin.ts";
-import { waitFor } from "../../e2e/support/wait.ts";
+import {
+  FaultMode,
+  type FaultProxy,
+  startFaultProxy,
+} from "../../testkit/upstreams/fault-proxy.ts";
+import { type Origin, startOrigin } from "../../testkit/upstreams/origin.ts";
+import { waitUntil } from "../../testkit/wait.ts";
 import { decodeFailureExample, type FailureExample } from "../../shared/failure-examples.ts";
 import { FAILURE_KINDS } from "../../shared/failure-kinds.ts";
 import {
@@ -30,17 +34,11 @@ import {
   TRANSFER_FIELDS,
   windowKey,
 } from "../../shared/metric-windows.ts";
-import { type FeedBed, feedBed } from "../feed/support.ts";
-import {
-  type FeedGateway,
-  ipv4Bytes,
-  SocksAtyp,
-  socksOpen,
-  socksRequest,
-  startLoopbackGateway,
-} from "./feed-gateway.ts";
-import { basicAuth, getVia, openConnect } from "./support.ts";
-import { promtoolCheck, seriesValue } from "../support/promtool.ts";
+import { type FeedBed, feedBed } from "../../testkit/feed.ts";
+import { type FeedGateway, startLoopbackGateway } from "../../testkit/gateway/feed-gateway.ts";
+import { ipv4Bytes, SocksAtyp, socksOpen, socksRequest } from "../../testkit/clients/socks.ts";
+import { basicAuth, getVia, openConnect } from "../../testkit/clients/raw-http.ts";
+import { promtoolCheck, seriesValue } from "../../testkit/promtool.ts";
 
 /** The upstream proxies' own credentials: the gateway sends them, and must write them nowhere. */
 const VENDOR = { username: "vendor-u7x", password: "Pw-S3cr3t-q9" };
@@ -238,7 +236,7 @@ describe.each([1, 2])("the failure log with %i isolate(s)", (isolates) => {
     const resetCount = (counts: Map<string, number>) =>
       resetKeys.reduce((sum, key) => sum + (counts.get(key) ?? 0), 0);
     // Metering publishes every 5 s: wait for the counts to arrive, then hold them exactly.
-    await waitFor(async () => {
+    await waitUntil(async () => {
       const counts = await failureWindows();
       return resetCount(counts) >= resets &&
         [...expected].every(([key, count]) => (counts.get(key) ?? 0) >= count);
@@ -269,7 +267,7 @@ describe.each([1, 2])("the failure log with %i isolate(s)", (isolates) => {
       ...await examples(RETRY.id, "upstream_unreachable"),
       ...await examples(RETRY.id, "upstream_closed"),
     ];
-    await waitFor(async () => {
+    await waitUntil(async () => {
       if ((await resetExamples()).length === 0) return false;
       for (
         const [projectId, kind] of [
@@ -360,7 +358,7 @@ describe.each([1, 2])("the failure log with %i isolate(s)", (isolates) => {
   });
 
   it("writes its instance snapshot with every isolate, the feed it applied and its failure logs", async () => {
-    const snapshot = await waitFor(async () => {
+    const snapshot = await waitUntil(async () => {
       const [instance] = await bed.redis.smembers(bed.keys.instanceIndex);
       if (instance === undefined) return undefined;
       const text = await bed.redis.get(bed.keys.instanceSnapshot(instance));

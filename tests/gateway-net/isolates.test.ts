@@ -7,12 +7,17 @@
  */
 import net from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { startTinyproxy, type Tinyproxy } from "../../e2e/support/tinyproxy.ts";
-import { waitFor } from "../../e2e/support/wait.ts";
-import { type FeedBed, feedBed } from "../feed/support.ts";
-import { type FeedGateway, publishFeed, startFeedGateway } from "./feed-gateway.ts";
-import { openConnect, PROXY_AUTH, proxyStatusError, RawConnection } from "./support.ts";
-import { parseSamples, samplesOf } from "../support/promtool.ts";
+import { startTinyproxy, type Tinyproxy } from "../../testkit/upstreams/tinyproxy.ts";
+import { waitUntil } from "../../testkit/wait.ts";
+import { type FeedBed, feedBed } from "../../testkit/feed.ts";
+import {
+  type FeedGateway,
+  publishFeed,
+  startFeedGateway,
+} from "../../testkit/gateway/feed-gateway.ts";
+import { openConnect, proxyStatusError, RawConnection } from "../../testkit/clients/raw-http.ts";
+import { PROXY_AUTH } from "../../testkit/gateway/fixture-gateway.ts";
+import { parseSamples, samplesOf } from "../../testkit/promtool.ts";
 
 let bed: FeedBed;
 let tinyproxies: Tinyproxy[];
@@ -95,7 +100,7 @@ describe("two isolates", () => {
       Array.from({ length: 24 }, () => RawConnection.open(proxyPort)),
     );
     try {
-      await waitFor(async () => {
+      await waitUntil(async () => {
         const open = await openPerIsolate();
         return [...open.values()].reduce((a, b) => a + b, 0) === 24 ? open : undefined;
       }, { message: "24 connections open" });
@@ -125,7 +130,7 @@ describe("two isolates", () => {
 
     // A closed tunnel releases its proxy for the next, whichever isolate takes it.
     first.connection.destroy();
-    await waitFor(
+    await waitUntil(
       async () => (await gateway.metric("octoprox_gateway_tunnels_open")) === 1,
       { message: "the first tunnel closed" },
     );
@@ -133,13 +138,13 @@ describe("two isolates", () => {
       const again = await tunnel();
       expect(again.exit).toBe(first.exit);
       again.connection.destroy();
-      await waitFor(
+      await waitUntil(
         async () => (await gateway.metric("octoprox_gateway_tunnels_open")) === 1,
         { message: "the tunnel closed" },
       );
     }
     second.connection.destroy();
-    await waitFor(
+    await waitUntil(
       async () => (await gateway.metric("octoprox_gateway_tunnels_open")) === 0,
       { message: "every tunnel closed" },
     );

@@ -7,13 +7,16 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { ChildProcess } from "node:child_process";
 import { SCHEMA_VERSION } from "../../shared/feed/models.ts";
-import { type Origin, startOrigin } from "../../e2e/support/origin.ts";
-import { startTinyproxy, type Tinyproxy } from "../../e2e/support/tinyproxy.ts";
-import { freePort, portAccepts, waitFor } from "../../e2e/support/wait.ts";
-import { type FeedBed, feedBed, feedProject, publishFeedContent } from "../feed/support.ts";
+import { type Origin, startOrigin } from "../../testkit/upstreams/origin.ts";
+import { startTinyproxy, type Tinyproxy } from "../../testkit/upstreams/tinyproxy.ts";
+import { freePort, portAccepts } from "../../testkit/ports.ts";
+import { waitUntil } from "../../testkit/wait.ts";
+import { type FeedBed, feedBed, feedProject, publishFeedContent } from "../../testkit/feed.ts";
 import { DENO_BIN, gatewayRunArgs } from "../../scripts/gateway-command.ts";
-import { curl, gatewayEnv, ROOT } from "./support.ts";
-import { connector } from "../gateway/fixtures.ts";
+import { curl } from "../../testkit/clients/curl.ts";
+import { gatewayEnv } from "../../testkit/gateway/fixture-gateway.ts";
+import { ROOT } from "../../testkit/processes.ts";
+import { connector } from "../../testkit/gateway/feed-fixtures.ts";
 import { spawn } from "node:child_process";
 
 let bed: FeedBed;
@@ -48,7 +51,7 @@ beforeAll(async () => {
   });
   child.stdout!.setEncoding("utf8").on("data", (text: string) => (stdout += text));
   child.stderr!.setEncoding("utf8").on("data", (text: string) => (stdout += text));
-  await waitFor(() => stdout.includes('"Status listener bound"'), {
+  await waitUntil(() => stdout.includes('"Status listener bound"'), {
     timeoutMs: 20_000,
     message: "the gateway's status listener",
   });
@@ -89,13 +92,13 @@ describe("gateway/main.ts", () => {
     const ready = await fetch(`http://127.0.0.1:${statusPort}/ready`);
     expect(ready.status).toBe(503);
     // The start says who resolves destination names: the upstream, unless set otherwise.
-    await waitFor(() => stdout.includes('"destination_resolution":"upstream"'), {
+    await waitUntil(() => stdout.includes('"destination_resolution":"upstream"'), {
       timeoutMs: 5_000,
       message: "the line saying who resolves destination names",
     });
     expect(await portAccepts("127.0.0.1", proxyPort)).toBe(false);
     await publish();
-    await waitFor(
+    await waitUntil(
       async () => (await fetch(`http://127.0.0.1:${statusPort}/ready`)).status === 200,
       { timeoutMs: 10_000, message: "the gateway to be ready" },
     );

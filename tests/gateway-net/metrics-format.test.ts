@@ -6,12 +6,16 @@
  * carries no label that names a proxy, client, URL, project or request.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { FaultMode, type FaultProxy, startFaultProxy } from "../../e2e/support/fault-proxy.ts";
-import { type Origin, startOrigin } from "../../e2e/support/origin.ts";
-import { type FeedBed, feedBed } from "../feed/support.ts";
-import { parseSamples, promtoolCheck, requirePromtool } from "../support/promtool.ts";
-import { type FeedGateway, startLoopbackGateway } from "./feed-gateway.ts";
-import { getVia } from "./support.ts";
+import {
+  FaultMode,
+  type FaultProxy,
+  startFaultProxy,
+} from "../../testkit/upstreams/fault-proxy.ts";
+import { type Origin, startOrigin } from "../../testkit/upstreams/origin.ts";
+import { type FeedBed, feedBed } from "../../testkit/feed.ts";
+import { parseSamples, promtoolCheck, requirePromtool } from "../../testkit/promtool.ts";
+import { type FeedGateway, startLoopbackGateway } from "../../testkit/gateway/feed-gateway.ts";
+import { getVia } from "../../testkit/clients/raw-http.ts";
 
 let bed: FeedBed;
 let origin: Origin;

@@ -10,19 +10,18 @@
  * - each counted under its own failure kind.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type Origin, startOrigin } from "../../e2e/support/origin.ts";
-import { startTinyproxy, type Tinyproxy } from "../../e2e/support/tinyproxy.ts";
-import { waitFor } from "../../e2e/support/wait.ts";
-import { type FeedBed, feedBed } from "../feed/support.ts";
+import { type Origin, startOrigin } from "../../testkit/upstreams/origin.ts";
+import { startTinyproxy, type Tinyproxy } from "../../testkit/upstreams/tinyproxy.ts";
+import { waitUntil } from "../../testkit/wait.ts";
+import { type FeedBed, feedBed } from "../../testkit/feed.ts";
+import { type FeedGateway, startLoopbackGateway } from "../../testkit/gateway/feed-gateway.ts";
+import { ipv4Bytes, SocksAtyp, socksOpen, socksRequest } from "../../testkit/clients/socks.ts";
 import {
-  type FeedGateway,
-  ipv4Bytes,
-  SocksAtyp,
-  socksOpen,
-  socksRequest,
-  startLoopbackGateway,
-} from "./feed-gateway.ts";
-import { basicAuth, openConnect, RawConnection, type RawResponse } from "./support.ts";
+  basicAuth,
+  openConnect,
+  RawConnection,
+  type RawResponse,
+} from "../../testkit/clients/raw-http.ts";
 
 let bed: FeedBed;
 let origin: Origin;
@@ -120,7 +119,7 @@ describe("a project's limits on each listener", () => {
       held.connection.destroy();
     }
     // The tunnel closed: its slot is free again.
-    await waitFor(async () => (await get("capped")).status === 200, {
+    await waitUntil(async () => (await get("capped")).status === 200, {
       message: "the capped project served again",
     });
   });

@@ -4,11 +4,15 @@
  * failed attempt, each one not tried yet; 0 gives every request one attempt.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { FaultMode, type FaultProxy, startFaultProxy } from "../../e2e/support/fault-proxy.ts";
-import { type Origin, startOrigin } from "../../e2e/support/origin.ts";
-import { type FeedBed, feedBed } from "../feed/support.ts";
-import { type FeedGateway, startLoopbackGateway } from "./feed-gateway.ts";
-import { basicAuth, getVia, openConnect } from "./support.ts";
+import {
+  FaultMode,
+  type FaultProxy,
+  startFaultProxy,
+} from "../../testkit/upstreams/fault-proxy.ts";
+import { type Origin, startOrigin } from "../../testkit/upstreams/origin.ts";
+import { type FeedBed, feedBed } from "../../testkit/feed.ts";
+import { type FeedGateway, startLoopbackGateway } from "../../testkit/gateway/feed-gateway.ts";
+import { basicAuth, getVia, openConnect } from "../../testkit/clients/raw-http.ts";
 
 let bed: FeedBed;
 let origin: Origin;

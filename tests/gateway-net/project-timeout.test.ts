@@ -4,10 +4,18 @@
  * tunnels alike.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { FaultMode, type FaultProxy, startFaultProxy } from "../../e2e/support/fault-proxy.ts";
-import { type FeedBed, feedBed } from "../feed/support.ts";
-import { type FeedGateway, publishFeed, startFeedGateway } from "./feed-gateway.ts";
-import { proxyStatusError, RawConnection } from "./support.ts";
+import {
+  FaultMode,
+  type FaultProxy,
+  startFaultProxy,
+} from "../../testkit/upstreams/fault-proxy.ts";
+import { type FeedBed, feedBed } from "../../testkit/feed.ts";
+import {
+  type FeedGateway,
+  publishFeed,
+  startFeedGateway,
+} from "../../testkit/gateway/feed-gateway.ts";
+import { proxyStatusError, RawConnection } from "../../testkit/clients/raw-http.ts";
 
 const GATEWAY_TIMEOUT_S = 3;
 

@@ -5,12 +5,16 @@
  * whichever isolate the kernel gives a new connection to.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { FaultMode, type FaultProxy, startFaultProxy } from "../../e2e/support/fault-proxy.ts";
-import { type Origin, startOrigin } from "../../e2e/support/origin.ts";
-import { waitFor } from "../../e2e/support/wait.ts";
-import { type FeedBed, feedBed } from "../feed/support.ts";
-import { type FeedGateway, startLoopbackGateway } from "./feed-gateway.ts";
-import { getVia } from "./support.ts";
+import {
+  FaultMode,
+  type FaultProxy,
+  startFaultProxy,
+} from "../../testkit/upstreams/fault-proxy.ts";
+import { type Origin, startOrigin } from "../../testkit/upstreams/origin.ts";
+import { waitUntil } from "../../testkit/wait.ts";
+import { type FeedBed, feedBed } from "../../testkit/feed.ts";
+import { type FeedGateway, startLoopbackGateway } from "../../testkit/gateway/feed-gateway.ts";
+import { getVia } from "../../testkit/clients/raw-http.ts";
 
 let bed: FeedBed;
 let origin: Origin;
@@ -89,7 +93,7 @@ describe("a rate-limit trip with two isolates", () => {
     let served = 0;
     for (let i = 0; i < 20 && await quarantinedCount() < 2; i++) {
       if ((await getVia(proxyPort, `${origin.url}/ip`, "iso:iso-pass")).status === 200) served++;
-      await waitFor(
+      await waitUntil(
         async () =>
           (await requestsCounted()) === served && tripsLogged() === await quarantinedCount(),
         { timeoutMs: 5_000, message: `request ${i + 1} counted in Redis` },

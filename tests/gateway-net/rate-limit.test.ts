@@ -7,13 +7,22 @@
  * frees the proxies again. A connector without a limit counts nothing.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { FaultMode, type FaultProxy, startFaultProxy } from "../../e2e/support/fault-proxy.ts";
-import { type Origin, startOrigin } from "../../e2e/support/origin.ts";
-import { waitFor } from "../../e2e/support/wait.ts";
+import {
+  FaultMode,
+  type FaultProxy,
+  startFaultProxy,
+} from "../../testkit/upstreams/fault-proxy.ts";
+import { type Origin, startOrigin } from "../../testkit/upstreams/origin.ts";
+import { waitUntil } from "../../testkit/wait.ts";
 import type { FeedRateLimit } from "../../shared/feed/models.ts";
-import { type FeedBed, feedBed } from "../feed/support.ts";
-import { type FeedGateway, publishApplied, startLoopbackGateway } from "./feed-gateway.ts";
-import { curl, getVia } from "./support.ts";
+import { type FeedBed, feedBed } from "../../testkit/feed.ts";
+import {
+  type FeedGateway,
+  publishApplied,
+  startLoopbackGateway,
+} from "../../testkit/gateway/feed-gateway.ts";
+import { curl } from "../../testkit/clients/curl.ts";
+import { getVia } from "../../testkit/clients/raw-http.ts";
 
 const LIMIT: FeedRateLimit = {
   max_requests: 3,
@@ -86,7 +95,7 @@ const counted = () =>
 
 /** Waits until the gateway's rate limiter has written `total` requests to their windows. */
 async function untilCounted(total: number): Promise<void> {
-  await waitFor(async () => (await counted()) >= total, {
+  await waitUntil(async () => (await counted()) >= total, {
     timeoutMs: 5_000,
     message: `${total} requests in the rate windows`,
   });

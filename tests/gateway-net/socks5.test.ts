@@ -8,22 +8,27 @@
 import { createHash, randomBytes } from "node:crypto";
 import net from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type FaultProxy, startFaultProxy } from "../../e2e/support/fault-proxy.ts";
-import { type Origin, startOrigin } from "../../e2e/support/origin.ts";
-import { startTinyproxy, type Tinyproxy } from "../../e2e/support/tinyproxy.ts";
-import { refusingAddress, waitFor } from "../../e2e/support/wait.ts";
-import { type FeedBed, feedBed } from "../feed/support.ts";
+import { type FaultProxy, startFaultProxy } from "../../testkit/upstreams/fault-proxy.ts";
+import { type Origin, startOrigin } from "../../testkit/upstreams/origin.ts";
+import { startTinyproxy, type Tinyproxy } from "../../testkit/upstreams/tinyproxy.ts";
+import { refusingAddress } from "../../testkit/ports.ts";
+import { waitUntil } from "../../testkit/wait.ts";
+import { type FeedBed, feedBed } from "../../testkit/feed.ts";
 import {
   type FeedGateway,
+  publishFeed,
+  startFeedGateway,
+} from "../../testkit/gateway/feed-gateway.ts";
+import {
   ipv4Bytes,
   ipv6Bytes,
-  publishFeed,
   SocksAtyp,
   socksOpen,
   socksRequest,
-  startFeedGateway,
-} from "./feed-gateway.ts";
-import { curl, RawConnection, startGateway } from "./support.ts";
+} from "../../testkit/clients/socks.ts";
+import { curl } from "../../testkit/clients/curl.ts";
+import { RawConnection } from "../../testkit/clients/raw-http.ts";
+import { startGateway } from "../../testkit/gateway/fixture-gateway.ts";
 
 const PASSWORD = "acme-pass";
 const CONNECT = 1;
@@ -302,7 +307,7 @@ describe("SOCKS5 listener", () => {
       createHash("sha256").update(payload).digest("hex"),
     );
     opened.connection.destroy();
-    await waitFor(
+    await waitUntil(
       async () => (await gateway.metric("octoprox_gateway_tunnels_open")) === 0,
       { message: "the tunnel closed" },
     );

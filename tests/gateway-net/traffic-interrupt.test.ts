@@ -6,11 +6,19 @@
  * connector's limit status.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { FaultMode, type FaultProxy, startFaultProxy } from "../../e2e/support/fault-proxy.ts";
-import { type Origin, startOrigin } from "../../e2e/support/origin.ts";
-import { type FeedBed, feedBed } from "../feed/support.ts";
-import { type FeedGateway, publishApplied, startLoopbackGateway } from "./feed-gateway.ts";
-import { basicAuth, getVia, openConnect, RawConnection } from "./support.ts";
+import {
+  FaultMode,
+  type FaultProxy,
+  startFaultProxy,
+} from "../../testkit/upstreams/fault-proxy.ts";
+import { type Origin, startOrigin } from "../../testkit/upstreams/origin.ts";
+import { type FeedBed, feedBed } from "../../testkit/feed.ts";
+import {
+  type FeedGateway,
+  publishApplied,
+  startLoopbackGateway,
+} from "../../testkit/gateway/feed-gateway.ts";
+import { basicAuth, getVia, openConnect, RawConnection } from "../../testkit/clients/raw-http.ts";
 
 /** The gateway's metering interval: a running transfer reports at least this often. */
 const REPORT_INTERVAL_MS = 5_000;

@@ -19,7 +19,14 @@ import { AdmissionStage } from "../../gateway/base/admission.ts";
 import { Admission, AdmissionTicket } from "../../gateway/net/session/admission-pipeline.ts";
 import { admissionSteps } from "../../gateway/net/session/admission-steps.ts";
 import type { FeedProject } from "../../shared/feed/models.ts";
-import { basic, connector, feed, PASSWORD, project, section } from "./fixtures.ts";
+import {
+  basic,
+  connector,
+  feed,
+  PASSWORD,
+  project,
+  section,
+} from "../../testkit/gateway/feed-fixtures.ts";
 
 const TARGET: Target = { host: "example.com", port: 80 };
 

@@ -13,7 +13,13 @@ import {
 } from "../../shared/routing/feed-share.ts";
 import { CoreRouter } from "../../shared/routing/router.ts";
 import type { FeedSections } from "../../shared/feed/models.ts";
-import { client, feed, section, target, verifyPassword } from "./fixtures.ts";
+import {
+  client,
+  feed,
+  section,
+  target,
+  verifyPassword,
+} from "../../testkit/gateway/feed-fixtures.ts";
 
 /** The main isolate and one worker, the worker fed through structured clones. */
 function pair() {

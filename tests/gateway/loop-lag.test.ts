@@ -5,7 +5,7 @@
  */
 import { describe, expect, it } from "vitest";
 import { LoopLagTimer, LoopLagWindows } from "../../shared/loop-lag.ts";
-import { waitUntil } from "../support/stores.ts";
+import { waitUntil } from "../../testkit/wait.ts";
 
 describe("loop lag windows", () => {
   it("show the current minute until one is full, then the last full one, and report a late tick once a minute", () => {
@@ -66,15 +66,15 @@ describe("the loop lag timer", () => {
     timer.start();
     try {
       // Wait for a tick, then hold the loop for 250 ms: the next tick comes that late.
-      await waitUntil(() => timer.snapshot().samples > 0, { what: "a first tick" });
+      await waitUntil(() => timer.snapshot().samples > 0, { message: "a first tick" });
       const until = Date.now() + 250;
       while (Date.now() < until) {
         // Busy: no timer fires meanwhile.
       }
-      await waitUntil(() => reported.length > 0, { what: "the late tick reported" });
+      await waitUntil(() => reported.length > 0, { message: "the late tick reported" });
       expect(reported[0]).toBeGreaterThanOrEqual(200);
       // The snapshot shows it once its window is the last full one.
-      await waitUntil(() => timer.snapshot().worst_ms >= 200, { what: "the late window shown" });
+      await waitUntil(() => timer.snapshot().worst_ms >= 200, { message: "the late window shown" });
     } finally {
       timer.stop();
       timer.stop();

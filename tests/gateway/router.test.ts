@@ -22,7 +22,7 @@ import {
   section,
   target,
   verifyPassword,
-} from "./fixtures.ts";
+} from "../../testkit/gateway/feed-fixtures.ts";
 
 const NOW = 1_700_000_000_000;
 const RATE_LIMIT = {

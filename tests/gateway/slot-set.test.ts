@@ -85,7 +85,8 @@ describe("SlotSet", () => {
       for (const item of gone) set.delete(item);
       refs = gone.map((item) => new WeakRef(item));
     })();
-    // A WeakRef's target is kept until the current job ends.
+    // A WeakRef's target is kept until the current job ends: this turn of the event loop is the
+    // behaviour, not a wait for a condition.
     await new Promise((resolve) => setTimeout(resolve, 0));
     gc();
     expect(refs.filter((ref) => ref.deref() !== undefined)).toHaveLength(0);

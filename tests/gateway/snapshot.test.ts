@@ -1,7 +1,14 @@
 /** The routing snapshot: which rows serve a place, and an incremental build that reuses indexes. */
 import { describe, expect, it } from "vitest";
 import { buildSnapshot, type ConnectorIndex } from "../../shared/routing/snapshot.ts";
-import { connector, emptyRuntime, feed, project, proxy, section } from "./fixtures.ts";
+import {
+  connector,
+  emptyRuntime,
+  feed,
+  project,
+  proxy,
+  section,
+} from "../../testkit/gateway/feed-fixtures.ts";
 import type { UsernameOptions } from "../../shared/routing/contract.ts";
 
 const ids = (index: ConnectorIndex, options: Omit<UsernameOptions, "user">) =>

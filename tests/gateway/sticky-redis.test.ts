@@ -9,8 +9,15 @@ import { CoreRouter } from "../../shared/routing/router.ts";
 import { type Client, isRefusal } from "../../shared/routing/contract.ts";
 import { RedisStickyStore } from "../../shared/routing/sticky/redis-store.ts";
 import { redisKeys } from "../../shared/redis-keys.ts";
-import { deletePrefix, TEST_REDIS_URL, testPrefix } from "../support/stores.ts";
-import { client, feed, project, section, target, verifyPassword } from "./fixtures.ts";
+import { deletePrefix, TEST_REDIS_URL, testPrefix } from "../../testkit/stores.ts";
+import {
+  client,
+  feed,
+  project,
+  section,
+  target,
+  verifyPassword,
+} from "../../testkit/gateway/feed-fixtures.ts";
 
 const ROWS = Array.from({ length: 10 }, (_, i) => `x${i}`);
 const prefix = testPrefix();

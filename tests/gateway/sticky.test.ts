@@ -22,7 +22,7 @@ import {
   section,
   target,
   verifyPassword,
-} from "./fixtures.ts";
+} from "../../testkit/gateway/feed-fixtures.ts";
 
 const NOW = 1_700_000_000_000;
 const ROWS = Array.from({ length: 10 }, (_, i) => `x${i}`);
@@ -437,6 +437,8 @@ describe("sticky sessions", () => {
     expect(held.size).toBe(1);
     let drained = false;
     const draining = router.drain().then(() => (drained = true));
+    // The drain must not end within the window while the store write hangs: time passing is
+    // the check.
     await new Promise((resolve) => setTimeout(resolve, 10));
     expect(drained).toBe(false);
     finish();

@@ -8,7 +8,15 @@ import type { Allocation, Refusal } from "../../shared/routing/contract.ts";
 import { sessionIdFor } from "../../shared/providers/session-id.ts";
 import { builtinDescriptors } from "../../shared/providers/registry.ts";
 import type { ConnectorSection } from "../../shared/feed/models.ts";
-import { client, connector, feed, proxy, section, target, verifyPassword } from "./fixtures.ts";
+import {
+  client,
+  connector,
+  feed,
+  proxy,
+  section,
+  target,
+  verifyPassword,
+} from "../../testkit/gateway/feed-fixtures.ts";
 
 const OXYLABS_CREDENTIAL = { username: "acme", password: "s3cret" };
 

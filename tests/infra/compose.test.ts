@@ -17,7 +17,7 @@ import {
   parseGatewaySettings,
   SETTING_NAMES,
 } from "../../shared/settings.ts";
-import { ROOT } from "../support/processes.ts";
+import { ROOT } from "../../testkit/processes.ts";
 
 const DOCKER = join(ROOT, "infra", "docker");
 const CONTROL = ["api", "controller", "worker"];

@@ -22,7 +22,7 @@ import {
   parseGatewaySettings,
   SETTING_NAMES,
 } from "../../shared/settings.ts";
-import { ROOT } from "../support/processes.ts";
+import { ROOT } from "../../testkit/processes.ts";
 
 const FOLDER = join(ROOT, "infra", "kubernetes");
 

@@ -20,7 +20,7 @@ import {
   parseGatewaySettings,
   SETTING_NAMES,
 } from "../../shared/settings.ts";
-import { ROOT } from "../support/processes.ts";
+import { ROOT } from "../../testkit/processes.ts";
 
 const run = promisify(execFile);
 const SYSTEMD_ANALYZE = process.env.OCTOPROX_SYSTEMD_ANALYZE_BIN ?? "/usr/bin/systemd-analyze";

@@ -4,8 +4,8 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ECHO_FRESH_MS, EchoMonitor } from "../../control/jobs/health.ts";
-import { type Echo, startEcho } from "../../e2e/support/echo.ts";
-import { captureLogger } from "../support/logger.ts";
+import { type Echo, startEcho } from "../../testkit/upstreams/echo.ts";
+import { captureLogger } from "../../testkit/logger.ts";
 
 let echo: Echo;
 

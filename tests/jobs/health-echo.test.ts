@@ -11,7 +11,7 @@ import {
   PUBLIC_ECHO_URL,
 } from "../../control/jobs/health-echo.ts";
 import { parseControlSettings } from "../../shared/settings.ts";
-import { testSecrets } from "../support/stores.ts";
+import { testSecrets } from "../../testkit/stores.ts";
 
 const secrets = testSecrets();
 

@@ -11,10 +11,10 @@ import { HealthCheckJob, UNHEALTHY_AFTER_FAILURES } from "../../control/jobs/hea
 import { Semaphore } from "../../control/core/semaphore.ts";
 import { applyStatusChanges, type StatusChange } from "../../control/services/proxy-status.ts";
 import { ProxyStatus } from "../../shared/roles.ts";
-import { type Origin, startOrigin } from "../../e2e/support/origin.ts";
-import { refusingAddress } from "../../e2e/support/wait.ts";
-import { captureLogger } from "../support/logger.ts";
-import { type ApiHarness, startHarness } from "../api/harness.ts";
+import { type Origin, startOrigin } from "../../testkit/upstreams/origin.ts";
+import { refusingAddress } from "../../testkit/ports.ts";
+import { captureLogger } from "../../testkit/logger.ts";
+import { type ApiHarness, startHarness } from "../../testkit/api-harness.ts";
 
 let h: ApiHarness;
 let origin: Origin;

@@ -9,10 +9,12 @@ import type { Job, WorkBatch } from "../../control/core/job.ts";
 import { workStreamStats } from "../../control/core/work-streams.ts";
 import { redisKeys, WORKERS_GROUP } from "../../shared/redis-keys.ts";
 import { JobKind } from "../../shared/roles.ts";
-import { findFreePort, LocalRedis } from "../../scripts/local-stores.ts";
-import { captureLogger } from "../support/logger.ts";
-import { testSettings } from "../support/settings.ts";
-import { deletePrefix, TEST_REDIS_URL, testPrefix, waitUntil } from "../support/stores.ts";
+import { LocalRedis } from "../../scripts/local-stores.ts";
+import { freePort } from "../../testkit/ports.ts";
+import { captureLogger } from "../../testkit/logger.ts";
+import { testSettings } from "../../testkit/settings.ts";
+import { deletePrefix, TEST_REDIS_URL, testPrefix } from "../../testkit/stores.ts";
+import { waitUntil } from "../../testkit/wait.ts";
 
 const cleanups: (() => Promise<void> | void)[] = [];
 afterEach(async () => {
@@ -40,7 +42,7 @@ function scriptedJob(run: (batch: WorkBatch, signal: AbortSignal) => Promise<voi
 /** A Redis server of the test's own (it may be flushed or stopped), gone after the test. */
 async function privateRedis(): Promise<LocalRedis> {
   const dir = await mkdtemp(join(tmpdir(), "ox-redis-"));
-  const server = new LocalRedis({ dir, port: await findFreePort() });
+  const server = new LocalRedis({ dir, port: await freePort() });
   await server.start();
   cleanups.push(async () => {
     await server.stop();
@@ -82,7 +84,7 @@ describe("job runners on work streams", () => {
     await t.queue.request(JobKind.traffic, ["a", "c"]);
     t.runner(job, "w1").start();
     await waitUntil(async () => (await t.redis.xlen(t.stream)) === 0, {
-      what: "the stream to empty",
+      message: "the stream to empty",
     });
     const keys = batches.flatMap((b) => b.keys);
     expect(new Set(keys)).toEqual(new Set(["a", "b", "c"]));
@@ -99,13 +101,13 @@ describe("job runners on work streams", () => {
     await t.queue.request(JobKind.traffic, ["k"]);
     const runner = t.runner(job, "w1");
     runner.start();
-    await waitUntil(() => givenUp.length === 1, { timeoutMs: 20_000, what: "the give-up" });
+    await waitUntil(() => givenUp.length === 1, { timeoutMs: 20_000, message: "the give-up" });
     expect(batches.map((b) => b.deliveries)).toEqual([1, 2, 3, 4, 5]);
     expect(givenUp[0]).toMatchObject({ keys: ["k"], deliveries: 6 });
-    await waitUntil(async () => (await t.redis.xlen(t.stream)) === 0, { what: "completion" });
+    await waitUntil(async () => (await t.redis.xlen(t.stream)) === 0, { message: "completion" });
     // The streak was logged once, not once per delivery.
     expect(t.lines.filter((l) => l.msg === "Loop cycle failed")).toHaveLength(1);
-    await waitUntil(() => runner.snapshot().dropped === 1, { what: "the drop to be counted" });
+    await waitUntil(() => runner.snapshot().dropped === 1, { message: "the drop to be counted" });
     expect(runner.snapshot()).toMatchObject({ failures: 5, dropped: 1 });
   });
 
@@ -140,7 +142,7 @@ describe("job runners on work streams", () => {
     expect(Number((pending as unknown[])[0])).toBe(1);
     const third = scriptedJob(() => Promise.resolve());
     t.runner(third.job, "w4").start();
-    await waitUntil(() => third.batches.length === 1, { timeoutMs: 5000, what: "the reclaim" });
+    await waitUntil(() => third.batches.length === 1, { timeoutMs: 5000, message: "the reclaim" });
     expect(third.batches[0]).toMatchObject({ keys: ["orphan"], deliveries: 2 });
   });
 
@@ -154,7 +156,7 @@ describe("job runners on work streams", () => {
     await t.redis.flushall();
     await t.queue.request(JobKind.traffic, ["after"]);
     await waitUntil(() => batches.some((b) => b.keys.includes("after")), {
-      what: "work after the flush",
+      message: "work after the flush",
     });
     expect(t.lines.some((l) => l.msg === "Stream consumer group was missing; created again")).toBe(
       true,
@@ -173,20 +175,19 @@ describe("a job runner stopping without Redis", () => {
     const redis = new Redis(server.url, { enableOfflineQueue: false });
     redis.on("error", () => {});
     cleanups.push(() => redis.disconnect());
-    await waitUntil(() => redis.status === "ready", { what: "the client to connect" });
+    await waitUntil(() => redis.status === "ready", { message: "the client to connect" });
     const { logger } = captureLogger("worker");
     const { job, batches } = scriptedJob(() => Promise.resolve());
     const runner = new JobRunner({ job, redis, keys, settings, logger, consumer: "w1" });
     cleanups.push(() => runner.stop());
     runner.start();
     await new JobQueue({ redis, keys, logger, deadlineMs: 2000 }).request(JobKind.traffic, ["a"]);
-    await waitUntil(() => batches.length === 1, { what: "the runner to read" });
+    await waitUntil(() => batches.length === 1, { message: "the runner to read" });
     await server.stop();
-    await waitUntil(() => redis.status === "reconnecting", { what: "Redis to be gone" });
-    const stopped = await Promise.race([
-      runner.stop().then(() => true),
-      new Promise<boolean>((resolve) => setTimeout(() => resolve(false), 3_000)),
-    ]);
+    await waitUntil(() => redis.status === "reconnecting", { message: "Redis to be gone" });
+    let stopped = false;
+    void runner.stop().then(() => (stopped = true));
+    await waitUntil(() => stopped, { timeoutMs: 3_000, message: "the stop to end within 3 s" });
     expect(stopped, "the stop ended within 3 s").toBe(true);
   });
 });

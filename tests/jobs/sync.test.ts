@@ -11,15 +11,15 @@ import { eq } from "drizzle-orm";
 import { connectors, credentials as credentialsTable, proxies } from "../../db/schema.ts";
 import { ProvisionJob } from "../../control/jobs/provision.ts";
 import { SyncJob } from "../../control/jobs/sync.ts";
-import { testCertificate } from "../../e2e/support/certs.ts";
-import { startOrigin } from "../../e2e/support/origin.ts";
+import { testCertificate } from "../../testkit/certs.ts";
+import { startOrigin } from "../../testkit/upstreams/origin.ts";
 import {
   oxylabs as oxylabsGrammar,
   startVendorApi,
   startVendorProxy,
   type VendorApi,
-} from "../../e2e/support/vendor-emulator.ts";
-import { type ApiHarness, startHarness } from "../api/harness.ts";
+} from "../../testkit/upstreams/vendor-emulator.ts";
+import { type ApiHarness, startHarness } from "../../testkit/api-harness.ts";
 
 let h: ApiHarness;
 let api: VendorApi;

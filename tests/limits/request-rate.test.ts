@@ -10,8 +10,8 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { emptyWaitMs, RequestRateLimiter } from "../../gateway/limits/request-rate.ts";
 import { type LuaScript, registerScript, type ScriptClient } from "../../shared/lua/loader.ts";
 import { type RedisKeys, redisKeys } from "../../shared/redis-keys.ts";
-import { deletePrefix, TEST_REDIS_URL, testPrefix } from "../support/stores.ts";
-import { waitFor } from "../../e2e/support/wait.ts";
+import { deletePrefix, TEST_REDIS_URL, testPrefix } from "../../testkit/stores.ts";
+import { waitUntil } from "../../testkit/wait.ts";
 
 let redis: Redis;
 let script: LuaScript;
@@ -96,6 +96,7 @@ describe("a project's request-rate limit", () => {
     while (Date.now() - started < 2_000) {
       const tick = gates.flatMap((gate) => Array.from({ length: 3 }, () => gate.admit("p", rate)));
       total += await admitted(tick);
+      // Pacing the offered load, not waiting for anything: the ticks are the behaviour.
       await new Promise((resolve) => setTimeout(resolve, 10));
     }
     const elapsedS = (Date.now() - started) / 1000;
@@ -117,6 +118,7 @@ describe("a project's request-rate limit", () => {
       for (const [index, gate] of gates.entries()) {
         if (await gate.admit("p", rate)) admittedBy[index]++;
       }
+      // Pacing the offered load, not waiting for anything: the ticks are the behaviour.
       await new Promise((resolve) => setTimeout(resolve, 5));
     }
     const total = admittedBy[0] + admittedBy[1];
@@ -179,13 +181,13 @@ describe("a project's request-rate limit", () => {
     const leases = gate.stats().leases;
     expect(gate.admit("p", rate)).toBe(true);
     expect(gate.stats().leases).toBe(leases + 1);
-    await waitFor(() => gate.stats().leaseFailures === 2, { message: "the second ask failing" });
+    await waitUntil(() => gate.stats().leaseFailures === 2, { message: "the second ask failing" });
     // Redis answers again: the next ask's lease ends the fallback.
     answering = true;
     nowMs += 200;
     expect(gate.admit("p", rate)).toBe(true);
     // Served from the shared bucket again (not locally) once that lease answered.
-    await waitFor(() => {
+    await waitUntil(() => {
       const local = gate.stats().admittedLocally;
       return gate.admit("p", rate) === true && gate.stats().admittedLocally === local;
     }, { message: "a request served from the shared bucket" });

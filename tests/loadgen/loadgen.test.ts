@@ -6,8 +6,8 @@
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import { describe, expect, it } from "vitest";
-import { freePort } from "../../e2e/support/wait.ts";
-import { startDante } from "../../scripts/bench/services.ts";
+import { freePort } from "../../testkit/ports.ts";
+import { startDante } from "../../testkit/upstreams/dante.ts";
 import { latencyAdded } from "../../scripts/bench/throughput.ts";
 import { runLoad } from "../../scripts/loadgen/run.ts";
 import { bucketOf, bucketUpperBound, Histogram } from "../../scripts/loadgen/histogram.ts";

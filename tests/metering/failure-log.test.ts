@@ -15,7 +15,7 @@ import { renderSamples } from "../../gateway/base/metrics.ts";
 import { decodeFailureExample, type FailureExample } from "../../shared/failure-examples.ts";
 import { FAILURE_KINDS } from "../../shared/failure-kinds.ts";
 import { type RedisKeys, redisKeys, STREAM_CAPS } from "../../shared/redis-keys.ts";
-import { deletePrefix, TEST_REDIS_URL, testPrefix } from "../support/stores.ts";
+import { deletePrefix, TEST_REDIS_URL, testPrefix } from "../../testkit/stores.ts";
 import {
   Clock,
   expectSameCounts,
@@ -27,7 +27,7 @@ import {
   refusal,
   SimTransfer,
   Tally,
-} from "./support.ts";
+} from "../../testkit/metering.ts";
 
 let redis: Redis;
 let script: LuaScript;

@@ -14,7 +14,8 @@ import { renderSamples } from "../../gateway/base/metrics.ts";
 import type { LuaScript, ScriptClient } from "../../shared/lua/loader.ts";
 import { type RedisKeys, redisKeys } from "../../shared/redis-keys.ts";
 import { DEMAND_TTL_SECONDS, OTHER_HOST } from "../../shared/metric-windows.ts";
-import { deletePrefix, TEST_REDIS_URL, testPrefix, waitUntil } from "../support/stores.ts";
+import { deletePrefix, TEST_REDIS_URL, testPrefix } from "../../testkit/stores.ts";
+import { waitUntil } from "../../testkit/wait.ts";
 import {
   Clock,
   expectSameCounts,
@@ -26,7 +27,7 @@ import {
   SimTransfer,
   Tally,
   type TransferPlan,
-} from "./support.ts";
+} from "../../testkit/metering.ts";
 
 const run = promisify(execFile);
 
@@ -208,13 +209,13 @@ describe("request metering", () => {
     await waitUntil(async () => {
       const row = (await readRedis(redis, keys)).get(keys.metricWindow("proxy", "x1"));
       return row?.bytes_sent === 40 * 64 * 1024;
-    }, { what: "the running transfer's bytes in Redis" });
+    }, { message: "the running transfer's bytes in Redis" });
     transfer.bytes(7, 9);
     transfer.finish();
     await waitUntil(async () => {
       expectSameCounts(await readRedis(redis, keys), tally.counts);
       return true;
-    }, { what: "the finished transfer in Redis" });
+    }, { message: "the finished transfer in Redis" });
     await m.close();
     expectSameCounts(await readRedis(redis, keys), tally.counts);
   });
@@ -283,6 +284,7 @@ describe("request metering", () => {
         sent.push(rest);
         const reply = await redis.evalsha(sha1, n, ...rest);
         if (loseReplies-- > 0) {
+          // The injected fault: a reply later than the send timeout, not a wait.
           await new Promise((resolve) => setTimeout(resolve, 300));
         }
         return reply;

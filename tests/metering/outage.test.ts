@@ -17,8 +17,10 @@ import type { MeteringPart } from "../../gateway/metering/apply.ts";
 import { RequestMetering } from "../../gateway/metering/metering.ts";
 import type { LuaScript } from "../../shared/lua/loader.ts";
 import { redisKeys } from "../../shared/redis-keys.ts";
-import { findFreePort, LocalRedis } from "../../scripts/local-stores.ts";
-import { testPrefix } from "../support/stores.ts";
+import { LocalRedis } from "../../scripts/local-stores.ts";
+import { freePort } from "../../testkit/ports.ts";
+import { testPrefix } from "../../testkit/stores.ts";
+import { waitUntil } from "../../testkit/wait.ts";
 import {
   Clock,
   expectSameCounts,
@@ -29,7 +31,7 @@ import {
   readRedis,
   Tally,
   TrafficGenerator,
-} from "./support.ts";
+} from "../../testkit/metering.ts";
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
@@ -58,7 +60,7 @@ interface OutageRun {
 async function outage(options: { outageMs: number; persist: boolean }): Promise<OutageRun> {
   const server = new LocalRedis({
     dir: join(folder, options.persist ? "kept" : "empty"),
-    port: await findFreePort(),
+    port: await freePort(),
     persist: options.persist,
   });
   await server.start();
@@ -89,7 +91,7 @@ async function outage(options: { outageMs: number; persist: boolean }): Promise<
   try {
     metering.start();
     traffic.start();
-    await sleep(1_500);
+    await waitUntil(() => confirmed.length > 0, { message: "a first part confirmed" });
     expect(confirmed.length).toBeGreaterThan(0);
 
     // The outage begins as a reply is lost: Redis applied the part, the gateway never heard.
@@ -112,6 +114,7 @@ async function outage(options: { outageMs: number; persist: boolean }): Promise<
     let maxPendingRows = 0;
     const until = Date.now() + options.outageMs;
     while (Date.now() < until) {
+      // The outage lasts its time whatever happens in it: the pause is the outage, sampled.
       await sleep(250);
       maxPendingRows = Math.max(maxPendingRows, metering.stats().pendingRows);
     }
@@ -120,7 +123,10 @@ async function outage(options: { outageMs: number; persist: boolean }): Promise<
     expect(metering.stats().owedParts).toBeGreaterThan(0);
 
     await server.start();
-    await sleep(1_500);
+    await waitUntil(() => metering.stats().owedParts === 0, {
+      timeoutMs: 15_000,
+      message: "the parts owed through the outage to be sent once Redis is back",
+    });
     await traffic.stop();
     await metering.close();
     expect(metering.stats().owedParts).toBe(0);

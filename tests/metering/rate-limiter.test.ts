@@ -13,9 +13,9 @@ import { quarantineMs, RateLimiter } from "../../gateway/metering/rate-limiter.t
 import type { LuaScript } from "../../shared/lua/loader.ts";
 import type { FeedRateLimit } from "../../shared/feed/models.ts";
 import { type RedisKeys, redisKeys } from "../../shared/redis-keys.ts";
-import { findFreePort } from "../../scripts/local-stores.ts";
-import { deletePrefix, TEST_REDIS_URL, testPrefix } from "../support/stores.ts";
-import { loadMeteringScriptNode, loadScriptNode } from "./support.ts";
+import { freePort } from "../../testkit/ports.ts";
+import { deletePrefix, TEST_REDIS_URL, testPrefix } from "../../testkit/stores.ts";
+import { loadMeteringScriptNode, loadScriptNode } from "../../testkit/metering.ts";
 
 const T0 = 1_700_000_000_000;
 const LIMIT: FeedRateLimit = {
@@ -169,7 +169,7 @@ describe("the rate window", () => {
   it("a Redis that does not answer lets every request through uncounted, within the deadline", async () => {
     keys = redisKeys(testPrefix());
     now = T0;
-    const away = new Redis(`redis://127.0.0.1:${await findFreePort()}`, {
+    const away = new Redis(`redis://127.0.0.1:${await freePort()}`, {
       maxRetriesPerRequest: 1,
       retryStrategy: () => 100,
     });

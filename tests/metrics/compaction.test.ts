@@ -10,7 +10,7 @@ import { CompactionJob } from "../../control/jobs/compaction.ts";
 import { SystemSnapshotJob } from "../../control/jobs/system-snapshot.ts";
 import { DAY_MS, HISTORY_TABLES } from "../../control/metrics/tiers.ts";
 import { createDatabase, type Database } from "../../db/client.ts";
-import { type MetricsBed, type SeededProject, startMetricsBed } from "./support.ts";
+import { type MetricsBed, type SeededProject, startMetricsBed } from "../../testkit/metrics-bed.ts";
 
 let bed: MetricsBed;
 

@@ -12,7 +12,8 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { MetricsFlushJob } from "../../control/jobs/metrics-flush.ts";
 import { commitFlush, flushBucket } from "../../control/metrics/history-writer.ts";
 import { FlushStaging } from "../../control/metrics/staging.ts";
-import { findFreePort, LocalPostgres } from "../../scripts/local-stores.ts";
+import { LocalPostgres } from "../../scripts/local-stores.ts";
+import { freePort } from "../../testkit/ports.ts";
 import { StoreUnavailableError } from "../../shared/errors.ts";
 import {
   ConnectorWindows,
@@ -32,7 +33,7 @@ import {
   sums,
   totalsOf,
   type Transfer,
-} from "./support.ts";
+} from "../../testkit/metrics-bed.ts";
 
 let bed: MetricsBed;
 
@@ -346,7 +347,7 @@ describe("the metrics flush through a Postgres outage", () => {
   beforeAll(async () => {
     folder = await mkdtemp(join(tmpdir(), "ox-flush-pg-"));
     await chmod(folder, 0o755);
-    pg = new LocalPostgres({ dir: join(folder, "postgres"), port: await findFreePort() });
+    pg = new LocalPostgres({ dir: join(folder, "postgres"), port: await freePort() });
     await pg.start();
     await pg.createDatabase("flush");
     own = await startMetricsBed({ databaseUrl: pg.url("flush") });

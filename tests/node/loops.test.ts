@@ -276,6 +276,7 @@ describe("Loop stop", () => {
     await loop.stop();
     const calls = loop.calls.length;
     void loop.start();
+    // Nothing may happen within the window: letting time pass is what is checked.
     await new Promise((resolve) => setTimeout(resolve, 50));
     expect(loop.calls.length).toBe(calls);
     expect(loop.state).toBe("stopped");
@@ -298,6 +299,7 @@ describe("Loop stop", () => {
     await vi.waitFor(() => expect(loop.calls).toHaveLength(1));
     let stopped = false;
     const stopping = loop.stop().then(() => (stopped = true));
+    // The stop must not end within the window while the cycle runs: time passing is the check.
     await new Promise((resolve) => setTimeout(resolve, 30));
     expect(stopped).toBe(false);
     finish();

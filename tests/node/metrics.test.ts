@@ -19,7 +19,7 @@ import {
   startControl,
   waitForReady,
   waitWhileRunning,
-} from "../support/processes.ts";
+} from "../../testkit/processes.ts";
 import {
   declaredTypes,
   type ParsedSample,
@@ -27,15 +27,15 @@ import {
   promtoolCheck,
   requirePromtool,
   samplesOf,
-} from "../support/promtool.ts";
+} from "../../testkit/promtool.ts";
 import {
   createTestDatabase,
   deletePrefix,
   TEST_REDIS_URL,
   type TestDatabase,
   testPrefix,
-  waitUntil,
-} from "../support/stores.ts";
+} from "../../testkit/stores.ts";
+import { waitUntil } from "../../testkit/wait.ts";
 
 let database: TestDatabase;
 let redis: Redis;
@@ -149,7 +149,7 @@ describe("/metrics of each role", () => {
       const scraped = await waitUntil(async () => {
         const text = await scrape(control);
         return !controller || value(text, "octoprox_feed_publishes_total") > 0 ? text : undefined;
-      }, { what: "a scrape of the process (a leader's after its first publish)" });
+      }, { message: "a scrape of the process (a leader's after its first publish)" });
       await expectWellFormed(scraped, role);
 
       expect(value(scraped, "octoprox_ready")).toBe(1);
@@ -223,7 +223,7 @@ describe("a worker's job families", () => {
       return value(scraped, "octoprox_job_batches_total", { kind: "health" }) === 1
         ? scraped
         : undefined;
-    }, { what: "the health batch to be counted" });
+    }, { message: "the health batch to be counted" });
     await expectWellFormed(after, "worker");
     expect(value(after, "octoprox_job_keys_total", { kind: "health" })).toBe(1);
     expect(value(after, "octoprox_job_batch_failures_total", { kind: "health" })).toBe(0);
@@ -238,11 +238,14 @@ describe("loop lag", () => {
     const worker = await start("worker", newPrefix());
     expect(value(await scrape(worker), "octoprox_event_loop_lag_worst_seconds")).toBeLessThan(1);
     // SIGSTOP holds every timer of the process: the half-second timer fires at least 1.1 s late.
+    // The pause is the behaviour under test (a process held still for a while), not a wait.
     worker.child.kill("SIGSTOP");
     await new Promise((resolve) => setTimeout(resolve, 1600));
     worker.child.kill("SIGCONT");
     const lagging = () => worker.stdout.filter((line) => line.includes('"Event loop lagging"'));
-    const line = await waitWhileRunning(worker, () => lagging()[0], { what: "the lag's log line" });
+    const line = await waitWhileRunning(worker, () => lagging()[0], {
+      message: "the lag's log line",
+    });
     expect(JSON.parse(line)).toMatchObject({ level: "warn", loop: "loop_lag" });
     expect(JSON.parse(line).late_ms).toBeGreaterThan(1000);
     // Within its first minute the process reports the minute so far.
@@ -264,7 +267,7 @@ describe("controllers", () => {
     const led = await waitWhileRunning(leader, async () => {
       const scraped = await scrape(leader);
       return value(scraped, "octoprox_feed_publishes_total") > 0 ? scraped : undefined;
-    }, { what: "the leader's first publish" });
+    }, { message: "the leader's first publish" });
     await expectWellFormed(led, "controller");
     expect(value(led, "octoprox_controller_lease_held")).toBe(1);
     expect(value(led, "octoprox_controller_lease_terms_total")).toBe(1);
@@ -292,7 +295,7 @@ describe("controllers", () => {
         stream: "changes",
       });
       return entries >= 1 ? scraped : undefined;
-    }, { what: "the feed builder to read the change" });
+    }, { message: "the feed builder to read the change" });
     expect(value(read, "octoprox_stream_entries_read_total", { stream: "changes" })).toBe(1);
     expect(value(read, "octoprox_stream_position_timestamp_seconds", { stream: "changes" }))
       .toBe(Number(id!.split("-")[0]) / 1000);
@@ -317,7 +320,7 @@ describe("controllers", () => {
       const scraped = await scrape(standby);
       const publishes = samplesOf(scraped.samples, "octoprox_feed_publishes_total")[0]?.value;
       return (publishes ?? 0) > 0 ? scraped : undefined;
-    }, { what: "the standby to lead and publish" });
+    }, { message: "the standby to lead and publish" });
     await expectWellFormed(took, "controller");
     expect(value(took, "octoprox_controller_lease_held")).toBe(1);
     expect(value(took, "octoprox_controller_lease_terms_total")).toBe(1);

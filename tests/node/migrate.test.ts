@@ -5,8 +5,9 @@
 import postgres from "postgres";
 import { afterAll, describe, expect, it } from "vitest";
 import { loadMigrations, migrate, MIGRATION_LOCK_KEY, MIGRATIONS_TABLE } from "../../db/migrate.ts";
-import { createTestDatabase, type TestDatabase, testPrefix, waitUntil } from "../support/stores.ts";
-import { killAll, spawnScript, startControl } from "../support/processes.ts";
+import { createTestDatabase, type TestDatabase, testPrefix } from "../../testkit/stores.ts";
+import { waitUntil } from "../../testkit/wait.ts";
+import { killAll, spawnScript, startControl } from "../../testkit/processes.ts";
 
 const databases: TestDatabase[] = [];
 
@@ -119,7 +120,7 @@ describe("migrations", () => {
       });
       await waitUntil(
         () => control.stdout.some((line) => line.includes("Waiting for the migration lock")),
-        { what: "the process to wait for the lock" },
+        { message: "the process to wait for the lock" },
       );
       const tables = await query(database.url, `select to_regclass('${MIGRATIONS_TABLE}') as t`);
       expect(tables).toEqual([{ t: null }]);

@@ -8,15 +8,16 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import postgres from "postgres";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { findFreePort, LocalRedis } from "../../scripts/local-stores.ts";
+import { LocalRedis } from "../../scripts/local-stores.ts";
+import { freePort } from "../../testkit/ports.ts";
 import {
   createTestDatabase,
   TEST_ADMIN_DATABASE_URL,
   type TestDatabase,
   testPrefix,
-  waitUntil,
-} from "../support/stores.ts";
-import { killAll, readyStatus, startControl, waitForReady } from "../support/processes.ts";
+} from "../../testkit/stores.ts";
+import { waitUntil } from "../../testkit/wait.ts";
+import { killAll, readyStatus, startControl, waitForReady } from "../../testkit/processes.ts";
 
 let database: TestDatabase;
 let redis: LocalRedis;
@@ -25,7 +26,7 @@ let redisDir: string;
 beforeAll(async () => {
   database = await createTestDatabase();
   redisDir = await mkdtemp(join(tmpdir(), "octoprox-redis-"));
-  redis = new LocalRedis({ dir: redisDir, port: await findFreePort() });
+  redis = new LocalRedis({ dir: redisDir, port: await freePort() });
   await redis.start();
 });
 
@@ -54,7 +55,7 @@ describe("readiness", () => {
 
     await redis.stop();
     await waitUntil(async () => (await readyStatus(worker.url)) === 503, {
-      what: "the worker to turn unready",
+      message: "the worker to turn unready",
     });
     expect(await reasons(worker.url)).toEqual(["redis: no answer to the last heartbeat"]);
     expect(worker.alive()).toBe(true);
@@ -88,7 +89,7 @@ describe("readiness", () => {
       // this process can tell, no longer answers.
       await own.drop();
       await waitUntil(async () => (await readyStatus(worker.url)) === 503, {
-        what: "the worker to turn unready",
+        message: "the worker to turn unready",
       });
       expect(await reasons(worker.url)).toEqual(["postgres: no answer to the last heartbeat"]);
 
@@ -116,7 +117,7 @@ describe("readiness", () => {
       // Wait until a beat has seen Redis gone, then check the api is still ready.
       await waitUntil(
         () => api.stdout.some((line) => line.includes('"msg":"Loop cycle failed"')),
-        { what: "a heartbeat without Redis" },
+        { message: "a heartbeat without Redis" },
       );
       expect(await readyStatus(api.url)).toBe(200);
     } finally {

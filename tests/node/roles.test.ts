@@ -13,9 +13,9 @@ import {
   TEST_REDIS_URL,
   type TestDatabase,
   testPrefix,
-  waitUntil,
-} from "../support/stores.ts";
-import { killAll, startControl, waitForReady } from "../support/processes.ts";
+} from "../../testkit/stores.ts";
+import { waitUntil } from "../../testkit/wait.ts";
+import { killAll, startControl, waitForReady } from "../../testkit/processes.ts";
 
 let database: TestDatabase;
 let redis: Redis;
@@ -61,7 +61,7 @@ describe("each role", () => {
       const snapshot = await waitUntil(async () => {
         const text = await redis.get(keys.instanceSnapshot(instance));
         return text === null ? undefined : JSON.parse(text) as Record<string, unknown>;
-      }, { what: "the heartbeat snapshot" });
+      }, { message: "the heartbeat snapshot" });
       expect(snapshot).toMatchObject({
         instance,
         role,

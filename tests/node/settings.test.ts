@@ -4,7 +4,7 @@
  */
 import { afterAll, describe, expect, it } from "vitest";
 import { parseControlSettings, parseGatewaySettings } from "../../shared/settings.ts";
-import { controlEnv, killAll, spawnScript } from "../support/processes.ts";
+import { controlEnv, killAll, spawnScript } from "../../testkit/processes.ts";
 
 afterAll(killAll);
 

@@ -28,7 +28,7 @@ import { parseControlSettings } from "../../shared/settings.ts";
 import {
   type ProviderEmulator,
   startProviderEmulator,
-} from "../../e2e/support/provider-emulator.ts";
+} from "../../testkit/upstreams/provider-emulator.ts";
 
 const API_KEY = "pk-test-9d2e41";
 const CREDENTIAL = { api_key: API_KEY, user: "acct", password: "p@ss:word" };

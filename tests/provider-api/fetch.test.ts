@@ -47,17 +47,19 @@ import { ProviderRefiller } from "../../control/provider-api/fetch/refill.ts";
 import type { Scrape } from "../../control/node/telemetry/family.ts";
 import { PoolTelemetry } from "../../control/node/telemetry/pools.ts";
 import { type RedisKeys, redisKeys } from "../../shared/redis-keys.ts";
-import { findFreePort, LocalRedis } from "../../scripts/local-stores.ts";
+import { LocalRedis } from "../../scripts/local-stores.ts";
+import { freePort } from "../../testkit/ports.ts";
 import {
   PROVIDER_EMULATOR_JSON,
   type ProviderEmulator,
   type ProviderEmulatorOptions,
   type ProviderExit,
   startProviderEmulator,
-} from "../../e2e/support/provider-emulator.ts";
-import { captureLines } from "../api/harness.ts";
-import { parseSamples, promtoolCheck, requirePromtool } from "../support/promtool.ts";
-import { deletePrefix, TEST_REDIS_URL, testPrefix, waitUntil } from "../support/stores.ts";
+} from "../../testkit/upstreams/provider-emulator.ts";
+import { captureLines } from "../../testkit/api-harness.ts";
+import { parseSamples, promtoolCheck, requirePromtool } from "../../testkit/promtool.ts";
+import { deletePrefix, TEST_REDIS_URL, testPrefix } from "../../testkit/stores.ts";
+import { waitUntil } from "../../testkit/wait.ts";
 
 const API_KEY = "pk-fetch-5c8e21";
 const SEALER = new CredentialSealer("fetch-test-secret".repeat(3));
@@ -333,7 +335,7 @@ describe("section 8.1: each classification drives its counts and back-off", () =
     expect(provider.calls).toBe(calls);
 
     await waitUntil(async () => (await redisNow()) >= stats.backoffUntilMs, {
-      what: "the back-off to end",
+      message: "the back-off to end",
     });
     provider.setMode({ kind: "normal" });
     const recovered = await b.refiller.refill(c, 10, lead, never);
@@ -495,7 +497,7 @@ describe("the lead and the call bookkeeping", () => {
       expect(third?.epoch).toBe(3);
       controller.abort();
       await waitUntil(async () => (await other.exists(a.keys.poolLeader(id))) === 0, {
-        what: "the lead to be released",
+        message: "the lead to be released",
       });
       expect(third?.signal.aborted).toBe(true);
     } finally {
@@ -530,7 +532,7 @@ describe("the lead and the call bookkeeping", () => {
 
     // The other permit's worker died: past its timeout and margin it lapses, counted whole.
     await waitUntil(async () => (await b.coordinator.stats(c.id)).inFlight === 0, {
-      what: "the permit to lapse",
+      message: "the permit to lapse",
     });
     const after = await b.coordinator.reserve(second, bounds);
     expect(after.ok).toBe(true);
@@ -622,7 +624,7 @@ describe("the lead and the call bookkeeping", () => {
       const refillA = a.refiller.refill(c, 100, leadA, never);
       await provider.whenInFlight(2);
       const leadB = await waitUntil(() => b.coordinator.lead(c.id, never), {
-        what: "worker B to take the lapsed lead",
+        message: "worker B to take the lapsed lead",
       });
       leads.push(leadB);
       expect(leadB.epoch).toBe(leadA.epoch + 1);
@@ -633,7 +635,7 @@ describe("the lead and the call bookkeeping", () => {
             line.worker === "b" && line.msg === "Provider fetch waiting" &&
             line.reason === "in_flight"
           ),
-        { what: "worker B to wait for worker A's permits" },
+        { message: "worker B to wait for worker A's permits" },
       );
       expect(provider.calls).toBe(2);
       expect(provider.inFlight).toBe(2);
@@ -677,7 +679,7 @@ describe("the lead and the call bookkeeping", () => {
     expect(result).toMatchObject({ calls: 2, added: 0, stoppedBy: "not_leader" });
     expect(result.byKind).toEqual({ success: 0, empty: 0, duplicate_only: 0, error: 0 });
     expect(String(lead.signal.reason)).toMatch(/the lead key is gone/);
-    await waitUntil(() => provider.inFlight === 0, { what: "the cancelled calls to close" });
+    await waitUntil(() => provider.inFlight === 0, { message: "the cancelled calls to close" });
     release();
     expect(provider.served).toBe(0);
     expect(await b.coordinator.stats(c.id)).toMatchObject({
@@ -727,7 +729,7 @@ describe("losing Redis", () => {
     });
     expect(stale.outcome).toBe("stale");
 
-    await waitUntil(() => watchedLead.signal.aborted, { what: "the watched lead to abort" });
+    await waitUntil(() => watchedLead.signal.aborted, { message: "the watched lead to abort" });
     expect(String(watchedLead.signal.reason)).toMatch(/generation changed|lead key is gone/);
 
     await lead.release();
@@ -747,11 +749,13 @@ describe("losing Redis", () => {
   it("a renewal that cannot reach Redis aborts the lead at once, and no lead is taken meanwhile", async () => {
     const provider = await emulator();
     const folder = await mkdtemp(join(tmpdir(), "octoprox-fetch-"));
-    const server = new LocalRedis({ dir: folder, port: await findFreePort() });
+    const server = new LocalRedis({ dir: folder, port: await freePort() });
     await server.start();
     const client = createRedis(server.url);
     try {
-      await waitUntil(async () => (await client.ping()) === "PONG", { what: "the private Redis" });
+      await waitUntil(async () => (await client.ping()) === "PONG", {
+        message: "the private Redis",
+      });
       const b = bed(provider, {
         client,
         coordinator: { leadTtlMs: 5000, renewEveryMs: 100, replyTimeoutMs: 500 },
@@ -761,7 +765,7 @@ describe("losing Redis", () => {
       expect((await b.refiller.refill(c, 10, lead, never)).byKind.success).toBe(1);
 
       await server.stop({ kill: true });
-      await waitUntil(() => lead.signal.aborted, { what: "the lead to abort" });
+      await waitUntil(() => lead.signal.aborted, { message: "the lead to abort" });
       expect(String(lead.signal.reason)).toMatch(/did not reach Redis/);
       const calls = provider.calls;
       expect(await b.refiller.refill(c, 10, lead, never)).toMatchObject({
@@ -774,7 +778,7 @@ describe("losing Redis", () => {
       // Back, empty: a new generation, and fetching again.
       await server.start();
       const next = await waitUntil(() => b.coordinator.lead(c.id, never), {
-        what: "a lead once Redis is back",
+        message: "a lead once Redis is back",
       });
       leads.push(next);
       expect(next.generation).not.toBe(lead.generation);

@@ -15,17 +15,17 @@ import {
   parseAnswer,
 } from "../../control/provider-api/answer.ts";
 import { egressRequest } from "../../control/egress/guard.ts";
-import { type Echo, startEcho } from "../../e2e/support/echo.ts";
+import { type Echo, startEcho } from "../../testkit/upstreams/echo.ts";
 import {
   PROVIDER_EMULATOR_JSON,
   type ProviderEmulator,
   type ProviderEmulatorOptions,
   type ProviderExit,
   startProviderEmulator,
-} from "../../e2e/support/provider-emulator.ts";
-import { exitOf, viaProxy } from "../../e2e/support/proxy-client.ts";
-import { startTinyproxy, type Tinyproxy } from "../../e2e/support/tinyproxy.ts";
-import { waitFor } from "../../e2e/support/wait.ts";
+} from "../../testkit/upstreams/provider-emulator.ts";
+import { exitOf, viaProxy } from "../../testkit/clients/proxy-client.ts";
+import { startTinyproxy, type Tinyproxy } from "../../testkit/upstreams/tinyproxy.ts";
+import { waitUntil } from "../../testkit/wait.ts";
 
 const exit = (n: number, extra: Partial<ProviderExit> = {}): ProviderExit => ({
   host: `198.51.100.${n}`,
@@ -240,7 +240,7 @@ describe("modes", () => {
     const provider = await emulator();
     provider.setMode({ kind: "slow", delayMs: 60_000 });
     await expect(fetch(provider.fetchUrl, { signal: AbortSignal.timeout(100) })).rejects.toThrow();
-    await waitFor(() => provider.inFlight === 0, { message: "the aborted call to leave" });
+    await waitUntil(() => provider.inFlight === 0, { message: "the aborted call to leave" });
     expect(provider.calls).toBe(1);
     expect(provider.handedOut).toHaveLength(0);
     provider.setMode({ kind: "normal", delayMs: 30 });
@@ -295,7 +295,7 @@ describe("counts", () => {
     const keys = answers.flatMap(({ answer }) => answer.proxies.map((p) => p.key));
     expect(new Set(keys).size).toBe(10);
     expect(provider.maxInFlight).toBe(5);
-    await waitFor(() => provider.inFlight === 0, { message: "the calls to end" });
+    await waitUntil(() => provider.inFlight === 0, { message: "the calls to end" });
     await fetchProxies(provider);
     expect(provider.maxInFlight).toBe(5);
     provider.resetCounts();

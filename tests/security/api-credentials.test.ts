@@ -10,7 +10,7 @@ import { SignJWT } from "jose";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import { apiRoutes } from "../../control/api/app.ts";
 import type { Route } from "../../control/api/registry.ts";
-import { type ApiHarness, startHarness } from "../api/harness.ts";
+import { type ApiHarness, startHarness } from "../../testkit/api-harness.ts";
 
 let h: ApiHarness;
 let routes: Route[];

@@ -1,5 +1,5 @@
 /**
- * The e2e clusters' secrets scan (e2e/support/secrets-scan.ts) finds what it must: a secret a
+ * The e2e clusters' secrets scan (testkit/secrets-scan.ts) finds what it must: a secret a
  * request sent or an answer handed out, in clear in a log line, an error answer, a /metrics text
  * or any Redis key or value (every type), raw, percent-encoded or as a Basic credential; and
  * names the secret, never its value.
@@ -8,8 +8,8 @@ import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
-import { SecretsScan } from "../../e2e/support/secrets-scan.ts";
-import { deletePrefix, TEST_REDIS_URL, testPrefix } from "../support/stores.ts";
+import { SecretsScan } from "../../testkit/secrets-scan.ts";
+import { deletePrefix, TEST_REDIS_URL, testPrefix } from "../../testkit/stores.ts";
 
 let redis: Redis;
 let prefix: string;

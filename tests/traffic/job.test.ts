@@ -25,7 +25,7 @@ import {
   type SeededProject,
   startMetricsBed,
   type Transfer,
-} from "../metrics/support.ts";
+} from "../../testkit/metrics-bed.ts";
 
 let bed: MetricsBed;
 

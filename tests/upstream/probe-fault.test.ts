@@ -12,9 +12,14 @@ import {
   UpstreamRefusedError,
 } from "../../shared/proxy-protocol/errors.ts";
 import type { UpstreamProxy, UpstreamScheme } from "../../shared/proxy-protocol/types.ts";
-import { FaultMode, type FaultProxy, startFaultProxy } from "../../e2e/support/fault-proxy.ts";
-import { type Origin, startOrigin } from "../../e2e/support/origin.ts";
-import { refusingAddress, waitFor } from "../../e2e/support/wait.ts";
+import {
+  FaultMode,
+  type FaultProxy,
+  startFaultProxy,
+} from "../../testkit/upstreams/fault-proxy.ts";
+import { type Origin, startOrigin } from "../../testkit/upstreams/origin.ts";
+import { refusingAddress } from "../../testkit/ports.ts";
+import { waitUntil } from "../../testkit/wait.ts";
 
 const auth = { username: "bob", password: "pa:ss@w0rd" };
 let origin: Origin;
@@ -79,7 +84,7 @@ function cases(plain: FaultProxy, secure: FaultProxy, credentials?: typeof auth 
 }
 
 async function settle(...proxies: FaultProxy[]): Promise<void> {
-  await waitFor(() => proxies.every((proxy) => proxy.connectionsOpen === 0), {
+  await waitUntil(() => proxies.every((proxy) => proxy.connectionsOpen === 0), {
     timeoutMs: 5_000,
     message: "fault proxy connections to close",
   });
@@ -302,7 +307,7 @@ describe("probe through the fault proxy", () => {
       timeoutMs: 10_000,
       signal: controller.signal,
     });
-    await waitFor(() => faulty.connectionsSeen > before, { message: "the probe to connect" });
+    await waitUntil(() => faulty.connectionsSeen > before, { message: "the probe to connect" });
     controller.abort();
     const error = await pending;
     expect((error as Error).name).toBe("AbortError");

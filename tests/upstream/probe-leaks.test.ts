@@ -3,9 +3,14 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { probe } from "../../control/upstream/index.ts";
 import { UpstreamError } from "../../shared/proxy-protocol/errors.ts";
 import type { UpstreamProxy } from "../../shared/proxy-protocol/types.ts";
-import { FaultMode, type FaultProxy, startFaultProxy } from "../../e2e/support/fault-proxy.ts";
-import { type Origin, startOrigin } from "../../e2e/support/origin.ts";
-import { refusingAddress, waitFor } from "../../e2e/support/wait.ts";
+import {
+  FaultMode,
+  type FaultProxy,
+  startFaultProxy,
+} from "../../testkit/upstreams/fault-proxy.ts";
+import { type Origin, startOrigin } from "../../testkit/upstreams/origin.ts";
+import { refusingAddress } from "../../testkit/ports.ts";
+import { waitUntil } from "../../testkit/wait.ts";
 
 let origin: Origin;
 let passing: FaultProxy;
@@ -66,14 +71,14 @@ describe("probe burst", () => {
     expect(tally).toEqual({ ok: 455, timeout: 25, failed: 20 });
     // Hung probes end at their deadline, not later.
     expect(elapsedMs).toBeLessThan(timeoutMs + 3_000);
-    await waitFor(
+    await waitUntil(
       () =>
         passing.connectionsOpen === 0 && hanging.connectionsOpen === 0 &&
         refusing.connectionsOpen === 0 && passing.upstreamOpen === 0 &&
         origin.connectionsOpen === 0,
       { timeoutMs: 5_000, message: "every server-side connection to close" },
     );
-    await waitFor(() => openSockets() <= baseline, {
+    await waitUntil(() => openSockets() <= baseline, {
       timeoutMs: 5_000,
       message: `open sockets back to ${baseline}`,
     });

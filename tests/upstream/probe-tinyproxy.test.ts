@@ -3,8 +3,8 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { probe } from "../../control/upstream/index.ts";
 import { UpstreamHandshakeError } from "../../shared/proxy-protocol/errors.ts";
 import type { UpstreamProxy } from "../../shared/proxy-protocol/types.ts";
-import { type Origin, startOrigin } from "../../e2e/support/origin.ts";
-import { startTinyproxy, type Tinyproxy } from "../../e2e/support/tinyproxy.ts";
+import { type Origin, startOrigin } from "../../testkit/upstreams/origin.ts";
+import { startTinyproxy, type Tinyproxy } from "../../testkit/upstreams/tinyproxy.ts";
 
 const auth = { username: "alice", password: "s3cret" };
 let origin: Origin;

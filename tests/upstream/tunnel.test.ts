@@ -11,10 +11,15 @@ import {
   UpstreamRefusedError,
 } from "../../shared/proxy-protocol/errors.ts";
 import type { UpstreamProxy } from "../../shared/proxy-protocol/types.ts";
-import { FaultMode, type FaultProxy, startFaultProxy } from "../../e2e/support/fault-proxy.ts";
-import { type Origin, startOrigin } from "../../e2e/support/origin.ts";
-import { startTinyproxy, type Tinyproxy } from "../../e2e/support/tinyproxy.ts";
-import { refusingAddress, waitFor } from "../../e2e/support/wait.ts";
+import {
+  FaultMode,
+  type FaultProxy,
+  startFaultProxy,
+} from "../../testkit/upstreams/fault-proxy.ts";
+import { type Origin, startOrigin } from "../../testkit/upstreams/origin.ts";
+import { startTinyproxy, type Tinyproxy } from "../../testkit/upstreams/tinyproxy.ts";
+import { refusingAddress } from "../../testkit/ports.ts";
+import { waitUntil } from "../../testkit/wait.ts";
 
 let origin: Origin;
 let tinyproxy: Tinyproxy;
@@ -125,7 +130,9 @@ describe("openTunnel", () => {
     expect(performance.now() - started).toBeGreaterThanOrEqual(195);
     expect(error).toBeInstanceOf(UpstreamHandshakeError);
     expect((error as UpstreamHandshakeError).reason).toBe(HandshakeFailure.timeout);
-    await waitFor(() => hanging.connectionsOpen === 0, { message: "the hung connection to close" });
+    await waitUntil(() => hanging.connectionsOpen === 0, {
+      message: "the hung connection to close",
+    });
   });
 
   it("refuses a target the scheme cannot carry before connecting", async () => {
@@ -165,7 +172,7 @@ describe("openTunnel", () => {
     });
     controller.abort(new Error("stop"));
     await expect(pending).rejects.toThrow("stop");
-    await waitFor(() => hanging.connectionsOpen === 0, {
+    await waitUntil(() => hanging.connectionsOpen === 0, {
       message: "the aborted connection to close",
     });
   });

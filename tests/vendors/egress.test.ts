@@ -13,8 +13,8 @@ import {
   ErrorCode,
   VendorCallError,
 } from "../../shared/errors.ts";
-import { type Origin, startOrigin } from "../../e2e/support/origin.ts";
-import { waitFor } from "../../e2e/support/wait.ts";
+import { type Origin, startOrigin } from "../../testkit/upstreams/origin.ts";
+import { waitUntil } from "../../testkit/wait.ts";
 
 let origin: Origin;
 let plain: Origin;
@@ -160,7 +160,7 @@ describe("the egress guard", () => {
       ...trusted(),
       signal: controller.signal,
     }).catch((error: unknown) => error);
-    await waitFor(() => origin.requests > before, { message: "the hanging request to arrive" });
+    await waitUntil(() => origin.requests > before, { message: "the hanging request to arrive" });
     controller.abort();
     const error = await pending;
     expect(error).toBeInstanceOf(VendorCallError);

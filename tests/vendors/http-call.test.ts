@@ -18,12 +18,12 @@ import {
   type DescriptorInput,
   parseDescriptor,
 } from "../../shared/providers/descriptor.ts";
-import { startOrigin } from "../../e2e/support/origin.ts";
+import { startOrigin } from "../../testkit/upstreams/origin.ts";
 import {
   startVendorApi,
   type VendorApi,
   type VendorApiProxy,
-} from "../../e2e/support/vendor-emulator.ts";
+} from "../../testkit/upstreams/vendor-emulator.ts";
 
 const API_KEY = "key-0123456789";
 let api: VendorApi;

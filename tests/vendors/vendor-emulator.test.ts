@@ -22,10 +22,10 @@ import {
   type VendorProxy,
   type VendorRequest,
   webshare,
-} from "../../e2e/support/vendor-emulator.ts";
-import { type Origin, startOrigin } from "../../e2e/support/origin.ts";
-import { ClientConnection, exitOf, viaProxy } from "../../e2e/support/proxy-client.ts";
-import { curl } from "../gateway-net/support.ts";
+} from "../../testkit/upstreams/vendor-emulator.ts";
+import { type Origin, startOrigin } from "../../testkit/upstreams/origin.ts";
+import { ClientConnection, exitOf, viaProxy } from "../../testkit/clients/proxy-client.ts";
+import { curl } from "../../testkit/clients/curl.ts";
 
 describe("the grammars", () => {
   const cases: [VendorGrammar, string, string, VendorRequest][] = [

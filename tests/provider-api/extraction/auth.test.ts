@@ -8,7 +8,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { REVOCATION_BOUND_SECONDS } from "../../../control/provider-api/extraction/keys.ts";
 import { hashDistributionKey } from "../../../control/provider-api/extraction/distribution-keys.ts";
-import { waitUntil } from "../../support/stores.ts";
+import { waitUntil } from "../../../testkit/wait.ts";
 import {
   createConnector,
   createKey,
@@ -16,7 +16,7 @@ import {
   type ExtractionBed,
   fill,
   startBed,
-} from "./support.ts";
+} from "../../../testkit/extraction.ts";
 
 let bed: ExtractionBed;
 let projectId: string;
@@ -150,7 +150,7 @@ describe("extraction's authentication", () => {
       const [row] = await bed.h.deps.database.sql`
         select last_used_at from distribution_keys where id = ${id}`;
       return row.last_used_at !== null;
-    }, { what: "the key's last use written" });
+    }, { message: "the key's last use written" });
   });
 
   it("refuses admin tokens and anything but a key, before reading the body", async () => {
@@ -243,7 +243,7 @@ describe("extraction's authentication", () => {
         else expect(answer.status).toBe(200);
       }
       return Object.keys(refusedAt).length === 3;
-    }, { timeoutMs: REVOCATION_BOUND_SECONDS * 1000 + 1000, intervalMs: 100, what: "refusals" });
+    }, { timeoutMs: REVOCATION_BOUND_SECONDS * 1000 + 1000, intervalMs: 100, message: "refusals" });
     for (const ms of Object.values(refusedAt)) {
       expect(ms).toBeLessThanOrEqual(REVOCATION_BOUND_SECONDS * 1000);
     }

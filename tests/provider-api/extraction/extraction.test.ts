@@ -19,7 +19,8 @@ import {
   redisState,
   setReserve,
   startBed,
-} from "./support.ts";
+} from "../../../testkit/extraction.ts";
+import { waitUntil } from "../../../testkit/wait.ts";
 
 let bed: ExtractionBed;
 
@@ -304,14 +305,16 @@ describe("the gateway's share", () => {
 
 /** Until the bed's connector list for the project shows `reserve`. */
 async function waitForReserve(projectId: string, reserve: number): Promise<number> {
-  const deadline = Date.now() + 10_000;
-  for (;;) {
+  let found: number | null | undefined;
+  await waitUntil(async () => {
     const list = await bed.extraction.connectors.get(projectId);
-    const found = list.eligible[0]?.reserve;
-    if (found === reserve) return found;
-    if (Date.now() > deadline) throw new Error(`The connector list still says ${found}`);
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
+    found = list.eligible[0]?.reserve;
+    return found === reserve;
+  }, { timeoutMs: 10_000, intervalMs: 100, message: `the connector list to say ${reserve}` })
+    .catch((error: Error) => {
+      throw new Error(`The connector list still says ${found}`, { cause: error });
+    });
+  return reserve;
 }
 
 describe("leases", () => {

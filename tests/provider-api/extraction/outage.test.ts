@@ -8,8 +8,9 @@ import { chmod, mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
-import { findFreePort, LocalPostgres } from "../../../scripts/local-stores.ts";
-import { waitUntil } from "../../support/stores.ts";
+import { LocalPostgres } from "../../../scripts/local-stores.ts";
+import { freePort } from "../../../testkit/ports.ts";
+import { waitUntil } from "../../../testkit/wait.ts";
 import {
   createConnector,
   createKey,
@@ -17,7 +18,7 @@ import {
   type ExtractionBed,
   fill,
   startBed,
-} from "./support.ts";
+} from "../../../testkit/extraction.ts";
 
 let folder: string;
 let postgres: LocalPostgres;
@@ -27,7 +28,7 @@ beforeAll(async () => {
   folder = await mkdtemp(join(tmpdir(), "octoprox-extraction-outage-"));
   // Postgres runs as its own user when we are root: it must be able to reach its folder.
   await chmod(folder, 0o755);
-  postgres = new LocalPostgres({ dir: join(folder, "postgres"), port: await findFreePort() });
+  postgres = new LocalPostgres({ dir: join(folder, "postgres"), port: await freePort() });
   await postgres.start();
   await postgres.createDatabase("octoprox_extraction");
   // Everything read is due for a refresh at once: each request tries Postgres and falls back.
@@ -72,7 +73,7 @@ describe("Postgres away", () => {
     await postgres.start();
     await waitUntil(async () => (await extract(unseen.key)).status === 200, {
       timeoutMs: 30_000,
-      what: "the unseen key to be read once Postgres is back",
+      message: "the unseen key to be read once Postgres is back",
     });
   }, 120_000);
 });

@@ -11,16 +11,21 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { CredentialSealer } from "../../../control/provider-api/pool/credentials.ts";
 import { RedisPoolStore } from "../../../control/provider-api/pool/store.ts";
 import { redisKeys } from "../../../shared/redis-keys.ts";
-import { type ControlProcess, startControl, waitForReady } from "../../support/processes.ts";
-import { parseSamples, promtoolCheck, requirePromtool, samplesOf } from "../../support/promtool.ts";
+import { type ControlProcess, startControl, waitForReady } from "../../../testkit/processes.ts";
+import {
+  parseSamples,
+  promtoolCheck,
+  requirePromtool,
+  samplesOf,
+} from "../../../testkit/promtool.ts";
 import {
   createTestDatabase,
   deletePrefix,
   TEST_REDIS_URL,
   type TestDatabase,
   testPrefix,
-} from "../../support/stores.ts";
-import { fill } from "./support.ts";
+} from "../../../testkit/stores.ts";
+import { fill } from "../../../testkit/extraction.ts";
 
 const secret = randomBytes(32).toString("hex");
 const password = `pw-${randomBytes(8).toString("hex")}`;

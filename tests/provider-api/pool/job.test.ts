@@ -13,10 +13,10 @@ import { PoolJob } from "../../../control/jobs/pool.ts";
 import { poolStoreOf } from "../../../control/provider-api/pool/store.ts";
 import { FetchCoordinator } from "../../../control/provider-api/fetch/coordinator.ts";
 import { ProviderRefiller } from "../../../control/provider-api/fetch/refill.ts";
-import { type Echo, startEcho } from "../../../e2e/support/echo.ts";
-import { startTinyproxy, type Tinyproxy } from "../../../e2e/support/tinyproxy.ts";
-import { freePort } from "../../../e2e/support/wait.ts";
-import { type ApiHarness, startHarness } from "../../api/harness.ts";
+import { type Echo, startEcho } from "../../../testkit/upstreams/echo.ts";
+import { startTinyproxy, type Tinyproxy } from "../../../testkit/upstreams/tinyproxy.ts";
+import { freePort } from "../../../testkit/ports.ts";
+import { type ApiHarness, startHarness } from "../../../testkit/api-harness.ts";
 
 let h: ApiHarness;
 let echo: Echo;

@@ -11,7 +11,7 @@ import { type NewPoolProxy } from "../../../control/provider-api/pool/contract.t
 import { CredentialSealer } from "../../../control/provider-api/pool/credentials.ts";
 import { RedisPoolStore } from "../../../control/provider-api/pool/store.ts";
 import { type RedisKeys, redisKeys } from "../../../shared/redis-keys.ts";
-import { deletePrefix, TEST_REDIS_URL, testPrefix } from "../../support/stores.ts";
+import { deletePrefix, TEST_REDIS_URL, testPrefix } from "../../../testkit/stores.ts";
 
 let redis: Redis;
 const prefixes: string[] = [];

@@ -4,10 +4,11 @@
  */
 import { type ChildProcess, spawn } from "node:child_process";
 import { fileURLToPath } from "node:url";
-import { findFreePort } from "../../scripts/local-stores.ts";
-import { TEST_REDIS_URL, testSecrets, waitUntil } from "./stores.ts";
+import { freePort } from "./ports.ts";
+import { TEST_REDIS_URL, testSecrets } from "./stores.ts";
+import { type WaitOptions, waitUntil } from "./wait.ts";
 
-export const ROOT = fileURLToPath(new URL("../..", import.meta.url));
+export const ROOT = fileURLToPath(new URL("..", import.meta.url));
 
 export interface Exit {
   code: number | null;
@@ -145,7 +146,7 @@ export interface ControlProcess extends Spawned {
 export async function startControl(
   options: Omit<ControlEnvOptions, "port"> & { port?: number },
 ): Promise<ControlProcess> {
-  const port = options.port ?? await findFreePort();
+  const port = options.port ?? await freePort();
   const spawned = spawnScript("control/main.ts", controlEnv({ ...options, port }));
   return { ...spawned, port, url: `http://127.0.0.1:${port}` };
 }
@@ -168,11 +169,13 @@ export async function readyStatus(url: string): Promise<number | undefined> {
 export async function waitWhileRunning<T>(
   spawned: Spawned,
   check: () => T | Promise<T>,
-  options: { timeoutMs?: number; intervalMs?: number; what?: string } = {},
+  options: WaitOptions = {},
 ): Promise<NonNullable<T>> {
   const died = spawned.exited.then((exit): never => {
     throw new Error(
-      `process exited (${exit.code ?? exit.signal}) before ${options.what ?? "the condition"}:\n` +
+      `process exited (${exit.code ?? exit.signal}) before ${
+        options.message ?? "the condition"
+      }:\n` +
         `${spawned.stderr.join("\n")}\n${spawned.stdout.slice(-20).join("\n")}`,
     );
   });
@@ -188,6 +191,6 @@ export async function waitForReady(
   await waitWhileRunning(control, async () => (await readyStatus(control.url)) === status, {
     timeoutMs,
     intervalMs: 100,
-    what: `/ready to answer ${status} on ${control.url}`,
+    message: `/ready to answer ${status} on ${control.url}`,
   });
 }

@@ -2,7 +2,7 @@
  * A real pino logger whose lines tests can read: every line is parsed and kept in `lines`.
  */
 import { Writable } from "node:stream";
-import { createLogger, type Logger } from "../../control/core/logging.ts";
+import { createLogger, type Logger } from "../control/core/logging.ts";
 
 export interface CapturedLine {
   level: string;

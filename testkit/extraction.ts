@@ -6,20 +6,15 @@
  * the admin API.
  */
 import type { Hono } from "hono";
-import { createApp } from "../../../control/api/app.ts";
+import { createApp } from "../control/api/app.ts";
 import {
   Extraction,
   type ExtractionOptions,
-} from "../../../control/provider-api/extraction/extraction.ts";
-import type { NewPoolProxy } from "../../../control/provider-api/pool/contract.ts";
-import { poolStoreOf, type RedisPoolStore } from "../../../control/provider-api/pool/store.ts";
-import { JobKind } from "../../../shared/roles.ts";
-import {
-  type Answer,
-  type ApiHarness,
-  type HarnessOptions,
-  startHarness,
-} from "../../api/harness.ts";
+} from "../control/provider-api/extraction/extraction.ts";
+import type { NewPoolProxy } from "../control/provider-api/pool/contract.ts";
+import { poolStoreOf, type RedisPoolStore } from "../control/provider-api/pool/store.ts";
+import { JobKind } from "../shared/roles.ts";
+import { type Answer, type ApiHarness, type HarnessOptions, startHarness } from "./api-harness.ts";
 
 export interface ExtractionBed {
   h: ApiHarness;

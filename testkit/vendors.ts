@@ -1,5 +1,5 @@
 /**
- * What the provider e2e files share on top of the cluster (e2e/support/cluster.ts): a project,
+ * What the provider e2e files share on top of the cluster (testkit/cluster.ts): a project,
  * a vendor credential and a vendor connector made through the API as an admin would, the rows a
  * connector holds as the API lists them, a custom descriptor saved with its hosts confirmed, the
  * test CA written where OCTOPROX_EGRESS_CA_FILE can name it, and a sync asked for now.
@@ -8,11 +8,11 @@ import { randomBytes } from "node:crypto";
 import { writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { expect } from "vitest";
-import { oxylabs } from "../../shared/providers/builtin/oxylabs.ts";
-import type { DescriptorInput } from "../../shared/providers/descriptor.ts";
-import { JobKind } from "../../shared/roles.ts";
-import type { Cluster } from "../support/cluster.ts";
-import type { Credentials } from "../support/proxy-client.ts";
+import { oxylabs } from "../shared/providers/builtin/oxylabs.ts";
+import type { DescriptorInput } from "../shared/providers/descriptor.ts";
+import { JobKind } from "../shared/roles.ts";
+import type { Cluster } from "./cluster.ts";
+import type { Credentials } from "./clients/proxy-client.ts";
 
 export interface VendorProject {
   projectId: string;
@@ -113,7 +113,7 @@ export function untilRows(
   return cluster.until(async () => {
     const rows = await connectorRows(cluster, project, connectorId);
     return accept(rows) ? rows : undefined;
-  }, { timeoutMs, intervalMs: 50, what });
+  }, { timeoutMs, intervalMs: 50, message: what });
 }
 
 /**
@@ -150,7 +150,7 @@ export async function syncNow(cluster: Cluster, connectorId: string): Promise<vo
   await cluster.until(
     async () =>
       (await cluster.redis.xlen(stream)) === 0 && (await cluster.pending(stream)).length === 0,
-    { what: `the sync of ${connectorId} to run` },
+    { message: `the sync of ${connectorId} to run` },
   );
 }
 

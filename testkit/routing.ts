@@ -1,16 +1,16 @@
 /**
- * What the gateway e2e files share on top of the cluster (e2e/support/cluster.ts): a project
+ * What the gateway e2e files share on top of the cluster (testkit/cluster.ts): a project
  * set up through the API as an admin would, and waits on what clients see through gateways.
  */
 import { randomBytes } from "node:crypto";
-import type { Cluster, Gateway } from "../support/cluster.ts";
+import type { Cluster, Gateway } from "./cluster.ts";
 import {
   ClientConnection,
   type Credentials,
   exitOf,
   type ProxyAnswer,
   viaProxy,
-} from "../support/proxy-client.ts";
+} from "./clients/proxy-client.ts";
 
 export interface RoutedProject {
   projectId: string;
@@ -82,7 +82,7 @@ export async function waitForStatuses(
   await cluster.until(async () => {
     const statuses = await Promise.all(ids.map((id) => cluster.status(id)));
     return statuses.every((s) => s === status);
-  }, { timeoutMs, what: `proxies ${ids.join(", ")} to be ${status}` });
+  }, { timeoutMs, message: `proxies ${ids.join(", ")} to be ${status}` });
 }
 
 /** `credentials` with username options appended (`-cc-de`…). */
@@ -131,7 +131,7 @@ export async function untilEveryExit(
     await cluster.until(async () => {
       const seen = new Set(await exitsThrough(gateway, credentials, url, exits.length));
       return exits.every((exit) => seen.has(exit));
-    }, { timeoutMs: 20_000, what: `${gateway.instance} to route through ${exits.join(", ")}` });
+    }, { timeoutMs: 20_000, message: `${gateway.instance} to route through ${exits.join(", ")}` });
   }
 }
 
@@ -149,7 +149,7 @@ export async function untilAnswer(
   options: {
     timeoutMs?: number;
     intervalMs?: number;
-    what?: string;
+    message?: string;
     probes?: number;
     /**
      * Each request's own deadline (5 s). A test that counts what the gateway served gives a
@@ -173,7 +173,7 @@ export async function untilAnswer(
   }, {
     timeoutMs: options.timeoutMs ?? 20_000,
     intervalMs: options.intervalMs ?? 10,
-    what: options.what ?? `${gateway.instance} to answer as expected for ${url}`,
+    message: options.message ?? `${gateway.instance} to answer as expected for ${url}`,
   });
 }
 

@@ -4,20 +4,20 @@
  */
 import { randomUUID } from "node:crypto";
 import { Redis } from "ioredis";
-import { createDatabase, type Database } from "../../db/client.ts";
-import { migrate } from "../../db/migrate.ts";
-import { ControllerLease } from "../../control/core/lease.ts";
+import { createDatabase, type Database } from "../db/client.ts";
+import { migrate } from "../db/migrate.ts";
+import { ControllerLease } from "../control/core/lease.ts";
 import {
   deriveFeedKeys,
   type FeedKeys,
   passwordDigest,
   sectionDigest,
-} from "../../shared/feed/codec.ts";
-import type { FeedProject } from "../../shared/feed/models.ts";
-import type { SectionText } from "../../control/feed/compile.ts";
-import { FeedPublisher } from "../../control/feed/publisher.ts";
-import { type RedisKeys, redisKeys } from "../../shared/redis-keys.ts";
-import { type CapturedLine, captureLogger } from "../support/logger.ts";
+} from "../shared/feed/codec.ts";
+import type { FeedProject } from "../shared/feed/models.ts";
+import type { SectionText } from "../control/feed/compile.ts";
+import { FeedPublisher } from "../control/feed/publisher.ts";
+import { type RedisKeys, redisKeys } from "../shared/redis-keys.ts";
+import { type CapturedLine, captureLogger } from "./logger.ts";
 import {
   createTestDatabase,
   deletePrefix,
@@ -25,9 +25,9 @@ import {
   type TestDatabase,
   testPrefix,
   testSecrets,
-  waitUntil,
-} from "../support/stores.ts";
-import type { Logger } from "../../control/core/logging.ts";
+} from "./stores.ts";
+import { waitUntil } from "./wait.ts";
+import type { Logger } from "../control/core/logging.ts";
 
 export interface FeedDatabase {
   database: Database;
@@ -90,7 +90,7 @@ export async function feedBed(options: { secret?: string; holderId?: string } = 
     lines,
     async lead() {
       lease.start();
-      await waitUntil(() => lease.leading, { what: "the lease to lead" });
+      await waitUntil(() => lease.leading, { message: "the lease to lead" });
     },
     async close() {
       await lease.stop();

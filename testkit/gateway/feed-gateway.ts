@@ -2,7 +2,7 @@
  * The real gateway (gateway/main.ts under Deno, with the permissions `npm start` and the build
  * use) on a feed the real publisher writes into Redis, for tests that need real routing
  * (usernames with options, countries, concurrency limits): a feed described in a few lines, a
- * gateway whose ports are read from its log, and a raw SOCKS5 client.
+ * gateway whose ports are read from its log (the raw SOCKS5 client: testkit/clients/socks.ts).
  */
 import { type ChildProcess, spawn } from "node:child_process";
 import {
@@ -10,17 +10,13 @@ import {
   type FeedRateLimit,
   SCHEMA_VERSION,
 } from "../../shared/feed/models.ts";
-import {
-  type FeedBed,
-  feedProject,
-  type FeedProjectSpec,
-  publishFeedContent,
-} from "../feed/support.ts";
-import { waitFor } from "../../e2e/support/wait.ts";
-import { connector as feedConnector } from "../gateway/fixtures.ts";
+import { type FeedBed, feedProject, type FeedProjectSpec, publishFeedContent } from "../feed.ts";
+import { waitUntil } from "../wait.ts";
+import { connector as feedConnector } from "./feed-fixtures.ts";
 import { DENO_BIN, gatewayRunArgs } from "../../scripts/gateway-command.ts";
-import { collectLogLines, gatewayEnv, type LogLine, RawConnection, ROOT } from "./support.ts";
-import { seriesValue } from "../support/promtool.ts";
+import { collectLogLines, gatewayEnv, type LogLine } from "./fixture-gateway.ts";
+import { ROOT } from "../processes.ts";
+import { seriesValue } from "../promtool.ts";
 
 export interface FeedProxySpec {
   id: string;
@@ -118,7 +114,7 @@ export async function publishApplied(
 ): Promise<void> {
   const applies = await gateway.metric("octoprox_gateway_feed_applies_total");
   await publishFeed(bed, spec);
-  await waitFor(
+  await waitUntil(
     async () => (await gateway.metric("octoprox_gateway_feed_applies_total")) > applies,
     { timeoutMs: 10_000, message: "the gateway to apply the new feed" },
   );
@@ -161,7 +157,7 @@ export async function startFeedGateway(
   child.stderr!.setEncoding("utf8").on("data", (text: string) => (output += text));
   const exited = new Promise<number | null>((resolve) => child.once("exit", resolve));
   const line = (msg: string, timeoutMs = 20_000) =>
-    waitFor(() => {
+    waitUntil(() => {
       if (child.exitCode !== null) throw new Error(`gateway exited: ${output}`);
       return parsed.find((entry) => entry.msg === msg);
     }, { timeoutMs, intervalMs: 10, message: `the gateway's "${msg}"` });
@@ -186,80 +182,4 @@ export async function startFeedGateway(
       return code;
     },
   };
-}
-
-// ---------------------------------------------------------------------------------------------
-// A raw SOCKS5 client, so a test chooses the command and the address type itself.
-
-export const SocksAtyp = { ipv4: 1, domain: 3, ipv6: 4 } as const;
-
-/** VER CMD RSV ATYP DST.ADDR DST.PORT. */
-export function socksRequest(
-  command: number,
-  atyp: number,
-  address: Buffer,
-  port: number,
-): Buffer {
-  const portBytes = Buffer.from([port >> 8, port & 0xff]);
-  const addressBytes = atyp === SocksAtyp.domain
-    ? Buffer.concat([Buffer.from([address.length]), address])
-    : address;
-  return Buffer.concat([Buffer.from([5, command, 0, atyp]), addressBytes, portBytes]);
-}
-
-export function ipv4Bytes(text: string): Buffer {
-  return Buffer.from(text.split(".").map(Number));
-}
-
-/** 16 bytes of an IPv6 literal (full or with one `::`). */
-export function ipv6Bytes(text: string): Buffer {
-  const [head, tail] = text.split("::");
-  const words = (
-    part: string | undefined,
-  ) => (part ? part.split(":").map((w) => parseInt(w, 16)) : []);
-  const left = words(head);
-  const right = words(tail);
-  const all = [...left, ...new Array<number>(8 - left.length - right.length).fill(0), ...right];
-  const bytes = Buffer.alloc(16);
-  all.forEach((word, index) => bytes.writeUInt16BE(word, index * 2));
-  return bytes;
-}
-
-export interface SocksOpen {
-  connection: RawConnection;
-  /** The method the server chose. */
-  method: number;
-  /** The RFC 1929 status; undefined when the method was not username/password. */
-  authStatus?: number;
-  /** The reply code to the request; undefined when it never came. */
-  reply?: number;
-}
-
-/**
- * Greets (offering `methods`), authenticates with `username:password`, sends `request`, and
- * reads the reply's head. On success the connection is the tunnel.
- */
-export async function socksOpen(
-  port: number,
-  credentials: { username: string; password: string },
-  request: Buffer,
-  methods: number[] = [2],
-): Promise<SocksOpen> {
-  const connection = await RawConnection.open(port);
-  connection.write(Buffer.from([5, methods.length, ...methods]));
-  const [, method] = await connection.take(2);
-  if (method !== 2) return { connection, method };
-  const user = Buffer.from(credentials.username);
-  const pass = Buffer.from(credentials.password);
-  connection.write(
-    Buffer.concat([Buffer.from([1, user.length]), user, Buffer.from([pass.length]), pass]),
-  );
-  const [, authStatus] = await connection.take(2);
-  if (authStatus !== 0) return { connection, method, authStatus };
-  connection.write(request);
-  const head = await connection.take(4);
-  const rest = head[3] === 4 ? 16 + 2 : head[3] === 3 ? 1 + 2 : 4 + 2;
-  const tail = await connection.take(head[3] === 3 ? 1 : rest);
-  if (head[3] === 3) await connection.take(tail[0] + 2);
-  return { connection, method, authStatus, reply: head[1] };
 }

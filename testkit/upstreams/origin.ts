@@ -15,7 +15,7 @@
 import http from "node:http";
 import https from "node:https";
 import type net from "node:net";
-import { testCertificate } from "./certs.ts";
+import { testCertificate } from "../certs.ts";
 
 export interface OriginOptions {
   /** Serve HTTPS with the test certificate (trust `ca`). */

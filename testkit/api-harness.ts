@@ -8,19 +8,19 @@ import type { AddressInfo } from "node:net";
 import { Writable } from "node:stream";
 import type { Hono } from "hono";
 import { Redis } from "ioredis";
-import { createDatabase, type Database } from "../../db/client.ts";
-import { migrate } from "../../db/migrate.ts";
-import { createApp } from "../../control/api/app.ts";
-import type { ApiDeps } from "../../control/api/deps.ts";
-import { ChangeLog } from "../../control/core/changelog.ts";
-import { JobQueue } from "../../control/core/job-queue.ts";
-import { createLogger } from "../../control/core/logging.ts";
-import { createRedis } from "../../control/core/redis.ts";
-import { createUser } from "../../control/services/users.ts";
-import { redisKeys } from "../../shared/redis-keys.ts";
-import { type UserRole } from "../../shared/roles.ts";
-import { ProviderRegistry } from "../../shared/providers/registry.ts";
-import { type ControlSettings, parseControlSettings } from "../../shared/settings.ts";
+import { createDatabase, type Database } from "../db/client.ts";
+import { migrate } from "../db/migrate.ts";
+import { createApp } from "../control/api/app.ts";
+import type { ApiDeps } from "../control/api/deps.ts";
+import { ChangeLog } from "../control/core/changelog.ts";
+import { JobQueue } from "../control/core/job-queue.ts";
+import { createLogger } from "../control/core/logging.ts";
+import { createRedis } from "../control/core/redis.ts";
+import { createUser } from "../control/services/users.ts";
+import { redisKeys } from "../shared/redis-keys.ts";
+import { type UserRole } from "../shared/roles.ts";
+import { ProviderRegistry } from "../shared/providers/registry.ts";
+import { type ControlSettings, parseControlSettings } from "../shared/settings.ts";
 import {
   createTestDatabase,
   deletePrefix,
@@ -28,7 +28,7 @@ import {
   type TestDatabase,
   testPrefix,
   testSecrets,
-} from "../support/stores.ts";
+} from "./stores.ts";
 
 export interface LogLine {
   level: string;

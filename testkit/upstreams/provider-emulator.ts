@@ -20,7 +20,7 @@ import https from "node:https";
 import type net from "node:net";
 import type { AnswerFormat } from "../../control/provider-api/answer.ts";
 import type { ProxyScheme } from "../../shared/roles.ts";
-import { testCertificate } from "./certs.ts";
+import { testCertificate } from "../certs.ts";
 
 /** An address the emulator hands out; a tinyproxy's `proxy` is one. */
 export interface ProviderExit {

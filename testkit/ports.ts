@@ -1,41 +1,9 @@
-/** Waiting for conditions with a deadline, instead of sleeps that guess timing. */
+/**
+ * Ports for programs under test: the one free-port helper (`freePort`), whether a port accepts
+ * connections, and an address that refuses them.
+ */
 import { readFileSync } from "node:fs";
 import net from "node:net";
-
-export interface WaitOptions {
-  timeoutMs?: number;
-  intervalMs?: number;
-  /** Says what was awaited, in the error when the deadline passes. */
-  message?: string;
-}
-
-/** Polls `condition` until it holds (returns truthy) or the deadline passes. */
-export async function waitFor<T>(
-  condition: () => T | Promise<T>,
-  options: WaitOptions = {},
-): Promise<NonNullable<T>> {
-  const timeoutMs = options.timeoutMs ?? 10_000;
-  const intervalMs = options.intervalMs ?? 10;
-  const deadline = Date.now() + timeoutMs;
-  let lastError: unknown;
-  for (;;) {
-    try {
-      const value = await condition();
-      if (value) return value as NonNullable<T>;
-    } catch (error) {
-      lastError = error;
-    }
-    if (Date.now() >= deadline) {
-      throw new Error(
-        `Timed out after ${timeoutMs} ms waiting for ${options.message ?? "a condition"}`,
-        {
-          cause: lastError,
-        },
-      );
-    }
-    await new Promise((resolve) => setTimeout(resolve, intervalMs));
-  }
-}
 
 /** Whether something accepts TCP connections at host:port right now. */
 export function portAccepts(host: string, port: number, timeoutMs = 1_000): Promise<boolean> {

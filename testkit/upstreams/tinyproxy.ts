@@ -9,7 +9,9 @@ import { constants } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { UpstreamProxy } from "../../shared/proxy-protocol/types.ts";
-import { freePort, portAccepts, waitFor } from "./wait.ts";
+import { freePort, portAccepts } from "../ports.ts";
+import { waitUntil } from "../wait.ts";
+import { type Service, spawnListening, stopChild as stopDaemon } from "./daemon.ts";
 
 export const TINYPROXY_BIN = process.env.OCTOPROX_TINYPROXY_BIN ?? "/usr/bin/tinyproxy";
 
@@ -145,7 +147,7 @@ export async function startTinyproxy(options: TinyproxyOptions = {}): Promise<Ti
       started.once("error", (error) => {
         spawnFailure = error;
       });
-      const up = await waitFor(
+      const up = await waitUntil(
         async () => {
           if (spawnFailure || started.exitCode !== null || started.signalCode !== null) {
             return "exited";
@@ -196,6 +198,48 @@ export async function startTinyproxy(options: TinyproxyOptions = {}): Promise<Ti
         }
       })();
       return closing;
+    },
+  };
+}
+
+/**
+ * Debian's tinyproxy on a free loopback port with `Upstream http 127.0.0.1:<upstreamPort>`,
+ * so forward requests and CONNECT tunnels go through the shared upstream. tinyproxy answers
+ * each client connection once and closes it (no keep-alive), and opens a new upstream
+ * connection per request.
+ */
+export async function startChainedTinyproxy(upstreamPort: number): Promise<Service> {
+  const dir = await mkdtemp(join(tmpdir(), "ox-bench-tinyproxy-"));
+  await chmod(dir, 0o755);
+  const logPath = join(dir, "tinyproxy.log");
+  await writeFile(logPath, "");
+  await chmod(logPath, 0o666);
+  const port = await freePort();
+  const lines = [
+    "Listen 127.0.0.1",
+    `Port ${port}`,
+    "Timeout 30",
+    "MaxClients 1024",
+    "Allow 127.0.0.1",
+    `LogFile "${logPath}"`,
+    "LogLevel Warning",
+    "DisableViaHeader Yes",
+    `Upstream http 127.0.0.1:${upstreamPort}`,
+  ];
+  if (process.getuid?.() === 0) lines.push("User 65534", "Group 65534");
+  const configPath = join(dir, "tinyproxy.conf");
+  await writeFile(configPath, `${lines.join("\n")}\n`);
+  const child = await spawnListening("tinyproxy", "/usr/bin/tinyproxy", ["-d", "-c", configPath], {
+    dir,
+    port,
+  });
+  return {
+    name: "tinyproxy",
+    port,
+    pids: [child.pid!],
+    async stop() {
+      await stopDaemon(child);
+      await rm(dir, { recursive: true, force: true });
     },
   };
 }

@@ -11,7 +11,7 @@ import type {
   UpstreamProxy,
   UpstreamScheme,
 } from "../../shared/proxy-protocol/types.ts";
-import { testCertificate } from "./certs.ts";
+import { testCertificate } from "../certs.ts";
 
 export const FaultMode = {
   /** A working proxy (outgoing connections from `bindAddress` when set). */

@@ -9,8 +9,9 @@ import { access, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { constants } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { ROOT } from "../../tests/support/processes.ts";
-import { freePort, portAccepts, waitFor } from "./wait.ts";
+import { ROOT } from "../processes.ts";
+import { freePort, portAccepts } from "../ports.ts";
+import { waitUntil } from "../wait.ts";
 
 /** The balancer example shipped for operators (infra/haproxy/haproxy.cfg). */
 export const HAPROXY_EXAMPLE = join(ROOT, "infra", "haproxy", "haproxy.cfg");
@@ -178,7 +179,7 @@ export async function startHaproxyConfig(
       };
       started.stdout?.on("data", collect);
       started.stderr?.on("data", collect);
-      const up = await waitFor(
+      const up = await waitUntil(
         async () => {
           if (started.exitCode !== null || started.signalCode !== null) return "exited";
           return (await portAccepts("127.0.0.1", port)) ? "up" : undefined;

@@ -29,7 +29,7 @@ import {
   Socks5ServerError,
 } from "../../shared/proxy-protocol/socks5-server.ts";
 import { Socks5Command, Socks5Method, Socks5Reply } from "../../shared/proxy-protocol/socks5.ts";
-import { testCertificate } from "./certs.ts";
+import { testCertificate } from "../certs.ts";
 import { parseBasicAuth } from "../../shared/routing/basic-auth.ts";
 import type { VendorGrammar, VendorRequest } from "./vendor-grammars.ts";
 

@@ -2,7 +2,7 @@
  * Control settings for in-process tests, parsed by the real schema from an environment the test
  * describes, so a test runs on exactly what a process would.
  */
-import { type ControlSettings, parseControlSettings } from "../../shared/settings.ts";
+import { type ControlSettings, parseControlSettings } from "../shared/settings.ts";
 import { TEST_REDIS_URL, testSecrets } from "./stores.ts";
 
 export function testSettings(

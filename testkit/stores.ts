@@ -89,25 +89,3 @@ export async function deletePrefix(redisUrl: string, prefix: string): Promise<vo
 export function testSecrets(): { internal: string; jwt: string } {
   return { internal: token(32), jwt: token(32) };
 }
-
-/** Waits for a condition, polling, with a deadline; fails with what it was waiting for. */
-export async function waitUntil<T>(
-  check: () => T | Promise<T>,
-  options: { timeoutMs?: number; intervalMs?: number; what?: string } = {},
-): Promise<NonNullable<T>> {
-  const deadline = Date.now() + (options.timeoutMs ?? 10_000);
-  let lastError: unknown;
-  for (;;) {
-    try {
-      const value = await check();
-      if (value) return value as NonNullable<T>;
-    } catch (error) {
-      lastError = error;
-    }
-    if (Date.now() > deadline) {
-      const detail = lastError instanceof Error ? ` (last error: ${lastError.message})` : "";
-      throw new Error(`Timed out waiting for ${options.what ?? "a condition"}${detail}`);
-    }
-    await new Promise((r) => setTimeout(r, options.intervalMs ?? 50));
-  }
-}

@@ -6,11 +6,11 @@
 import { readFileSync } from "node:fs";
 import type { Redis } from "ioredis";
 import { expect } from "vitest";
-import type { Outcome, Refusal } from "../../shared/routing/contract.ts";
-import type { MeteringPart } from "../../gateway/metering/apply.ts";
-import { type LuaScript, registerScript, type ScriptClient } from "../../shared/lua/loader.ts";
-import type { RequestMetering } from "../../gateway/metering/metering.ts";
-import type { FailedAttempt, FailureNote } from "../../gateway/base/transfer-hooks.ts";
+import type { Outcome, Refusal } from "../shared/routing/contract.ts";
+import type { MeteringPart } from "../gateway/metering/apply.ts";
+import { type LuaScript, registerScript, type ScriptClient } from "../shared/lua/loader.ts";
+import type { RequestMetering } from "../gateway/metering/metering.ts";
+import type { FailedAttempt, FailureNote } from "../gateway/base/transfer-hooks.ts";
 import {
   DEMAND_FIELDS,
   demandMinute,
@@ -19,12 +19,12 @@ import {
   METERED_WINDOW_KINDS,
   OTHER_HOST,
   readCounts,
-} from "../../shared/metric-windows.ts";
-import type { RedisKeys } from "../../shared/redis-keys.ts";
+} from "../shared/metric-windows.ts";
+import type { RedisKeys } from "../shared/redis-keys.ts";
 
 /** The Node side of "each runtime reads the file": node:fs here, a text import under Deno. */
 export function loadScriptNode(name: "metering_apply" | "rate_window"): Promise<LuaScript> {
-  const url = new URL(`../../shared/lua/${name}.lua`, import.meta.url);
+  const url = new URL(`../shared/lua/${name}.lua`, import.meta.url);
   return registerScript(name, readFileSync(url, "utf8"));
 }
 

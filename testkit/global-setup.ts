@@ -6,7 +6,7 @@
  */
 import postgres from "postgres";
 import { Redis } from "ioredis";
-import { ensureWebBuild } from "../../scripts/build-web.ts";
+import { ensureWebBuild } from "../scripts/build-web.ts";
 import {
   isStaleTestDatabase,
   TEST_ADMIN_DATABASE_URL,

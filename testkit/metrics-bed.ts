@@ -5,22 +5,22 @@
  */
 import { randomUUID } from "node:crypto";
 import { Redis } from "ioredis";
-import { createDatabase, type Database } from "../../db/client.ts";
-import { migrate } from "../../db/migrate.ts";
-import { RequestMetering } from "../../gateway/metering/metering.ts";
-import type { LuaScript } from "../../shared/lua/loader.ts";
-import { type RedisKeys, redisKeys } from "../../shared/redis-keys.ts";
-import type { Logger } from "../../control/core/logging.ts";
-import { SUMS_SQL } from "../../control/metrics/usage-model.ts";
-import { loadMeteringScriptNode } from "../metering/support.ts";
-import { type CapturedLine, captureLogger } from "../support/logger.ts";
+import { createDatabase, type Database } from "../db/client.ts";
+import { migrate } from "../db/migrate.ts";
+import { RequestMetering } from "../gateway/metering/metering.ts";
+import type { LuaScript } from "../shared/lua/loader.ts";
+import { type RedisKeys, redisKeys } from "../shared/redis-keys.ts";
+import type { Logger } from "../control/core/logging.ts";
+import { SUMS_SQL } from "../control/metrics/usage-model.ts";
+import { loadMeteringScriptNode } from "./metering.ts";
+import { type CapturedLine, captureLogger } from "./logger.ts";
 import {
   createTestDatabase,
   deletePrefix,
   TEST_REDIS_URL,
   type TestDatabase,
   testPrefix,
-} from "../support/stores.ts";
+} from "./stores.ts";
 
 export interface SeededProject {
   projectId: string;

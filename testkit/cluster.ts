@@ -7,11 +7,11 @@
 import { randomBytes } from "node:crypto";
 import postgres from "postgres";
 import { Redis } from "ioredis";
-import { redisKeys, WORKERS_GROUP } from "../../shared/redis-keys.ts";
-import type { JobKind } from "../../shared/roles.ts";
-import { deriveFeedKeys, type FeedKeys } from "../../shared/feed/codec.ts";
-import { DENO_BIN, DENO_ENV, gatewayRunArgs } from "../../scripts/gateway-command.ts";
-import { findFreePort } from "../../scripts/local-stores.ts";
+import { redisKeys, WORKERS_GROUP } from "../shared/redis-keys.ts";
+import type { JobKind } from "../shared/roles.ts";
+import { deriveFeedKeys, type FeedKeys } from "../shared/feed/codec.ts";
+import { DENO_BIN, DENO_ENV, gatewayRunArgs } from "../scripts/gateway-command.ts";
+import { freePort } from "./ports.ts";
 import {
   type ControlProcess,
   killAll,
@@ -19,7 +19,7 @@ import {
   type Spawned,
   startControl,
   waitWhileRunning,
-} from "../../tests/support/processes.ts";
+} from "./processes.ts";
 import {
   createTestDatabase,
   deletePrefix,
@@ -28,9 +28,9 @@ import {
   type TestDatabase,
   testPrefix,
   testSecrets,
-  waitUntil,
-} from "../../tests/support/stores.ts";
-import { seriesValue } from "../../tests/support/promtool.ts";
+} from "./stores.ts";
+import { type WaitOptions, waitUntil } from "./wait.ts";
+import { seriesValue } from "./promtool.ts";
 import { describeFindings, SecretsScan } from "./secrets-scan.ts";
 
 /**
@@ -179,7 +179,7 @@ export class Cluster {
         gateways.map((gateway) => gateway.metric("octoprox_gateway_metering_pending_rows")),
       );
       return pending.every((rows) => rows === 0);
-    }, { what: "the gateways' metering sent" });
+    }, { message: "the gateways' metering sent" });
   }
 
   /** The first admin's login, as a person signs in to the dashboard. */
@@ -203,7 +203,7 @@ export class Cluster {
   ): Promise<Member> {
     const instance = options.instance ??
       `e2e-${role}-${randomBytes(3).toString("hex")}`;
-    const port = await findFreePort();
+    const port = await freePort();
     // Every proxy of the test bed runs on this machine, so health checks may ask the api's
     // /echo on loopback: said here, since a real install's default is no loopback address.
     const apiUrl = role === "api" || role === "all" ? `http://127.0.0.1:${port}` : this.#api?.url;
@@ -288,7 +288,7 @@ export class Cluster {
     const statusPort = await waitWhileRunning(spawned, () => bound("Status listener bound"), {
       timeoutMs: 30_000,
       intervalMs: 20,
-      what: `${instance}'s status listener`,
+      message: `${instance}'s status listener`,
     });
     const url = `http://127.0.0.1:${statusPort}`;
     const member = this.#member({ ...spawned, port: statusPort, url }, "gateway", instance);
@@ -315,7 +315,7 @@ export class Cluster {
       await this.waitForReady(gateway);
       // Logged just before /ready can answer 200; read back so `proxyPort` holds from here.
       await this.until(() => bound("Proxy listener bound"), {
-        what: `${instance}'s proxy listener`,
+        message: `${instance}'s proxy listener`,
       });
     }
     return gateway;
@@ -335,7 +335,7 @@ export class Cluster {
       } catch {
         return false;
       }
-    }, { timeoutMs, intervalMs: 50, what: `${member.instance} to be ready` });
+    }, { timeoutMs, intervalMs: 50, message: `${member.instance} to be ready` });
   }
 
   /**
@@ -344,7 +344,7 @@ export class Cluster {
    */
   async until<T>(
     check: () => T | Promise<T>,
-    options: { timeoutMs?: number; intervalMs?: number; what?: string } = {},
+    options: WaitOptions = {},
   ): Promise<NonNullable<T>> {
     let cancelled = false;
     const died = new Promise<never>((_, reject) => {
@@ -354,7 +354,7 @@ export class Cluster {
           reject(
             new Error(
               `${member.instance} exited (${exit.code ?? exit.signal}) before ${
-                options.what ?? "the condition"
+                options.message ?? "the condition"
               }:\n${member.stderr.join("\n")}\n${member.stdout.slice(-30).join("\n")}`,
             ),
           );
@@ -376,7 +376,7 @@ export class Cluster {
     const stream = this.keys.jobStream(kind);
     await this.redis.xadd(stream, "*", "key", "all");
     await this.until(async () => (await this.redis.xlen(stream)) === 0, {
-      what: `the ${kind} job to run`,
+      message: `the ${kind} job to run`,
     });
   }
 
@@ -384,7 +384,7 @@ export class Cluster {
   logged(member: Member, msg: string, options: { timeoutMs?: number } = {}): Promise<LogLine> {
     return this.until(() => member.logs().find((line) => line.msg === msg), {
       ...options,
-      what: `${member.instance} to log "${msg}"`,
+      message: `${member.instance} to log "${msg}"`,
     });
   }
 
@@ -548,7 +548,7 @@ export class Cluster {
   /** The Redis stream consumer a worker reads its jobs as, from its heartbeat. */
   async consumerOf(member: Member): Promise<string> {
     const snapshot = await this.until(() => this.snapshot(member), {
-      what: `${member.instance}'s heartbeat`,
+      message: `${member.instance}'s heartbeat`,
     });
     const runtimes = snapshot.runtimes as Record<string, { consumer?: string }>;
     const consumer = runtimes.worker?.consumer;
