@@ -19,7 +19,7 @@ import { createRedis } from "../control/core/redis.ts";
 import { createUser } from "../control/services/users.ts";
 import { redisKeys } from "../shared/redis-keys.ts";
 import { type UserRole } from "../shared/roles.ts";
-import { ProviderRegistry } from "../shared/providers/registry.ts";
+import { ProviderRegistry } from "../shared/vendors/registry.ts";
 import { type ControlSettings, parseControlSettings } from "../shared/settings.ts";
 import {
   createTestDatabase,

@@ -6,7 +6,7 @@
  */
 import { maskConfig } from "../services/credentials.ts";
 import { maskConnectorConfig } from "../services/connectors.ts";
-import type { ProviderRegistry } from "../../shared/providers/registry.ts";
+import type { ProviderRegistry } from "../../shared/vendors/registry.ts";
 import type { ConnectorRow } from "../services/connectors.ts";
 import type { CredentialRow } from "../services/credentials.ts";
 import type { ProjectRow } from "../services/projects.ts";

@@ -7,7 +7,7 @@
 import type { Redis } from "ioredis";
 import type { Database } from "../../db/client.ts";
 import type { RedisKeys } from "../../shared/redis-keys.ts";
-import type { ProviderRegistry } from "../../shared/providers/registry.ts";
+import type { ProviderRegistry } from "../../shared/vendors/registry.ts";
 import type { ControlSettings } from "../../shared/settings.ts";
 import type { JobQueue } from "./job-queue.ts";
 import type { ChangeLog } from "./changelog.ts";

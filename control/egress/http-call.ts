@@ -7,8 +7,8 @@
 import { createHash } from "node:crypto";
 import { type JSONValue, search } from "@jmespath-community/jmespath";
 import { EgressRefusedError, VendorCallError } from "../../shared/errors.ts";
-import { callHost, type Descriptor, type HttpCall } from "../../shared/providers/descriptor.ts";
-import { type RenderContext, renderTemplate } from "../../shared/providers/templates.ts";
+import { callHost, type Descriptor, type HttpCall } from "../../shared/vendors/descriptor.ts";
+import { type RenderContext, renderTemplate } from "../../shared/vendors/templates.ts";
 import { type EgressOptions, egressRequest, shownUrl } from "./guard.ts";
 
 export const DEFAULT_MAX_PAGES = 1000;

@@ -27,7 +27,7 @@ import { compile, type Compiled, readRuntimeSection, type SectionText } from "./
 import type { ControllerLease } from "../core/lease.ts";
 import { awaitLead } from "../core/leased.ts";
 import { FeedPublisher, NotLeaderError, type PublishResult } from "./publisher.ts";
-import { ProviderRegistry } from "../../shared/providers/registry.ts";
+import { ProviderRegistry } from "../../shared/vendors/registry.ts";
 import { poolSections } from "./pool-sections.ts";
 import { poolStoreOf } from "../provider-api/pool/store.ts";
 

@@ -40,7 +40,7 @@ import {
   SCHEMA_VERSION,
 } from "../../shared/feed/models.ts";
 import { fillPlaceholders } from "../../shared/feed/placeholders.ts";
-import { type ProviderRegistry, storedDescriptors } from "../../shared/providers/registry.ts";
+import { type ProviderRegistry, storedDescriptors } from "../../shared/vendors/registry.ts";
 import type { RedisKeys } from "../../shared/redis-keys.ts";
 import {
   ConnectorKind,

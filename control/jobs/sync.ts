@@ -19,7 +19,7 @@ import type { Database } from "../../db/client.ts";
 import { translatePostgresError } from "../../db/errors.ts";
 import { connectors, credentials, proxies } from "../../db/schema.ts";
 import { errorText } from "../../shared/errors.ts";
-import type { DescriptorProvider } from "../../shared/providers/provider.ts";
+import type { DescriptorProvider } from "../../shared/vendors/provider.ts";
 import { ConnectorKind, JobKind, ProxyStatus } from "../../shared/roles.ts";
 import type { Logger } from "../core/logging.ts";
 import { callOptions } from "../egress/call-options.ts";

@@ -20,7 +20,7 @@ import { migrate } from "../../db/migrate.ts";
 import { errorText, Store } from "../../shared/errors.ts";
 import { type RedisKeys, redisKeys } from "../../shared/redis-keys.ts";
 import { ChangeKind, ROLE_RUNTIMES } from "../../shared/roles.ts";
-import { ProviderRegistry } from "../../shared/providers/registry.ts";
+import { ProviderRegistry } from "../../shared/vendors/registry.ts";
 import type { ControlSettings } from "../../shared/settings.ts";
 import type { ApiDeps, MetricsText, ProcessInfo, Readiness } from "../api/deps.ts";
 import { ChangeLog } from "../core/changelog.ts";

@@ -5,15 +5,15 @@
  * job with the same schema, so a config the api accepted is the config the job runs.
  *
  * Templates (URL, query parameters, headers, body strings and `auth`) are the descriptors'
- * templates (shared/providers/templates.ts): placeholders and a whitelist of pure filters,
+ * templates (shared/vendors/templates.ts): placeholders and a whitelist of pure filters,
  * nothing that reads a file, the network or the environment. They may read `{credential.<key>}`
  * (the connector's `provider_api` credential, every key of it secret) and `{count}` (proxies
  * asked of this call).
  */
 import * as v from "valibot";
 import type { FieldIssue } from "../../shared/errors.ts";
-import { callHost } from "../../shared/providers/descriptor.ts";
-import { templateIssues, templateNames } from "../../shared/providers/templates.ts";
+import { callHost } from "../../shared/vendors/descriptor.ts";
+import { templateIssues, templateNames } from "../../shared/vendors/templates.ts";
 import { PROXY_SCHEMES, ProxyScheme } from "../../shared/roles.ts";
 import { ANSWER_FIELDS, ANSWER_FORMATS, type AnswerSpec, answerSpecIssues } from "./answer.ts";
 

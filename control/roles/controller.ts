@@ -6,7 +6,7 @@
 import { randomBytes } from "node:crypto";
 import type { Redis } from "ioredis";
 import type { Database } from "../../db/client.ts";
-import type { ProviderRegistry } from "../../shared/providers/registry.ts";
+import type { ProviderRegistry } from "../../shared/vendors/registry.ts";
 import type { RedisKeys } from "../../shared/redis-keys.ts";
 import { Store } from "../../shared/errors.ts";
 import type { ControlSettings } from "../../shared/settings.ts";

@@ -26,9 +26,9 @@ import {
   NotFoundError,
   ValidationError,
 } from "../../shared/errors.ts";
-import { callHost, CONNECTOR_CONFIG_KEYS } from "../../shared/providers/descriptor.ts";
-import { checkConnectorConfig } from "../../shared/providers/fields.ts";
-import type { ProviderRegistry } from "../../shared/providers/registry.ts";
+import { callHost, CONNECTOR_CONFIG_KEYS } from "../../shared/vendors/descriptor.ts";
+import { checkConnectorConfig } from "../../shared/vendors/fields.ts";
+import type { ProviderRegistry } from "../../shared/vendors/registry.ts";
 import { ChangeKind, ConnectorKind, JobKind } from "../../shared/roles.ts";
 import { fieldIssues } from "../model/validation.ts";
 import {

@@ -17,8 +17,8 @@ import {
   NotFoundError,
   ValidationError,
 } from "../../shared/errors.ts";
-import { checkCredentialConfig } from "../../shared/providers/fields.ts";
-import { ProviderRegistry } from "../../shared/providers/registry.ts";
+import { checkCredentialConfig } from "../../shared/vendors/fields.ts";
+import { ProviderRegistry } from "../../shared/vendors/registry.ts";
 import { ChangeKind, ConnectorKind } from "../../shared/roles.ts";
 import {
   ProviderApiCredentialConfig,

@@ -9,7 +9,7 @@ import { and, asc, count, desc, eq, ilike, type SQL, sql } from "drizzle-orm";
 import type { Tx } from "../../db/client.ts";
 import { connectors, proxies } from "../../db/schema.ts";
 import { ConflictError } from "../../shared/errors.ts";
-import type { ProviderRow } from "../../shared/providers/provider.ts";
+import type { ProviderRow } from "../../shared/vendors/provider.ts";
 import { ChangeKind, ConnectorKind, JobKind, ProxyStatus } from "../../shared/roles.ts";
 import { changedFields } from "./diff.ts";
 import { parseProxyLine, type ProxyAddress, proxyIdentity } from "../model/proxy-url.ts";

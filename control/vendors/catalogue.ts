@@ -11,8 +11,8 @@ import { parse as parseYaml } from "yaml";
 import { asc } from "drizzle-orm";
 import type { Database } from "../../db/client.ts";
 import { providerDescriptors } from "../../db/schema.ts";
-import { type Descriptor, parseDescriptor } from "../../shared/providers/descriptor.ts";
-import { type ProviderRegistry, storedDescriptors } from "../../shared/providers/registry.ts";
+import { type Descriptor, parseDescriptor } from "../../shared/vendors/descriptor.ts";
+import { type ProviderRegistry, storedDescriptors } from "../../shared/vendors/registry.ts";
 
 type Db = Database["db"];
 

@@ -16,12 +16,8 @@ import {
   UnconfirmedHostsError,
   ValidationError,
 } from "../../shared/errors.ts";
-import {
-  type Descriptor,
-  egressHosts,
-  parseDescriptor,
-} from "../../shared/providers/descriptor.ts";
-import type { RegisteredDescriptor } from "../../shared/providers/registry.ts";
+import { type Descriptor, egressHosts, parseDescriptor } from "../../shared/vendors/descriptor.ts";
+import type { RegisteredDescriptor } from "../../shared/vendors/registry.ts";
 import { ChangeKind } from "../../shared/roles.ts";
 import { refreshCustom } from "./catalogue.ts";
 import { checkEgressHost } from "../egress/guard.ts";

@@ -10,7 +10,7 @@
 import { search } from "@jmespath-community/jmespath";
 import { normaliseCountry } from "../../shared/countries.ts";
 import { fillPlaceholders } from "../../shared/feed/placeholders.ts";
-import type { DescriptorProvider, ProviderRow } from "../../shared/providers/provider.ts";
+import type { DescriptorProvider, ProviderRow } from "../../shared/vendors/provider.ts";
 import type { UpstreamScheme } from "../../shared/proxy-protocol/types.ts";
 import { Semaphore } from "../core/semaphore.ts";
 import { probe } from "../upstream/probe.ts";

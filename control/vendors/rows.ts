@@ -8,7 +8,7 @@
  * ("All countries") has a generic group, plus the country groups provisioned on demand, which
  * stay once made.
  */
-import type { DescriptorProvider, ProviderRow } from "../../shared/providers/provider.ts";
+import type { DescriptorProvider, ProviderRow } from "../../shared/vendors/provider.ts";
 import type { ProxyScheme } from "../../shared/roles.ts";
 
 type Config = Readonly<Record<string, unknown>>;

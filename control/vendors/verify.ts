@@ -6,7 +6,7 @@
  * egress guard refuses a 422: never a 500, and nothing is stored.
  */
 import { EgressRefusedError, ValidationError, VendorCallError } from "../../shared/errors.ts";
-import type { Descriptor } from "../../shared/providers/descriptor.ts";
+import type { Descriptor } from "../../shared/vendors/descriptor.ts";
 import type { ServiceDeps } from "../core/store.ts";
 import { callOptions } from "../egress/call-options.ts";
 import { validateCredential } from "../egress/http-call.ts";

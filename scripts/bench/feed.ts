@@ -18,7 +18,7 @@ import { migrate } from "../../db/migrate.ts";
 import { compile } from "../../control/feed/compile.ts";
 import { deriveFeedKeys, seal } from "../../shared/feed/codec.ts";
 import { createTestDatabase } from "../../testkit/stores.ts";
-import { ProviderRegistry } from "../../shared/providers/registry.ts";
+import { ProviderRegistry } from "../../shared/vendors/registry.ts";
 import type { DecodeResult } from "./feed-decode.ts";
 import { entryRuntime, runEntry } from "./runtime.ts";
 import { formatNumber, MB, median, type Row, type Suite, type SuiteContext } from "./suite.ts";

@@ -8,7 +8,7 @@
  */
 import { CoreRouter } from "../../shared/routing/router.ts";
 import type { ConnectorSection, FeedSections } from "../../shared/feed/models.ts";
-import { ProviderRegistry } from "../../shared/providers/registry.ts";
+import { ProviderRegistry } from "../../shared/vendors/registry.ts";
 
 const ITERATIONS = 200_000;
 const SESSIONS = 1000;

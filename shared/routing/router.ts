@@ -20,7 +20,7 @@ import type { FeedSections } from "../feed/models.ts";
 import { BoundedMap } from "../bounded-map.ts";
 import type { IpAddress } from "../net/ip.ts";
 import { parseUsername } from "../username.ts";
-import type { DescriptorProvider } from "../providers/provider.ts";
+import type { DescriptorProvider } from "../vendors/provider.ts";
 import {
   type Allocation,
   type AuthResult,

@@ -31,8 +31,8 @@ import type { AuthResult, UpstreamChoice, UsernameOptions } from "./contract.ts"
 import { Dispatch } from "./dispatch.ts";
 import { DeadlineTable, hashId } from "./id-table.ts";
 import type { CoreLog } from "./log.ts";
-import type { DescriptorProvider } from "../providers/provider.ts";
-import { ProviderRegistry, storedDescriptors } from "../providers/registry.ts";
+import type { DescriptorProvider } from "../vendors/provider.ts";
+import { ProviderRegistry, storedDescriptors } from "../vendors/registry.ts";
 
 /**
  * One row as the request path reads it. It is also the `UpstreamChoice` an allocation hands the

@@ -16,7 +16,7 @@ import {
 import { createDatabase, type Database } from "../../db/client.ts";
 import { deriveFeedKeys } from "../../shared/feed/codec.ts";
 import type { GlobalSection } from "../../shared/feed/models.ts";
-import { ProviderRegistry } from "../../shared/providers/registry.ts";
+import { ProviderRegistry } from "../../shared/vendors/registry.ts";
 import { type ApiHarness, startHarness } from "../../testkit/api-harness.ts";
 
 let h: ApiHarness;

@@ -8,7 +8,7 @@ import { compile, readRuntimeSection } from "../../control/feed/compile.ts";
 import { passwordDigest } from "../../shared/feed/codec.ts";
 import type { ConnectorSection, GlobalSection } from "../../shared/feed/models.ts";
 import { JobKind } from "../../shared/roles.ts";
-import { ProviderRegistry } from "../../shared/providers/registry.ts";
+import { ProviderRegistry } from "../../shared/vendors/registry.ts";
 import {
   type FeedBed,
   feedBed,

@@ -5,8 +5,8 @@
 import { describe, expect, it } from "vitest";
 import { CoreRouter } from "../../shared/routing/router.ts";
 import type { Allocation, Refusal } from "../../shared/routing/contract.ts";
-import { sessionIdFor } from "../../shared/providers/session-id.ts";
-import { builtinDescriptors } from "../../shared/providers/registry.ts";
+import { sessionIdFor } from "../../shared/vendors/session-id.ts";
+import { builtinDescriptors } from "../../shared/vendors/registry.ts";
 import type { ConnectorSection } from "../../shared/feed/models.ts";
 import {
   client,

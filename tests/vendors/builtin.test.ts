@@ -6,17 +6,17 @@
  * write) and the rows its port and list types store.
  */
 import { describe, expect, it } from "vitest";
-import { BUILTIN_DESCRIPTORS } from "../../shared/providers/builtin/index.ts";
-import { parseDescriptor, type ProxyType } from "../../shared/providers/descriptor.ts";
-import type { DescriptorProvider, RequestOptions } from "../../shared/providers/provider.ts";
-import { builtinDescriptors, ProviderRegistry } from "../../shared/providers/registry.ts";
-import { sessionIdFor } from "../../shared/providers/session-id.ts";
+import { BUILTIN_DESCRIPTORS } from "../../shared/vendors/builtin/index.ts";
+import { parseDescriptor, type ProxyType } from "../../shared/vendors/descriptor.ts";
+import type { DescriptorProvider, RequestOptions } from "../../shared/vendors/provider.ts";
+import { builtinDescriptors, ProviderRegistry } from "../../shared/vendors/registry.ts";
+import { sessionIdFor } from "../../shared/vendors/session-id.ts";
 import {
   renderTemplate,
   templateNames,
   type TemplateSpec,
-} from "../../shared/providers/templates.ts";
-import { US_STATES, usStateSlug } from "../../shared/providers/us-states.ts";
+} from "../../shared/vendors/templates.ts";
+import { US_STATES, usStateSlug } from "../../shared/vendors/us-states.ts";
 
 const registry = new ProviderRegistry();
 const PROJECT = "3f1c2a9e-5b7d-4e21-9c1a-0d8e6f4b2a17";

@@ -17,7 +17,7 @@ import {
   type Descriptor,
   type DescriptorInput,
   parseDescriptor,
-} from "../../shared/providers/descriptor.ts";
+} from "../../shared/vendors/descriptor.ts";
 import { startOrigin } from "../../testkit/upstreams/origin.ts";
 import {
   startVendorApi,

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { ProviderRegistry } from "../../shared/providers/registry.ts";
-import { sessionIdFor } from "../../shared/providers/session-id.ts";
+import { ProviderRegistry } from "../../shared/vendors/registry.ts";
+import { sessionIdFor } from "../../shared/vendors/session-id.ts";
 
 const registry = new ProviderRegistry();
 const build = (config: Record<string, unknown>) => {

@@ -5,7 +5,7 @@ import {
   DESCRIPTOR_SOURCES,
   FieldSchema,
   PROVIDER_MODES,
-} from "../../../shared/providers/descriptor.ts";
+} from "../../../shared/vendors/descriptor.ts";
 import { count, jsonObject, timestamp } from "./common.ts";
 
 /** A field of a descriptor's forms: the descriptor's own field schema. */

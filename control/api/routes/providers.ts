@@ -3,9 +3,9 @@
  * their forms from it) and the admin's custom descriptors.
  */
 import * as v from "valibot";
-import { egressHosts } from "../../../shared/providers/descriptor.ts";
-import { typeRenders } from "../../../shared/providers/provider.ts";
-import type { RegisteredDescriptor } from "../../../shared/providers/registry.ts";
+import { egressHosts } from "../../../shared/vendors/descriptor.ts";
+import { typeRenders } from "../../../shared/vendors/provider.ts";
+import type { RegisteredDescriptor } from "../../../shared/vendors/registry.ts";
 import { UserRole } from "../../../shared/roles.ts";
 import {
   createDescriptor,

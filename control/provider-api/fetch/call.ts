@@ -11,8 +11,8 @@
  * header or the answer.
  */
 import { EgressRefusedError, VendorCallError } from "../../../shared/errors.ts";
-import type { RenderContext } from "../../../shared/providers/templates.ts";
-import { renderTemplate } from "../../../shared/providers/templates.ts";
+import type { RenderContext } from "../../../shared/vendors/templates.ts";
+import { renderTemplate } from "../../../shared/vendors/templates.ts";
 import type { ControlSettings } from "../../../shared/settings.ts";
 import { callOptions } from "../../egress/call-options.ts";
 import { egressRequest, shownUrl } from "../../egress/guard.ts";
