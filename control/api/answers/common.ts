@@ -13,6 +13,20 @@ export const timestamp = v.pipe(v.string(), v.isoTimestamp());
 
 export const nullableTimestamp = v.nullable(timestamp);
 
+/**
+ * What an issued secret (an API token, a distribution key) answers of itself besides its own
+ * fields: how to tell it apart and its lifecycle, never the secret.
+ */
+export const ISSUED_SECRET_FIELDS = {
+  /** The secret's first characters, to tell one from another; never the whole secret. */
+  prefix: v.string(),
+  created_at: timestamp,
+  expires_at: nullableTimestamp,
+  last_used_at: nullableTimestamp,
+  revoked_at: nullableTimestamp,
+  active: v.boolean(),
+};
+
 /** An id of a row (a uuid). */
 export const id = v.pipe(v.string(), v.uuid());
 

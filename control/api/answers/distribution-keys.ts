@@ -1,20 +1,14 @@
 /** A project's distribution keys as the API answers them. */
 import * as v from "valibot";
 import { cidrList } from "../../model/projects.ts";
-import { id, nullableTimestamp, timestamp } from "./common.ts";
+import { id, ISSUED_SECRET_FIELDS } from "./common.ts";
 
 const KEY_FIELDS = {
   id,
   project_id: id,
   name: v.string(),
-  /** The key's first characters, to tell keys apart; never the whole key. */
-  prefix: v.string(),
   allowed_cidrs: cidrList,
-  created_at: timestamp,
-  expires_at: nullableTimestamp,
-  last_used_at: nullableTimestamp,
-  revoked_at: nullableTimestamp,
-  active: v.boolean(),
+  ...ISSUED_SECRET_FIELDS,
 };
 
 export const DistributionKeyAnswer = v.strictObject(KEY_FIELDS);

@@ -1,7 +1,7 @@
 /** Users, API tokens and logins as the API answers them. */
 import * as v from "valibot";
 import { USER_ROLES } from "../../../shared/roles.ts";
-import { count, id, nullableTimestamp, timestamp } from "./common.ts";
+import { count, id, ISSUED_SECRET_FIELDS, nullableTimestamp, timestamp } from "./common.ts";
 
 export const UserAnswer = v.strictObject({
   id,
@@ -35,13 +35,7 @@ const TOKEN_FIELDS = {
   id,
   user_id: id,
   name: v.string(),
-  /** The token's first characters, to tell tokens apart; never the whole token. */
-  prefix: v.string(),
-  created_at: timestamp,
-  expires_at: nullableTimestamp,
-  last_used_at: nullableTimestamp,
-  revoked_at: nullableTimestamp,
-  active: v.boolean(),
+  ...ISSUED_SECRET_FIELDS,
 };
 
 export const TokenAnswer = v.strictObject(TOKEN_FIELDS);
