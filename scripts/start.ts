@@ -9,7 +9,8 @@
  * Settings: every OCTOPROX_* variable passes through to the children. Of its own, it reads
  * OCTOPROX_DATA_DIR (default ./data), OCTOPROX_LOCAL_POSTGRES_PORT and
  * OCTOPROX_LOCAL_REDIS_PORT (the local stores' ports, otherwise chosen once and remembered).
- * The dashboard (dist/web) is built first when it is missing or older than its sources.
+ * The dashboard (dist/web) and the control plane (dist/control, scripts/build-control.ts) are
+ * built first when missing or older than their sources.
  *
  * Health checks are left to the settings (the public echo unless OCTOPROX_PUBLIC_URL or
  * OCTOPROX_ECHO_URL says otherwise), never this machine's loopback: the proxies may run on other
@@ -35,6 +36,7 @@ import {
 } from "../control/jobs/health-echo.ts";
 import { DENO_BIN, DENO_ENV, gatewayRunArgs } from "./gateway-command.ts";
 import { ensureWebBuild } from "./build-web.ts";
+import { controlCommand, ensureControlBuild } from "./build-control.ts";
 import { ensureStorePackages, findFreePort, LocalPostgres, LocalRedis } from "./local-stores.ts";
 
 const ROOT = fileURLToPath(new URL("..", import.meta.url));
@@ -368,9 +370,11 @@ async function main(): Promise<void> {
     redis: portFromEnv("OCTOPROX_LOCAL_REDIS_PORT"),
   };
 
-  // The dashboard the api serves, built when missing or older than its sources.
+  // The dashboard the api serves and the control process's own build, each made when missing
+  // or older than its sources.
   try {
     if (await ensureWebBuild()) say("Dashboard built (dist/web).");
+    if (await ensureControlBuild("main")) say("Control plane built (dist/control).");
   } catch (error) {
     fail(errorText(error), 1);
   }
@@ -406,12 +410,13 @@ async function main(): Promise<void> {
     OCTOPROX_REDIS_URL: stores.redisUrl,
     OCTOPROX_INTERNAL_SECRET: internalSecret,
   });
+  const [controlProgram, ...controlArgs] = controlCommand();
   // One entry per process of the instance, in start order.
   const specs: ChildSpec[] = [
     {
       name: "control",
-      command: process.execPath,
-      args: ["--import", "tsx", join(ROOT, "control", "main.ts")],
+      command: controlProgram,
+      args: controlArgs,
       env: controlEnv,
       readyUrl: `http://127.0.0.1:${apiPort}/ready`,
       stopTimeoutMs: parseControlSettings(controlEnv).stopGraceMs + CHILD_STOP_MARGIN_MS,

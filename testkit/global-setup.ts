@@ -2,10 +2,12 @@
  * Runs once before the suite: checks the test bed's stores answer, drops the databases a
  * crashed earlier run left behind (hours old; a concurrent run's are left alone), and builds the
  * dashboard when it is missing or stale, once, before any file serves it (files run side by
- * side, and a build while another file's browser loads the app would pull its files away).
+ * side, and a build while another file's browser loads the app would pull its files away), and
+ * the control plane's builds the files' control processes and CLI commands run.
  */
 import postgres from "postgres";
 import { Redis } from "ioredis";
+import { ensureControlBuild } from "../scripts/build-control.ts";
 import { ensureWebBuild } from "../scripts/build-web.ts";
 import {
   isStaleTestDatabase,
@@ -16,6 +18,7 @@ import {
 
 export default async function setup(): Promise<void> {
   await ensureWebBuild();
+  await Promise.all([ensureControlBuild("main"), ensureControlBuild("cli")]);
   const sql = postgres(TEST_ADMIN_DATABASE_URL, { max: 1, onnotice: () => {}, connect_timeout: 5 });
   try {
     const rows = await sql`select datname from pg_database where datname like ${

@@ -1,9 +1,11 @@
 /**
- * Control processes for tests: each a real `control/main.ts` child with its own environment,
+ * Control processes for tests: each a real control process (the command `npm start` runs, on the
+ * control plane's build of control/main.ts) with its own environment,
  * its output kept, and a registry so a file's afterAll can kill whatever a failed test left.
  */
 import { type ChildProcess, spawn } from "node:child_process";
 import { fileURLToPath } from "node:url";
+import { controlCommand, ensureControlBuild } from "../scripts/build-control.ts";
 import { freePort } from "./ports.ts";
 import { TEST_REDIS_URL, testSecrets } from "./stores.ts";
 import { type WaitOptions, waitUntil } from "./wait.ts";
@@ -147,7 +149,10 @@ export async function startControl(
   options: Omit<ControlEnvOptions, "port"> & { port?: number },
 ): Promise<ControlProcess> {
   const port = options.port ?? await freePort();
-  const spawned = spawnScript("control/main.ts", controlEnv({ ...options, port }));
+  // Current already after the suite's setup; a bench calling this builds it once.
+  await ensureControlBuild("main");
+  const [command, ...args] = controlCommand();
+  const spawned = spawnCommand(command, args, controlEnv({ ...options, port }));
   return { ...spawned, port, url: `http://127.0.0.1:${port}` };
 }
 

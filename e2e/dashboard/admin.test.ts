@@ -7,7 +7,7 @@
  * is shown once, works as a Bearer token, and stops working once revoked.
  */
 import type { Browser, Page } from "playwright-core";
-import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { JobKind } from "../../shared/roles.ts";
 import { ensureWebBuild } from "../../scripts/build-web.ts";
 import { curl } from "../../testkit/clients/curl.ts";
@@ -21,9 +21,6 @@ let gateway: Gateway;
 let tinyproxy: Tinyproxy;
 let browser: Browser;
 const pages: Page[] = [];
-
-// A page's first answers, on a machine shared with other tests, can take more than a second.
-vi.setConfig({ expect: { poll: { timeout: 10_000 } } });
 
 beforeAll(async () => {
   await ensureWebBuild();

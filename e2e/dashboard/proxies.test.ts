@@ -282,7 +282,7 @@ describe("the proxies page", () => {
     await expect.poll(() => badge.textContent(), { timeout: 5_000 }).not.toBe(first);
 
     await page.getByRole("button", { name: "Lift" }).click();
-    await expect.poll(() => badge.count(), { timeout: 10_000 }).toBe(0);
+    await expect.poll(() => badge.count()).toBe(0);
     expect(await page.getByRole("button", { name: "Lift" }).count()).toBe(0);
     expect((await cluster.request("GET", proxyPath)).body).toMatchObject({
       quarantined: false,

@@ -88,6 +88,8 @@ describe("an upstream that refuses", () => {
 
     // No worker, no checks: the fault proxy stays healthy in the feed whatever it does.
     await worker.stop();
+    // A check the worker began just before it stopped may still wait to be accepted.
+    await fault.acceptedAll();
     fault.setMode(FaultMode.refuse);
     const retriesBefore = await retries();
     const triedBefore = fault.connectionsSeen;

@@ -59,6 +59,12 @@ describe("health status by the checks", () => {
     await cluster.until(async () => (await cluster.status(id)) === "healthy", {
       message: "the proxy to turn healthy",
     });
+    // A status is written before the change entry that announces it: wait for this one's (the
+    // add made the first), so it is not taken for one of the moves counted below.
+    await cluster.until(async () => {
+      const entries = await cluster.changes();
+      return entries.filter((c) => c.ref === connector.connectorId).length >= 2;
+    }, { message: "the change entry of the proxy turning healthy" });
     const lastChange = await cluster.lastChangeId();
 
     fault.setMode(FaultMode.refuse);
@@ -88,9 +94,14 @@ describe("health status by the checks", () => {
       message: "one passing check to make the proxy healthy again",
     });
     expect(await cluster.softHealth(id)).toMatchObject({ failures: "0", error: "" });
-    // One change entry per status move: degraded, unhealthy, healthy.
-    const changes = await cluster.changes(lastChange);
-    expect(changes.filter((c) => c.ref === connector.connectorId)).toHaveLength(3);
+    // One change entry per status move: degraded, unhealthy, healthy (the last announced just
+    // after the status is written).
+    const moves = await cluster.until(async () => {
+      const entries = await cluster.changes(lastChange);
+      const ours = entries.filter((c) => c.ref === connector.connectorId);
+      return ours.length >= 3 ? ours : undefined;
+    }, { message: "the change entries of the three moves" });
+    expect(moves).toHaveLength(3);
   });
 
   it("changes no status and counts no failure while the echo endpoint is out", async () => {

@@ -22,6 +22,7 @@ import { metricsSuite } from "./metrics.ts";
 import { producersSuite } from "./producers.ts";
 import { providersSuite } from "./providers.ts";
 import { scalingSuite } from "./scaling.ts";
+import { startSuite } from "./start.ts";
 import { telemetrySuite } from "./telemetry.ts";
 import { throughputSuite } from "./throughput.ts";
 import { trafficSuite } from "./traffic.ts";
@@ -46,6 +47,7 @@ export const SUITES: readonly Suite[] = [
   providersSuite,
   extractSuite,
   webSuite,
+  startSuite,
 ];
 
 function loadText(): string {

@@ -12,6 +12,7 @@ import type {
   UpstreamScheme,
 } from "../../shared/proxy-protocol/types.ts";
 import { testCertificate } from "../certs.ts";
+import { freePort } from "../ports.ts";
 
 export const FaultMode = {
   /** A working proxy (outgoing connections from `bindAddress` when set). */
@@ -88,6 +89,12 @@ export interface FaultProxy {
   url(scheme?: UpstreamScheme, credentials?: ProxyCredentials | null): string;
   /** Client connections accepted so far. */
   readonly connectionsSeen: number;
+  /**
+   * Resolves once every connection made to it before the call is accepted and counted in
+   * `connectionsSeen`: a connection of its own, queued behind them, is accepted (not counted).
+   * A process that just stopped may have left one waiting to be accepted.
+   */
+  acceptedAll(): Promise<void>;
   /** Client connections open now. */
   readonly connectionsOpen: number;
   /** Connections to targets open now. */
@@ -479,7 +486,17 @@ export async function startFaultProxy(options: FaultProxyOptions = {}): Promise<
     else await handleHttp(client, reader, connectionMode);
   };
 
+  // acceptedAll's own connections, by their local port.
+  const barriers = new Map<number, () => void>();
   const server = net.createServer((raw) => {
+    const barrier = raw.remoteAddress === "127.0.0.1"
+      ? barriers.get(raw.remotePort ?? 0)
+      : undefined;
+    if (barrier) {
+      barriers.delete(raw.remotePort ?? 0);
+      raw.destroy();
+      return barrier();
+    }
     connectionsSeen++;
     clients.add(raw);
     raw.once("close", () => clients.delete(raw));
@@ -538,6 +555,21 @@ export async function startFaultProxy(options: FaultProxyOptions = {}): Promise<
     },
     get connectionsSeen() {
       return connectionsSeen;
+    },
+    async acceptedAll() {
+      const localPort = await freePort();
+      const socket = net.connect({ host: "127.0.0.1", port, localAddress: "127.0.0.1", localPort });
+      try {
+        await new Promise<void>((resolve, reject) => {
+          barriers.set(localPort, resolve);
+          // Once accepted, the reset that follows is no failure: the promise is settled then.
+          socket.once("error", reject);
+        });
+      } finally {
+        barriers.delete(localPort);
+        socket.on("error", () => {});
+        socket.destroy();
+      }
     },
     get connectionsOpen() {
       return clients.size;

@@ -65,8 +65,12 @@ interface ListenerDriver {
    * forward) as one request each. Answers what came back.
    */
   roundTrip(port: number, echoPort: number, payloads: readonly Buffer[]): Promise<Buffer[]>;
-  /** What each listener answers for bad credentials and a refusing upstream. */
-  expected: { authRefused: number; upstreamFailed: number; badRequest: number };
+  /**
+   * What each listener answers for bad credentials, a refusing upstream (any of
+   * `upstreamFailed`: the fault proxy resets right after accept, which Deno reports as refused
+   * or as terminated depending on when it sees it) and a malformed request.
+   */
+  expected: { authRefused: number; upstreamFailed: readonly number[]; badRequest: number };
 }
 
 /** The HTTP head of `connection`'s answer, the connection destroyed after. */
@@ -127,7 +131,7 @@ const forward: ListenerDriver = {
     }
     return back;
   },
-  expected: { authRefused: 407, upstreamFailed: 502, badRequest: 400 },
+  expected: { authRefused: 407, upstreamFailed: [502], badRequest: 400 },
 };
 
 const connect: ListenerDriver = {
@@ -169,7 +173,7 @@ const connect: ListenerDriver = {
       connection.destroy();
     }
   },
-  expected: { authRefused: 407, upstreamFailed: 502, badRequest: 400 },
+  expected: { authRefused: 407, upstreamFailed: [502], badRequest: 400 },
 };
 
 const CONNECT_COMMAND = 1;
@@ -229,8 +233,9 @@ const socks5: ListenerDriver = {
       opened.connection.destroy();
     }
   },
-  // RFC 1929's failure status; reply 5 (connection refused); reply 8 (address type).
-  expected: { authRefused: 1, upstreamFailed: 5, badRequest: 8 },
+  // RFC 1929's failure status; reply 5 (connection refused), or 1 (general failure) for a
+  // connection the upstream ended; reply 8 (address type).
+  expected: { authRefused: 1, upstreamFailed: [5, 1], badRequest: 8 },
 };
 
 const DRIVERS: readonly ListenerDriver[] = [forward, connect, socks5];
@@ -342,10 +347,10 @@ describe.each(DRIVERS)("the $name listener", (driver) => {
       "/ip",
       CREDENTIALS,
     );
-    expect(outcome).toMatchObject({
-      kind: "upstream_failed",
-      code: driver.expected.upstreamFailed,
-    });
+    expect(outcome.kind).toBe("upstream_failed");
+    if (outcome.kind === "upstream_failed") {
+      expect(driver.expected.upstreamFailed).toContain(outcome.code);
+    }
     // HTTP answers say why in Proxy-Status. A reset right after accept: refused or terminated,
     // depending on when Deno sees it.
     if (outcome.kind === "upstream_failed" && outcome.error !== undefined) {
