@@ -113,8 +113,11 @@ export function redisKeys(prefix: string) {
     poolExtracted: (connectorId: string) => `${p}pool:${connectorId}:extracted`,
     /** Every entry, scored by its hard expiry (ms): what the reaper walks. */
     poolExpiry: (connectorId: string) => `${p}pool:${connectorId}:expiry`,
-    /** Which upstream owns a proxy, by digest of its uniqueness key, per project. */
-    poolOwners: (projectId: string) => `${p}pool:owners:${projectId}`,
+    /**
+     * Which pool entry owns a proxy, by keyed digest of its uniqueness key, across the install:
+     * one proxy is in one pool at a time, so one project's extraction is never another's route.
+     */
+    poolOwners: `${p}pool:owners`,
     /** A provider-API connector's fetch state: leader, epoch, pacing, permits, ledger, counts. */
     poolLeader: (connectorId: string) => `${p}pool:${connectorId}:leader`,
     poolEpoch: (connectorId: string) => `${p}pool:${connectorId}:epoch`,

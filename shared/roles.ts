@@ -39,6 +39,22 @@ export const JobKind = {
 } as const;
 export type JobKind = (typeof JobKind)[keyof typeof JobKind];
 export const JOB_KINDS: readonly JobKind[] = Object.values(JobKind);
+/**
+ * The kinds a worker has a handler for today (control/jobs/handlers.ts builds one job of each):
+ * OCTOPROX_WORKER_JOBS may name only these, and takes them all by default. The others are
+ * declared for the parts still to come, and nothing would run them.
+ */
+export const WORKER_JOB_KINDS: readonly JobKind[] = [
+  JobKind.health,
+  JobKind.pool,
+  JobKind.sync,
+  JobKind.provision,
+  JobKind.traffic,
+  JobKind.metricsFlush,
+  JobKind.compaction,
+  JobKind.snapshot,
+  JobKind.indexHygiene,
+];
 
 export const ProxyStatus = {
   initializing: "initializing",

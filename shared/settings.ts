@@ -7,7 +7,15 @@
  */
 import * as v from "valibot";
 import { parseCidr } from "./net/ip.ts";
-import { JOB_KINDS, type JobKind, type Role, ROLES, STRATEGIES, type Strategy } from "./roles.ts";
+import {
+  JOB_KINDS,
+  type JobKind,
+  type Role,
+  ROLES,
+  STRATEGIES,
+  type Strategy,
+  WORKER_JOB_KINDS,
+} from "./roles.ts";
 import { SettingsError } from "./errors.ts";
 
 type Env = Readonly<Record<string, string | undefined>>;
@@ -135,12 +143,24 @@ const jobKindList = v.optional(
     v.transform((s) => s.split(",").map((part) => part.trim()).filter((part) => part !== "")),
     v.check(
       (kinds) => kinds.every((kind) => (JOB_KINDS as readonly string[]).includes(kind)),
-      `must be a comma-separated list of job kinds (${JOB_KINDS.join(", ")})`,
+      `must be a comma-separated list of job kinds (${WORKER_JOB_KINDS.join(", ")})`,
     ),
+    v.rawCheck(({ dataset, addIssue }) => {
+      if (!dataset.typed) return;
+      const idle = dataset.value.filter((kind) =>
+        !(WORKER_JOB_KINDS as readonly string[]).includes(kind)
+      );
+      if (idle.length === 0) return;
+      addIssue({
+        message: `names ${idle.join(", ")}, which no worker runs yet (a worker runs ${
+          WORKER_JOB_KINDS.join(", ")
+        })`,
+      });
+    }),
     v.minLength(1, "must name at least one job kind"),
     v.transform((kinds) => [...new Set(kinds)] as JobKind[]),
   ),
-  JOB_KINDS.join(","),
+  WORKER_JOB_KINDS.join(","),
 );
 
 const cidrList = v.optional(

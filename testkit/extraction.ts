@@ -84,6 +84,8 @@ export interface ConnectorSpec {
   /** `pool.reserve_for_gateway`; null routes everything. */
   reserve: number | null;
   enabled?: boolean;
+  /** `pool.reuse_after_release_seconds` (default null: released proxies retire). */
+  reuseAfterReleaseSeconds?: number | null;
 }
 
 /** A provider-API connector, written as the connectors service stores one. */
@@ -95,7 +97,12 @@ export async function createConnector(
   const config = {
     fetch: { url: "https://provider.example/proxies" },
     parser: { format: "text", ttl_seconds: 600 },
-    pool: { target_size: 10, max_size: 100_000, reserve_for_gateway: spec.reserve },
+    pool: {
+      target_size: 10,
+      max_size: 100_000,
+      reserve_for_gateway: spec.reserve,
+      reuse_after_release_seconds: spec.reuseAfterReleaseSeconds ?? null,
+    },
   };
   const [row] = await h.deps.database.sql<{ id: string }[]>`
     insert into connectors (project_id, name, kind, provider, enabled, config)

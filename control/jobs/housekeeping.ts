@@ -38,9 +38,10 @@ export interface IndexHygieneOptions {
  * 4. a traffic decision is asked for every subject blocked or pending, each once, ended blocks
  *    included: a decision lost, trimmed or given up leaves a block or a pending mark for about a
  *    minute at most;
- * 5. extraction leases whose end has passed are returned: their proxies go back to checking and
- *    a pool run is asked for their connectors (the api's extractions return some as they come;
- *    this step is the bound when none come).
+ * 5. extraction leases whose end has passed are ended: their proxies retire, or go back to
+ *    checking where the connector reuses released proxies, and a pool run is asked for those
+ *    connectors (the api's extractions end some as they come; this step is the bound when none
+ *    come).
  */
 export class IndexHygieneJob implements Job {
   readonly kind = JobKind.indexHygiene;
@@ -61,13 +62,13 @@ export class IndexHygieneJob implements Job {
     const ended = await this.returnEndedLeases();
     if (ended.leases > 0) {
       this.#o.logger.info(
-        { leases: ended.leases, entries: ended.entries },
-        "Ended extraction leases returned their proxies to the pool",
+        { leases: ended.leases, returned: ended.entries, retired: ended.retired },
+        "Extraction leases past their end ended",
       );
     }
   }
 
-  /** Step 5: leases past their end give their proxies back. */
+  /** Step 5: leases past their end end. */
   returnEndedLeases() {
     const now = (this.#o.now ?? Date.now)();
     return returnEndedLeases(this.#o, { nowMs: now, limit: ENDED_LEASES_PER_RUN });

@@ -5,7 +5,8 @@
  *
  * 1. reaps: entries past their expiry leave, available ones past their usable-until drain, stock
  *    is promoted to the gateway reserve (pool_maintain);
- * 2. checks the entries waiting for a check (new ones, and released extractions) through each
+ * 2. checks the entries due a check (new ones, and those a released lease gave back to a
+ *    connector that reuses them, once their cool-down passed) through each
  *    proxy, as health checks do (the connector's healthcheck_url, else the install's echo): a pass
  *    makes it available (routed up to the reserve, else stock), a failure removes it. While the
  *    echo itself is down, failed echo checks are not judged: their entries wait for the next run;
@@ -228,7 +229,7 @@ export class PoolJob implements Job {
     signal: AbortSignal,
   ): Promise<{ checked: number; routedChanged: boolean }> {
     const store = this.#o.store;
-    const ids = await store.checkingIds(connector.id, MAX_CHECKS_PER_RUN);
+    const ids = await store.checkingIds(connector.id, MAX_CHECKS_PER_RUN, this.#now());
     if (ids.length === 0) return { checked: 0, routedChanged: false };
     const entries = await store.entries(connector.id, ids);
     const results = await this.#checkAll(connector, entries, signal);

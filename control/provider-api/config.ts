@@ -199,6 +199,14 @@ export const PoolSchema = v.pipe(
     reserve_for_gateway: v.optional(v.nullable(whole(0, 1_000_000)), null),
     /** Empty fetches in a row that mark the connector depleted (sequential routing moves on). */
     depleted_after_empty: v.optional(whole(1, 1000), 3),
+    /**
+     * null (the default): a proxy handed out by extraction is never routed or handed out again,
+     * even once its lease is released or has lapsed; it is retired, kept only so the provider
+     * handing it out again is a duplicate. A number: a released or lapsed proxy goes back to be
+     * checked this many seconds after, then may be routed or extracted again, while the first
+     * holder may still have its address and credentials.
+     */
+    reuse_after_release_seconds: v.optional(v.nullable(whole(0, 86_400)), null),
   }),
   v.forward(
     v.check(

@@ -432,9 +432,17 @@ export async function writePool(
 }
 
 /**
+ * The provision job's lock on its connector's row. Runs take turns on it, so two gateways asking
+ * at once make one group; `no key update` rather than `update`, since no key of the row changes:
+ * it does not conflict with the key-share locks that inserts referencing the connector (a
+ * proxy's row, a usage row) and the metering flush's parent lookups take, so those never wait
+ * behind a provision.
+ */
+export const PROVISION_LOCK = "no key update";
+
+/**
  * Adds one country group to an "All countries" session pool (the provision job), unless it has
- * one: runs take turns on the connector's row lock, so two gateways asking at once make one
- * group. Answers the ids added (none when the group was there).
+ * one, under PROVISION_LOCK. Answers the ids added (none when the group was there).
  */
 export async function addPoolGroup(
   deps: ServiceDeps,
@@ -444,7 +452,7 @@ export async function addPoolGroup(
 ): Promise<string[]> {
   const added = await write(deps, async (tx) => {
     const [locked] = await tx.select({ id: connectors.id }).from(connectors)
-      .where(eq(connectors.id, connector.id)).for("update");
+      .where(eq(connectors.id, connector.id)).for(PROVISION_LOCK);
     if (!locked) return { result: [] as string[], change: null };
     const [present] = await tx.select({ total: count() }).from(proxies).where(and(
       eq(proxies.connectorId, connector.id),

@@ -192,7 +192,7 @@ describe("extract", () => {
     expect(Date.parse(renewed.expires_at)).toBeGreaterThan(Date.parse(first.lease!.expires_at));
     const released = await user.run(["extract", "release", projectId, lease, "--key", key]);
     expect(released.code, released.stderr).toBe(0);
-    expect(released.stdout).toContain("3 proxies back to the pool");
+    expect(released.stdout).toContain("3 proxies retired");
   });
 
   it("needs a key, and a key opens no admin command; a revoked key is refused", async () => {

@@ -292,7 +292,7 @@ async function bareLoop(
   concurrency: number,
   poolSize: number,
 ): Promise<number> {
-  const from = [{ id: connector.id, reserve: 0 }];
+  const from = [{ id: connector.id, reserve: 0, reuseAfterReleaseSeconds: null }];
   let calls = 0;
   const started = performance.now();
   const end = started + durationMs;

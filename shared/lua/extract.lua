@@ -25,7 +25,9 @@
 -- ARGV[12] carrier wanted (lower case); '' for any
 -- ARGV[13] the project's id
 -- ARGV[14] entries looked at per connector at most (bounds the script's time under rare filters)
--- ARGV[15 .. 14+2n] per connector, in KEYS order, two values: its id, its gateway reserve
+-- ARGV[15 .. 14+3n] per connector, in KEYS order, three values: its id, its gateway reserve, and
+--   how long after a release its entries may be checked again, ms (-1: never; they retire).
+--   Each taken record keeps the last as reuse_after_ms, which extract_release reads.
 -- Reply: {'taken', lease id, lease end, record...}: the records handed out as now stored (lease
 -- id '' and end 0 when none); {'short', eligible}: all or nothing and fewer were eligible;
 -- {'replay', stored answer}: the answer kept for this key and request; {'conflict'}: the key
@@ -69,7 +71,7 @@ local picked = {}
 for c = 0, connectors - 1 do
   if #picked >= count then break end
   local entries, stock, routed = KEYS[4 + 4 * c], KEYS[5 + 4 * c], KEYS[6 + 4 * c]
-  local reserve = tonumber(ARGV[16 + 2 * c])
+  local reserve = tonumber(ARGV[16 + 3 * c])
   local allowance = redis.call('ZCOUNT', stock, '(' .. now, '+inf')
   if reserve > 0 then
     local lacking = reserve - redis.call('ZCOUNT', routed, '(' .. now, '+inf')
@@ -107,11 +109,12 @@ for _, p in ipairs(picked) do
   local c, id, e = p[1], p[2], p[3]
   e.state = 'extracted'
   e.lease = lease_id
+  e.reuse_after_ms = tonumber(ARGV[17 + 3 * c])
   local raw = cjson.encode(e)
   redis.call('HSET', KEYS[4 + 4 * c], id, raw)
   redis.call('ZREM', KEYS[5 + 4 * c], id)
   redis.call('ZADD', KEYS[7 + 4 * c], e.expires_at, id)
-  refs[#refs + 1] = ARGV[15 + 2 * c] .. '/' .. id
+  refs[#refs + 1] = ARGV[15 + 3 * c] .. '/' .. id
   records[#records + 1] = raw
   reply[#reply + 1] = raw
 end

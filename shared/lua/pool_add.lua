@@ -8,7 +8,7 @@
 -- KEYS[1] the connector's entries hash
 -- KEYS[2] the connector's checking zset (score: fetched at, ms)
 -- KEYS[3] the connector's expiry zset (score: expires at, ms)
--- KEYS[4] the project's owners hash (key digest -> "<connector>/<entry id>")
+-- KEYS[4] the install's owners hash (key digest -> "<connector>/<entry id>")
 -- KEYS[5] the connector's routed zset
 -- KEYS[6] the connector's stock zset
 -- ARGV[1] now, epoch ms

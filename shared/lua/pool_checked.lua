@@ -9,7 +9,7 @@
 -- KEYS[3] the connector's routed zset (score: usable until, ms)
 -- KEYS[4] the connector's stock zset (score: usable until, ms)
 -- KEYS[5] the connector's expiry zset
--- KEYS[6] the project's owners hash
+-- KEYS[6] the install's owners hash
 -- ARGV[1] now, epoch ms
 -- ARGV[2] the gateway reserve (pool.reserve_for_gateway); -1 when every available entry is routed
 -- ARGV[3 ..] per result, two values: entry id, 1 passed or 0 failed

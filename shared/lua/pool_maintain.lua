@@ -10,7 +10,7 @@
 -- KEYS[4] the connector's stock zset
 -- KEYS[5] the connector's extracted zset
 -- KEYS[6] the connector's expiry zset
--- KEYS[7] the project's owners hash
+-- KEYS[7] the install's owners hash
 -- ARGV[1] now, epoch ms
 -- ARGV[2] the gateway reserve; -1 when every available entry is routed
 -- ARGV[3] the most entries removed in one pass

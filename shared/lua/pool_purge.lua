@@ -2,7 +2,7 @@
 -- provider-API one: its entries' ownership is given up (only where it is still theirs) and
 -- every key of its pool is deleted, its fetch bookkeeping too.
 -- KEYS[1] the connector's entries hash
--- KEYS[2] the project's owners hash
+-- KEYS[2] the install's owners hash
 -- KEYS[3 ..] the connector's other pool keys (state sets, fetch state), deleted
 -- ARGV[1] the connector id
 -- Reply: the number of entries the pool held

@@ -205,6 +205,7 @@ describe("creating a provider_api connector", () => {
         max_size: 100,
         reserve_for_gateway: null,
         depleted_after_empty: 3,
+        reuse_after_release_seconds: null,
       },
     };
     expect(created.body).toMatchObject({
@@ -242,6 +243,7 @@ describe("creating a provider_api connector", () => {
       max_size: 60,
       reserve_for_gateway: 5,
       depleted_after_empty: 3,
+      reuse_after_release_seconds: null,
     });
     expect(named.body.config.fetch.body).toEqual({ want: "{count}", filters: [{ country: "DE" }] });
   });
@@ -348,6 +350,11 @@ describe("creating a provider_api connector", () => {
         config({ pool: { depleted_after_empty: 0 } }),
         "body.config.pool.depleted_after_empty",
         "must be a whole number from 1 to 1000",
+      ],
+      [
+        config({ pool: { reuse_after_release_seconds: -1 } }),
+        "body.config.pool.reuse_after_release_seconds",
+        "must be a whole number from 0 to 86400",
       ],
     ];
     for (const [settings, field, message] of cases) {

@@ -11,6 +11,7 @@ import { eq } from "drizzle-orm";
 import { connectors, credentials as credentialsTable, proxies } from "../../db/schema.ts";
 import { ProvisionJob } from "../../control/jobs/provision.ts";
 import { SyncJob } from "../../control/jobs/sync.ts";
+import { PROVISION_LOCK } from "../../control/services/proxies.ts";
 import { testCertificate } from "../../testkit/certs.ts";
 import { startOrigin } from "../../testkit/upstreams/origin.ts";
 import {
@@ -133,6 +134,23 @@ describe("session pools", () => {
     // A key that names no connector and country is skipped, nothing written.
     await provision.run({ keys: [`${id}:france`, "nope"] } as never, new AbortController().signal);
     expect(await rowsOf(id)).toHaveLength(4);
+  });
+
+  test("a provision's lock holds up no write or lookup that only references the connector", async () => {
+    const id = await vendorConnector("locked", "oxylabs", credentialId, { slots: 1 });
+    const sql = h.deps.database.sql;
+    await sql.begin(async (provisioning) => {
+      await provisioning.unsafe(`select id from connectors where id = $1 for ${PROVISION_LOCK}`, [
+        id,
+      ]);
+      // What a foreign key's check and the metering flush's parent lookup take: a key-share
+      // lock, which goes through at once beside the provision's.
+      const [row] = await sql.begin(async (other) => {
+        await other`set local lock_timeout = '2s'`;
+        return await other`select id from connectors where id = ${id} for key share`;
+      });
+      expect(row.id).toBe(id);
+    });
   });
 });
 

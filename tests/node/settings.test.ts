@@ -3,6 +3,7 @@
  * code 2 and one line on standard error naming the variable.
  */
 import { afterAll, describe, expect, it } from "vitest";
+import { WORKER_JOB_KINDS } from "../../shared/roles.ts";
 import { parseControlSettings, parseGatewaySettings } from "../../shared/settings.ts";
 import { controlEnv, killAll, spawnScript } from "../../testkit/processes.ts";
 
@@ -75,6 +76,29 @@ describe("settings at start", () => {
     expect(exit.code).toBe(2);
     expect(stderr).toHaveLength(1);
     expect(stderr[0]).toMatch(/^octoprox: OCTOPROX_ROLE /);
+  });
+});
+
+describe("OCTOPROX_WORKER_JOBS", () => {
+  it("takes every kind a worker runs unless set", () => {
+    expect(parseControlSettings(valid()).workerJobs).toEqual(WORKER_JOB_KINDS);
+    expect(
+      parseControlSettings({ ...valid(), OCTOPROX_WORKER_JOBS: "pool, health,pool" }).workerJobs,
+    )
+      .toEqual(["pool", "health"]);
+  });
+
+  it("refuses a kind no worker runs yet: the process exits 2 naming it", async () => {
+    const { exit, stderr } = await runWith({ ...valid(), OCTOPROX_WORKER_JOBS: "health,enrich" });
+    expect(exit.code).toBe(2);
+    expect(stderr).toEqual([
+      `octoprox: OCTOPROX_WORKER_JOBS names enrich, which no worker runs yet (a worker runs ${
+        WORKER_JOB_KINDS.join(", ")
+      })`,
+    ]);
+    expect(() => parseControlSettings({ ...valid(), OCTOPROX_WORKER_JOBS: "nonsense" })).toThrow(
+      /OCTOPROX_WORKER_JOBS must be a comma-separated list of job kinds/,
+    );
   });
 });
 

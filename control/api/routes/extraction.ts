@@ -87,7 +87,7 @@ export function extractionRoutes(extraction: Extraction): Route[] {
       tag: "extraction",
       summary: "Renew an extraction lease",
       description: "Moves the lease's end to `lease_seconds` from now. A lease whose end has " +
-        "passed is not renewed (404): its proxies are on their way back to the pool.",
+        "passed is not renewed (404): its proxies are no longer held.",
       access: "distribution",
       body: RenewLeaseBody,
       responses: { 200: "The lease: {id, expires_at}" },
@@ -101,10 +101,13 @@ export function extractionRoutes(extraction: Extraction): Route[] {
       path: `${EXTRACT}/:lease/release`,
       tag: "extraction",
       summary: "Release an extraction lease",
-      description: "Ends the lease now. Its proxies go back to the pool, to be checked again " +
-        "before anyone gets them; stop using them.",
+      description: "Ends the lease now; stop using its proxies. They are retired (never routed " +
+        "or handed out again), unless their connector sets `pool.reuse_after_release_seconds`: " +
+        "then they go back to be checked after that cool-down.",
       access: "distribution",
-      responses: { 200: "`returned`: proxies given back to the pool" },
+      responses: {
+        200: "`retired`: proxies never handed out again; `returned`: proxies back to the pool",
+      },
       async handler({ c, params }) {
         caller(c);
         return c.json(await extraction.service.release(params.id, params.lease));

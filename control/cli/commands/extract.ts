@@ -220,14 +220,15 @@ export function registerExtract(program: Command): void {
     .action(async (project: string, lease: string, options: JsonOption & KeyOptions) => {
       const client = await distributionClient(options);
       const id = await projectId(project);
-      const released = await client.request<{ returned: number }>(
+      const released = await client.request<{ returned: number; retired: number }>(
         "POST",
         `/projects/${id}/extract/${encodeURIComponent(lease)}/release`,
       );
       emit(outputOf(options), released, () => {
-        line(
-          `${pc.green("Released")} lease ${lease}: ${released.returned} proxies back to the pool.`,
-        );
+        const back = released.returned > 0
+          ? `, ${released.returned} back to the pool after its cool-down`
+          : "";
+        line(`${pc.green("Released")} lease ${lease}: ${released.retired} proxies retired${back}.`);
       });
     });
 }

@@ -25,6 +25,8 @@ export interface ProjectConnector {
   eligible: boolean;
   /** `pool.reserve_for_gateway`: routed entries kept for the gateways; null when none is set. */
   reserve: number | null;
+  /** `pool.reuse_after_release_seconds`: null retires what a lease gave back. */
+  reuseAfterReleaseSeconds: number | null;
 }
 
 /** A project's connectors in creation order, as last read. */
@@ -120,6 +122,7 @@ export class ConnectorCache {
       const connector: ProjectConnector = {
         id: row.id,
         reserve,
+        reuseAfterReleaseSeconds: config?.pool.reuse_after_release_seconds ?? null,
         eligible: config !== undefined && row.enabled && !row.pendingDeletion && reserve !== null,
       };
       all.set(row.id, connector);

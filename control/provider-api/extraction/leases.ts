@@ -1,8 +1,9 @@
 /**
- * Extraction leases ending: released by their holder, or returned once their end has passed
- * (by the index_hygiene job every minute, and by the api's extractions as they come, a few at a
- * time). Either way each entry the lease still holds goes back to checking, so it is checked
- * again before anyone gets it, and a `pool` run is asked for the connectors it went back to.
+ * Extraction leases ending: released by their holder, or ended once their end has passed (by the
+ * index_hygiene job every minute, and by the api's extractions as they come, a few at a time).
+ * Either way each entry the lease still holds is retired: handed out once, it is never routed or
+ * handed out again. Only a connector with `pool.reuse_after_release_seconds` set takes it back,
+ * to be checked again after that cool-down, and a `pool` run is asked for such connectors.
  * One script per lease (shared/lua/extract_release.lua) decides, so a release, a sweep and a
  * renewal never both win.
  */
@@ -24,8 +25,10 @@ export interface LeaseEndResult {
   outcome: LeaseEnd;
   /** The lease's project (when it existed). */
   projectId: string;
-  /** Entries returned to checking. */
+  /** Entries returned to checking (connectors that reuse released proxies). */
   returned: number;
+  /** Entries retired: never routed or handed out again. */
+  retired: number;
   /** Connectors that entries were returned to. */
   connectorIds: string[];
 }
@@ -81,28 +84,32 @@ export async function endLease(
       outcome,
       projectId,
       returned: Number(reply[2] ?? 0),
-      connectorIds: reply.slice(3).map(String),
+      retired: Number(reply[3] ?? 0),
+      connectorIds: reply.slice(4).map(String),
     };
   }
   throw new Error(`Lease ${leaseId} changed while it was being ended`);
 }
 
 export interface SweepResult {
-  /** Leases returned, by project. */
+  /** Leases ended, by project. */
   byProject: Map<string, number>;
   leases: number;
+  /** Entries returned to checking. */
   entries: number;
+  /** Entries retired. */
+  retired: number;
 }
 
 /**
- * Returns leases whose end has passed, oldest end first, at most `limit`, and asks a `pool` run
- * for the connectors their entries went back to. A run that asks nothing of Redis is one call.
+ * Ends leases whose end has passed, oldest end first, at most `limit`, and asks a `pool` run for
+ * the connectors entries went back to. A run that asks nothing of Redis is one call.
  */
 export async function returnEndedLeases(
   stores: LeaseStores & { jobs: Pick<JobQueue, "request"> },
   options: { nowMs: number; limit: number },
 ): Promise<SweepResult> {
-  const result: SweepResult = { byProject: new Map(), leases: 0, entries: 0 };
+  const result: SweepResult = { byProject: new Map(), leases: 0, entries: 0, retired: 0 };
   const due = await stores.redis.zrangebyscore(
     stores.keys.extractLeases,
     "-inf",
@@ -117,6 +124,7 @@ export async function returnEndedLeases(
     if (ended.outcome !== LeaseEnd.ended) continue;
     result.leases += 1;
     result.entries += ended.returned;
+    result.retired += ended.retired;
     result.byProject.set(ended.projectId, (result.byProject.get(ended.projectId) ?? 0) + 1);
     for (const id of ended.connectorIds) connectors.add(id);
   }

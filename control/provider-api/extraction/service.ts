@@ -131,7 +131,7 @@ export function extractScriptCall(
   keys: RedisKeys,
   call: {
     projectId: string;
-    from: readonly Pick<ProjectConnector, "id" | "reserve">[];
+    from: readonly Pick<ProjectConnector, "id" | "reserve" | "reuseAfterReleaseSeconds">[];
     request: ExtractRequest;
     leaseId: string;
     nowMs: number;
@@ -169,7 +169,11 @@ export function extractScriptCall(
       request.carrier?.toLowerCase() ?? "",
       call.projectId,
       SCAN_LIMIT_PER_CONNECTOR,
-      ...call.from.flatMap((c) => [c.id, c.reserve ?? 0]),
+      ...call.from.flatMap((c) => [
+        c.id,
+        c.reserve ?? 0,
+        c.reuseAfterReleaseSeconds === null ? -1 : c.reuseAfterReleaseSeconds * 1000,
+      ]),
     ],
   };
 }
@@ -272,7 +276,7 @@ export class ExtractionService {
     if (status === -2) {
       throw new NotFoundError(
         "Lease",
-        "This lease has ended; its proxies are returned to the pool",
+        "This lease has ended; its proxies are no longer held",
       );
     }
     if (status !== 1) throw new NotFoundError("Lease");
@@ -280,8 +284,14 @@ export class ExtractionService {
     return { id: leaseId, expires_at: iso(endMs) };
   }
 
-  /** Ends a lease now: its proxies go back to checking, and a pool run is asked for them. */
-  async release(projectId: string, leaseId: string): Promise<{ returned: number }> {
+  /**
+   * Ends a lease now: its proxies retire, or go back to checking where their connector reuses
+   * released proxies (and a pool run is asked for those connectors).
+   */
+  async release(
+    projectId: string,
+    leaseId: string,
+  ): Promise<{ returned: number; retired: number }> {
     const ended = await this.#redis(() =>
       endLease(this.#o, leaseId, { projectId, onlyEnded: false, nowMs: this.#now() })
     );
@@ -290,7 +300,7 @@ export class ExtractionService {
     if (ended.connectorIds.length > 0) {
       await this.#o.jobs.request(JobKind.pool, ended.connectorIds);
     }
-    return { returned: ended.returned };
+    return { returned: ended.returned, retired: ended.retired };
   }
 
   #answer(requested: number, leaseId: string, leaseEndMs: number, raws: readonly string[]) {

@@ -10,7 +10,10 @@
  *             usable-until) or stock (no gateway routes it; extraction takes only these);
  *   draining  past its usable-until: no new allocation anywhere, kept until its expiry so the
  *             provider handing it out again is still a duplicate;
- *   extracted handed out by the extraction API under a lease; never routed again;
+ *   extracted handed out by the extraction API under a lease; never routed again. When the
+ *             lease ends it is retired (draining: kept as a duplicate until its expiry), or,
+ *             where the connector sets pool.reuse_after_release_seconds, checking again once
+ *             that cool-down passed;
  *   gone      removed at its expiry, when a check fails, or with its connector.
  * A routed entry never becomes stock again: a gateway may still be using it.
  */

@@ -112,7 +112,7 @@ export class RedisPoolStore implements PoolStore {
       k.poolEntries(connector.id),
       k.poolChecking(connector.id),
       k.poolExpiry(connector.id),
-      k.poolOwners(connector.projectId),
+      k.poolOwners,
       k.poolRouted(connector.id),
       k.poolStock(connector.id),
     ], [options.nowMs, options.maxSize, connector.id, JSON.stringify(items)]) as (
@@ -146,7 +146,7 @@ export class RedisPoolStore implements PoolStore {
         k.poolRouted(connector.id),
         k.poolStock(connector.id),
         k.poolExpiry(connector.id),
-        k.poolOwners(connector.projectId),
+        k.poolOwners,
       ], args),
     );
     return { routed, stocked, rechecked, drained, removed, skipped };
@@ -167,7 +167,7 @@ export class RedisPoolStore implements PoolStore {
           k.poolStock(connector.id),
           k.poolExtracted(connector.id),
           k.poolExpiry(connector.id),
-          k.poolOwners(connector.projectId),
+          k.poolOwners,
         ], [
           options.nowMs,
           reserveArg(options.reserve),
@@ -205,9 +205,19 @@ export class RedisPoolStore implements PoolStore {
     };
   }
 
-  /** The entries waiting for their first check (or a re-check after a release), oldest first. */
-  async checkingIds(connectorId: string, limit: number): Promise<string[]> {
-    return await this.#redis.zrange(this.#keys.poolChecking(connectorId), "0", String(limit - 1));
+  /**
+   * The entries due a check at `nowMs`, oldest first: new ones (scored by their fetch) and those
+   * a released lease gave back once their cool-down passed (scored by when it ends).
+   */
+  async checkingIds(connectorId: string, limit: number, nowMs: number): Promise<string[]> {
+    return await this.#redis.zrangebyscore(
+      this.#keys.poolChecking(connectorId),
+      "-inf",
+      nowMs,
+      "LIMIT",
+      0,
+      limit,
+    );
   }
 
   /** Stock entries last checked before `checkedBeforeMs`, at most `limit`. */
@@ -288,7 +298,7 @@ export class RedisPoolStore implements PoolStore {
     return Number(
       await runScript(this.#redis, "pool_purge", [
         k.poolEntries(c),
-        k.poolOwners(connector.projectId),
+        k.poolOwners,
         k.poolChecking(c),
         k.poolRouted(c),
         k.poolStock(c),

@@ -3,8 +3,8 @@
  * the real pool store: 50 clients at once never get one proxy twice; all_or_nothing short of
  * stock changes nothing; an idempotent retry answers the same proxies and lease, another body
  * with its key is a 409; routed entries and the gateway reserve's floor are never extracted;
- * release, renewal and a lapsed lease; the filters; and that nothing of an extraction reaches a
- * log line.
+ * release, renewal and a lapsed lease, whose proxies retire unless the connector reuses them
+ * after a cool-down; the filters; and that nothing of an extraction reaches a log line.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { IndexHygieneJob } from "../../../control/jobs/housekeeping.ts";
@@ -34,9 +34,17 @@ afterAll(async () => {
 });
 
 /** A project with one provider-API connector of `reserve`, and a key of the project. */
-async function project(name: string, reserve: number | null = 0) {
+async function project(
+  name: string,
+  reserve: number | null = 0,
+  reuseAfterReleaseSeconds: number | null = null,
+) {
   const projectId = await createProject(bed.h, name);
-  const connectorId = await createConnector(bed.h, projectId, { name: "pool", reserve });
+  const connectorId = await createConnector(bed.h, projectId, {
+    name: "pool",
+    reserve,
+    reuseAfterReleaseSeconds,
+  });
   const { key, id: keyId } = await createKey(bed.h, projectId);
   const connector = { id: connectorId, projectId };
   const extract = (body: Record<string, unknown>, headers: Record<string, string> = {}) =>
@@ -318,7 +326,7 @@ async function waitForReserve(projectId: string, reserve: number): Promise<numbe
 }
 
 describe("leases", () => {
-  it("a release returns the proxies to checking and asks a pool run", async () => {
+  it("a release retires the proxies: never routed or handed out again", async () => {
     const p = await project("release");
     await fill(bed.store, p.connector, 4, 0);
     const answer = await p.extract({ count: 3 });
@@ -329,30 +337,92 @@ describe("leases", () => {
       { key: p.key },
     );
     expect(release.status, release.text).toBe(200);
-    expect(release.body).toEqual({ returned: 3 });
-    const entries = await bed.store.entries(p.connectorId, ids(answer));
-    for (const entry of entries) {
-      expect(entry).toMatchObject({ state: EntryState.checking, lease: null, routed: false });
+    expect(release.body).toEqual({ returned: 0, retired: 3 });
+    for (const entry of await bed.store.entries(p.connectorId, ids(answer))) {
+      expect(entry).toMatchObject({ state: EntryState.draining, lease: null, routed: false });
     }
     const { redis, keys } = bed.h.deps;
     expect(await redis.zcard(keys.poolExtracted(p.connectorId))).toBe(0);
-    expect((await redis.zrange(keys.poolChecking(p.connectorId), "0", "-1")).sort()).toEqual(
-      ids(answer).sort(),
-    );
+    expect(await redis.zcard(keys.poolChecking(p.connectorId))).toBe(0);
     expect(await redis.exists(keys.extractLease(lease))).toBe(0);
     expect(await redis.zscore(keys.extractLeases, lease)).toBeNull();
-    expect(await poolRunsAsked(bed.h)).toContain(p.connectorId);
-    // Checked again before anyone gets them: not extractable while checking.
+    // Counted as draining until their expiry, when the pool job removes them.
+    expect(await bed.store.counts(p.connectorId)).toMatchObject({
+      stock: 1,
+      extracted: 0,
+      checking: 0,
+      draining: 3,
+    });
+    // Kept as duplicates: the provider handing them out again adds nothing.
+    const proxies = answer.body.proxies as Record<string, string>[];
+    const again = await bed.store.add(
+      p.connector,
+      proxies.map((proxy) => ({
+        key: `http|${proxy.host}|8080|${proxy.username}`,
+        scheme: "http",
+        host: proxy.host,
+        port: 8080,
+        username: proxy.username,
+        password: proxy.password,
+        country: "DE",
+        expiresAtMs: Date.parse(proxy.expires_at),
+        usableUntilMs: Date.parse(proxy.usable_until),
+      })),
+      { nowMs: Date.now(), maxSize: 100 },
+    );
+    expect(again).toMatchObject({ added: 0, duplicates: 3 });
+    // Never handed out again, nor routed, even with a reserve that takes every available one.
     const next = await p.extract({ count: 4 });
     expect(next.body.returned).toBe(1);
+    await bed.store.maintain(p.connector, { nowMs: Date.now(), reserve: 10 });
+    const routed = (await bed.store.routed(p.connectorId, Date.now())).map((entry) => entry.id);
+    for (const id of ids(answer)) expect(routed).not.toContain(id);
     // A second release finds nothing.
-    const again = await bed.call(
+    const twice = await bed.call(
       "POST",
       `/api/v1/projects/${p.projectId}/extract/${lease}/release`,
       { key: p.key },
     );
-    expect(again.status).toBe(404);
+    expect(twice.status).toBe(404);
     expect(bed.extraction.stats.of(p.projectId).released).toBe(1);
+  });
+
+  it("with reuse_after_release_seconds, a release returns the proxies to be checked after the cool-down", async () => {
+    const p = await project("reuse", 0, 30);
+    await fill(bed.store, p.connector, 3, 0);
+    const answer = await p.extract({ count: 3 });
+    const lease = answer.body.lease.id as string;
+    const releasedAt = Date.now();
+    const release = await bed.call(
+      "POST",
+      `/api/v1/projects/${p.projectId}/extract/${lease}/release`,
+      { key: p.key },
+    );
+    expect(release.status, release.text).toBe(200);
+    expect(release.body).toEqual({ returned: 3, retired: 0 });
+    for (const entry of await bed.store.entries(p.connectorId, ids(answer))) {
+      expect(entry).toMatchObject({ state: EntryState.checking, lease: null, routed: false });
+    }
+    const { redis, keys } = bed.h.deps;
+    for (const id of ids(answer)) {
+      const due = Number(await redis.zscore(keys.poolChecking(p.connectorId), id));
+      expect(due).toBeGreaterThanOrEqual(releasedAt + 30_000);
+      expect(due).toBeLessThanOrEqual(Date.now() + 30_000);
+    }
+    expect(await poolRunsAsked(bed.h)).toContain(p.connectorId);
+    // Not due a check during the cool-down; due after it.
+    expect(await bed.store.checkingIds(p.connectorId, 10, Date.now())).toEqual([]);
+    expect((await bed.store.checkingIds(p.connectorId, 10, Date.now() + 31_000)).sort()).toEqual(
+      ids(answer).sort(),
+    );
+    // Not extractable while waiting, and again once a check passed.
+    expect((await p.extract({ count: 3 })).body.returned).toBe(0);
+    await bed.store.markChecked(
+      p.connector,
+      ids(answer).map((id) => ({ id, passed: true })),
+      { nowMs: Date.now(), reserve: 0 },
+    );
+    expect((await p.extract({ count: 3 })).body.returned).toBe(3);
   });
 
   it("a renewal moves the lease's end; another project's key cannot touch the lease", async () => {
@@ -395,7 +465,7 @@ describe("leases", () => {
     expect(missing.status).toBe(404);
   });
 
-  it("a lease past its end is returned by index hygiene, and is no longer renewed", async () => {
+  it("a lease past its end is ended by index hygiene, its proxies retired, and is no longer renewed", async () => {
     const p = await project("lapse");
     await fill(bed.store, p.connector, 2, 0);
     const answer = await p.extract({ count: 2, lease_seconds: 30 });
@@ -417,11 +487,10 @@ describe("leases", () => {
     });
     expect((await early.returnEndedLeases()).leases).toBe(0);
     const swept = await hygiene.returnEndedLeases();
-    expect(swept).toMatchObject({ leases: 1, entries: 2 });
+    expect(swept).toMatchObject({ leases: 1, entries: 0, retired: 2 });
     for (const entry of await bed.store.entries(p.connectorId, ids(answer))) {
-      expect(entry).toMatchObject({ state: EntryState.checking, lease: null });
+      expect(entry).toMatchObject({ state: EntryState.draining, lease: null });
     }
-    expect(await poolRunsAsked(bed.h)).toContain(p.connectorId);
     const renew = await bed.call(
       "POST",
       `/api/v1/projects/${p.projectId}/extract/${lease}/renew`,
@@ -436,7 +505,7 @@ describe("leases", () => {
     const answer = await p.extract({ count: 1, lease_seconds: 30 });
     expect(await bed.extraction.service.sweep(Date.now() + 60_000, 100)).toBeGreaterThanOrEqual(1);
     const [entry] = await bed.store.entries(p.connectorId, ids(answer));
-    expect(entry.state).toBe(EntryState.checking);
+    expect(entry.state).toBe(EntryState.draining);
     expect(bed.extraction.stats.of(p.projectId).lapsed).toBe(1);
   });
 
@@ -451,6 +520,6 @@ describe("leases", () => {
       `/api/v1/projects/${p.projectId}/extract/${answer.body.lease.id}/release`,
       { key: p.key },
     );
-    expect(release.body).toEqual({ returned: 0 });
+    expect(release.body).toEqual({ returned: 0, retired: 0 });
   });
 });

@@ -1,6 +1,6 @@
 /**
- * The activity pool over a real Redis: the first source keeps a proxy (another connector's copy
- * is a duplicate, and the owner's expiry is untouched), the size cap, checks that route up to
+ * The activity pool over a real Redis: the first source keeps a proxy (another connector's copy,
+ * of this project or another, is a duplicate, and the owner's expiry is untouched), the size cap, checks that route up to
  * the gateway reserve and stock the rest, drains at usable-until, removal at expiry with the
  * ownership, promotion of stock to the reserve, never a routed entry back to stock, purge; and
  * that no credential is in Redis in clear.
@@ -36,6 +36,8 @@ function bed(): { keys: RedisKeys; store: RedisPoolStore } {
 const NOW = 1_800_000_000_000;
 const A = { id: "conn-a", projectId: "proj" };
 const B = { id: "conn-b", projectId: "proj" };
+/** A connector of another project. */
+const C = { id: "conn-c", projectId: "other-proj" };
 
 function proxy(n: number, overrides: Partial<NewPoolProxy> = {}): NewPoolProxy {
   return {
@@ -80,6 +82,23 @@ describe("adding", () => {
     });
   });
 
+  it("holds a proxy in one pool across projects: another project's copy is a duplicate until the holder lets it go", async () => {
+    const { store } = bed();
+    const held = await store.add(A, [proxy(1)], { nowMs: NOW, maxSize: 100 });
+    await store.markChecked(A, [{ id: held.ids[0], passed: true }], { nowMs: NOW, reserve: 0 });
+    expect(await store.add(C, [proxy(1), proxy(2)], { nowMs: NOW, maxSize: 100 })).toMatchObject({
+      added: 1,
+      duplicates: 1,
+    });
+    expect(await store.counts(C.id)).toMatchObject({ checking: 1 });
+    // Its holder's entry gone (here: its pool purged), the other project can take it.
+    await store.purge(A);
+    expect(await store.add(C, [proxy(1)], { nowMs: NOW, maxSize: 100 })).toMatchObject({
+      added: 1,
+      duplicates: 0,
+    });
+  });
+
   it("counts what is past max_size and skips what has already expired", async () => {
     const { store } = bed();
     const result = await store.add(
@@ -95,7 +114,7 @@ describe("adding", () => {
     const { ids } = await store.add(A, [proxy(7)], { nowMs: NOW, maxSize: 10 });
     const dump = JSON.stringify([
       await redis.hgetall(keys.poolEntries(A.id)),
-      await redis.hgetall(keys.poolOwners(A.projectId)),
+      await redis.hgetall(keys.poolOwners),
     ]);
     expect(dump).not.toContain("secret-password-7");
     expect(dump).not.toContain("user7");
@@ -218,7 +237,7 @@ describe("maintenance", () => {
     await store.add(B, [proxy(3)], { nowMs: NOW, maxSize: 10 });
     expect(await store.purge(A)).toBe(2);
     expect(await redis.exists(keys.poolEntries(A.id), keys.poolChecking(A.id))).toBe(0);
-    expect(await redis.hlen(keys.poolOwners(A.projectId))).toBe(1);
+    expect(await redis.hlen(keys.poolOwners)).toBe(1);
     expect(await store.add(B, [proxy(1)], { nowMs: NOW, maxSize: 10 })).toMatchObject({
       added: 1,
     });
