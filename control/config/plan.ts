@@ -13,6 +13,7 @@ import { CONNECTOR_DEFAULTS, type ConnectorFields } from "../services/connectors
 import { secretFields } from "../services/credentials.ts";
 import { changedFields, sameValue } from "../services/diff.ts";
 import { generatePassword } from "../services/passwords.ts";
+import { changesDecision } from "../traffic/rules.ts";
 import { projectDefaults, type ProjectFields, projectIssues } from "../services/projects.ts";
 import type { ProxyAddress } from "../model/proxy-url.ts";
 import {
@@ -171,7 +172,7 @@ class Planner {
       const changed = changedFields(current.row as unknown as ProjectFields, fields);
       if (changed) {
         plan.fields = fields;
-        plan.trafficChanged = changed.trafficQuota !== undefined;
+        plan.trafficChanged = changesDecision(current.row.trafficQuota, fields.trafficQuota);
         this.change("update", "project", entry.name, bodyNames(changed, PROJECT_FIELD_NAMES));
       } else {
         this.plan.unchanged += 1;
@@ -278,7 +279,7 @@ class Planner {
       if (credentialMoved) names.push("credential");
       if (names.length > 0) {
         plan.fields = { ...fields, kind: current.row.kind as ConnectorKind };
-        plan.trafficChanged = "trafficConfig" in changed;
+        plan.trafficChanged = changesDecision(current.row.trafficConfig, fields.trafficConfig);
         this.change("update", "connector", path, names);
       } else {
         this.plan.unchanged += 1;

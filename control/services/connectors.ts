@@ -392,12 +392,14 @@ export async function updateConnector(
   projectId: string,
   id: string,
   patch: ConnectorPatch,
-): Promise<ConnectorRow> {
+): Promise<{ row: ConnectorRow; previous: ConnectorRow }> {
   let changed = false;
+  let previous: ConnectorRow | undefined;
   const row = await write(deps, async (tx) => {
     const [current] = await tx.select().from(connectors)
       .where(and(eq(connectors.projectId, projectId), eq(connectors.id, id))).for("update");
     if (!current) return missingIn(tx, projectId, "Connector");
+    previous = current;
     const next = { ...current, ...definedOnly(patch) } as ConnectorRow;
     const touched = new Set(Object.keys(definedOnly(patch)));
     const config = patch.config === undefined ? undefined : await providerConfig(
@@ -422,7 +424,7 @@ export async function updateConnector(
     return { result: row, change: connectorChange(id) };
   });
   if (changed) await askSync(deps, row);
-  return row;
+  return { row, previous: previous ?? row };
 }
 
 /**

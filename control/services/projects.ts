@@ -160,14 +160,17 @@ export function createProject(deps: ServiceDeps, input: NewProject): Promise<Pro
   });
 }
 
-export function updateProject(
+/** Edits a project; answers the row before the edit too (what changed decides the follow-ups). */
+export async function updateProject(
   deps: ServiceDeps,
   id: string,
   patch: ProjectPatch,
-): Promise<ProjectRow> {
-  return write(deps, async (tx) => {
+): Promise<{ row: ProjectRow; previous: ProjectRow }> {
+  let previous: ProjectRow | undefined;
+  const row = await write(deps, async (tx) => {
     const [current] = await tx.select().from(projects).where(eq(projects.id, id)).for("update");
     if (!current) throw new NotFoundError("Project");
+    previous = current;
     const next = { ...current, ...definedOnly(patch) } as ProjectRow;
     validateProject({ ...next, strategy: next.strategy as Strategy });
     const changes = changedFields(current, patch);
@@ -179,6 +182,7 @@ export function updateProject(
       .where(eq(projects.id, id)).returning();
     return { result: row, change: projectChange(id) };
   });
+  return { row, previous: previous ?? row };
 }
 
 /**

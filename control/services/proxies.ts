@@ -186,14 +186,27 @@ export function updateProxy(
   });
 }
 
+/**
+ * Deletes a proxy. A vendor connector's row is one of the slots its config asks for: its sync is
+ * asked at once, so the slot comes back as the config says (delete the slot in the connector's
+ * config to have one fewer).
+ */
 export async function deleteProxy(deps: ServiceDeps, projectId: string, id: string) {
-  await write(deps, async (tx) => {
-    const [deleted] = await tx.delete(proxies)
+  const deleted = await write(deps, async (tx) => {
+    const [row] = await tx.delete(proxies)
       .where(and(eq(proxies.projectId, projectId), eq(proxies.id, id)))
       .returning({ connectorId: proxies.connectorId });
-    if (!deleted) return missingIn(tx, projectId, "Proxy");
-    return { result: undefined, change: proxyChange(deleted.connectorId) };
+    if (!row) return missingIn(tx, projectId, "Proxy");
+    const [owner] = await tx.select({ kind: connectors.kind }).from(connectors)
+      .where(eq(connectors.id, row.connectorId));
+    return {
+      result: { connectorId: row.connectorId, kind: owner?.kind },
+      change: proxyChange(row.connectorId),
+    };
   });
+  if (deleted.kind === ConnectorKind.vendor) {
+    await deps.jobs.request(JobKind.sync, [deleted.connectorId]);
+  }
 }
 
 // ---------------------------------------------------------------------------------------------

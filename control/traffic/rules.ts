@@ -108,6 +108,22 @@ export function decide(
   return { blocked: true, untilMs: window.endMs };
 }
 
+/** What `decide` reads of a limit: only an edit of one of these can change a block. */
+const DECIDING_FIELDS = ["limit_bytes", "period", "reset_day", "action"] as const;
+
+/**
+ * Whether an edit from `before` to `after` can change a decision, so a traffic decision is owed:
+ * a limit set or cleared, or one of the fields `decide` reads changed. The price, the currency
+ * and the warning line ask for none.
+ */
+export function changesDecision(
+  before: TrafficLimit | null,
+  after: TrafficLimit | null,
+): boolean {
+  if (before === null || after === null) return before !== after;
+  return DECIDING_FIELDS.some((field) => before[field] !== after[field]);
+}
+
 /** Bytes in decimal GB times the price; null without one. */
 export function costOf(limit: Pick<TrafficLimit, "price_per_gb">, bytes: number): number | null {
   const price = limit.price_per_gb;

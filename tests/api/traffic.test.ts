@@ -1,7 +1,8 @@
 /**
  * Traffic limits in the api: a connector's `traffic_usage` (bytes of the window, history then
  * live, percent, status, cost, the stored block, pending), a limit edit and a reset asking for
- * a decision with a pending mark, and the decision landing: the block, then its lift.
+ * a decision with a pending mark (an edit of the price alone asking none), and the decision
+ * landing: the block, then its lift.
  */
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import { MetricsFlushJob } from "../../control/jobs/metrics-flush.ts";
@@ -138,6 +139,29 @@ describe("traffic usage in the api", () => {
     expect(after).toMatchObject({ pending: false, blocked: true, status: "limit" });
     expect(Date.parse(after.blocked_until)).toBe(Date.parse(after.period_end));
     expect(await h.deps.redis.hget(h.deps.keys.trafficBlocked, connectorId)).not.toBeNull();
+  });
+
+  test("an edit of the price, the currency or the warning line asks for no decision", async () => {
+    const stream = h.deps.keys.jobStream(JobKind.traffic);
+    const asked = await h.deps.redis.xlen(stream);
+    const edited = await h.request("PATCH", path(), {
+      token: h.tokens.editor,
+      body: {
+        traffic_config: {
+          limit_bytes: 9_000,
+          period: "day",
+          action: "block",
+          price_per_gb: 5,
+          currency: "EUR",
+          warn_percent: 50,
+        },
+      },
+    });
+    expect(edited.status, edited.text).toBe(200);
+    expect(edited.body.traffic_config).toMatchObject({ price_per_gb: 5, currency: "EUR" });
+    expect(edited.body.traffic_usage).toMatchObject({ pending: false, blocked: true });
+    expect(await h.deps.redis.xlen(stream)).toBe(asked);
+    expect(await h.deps.redis.hget(h.deps.keys.trafficPending, connectorId)).toBeNull();
   });
 
   test("a reset counts usage from now and lifts the block through its decision", async () => {

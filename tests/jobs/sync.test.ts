@@ -12,6 +12,7 @@ import { connectors, credentials as credentialsTable, proxies } from "../../db/s
 import { ProvisionJob } from "../../control/jobs/provision.ts";
 import { SyncJob } from "../../control/jobs/sync.ts";
 import { PROVISION_LOCK } from "../../control/services/proxies.ts";
+import { JobKind } from "../../shared/roles.ts";
 import { testCertificate } from "../../testkit/certs.ts";
 import { startOrigin } from "../../testkit/upstreams/origin.ts";
 import {
@@ -134,6 +135,22 @@ describe("session pools", () => {
     // A key that names no connector and country is skipped, nothing written.
     await provision.run({ keys: [`${id}:france`, "nope"] } as never, new AbortController().signal);
     expect(await rowsOf(id)).toHaveLength(4);
+  });
+
+  test("a deleted slot asks its connector's sync, which puts it back", async () => {
+    const id = await vendorConnector("slots", "oxylabs", credentialId, { slots: 2 });
+    await sync.sync(id);
+    const [slot] = await rowsOf(id);
+    const stream = h.deps.keys.jobStream(JobKind.sync);
+    await h.deps.redis.del(stream);
+    const deleted = await h.request("DELETE", `/api/v1/projects/${projectId}/proxies/${slot.id}`, {
+      token: h.tokens.editor,
+    });
+    expect(deleted.status, deleted.text).toBe(204);
+    const asked = (await h.deps.redis.xrange(stream, "-", "+")).map(([, fields]) => fields[1]);
+    expect(asked).toEqual([id]);
+    expect(await sync.sync(id)).toMatchObject({ added: 1, deleted: 0 });
+    expect(await rowsOf(id)).toHaveLength(2);
   });
 
   test("a provision's lock holds up no write or lookup that only references the connector", async () => {

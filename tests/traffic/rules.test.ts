@@ -6,6 +6,7 @@
 import { describe, expect, it } from "vitest";
 import {
   blockedNow,
+  changesDecision,
   costOf,
   decide,
   periodBounds,
@@ -80,6 +81,25 @@ describe("traffic periods", () => {
 
 describe("traffic decisions", () => {
   const window = { startMs: 0, endMs: 5_000 };
+
+  it("are owed by an edit of what decide reads, not of the price, currency or warning line", () => {
+    expect(changesDecision(null, limit())).toBe(true);
+    expect(changesDecision(limit(), null)).toBe(true);
+    expect(changesDecision(null, null)).toBe(false);
+    for (
+      const edit of [
+        { limit_bytes: 2_000 },
+        { limit_bytes: null },
+        { period: "day" as const },
+        { reset_day: 15 },
+        { action: "alert" as const },
+      ]
+    ) {
+      expect(changesDecision(limit(), limit(edit)), JSON.stringify(edit)).toBe(true);
+    }
+    expect(changesDecision(limit(), limit({ price_per_gb: 3, currency: "EUR", warn_percent: 50 })))
+      .toBe(false);
+  });
 
   it("a status of ok, warning past the warning line, limit at the limit", () => {
     expect(trafficStatus(limit(), 799)).toBe("ok");

@@ -15,6 +15,7 @@ import {
   updateConnector,
 } from "../../services/connectors.ts";
 import { askPending } from "../../traffic/asks.ts";
+import { changesDecision } from "../../traffic/rules.ts";
 import { trafficUsageViews } from "../../traffic/usage-view.ts";
 import type { ApiDeps } from "../deps.ts";
 import { presentConnector } from "../present.ts";
@@ -154,8 +155,10 @@ export function connectorRoutes(deps: ApiDeps): Route[] {
       tag: "connectors",
       summary: "Edit a connector",
       description: "`rate_limit_config` and `traffic_config` are replaced whole (null clears " +
-        "them). The kind cannot change. An edit that sends `traffic_config` asks for a traffic " +
-        "decision at once (`traffic_usage.pending` until it lands, normally within a second).",
+        "them). The kind cannot change. An edit of what decides a traffic block (a limit set or " +
+        "cleared, its bytes, period, reset day or action) asks for a traffic decision at once " +
+        "(`traffic_usage.pending` until it lands, normally within a second); one of the price, " +
+        "the currency or the warning line asks for none.",
       access: UserRole.editor,
       body: UpdateConnectorBody,
       responses: {
@@ -163,8 +166,13 @@ export function connectorRoutes(deps: ApiDeps): Route[] {
         400: "The name is taken in this project, or the credential is not the project's",
       },
       async handler({ c, body, params }) {
-        const row = await updateConnector(deps, params.id, params.cid, toFields(body));
-        if (body.traffic_config !== undefined) await askDecision(row.id);
+        const { row, previous } = await updateConnector(
+          deps,
+          params.id,
+          params.cid,
+          toFields(body),
+        );
+        if (changesDecision(previous.trafficConfig, row.trafficConfig)) await askDecision(row.id);
         const counts = await proxyCounts(deps, params.id, row.id);
         const [answer] = await present([row], counts);
         return c.json(answer);

@@ -14,6 +14,7 @@ import {
   updateProject,
 } from "../../services/projects.ts";
 import { askPending } from "../../traffic/asks.ts";
+import { changesDecision } from "../../traffic/rules.ts";
 import { trafficUsageViews } from "../../traffic/usage-view.ts";
 import { hasRole } from "../auth.ts";
 import type { ApiDeps } from "../deps.ts";
@@ -130,7 +131,9 @@ export function projectRoutes(deps: ApiDeps): Route[] {
       path: `${PROJECTS}/:id`,
       tag: "projects",
       summary: "Edit a project",
-      description: `${LIMITS_NOTE} An edit that sends \`traffic_quota\` asks for a decision.`,
+      description: `${LIMITS_NOTE} An edit of what decides the quota's block (a quota set or ` +
+        "cleared, its bytes, period, reset day or action) asks for a decision; one of its price, " +
+        "currency or warning line asks for none.",
       access: UserRole.editor,
       body: UpdateProjectBody,
       responses: {
@@ -138,8 +141,8 @@ export function projectRoutes(deps: ApiDeps): Route[] {
         400: "The name or username is taken",
       },
       async handler({ c, body, params }) {
-        const row = await updateProject(deps, params.id, projectFields(body));
-        if (body.traffic_quota !== undefined) await askDecision(row.id);
+        const { row, previous } = await updateProject(deps, params.id, projectFields(body));
+        if (changesDecision(previous.trafficQuota, row.trafficQuota)) await askDecision(row.id);
         const [answer] = await present([row], true);
         return c.json(answer);
       },
