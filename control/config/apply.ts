@@ -18,6 +18,7 @@ import { checkPasswordlessBlocks } from "../services/projects.ts";
 import { dropFromSequence } from "../services/sequences.ts";
 import { read, write } from "../core/store.ts";
 import { askPending } from "../traffic/asks.ts";
+import { liftConnectorQuarantines } from "../services/quarantines.ts";
 import type { ConfigDocument } from "./document.ts";
 import { type ConfigChange, type ConfigPlan, planConfig } from "./plan.ts";
 import { configFingerprint, exportConfig, readConfigState } from "./state.ts";
@@ -133,6 +134,8 @@ interface Written {
   outcome: ApplyOutcome;
   addedProxies: string[];
   trafficSubjects: string[];
+  /** Connectors whose rate limits changed: the quarantines they tripped are lifted. */
+  limitsEdited: string[];
 }
 
 /** Applies `document` in one transaction; refused (applied false) when the base moved. */
@@ -158,6 +161,7 @@ export async function applyConfig(
           outcome: { applied: false, fingerprint: before, ...summary },
           addedProxies: [],
           trafficSubjects: [],
+          limitsEdited: [],
         },
         change: null,
       };
@@ -169,6 +173,7 @@ export async function applyConfig(
           outcome: { applied: true, fingerprint: before, ...summary },
           addedProxies: [],
           trafficSubjects: [],
+          limitsEdited: [],
         },
         change: null,
       };
@@ -193,6 +198,7 @@ export async function applyConfig(
       );
     }
   }
+  for (const connectorId of written.limitsEdited) await liftConnectorQuarantines(deps, connectorId);
   return written.outcome;
 }
 
@@ -200,9 +206,10 @@ export async function applyConfig(
 async function runPlan(
   tx: Tx,
   plan: ConfigPlan,
-): Promise<{ addedProxies: string[]; trafficSubjects: string[] }> {
+): Promise<{ addedProxies: string[]; trafficSubjects: string[]; limitsEdited: string[] }> {
   const addedProxies: string[] = [];
   const trafficSubjects: string[] = [];
+  const limitsEdited: string[] = [];
   if (plan.deleteProjects.length > 0) {
     await tx.delete(projects).where(inArray(projects.id, plan.deleteProjects));
   }
@@ -271,6 +278,7 @@ async function runPlan(
             .where(and(eq(connectors.id, connectorId), eq(connectors.projectId, id)));
         }
         if (connector.trafficChanged) trafficSubjects.push(connectorSubject(connectorId));
+        if (connector.rateLimitChanged) limitsEdited.push(connectorId);
       }
       const cid = connectorId as string;
       for (const proxy of connector.updateProxies) {
@@ -284,5 +292,5 @@ async function runPlan(
       addedProxies.push(...await insertProxies(tx, id, cid, connector.createProxies));
     }
   }
-  return { addedProxies, trafficSubjects };
+  return { addedProxies, trafficSubjects, limitsEdited };
 }

@@ -52,8 +52,10 @@ export interface ConnectorPlan {
   createProxies: ProxyWrite[];
   updateProxies: { id: string; password: string | null; country: string | null }[];
   deleteProxies: string[];
-  /** The traffic limit is new or changed: a decision is asked for after the commit. */
+  /** The traffic limit changed what decides a block: a decision is asked for after the commit. */
   trafficChanged: boolean;
+  /** The rate limits of a stored connector changed: its quarantines are lifted after the commit. */
+  rateLimitChanged: boolean;
 }
 
 export interface ProjectPlan {
@@ -257,6 +259,7 @@ class Planner {
       updateProxies: [],
       deleteProxies: [],
       trafficChanged: false,
+      rateLimitChanged: false,
     };
     if (!current) {
       plan.fields = fields;
@@ -280,6 +283,7 @@ class Planner {
       if (names.length > 0) {
         plan.fields = { ...fields, kind: current.row.kind as ConnectorKind };
         plan.trafficChanged = changesDecision(current.row.trafficConfig, fields.trafficConfig);
+        plan.rateLimitChanged = "rateLimitConfig" in changed;
         this.change("update", "connector", path, names);
       } else {
         this.plan.unchanged += 1;

@@ -127,6 +127,13 @@ export function listProxies(
   });
 }
 
+/** The ids of a connector's proxies (a follow-up over all of them, such as lifting quarantines). */
+export async function connectorProxyIds(deps: ServiceDeps, connectorId: string): Promise<string[]> {
+  const rows = await read(deps, (db) =>
+    db.select({ id: proxies.id }).from(proxies).where(eq(proxies.connectorId, connectorId)));
+  return rows.map((row) => row.id);
+}
+
 export function getProxy(deps: ServiceDeps, projectId: string, id: string): Promise<ProxyRow> {
   return read(deps, async (db) => {
     const [row] = await db.select().from(proxies)

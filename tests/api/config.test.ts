@@ -239,3 +239,40 @@ test("a revision older than the last applied is refused, so a stale file cannot 
   expect((await post("apply", { config: { ...newer } })).status).toBe(200);
   expect((await post("apply", { config: document() })).status).toBe(200);
 });
+
+test("an apply that edits a connector's rate limits lifts its proxies' quarantines; a price edit asks no decision", async () => {
+  const doc = (maxRequests: number, pricePerGb: number) => ({
+    version: 1,
+    projects: [{
+      name: "Limits",
+      username: "limits",
+      password: "limits-secret-1",
+      connectors: [{
+        name: "edge",
+        rate_limit_config: { max_requests: maxRequests, window_seconds: 60 },
+        traffic_config: { limit_bytes: 1_000, period: "day", price_per_gb: pricePerGb },
+        proxies: ["http://203.0.113.20:3128"],
+      }],
+    }],
+  });
+  const created = await post("apply", { config: doc(10, 1) });
+  expect(created.status, created.text).toBe(200);
+  const [proxy] = await h.deps.database
+    .sql`select id, connector_id from proxies where host = '203.0.113.20'`;
+  const { redis, keys } = h.deps;
+  // A new limit asked for a decision; a worker would have taken it.
+  expect(await redis.hget(keys.trafficPending, proxy.connector_id)).not.toBeNull();
+  await redis.hdel(keys.trafficPending, proxy.connector_id);
+  await redis.zadd(keys.proxyQuarantined, Date.now() + 90_000, proxy.id);
+
+  const priced = await post("apply", { config: doc(10, 2) });
+  expect(priced.status, priced.text).toBe(200);
+  expect(priced.body.changes).toHaveLength(1);
+  expect(await redis.hget(keys.trafficPending, proxy.connector_id)).toBeNull();
+  expect(await redis.zscore(keys.proxyQuarantined, proxy.id)).not.toBeNull();
+
+  const raised = await post("apply", { config: doc(100, 2) });
+  expect(raised.status, raised.text).toBe(200);
+  expect(await redis.zscore(keys.proxyQuarantined, proxy.id)).toBeNull();
+  expect(await redis.hget(keys.trafficPending, proxy.connector_id)).toBeNull();
+});

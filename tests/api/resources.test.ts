@@ -467,6 +467,67 @@ describe("proxies", () => {
     expect((await h.request("DELETE", item, { token: h.tokens.editor })).status).toBe(204);
   });
 
+  test("an edit of a connector's rate limits lifts the quarantines they tripped; another edit none", async () => {
+    const limited = await h.request("POST", `/api/v1/projects/${projectId}/connectors`, {
+      token: h.tokens.editor,
+      body: {
+        name: "limited",
+        kind: "static",
+        rate_limit_config: { max_requests: 10, window_seconds: 60 },
+      },
+    });
+    expect(limited.status, limited.text).toBe(201);
+    const connector = `/api/v1/projects/${projectId}/connectors/${limited.body.id}`;
+    const ids: string[] = [];
+    for (const host of ["rest-1.example", "rest-2.example"]) {
+      const made = await h.request("POST", `/api/v1/projects/${projectId}/proxies`, {
+        token: h.tokens.editor,
+        body: { connector_id: limited.body.id, url: `http://${host}:3128` },
+      });
+      ids.push(made.body.id);
+    }
+    const { redis, keys } = h.deps;
+    // Both tripped by the limiter; a proxy of another connector too.
+    const other = await h.request("POST", `/api/v1/projects/${projectId}/proxies`, {
+      token: h.tokens.editor,
+      body: { connector_id: connectorA, url: "http://rest-other.example:3128" },
+    });
+    for (const id of [...ids, other.body.id]) {
+      await redis.zadd(keys.proxyQuarantined, Date.now() + 90_000, id);
+    }
+
+    // Renaming it lifts nothing.
+    const renamed = await h.request("PATCH", connector, {
+      token: h.tokens.editor,
+      body: { name: "limited-renamed" },
+    });
+    expect(renamed.status, renamed.text).toBe(200);
+    for (const id of ids) expect(await redis.zscore(keys.proxyQuarantined, id)).not.toBeNull();
+
+    // Raising its limit lifts its proxies' quarantines, each announced; not the other's.
+    const streamBefore = await redis.xlen(keys.runtimeStream);
+    const raised = await h.request("PATCH", connector, {
+      token: h.tokens.editor,
+      body: { rate_limit_config: { max_requests: 100, window_seconds: 60 } },
+    });
+    expect(raised.status, raised.text).toBe(200);
+    for (const id of ids) expect(await redis.zscore(keys.proxyQuarantined, id)).toBeNull();
+    expect(await redis.zscore(keys.proxyQuarantined, other.body.id)).not.toBeNull();
+    const entries = (await redis.xrange(keys.runtimeStream, "-", "+")).slice(streamBefore);
+    expect(entries.map(([, fields]) => fields).sort()).toEqual(
+      ids.map((id) => ["kind", "quarantine_lifted", "ref", id]).sort(),
+    );
+    // What the next tests count is as it was.
+    await redis.zrem(keys.proxyQuarantined, other.body.id);
+    for (const id of [...ids, other.body.id]) {
+      const gone = await h.request("DELETE", `/api/v1/projects/${projectId}/proxies/${id}`, {
+        token: h.tokens.editor,
+      });
+      expect(gone.status).toBe(204);
+    }
+    expect((await h.request("DELETE", connector, { token: h.tokens.editor })).status).toBe(204);
+  });
+
   test("listing is paged, ordered, and filtered by connector, status and country", async () => {
     const lines = (prefix: string, count: number, country: string) =>
       Array.from({ length: count }, (_, i) => `http://u:p@${prefix}${i}.example:8080 ${country}`)

@@ -15,6 +15,8 @@ import {
   updateConnector,
 } from "../../services/connectors.ts";
 import { askPending } from "../../traffic/asks.ts";
+import { liftConnectorQuarantines } from "../../services/quarantines.ts";
+import { sameValue } from "../../services/diff.ts";
 import { changesDecision } from "../../traffic/rules.ts";
 import { trafficUsageViews } from "../../traffic/usage-view.ts";
 import type { ApiDeps } from "../deps.ts";
@@ -158,7 +160,8 @@ export function connectorRoutes(deps: ApiDeps): Route[] {
         "them). The kind cannot change. An edit of what decides a traffic block (a limit set or " +
         "cleared, its bytes, period, reset day or action) asks for a traffic decision at once " +
         "(`traffic_usage.pending` until it lands, normally within a second); one of the price, " +
-        "the currency or the warning line asks for none.",
+        "the currency or the warning line asks for none. An edit of `rate_limit_config` lifts the " +
+        "quarantines the connector's proxies are in.",
       access: UserRole.editor,
       body: UpdateConnectorBody,
       responses: {
@@ -173,6 +176,9 @@ export function connectorRoutes(deps: ApiDeps): Route[] {
           toFields(body),
         );
         if (changesDecision(previous.trafficConfig, row.trafficConfig)) await askDecision(row.id);
+        if (!sameValue(previous.rateLimitConfig, row.rateLimitConfig)) {
+          await liftConnectorQuarantines(deps, row.id);
+        }
         const counts = await proxyCounts(deps, params.id, row.id);
         const [answer] = await present([row], counts);
         return c.json(answer);
