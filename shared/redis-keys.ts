@@ -134,5 +134,18 @@ export function redisKeys(prefix: string) {
     // Failure log and interception captures, per project.
     failures: (projectId: string, kind: string) => `${p}failures:${projectId}:${kind}`,
     mitmRequests: (projectId: string) => `${p}mitm:requests:${projectId}`,
+
+    /**
+     * Every key a project owns: its own, and patterns (SCAN MATCH) for the families keyed under
+     * it. What a deleted project leaves is removed by these (control/services/project-state.ts);
+     * a key family added per project belongs here too.
+     */
+    projectOwned: (projectId: string) => ({
+      keys: [`${p}rate:project:${projectId}`, `${p}mitm:requests:${projectId}`],
+      patterns: ["sticky", "preflight", "demand", "extract:idem", "failures"].map((family) =>
+        // The prefix is the operator's: any glob character in it is matched as itself.
+        `${p.replace(/[*?[\]\\]/g, "\\$&")}${family}:${projectId}:*`
+      ),
+    }),
   };
 }

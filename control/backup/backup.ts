@@ -28,6 +28,13 @@ import { recomputeTotals } from "../metrics/history-writer.ts";
 import { HISTORY_TABLES } from "../metrics/tiers.ts";
 import { type BackupEnvelope, openBackup, sealBackup } from "./envelope.ts";
 import type { ServiceDeps } from "../core/store.ts";
+import {
+  clearProjectState,
+  droppedFrom,
+  EMPTY_FOOTPRINT,
+  readInstallFootprint,
+  type StateDeps,
+} from "../services/project-state.ts";
 
 /**
  * The definition tables, parents before the rows that refer to them, and the configuration
@@ -257,7 +264,7 @@ function doesNotFit(error: unknown): string | undefined {
  * version, and one the passphrase does not open.
  */
 export async function importBackup(
-  deps: ServiceDeps,
+  deps: ServiceDeps & StateDeps,
   options: ImportOptions,
 ): Promise<ImportResult> {
   const version = await schemaVersion();
@@ -278,8 +285,10 @@ export async function importBackup(
   const sections = readSections(contents, backupTables(header.include_history));
 
   let table = "";
+  let dropped = EMPTY_FOOTPRINT;
   try {
     await reservedTransaction(deps.database.sql, async (tx) => {
+      const before = await readInstallFootprint(tx);
       await tx.unsafe(`truncate ${REPLACED_TABLES.join(", ")}`);
       for (const section of sections) {
         table = section.table;
@@ -295,6 +304,7 @@ export async function importBackup(
       table = "";
       await restartSequences(tx);
       await recomputeTotals(tx);
+      dropped = droppedFrom(before, await readInstallFootprint(tx));
     });
   } catch (error) {
     const code = doesNotFit(error);
@@ -307,8 +317,10 @@ export async function importBackup(
     }
     throw translatePostgresError(error);
   }
-  // After the commit: controllers compile everything again and gateways follow.
+  // After the commit: controllers compile everything again and gateways follow; what the
+  // projects, connectors and proxies the backup did not hold left in Redis goes.
   await deps.changes.append({ kind: ChangeKind.all, ref: "*" });
+  await clearProjectState(deps, dropped);
   const restored = Object.fromEntries(sections.map((s) => [s.table, s.rows]));
   return { schemaVersion: version, restored };
 }

@@ -19,6 +19,12 @@ import { dropFromSequence } from "../services/sequences.ts";
 import { read, write } from "../core/store.ts";
 import { askPending } from "../traffic/asks.ts";
 import { liftConnectorQuarantines } from "../services/quarantines.ts";
+import {
+  clearProjectState,
+  EMPTY_FOOTPRINT,
+  type ProjectFootprint,
+  readFootprint,
+} from "../services/project-state.ts";
 import type { ConfigDocument } from "./document.ts";
 import { type ConfigChange, type ConfigPlan, planConfig } from "./plan.ts";
 import { configFingerprint, exportConfig, readConfigState } from "./state.ts";
@@ -136,6 +142,8 @@ interface Written {
   trafficSubjects: string[];
   /** Connectors whose rate limits changed: the quarantines they tripped are lifted. */
   limitsEdited: string[];
+  /** Projects the apply pruned: what they left in Redis is removed. */
+  pruned: ProjectFootprint;
 }
 
 /** Applies `document` in one transaction; refused (applied false) when the base moved. */
@@ -162,6 +170,7 @@ export async function applyConfig(
           addedProxies: [],
           trafficSubjects: [],
           limitsEdited: [],
+          pruned: EMPTY_FOOTPRINT,
         },
         change: null,
       };
@@ -174,6 +183,7 @@ export async function applyConfig(
           addedProxies: [],
           trafficSubjects: [],
           limitsEdited: [],
+          pruned: EMPTY_FOOTPRINT,
         },
         change: null,
       };
@@ -199,6 +209,7 @@ export async function applyConfig(
     }
   }
   for (const connectorId of written.limitsEdited) await liftConnectorQuarantines(deps, connectorId);
+  await clearProjectState(deps, written.pruned);
   return written.outcome;
 }
 
@@ -206,10 +217,11 @@ export async function applyConfig(
 async function runPlan(
   tx: Tx,
   plan: ConfigPlan,
-): Promise<{ addedProxies: string[]; trafficSubjects: string[]; limitsEdited: string[] }> {
+): Promise<Omit<Written, "outcome">> {
   const addedProxies: string[] = [];
   const trafficSubjects: string[] = [];
   const limitsEdited: string[] = [];
+  const pruned = await readFootprint(tx, plan.deleteProjects);
   if (plan.deleteProjects.length > 0) {
     await tx.delete(projects).where(inArray(projects.id, plan.deleteProjects));
   }
@@ -292,5 +304,5 @@ async function runPlan(
       addedProxies.push(...await insertProxies(tx, id, cid, connector.createProxies));
     }
   }
-  return { addedProxies, trafficSubjects, limitsEdited };
+  return { addedProxies, trafficSubjects, limitsEdited, pruned };
 }

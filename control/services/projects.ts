@@ -19,6 +19,7 @@ import {
 import { ChangeKind, type Strategy } from "../../shared/roles.ts";
 import { generatePassword } from "./passwords.ts";
 import { read, type ServiceDeps, write } from "../core/store.ts";
+import { clearProjectState, readFootprint, type StateDeps } from "./project-state.ts";
 import { changedFields, definedOnly } from "./diff.ts";
 
 export type ProjectRow = typeof projects.$inferSelect;
@@ -199,12 +200,17 @@ export function resetProjectTraffic(deps: ServiceDeps, id: string): Promise<Proj
   });
 }
 
-/** Deletes a project with its credentials, connectors and proxies (by cascade). */
-export async function deleteProject(deps: ServiceDeps, id: string): Promise<void> {
-  await write(deps, async (tx) => {
+/**
+ * Deletes a project with its credentials, connectors and proxies (by cascade), then what it left
+ * in Redis (project-state.ts).
+ */
+export async function deleteProject(deps: ServiceDeps & StateDeps, id: string): Promise<void> {
+  const footprint = await write(deps, async (tx) => {
+    const footprint = await readFootprint(tx, [id]);
     const deleted = await tx.delete(projects).where(eq(projects.id, id))
       .returning({ id: projects.id });
     if (deleted.length === 0) throw new NotFoundError("Project");
-    return { result: undefined, change: projectChange(id) };
+    return { result: footprint, change: projectChange(id) };
   });
+  await clearProjectState(deps, footprint);
 }

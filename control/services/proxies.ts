@@ -129,8 +129,10 @@ export function listProxies(
 
 /** The ids of a connector's proxies (a follow-up over all of them, such as lifting quarantines). */
 export async function connectorProxyIds(deps: ServiceDeps, connectorId: string): Promise<string[]> {
-  const rows = await read(deps, (db) =>
-    db.select({ id: proxies.id }).from(proxies).where(eq(proxies.connectorId, connectorId)));
+  const rows = await read(
+    deps,
+    (db) => db.select({ id: proxies.id }).from(proxies).where(eq(proxies.connectorId, connectorId)),
+  );
   return rows.map((row) => row.id);
 }
 
