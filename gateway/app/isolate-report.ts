@@ -2,6 +2,7 @@
  * What one isolate reports of itself: its series for /metrics (summed with the other isolates')
  * and its part of the heartbeat snapshot (its connections are the caller's).
  */
+import { dispatchSamples } from "../base/dispatch-metrics.ts";
 import type { GatewayIsolateSnapshot } from "../../shared/gateway-snapshot.ts";
 import type { LoopLagTimer } from "../../shared/loop-lag.ts";
 import type { CoreRouter } from "../../shared/routing/router.ts";
@@ -26,6 +27,7 @@ export function isolateSamples(
     // Every isolate holds the process's trips: the largest copy says how many there are.
     gaugeSample("octoprox_gateway_local_quarantines", router.localQuarantineCount, "max"),
     ...writers.failureLog.samples(),
+    ...dispatchSamples(router.dispatch),
     gaugeSample("octoprox_gateway_loop_lag_worst_seconds", lag.worst_ms / 1000, "max", lagLabel),
     gaugeSample("octoprox_gateway_loop_lag_mean_seconds", lag.mean_ms / 1000, "max", lagLabel),
   ];

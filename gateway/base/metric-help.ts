@@ -19,6 +19,10 @@ export const METRIC_HELP: Readonly<Record<string, string>> = {
   octoprox_gateway_upstream_connect_seconds:
     "Upstream connections opened: TCP, TLS and the proxy's handshake, until usable.",
   octoprox_gateway_ready: "1 when the gateway is ready (a feed applied, the ports bound).",
+  octoprox_gateway_dispatch_misuse_total:
+    "Dispatch misuse made harmless (double_release, double_commit, commit_after_release): a bug.",
+  octoprox_gateway_dispatch_reserve_conflicts_total:
+    "Reservations that lost their compare-and-swap at a proxy's concurrency limit.",
   octoprox_gateway_log_lines_dropped: "Log lines dropped because the log's queue was full.",
   // The feed follower (app/feed-status.ts).
   octoprox_gateway_feed_applies_total: "Routing feeds applied.",

@@ -1,4 +1,6 @@
 /** Seed 001 §7.1's invariants on the dispatch counts, and slots that outlive their proxies. */
+import { dispatchSamples } from "../../gateway/base/dispatch-metrics.ts";
+import { renderSamples } from "../../gateway/base/metrics.ts";
 import { describe, expect, it } from "vitest";
 import {
   Dispatch,
@@ -71,6 +73,12 @@ describe("dispatch", () => {
     lease.release({ ok: false, phase: "idle" });
     expect(counts()).toEqual({ reserved: 0, active: 0, inFlight: 0, connector: 0 });
     expect(dispatch.errors(DispatchErrorKind.doubleRelease)).toBe(2);
+    // On /metrics once for the process, though every isolate reports the counts they share.
+    const text = renderSamples([dispatchSamples(dispatch), dispatchSamples(dispatch)]);
+    expect(text).toContain('octoprox_gateway_dispatch_misuse_total{kind="double_release"} 2\n');
+    expect(text).toContain('octoprox_gateway_dispatch_misuse_total{kind="double_commit"} 0\n');
+    expect(text).toContain("# TYPE octoprox_gateway_dispatch_misuse_total counter\n");
+    expect(text).toContain("octoprox_gateway_dispatch_reserve_conflicts_total 0\n");
   });
 
   it("records outcomes for the strategies: successes, latency, proxy failures (not client ones)", () => {
