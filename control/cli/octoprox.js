@@ -1,6 +1,6 @@
 #!/usr/bin/env node
-// The `octoprox` bin: runs the CLI built whole (dist/control/cli.mjs), which starts on a quarter
-// of the CPU the sources take through tsx. A missing or stale build is made first, through tsx,
+// The `octoprox` bin: runs the CLI built whole (dist/control/cli.mjs), which loads on about a
+// third of the CPU the sources take through tsx. A missing or stale build is made first, through tsx,
 // so a clone needs no build step (scripts/build-control.ts).
 import { pathToFileURL } from "node:url";
 import { controlBuildFresh, controlBundlePath } from "../../scripts/control-build-fresh.js";

@@ -1,8 +1,9 @@
 /**
- * Which job kinds have a handler, and how a worker builds them. The catalogue declares every
- * kind; a kind joins the producers and the runners once it is listed here.
+ * How a worker builds the job of each kind it takes. The catalogue declares every kind; a kind
+ * joins the producers and the runners once it is listed in WORKER_JOB_KINDS (shared/roles.ts)
+ * and built here.
  */
-import { type JobKind, JobKind as K, WORKER_JOB_KINDS } from "../../shared/roles.ts";
+import { type JobKind, JobKind as K } from "../../shared/roles.ts";
 import type { ControlDeps } from "../core/deps.ts";
 import { Semaphore } from "../core/semaphore.ts";
 import { applyStatusChanges } from "../services/proxy-status.ts";
@@ -23,9 +24,6 @@ import { FetchCoordinator } from "../provider-api/fetch/coordinator.ts";
 import type { FetchMetrics } from "../provider-api/fetch/metrics.ts";
 import { ProviderRefiller } from "../provider-api/fetch/refill.ts";
 import { clearDepleted, markDepleted } from "../services/sequences.ts";
-
-/** The kinds a job is built for (shared/roles.ts keeps the list, which settings check). */
-export const HANDLED_KINDS: readonly JobKind[] = WORKER_JOB_KINDS;
 
 /** What a worker's jobs are built from: the process's shared parts. */
 export type JobDeps = ControlDeps;

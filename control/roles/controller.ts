@@ -3,6 +3,7 @@
  * the feed builder; one job producer per periodic kind that has a handler. Every loop but the
  * lease waits for the lead in the process while this controller stands by.
  */
+import { WORKER_JOB_KINDS } from "../../shared/roles.ts";
 import { randomBytes } from "node:crypto";
 import type { Redis } from "ioredis";
 import type { Database } from "../../db/client.ts";
@@ -15,7 +16,6 @@ import { FeedBuilder } from "../feed/builder.ts";
 import { ControllerLease, type LeaseSnapshot } from "../core/lease.ts";
 import { JobProducer } from "../jobs/producers.ts";
 import { JOB_CATALOGUE } from "../core/job-catalogue.ts";
-import { HANDLED_KINDS } from "../jobs/handlers.ts";
 import { poolStoreOf } from "../provider-api/pool/store.ts";
 import { PoolWatch } from "../provider-api/pool/watch.ts";
 import type { FetchStats } from "../provider-api/fetch-contract.ts";
@@ -78,7 +78,7 @@ export class ControllerRuntime extends BaseRuntime {
       providers: options.providers,
     });
     const producers: JobProducer[] = [];
-    for (const kind of HANDLED_KINDS) {
+    for (const kind of WORKER_JOB_KINDS) {
       const spec = JOB_CATALOGUE[kind];
       const periodMs = spec.periodMs(settings);
       if (periodMs === undefined) continue;

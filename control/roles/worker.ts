@@ -5,9 +5,9 @@
  */
 import { randomBytes } from "node:crypto";
 import { Store } from "../../shared/errors.ts";
-import { JobKind } from "../../shared/roles.ts";
+import { JobKind, WORKER_JOB_KINDS } from "../../shared/roles.ts";
 import type { Loop } from "../../shared/async/loop.ts";
-import { buildJobs, HANDLED_KINDS, type JobDeps } from "../jobs/handlers.ts";
+import { buildJobs, type JobDeps } from "../jobs/handlers.ts";
 import { JobRunner } from "../jobs/runner.ts";
 import { describeHealthEcho, type HealthEcho, healthEcho } from "../jobs/health-echo.ts";
 import { FetchMetrics } from "../provider-api/fetch/metrics.ts";
@@ -35,7 +35,7 @@ export class WorkerRuntime extends BaseRuntime {
     super(options);
     this.#jobs = options.jobs;
     this.consumer = `${options.instance}:${randomBytes(4).toString("hex")}`;
-    const taken = options.jobs.filter((kind) => HANDLED_KINDS.includes(kind));
+    const taken = options.jobs.filter((kind) => WORKER_JOB_KINDS.includes(kind));
     this.#echo = taken.includes(JobKind.health) ? healthEcho(options.deps.settings) : undefined;
     this.fetchMetrics = taken.includes(JobKind.pool) ? new FetchMetrics() : undefined;
     this.runners = buildJobs(taken, options.deps, { fetchMetrics: this.fetchMetrics }).map((job) =>

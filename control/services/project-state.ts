@@ -40,19 +40,13 @@ export const EMPTY_FOOTPRINT: ProjectFootprint = Object.freeze({
 /** Keys removed per command. */
 const BATCH = 500;
 
-/** The footprint of `projectIds`, read inside the transaction about to remove them. */
-export async function readFootprint(
-  tx: Tx,
-  projectIds: readonly string[],
-): Promise<ProjectFootprint> {
-  if (projectIds.length === 0) return EMPTY_FOOTPRINT;
-  const [connectorRows, proxyRows] = await Promise.all([
-    tx.select({ id: connectors.id, kind: connectors.kind }).from(connectors)
-      .where(inArray(connectors.projectId, [...projectIds])),
-    tx.select({ id: proxies.id }).from(proxies).where(inArray(proxies.projectId, [...projectIds])),
-  ]);
+function footprintOf(
+  projectIds: string[],
+  connectorRows: readonly { id: string; kind: string }[],
+  proxyRows: readonly { id: string }[],
+): ProjectFootprint {
   return {
-    projectIds: [...projectIds],
+    projectIds,
     connectorIds: connectorRows.map((row) => row.id),
     poolConnectorIds: connectorRows.filter((row) => row.kind === ConnectorKind.providerApi)
       .map((row) => row.id),
@@ -60,18 +54,25 @@ export async function readFootprint(
   };
 }
 
+/** The footprint of `projectIds`, read inside the transaction about to remove them. */
+export async function readFootprint(
+  tx: Tx,
+  projectIds: readonly string[],
+): Promise<ProjectFootprint> {
+  if (projectIds.length === 0) return EMPTY_FOOTPRINT;
+  const connectorRows = await tx.select({ id: connectors.id, kind: connectors.kind })
+    .from(connectors).where(inArray(connectors.projectId, [...projectIds]));
+  const proxyRows = await tx.select({ id: proxies.id }).from(proxies)
+    .where(inArray(proxies.projectId, [...projectIds]));
+  return footprintOf([...projectIds], connectorRows, proxyRows);
+}
+
 /** Every project's footprint, on a raw transaction (a backup import replaces every row). */
 export async function readInstallFootprint(tx: postgres.Sql): Promise<ProjectFootprint> {
   const projectRows = await tx<{ id: string }[]>`select id from projects`;
   const connectorRows = await tx<{ id: string; kind: string }[]>`select id, kind from connectors`;
   const proxyRows = await tx<{ id: string }[]>`select id from proxies`;
-  return {
-    projectIds: projectRows.map((row) => row.id),
-    connectorIds: connectorRows.map((row) => row.id),
-    poolConnectorIds: connectorRows.filter((row) => row.kind === ConnectorKind.providerApi)
-      .map((row) => row.id),
-    proxyIds: proxyRows.map((row) => row.id),
-  };
+  return footprintOf(projectRows.map((row) => row.id), connectorRows, proxyRows);
 }
 
 /** What `before` holds that `after` does not: the ids a replacement of every row dropped. */

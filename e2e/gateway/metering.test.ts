@@ -56,8 +56,7 @@ import { LocalRedis } from "../../scripts/local-stores.ts";
 import { freePort } from "../../testkit/ports.ts";
 import { openConnect, RawConnection } from "../../testkit/clients/raw-http.ts";
 import { TEST_REDIS_URL } from "../../testkit/stores.ts";
-import { HANDLED_KINDS } from "../../control/jobs/handlers.ts";
-import { JobKind } from "../../shared/roles.ts";
+import { JobKind, WORKER_JOB_KINDS } from "../../shared/roles.ts";
 import { Cluster, type Gateway } from "../../testkit/cluster.ts";
 import { type Origin, startOrigin } from "../../testkit/upstreams/origin.ts";
 import { basicAuth, type Credentials } from "../../testkit/clients/proxy-client.ts";
@@ -101,7 +100,7 @@ beforeAll(async () => {
   cluster = await Cluster.create({
     redisUrl: redis.url,
     env: {
-      OCTOPROX_WORKER_JOBS: HANDLED_KINDS.filter((kind) => kind !== JobKind.metricsFlush).join(
+      OCTOPROX_WORKER_JOBS: WORKER_JOB_KINDS.filter((kind) => kind !== JobKind.metricsFlush).join(
         ",",
       ),
     },

@@ -10,9 +10,8 @@ import { randomBytes, randomUUID } from "node:crypto";
 import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { appendWork } from "../../control/core/work-streams.ts";
-import { HANDLED_KINDS } from "../../control/jobs/handlers.ts";
 import { redisKeys } from "../../shared/redis-keys.ts";
-import { ChangeKind, JobKind } from "../../shared/roles.ts";
+import { ChangeKind, JobKind, WORKER_JOB_KINDS } from "../../shared/roles.ts";
 import {
   type ControlProcess,
   killAll,
@@ -176,7 +175,7 @@ describe("/metrics of each role", () => {
       if (worker) {
         const kinds = samplesOf(scraped.samples, "octoprox_job_batches_total")
           .map((s) => s.labels.kind).sort();
-        expect(kinds).toEqual([...HANDLED_KINDS].sort());
+        expect(kinds).toEqual([...WORKER_JOB_KINDS].sort());
       }
       if (controller) {
         // Alone on its prefix, it leads: the follower and leader-only families are there.
@@ -200,7 +199,7 @@ describe("a worker's job families", () => {
     const prefix = newPrefix();
     const worker = await start("worker", prefix);
     const first = await scrape(worker);
-    for (const kind of HANDLED_KINDS) {
+    for (const kind of WORKER_JOB_KINDS) {
       for (
         const family of [
           "octoprox_job_batches_total",

@@ -49,7 +49,9 @@ async function project(
   const connector = { id: connectorId, projectId };
   const extract = (body: Record<string, unknown>, headers: Record<string, string> = {}) =>
     bed.call("POST", `/api/v1/projects/${projectId}/extract`, { key, body, headers });
-  return { projectId, connectorId, connector, key, keyId, extract };
+  const release = (lease: string) =>
+    bed.call("POST", `/api/v1/projects/${projectId}/extract/${lease}/release`, { key });
+  return { projectId, connectorId, connector, key, keyId, extract, release };
 }
 
 function ids(answer: { body: { proxies: { id: string }[] } }): string[] {
@@ -331,11 +333,7 @@ describe("leases", () => {
     await fill(bed.store, p.connector, 4, 0);
     const answer = await p.extract({ count: 3 });
     const lease = answer.body.lease.id as string;
-    const release = await bed.call(
-      "POST",
-      `/api/v1/projects/${p.projectId}/extract/${lease}/release`,
-      { key: p.key },
-    );
+    const release = await p.release(lease);
     expect(release.status, release.text).toBe(200);
     expect(release.body).toEqual({ returned: 0, retired: 3 });
     for (const entry of await bed.store.entries(p.connectorId, ids(answer))) {
@@ -378,11 +376,7 @@ describe("leases", () => {
     const routed = (await bed.store.routed(p.connectorId, Date.now())).map((entry) => entry.id);
     for (const id of ids(answer)) expect(routed).not.toContain(id);
     // A second release finds nothing.
-    const twice = await bed.call(
-      "POST",
-      `/api/v1/projects/${p.projectId}/extract/${lease}/release`,
-      { key: p.key },
-    );
+    const twice = await p.release(lease);
     expect(twice.status).toBe(404);
     expect(bed.extraction.stats.of(p.projectId).released).toBe(1);
   });
@@ -393,11 +387,7 @@ describe("leases", () => {
     const answer = await p.extract({ count: 3 });
     const lease = answer.body.lease.id as string;
     const releasedAt = Date.now();
-    const release = await bed.call(
-      "POST",
-      `/api/v1/projects/${p.projectId}/extract/${lease}/release`,
-      { key: p.key },
-    );
+    const release = await p.release(lease);
     expect(release.status, release.text).toBe(200);
     expect(release.body).toEqual({ returned: 3, retired: 0 });
     for (const entry of await bed.store.entries(p.connectorId, ids(answer))) {
@@ -450,11 +440,7 @@ describe("leases", () => {
       { key: q.key, body: { lease_seconds: 10 } },
     );
     expect(theirs.status).toBe(404);
-    const release = await bed.call(
-      "POST",
-      `/api/v1/projects/${q.projectId}/extract/${lease}/release`,
-      { key: q.key },
-    );
+    const release = await q.release(lease);
     expect(release.status).toBe(404);
     expect(await redis.exists(keys.extractLease(lease))).toBe(1);
     const missing = await bed.call(
@@ -515,11 +501,7 @@ describe("leases", () => {
     const answer = await p.extract({ count: 1 });
     // The pool job reaps past expiry: the entry is gone.
     await bed.store.maintain(p.connector, { nowMs: Date.now() + 3_600_000, reserve: 0 });
-    const release = await bed.call(
-      "POST",
-      `/api/v1/projects/${p.projectId}/extract/${answer.body.lease.id}/release`,
-      { key: p.key },
-    );
+    const release = await p.release(answer.body.lease.id);
     expect(release.body).toEqual({ returned: 0, retired: 0 });
   });
 });
