@@ -109,6 +109,21 @@ export function redisKeys(prefix: string) {
     poolRouted: (connectorId: string) => `${p}pool:${connectorId}:routed`,
     /** Available entries no gateway routes (extraction stock), scored by usable-until (ms). */
     poolStock: (connectorId: string) => `${p}pool:${connectorId}:stock`,
+    /**
+     * Available entries that failed a check or were named by a gateway's failures: out of the
+     * feed and of extraction until a check passes, scored by usable-until (ms).
+     */
+    poolSuspect: (connectorId: string) => `${p}pool:${connectorId}:suspect`,
+    /**
+     * Available entries by their last passed check (ms): the oldest are re-checked first. Kept
+     * lazily: an id whose entry left the available sets is dropped when a re-check finds it.
+     */
+    poolChecked: (connectorId: string) => `${p}pool:${connectorId}:checked`,
+    /**
+     * Gateways' connect failures through the pool's proxies, by entry id (a count), since the
+     * pool job last took them: evidence that makes an entry suspect before its next check.
+     */
+    poolEvidence: (connectorId: string) => `${p}pool:${connectorId}:evidence`,
     /** Extracted entries, scored by their expiry (ms). */
     poolExtracted: (connectorId: string) => `${p}pool:${connectorId}:extracted`,
     /** Every entry, scored by its hard expiry (ms): what the reaper walks. */

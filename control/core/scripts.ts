@@ -32,6 +32,7 @@ export type ScriptName =
   | "traffic_set_block"
   | "pool_add"
   | "pool_checked"
+  | "pool_evidence"
   | "pool_maintain"
   | "pool_purge"
   | "pool_lead_take"

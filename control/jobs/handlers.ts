@@ -80,7 +80,9 @@ export function buildJobs(
             probes,
             echoUrl: healthEcho(deps.settings).url,
             timeoutMs: deps.settings.healthCheckTimeoutMs,
-            recheckAfterMs: deps.settings.healthCheckIntervalMs,
+            // Every pool run re-checks what the previous one checked: half the period, so a
+            // check stamped late in one run is due by the next.
+            recheckAfterMs: deps.settings.poolIntervalMs / 2,
             onPurged: (id) => extras.fetchMetrics?.forget(id),
           }),
         );

@@ -5,13 +5,17 @@
  *
  * 1. reaps: entries past their expiry leave, available ones past their usable-until drain, stock
  *    is promoted to the gateway reserve (pool_maintain);
- * 2. checks the entries due a check (new ones, and those a released lease gave back to a
- *    connector that reuses them, once their cool-down passed) through each
- *    proxy, as health checks do (the connector's healthcheck_url, else the install's echo): a pass
- *    makes it available (routed up to the reserve, else stock), a failure removes it. While the
- *    echo itself is down, failed echo checks are not judged: their entries wait for the next run;
- * 3. re-checks stock last checked longer ago than the health-check interval, so extraction's
- *    `max_health_check_age_seconds` can be met;
+ * 2. takes the gateways' connect failures through the pool's proxies (their evidence, in Redis):
+ *    each available entry they name turns suspect at once, out of the feed and of extraction;
+ * 3. checks, in this order and at most MAX_CHECKS_PER_RUN: the entries due their first check (new
+ *    ones, and those a released lease gave back to a connector that reuses them, once their
+ *    cool-down passed), the suspects, then the available entries (routed and stock) checked
+ *    longest ago, each at most once a pool period. Each goes through the proxy, as health checks
+ *    do (the connector's healthcheck_url, else the install's echo). A new entry that passes is
+ *    available (routed up to the reserve, else stock) and one that fails is removed; an available
+ *    one that fails turns suspect, a suspect that passes goes back, and
+ *    `pool.remove_after_failures` failures in a row remove it. While the echo itself is down,
+ *    failed echo checks are not judged: their entries wait for the next run;
  * 4. plans a refill from the exact counts of the state sets: below `min_size` live entries
  *    (checking and available), fetch up to `target_size`, never past `max_size` (the two marks
  *    make the hysteresis: between them nothing is fetched). A disabled connector is reaped but
@@ -74,7 +78,7 @@ export interface PoolJobOptions {
   echoUrl: string;
   /** One check's deadline. */
   timeoutMs: number;
-  /** Stock last checked longer ago than this is checked again. */
+  /** An available entry last checked longer ago than this is checked again (half the period). */
   recheckAfterMs: number;
   onCounts?: PoolCountsSink;
   /** Told when a gone connector's pool was purged (its per-connector counts can go). */
@@ -112,8 +116,6 @@ export class PoolJob implements Job {
   readonly #echo: EchoMonitor;
   readonly #now: () => number;
   readonly #warned = new Set<string>();
-  /** When this process last looked for stale stock, by connector. */
-  readonly #staleScans = new Map<string, number>();
 
   constructor(options: PoolJobOptions) {
     this.#o = options;
@@ -163,14 +165,23 @@ export class PoolJob implements Job {
     let routedChanged = false;
     let checked = 0;
     let fetched = 0;
+    const removeAfterFailures = config.pool.remove_after_failures;
     try {
       const first = await this.#maintain(ref, reserve);
       routedChanged ||= first.changed;
 
-      const checks = await this.#checkWaiting(connector, working);
+      const evidence = await store.takeEvidence(ref, { removeAfterFailures });
+      if (evidence.suspected > 0) {
+        routedChanged ||= evidence.suspectedRouted > 0;
+        this.#o.logger.info(
+          { connector: connectorId, suspected: evidence.suspected },
+          "Pool proxies suspect: gateways failed to reach them",
+        );
+      }
+
+      const checks = await this.#checkDue(connector, working, "all");
       checked += checks.checked;
       routedChanged ||= checks.routedChanged;
-      checked += await this.#recheckStock(connector, working);
 
       let counts = (await this.#maintain(ref, reserve)).counts;
       const live = liveCount(counts);
@@ -194,7 +205,7 @@ export class PoolJob implements Job {
           await this.#o.depletion.clearDepleted(connectorId);
         }
         if (refill.added > 0) {
-          const again = await this.#checkWaiting(connector, working);
+          const again = await this.#checkDue(connector, working, "new");
           checked += again.checked;
           routedChanged ||= again.routedChanged;
         }
@@ -223,47 +234,57 @@ export class PoolJob implements Job {
     }
   }
 
-  /** Checks the entries waiting for a check; answers how many and whether any was routed. */
-  async #checkWaiting(
+  /**
+   * Checks what is due (new entries; with "all", the suspects and the available entries checked
+   * longest ago too), at most MAX_CHECKS_PER_RUN; answers how many and whether the routed set
+   * may have changed.
+   */
+  async #checkDue(
     connector: LoadedConnector,
     signal: AbortSignal,
+    which: "new" | "all",
   ): Promise<{ checked: number; routedChanged: boolean }> {
     const store = this.#o.store;
-    const ids = await store.checkingIds(connector.id, MAX_CHECKS_PER_RUN, this.#now());
-    if (ids.length === 0) return { checked: 0, routedChanged: false };
-    const entries = await store.entries(connector.id, ids);
+    const nowMs = this.#now();
+    const fresh = await store.entries(
+      connector.id,
+      await store.checkingIds(connector.id, MAX_CHECKS_PER_RUN, nowMs),
+    );
+    const entries = [...fresh];
+    if (which === "all") {
+      entries.push(...await store.suspects(connector.id, MAX_CHECKS_PER_RUN - entries.length));
+      entries.push(
+        ...await store.dueRechecks(
+          connector.id,
+          nowMs - this.#o.recheckAfterMs,
+          MAX_CHECKS_PER_RUN - entries.length,
+        ),
+      );
+    }
+    if (entries.length === 0) return { checked: 0, routedChanged: false };
     const results = await this.#checkAll(connector, entries, signal);
+    const pool = connector.config?.pool;
     const applied = await store.markChecked(
       { id: connector.id, projectId: connector.projectId },
       results,
-      { nowMs: this.#now(), reserve: connector.config?.pool.reserve_for_gateway ?? null },
+      {
+        nowMs: this.#now(),
+        reserve: pool?.reserve_for_gateway ?? null,
+        removeAfterFailures: pool?.remove_after_failures,
+      },
     );
-    return { checked: results.length, routedChanged: applied.routed > 0 };
-  }
-
-  async #recheckStock(connector: LoadedConnector, signal: AbortSignal): Promise<number> {
-    // Finding stale stock reads every stock record: once per re-check period per connector in
-    // this process, not once per run (a run comes every few seconds, stock may be large).
-    const nowMs = this.#now();
-    if (nowMs - (this.#staleScans.get(connector.id) ?? -Infinity) < this.#o.recheckAfterMs) {
-      return 0;
+    if (applied.suspected > 0) {
+      this.#o.logger.info(
+        { connector: connector.id, suspected: applied.suspected },
+        "Pool proxies suspect: a re-check failed",
+      );
     }
-    this.#staleScans.set(connector.id, nowMs);
-    if (this.#staleScans.size > 10_000) this.#staleScans.clear();
-    const store = this.#o.store;
-    const stale = await store.staleStock(
-      connector.id,
-      this.#now() - this.#o.recheckAfterMs,
-      MAX_CHECKS_PER_RUN,
-    );
-    if (stale.length === 0) return 0;
-    const results = await this.#checkAll(connector, stale, signal);
-    await store.markChecked(
-      { id: connector.id, projectId: connector.projectId },
-      results,
-      { nowMs: this.#now(), reserve: connector.config?.pool.reserve_for_gateway ?? null },
-    );
-    return results.length;
+    return {
+      checked: results.length,
+      // A removal or a suspect may have been routed: the feed reads the routed set again.
+      routedChanged: applied.routed + applied.suspected + applied.removed +
+          applied.restoredRouted + applied.drained > 0,
+    };
   }
 
   /**

@@ -16,6 +16,7 @@ import { callHost } from "../../shared/vendors/descriptor.ts";
 import { templateIssues, templateNames } from "../../shared/vendors/templates.ts";
 import { PROXY_SCHEMES, ProxyScheme } from "../../shared/roles.ts";
 import { ANSWER_FIELDS, ANSWER_FORMATS, type AnswerSpec, answerSpecIssues } from "./answer.ts";
+import { DEFAULT_REMOVE_AFTER_FAILURES } from "./pool/contract.ts";
 
 /** The `provider` a provider-API connector and its credential are stored with. */
 export const PROVIDER_API = "provider_api";
@@ -207,6 +208,12 @@ export const PoolSchema = v.pipe(
      * holder may still have its address and credentials.
      */
     reuse_after_release_seconds: v.optional(v.nullable(whole(0, 86_400)), null),
+    /**
+     * Failed checks in a row that remove an available proxy; the first failure (a check's, or
+     * gateways failing to reach it) makes it suspect: no new request or extraction until a check
+     * passes.
+     */
+    remove_after_failures: v.optional(whole(1, 10), DEFAULT_REMOVE_AFTER_FAILURES),
   }),
   v.forward(
     v.check(

@@ -9,6 +9,9 @@
  *   route clients through the proxies it handed out; no proxy password is in Redis in clear;
  * - a proxy past its usable-until takes no new request on either gateway, even though no feed
  *   removed it (the controller is stopped first, so the gateways keep the feed that routes it);
+ * - a routed proxy that dies under traffic takes no new request on either gateway within two
+ *   pool intervals and a feed publish (the gateways' own failures are evidence the next pool
+ *   run acts on), and its pool drops it while clients keep being served by the other;
  * - `fetch.max_total` holds across both workers: the provider hands out no more than it, however
  *   often the pool runs short, and never more calls at once than `fetch.max_in_flight`;
  * - a Redis wipe starts a new pool generation, and the pool refills from the provider;
@@ -33,6 +36,7 @@ import {
 } from "../../testkit/upstreams/provider-emulator.ts";
 import { exitOf, viaProxy } from "../../testkit/clients/proxy-client.ts";
 import { startTinyproxy, type Tinyproxy } from "../../testkit/upstreams/tinyproxy.ts";
+import { FaultMode, startFaultProxy } from "../../testkit/upstreams/fault-proxy.ts";
 import { JobKind } from "../../shared/roles.ts";
 import type { EntryRecord } from "../../control/provider-api/pool/contract.ts";
 import {
@@ -265,6 +269,84 @@ describe("a provider-API pool", () => {
       expect(refused).toEqual([503, 503, 503]);
     }
     controller = await cluster.start("controller");
+  });
+
+  it("stops choosing a routed proxy that dies, on both gateways, within two pool intervals and a publish", async () => {
+    const POOL_INTERVAL_MS = 1000;
+    // What one feed publish and its apply take here at most, with room for a loaded machine.
+    const PUBLISH_ALLOWANCE_MS = 1500;
+    const dyingLogin = { username: "dying", password: `dying-secret-${API_KEY}` };
+    const dying = await startFaultProxy({ auth: dyingLogin, bindAddress: "127.0.0.40" });
+    const stopTraffic = new AbortController();
+    try {
+      const provider = await startProviderEmulator({
+        tls: true,
+        apiKey: API_KEY,
+        exits: [
+          { host: "127.0.0.1", port: dying.port, ...dyingLogin, country: "DE" },
+          { host: "127.0.0.1", port: exits[4].port, ...login(5), country: "DE" },
+        ],
+        perCall: 2,
+        ttlSeconds: 600,
+      });
+      emulators.push(provider);
+      const { project, connectorId } = await poolConnector(provider, {
+        pool: { min_size: 2, target_size: 2, max_size: 2 },
+      });
+      for (const gateway of gateways) {
+        await cluster.until(async () => {
+          const seen = new Set(await exitsThrough(gateway, project, 4));
+          return seen.has("127.0.0.40") && seen.has("127.0.0.35") ? true : undefined;
+        }, { message: "both gateways to route through both proxies", timeoutMs: 30_000 });
+      }
+      const [dyingEntry] = (await routedEntries(connectorId)).filter((e) => e.port === dying.port);
+      expect(dyingEntry).toBeDefined();
+
+      // Clients keep asking through both gateways; the proxy dies under them.
+      const answers: number[] = [];
+      const traffic = gateways.map(async (gateway) => {
+        while (!stopTraffic.signal.aborted) {
+          const answer = await viaProxy(
+            gateway.proxyPort,
+            project.credentials,
+            `${origin.url}/ip`,
+            {
+              timeoutMs: 10_000,
+            },
+          );
+          answers.push(answer.status);
+        }
+      });
+      await cluster.until(() => answers.length >= 10 || undefined, { message: "traffic" });
+      dying.setMode(FaultMode.refuse);
+      const diedAt = Date.now();
+      // Every connection it gets from here on is a gateway's attempt or a pool check. Once the
+      // last one came, a quiet spell follows: the feed dropped it and the pool let it go.
+      let seen = dying.connectionsSeen;
+      let lastAt = diedAt;
+      await cluster.until(() => {
+        if (dying.connectionsSeen !== seen) {
+          seen = dying.connectionsSeen;
+          lastAt = Date.now();
+        }
+        return Date.now() - lastAt > 4000 ? true : undefined;
+      }, { message: "the dead proxy to stop being tried", timeoutMs: 30_000, intervalMs: 20 });
+      expect(lastAt - diedAt).toBeLessThanOrEqual(2 * POOL_INTERVAL_MS + PUBLISH_ALLOWANCE_MS);
+      const answeredWhileDying = answers.length;
+      stopTraffic.abort();
+      await Promise.all(traffic);
+      // The live proxy served the clients throughout (the gateways retry a refused connect).
+      expect(answers.filter((status) => status !== 200)).toEqual([]);
+      expect(answeredWhileDying).toBeGreaterThan(10);
+      expect(await cluster.redis.hget(cluster.keys.poolEntries(connectorId), dyingEntry.id))
+        .toBeNull();
+      for (const gateway of gateways) {
+        expect(new Set(await exitsThrough(gateway, project, 3))).toEqual(new Set(["127.0.0.35"]));
+      }
+    } finally {
+      stopTraffic.abort();
+      await dying.close();
+    }
   });
 
   it("never fetches past max_total, nor more calls at once than max_in_flight, across two workers", async () => {

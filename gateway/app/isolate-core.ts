@@ -121,6 +121,7 @@ export async function buildIsolateCore(
   });
   writers.metering.start();
   writers.failureLog.start();
+  writers.poolEvidence.start();
   loopLag.start();
   // A client handed in is its owner's to close.
   const ownRedis = options.redis === undefined ? redis : undefined;
@@ -191,6 +192,7 @@ async function stopIsolate(s: IsolateStop): Promise<void> {
       writers.rateLimiter.close(),
       writers.metering.close(),
       writers.failureLog.close(),
+      writers.poolEvidence.close(),
     ]);
   } finally {
     s.ownRedis?.disconnect();

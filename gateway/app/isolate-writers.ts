@@ -9,6 +9,8 @@ import type { GatewaySettings } from "../../shared/settings.ts";
 import type { CoreRouter } from "../../shared/routing/router.ts";
 import { RequestRateLimiter } from "../limits/request-rate.ts";
 import { FailureLog } from "../metering/failure-log.ts";
+import { PoolEvidence } from "../metering/pool-evidence.ts";
+import { ConnectorKind } from "../../shared/roles.ts";
 import {
   loadMeteringScript,
   loadProjectRateScript,
@@ -25,6 +27,8 @@ export interface IsolateWriters {
   requestRate: RequestRateLimiter;
   /** Keeps examples of this isolate's failed requests. */
   failureLog: FailureLog;
+  /** Reports connect failures through pool proxies to their pool job. */
+  poolEvidence: PoolEvidence;
   /** This isolate's request metering, also its transfer hooks. */
   metering: RequestMetering;
 }
@@ -74,8 +78,17 @@ export async function buildIsolateWriters(o: IsolateWritersOptions): Promise<Iso
     writeTimeoutMs: settings.redisRequestTimeoutMs,
     logger,
   });
-  const metering = await buildMetering(o, rateLimiter, failureLog);
-  return { rateLimiter, requestRate, failureLog, metering };
+  // Connect failures through provider-API proxies, for their pool job, every second.
+  const poolEvidence = new PoolEvidence({
+    redis,
+    keys,
+    isPool: (connectorId) =>
+      router.snapshot?.connectors.get(connectorId)?.connector.kind === ConnectorKind.providerApi,
+    writeTimeoutMs: settings.redisRequestTimeoutMs,
+    logger,
+  });
+  const metering = await buildMetering(o, rateLimiter, failureLog, poolEvidence);
+  return { rateLimiter, requestRate, failureLog, poolEvidence, metering };
 }
 
 /**
@@ -86,6 +99,7 @@ async function buildMetering(
   o: IsolateWritersOptions,
   rateLimiter: RateLimiter,
   failureLog: FailureLog,
+  evidence: PoolEvidence,
 ): Promise<RequestMetering> {
   const { router } = o;
   return new RequestMetering({
@@ -105,6 +119,7 @@ async function buildMetering(
       project: (projectId) => router.quotaLimited(projectId),
     },
     failureLog,
+    evidence,
   });
 }
 

@@ -64,6 +64,9 @@ export const METRIC_HELP: Readonly<Record<string, string>> = {
   octoprox_gateway_failure_examples_total:
     "Failure examples: written to Redis, capped (over a cycle's limit or a repeat), dropped.",
   octoprox_gateway_failure_log_write_failures_total: "Failure example writes that failed.",
+  // Pool evidence (gateway/metering/pool-evidence.ts).
+  octoprox_gateway_pool_evidence_total:
+    "Connect failures through provider-API proxies reported to their pool job: written, dropped.",
   // Loop lag (shared/loop-lag.ts).
   octoprox_gateway_loop_lag_worst_seconds:
     "The worst lateness of a half-second timer in the last full minute, by isolate.",

@@ -54,6 +54,7 @@ import {
   TransferField,
 } from "./deltas.ts";
 import type { FailureRecorder } from "./failure-log.ts";
+import type { EvidenceRecorder } from "./pool-evidence.ts";
 import { Meter, type MeterKeys, type MeterSink } from "./meter.ts";
 import { BatchPublisher, type PublisherLogger, type PublisherStats } from "./publisher.ts";
 import type { LuaScript, ScriptClient } from "../../shared/lua/loader.ts";
@@ -107,6 +108,8 @@ export interface RequestMeteringOptions {
   interrupts?: (connectorId: string, projectId: string) => boolean;
   /** Where every failure is described, once (failure-log.ts). */
   failureLog?: FailureRecorder;
+  /** Told each failed attempt: connect failures through pool proxies (pool-evidence.ts). */
+  evidence?: EvidenceRecorder;
 }
 
 export interface TrafficLimits {
@@ -173,6 +176,7 @@ export class RequestMetering implements TransferHooks {
   readonly #interrupts: ((connectorId: string, projectId: string) => boolean) | undefined;
   readonly #trafficLimits: TrafficLimits | undefined;
   readonly #failureLog: FailureRecorder | undefined;
+  readonly #evidence: EvidenceRecorder | undefined;
   #interrupted = 0;
   #attemptsFailed = 0;
   #window: MeteringWindow;
@@ -194,6 +198,7 @@ export class RequestMetering implements TransferHooks {
     this.#interrupts = options.interrupts;
     this.#trafficLimits = options.trafficLimits;
     this.#failureLog = options.failureLog;
+    this.#evidence = options.evidence;
     this.#window = new MeteringWindow(this.#caps, this.#overflow);
     const appliedKey = options.keys.applied(this.writer);
     this.#sink = {
@@ -363,6 +368,7 @@ export class RequestMetering implements TransferHooks {
         row[TransferField.latency_sum_ms] += elapsedMs;
       }
       this.#failed(attempt.client.projectId, attempt.upstream, attempt.target, attempt.note);
+      this.#evidence?.attemptFailed(attempt.upstream, attempt.note.kind);
     } catch {
       // Never raise on the request path.
     }

@@ -11,8 +11,9 @@
 -- KEYS[4] the install's owners hash (key digest -> "<connector>/<entry id>")
 -- KEYS[5] the connector's routed zset
 -- KEYS[6] the connector's stock zset
+-- KEYS[7] the connector's suspect zset
 -- ARGV[1] now, epoch ms
--- ARGV[2] the live size cap (pool.max_size: checking, routed and stock entries)
+-- ARGV[2] the live size cap (pool.max_size: checking, routed, stock and suspect entries)
 -- ARGV[3] the connector id
 -- ARGV[4] a JSON array of [entry id, key digest, expires at (ms, as text), the entry's JSON record]
 -- Reply: {added, duplicates, over_max, id of each entry added ...}
@@ -22,7 +23,8 @@ local connector = ARGV[3]
 local items = cjson.decode(ARGV[4])
 local CHUNK = 1000
 
-local live = redis.call('ZCARD', KEYS[2]) + redis.call('ZCARD', KEYS[5]) + redis.call('ZCARD', KEYS[6])
+local live = redis.call('ZCARD', KEYS[2]) + redis.call('ZCARD', KEYS[5]) + redis.call('ZCARD', KEYS[6]) +
+  redis.call('ZCARD', KEYS[7])
 
 -- Which keys are owned already, read a chunk at a time.
 local owned = {}

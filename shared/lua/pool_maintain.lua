@@ -1,6 +1,7 @@
 -- pool_maintain: one pass over a provider-API connector's pool. Removes entries past their hard
 -- expiry (at most ARGV[3] a pass, oldest first, their ownership with them); drains available
--- entries past their usable-until (out of routed and stock; the record stays until its expiry,
+-- and suspect entries past their usable-until (out of routed, stock and suspect, and out of the
+-- checked index; the record stays until its expiry,
 -- so the provider handing the proxy out again is still a duplicate); promotes stock to routed,
 -- the longest-lived first, until the routed entries still usable reach the gateway reserve (all
 -- of it without a reserve). Routed entries are never moved back to stock.
@@ -11,11 +12,13 @@
 -- KEYS[5] the connector's extracted zset
 -- KEYS[6] the connector's expiry zset
 -- KEYS[7] the install's owners hash
+-- KEYS[8] the connector's suspect zset
+-- KEYS[9] the connector's checked zset
 -- ARGV[1] now, epoch ms
 -- ARGV[2] the gateway reserve; -1 when every available entry is routed
 -- ARGV[3] the most entries removed in one pass
--- Reply: {expired, drained, promoted, checking, routed, stock, extracted, draining, more}: the
--- counts after the pass; more is 1 when expired entries remain for the next pass.
+-- Reply: {expired, drained, promoted, checking, routed, stock, extracted, draining, more,
+-- suspect}: the counts after the pass; more is 1 when expired entries remain for the next pass.
 local now = tonumber(ARGV[1])
 local reserve = tonumber(ARGV[2])
 local bound = tonumber(ARGV[3])
@@ -32,14 +35,17 @@ for _, id in ipairs(gone) do
   end
   redis.call('HDEL', KEYS[1], id)
   for k = 2, 6 do redis.call('ZREM', KEYS[k], id) end
+  redis.call('ZREM', KEYS[8], id)
+  redis.call('ZREM', KEYS[9], id)
   expired = expired + 1
 end
 
 local drained = 0
-for k = 3, 4 do
+for _, k in ipairs({3, 4, 8}) do
   local past = redis.call('ZRANGEBYSCORE', KEYS[k], '-inf', now)
   for _, id in ipairs(past) do
     redis.call('ZREM', KEYS[k], id)
+    redis.call('ZREM', KEYS[9], id)
     local raw = redis.call('HGET', KEYS[1], id)
     if raw ~= false then
       local entry = cjson.decode(raw)
@@ -76,8 +82,9 @@ local checking = redis.call('ZCARD', KEYS[2])
 local routed = redis.call('ZCARD', KEYS[3])
 local stock = redis.call('ZCARD', KEYS[4])
 local extracted = redis.call('ZCARD', KEYS[5])
-local draining = redis.call('HLEN', KEYS[1]) - checking - routed - stock - extracted
+local suspect = redis.call('ZCARD', KEYS[8])
+local draining = redis.call('HLEN', KEYS[1]) - checking - routed - stock - extracted - suspect
 if draining < 0 then draining = 0 end
 local more = 0
 if #gone == bound then more = 1 end
-return {expired, drained, promoted, checking, routed, stock, extracted, draining, more}
+return {expired, drained, promoted, checking, routed, stock, extracted, draining, more, suspect}

@@ -206,6 +206,7 @@ describe("creating a provider_api connector", () => {
         reserve_for_gateway: null,
         depleted_after_empty: 3,
         reuse_after_release_seconds: null,
+        remove_after_failures: 2,
       },
     };
     expect(created.body).toMatchObject({
@@ -244,6 +245,7 @@ describe("creating a provider_api connector", () => {
       reserve_for_gateway: 5,
       depleted_after_empty: 3,
       reuse_after_release_seconds: null,
+      remove_after_failures: 2,
     });
     expect(named.body.config.fetch.body).toEqual({ want: "{count}", filters: [{ country: "DE" }] });
   });
@@ -355,6 +357,11 @@ describe("creating a provider_api connector", () => {
         config({ pool: { reuse_after_release_seconds: -1 } }),
         "body.config.pool.reuse_after_release_seconds",
         "must be a whole number from 0 to 86400",
+      ],
+      [
+        config({ pool: { remove_after_failures: 0 } }),
+        "body.config.pool.remove_after_failures",
+        "must be a whole number from 1 to 10",
       ],
     ];
     for (const [settings, field, message] of cases) {

@@ -55,10 +55,12 @@ export const PoolAnswer = v.strictObject({
     checking: count,
     routed: count,
     stock: count,
+    /** Available, but failed a check or gateways failed to reach them: in no feed until a pass. */
+    suspect: count,
     draining: count,
     extracted: count,
   }),
-  /** Checking, routed and stock: what the pool's sizes count. */
+  /** Checking, routed, stock and suspect: what the pool's sizes count. */
   live: count,
   pool: v.nullable(v.strictObject({
     min_size: count,

@@ -88,6 +88,7 @@ export function registerConnectors(program: Command): void {
           ["Checking", c.checking],
           ["Routed", c.routed],
           ["Stock", c.stock],
+          ["Suspect", c.suspect],
           ["Draining", c.draining],
           ["Extracted", c.extracted],
           ["Gateway reserve", pool.pool?.reserve_for_gateway ?? "all routed"],

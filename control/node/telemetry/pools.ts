@@ -9,7 +9,7 @@ import type { FetchStats } from "../../provider-api/fetch-contract.ts";
 import { type Sample, type Scrape, TelemetryPart } from "./family.ts";
 import { leads } from "./rows.ts";
 
-const STATES = ["checking", "routed", "stock", "draining", "extracted"] as const;
+const STATES = ["checking", "routed", "stock", "suspect", "draining", "extracted"] as const;
 const OUTCOMES = ["success", "empty", "duplicate_only", "error"] as const;
 
 export function isPoolWatch<T extends { name: string }>(loop: T): loop is T & PoolWatchSnapshot {
@@ -46,7 +46,8 @@ export class PoolTelemetry extends TelemetryPart {
     super(registry, read);
     this.gauge({
       name: "octoprox_pool_entries",
-      help: "Entries of a provider-API connector's pool by state (checking, routed, stock, " +
+      help:
+        "Entries of a provider-API connector's pool by state (checking, routed, stock, suspect, " +
         "draining, extracted), as the leading controller last read them.",
       labelNames: ["connector", "state"] as const,
       samples: (scrape) =>

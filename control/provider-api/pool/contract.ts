@@ -7,7 +7,11 @@
  * An entry's life (seed 001's state machine, in our words):
  *   checking  fetched, not yet checked: never routed, never extracted;
  *   available checked; either routed (the feed carries it, gateways allocate it until its
- *             usable-until) or stock (no gateway routes it; extraction takes only these);
+ *             usable-until) or stock (no gateway routes it; extraction takes only these).
+ *             Re-checked on the pool's cadence, the longest unchecked first;
+ *   suspect   available, but its last check failed or a gateway failed to reach it: neither
+ *             routed nor extracted until a check passes (back to where it was, routed or
+ *             stock); `pool.remove_after_failures` failures in a row remove it;
  *   draining  past its usable-until: no new allocation anywhere, kept until its expiry so the
  *             provider handing it out again is still a duplicate;
  *   extracted handed out by the extraction API under a lease; never routed again. When the
@@ -18,9 +22,13 @@
  * A routed entry never becomes stock again: a gateway may still be using it.
  */
 
+/** pool.remove_after_failures when the connector does not set it. */
+export const DEFAULT_REMOVE_AFTER_FAILURES = 2;
+
 export const EntryState = {
   checking: "checking",
   available: "available",
+  suspect: "suspect",
   draining: "draining",
   extracted: "extracted",
 } as const;
@@ -55,6 +63,11 @@ export interface EntryRecord {
   checked_at: number | null;
   /** The extraction lease holding it, when extracted. */
   lease: string | null;
+  /**
+   * Failures in a row since its last passed check (checks, and at most one a pool run for the
+   * gateways' connect failures); absent before the first.
+   */
+  failures?: number;
 }
 
 /** A proxy to add, as the fetch path read it from an answer (credentials in clear). */
@@ -89,12 +102,17 @@ export interface PoolCounts {
   checking: number;
   routed: number;
   stock: number;
+  suspect: number;
   draining: number;
   extracted: number;
 }
 
-/** The live entries (checking and available): what `min_size`, `target_size`, `max_size` count. */
-export const liveCount = (counts: PoolCounts) => counts.checking + counts.routed + counts.stock;
+/**
+ * The live entries (checking, available and suspect): what `min_size`, `target_size` and
+ * `max_size` count.
+ */
+export const liveCount = (counts: PoolCounts) =>
+  counts.checking + counts.routed + counts.stock + counts.suspect;
 
 export interface PoolStore {
   /** Adds fresh proxies as checking; duplicates and what is past `maxSize` are only counted. */

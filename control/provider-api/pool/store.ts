@@ -10,6 +10,7 @@ import type { RedisKeys } from "../../../shared/redis-keys.ts";
 import { runScript } from "../../core/scripts.ts";
 import {
   type AddResult,
+  DEFAULT_REMOVE_AFTER_FAILURES,
   type EntryRecord,
   EntryState,
   type NewPoolProxy,
@@ -29,13 +30,48 @@ export interface CheckResult {
 }
 
 export interface CheckedResult {
+  /** Checking entries that passed, by where they went. */
   routed: number;
   stocked: number;
+  /** Available entries that passed a re-check. */
   rechecked: number;
   drained: number;
   removed: number;
   skipped: number;
+  /** Available entries made suspect by a failed re-check. */
+  suspected: number;
+  /** Suspects that passed, and those of them back in the feed. */
+  restored: number;
+  restoredRouted: number;
 }
+
+export interface EvidenceResult {
+  /** Available entries made suspect, and those of them the feed carried. */
+  suspected: number;
+  suspectedRouted: number;
+  /** Entry ids the gateways named (any state). */
+  named: number;
+}
+
+/** An entry's check options: the gateway reserve, and the failures in a row that remove it. */
+export interface CheckOptions {
+  nowMs: number;
+  reserve: number | null;
+  /** pool.remove_after_failures (its default when absent). */
+  removeAfterFailures?: number;
+}
+
+const NO_CHECKS: CheckedResult = {
+  routed: 0,
+  stocked: 0,
+  rechecked: 0,
+  drained: 0,
+  removed: 0,
+  skipped: 0,
+  suspected: 0,
+  restored: 0,
+  restoredRouted: 0,
+};
 
 export interface MaintainResult {
   expired: number;
@@ -115,6 +151,7 @@ export class RedisPoolStore implements PoolStore {
       k.poolOwners,
       k.poolRouted(connector.id),
       k.poolStock(connector.id),
+      k.poolSuspect(connector.id),
     ], [options.nowMs, options.maxSize, connector.id, JSON.stringify(items)]) as (
       | number
       | string
@@ -127,29 +164,81 @@ export class RedisPoolStore implements PoolStore {
     };
   }
 
-  /** Applies check results: passed entries become available (routed up to the reserve). */
+  /**
+   * Applies check results (control/provider-api/pool/contract.ts has the moves): a new entry
+   * that passed becomes available (routed up to the reserve), one that failed leaves; an
+   * available one that failed turns suspect, a suspect that passed is restored.
+   */
   async markChecked(
     connector: PoolConnectorRef,
     results: readonly CheckResult[],
-    options: { nowMs: number; reserve: number | null },
+    options: CheckOptions,
   ): Promise<CheckedResult> {
-    if (results.length === 0) {
-      return { routed: 0, stocked: 0, rechecked: 0, drained: 0, removed: 0, skipped: 0 };
-    }
-    const args: (string | number)[] = [options.nowMs, reserveArg(options.reserve)];
+    if (results.length === 0) return { ...NO_CHECKS };
+    const args: (string | number)[] = [
+      options.nowMs,
+      reserveArg(options.reserve),
+      options.removeAfterFailures ?? DEFAULT_REMOVE_AFTER_FAILURES,
+    ];
     for (const result of results) args.push(result.id, result.passed ? 1 : 0);
     const k = this.#keys;
-    const [routed, stocked, rechecked, drained, removed, skipped] = numbers(
+    const c = connector.id;
+    const [
+      routed,
+      stocked,
+      rechecked,
+      drained,
+      removed,
+      skipped,
+      suspected,
+      restored,
+      restoredRouted,
+    ] = numbers(
       await runScript(this.#redis, "pool_checked", [
-        k.poolEntries(connector.id),
-        k.poolChecking(connector.id),
-        k.poolRouted(connector.id),
-        k.poolStock(connector.id),
-        k.poolExpiry(connector.id),
+        k.poolEntries(c),
+        k.poolChecking(c),
+        k.poolRouted(c),
+        k.poolStock(c),
+        k.poolExpiry(c),
         k.poolOwners,
+        k.poolSuspect(c),
+        k.poolChecked(c),
       ], args),
     );
-    return { routed, stocked, rechecked, drained, removed, skipped };
+    return {
+      routed,
+      stocked,
+      rechecked,
+      drained,
+      removed,
+      skipped,
+      suspected,
+      restored,
+      restoredRouted,
+    };
+  }
+
+  /**
+   * Takes the gateways' connect failures through the pool's proxies: each available entry they
+   * name turns suspect (a failure of its own, never its removal: only a check removes).
+   */
+  async takeEvidence(
+    connector: PoolConnectorRef,
+    options: { removeAfterFailures: number },
+  ): Promise<EvidenceResult> {
+    const k = this.#keys;
+    const c = connector.id;
+    const [suspected, suspectedRouted, named] = numbers(
+      await runScript(this.#redis, "pool_evidence", [
+        k.poolEntries(c),
+        k.poolEvidence(c),
+        k.poolRouted(c),
+        k.poolStock(c),
+        k.poolSuspect(c),
+        k.poolChecked(c),
+      ], [options.removeAfterFailures]),
+    );
+    return { suspected, suspectedRouted, named };
   }
 
   /** One maintenance pass: expiries, drains, promotion of stock to the gateway reserve. */
@@ -158,27 +247,40 @@ export class RedisPoolStore implements PoolStore {
     options: { nowMs: number; reserve: number | null; maxRemovals?: number },
   ): Promise<MaintainResult> {
     const k = this.#keys;
-    const [expired, drained, promoted, checking, routed, stock, extracted, draining, more] =
-      numbers(
-        await runScript(this.#redis, "pool_maintain", [
-          k.poolEntries(connector.id),
-          k.poolChecking(connector.id),
-          k.poolRouted(connector.id),
-          k.poolStock(connector.id),
-          k.poolExtracted(connector.id),
-          k.poolExpiry(connector.id),
-          k.poolOwners,
-        ], [
-          options.nowMs,
-          reserveArg(options.reserve),
-          options.maxRemovals ?? MAX_REMOVALS_PER_PASS,
-        ]),
-      );
+    const c = connector.id;
+    const [
+      expired,
+      drained,
+      promoted,
+      checking,
+      routed,
+      stock,
+      extracted,
+      draining,
+      more,
+      suspect,
+    ] = numbers(
+      await runScript(this.#redis, "pool_maintain", [
+        k.poolEntries(c),
+        k.poolChecking(c),
+        k.poolRouted(c),
+        k.poolStock(c),
+        k.poolExtracted(c),
+        k.poolExpiry(c),
+        k.poolOwners,
+        k.poolSuspect(c),
+        k.poolChecked(c),
+      ], [
+        options.nowMs,
+        reserveArg(options.reserve),
+        options.maxRemovals ?? MAX_REMOVALS_PER_PASS,
+      ]),
+    );
     return {
       expired,
       drained,
       promoted,
-      counts: { checking, routed, stock, extracted, draining },
+      counts: { checking, routed, stock, suspect, extracted, draining },
       more: more === 1,
     };
   }
@@ -190,18 +292,22 @@ export class RedisPoolStore implements PoolStore {
       .zcard(k.poolRouted(connectorId))
       .zcard(k.poolStock(connectorId))
       .zcard(k.poolExtracted(connectorId))
+      .zcard(k.poolSuspect(connectorId))
       .hlen(k.poolEntries(connectorId))
       .exec();
-    const [checking, routed, stock, extracted, all] = (replies ?? []).map(([error, value]) => {
-      if (error) throw error;
-      return Number(value);
-    });
+    const [checking, routed, stock, extracted, suspect, all] = (replies ?? []).map(
+      ([error, value]) => {
+        if (error) throw error;
+        return Number(value);
+      },
+    );
     return {
       checking,
       routed,
       stock,
+      suspect,
       extracted,
-      draining: Math.max(0, all - checking - routed - stock - extracted),
+      draining: Math.max(0, all - checking - routed - stock - extracted - suspect),
     };
   }
 
@@ -220,19 +326,54 @@ export class RedisPoolStore implements PoolStore {
     );
   }
 
-  /** Stock entries last checked before `checkedBeforeMs`, at most `limit`. */
-  async staleStock(
+  /** The suspect entries, soonest unusable first, at most `limit`. */
+  async suspects(connectorId: string, limit: number): Promise<EntryRecord[]> {
+    if (limit <= 0) return [];
+    const ids = await this.#redis.zrange(
+      this.#keys.poolSuspect(connectorId),
+      "0",
+      String(limit - 1),
+    );
+    return (await this.entries(connectorId, ids)).filter((e) => e.state === EntryState.suspect);
+  }
+
+  /**
+   * Available entries (routed or stock) whose last passed check is before `checkedBeforeMs`,
+   * the longest unchecked first, at most `limit`. The checked index is kept lazily: ids whose
+   * entry is no longer available (extracted, drained, gone) are dropped from it here.
+   */
+  async dueRechecks(
     connectorId: string,
     checkedBeforeMs: number,
     limit: number,
   ): Promise<EntryRecord[]> {
-    const ids = await this.#redis.zrange(this.#keys.poolStock(connectorId), "0", "-1");
-    const stale: EntryRecord[] = [];
-    for (const entry of await this.entries(connectorId, ids)) {
-      if ((entry.checked_at ?? 0) < checkedBeforeMs) stale.push(entry);
-      if (stale.length >= limit) break;
+    if (limit <= 0) return [];
+    const key = this.#keys.poolChecked(connectorId);
+    const due: EntryRecord[] = [];
+    // A bounded number of reads: each drops the stale ids it found, so the next finds fewer.
+    for (let round = 0; round < 4 && due.length < limit; round++) {
+      const ids = await this.#redis.zrangebyscore(
+        key,
+        "-inf",
+        `(${checkedBeforeMs}`,
+        "LIMIT",
+        // The ones taken stay in the index ahead of the rest; the stale ones left it.
+        due.length,
+        limit - due.length,
+      );
+      if (ids.length === 0) break;
+      const records = new Map(
+        (await this.entries(connectorId, ids)).map((entry) => [entry.id, entry]),
+      );
+      const stale = ids.filter((id) => records.get(id)?.state !== EntryState.available);
+      for (const id of ids) {
+        const entry = records.get(id);
+        if (entry?.state === EntryState.available) due.push(entry);
+      }
+      if (stale.length === 0) break;
+      await this.#redis.zrem(key, ...stale);
     }
-    return stale;
+    return due;
   }
 
   /** The records of `ids` that still exist, in order. */
@@ -279,6 +420,9 @@ export class RedisPoolStore implements PoolStore {
         this.#keys.poolRouted(connectorId),
         this.#keys.poolStock(connectorId),
         this.#keys.poolExtracted(connectorId),
+        this.#keys.poolSuspect(connectorId),
+        this.#keys.poolChecked(connectorId),
+        this.#keys.poolEvidence(connectorId),
         this.#keys.poolExpiry(connectorId),
         this.#keys.poolFetch(connectorId),
         this.#keys.poolPermits(connectorId),
@@ -303,6 +447,9 @@ export class RedisPoolStore implements PoolStore {
         k.poolRouted(c),
         k.poolStock(c),
         k.poolExtracted(c),
+        k.poolSuspect(c),
+        k.poolChecked(c),
+        k.poolEvidence(c),
         k.poolExpiry(c),
         k.poolFetch(c),
         k.poolPermits(c),

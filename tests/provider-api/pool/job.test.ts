@@ -2,8 +2,11 @@
  * The pool job over real stores and real proxies: a run checks the entries waiting for a check
  * through each proxy (a Debian tinyproxy that works, an address that refuses) against an echo of
  * the test's own. While the echo itself is down, failed checks are not judged: the entries wait.
- * Once it answers, the working proxy is routed and the refusing one leaves the pool. A run whose
- * pool is at its minimum fetches nothing; the pool of a deleted connector is purged.
+ * Once it answers, the working proxy is routed and the refusing one leaves the pool. Routed
+ * entries are re-checked every run: a proxy that dies turns suspect and leaves the routed set, a
+ * pass brings it back, failures in a row remove it, and gateways' evidence makes it suspect before
+ * its check. A run whose pool is at its minimum fetches nothing; the pool of a deleted connector
+ * is purged.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { eq } from "drizzle-orm";
@@ -16,6 +19,7 @@ import { ProviderRefiller } from "../../../control/provider-api/fetch/refill.ts"
 import { type Echo, startEcho } from "../../../testkit/upstreams/echo.ts";
 import { startTinyproxy, type Tinyproxy } from "../../../testkit/upstreams/tinyproxy.ts";
 import { freePort } from "../../../testkit/ports.ts";
+import { FaultMode, startFaultProxy } from "../../../testkit/upstreams/fault-proxy.ts";
 import { type ApiHarness, startHarness } from "../../../testkit/api-harness.ts";
 
 let h: ApiHarness;
@@ -60,7 +64,7 @@ async function providerConnector(pool: Record<string, unknown>): Promise<string>
 /** The job's clock runs this far ahead of the wall clock (the echo's verdicts age by it). */
 let aheadMs = 0;
 
-function poolJob(): PoolJob {
+function poolJob(recheckAfterMs = 60_000): PoolJob {
   const store = poolStoreOf(h.deps);
   const logger = h.deps.logger;
   const coordinator = new FetchCoordinator({ redis: h.deps.redis, keys: h.deps.keys, logger });
@@ -76,7 +80,7 @@ function poolJob(): PoolJob {
     probes: new Semaphore(10),
     echoUrl: echo.url,
     timeoutMs: 2000,
-    recheckAfterMs: 60_000,
+    recheckAfterMs,
     nowMs: () => Date.now() + aheadMs,
   });
 }
@@ -137,6 +141,61 @@ describe("the pool job's checks", () => {
     expect(await store.entries(connectorId, [added.ids[1]])).toEqual([]);
   });
 
+  it("re-checks routed entries: a dead proxy turns suspect, comes back on a pass, leaves after failures in a row", async () => {
+    const auth = { username: "fault", password: "fault-secret" };
+    const fault = await startFaultProxy({ auth });
+    try {
+      const connectorId = await providerConnector({
+        min_size: 0,
+        target_size: 1,
+        max_size: 5,
+        remove_after_failures: 3,
+      });
+      const ref = { id: connectorId, projectId };
+      const store = poolStoreOf(h.deps);
+      const nowMs = Date.now();
+      const { ids: [id] } = await store.add(ref, [{
+        key: `http|127.0.0.1|${fault.port}|fault`,
+        scheme: "http",
+        host: "127.0.0.1",
+        port: fault.port,
+        ...auth,
+        country: null,
+        expiresAtMs: nowMs + 600_000,
+        usableUntilMs: nowMs + 590_000,
+      }], { nowMs, maxSize: 5 });
+      // Every run re-checks what the one before checked.
+      const job = poolJob(0);
+      const run = () => job.runOne(connectorId, AbortSignal.timeout(30_000));
+      const routedIds = async () => (await store.routed(connectorId, Date.now())).map((e) => e.id);
+
+      expect((await run()).counts).toMatchObject({ routed: 1 });
+      const seen = fault.connectionsSeen;
+      expect((await run()).counts).toMatchObject({ routed: 1, suspect: 0 });
+      expect(fault.connectionsSeen).toBeGreaterThan(seen);
+
+      // It dies: the next run finds it, and the feed's routed set no longer has it.
+      fault.setMode(FaultMode.refuse);
+      expect((await run()).counts).toMatchObject({ routed: 0, suspect: 1 });
+      expect(await routedIds()).toEqual([]);
+      // It comes back: a pass puts it back in the routed set.
+      fault.setMode(FaultMode.pass);
+      expect((await run()).counts).toMatchObject({ routed: 1, suspect: 0 });
+      expect(await routedIds()).toEqual([id]);
+
+      // Gateways failing to reach it make it suspect before any check: a run takes their
+      // evidence first, and with the proxy dead, its failed checks then remove it.
+      fault.setMode(FaultMode.refuse);
+      await h.deps.redis.hincrby(h.deps.keys.poolEvidence(connectorId), id, 4);
+      expect((await run()).counts).toMatchObject({ routed: 0, suspect: 1 });
+      expect((await store.entries(connectorId, [id]))[0].failures).toBe(2);
+      expect((await run()).counts).toMatchObject({ routed: 0, suspect: 0, checking: 0 });
+      expect(await store.entries(connectorId, [id])).toEqual([]);
+    } finally {
+      await fault.close();
+    }
+  });
+
   it("purges the pool of a connector that is gone", async () => {
     const connectorId = await providerConnector({ min_size: 0, target_size: 1, max_size: 5 });
     const store = poolStoreOf(h.deps);
@@ -159,6 +218,7 @@ describe("the pool job's checks", () => {
       checking: 0,
       routed: 0,
       stock: 0,
+      suspect: 0,
       draining: 0,
       extracted: 0,
     });

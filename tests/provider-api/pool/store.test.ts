@@ -2,8 +2,10 @@
  * The activity pool over a real Redis: the first source keeps a proxy (another connector's copy,
  * of this project or another, is a duplicate, and the owner's expiry is untouched), the size cap, checks that route up to
  * the gateway reserve and stock the rest, drains at usable-until, removal at expiry with the
- * ownership, promotion of stock to the reserve, never a routed entry back to stock, purge; and
- * that no credential is in Redis in clear.
+ * ownership, promotion of stock to the reserve, never a routed entry back to stock, purge;
+ * re-checks: a failure makes an available entry suspect (out of the feed and the stock), a pass
+ * puts it back where it was, `remove_after_failures` in a row remove it, gateways' evidence makes
+ * it suspect but never removes it; and that no credential is in Redis in clear.
  */
 import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -61,6 +63,7 @@ describe("adding", () => {
     expect(first).toMatchObject({ added: 2, duplicates: 0, overMax: 0 });
     expect(await store.counts(A.id)).toEqual({
       checking: 2,
+      suspect: 0,
       routed: 0,
       stock: 0,
       extracted: 0,
@@ -148,13 +151,13 @@ describe("checks", () => {
     expect(routed.map((e) => e.id).sort()).toEqual([ids[0], ids[1]].sort());
     expect(routed.every((e) => e.state === "available" && e.routed && e.checked_at === NOW + 1000))
       .toBe(true);
-    // A stale result (the entry is routed now) changes nothing.
+    // A stale result (the entry left meanwhile) changes nothing.
     expect(
-      await store.markChecked(A, [{ id: ids[0], passed: false }], {
+      await store.markChecked(A, [{ id: ids[3], passed: true }], {
         nowMs: NOW + 2000,
         reserve: 2,
       }),
-    ).toMatchObject({ skipped: 1, removed: 0 });
+    ).toMatchObject({ skipped: 1, removed: 0, routed: 0 });
     expect(await redis.zscore(keys.poolRouted(A.id), ids[0])).not.toBeNull();
   });
 
@@ -170,6 +173,151 @@ describe("checks", () => {
     });
     expect(result).toMatchObject({ routed: 1, drained: 1 });
     expect(await store.counts(A.id)).toMatchObject({ routed: 1, draining: 1 });
+  });
+});
+
+describe("re-checks and suspects", () => {
+  /** Two routed entries and one in stock, checked at NOW. */
+  async function available(store: RedisPoolStore) {
+    const { ids } = await store.add(A, [1, 2, 3].map((n) => proxy(n)), {
+      nowMs: NOW,
+      maxSize: 10,
+    });
+    await store.markChecked(A, ids.map((id) => ({ id, passed: true })), {
+      nowMs: NOW,
+      reserve: 2,
+    });
+    const routed = (await store.routed(A.id, NOW)).map((e) => e.id);
+    const stock = ids.filter((id) => !routed.includes(id));
+    expect(routed).toHaveLength(2);
+    return { routed, stock: stock[0] };
+  }
+
+  it("makes a failed routed or stock entry suspect, restores it on a pass, removes it at the threshold", async () => {
+    const { store, keys } = bed();
+    const { routed, stock } = await available(store);
+    const failed = await store.markChecked(A, [
+      { id: routed[0], passed: false },
+      { id: stock, passed: false },
+      { id: routed[1], passed: true },
+    ], { nowMs: NOW + 5000, reserve: 2, removeAfterFailures: 3 });
+    expect(failed).toMatchObject({ suspected: 2, rechecked: 1, removed: 0 });
+    expect(await store.counts(A.id)).toMatchObject({ routed: 1, stock: 0, suspect: 2 });
+    // Neither the feed nor extraction sees a suspect.
+    expect((await store.routed(A.id, NOW + 5000)).map((e) => e.id)).toEqual([routed[1]]);
+    expect(await redis.zscore(keys.poolStock(A.id), stock)).toBeNull();
+    const [suspect] = await store.entries(A.id, [routed[0]]);
+    expect(suspect).toMatchObject({ state: "suspect", failures: 1, routed: true });
+
+    // A second failure (of three allowed) keeps it suspect; then a pass puts each back where
+    // it was: the routed one in the feed, the stock one in stock.
+    expect(
+      await store.markChecked(A, [{ id: routed[0], passed: false }], {
+        nowMs: NOW + 6000,
+        reserve: 2,
+        removeAfterFailures: 3,
+      }),
+    ).toMatchObject({ suspected: 0, removed: 0 });
+    expect((await store.entries(A.id, [routed[0]]))[0].failures).toBe(2);
+    const back = await store.markChecked(A, [
+      { id: routed[0], passed: true },
+      { id: stock, passed: true },
+    ], { nowMs: NOW + 7000, reserve: 2, removeAfterFailures: 3 });
+    expect(back).toMatchObject({ restored: 2, restoredRouted: 1 });
+    expect(await store.counts(A.id)).toMatchObject({ routed: 2, stock: 1, suspect: 0 });
+    expect((await store.entries(A.id, [routed[0]]))[0]).toMatchObject({
+      state: "available",
+      failures: 0,
+      checked_at: NOW + 7000,
+    });
+
+    // The default threshold, two in a row: the second failure removes it, ownership and all.
+    const ownerField = (await store.entries(A.id, [routed[0]]))[0].key;
+    expect(await redis.hget(keys.poolOwners, ownerField)).toBe(`${A.id}/${routed[0]}`);
+    await store.markChecked(A, [{ id: routed[0], passed: false }], {
+      nowMs: NOW + 8000,
+      reserve: 2,
+    });
+    expect(
+      await store.markChecked(A, [{ id: routed[0], passed: false }], {
+        nowMs: NOW + 9000,
+        reserve: 2,
+      }),
+    ).toMatchObject({ removed: 1 });
+    expect(await store.entries(A.id, [routed[0]])).toEqual([]);
+    expect(await redis.zscore(keys.poolSuspect(A.id), routed[0])).toBeNull();
+    expect(await redis.hget(keys.poolOwners, ownerField)).toBeNull();
+  });
+
+  it("takes gateways' evidence: available entries named turn suspect, never removed by it alone", async () => {
+    const { store, keys } = bed();
+    const { routed, stock } = await available(store);
+    const [checking] = (await store.add(A, [proxy(9)], { nowMs: NOW, maxSize: 10 })).ids;
+    await redis.hset(keys.poolEvidence(A.id), routed[0], "3", checking, "1", "no-such-id", "2");
+    const taken = await store.takeEvidence(A, { removeAfterFailures: 2 });
+    expect(taken).toEqual({ suspected: 1, suspectedRouted: 1, named: 3 });
+    expect(await redis.exists(keys.poolEvidence(A.id))).toBe(0);
+    // The checking entry waits for its first check as before.
+    expect((await store.entries(A.id, [checking]))[0].state).toBe("checking");
+    expect((await store.routed(A.id, NOW)).map((e) => e.id)).toEqual([routed[1]]);
+
+    // More evidence against a suspect, or with a threshold of one, removes nothing.
+    await redis.hset(keys.poolEvidence(A.id), routed[0], "5", stock, "1");
+    expect(await store.takeEvidence(A, { removeAfterFailures: 1 })).toMatchObject({
+      suspected: 1,
+      suspectedRouted: 0,
+    });
+    expect(await store.entries(A.id, [routed[0], stock])).toMatchObject([
+      { state: "suspect", failures: 1 },
+      { state: "suspect", failures: 0 },
+    ]);
+    // A failed check then removes the one the gateways named (two in a row by default).
+    expect(
+      await store.markChecked(A, [{ id: routed[0], passed: false }], {
+        nowMs: NOW + 1000,
+        reserve: 2,
+      }),
+    ).toMatchObject({ removed: 1 });
+  });
+
+  it("answers due re-checks longest unchecked first and forgets entries no longer available", async () => {
+    const { store, keys } = bed();
+    const { routed, stock } = await available(store);
+    await store.markChecked(A, [{ id: routed[1], passed: true }], {
+      nowMs: NOW + 5000,
+      reserve: 2,
+    });
+    expect((await store.dueRechecks(A.id, NOW + 1, 10)).map((e) => e.id).sort()).toEqual(
+      [routed[0], stock].sort(),
+    );
+    expect((await store.dueRechecks(A.id, NOW + 6000, 10)).map((e) => e.id)).toHaveLength(3);
+    // A suspect is re-checked from the suspect set, not as a due re-check.
+    await store.markChecked(A, [{ id: routed[0], passed: false }], {
+      nowMs: NOW + 6000,
+      reserve: 2,
+    });
+    expect((await store.suspects(A.id, 10)).map((e) => e.id)).toEqual([routed[0]]);
+    expect((await store.dueRechecks(A.id, NOW + 6000, 10)).map((e) => e.id).sort()).toEqual(
+      [routed[1], stock].sort(),
+    );
+    // An entry that left the available sets behind the index's back is dropped from it.
+    await redis.hdel(keys.poolEntries(A.id), stock);
+    expect((await store.dueRechecks(A.id, NOW + 6000, 10)).map((e) => e.id)).toEqual([routed[1]]);
+    expect(await redis.zscore(keys.poolChecked(A.id), stock)).toBeNull();
+  });
+
+  it("drains a suspect past its usable-until", async () => {
+    const { store } = bed();
+    const { ids } = await store.add(A, [proxy(1, { usableUntilMs: NOW + 10_000 })], {
+      nowMs: NOW,
+      maxSize: 10,
+    });
+    await store.markChecked(A, [{ id: ids[0], passed: true }], { nowMs: NOW, reserve: null });
+    await store.markChecked(A, [{ id: ids[0], passed: false }], { nowMs: NOW + 1, reserve: null });
+    expect((await store.counts(A.id)).suspect).toBe(1);
+    const pass = await store.maintain(A, { nowMs: NOW + 10_000, reserve: null });
+    expect(pass).toMatchObject({ drained: 1 });
+    expect(pass.counts).toMatchObject({ suspect: 0, draining: 1 });
   });
 });
 

@@ -383,6 +383,11 @@ function PoolPanel({ path, canEdit }: { path: string; canEdit: boolean }) {
               {count("Checking", view.counts.checking, "Fetched, waiting for their check")}
               {count("Routed", view.counts.routed, "Available, in the feed")}
               {count("Stock", view.counts.stock, "Available, for extraction only")}
+              {count(
+                "Suspect",
+                view.counts.suspect,
+                "Failed a check, or gateways could not reach them: out of the feed until a check passes",
+              )}
               {count("Draining", view.counts.draining, "Past usable-until, until their expiry")}
               {count("Extracted", view.counts.extracted, "Handed out under a lease")}
             </dl>
