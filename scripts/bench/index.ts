@@ -7,6 +7,11 @@
  *   npm run bench -- throughput           one suite (or several: gateway-core feed memory)
  *   npm run bench -- --runs 5 health      runs per figure (at least 3 by default)
  *   npm run bench -- --list               the suites
+ *   npm run bench -- --no-record memory   leave the record as it is (an experiment)
+ *
+ * After each suite its figures go to the bench's record, docs/measured/bench-latest.json, as
+ * that suite's entry (with the day, the machine and this command), the other suites' entries
+ * kept: `npm run capacity` sizes a cluster from it (scripts/measured/record.ts).
  *
  * A later issue adds a suite by writing a module that exports a `Suite` (suite.ts) and listing
  * it in SUITES below. The exit status is 1 when a figure misses its budget or a suite fails.
@@ -28,8 +33,18 @@ import { throughputSuite } from "./throughput.ts";
 import { trafficSuite } from "./traffic.ts";
 import { tunnelOpsSuite } from "./tunnel-ops.ts";
 import { webSuite } from "./web.ts";
-import { passes, type Suite } from "./suite.ts";
+import { passes, type Row, type Suite } from "./suite.ts";
 import { type Line, table } from "./table.ts";
+import { describeMachine } from "../measured/machine.ts";
+import { RECORD_FILE } from "../measured/record.ts";
+import {
+  benchCommand,
+  benchSettings,
+  headCommit,
+  type Invocation,
+  recordSuite,
+  suiteEntry,
+} from "./record-run.ts";
 
 /** Every suite, in the order a full run takes them. */
 export const SUITES: readonly Suite[] = [
@@ -50,6 +65,10 @@ export const SUITES: readonly Suite[] = [
   startSuite,
 ];
 
+function firstLine(error: unknown): string {
+  return error instanceof Error ? error.message.split("\n")[0] : String(error);
+}
+
 function loadText(): string {
   return loadavg().map((l) => l.toFixed(2)).join(" / ");
 }
@@ -60,6 +79,7 @@ async function main(): Promise<void> {
     options: {
       runs: { type: "string", default: "3" },
       list: { type: "boolean", default: false },
+      "no-record": { type: "boolean", default: false },
     },
   });
   if (values.list) {
@@ -79,19 +99,44 @@ async function main(): Promise<void> {
     : SUITES.filter((suite) => positionals.includes(suite.name));
 
   const log = (message: string) => process.stderr.write(`${message}\n`);
+  const settings = benchSettings(process.env);
+  const invocation: Invocation | undefined = values["no-record"] ? undefined : {
+    command: benchCommand(process.argv.slice(2), settings),
+    settings,
+    runs,
+    commit: headCommit(),
+    machine: describeMachine(),
+  };
   const lines: Line[] = [];
   for (const suite of chosen) {
     const started = performance.now();
+    const loadStart = loadavg();
     log(`== ${suite.name}: ${suite.description}`);
+    let rows: Row[] | undefined;
     try {
-      const rows = await suite.run({ runs, log });
+      rows = await suite.run({ runs, log });
       lines.push(...rows.map((row) => ({ suite: suite.name, row })));
     } catch (error) {
       log(`${suite.name} failed: ${error instanceof Error ? error.stack : String(error)}`);
-      lines.push({
-        suite: suite.name,
-        error: error instanceof Error ? error.message.split("\n")[0] : String(error),
+      if (invocation) log(`== ${suite.name}: its entry in ${RECORD_FILE} stays as it was`);
+      lines.push({ suite: suite.name, error: firstLine(error) });
+    }
+    if (rows && invocation) {
+      const entry = suiteEntry(invocation, {
+        endedAt: new Date(),
+        seconds: (performance.now() - started) / 1000,
+        loadStart,
+        loadEnd: loadavg(),
+        rows,
       });
+      try {
+        await recordSuite(suite.name, entry);
+        log(`== ${suite.name}: recorded in ${RECORD_FILE}`);
+      } catch (error) {
+        // The figures are in the table all the same; the run fails so the gap is seen.
+        log(`${suite.name}: not recorded: ${firstLine(error)}`);
+        lines.push({ suite: `${suite.name} (record)`, error: firstLine(error) });
+      }
     }
     log(
       `== ${suite.name} took ${((performance.now() - started) / 1000).toFixed(0)} s ` +

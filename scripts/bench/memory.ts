@@ -247,6 +247,13 @@ async function run(context: SuiteContext): Promise<Row[]> {
   return [
     {
       figure: "gateway RSS with a 100,000-proxy snapshot (Deno, one isolate)",
+      key: "rss-snapshot",
+      facts: {
+        proxies: CONNECTORS * ROWS_PER_CONNECTOR,
+        idleMb: m((r) => r.idleMb),
+        peakMb: m((r) => r.peakMb),
+        applyMs: m((r) => r.applyMs),
+      },
       value: m((r) => r.snapshotMb),
       runs: runs((r) => r.snapshotMb),
       unit: "MB",
@@ -260,6 +267,8 @@ async function run(context: SuiteContext): Promise<Row[]> {
     },
     {
       figure: `gateway RSS per 1,000 idle CONNECT tunnels (${formatNumber(tunnels, 0)} open)`,
+      key: "rss-per-1000-idle-tunnels",
+      facts: { tunnels, openAtEnd: Math.min(...runs((r) => r.openAtEnd)) },
       value: m((r) => r.perThousandTunnelsMb),
       runs: runs((r) => r.perThousandTunnelsMb),
       unit: "MB",

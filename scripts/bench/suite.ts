@@ -23,6 +23,16 @@ export interface Row {
   digits?: number;
   /** What goes with the figure (latencies, CPU, errors), in the table's last column. */
   detail?: string;
+  /**
+   * A stable name for tools that read the bench's record (`npm run capacity`): the figure's
+   * text is for people and may be reworded, the key is not.
+   */
+  key?: string;
+  /**
+   * Figures measured beside the value that a tool reads from the record (a request rate, cores
+   * busy), by name: the detail column holds them too, but as text.
+   */
+  facts?: Record<string, number>;
 }
 
 export interface SuiteContext {

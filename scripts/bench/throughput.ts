@@ -481,8 +481,6 @@ function rows(
     for (const target of targets.filter((t) => t.group === group)) {
       const list = points.get(pointKey(target, "saturation")) ?? [];
       const m = (pick: (p: Point) => number) => median(list.map(pick));
-      const perRequest = (pick: (p: Point) => number) =>
-        formatNumber(m((p) => (p.report.ok > 0 ? (pick(p) * 1000) / p.report.ok : NaN)), 0);
       const failed = list.reduce((n, p) => n + p.report.requests - p.report.ok, 0);
       const classes = new Map<string, number>();
       for (const p of list) {
@@ -493,12 +491,26 @@ function rows(
       const resent = list.reduce((n, p) => n + p.report.retries, 0);
       const rates = list.map((p) => p.report.throughput);
       const baseline = target.key === "direct";
+      const perRequestOf = (pick: (p: Point) => number) =>
+        m((p) => (p.report.ok > 0 ? (pick(p) * 1000) / p.report.ok : NaN));
+      const perRequest = (pick: (p: Point) => number) => formatNumber(perRequestOf(pick), 0);
       out.push({
         figure: `${name}: CPU per request, ${target.label}`,
+        key: `${group}/${target.key}/cpu-per-request`,
         value: m(cpuPerRequest),
         runs: list.map(cpuPerRequest),
         unit: "µs",
         digits: 0,
+        // What `npm run capacity` sizes with: the rate beside the CPU, and how much of the
+        // machine the proxy had while it was measured.
+        facts: {
+          perSecond: median(rates),
+          proxyCores: m((p) => p.targetCpuMs / p.wallMs),
+          upstreamOriginCpuUs: perRequestOf((p) => p.sharedCpuMs),
+          loadgenCores: m((p) => p.report.cpu.cores),
+          otherCores: m(otherCores),
+          failed,
+        },
         detail: `${formatNumber(median(rates), 0)}/s (runs ${
           rates.map((r) => formatNumber(r, 0)).join(", ")
         }); p50 ${
@@ -534,6 +546,7 @@ function rows(
       const what = of === "cpu" ? "CPU per request" : "requests a second";
       out.push({
         figure: `${name}: ${what}, ${LABELS[mine]} ÷ ${LABELS[other]}`,
+        key: `${group}/${of}-ratio/${mine}/${other}`,
         value,
         runs,
         unit: "×",
@@ -568,6 +581,7 @@ function rows(
       );
       out.push({
         figure: `${name}: gateway CPU per request, project rate limit on less off`,
+        key: `${group}/gateway-rate/cpu-added`,
         value,
         runs,
         unit: "µs",
