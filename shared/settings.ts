@@ -451,6 +451,12 @@ const gatewayFields = {
     integer(1, 0, 256),
     "Isolates (threads) serving in one gateway process; 0: one per core",
   ),
+  // Slots of the gateway's table of proxies (32 bytes of counts each): freed slots are reused,
+  // so this bounds the proxies routed at once, not those ever seen (docs/routing.md).
+  OCTOPROX_GATEWAY_MAX_PROXIES: field(
+    integer(1_000_000, 1000, 8_000_000),
+    "Proxies one gateway routes at once at most; past it, new ones are left out and counted",
+  ),
   // 0 (the default) serves on the last feed for as long as it must (docs/gateway.md).
   OCTOPROX_FEED_MAX_STALE: field(
     v.optional(
@@ -586,6 +592,7 @@ export const GatewaySettingsSchema = v.pipe(
     connectTimeoutMs: e.OCTOPROX_CONNECT_TIMEOUT,
     /** 1 (default): one isolate; 0: one per core (the process resolves it); n: n isolates. */
     isolates: e.OCTOPROX_GATEWAY_ISOLATES,
+    maxProxies: e.OCTOPROX_GATEWAY_MAX_PROXIES,
     heartbeatIntervalMs: e.OCTOPROX_HEARTBEAT_INTERVAL,
     /** 0: off (the last feed serves however old its read). */
     feedMaxStaleMs: e.OCTOPROX_FEED_MAX_STALE,

@@ -128,6 +128,15 @@ function logApplied(
     applyMs: Math.round((performance.now() - startedMs) * 100) / 100,
     projects: snapshot.projectsById.size,
   });
+  const refused = snapshot.stats.proxiesRefused;
+  if (refused > 0) {
+    const slots = snapshot.dispatch.proxySlots;
+    logger.warn("Proxy table full: proxies of the feed are not routed by this gateway", {
+      refused,
+      capacity: slots.capacity,
+      hint: "raise OCTOPROX_GATEWAY_MAX_PROXIES",
+    });
+  }
 }
 
 /** The follower logs pino-style, `(fields, message)`. */

@@ -7,7 +7,7 @@ import { type FeedKeys, verifyPassword } from "../../shared/feed/codec.ts";
 import { type RedisKeys, STREAM_CAPS } from "../../shared/redis-keys.ts";
 import { JobKind } from "../../shared/roles.ts";
 import type { GatewaySettings } from "../../shared/settings.ts";
-import type { Dispatch } from "../../shared/routing/dispatch.ts";
+import { Dispatch } from "../../shared/routing/dispatch.ts";
 import { FeedFreshness } from "../../shared/routing/feed-freshness.ts";
 import type { ProvisionRequests } from "../../shared/routing/provision.ts";
 import { CoreRouter } from "../../shared/routing/router.ts";
@@ -33,7 +33,8 @@ export function buildIsolateRouter(o: IsolateRouterOptions): CoreRouter {
     verifyPassword: (password, digest) => verifyPassword(feedKeys, password, digest),
     log: { warn: (message, fields) => logger.warn(message, fields) },
     freshness: o.freshness ?? new FeedFreshness(settings.feedMaxStaleMs),
-    ...(o.dispatch !== undefined ? { dispatch: o.dispatch } : {}),
+    // A worker isolate follows the main one's table, which holds the bound.
+    dispatch: o.dispatch ?? new Dispatch({ maxProxySlots: settings.maxProxies }),
     // Sticky bindings in Redis, read under the request deadline and written by held tasks.
     sticky: {
       store: new RedisStickyStore(redis, keys),

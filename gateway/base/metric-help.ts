@@ -21,6 +21,10 @@ export const METRIC_HELP: Readonly<Record<string, string>> = {
   octoprox_gateway_ready: "1 when the gateway is ready (a feed applied, the ports bound).",
   octoprox_gateway_dispatch_misuse_total:
     "Dispatch misuse made harmless (double_release, double_commit, commit_after_release): a bug.",
+  octoprox_gateway_proxy_slots:
+    "The gateway's table of proxies: slots held now (in the feed, or leaving while busy) and its bound.",
+  octoprox_gateway_proxies_refused_total:
+    "New proxies of the feed left out because the table of proxies was full (not routed here).",
   octoprox_gateway_dispatch_reserve_conflicts_total:
     "Reservations that lost their compare-and-swap at a proxy's concurrency limit.",
   octoprox_gateway_log_lines_dropped: "Log lines dropped because the log's queue was full.",

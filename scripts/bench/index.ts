@@ -23,6 +23,7 @@ import { feedSuite } from "./feed.ts";
 import { gatewayCoreSuite } from "./gateway-core.ts";
 import { healthSuite } from "./health.ts";
 import { memorySuite } from "./memory.ts";
+import { churnSuite } from "./churn.ts";
 import { metricsSuite } from "./metrics.ts";
 import { producersSuite } from "./producers.ts";
 import { providersSuite } from "./providers.ts";
@@ -53,6 +54,7 @@ export const SUITES: readonly Suite[] = [
   throughputSuite,
   tunnelOpsSuite,
   memorySuite,
+  churnSuite,
   scalingSuite,
   producersSuite,
   healthSuite,

@@ -85,13 +85,15 @@ export function curveShape(
 }
 
 /** RSS and the JavaScript heap in use, after a full collection (bytes). */
-interface Live {
+export interface Live {
   rss: number;
   heap: number;
+  /** The JavaScript heap V8 holds (committed), used or not. */
+  heapTotal: number;
 }
 
 /** A gateway whose inspector listens, so the bench can have it collect its garbage. */
-async function inspectedGateway(bed: FeedBed) {
+export async function inspectedGateway(bed: FeedBed) {
   const inspectPort = await freePort();
   const gateway = await startGateway(bed, {}, {
     denoFlags: [`--inspect=127.0.0.1:${inspectPort}`],
@@ -110,7 +112,11 @@ function liveResidentOf(pid: number, inspectPort: number): () => Promise<Live> {
       String(inspectPort),
     ], ["--allow-net"]);
     await sleep(1000);
-    return { rss: (await residentBytes(pid)) ?? NaN, heap: heap.usedBytes };
+    return {
+      rss: (await residentBytes(pid)) ?? NaN,
+      heap: heap.usedBytes,
+      heapTotal: heap.totalBytes,
+    };
   };
 }
 

@@ -9,13 +9,17 @@
  * their transfers in flight (least_used reads both).
  *
  * The arrays sit on a growable `SharedArrayBuffer` where the runtime has one, and every update is
- * an `Atomics` operation, so isolates of one process can share exact counts. A slot is never given
- * to another proxy in the life of the process: an allocation still out on a proxy that left the
- * snapshot releases into the slot it took, and a proxy that leaves is forgotten (its id no longer
- * maps to the slot) only once its counts are zero; its outcomes are cleared as it leaves, so one
- * that comes back (to the same slot, while still busy) starts unmeasured. The arrays grow by
- * doubling; 100,000 proxies take 3.2 MB, and churn of a million proxies over a process's life
- * 32 MB, which is why reusing slots (an epoch per slot) is left until short-lived pools need it.
+ * an `Atomics` operation, so isolates of one process can share exact counts. An allocation still
+ * out on a proxy that left the snapshot releases into the slot it took, and a proxy that leaves is
+ * forgotten (its id no longer maps to the slot) only once its counts are zero; its outcomes are
+ * cleared as it leaves, so one that comes back (to the same slot, while still busy) starts
+ * unmeasured. A forgotten proxy's slot is free for the next new proxy, so the table is as large as
+ * the most proxies the snapshot held at once (plus those still busy after leaving), not as the
+ * proxies ever seen: short-lived pools churn through millions. Each slot has an epoch, bumped
+ * when it is given to another proxy: an isolate still routing on an older snapshot cannot reserve
+ * the new holder's slot for the old proxy, and a lease of the old holder that ends late records
+ * no outcome against the new one. Past `maxProxySlots` a new proxy gets no slot: it is left out of
+ * the snapshot (not routed) and counted, and the gateway says so in its log and on /metrics.
  */
 import type { Allocation, FailurePhase, Outcome, UpstreamChoice } from "./contract.ts";
 
@@ -28,6 +32,8 @@ export const ProxyField = {
   failed: 4,
   /** Wraps as an unsigned 32-bit sum: readers take differences, which survive the wrap. */
   latencyMsSum: 5,
+  /** Bumped each time the slot is given to another proxy. */
+  epoch: 6,
 } as const;
 export const PROXY_STRIDE = 8;
 
@@ -140,13 +146,29 @@ class CounterArray {
   }
 }
 
-/** Stable ids to slots; never reused, forgotten only when idle. */
+/** What a slot table may take and what it did with its room. */
+export interface SlotTableOptions {
+  /** Slots at most; a new id past it gets none (-1). Infinity: no bound. */
+  maxSlots?: number;
+  /** A free slot is given to a new id (the counts clear what the old holder left). */
+  onReuse?: (slot: number) => void;
+}
+
+/**
+ * Stable ids to slots: an id keeps its slot while it is in the snapshot, and after while busy;
+ * an id forgotten when idle frees its slot for a new id (a numbering table only).
+ */
 export class SlotTable {
   private readonly slotOf = new Map<string, number>();
   private readonly leaving = new Map<string, number>();
   private next = 0;
   private readonly onGrow: (slots: number) => void;
   private readonly onRetire: (slot: number) => void;
+  private readonly onReuse: (slot: number) => void;
+  private readonly maxSlots: number;
+  /** Slots of forgotten ids, for the next new ones. */
+  private readonly free: number[] = [];
+  private refusedIds = 0;
   /** The build each slot was last assigned in, so a build finds the rows that left by slot. */
   private seen = new Int32Array(16);
   private build = 0;
@@ -156,13 +178,39 @@ export class SlotTable {
    */
   private presets: Map<string, number> | undefined;
 
-  constructor(onGrow: (slots: number) => void, onRetire: (slot: number) => void = () => {}) {
+  constructor(
+    onGrow: (slots: number) => void,
+    onRetire: (slot: number) => void = () => {},
+    options: SlotTableOptions = {},
+  ) {
     this.onGrow = onGrow;
     this.onRetire = onRetire;
+    this.onReuse = options.onReuse ?? (() => {});
+    this.maxSlots = options.maxSlots ?? Infinity;
   }
 
+  /** Slots made so far (the counts' length): in use, leaving, or free. */
   get size(): number {
     return this.next;
+  }
+
+  /** Slots held by an id now (in the snapshot, or leaving while busy). */
+  get inUse(): number {
+    return this.next - this.free.length;
+  }
+
+  get capacity(): number {
+    return this.maxSlots;
+  }
+
+  /** Whether this table numbers its own slots (else another isolate's table does). */
+  get numbering(): boolean {
+    return this.presets === undefined;
+  }
+
+  /** New ids that found the table full and got no slot, since the process started. */
+  get refused(): number {
+    return this.refusedIds;
   }
 
   /** Starts a snapshot build: `assignedThisBuild` answers for this one from now on. */
@@ -189,19 +237,31 @@ export class SlotTable {
     this.presets?.clear();
   }
 
-  /** The id's slot, kept for as long as the id is in the snapshot (and after, while busy). */
+  /**
+   * The id's slot, kept for as long as the id is in the snapshot (and after, while busy); -1
+   * when the id is new and the table is full.
+   */
   assign(id: string): number {
     if (this.presets !== undefined) return this.assignPreset(id, this.presets);
     let slot = this.slotOf.get(id);
     if (slot === undefined) {
-      slot = this.next++;
-      this.slotOf.set(id, slot);
-      this.onGrow(this.next);
-      if (slot >= this.seen.length) {
-        const seen = new Int32Array(this.seen.length * 2);
-        seen.set(this.seen);
-        this.seen = seen;
+      const reused = this.free.pop();
+      if (reused !== undefined) {
+        slot = reused;
+        this.onReuse(slot);
+      } else if (this.next < this.maxSlots) {
+        slot = this.next++;
+        this.onGrow(this.next);
+        if (slot >= this.seen.length) {
+          const seen = new Int32Array(this.seen.length * 2);
+          seen.set(this.seen);
+          this.seen = seen;
+        }
+      } else {
+        this.refusedIds++;
+        return -1;
       }
+      this.slotOf.set(id, slot);
     } else if (this.leaving.size !== 0) {
       this.leaving.delete(id);
     }
@@ -211,7 +271,8 @@ export class SlotTable {
 
   private assignPreset(id: string, presets: ReadonlyMap<string, number>): number {
     const slot = presets.get(id);
-    if (slot === undefined) throw new Error(`No slot was handed over for ${id}`);
+    // The numbering isolate found its table full for this id: it is not routed there either.
+    if (slot === undefined) return -1;
     this.slotOf.set(id, slot);
     if (this.leaving.size !== 0) this.leaving.delete(id);
     if (slot >= this.next) {
@@ -245,12 +306,19 @@ export class SlotTable {
     this.onRetire(slot);
   }
 
-  /** Forgets the leaving ids whose slot is idle; returns how many are still busy. */
+  /**
+   * Forgets the leaving ids whose slot is idle, freeing their slots for new ids (a numbering
+   * table; a following one takes its slots from the numbering isolate); returns how many are
+   * still busy.
+   */
   sweep(idle: (slot: number) => boolean): number {
     for (const [id, slot] of this.leaving) {
       if (idle(slot)) {
         this.leaving.delete(id);
-        if (this.slotOf.get(id) === slot) this.slotOf.delete(id);
+        if (this.slotOf.get(id) === slot) {
+          this.slotOf.delete(id);
+          if (this.presets === undefined) this.free.push(slot);
+        }
       }
     }
     return this.leaving.size;
@@ -265,6 +333,8 @@ type LeaseState = (typeof LeaseState)[keyof typeof LeaseState];
 export interface DispatchOptions {
   /** Proxy slots to make room for at once (the first snapshot grows it anyway). */
   initialProxySlots?: number;
+  /** Proxy slots at most (OCTOPROX_GATEWAY_MAX_PROXIES); a proxy past it is not routed. */
+  maxProxySlots?: number;
   /**
    * Count on another isolate's buffers (its `buffers`) and take slots from it (`follow`): a
    * worker isolate of a gateway process shares the main isolate's exact counts.
@@ -300,6 +370,7 @@ export class Dispatch implements DispatchReader {
     this.proxySlots = new SlotTable(
       (n) => this.proxyCounts.ensure(n * PROXY_STRIDE),
       (slot) => this.forgetOutcomes(slot),
+      { maxSlots: options.maxProxySlots, onReuse: (slot) => this.reuseSlot(slot) },
     );
     this.connectorSlots = new SlotTable((n) => this.connectorCounts.ensure(n));
     this.projectSlots = new SlotTable((n) => this.projectCounts.ensure(n));
@@ -397,18 +468,27 @@ export class Dispatch implements DispatchReader {
     return this.proxySlots.sweep((slot) => this.inFlight(slot) === 0);
   }
 
+  /** The slot's epoch now: a snapshot row keeps the one it was built with. */
+  epochOf(proxySlot: number): number {
+    return Atomics.load(this.proxyCounts.view, proxySlot * PROXY_STRIDE + ProxyField.epoch);
+  }
+
   /**
    * Acquire: reserves one transfer on the proxy unless `limit` (> 0) transfers are already
-   * reserved or active there; undefined when it is full.
+   * reserved or active there; undefined when it is full, or when the slot went to another proxy
+   * since the row was built (`epoch`: the row's; an isolate on an older snapshot).
    */
   acquire(
     upstream: UpstreamChoice,
     proxySlot: number,
     connectorSlot: number,
     limit: number,
+    epoch?: number,
   ): Lease | undefined {
     const counts = this.proxyCounts.view;
     const base = proxySlot * PROXY_STRIDE;
+    const now = Atomics.load(counts, base + ProxyField.epoch);
+    if (epoch !== undefined && now !== epoch) return undefined;
     if (limit > 0) {
       for (;;) {
         const occupancy = Atomics.load(counts, base);
@@ -421,7 +501,7 @@ export class Dispatch implements DispatchReader {
     }
     Atomics.add(counts, base + ProxyField.reserved, 1);
     Atomics.add(this.connectorCounts.view, connectorSlot, 1);
-    return new Lease(this, upstream, proxySlot, connectorSlot);
+    return new Lease(this, upstream, proxySlot, connectorSlot, now);
   }
 
   /** @internal Lease's commit: reserved turns active (occupancy unchanged). */
@@ -438,12 +518,15 @@ export class Dispatch implements DispatchReader {
     connectorSlot: number,
     wasActive: boolean,
     outcome: Outcome,
+    epoch: number,
   ): void {
     const counts = this.proxyCounts.view;
     const base = proxySlot * PROXY_STRIDE;
     Atomics.sub(counts, base + (wasActive ? ProxyField.active : ProxyField.reserved), 1);
     Atomics.sub(counts, base, 1);
     Atomics.sub(this.connectorCounts.view, connectorSlot, 1);
+    // The slot's holder changed under the lease: the outcome was the old proxy's.
+    if (Atomics.load(counts, base + ProxyField.epoch) !== epoch) return;
     if (outcome.ok) {
       Atomics.add(counts, base + ProxyField.ok, 1);
       if (outcome.latencyMs !== undefined) {
@@ -462,6 +545,12 @@ export class Dispatch implements DispatchReader {
     Atomics.store(counts, base + ProxyField.ok, 0);
     Atomics.store(counts, base + ProxyField.failed, 0);
     Atomics.store(counts, base + ProxyField.latencyMsSum, 0);
+  }
+
+  /** A free slot goes to a new proxy: a new epoch, and nothing measured of the old holder. */
+  private reuseSlot(proxySlot: number): void {
+    Atomics.add(this.proxyCounts.view, proxySlot * PROXY_STRIDE + ProxyField.epoch, 1);
+    this.forgetOutcomes(proxySlot);
   }
 
   /** @internal */
@@ -510,6 +599,8 @@ export class Lease implements Allocation {
   readonly upstream: UpstreamChoice;
   readonly proxySlot: number;
   readonly connectorSlot: number;
+  /** The slot's epoch when reserved. */
+  readonly epoch: number;
   private readonly dispatch: Dispatch;
   private state: LeaseState = LeaseState.reserved;
 
@@ -518,11 +609,13 @@ export class Lease implements Allocation {
     upstream: UpstreamChoice,
     proxySlot: number,
     connectorSlot: number,
+    epoch = 0,
   ) {
     this.dispatch = dispatch;
     this.upstream = upstream;
     this.proxySlot = proxySlot;
     this.connectorSlot = connectorSlot;
+    this.epoch = epoch;
   }
 
   get committed(): boolean {
@@ -553,6 +646,12 @@ export class Lease implements Allocation {
     }
     const wasActive = this.state === LeaseState.active;
     this.state = LeaseState.released;
-    this.dispatch.releaseSlot(this.proxySlot, this.connectorSlot, wasActive, outcome);
+    this.dispatch.releaseSlot(
+      this.proxySlot,
+      this.connectorSlot,
+      wasActive,
+      outcome,
+      this.epoch,
+    );
   }
 }

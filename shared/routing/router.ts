@@ -649,6 +649,7 @@ class Attempt implements Candidates {
       proxy.slot,
       proxy.connectorSlot,
       proxy.maxConcurrency,
+      proxy.slotEpoch,
     );
     if (lease !== undefined) return lease;
     (this.lost ??= new Set()).add(proxy.id);

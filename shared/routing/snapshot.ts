@@ -44,6 +44,8 @@ export interface ProxyEntry extends UpstreamChoice {
   readonly idHash: number;
   /** The proxy's dispatch slot: stable while the proxy stays in the feed. */
   readonly slot: number;
+  /** The slot's epoch when the row was built: a reservation checks it is still the row's. */
+  readonly slotEpoch: number;
   readonly connectorSlot: number;
   /** ISO 3166-1 alpha-2 when known. */
   readonly country: string | null;
@@ -211,12 +213,17 @@ export class ConnectorIndex {
     const proxies: ProxyEntry[] = new Array(rows.length);
     const healthy: ProxyEntry[] = [];
     let present = 0;
+    let kept = 0;
     for (let i = 0; i < rows.length; i++) {
       const row = rows[i];
+      const slot = dispatch.proxySlots.assign(row.id);
+      // The gateway's table of proxies is full: this one is not routed here (counted there).
+      if (slot < 0) continue;
       const entry: ProxyEntry = {
         id: row.id,
         idHash: hashId(row.id),
-        slot: dispatch.proxySlots.assign(row.id),
+        slot,
+        slotEpoch: dispatch.epochOf(slot),
         connectorSlot: this.slot,
         country: rowCountry(row.country),
         status: row.status,
@@ -234,10 +241,11 @@ export class ConnectorIndex {
         rateLimit: connector.rate_limit,
         renderer: this.renderer,
       };
-      proxies[i] = entry;
+      proxies[kept++] = entry;
       if (!isLeaving(row.status)) present++;
       if (row.status === "healthy") healthy.push(entry);
     }
+    if (kept < rows.length) proxies.length = kept;
     this.proxies = proxies;
     this.anyPlace = { connector: this, rows: healthy, present };
     this.noPlace = { connector: this, rows: [], present: 0 };
@@ -374,6 +382,8 @@ export interface BuildStats {
   runtimeRebuilt: boolean;
   /** Proxies gone from the feed whose slots still have transfers in flight. */
   slotsLeavingBusy: number;
+  /** Proxies of the feed left out of this build: the table of proxies was full. */
+  proxiesRefused: number;
 }
 
 export interface RoutingSnapshot {
@@ -418,6 +428,7 @@ export function buildSnapshot(
     projectsRebuilt: false,
     runtimeRebuilt: false,
     slotsLeavingBusy: 0,
+    proxiesRefused: 0,
   };
 
   let projectsByUsername: ReadonlyMap<string, ProjectEntry>;
@@ -471,6 +482,7 @@ export function buildSnapshot(
         built.set(id, index);
         stats.connectorsIndexed++;
         stats.proxiesIndexed += index.proxies.length;
+        stats.proxiesRefused += index.section.proxies.length - index.proxies.length;
       }
     }
     if (previous !== undefined) retireDeparted(previous.connectors, built, dispatch);

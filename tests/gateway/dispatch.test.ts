@@ -1,4 +1,7 @@
-/** Seed 001 §7.1's invariants on the dispatch counts, and slots that outlive their proxies. */
+/**
+ * Seed 001 §7.1's invariants on the dispatch counts; slots that outlive their proxies, are reused
+ * once idle under a new epoch, and are bounded.
+ */
 import { dispatchSamples } from "../../gateway/base/dispatch-metrics.ts";
 import { renderSamples } from "../../gateway/base/metrics.ts";
 import { describe, expect, it } from "vitest";
@@ -138,21 +141,79 @@ describe("dispatch", () => {
     expect(dispatch.inFlight(first)).toBe(0);
   });
 
-  it("never reuses a slot, and forgets a departed proxy only once it is idle", () => {
+  it("forgets a departed proxy only once it is idle, then gives its slot to the next new proxy", () => {
     const dispatch = new Dispatch();
     const cslot = dispatch.connectorSlots.assign("c1");
     const slot = dispatch.proxySlots.assign("gone");
-    const lease = dispatch.acquire(upstream, slot, cslot, 0)!;
+    const epoch = dispatch.epochOf(slot);
+    const lease = dispatch.acquire(upstream, slot, cslot, 0, epoch)!;
+    lease.commit();
     dispatch.proxySlots.retire("gone");
     expect(dispatch.sweep()).toBe(1);
-    // Still busy: a proxy coming back meanwhile keeps its slot and its counts.
+    // Still busy: a new proxy does not get the slot, and one coming back keeps its own.
+    expect(dispatch.proxySlots.assign("newcomer")).not.toBe(slot);
     expect(dispatch.proxySlots.assign("gone")).toBe(slot);
     dispatch.proxySlots.retire("gone");
-    lease.release({ ok: true });
+    lease.release({ ok: true, latencyMs: 5 });
     expect(dispatch.sweep()).toBe(0);
     expect(dispatch.proxySlots.get("gone")).toBeUndefined();
-    const again = dispatch.proxySlots.assign("gone");
-    expect(again).not.toBe(slot);
+    // Idle and forgotten: the next new proxy takes the slot, under a new epoch, unmeasured.
+    expect(dispatch.proxySlots.assign("next")).toBe(slot);
+    expect(dispatch.epochOf(slot)).toBe(epoch + 1);
+    expect(dispatch.okCount(slot)).toBe(0);
+    expect(dispatch.proxySlots.size).toBe(2);
+    expect(dispatch.proxySlots.inUse).toBe(2);
+  });
+
+  it("refuses a reservation through a row whose slot passed to another proxy, and records no late outcome on it", () => {
+    const dispatch = new Dispatch();
+    const cslot = dispatch.connectorSlots.assign("c1");
+    const slot = dispatch.proxySlots.assign("old");
+    const oldEpoch = dispatch.epochOf(slot);
+    // A lease of the old holder still out when it leaves, released late (another isolate's).
+    const late = dispatch.acquire(upstream, slot, cslot, 0, oldEpoch)!;
+    dispatch.proxySlots.retire("old");
+    dispatch.sweep();
+    late.release({ ok: false, phase: "connect" });
+    dispatch.sweep();
+    expect(dispatch.proxySlots.assign("new")).toBe(slot);
+    const newEpoch = dispatch.epochOf(slot);
+    expect(newEpoch).not.toBe(oldEpoch);
+    // An isolate still routing the old row cannot reserve the new holder's slot for it.
+    expect(dispatch.acquire(upstream, slot, cslot, 0, oldEpoch)).toBeUndefined();
+    expect(dispatch.inFlight(slot)).toBe(0);
+    // An isolate on an older snapshot may still reserve a freed slot before it passes on: its
+    // lease then ends under the new holder, frees its count, and records no outcome there.
+    const racing = new Dispatch();
+    const rc = racing.connectorSlots.assign("c1");
+    const rs = racing.proxySlots.assign("a");
+    racing.proxySlots.retire("a");
+    racing.sweep();
+    const lagging = racing.acquire(upstream, rs, rc, 0, racing.epochOf(rs))!;
+    expect(racing.proxySlots.assign("b")).toBe(rs);
+    lagging.release({ ok: false, phase: "connect" });
+    expect(racing.inFlight(rs)).toBe(0);
+    expect(racing.failedCount(rs)).toBe(0);
+    const fresh = dispatch.acquire(upstream, slot, cslot, 0, newEpoch)!;
+    fresh.release({ ok: true, latencyMs: 3 });
+    expect(dispatch.okCount(slot)).toBe(1);
+    expect(dispatch.failedCount(slot)).toBe(0);
+  });
+
+  it("holds at most maxProxySlots: a new proxy past it gets no slot and is counted", () => {
+    const dispatch = new Dispatch({ maxProxySlots: 3 });
+    expect([1, 2, 3].map((n) => dispatch.proxySlots.assign(`p${n}`))).toEqual([0, 1, 2]);
+    expect(dispatch.proxySlots.assign("p4")).toBe(-1);
+    expect(dispatch.proxySlots.refused).toBe(1);
+    // A known proxy keeps its slot; one that left and is idle makes room.
+    expect(dispatch.proxySlots.assign("p2")).toBe(1);
+    dispatch.proxySlots.retire("p2");
+    dispatch.sweep();
+    expect(dispatch.proxySlots.assign("p4")).toBe(1);
+    const text = renderSamples([dispatchSamples(dispatch)]);
+    expect(text).toContain('octoprox_gateway_proxy_slots{state="in_use"} 3');
+    expect(text).toContain('octoprox_gateway_proxy_slots{state="capacity"} 3');
+    expect(text).toContain("octoprox_gateway_proxies_refused_total 1");
   });
 
   it("counts a project's requests in flight up to its cap, one count for every isolate", () => {

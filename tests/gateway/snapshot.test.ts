@@ -1,6 +1,7 @@
 /** The routing snapshot: which rows serve a place, and an incremental build that reuses indexes. */
 import { describe, expect, it } from "vitest";
 import { buildSnapshot, type ConnectorIndex } from "../../shared/routing/snapshot.ts";
+import { Dispatch } from "../../shared/routing/dispatch.ts";
 import {
   connector,
   emptyRuntime,
@@ -153,5 +154,21 @@ describe("incremental build", () => {
     const s3 = buildSnapshot({ ...s2.sections, runtime: emptyRuntime() }, s2);
     expect(s3.stats.slotsLeavingBusy).toBe(0);
     expect(s3.dispatch.proxySlots.get("x1")).toBeUndefined();
+    // Its slot goes to the next new proxy: the table does not grow with churn.
+    const s4 = buildSnapshot({
+      ...s3.sections,
+      connectors: new Map([...s3.sections.connectors, ["z", section("z", ["z1"])]]),
+    }, s3);
+    expect(s4.connectors.get("z")!.proxies[0].slot).toBe(x1.slot);
+    expect(s4.dispatch.proxySlots.size).toBe(2);
+  });
+
+  it("leaves out the proxies a full table has no slot for, and counts them", () => {
+    const s1 = buildSnapshot(feed([section("x", ["x1", "x2", "x3"])]), undefined, {
+      dispatch: new Dispatch({ maxProxySlots: 2 }),
+    });
+    expect(s1.connectors.get("x")!.proxies.map((p) => p.id)).toEqual(["x1", "x2"]);
+    expect(ids(s1.connectors.get("x")!, {})).toEqual(["x1", "x2"]);
+    expect(s1.stats.proxiesRefused).toBe(1);
   });
 });
