@@ -7,28 +7,13 @@
  * proxy chosen is one `acquire` of a router (shared/routing/router.ts) built on a snapshot of the
  * compile (shared/routing/snapshot.ts), as a gateway that has served nothing would answer it.
  *
- * Read-only: the compile is the controller's read-only transaction; the runtime section
- * (quarantines, traffic blocks) is the controller's read of Redis; sticky sessions are read from
- * Redis but never written (the store below drops writes); the router's dispatch counts are its
- * own and thrown away with it. Without Redis the preview is answered without runtime state
- * (`runtime_included: false`), as the other views are.
+ * Read-only: the compile, pools and runtime section are read as project-routing.ts reads them
+ * for every reader of "who would serve"; sticky sessions are read from Redis but never written;
+ * the router's dispatch counts are its own and thrown away with it. Without Redis the preview is
+ * answered without runtime state (`runtime_included: false`), as the other views are.
  */
-import { compile, readRuntimeSection, type SectionText } from "./compile.ts";
-import { poolSections } from "./pool-sections.ts";
-import { poolStoreOf } from "../provider-api/pool/store.ts";
-import { redisDeadline } from "../core/redis.ts";
-import type { ControlDeps } from "../core/deps.ts";
-import { deriveFeedKeys, type FeedKeys } from "../../shared/feed/codec.ts";
-import {
-  type ConnectorSection,
-  connectorSectionName,
-  type FeedSections,
-  type GlobalSection,
-  type RuntimeSection,
-  SCHEMA_VERSION,
-} from "../../shared/feed/models.ts";
-import { parseSection } from "../../shared/feed/sections.ts";
-import { errorText, NotFoundError, ValidationError } from "../../shared/errors.ts";
+import { projectRouting, type ProjectRoutingDeps } from "./project-routing.ts";
+import { errorText, ValidationError } from "../../shared/errors.ts";
 import { parseUsername } from "../../shared/username.ts";
 import {
   type Client,
@@ -37,8 +22,12 @@ import {
   type Target,
   type UsernameOptions,
 } from "../../shared/routing/contract.ts";
-import { connectorVerdict, Ineligible, inSequence } from "../../shared/routing/eligibility.ts";
-import { CoreRouter } from "../../shared/routing/router.ts";
+import {
+  connectorVerdict,
+  Ineligible,
+  inSequence,
+  quarantineEndMs,
+} from "../../shared/routing/eligibility.ts";
 import {
   type ConnectorIndex,
   type ProjectEntry,
@@ -46,12 +35,8 @@ import {
   type RoutingSnapshot,
 } from "../../shared/routing/snapshot.ts";
 import { normaliseHost } from "../../shared/net/host.ts";
-import { RedisStickyStore } from "../../shared/routing/sticky/redis-store.ts";
-import type { StickyStore } from "../../shared/routing/sticky/store.ts";
-import { read } from "../core/store.ts";
-import type { ServiceDeps } from "../core/store.ts";
 
-export type PreviewDeps = ServiceDeps & Pick<ControlDeps, "redis" | "keys" | "logger">;
+export type PreviewDeps = ProjectRoutingDeps;
 
 /** Proxies listed at most; `total` counts them all. */
 export const PREVIEW_PROXY_LIMIT = 50;
@@ -133,116 +118,25 @@ export interface RoutingPreview {
  */
 const NO_TARGET: Target = { host: "", port: 443 };
 
-const feedKeysBySecret = new Map<string, Promise<FeedKeys>>();
-
-/** The feed keys of this install (HKDF, once per process). */
-function feedKeysOf(secret: string): Promise<FeedKeys> {
-  let keys = feedKeysBySecret.get(secret);
-  if (keys === undefined) {
-    keys = deriveFeedKeys(secret);
-    feedKeysBySecret.set(secret, keys);
-  }
-  return keys;
-}
-
-/** Sticky bindings read from Redis as a gateway reads them; the preview never binds a session. */
-function readOnlyStickyStore(deps: PreviewDeps): StickyStore {
-  const store = new RedisStickyStore(deps.redis, deps.keys);
-  return {
-    get: (projectId, sessionId, signal) => store.get(projectId, sessionId, signal),
-    set: () => Promise.resolve(),
-  };
-}
-
-const EMPTY_RUNTIME: RuntimeSection = Object.freeze({
-  schema: SCHEMA_VERSION,
-  quarantines: [],
-  traffic_blocks: [],
-  project_blocks: [],
-});
-
 export async function previewRouting(
   deps: PreviewDeps,
   projectId: string,
   input: PreviewInput,
 ): Promise<RoutingPreview> {
-  const settings = deps.settings;
-  const compiled = await read(deps, async () =>
-    compile(deps.database, {
-      keys: await feedKeysOf(settings.internalSecret),
-      defaultStrategy: settings.defaultStrategy,
-      providers: deps.providers,
-      projectId,
-    }));
-  if (!compiled.projectIds.has(projectId)) throw new NotFoundError("Project");
-
-  const nowMs = Date.now();
-  // Provider-API connectors' rows are their pools' routed entries, read as a publish reads them.
-  let poolTexts = new Map<string, SectionText>();
-  let poolProxyIds = new Set<string>();
-  if (compiled.pools.size > 0) {
-    try {
-      const feedKeys = await feedKeysOf(settings.internalSecret);
-      const found = await redisDeadline(
-        settings.redisRequestTimeoutMs,
-        () => poolSections(compiled.pools, poolStoreOf(deps), feedKeys, nowMs),
-      );
-      poolTexts = found.sections;
-      poolProxyIds = found.proxyIds;
-    } catch (error) {
-      deps.logger.warn(
-        { what: "routing preview", error: errorText(error) },
-        "Provider-API pools unavailable, their connectors shown without proxies",
-      );
-      for (const [id, section] of compiled.pools) {
-        const json = JSON.stringify(section);
-        poolTexts.set(connectorSectionName(id), { json, digest: "" });
-      }
-    }
-  }
-
-  let runtime = EMPTY_RUNTIME;
-  let runtimeIncluded = true;
-  try {
-    runtime = await redisDeadline(
-      settings.redisRequestTimeoutMs,
-      () =>
-        readRuntimeSection(deps.redis, deps.keys, {
-          ...compiled,
-          proxyIds: new Set([...compiled.proxyIds, ...poolProxyIds]),
-        }, nowMs),
-    );
-  } catch (error) {
-    runtimeIncluded = false;
-    deps.logger.warn(
-      { what: "routing preview", error: errorText(error) },
-      "Runtime state unavailable, shown without it",
-    );
-  }
-
-  // The sections as a gateway's follower hands them over: parsed by the same models.
-  let global: GlobalSection | undefined;
-  const connectors = new Map<string, ConnectorSection>();
-  for (const [name, text] of [...compiled.sections, ...poolTexts]) {
-    const parsed = parseSection(name, text.json);
-    if (parsed.kind === "global") global = parsed.section;
-    else if (parsed.kind === "connector") connectors.set(parsed.connectorId, parsed.section);
-  }
-  if (global === undefined) throw new Error("The compile made no global section");
-  const sections: FeedSections = { global, runtime, connectors };
-
-  const router = new CoreRouter({
-    // The preview authenticates nobody: the client is the project by its id.
-    verifyPassword: () => Promise.resolve(false),
-    log: { warn: (message, fields) => deps.logger.warn({ ...fields }, message) },
-    nowMs: () => nowMs,
-    sticky: runtimeIncluded
-      ? { store: readOnlyStickyStore(deps), requestTimeoutMs: settings.redisRequestTimeoutMs }
-      : undefined,
-  });
-  const snapshot = router.apply(sections);
-  const project = snapshot.projectsById.get(projectId);
-  if (project === undefined) throw new NotFoundError("Project");
+  const { router, snapshot, project, nowMs, runtimeIncluded, compiledAt } = await projectRouting(
+    deps,
+    projectId,
+    {
+      stickyReads: true,
+      unavailable: (part, error) =>
+        deps.logger.warn(
+          { what: "routing preview", error: errorText(error) },
+          part === "pools"
+            ? "Provider-API pools unavailable, their connectors shown without proxies"
+            : "Runtime state unavailable, shown without it",
+        ),
+    },
+  );
 
   const options = readUsername(input.username, project.username);
   const target: Target = input.target ?? NO_TARGET;
@@ -258,7 +152,7 @@ export async function previewRouting(
     const place = connector.rowsFor(options);
     let quarantined = 0;
     for (const proxy of place.rows) {
-      if (quarantineEnd(snapshot, proxy, nowMs) !== null) quarantined++;
+      if (quarantineEndMs(snapshot, proxy, nowMs) !== null) quarantined++;
     }
     const blockedUntilMs = snapshot.runtime.blockedUntilMs.get(connector.id);
     const code = typeof verdict === "string" ? verdict : null;
@@ -326,7 +220,7 @@ export async function previewRouting(
       rejection: refusal.rejection ?? null,
     },
     runtime_included: runtimeIncluded,
-    compiled_at: new Date(compiled.compiledAt).toISOString(),
+    compiled_at: new Date(compiledAt).toISOString(),
   };
 }
 
@@ -350,14 +244,9 @@ function readUsername(username: string, projectUsername: string): UsernameOption
   return parsed.options;
 }
 
-function quarantineEnd(snapshot: RoutingSnapshot, proxy: ProxyEntry, nowMs: number) {
-  const untilMs = snapshot.runtime.quarantineUntilMs.get(proxy.id, proxy.idHash);
-  return untilMs !== undefined && untilMs > nowMs ? untilMs : null;
-}
-
 /** A proxy without its login: the feed's row carries the filled credentials, never shown. */
 function presentProxy(snapshot: RoutingSnapshot, proxy: ProxyEntry, nowMs: number): PreviewProxy {
-  const untilMs = quarantineEnd(snapshot, proxy, nowMs);
+  const untilMs = quarantineEndMs(snapshot, proxy, nowMs);
   const host = proxy.host.includes(":") ? `[${proxy.host}]` : proxy.host;
   return {
     id: proxy.id,

@@ -3,16 +3,25 @@
  * quarantined now), the traffic split across connectors over a window, and a page of proxies
  * ordered by their totals. Postgres first; Redis after (soft); a second short Postgres read
  * only where Redis names rows (the quarantined ones).
+ *
+ * The split's expected shares are the router's, not a query's: the project's routing as a gateway
+ * holds it (control/feed/project-routing.ts, the routing preview's own building) judged by
+ * shared/routing/expected-share.ts, so what the dashboard expects is what gateways do.
  */
 import type { Redis } from "ioredis";
 import type { Database } from "../../db/client.ts";
 import { translatePostgresError } from "../../db/errors.ts";
 import { errorText } from "../../shared/errors.ts";
+import type { UsernameOptions } from "../../shared/routing/contract.ts";
+import { Ineligible } from "../../shared/routing/eligibility.ts";
+import { type Exclusion, expectedShares, NotServing } from "../../shared/routing/expected-share.ts";
 import type { RedisKeys } from "../../shared/redis-keys.ts";
 import { PROXY_STATUSES } from "../../shared/roles.ts";
 import type { Logger } from "../core/logging.ts";
 import { redisDeadline } from "../core/redis.ts";
 import { isUuid } from "../core/store.ts";
+import { projectRouting, type ProjectRoutingDeps } from "../feed/project-routing.ts";
+import type { SplitExclusion } from "../model/metrics.ts";
 import type { Window } from "./ranges.ts";
 import type { UsageReader } from "./usage.ts";
 import {
@@ -32,6 +41,8 @@ export interface ProjectUsageOptions {
   logger: Logger;
   deadlineMs: number;
   usage: UsageReader;
+  /** What a project's routing is built from, for the split's expected shares. */
+  routing: ProjectRoutingDeps;
 }
 
 export interface Pool {
@@ -48,14 +59,17 @@ export interface SplitRow {
   weight: number;
   proxies: number;
   healthy: number;
-  /** The share of requests its weight gives it among the connectors that can take them. */
+  /**
+   * Its share of the requests that name no place and no domain, as gateways route them now: its
+   * weight over the weights of the connectors that can take such a request; 0 when excluded.
+   */
   expected_share: number;
   /** Its share of the window's requests; null when the window has none. */
   observed_share: number | null;
   /** Its share of the window's bytes (both directions); null when the window has none. */
   observed_bytes_share: number | null;
-  /** Why it takes no requests: `disabled`, `no_eligible_proxies`; null when it takes them. */
-  excluded_reason: "disabled" | "no_eligible_proxies" | null;
+  /** Why it takes no such request (SPLIT_EXCLUSIONS); null when it takes them. */
+  excluded_reason: SplitExclusion | null;
   usage: Usage;
   /** Bytes both ways in decimal GB times the connector's price_per_gb; null without a price. */
   cost: number | null;
@@ -71,11 +85,27 @@ export interface ProxyUsageRow {
   usage: Usage;
 }
 
+export interface Split {
+  items: SplitRow[];
+  /** False when Redis did not answer: the shares were worked out without quarantines or blocks. */
+  runtimeIncluded: boolean;
+}
+
+/** A request that names no place and no destination: the split is of plain traffic. */
+const NO_PLACE: UsernameOptions = { user: "" };
+const NO_HOST = "";
+
+/** The router's exclusion under the split's name for it (SPLIT_EXCLUSIONS says why). */
+function splitExclusion(excluded: Exclusion, pendingDeletion: boolean): SplitExclusion {
+  return excluded === Ineligible.notTakingRequests && !pendingDeletion ? "disabled" : excluded;
+}
+
 const round = (value: number, digits: number) => Math.round(value * 10 ** digits) / 10 ** digits;
 
 export class ProjectUsage {
   readonly #o: ProjectUsageOptions;
   #quarantineFailing = false;
+  #routingFailing = false;
 
   constructor(options: ProjectUsageOptions) {
     this.#o = options;
@@ -136,7 +166,7 @@ export class ProjectUsage {
   }
 
   /** The traffic split over a window (undefined: everything retained). */
-  async split(projectId: string, window: Window | undefined): Promise<SplitRow[]> {
+  async split(projectId: string, window: Window | undefined): Promise<Split> {
     const sql = this.#o.database.sql;
     const connectors = await this.#postgres(() =>
       sql<
@@ -164,18 +194,19 @@ export class ProjectUsage {
       const live = await this.#o.usage.live("connector", connectors.map((c) => c.id));
       for (const [id, extra] of live.counts) counts.set(id, addCounts(counts.get(id)!, extra));
     }
-    const eligible = (c: (typeof connectors)[number]) => c.enabled && c.healthy > 0;
-    const weights = connectors.filter(eligible).reduce((sum, c) => sum + c.weight, 0);
+    const expected = await this.#expected(projectId);
     let requests = 0;
     let bytes = 0;
     for (const c of counts.values()) {
       requests += c.requests;
       bytes += c.bytesSent + c.bytesReceived;
     }
-    return connectors.map((c) => {
+    const items = connectors.map((c): SplitRow => {
       const own = counts.get(c.id)!;
       const ownBytes = own.bytesSent + own.bytesReceived;
       const price = c.traffic_config?.price_per_gb ?? null;
+      // A connector the compile left out (its provider gone) is in no gateway's routing.
+      const judged = expected.shares.get(c.id);
       return {
         connector_id: c.id,
         name: c.name,
@@ -183,15 +214,52 @@ export class ProjectUsage {
         weight: c.weight,
         proxies: c.proxies,
         healthy: c.healthy,
-        expected_share: eligible(c) && weights > 0 ? round(c.weight / weights, 4) : 0,
+        expected_share: judged === undefined ? 0 : round(judged.share, 4),
         observed_share: requests > 0 ? round(own.requests / requests, 4) : null,
         observed_bytes_share: bytes > 0 ? round(ownBytes / bytes, 4) : null,
-        excluded_reason: !c.enabled ? "disabled" : c.healthy === 0 ? "no_eligible_proxies" : null,
+        excluded_reason: judged === undefined
+          ? NotServing.notInRouting
+          : judged.excluded === null
+          ? null
+          : splitExclusion(judged.excluded, judged.pendingDeletion),
         usage: usageOf(own),
         cost: price === null ? null : round((ownBytes / 1e9) * price, 4),
         currency: price === null ? null : c.traffic_config?.currency ?? "USD",
       };
     });
+    return { items, runtimeIncluded: expected.runtimeIncluded };
+  }
+
+  /** Each connector's share as the router splits plain requests now, by connector id. */
+  async #expected(projectId: string) {
+    let failed = false;
+    const routing = await projectRouting(this.#o.routing, projectId, {
+      stickyReads: false,
+      unavailable: (part, error) => {
+        failed = true;
+        // Logged once an outage, as the pool's quarantines are.
+        if (this.#routingFailing) return;
+        this.#routingFailing = true;
+        this.#o.logger.warn(
+          { what: "traffic split", part, error: errorText(error) },
+          "Runtime state unavailable, shown without it",
+        );
+      },
+    });
+    if (!failed) this.#routingFailing = false;
+    const shares = new Map<
+      string,
+      { share: number; excluded: Exclusion | null; pendingDeletion: boolean }
+    >();
+    const { snapshot, project, nowMs } = routing;
+    for (const judged of expectedShares(snapshot, project, NO_PLACE, NO_HOST, nowMs)) {
+      shares.set(judged.connector.id, {
+        share: judged.share,
+        excluded: judged.excluded,
+        pendingDeletion: judged.connector.connector.pending_deletion,
+      });
+    }
+    return { shares, runtimeIncluded: routing.runtimeIncluded };
   }
 
   /** A page of a project's proxies, most requested first (by their stored totals). */

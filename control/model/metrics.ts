@@ -1,6 +1,8 @@
 /** Queries of the usage and failure reads: a range, a bucket width, an end, filters, pages. */
 import * as v from "valibot";
 import { FAILURE_KINDS } from "../../shared/failure-kinds.ts";
+import { Ineligible } from "../../shared/routing/eligibility.ts";
+import { NotServing } from "../../shared/routing/expected-share.ts";
 import { queryInteger, uuidField } from "./common.ts";
 
 /** The named ranges a usage read may ask for, and how long each is. */
@@ -14,6 +16,19 @@ export const RANGES = {
 } as const;
 export type RangeName = keyof typeof RANGES;
 export const RANGE_NAMES = Object.keys(RANGES) as RangeName[];
+
+/**
+ * Why a connector takes no share of the traffic split: the router's own names (its eligibility
+ * test's codes, then why an eligible one still serves nothing), except `disabled`, the name the
+ * split gave a disabled connector before it asked the router, kept for it; the router's
+ * `not_taking_requests` is then a connector being deleted.
+ */
+export const SPLIT_EXCLUSIONS = [
+  "disabled",
+  ...Object.values(Ineligible),
+  ...Object.values(NotServing),
+] as const;
+export type SplitExclusion = (typeof SPLIT_EXCLUSIONS)[number];
 
 /** Every width a row can have, and so every bucket width a read may ask for. */
 export const BUCKET_WIDTHS = [60, 3_600, 21_600, 86_400] as const;

@@ -13,7 +13,13 @@
  * are out of its sequence before any test (`inSequence`), and the router judges only that one.
  */
 import type { UsernameOptions } from "./contract.ts";
-import type { ConnectorIndex, PlaceRows, ProjectEntry, RoutingSnapshot } from "./snapshot.ts";
+import type {
+  ConnectorIndex,
+  PlaceRows,
+  ProjectEntry,
+  ProxyEntry,
+  RoutingSnapshot,
+} from "./snapshot.ts";
 
 /** Why a connector cannot take a request, as stable codes. */
 export const Ineligible = {
@@ -79,6 +85,21 @@ export function blockedNow(snapshot: RoutingSnapshot, connectorId: string, nowMs
   if (blocked.size === 0) return false;
   const untilMs = blocked.get(connectorId);
   return untilMs !== undefined && untilMs > nowMs;
+}
+
+/**
+ * The end of the proxy's quarantine as the snapshot's runtime holds it (epoch ms), or null when
+ * it is not resting at `nowMs`. A gateway's router also counts the quarantines its own rate
+ * limiter tripped until the feed carries them; readers without a gateway (the api's previews)
+ * see these alone.
+ */
+export function quarantineEndMs(
+  snapshot: RoutingSnapshot,
+  proxy: ProxyEntry,
+  nowMs: number,
+): number | null {
+  const untilMs = snapshot.runtime.quarantineUntilMs.get(proxy.id, proxy.idHash);
+  return untilMs !== undefined && untilMs > nowMs ? untilMs : null;
 }
 
 /** The project is blocked by its traffic quota at `nowMs`, as the snapshot's runtime says. */

@@ -3,7 +3,8 @@
  * split, proxies by usage, the failure summary and examples, and the system readings, all read
  * through the real app over real stores, with windows written by the gateway's own metering and
  * taken by the real metrics flush. Totals add the live window; a bad range or bucket is a 422
- * naming the field; without Redis the totals alone, logged once.
+ * naming the field; without Redis the totals alone and the split's shares without runtime
+ * state, each logged once.
  */
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import { chmod, mkdtemp, rm } from "node:fs/promises";
@@ -248,10 +249,12 @@ describe("usage reads", () => {
   test("the traffic split: expected by weight among connectors that can take requests, observed by counts", async () => {
     const answer = await get(`/api/v1/projects/${projectId}/metrics/connectors?range=24h`);
     expect(answer.status).toBe(200);
+    expect(answer.body.runtime_included).toBe(true);
     const [first, second] = answer.body.items;
     const all = [...flushed, ...pending];
     const firstCount = all.filter((t) => t.connectorId === connectorIds[0]);
-    // The second connector has no healthy proxy: excluded, its weight goes to the first.
+    // The second connector has no healthy proxy: excluded, its weight goes to the first (the
+    // router's reasons, against the preview's: tests/api/traffic-split.test.ts).
     expect(first).toMatchObject({
       connector_id: connectorIds[0],
       weight: 3,
@@ -265,7 +268,7 @@ describe("usage reads", () => {
     expect(first.cost).toBe(Math.round((bytes / 1e9) * 2.5 * 1e4) / 1e4);
     expect(second).toMatchObject({
       expected_share: 0,
-      excluded_reason: "no_eligible_proxies",
+      excluded_reason: "no_healthy_proxy",
       cost: null,
     });
   });
@@ -462,6 +465,16 @@ describe("usage reads without Redis", () => {
       body: { name: "Away", username: "away" },
     });
     const id = project.body.id;
+    const connector = await own.request("POST", `/api/v1/projects/${id}/connectors`, {
+      token: own.tokens.editor,
+      body: { name: "c", kind: "static" },
+    });
+    const connectorId = connector.body.id;
+    await own.request("POST", `/api/v1/projects/${id}/proxies`, {
+      token: own.tokens.editor,
+      body: { connector_id: connectorId, url: "http://10.9.0.1:3128" },
+    });
+    await own.deps.database.sql`update proxies set status = 'healthy' where project_id = ${id}`;
     await own.deps.database.sql`insert into metric_totals (entity_kind, entity_id, requests,
       successes) values ('project', ${id}, 7, 7)`;
     await redis.stop();
@@ -484,6 +497,22 @@ describe("usage reads without Redis", () => {
       l.what === "live metric windows"
     );
     expect(lines).toHaveLength(1);
+    // The split's shares as the routing preview answers without runtime state, logged once.
+    for (let i = 0; i < 2; i++) {
+      const split = await own.request("GET", `/api/v1/projects/${id}/metrics/connectors`, {
+        token: own.tokens.viewer,
+      });
+      expect(split.status, split.text).toBe(200);
+      expect(split.body.runtime_included).toBe(false);
+      expect(split.body.items).toMatchObject([
+        { connector_id: connectorId, expected_share: 1, excluded_reason: null },
+      ]);
+    }
+    expect(
+      own.lines.filter((l) =>
+        l.msg === "Runtime state unavailable, shown without it" && l.what === "traffic split"
+      ),
+    ).toHaveLength(1);
     const examples = await own.request("GET", `/api/v1/projects/${id}/failures/examples`, {
       token: own.tokens.viewer,
     });

@@ -1,6 +1,7 @@
 /** Usage, the traffic split, failures and the system history as the API answers them. */
 import * as v from "valibot";
 import { FAILURE_KINDS } from "../../../shared/failure-kinds.ts";
+import { SPLIT_EXCLUSIONS } from "../../model/metrics.ts";
 import { count, id, PAGE_FIELDS, timestamp, UsageAnswer } from "./common.ts";
 
 /** An entity's usage over everything retained. */
@@ -44,14 +45,17 @@ export const SplitRowAnswer = v.strictObject({
   weight: count,
   proxies: count,
   healthy: count,
-  /** The share of requests its weight gives it among the connectors that can take them. */
+  /**
+   * Its share of requests that name no place and no domain, as gateways route them now: its
+   * weight over the weights of the connectors that can take one; 0 when excluded.
+   */
   expected_share: v.number(),
   /** Its share of the window's requests; null when the window has none. */
   observed_share: v.nullable(v.number()),
   /** Its share of the window's bytes (both directions); null when the window has none. */
   observed_bytes_share: v.nullable(v.number()),
-  /** Why it takes no requests; null when it takes them. */
-  excluded_reason: v.nullable(v.picklist(["disabled", "no_eligible_proxies"])),
+  /** Why it takes no such request, in the router's words (docs/api.md); null when it takes them. */
+  excluded_reason: v.nullable(v.picklist(SPLIT_EXCLUSIONS)),
   usage: UsageAnswer,
   /** Bytes both ways in decimal GB times the connector's price_per_gb; null without a price. */
   cost: v.nullable(v.number()),
@@ -59,7 +63,13 @@ export const SplitRowAnswer = v.strictObject({
 });
 export type SplitRow = v.InferOutput<typeof SplitRowAnswer>;
 
-export const SplitAnswer = v.strictObject({ range: v.string(), items: v.array(SplitRowAnswer) });
+export const SplitAnswer = v.strictObject({
+  range: v.string(),
+  items: v.array(SplitRowAnswer),
+  /** False when Redis did not answer: expected shares without quarantines, blocks or pools. */
+  runtime_included: v.boolean(),
+});
+export type Split = v.InferOutput<typeof SplitAnswer>;
 
 export const ProxyUsageRowAnswer = v.strictObject({
   proxy_id: id,

@@ -77,6 +77,7 @@ export function metricsRoutes(deps: ApiDeps): Route[] {
     logger: deps.logger,
     deadlineMs: deps.settings.redisRequestTimeoutMs,
     usage,
+    routing: deps,
   });
   const rangeWindow = (range: string) =>
     range === "all" ? undefined : windowOf(range as RangeName, undefined, undefined);
@@ -162,17 +163,28 @@ export function metricsRoutes(deps: ApiDeps): Route[] {
       tag: "metrics",
       summary: "The traffic split across a project's connectors",
       description: "Per connector, over `range` (1h to 90d, or all; default 24h): its usage, " +
-        "its share of the requests and bytes, and the share its weight gives it among the " +
-        "connectors that can take requests (enabled, with a healthy proxy); " +
-        "`excluded_reason` says why one takes none. `cost` is its bytes both ways in decimal " +
-        "GB times its traffic_config.price_per_gb.",
+        "its share of the requests and bytes, and the share gateways give it now of requests " +
+        "that name no place and no domain: worked out by the gateway's own routing code over " +
+        "a compile of this project with the quarantines, traffic blocks and provider-API " +
+        "pools in Redis (as the routing preview is), its weight over the weights of the " +
+        "connectors that can take one. `excluded_reason` says why one takes none, in the " +
+        "router's words. `runtime_included` is false when Redis did not answer (shares " +
+        "without runtime state). `cost` is its bytes both ways in decimal GB times its " +
+        "traffic_config.price_per_gb.",
       access: UserRole.viewer,
       query: RangeOrAllQuery,
-      responses: { 200: answer("`{range, items: [...]}`", SplitAnswer) },
+      responses: {
+        200: answer("`{range, items: [...], runtime_included}`", SplitAnswer),
+      },
       async handler({ c, params, query }) {
         const window = rangeWindow(query.range);
         await getProject(deps, params.id);
-        return c.json({ range: query.range, items: await project.split(params.id, window) });
+        const split = await project.split(params.id, window);
+        return c.json({
+          range: query.range,
+          items: split.items,
+          runtime_included: split.runtimeIncluded,
+        });
       },
     }),
     defineRoute({

@@ -8,6 +8,7 @@ import type {
   FailureReport,
   ProjectMetrics,
   Series,
+  Split,
   SplitRow,
 } from "../../../api/answers/metrics.ts";
 import { formatBytes, formatCount, formatMs, formatPercent } from "../ui/format.ts";
@@ -19,12 +20,26 @@ import { useApi } from "../ui/use-api.ts";
 
 const REFRESH_MS = 15_000;
 
+/** Why a connector takes no share, in a few words (the API's codes are the router's). */
+const EXCLUDED: Record<NonNullable<SplitRow["excluded_reason"]>, string> = {
+  disabled: "disabled",
+  not_taking_requests: "being deleted",
+  place_not_served: "no proxies",
+  domain_filtered: "allow list only",
+  no_healthy_proxy: "no healthy proxy",
+  traffic_blocked: "traffic limit reached",
+  out_of_sequence: "not current in sequence",
+  all_proxies_quarantined: "all proxies resting",
+  no_usable_proxy: "no usable proxy",
+  not_in_routing: "not in routing",
+};
+
 export function Overview({ projectId }: { projectId: string }) {
   const [range, setRange] = useState("1h");
   const base = `/projects/${projectId}`;
   const metrics = useApi<ProjectMetrics>(`${base}/metrics`, undefined, REFRESH_MS);
   const history = useApi<Series>(`${base}/metrics/history`, { range }, REFRESH_MS);
-  const split = useApi<{ items: SplitRow[] }>(`${base}/metrics/connectors`, { range }, REFRESH_MS);
+  const split = useApi<Split>(`${base}/metrics/connectors`, { range }, REFRESH_MS);
   const failures = useApi<FailureReport>(`${base}/failures`, { range }, REFRESH_MS);
 
   const usage = metrics.data?.usage;
@@ -79,6 +94,14 @@ export function Overview({ projectId }: { projectId: string }) {
       <div class="two-columns">
         <section>
           <h3>Traffic split</h3>
+          {split.data?.runtime_included === false
+            ? (
+              <p class="muted">
+                Redis did not answer: the shares by weight leave out quarantines, traffic limits and
+                provider-API pools.
+              </p>
+            )
+            : null}
           <table class="data" aria-label="Traffic split">
             <thead>
               <tr>
@@ -96,7 +119,7 @@ export function Overview({ projectId }: { projectId: string }) {
                   <td>
                     {row.name}
                     {row.excluded_reason
-                      ? <span class="badge muted">{row.excluded_reason.replaceAll("_", " ")}</span>
+                      ? <span class="badge muted">{EXCLUDED[row.excluded_reason]}</span>
                       : null}
                   </td>
                   <td>{formatCount(row.usage.requests)}</td>
