@@ -3,16 +3,24 @@
  * prefix (`OCTOPROX_REDIS_PREFIX`, default `ox:`), so two installs or two test runs can share
  * one Redis. Nothing else in the code base writes a key name by hand.
  */
-import { JOB_KINDS, type JobKind } from "./roles.ts";
+import { FIRST_LANE_KINDS, JOB_KINDS, type JobKind } from "./roles.ts";
 
 /** The consumer group every work stream is taken through. */
 export const WORKERS_GROUP = "workers";
 
-/** Work streams as the System page names them: the job kinds, the sightings, the observations. */
-export type WorkStreamName = `jobs.${JobKind}` | "sightings" | "observations";
+/**
+ * Work streams as the System page names them: the job kinds, their first lanes, the sightings,
+ * the observations.
+ */
+export type WorkStreamName =
+  | `jobs.${JobKind}`
+  | `jobs.${JobKind}.first`
+  | "sightings"
+  | "observations";
 
 export const WORK_STREAMS: readonly WorkStreamName[] = [
   ...JOB_KINDS.map((kind) => `jobs.${kind}` as const),
+  ...FIRST_LANE_KINDS.map((kind) => `jobs.${kind}.first` as const),
   "sightings",
   "observations",
 ];
@@ -44,11 +52,16 @@ export function redisKeys(prefix: string) {
 
     // Work streams: an entry is the work itself.
     jobStream: (kind: JobKind) => `${p}jobs:${kind}:stream`,
+    /** A kind's first lane (FIRST_LANE_KINDS): read ahead of its regular stream. */
+    jobFirstStream: (kind: JobKind) => `${p}jobs:${kind}:first`,
     sightingsStream: `${p}stream:sightings`,
     observationsStream: `${p}stream:observations`,
     workStream(name: WorkStreamName): string {
       if (name === "sightings") return this.sightingsStream;
       if (name === "observations") return this.observationsStream;
+      if (name.endsWith(".first")) {
+        return this.jobFirstStream(name.slice("jobs.".length, -".first".length) as JobKind);
+      }
       return this.jobStream(name.slice("jobs.".length) as JobKind);
     },
 

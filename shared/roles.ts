@@ -56,6 +56,13 @@ export const WORKER_JOB_KINDS: readonly JobKind[] = [
   JobKind.indexHygiene,
 ];
 
+/**
+ * The kinds with a first lane: a stream of their own that workers read beside the regular one,
+ * for work that must not queue behind periodic runs (a new proxy's first check, a suspect's
+ * re-check).
+ */
+export const FIRST_LANE_KINDS: readonly JobKind[] = [JobKind.health];
+
 export const ProxyStatus = {
   initializing: "initializing",
   healthy: "healthy",

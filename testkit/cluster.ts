@@ -556,11 +556,14 @@ export class Cluster {
     return consumer;
   }
 
-  /** Entries a worker's health runner took over from dead consumers, from its heartbeat. */
+  /** Entries a worker's health runners took over from dead consumers, from its heartbeat. */
   async reclaimedBy(member: Member): Promise<number> {
     const snapshot = await this.snapshot(member);
     const loops = (snapshot?.loops ?? []) as Record<string, unknown>[];
-    return Number(loops.find((loop) => loop.name === "job_runner_health")?.reclaimed ?? 0);
+    // The health kind's runners: its regular stream's and its first lane's.
+    return loops.filter((loop) =>
+      loop.name === "job_runner_health" || loop.name === "job_runner_health_first"
+    ).reduce((sum, loop) => sum + Number(loop.reclaimed ?? 0), 0);
   }
 
   /** The holder id in the lease key, or null. */

@@ -197,7 +197,7 @@ export async function applyConfig(
     };
   });
   // New proxies are checked at once, not at their slot second; new limits decided.
-  await deps.jobs.request(JobKind.health, written.addedProxies);
+  await deps.jobs.request(JobKind.health, written.addedProxies, { first: true });
   if (written.trafficSubjects.length > 0) {
     try {
       await askPending(deps, written.trafficSubjects, deps.settings.redisRequestTimeoutMs);

@@ -40,6 +40,8 @@ export interface WorkBatch {
   keys: string[];
   /** The highest delivery count among the batch's entries (1 for a first delivery). */
   deliveries: number;
+  /** Read from its kind's first lane: urgent work, ahead of the periodic runs. */
+  first?: boolean;
 }
 
 export interface GroupConsumerOptions extends LoopOptions<Logger> {
@@ -63,6 +65,8 @@ export interface GroupConsumerOptions extends LoopOptions<Logger> {
   stopGraceMs: number;
   /** The longest a read blocks before the loop looks round again. */
   blockMs?: number;
+  /** The stream is a kind's first lane: its batches say so (`WorkBatch.first`). */
+  first?: boolean;
 }
 
 interface Running {
@@ -265,6 +269,7 @@ export abstract class GroupConsumer extends Loop<Logger> {
           ids: slice.map((e) => e.id),
           keys,
           deliveries: Math.max(...slice.map((e) => e.deliveries)),
+          ...(this.options.first === true ? { first: true } : {}),
         };
         this.#run(batch, givingUp);
       }

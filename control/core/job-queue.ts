@@ -5,7 +5,7 @@
  */
 import type { Redis } from "ioredis";
 import type { RedisKeys } from "../../shared/redis-keys.ts";
-import type { JobKind } from "../../shared/roles.ts";
+import { FIRST_LANE_KINDS, type JobKind } from "../../shared/roles.ts";
 import { errorText } from "../../shared/errors.ts";
 import type { Logger } from "./logging.ts";
 import { redisDeadline } from "./redis.ts";
@@ -25,15 +25,25 @@ export class JobQueue {
     this.#o = options;
   }
 
-  /** Asks for a run of `kind` for each key now. True when Redis took every key. */
-  async request(kind: JobKind, keys: Iterable<string>): Promise<boolean> {
+  /**
+   * Asks for a run of `kind` for each key now; with `first`, on the kind's first lane (ahead of
+   * its periodic runs; kinds without one take it on their regular stream). True when Redis took
+   * every key.
+   */
+  async request(
+    kind: JobKind,
+    keys: Iterable<string>,
+    options: { first?: boolean } = {},
+  ): Promise<boolean> {
     const unique = [...new Set(keys)];
     if (unique.length === 0) return true;
+    const stream = options.first === true && FIRST_LANE_KINDS.includes(kind)
+      ? this.#o.keys.jobFirstStream(kind)
+      : this.#o.keys.jobStream(kind);
     try {
       await redisDeadline(
         this.#o.deadlineMs,
-        () =>
-          appendWork(this.#o.redis, this.#o.keys.jobStream(kind), unique.map((key) => ({ key }))),
+        () => appendWork(this.#o.redis, stream, unique.map((key) => ({ key }))),
       );
       return true;
     } catch (error) {

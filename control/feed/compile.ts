@@ -66,6 +66,11 @@ export interface Compiled {
   compiledAt: number;
   /** The keys of each keyed periodic kind, in a stable order (health: the feed's order). */
   jobKeys: ReadonlyMap<JobKind, readonly string[]>;
+  /**
+   * The keys of a kind with a first lane that its producer publishes there: the health keys of
+   * proxies not checked yet (initializing) or suspect (degraded: one failure so far).
+   */
+  firstLaneKeys: ReadonlyMap<JobKind, ReadonlySet<string>>;
   /** The global section and one section per connector, by section name. */
   sections: ReadonlyMap<string, SectionText>;
   /**
@@ -277,6 +282,7 @@ export async function compile(
   const proxyIds = new Set<string>();
   const connectorIds = new Set<string>();
   const healthKeys: string[] = [];
+  const healthFirst = new Set<string>();
   const syncKeys: string[] = [];
   const poolKeys: string[] = [];
   const pools = new Map<string, ConnectorSection>();
@@ -331,7 +337,12 @@ export async function compile(
       const p = rows[i];
       proxyIds.add(p.id);
       // A dynamic-sessions row is a vendor session per request: no one exit speaks for it.
-      if (row.enabled && !dynamic && !LEAVING.has(p.status)) healthKeys.push(p.id);
+      if (row.enabled && !dynamic && !LEAVING.has(p.status)) {
+        healthKeys.push(p.id);
+        if (p.status === ProxyStatus.initializing || p.status === ProxyStatus.degraded) {
+          healthFirst.add(p.id);
+        }
+      }
       feedProxies[i] = {
         id: p.id,
         scheme: p.scheme as ProxyScheme,
@@ -375,6 +386,7 @@ export async function compile(
   return {
     compiledAt: read.compiledAt,
     jobKeys,
+    firstLaneKeys: new Map([[K.health, healthFirst]]),
     sections,
     pools,
     proxyIds,

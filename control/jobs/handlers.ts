@@ -42,7 +42,10 @@ export function buildJobs(
 ): Job[] {
   const jobs: Job[] = [];
   // One bound on probes in flight for health checks and pool checks alike.
-  const probes = new Semaphore(deps.settings.healthCheckConcurrency);
+  // A tenth of the probes (one at least, from two) is kept for first-lane checks.
+  const probes = new Semaphore(deps.settings.healthCheckConcurrency, {
+    urgentReserve: Math.ceil(deps.settings.healthCheckConcurrency / 10),
+  });
   for (const kind of kinds) {
     switch (kind) {
       case K.pool: {

@@ -8,9 +8,14 @@
  *    worker (one bound shared by every batch);
  * 4. when checks of the echo endpoint failed, makes sure it answered after they failed: while it
  *    is down those failures are not counted, so an echo outage marks nobody down;
- * 5. writes every counted proxy's soft health with a day's expiry, then the statuses the checks
- *    changed, as compare-and-set from the status loaded, in one transaction with one change
- *    entry (through the proxies service, the one writer of proxy rows).
+ * 5. hands each counted check's verdict to the worker's verdict writer as the check ends
+ *    (control/jobs/health-verdicts.ts): its soft health with a day's expiry, and the status it
+ *    changed as compare-and-set from the status loaded, written with the other verdicts of the
+ *    second in one transaction and one change entry (through the proxies service, the one writer
+ *    of proxy rows). The batch ends once its last verdict is written.
+ *
+ * A batch from the kind's first lane (new proxies, suspects) takes its probe slots ahead of the
+ * periodic re-checks waiting for theirs.
  *
  * A passing check makes a proxy healthy and clears its count; a proxy is degraded at its first
  * failed check and unhealthy at the third in a row. A cloud instance stays initializing through
@@ -30,18 +35,14 @@ import type { UpstreamScheme } from "../../shared/proxy-protocol/types.ts";
 import type { Logger } from "../core/logging.ts";
 import { Semaphore } from "../core/semaphore.ts";
 import { probe } from "../upstream/probe.ts";
-import type { StatusChange } from "../services/proxy-status.ts";
 import type { Job, WorkBatch } from "../core/job.ts";
+import { type StatusWriter, type Verdict, VerdictWriter } from "./health-verdicts.ts";
 
-/** Soft health lives a day: long enough to outlast any interval, short enough to clean itself. */
-export const SOFT_HEALTH_TTL_SECONDS = 86_400;
+export { SOFT_HEALTH_TTL_SECONDS, type StatusWriter } from "./health-verdicts.ts";
 export const UNHEALTHY_AFTER_FAILURES = 3;
 export const CLOUD_GRACE_MS = 5 * 60_000;
 /** A direct ask that found the echo down stands this long: an outage is asked about no more. */
 export const ECHO_FRESH_MS = 10_000;
-
-/** Writes status changes as compare-and-set in one transaction; answers those that applied. */
-export type StatusWriter = (changes: readonly StatusChange[]) => Promise<readonly StatusChange[]>;
 
 export interface HealthJobOptions {
   db: Db;
@@ -54,6 +55,8 @@ export interface HealthJobOptions {
   timeoutMs: number;
   /** The worker's probe bound, shared by all its health batches. */
   probes: Semaphore;
+  /** Verdicts of one group at most this long apart (health-verdicts.ts). */
+  verdictGroupMs?: number;
   now?: () => number;
 }
 
@@ -109,12 +112,26 @@ export class HealthCheckJob implements Job {
   readonly #o: HealthJobOptions;
   readonly #echo: EchoMonitor;
   readonly #echoUrl: URL;
+  readonly #verdicts: VerdictWriter;
   #checks = 0;
 
   constructor(options: HealthJobOptions) {
     this.#o = options;
     this.#echoUrl = new URL(options.echoUrl);
     this.#echo = new EchoMonitor(this.#echoUrl, options.timeoutMs, options.logger, options.now);
+    this.#verdicts = new VerdictWriter({
+      redis: options.redis,
+      keys: options.keys,
+      logger: options.logger,
+      writeStatuses: options.writeStatuses,
+      groupMs: options.verdictGroupMs,
+      now: options.now,
+    });
+  }
+
+  /** Verdict groups written so far. */
+  get verdictGroups(): number {
+    return this.#verdicts.groups;
   }
 
   get checks(): number {
@@ -129,65 +146,50 @@ export class HealthCheckJob implements Job {
     const candidates = await this.#load(batch.keys);
     if (candidates.length === 0) return;
     const failuresSoFar = await this.#softHealth(candidates);
-    const outcomes = await Promise.all(candidates.map((c) => this.#check(c, signal)));
-    this.#checks += outcomes.length;
-
-    // A stop cut the probes short: their failures say nothing about the proxies.
+    const urgent = batch.first === true;
+    // Each verdict is handed on as its check ends, not when the batch's slowest one does.
+    const written = await Promise.allSettled(candidates.map(async (candidate) => {
+      const outcome = await this.#check(candidate, signal, urgent);
+      this.#checks++;
+      // A stop cut the probe short: its failure says nothing about the proxy.
+      if (signal.aborted) return;
+      // Only an answer after the failure tells a failing proxy from an echo outage: one from
+      // before could predate the outage.
+      if (!outcome.ok && outcome.usesEcho && !await this.#echo.isUp(outcome.endedAt)) return;
+      await this.#verdicts.submit(
+        this.#verdict(outcome, failuresSoFar.get(candidate.id) ?? 0),
+      );
+    }));
     if (signal.aborted) throw signal.reason;
-    const echoFailures = outcomes.filter((o) => !o.ok && o.usesEcho);
-    // Only an answer after the last of these failures tells a failing proxy from an echo
-    // outage: one from before could predate the outage.
-    const echoUp = echoFailures.length === 0 ||
-      await this.#echo.isUp(Math.max(...echoFailures.map((o) => o.endedAt)));
-    const now = this.#now();
-    const counted = outcomes.filter((o) => o.ok || !o.usesEcho || echoUp);
+    const failed = written.find((r): r is PromiseRejectedResult => r.status === "rejected");
+    if (failed) throw failed.reason;
+  }
 
-    const changes: StatusChange[] = [];
-    const pipeline = this.#o.redis.pipeline();
-    for (const outcome of counted) {
-      const { candidate } = outcome;
-      const failures = outcome.ok ? 0 : (failuresSoFar.get(candidate.id) ?? 0) + 1;
-      const key = this.#o.keys.proxyHealth(candidate.id);
-      pipeline.hset(key, {
+  /** The soft health a check leaves and the status it moves the proxy to, by the rules above. */
+  #verdict(outcome: Outcome, failuresSoFar: number): Verdict {
+    const { candidate } = outcome;
+    const now = this.#now();
+    const failures = outcome.ok ? 0 : failuresSoFar + 1;
+    const inGrace = candidate.connectorKind === "cloud" &&
+      now - candidate.createdAt.getTime() < CLOUD_GRACE_MS;
+    const to = nextStatus(candidate.status, outcome.ok, failures, inGrace);
+    return {
+      proxyId: candidate.id,
+      health: {
         failures,
         latency_ms: outcome.ok ? Math.round(outcome.latencyMs) : "",
         checked_at: now,
         error: outcome.error ?? "",
-      });
-      pipeline.expire(key, SOFT_HEALTH_TTL_SECONDS);
-      const inGrace = candidate.connectorKind === "cloud" &&
-        now - candidate.createdAt.getTime() < CLOUD_GRACE_MS;
-      const to = nextStatus(candidate.status, outcome.ok, failures, inGrace);
-      if (to !== candidate.status) {
-        changes.push({
+      },
+      ...(to === candidate.status ? {} : {
+        change: {
           id: candidate.id,
           connectorId: candidate.connectorId,
           from: candidate.status,
           to,
-        });
-      }
-    }
-    // Soft health first: a batch that fails after its probes keeps what the probes learned.
-    const replies = await pipeline.exec();
-    const failed = replies?.find(([error]) => error !== null);
-    if (failed) throw failed[0];
-    if (changes.length > 0) {
-      const applied = await this.#o.writeStatuses(changes);
-      // Only the moves this check made: one another worker's check made first (a reclaimed
-      // entry, two checks of one proxy at once) is that worker's to tell.
-      for (const change of applied.filter((c) => c.to === ProxyStatus.unhealthy)) {
-        this.#o.logger.warn(
-          { proxy: change.id, connector: change.connectorId },
-          "Proxy marked unhealthy",
-        );
-      }
-      if (applied.length < changes.length) {
-        this.#o.logger.debug(
-          { changes: changes.length, applied: applied.length },
-          "Some status changes lost their compare-and-set to a write that landed meanwhile",
-        );
-      }
-    }
+        },
+      }),
+    };
   }
 
   async #load(ids: readonly string[]): Promise<Candidate[]> {
@@ -246,7 +248,7 @@ export class HealthCheckJob implements Job {
     return counts;
   }
 
-  async #check(candidate: Candidate, signal: AbortSignal): Promise<Outcome> {
+  async #check(candidate: Candidate, signal: AbortSignal, urgent: boolean): Promise<Outcome> {
     const url = candidate.checkUrl ?? this.#o.echoUrl;
     const usesEcho = candidate.checkUrl === null;
     return await this.#o.probes.run(async () => {
@@ -284,7 +286,7 @@ export class HealthCheckJob implements Job {
           error: errorText(error),
         };
       }
-    });
+    }, urgent);
   }
 }
 

@@ -49,7 +49,12 @@ import { RuntimeEntryKind } from "../services/quarantines.ts";
 import { isUuid } from "../core/store.ts";
 import { probe } from "../upstream/index.ts";
 import type { UpstreamScheme } from "../../shared/proxy-protocol/types.ts";
-import { type EntryRecord, liveCount, type PoolCounts } from "../provider-api/pool/contract.ts";
+import {
+  type EntryRecord,
+  EntryState,
+  liveCount,
+  type PoolCounts,
+} from "../provider-api/pool/contract.ts";
 import type { CheckResult, RedisPoolStore } from "../provider-api/pool/store.ts";
 
 /** Checks one run makes at most (the rest wait for the next run, a period later at most). */
@@ -323,7 +328,8 @@ export class PoolJob implements Job {
           ok = false;
         }
         return { id: entry.id, passed: ok, endedAt: this.#now() };
-      })
+        // New entries and suspects take probe slots ahead of re-checks (health checks' too).
+      }, entry.state !== EntryState.available)
     ));
     const done = outcomes.filter((o): o is CheckResult & { endedAt: number } => o !== undefined);
     const failed = done.filter((o) => !o.passed);

@@ -9,10 +9,12 @@
  * - The last second moves only once Redis took the publish, so a refused one is sent again.
  * - Keyed kinds publish the last compile's keys, and nothing before the first compile;
  *   install-wide kinds publish the one key `all` from the start.
+ * - A kind with a first lane publishes there the keys the compile puts in it (health: proxies
+ *   not checked yet, and suspects), so under a backlog of periodic re-checks they go first.
  */
 import type { Redis } from "ioredis";
 import type { RedisKeys } from "../../shared/redis-keys.ts";
-import type { JobKind } from "../../shared/roles.ts";
+import { FIRST_LANE_KINDS, type JobKind } from "../../shared/roles.ts";
 import type { Logger } from "../core/logging.ts";
 import type { CycleResult, LoopSnapshot } from "../../shared/async/loop.ts";
 import { appendWork } from "../core/work-streams.ts";
@@ -31,6 +33,8 @@ export interface JobProducerOptions {
   periodMs: number;
   /** The last compile's keys for a keyed kind (undefined before the first); omit for install-wide. */
   keys?: () => readonly string[] | undefined;
+  /** Those of them published on the kind's first lane (FIRST_LANE_KINDS). */
+  firstLane?: () => ReadonlySet<string> | undefined;
   redis: Redis;
   redisKeys: RedisKeys;
   lease: ControllerLease;
@@ -104,12 +108,26 @@ export class JobProducer extends LeasedPeriodicLoop {
       if (due) keys.push(...due);
     }
     if (keys.length > 0) {
+      const firstLane = FIRST_LANE_KINDS.includes(this.kind) ? this.#o.firstLane?.() : undefined;
+      const first = firstLane === undefined || firstLane.size === 0
+        ? []
+        : keys.filter((key) => firstLane.has(key));
+      const regular = first.length === 0 ? keys : keys.filter((key) => !firstLane!.has(key));
       try {
-        await appendWork(
-          this.#o.redis,
-          this.#o.redisKeys.jobStream(this.kind),
-          keys.map((key) => ({ key })),
-        );
+        if (first.length > 0) {
+          await appendWork(
+            this.#o.redis,
+            this.#o.redisKeys.jobFirstStream(this.kind),
+            first.map((key) => ({ key })),
+          );
+        }
+        if (regular.length > 0) {
+          await appendWork(
+            this.#o.redis,
+            this.#o.redisKeys.jobStream(this.kind),
+            regular.map((key) => ({ key })),
+          );
+        }
       } catch (error) {
         this.#refusals += 1;
         throw error;

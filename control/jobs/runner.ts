@@ -1,6 +1,8 @@
 /**
  * A worker's job runner: one per kind it takes, a consumer of that kind's stream sized by the
- * catalogue (batch size times concurrency is one worker's capacity for the kind).
+ * catalogue (batch size times concurrency is one worker's capacity for the kind); and one more
+ * for the first lane of a kind that has one (FIRST_LANE_KINDS), so its urgent work never waits
+ * for the regular stream's batches to end.
  */
 import type { Redis } from "ioredis";
 import type { RedisKeys } from "../../shared/redis-keys.ts";
@@ -21,6 +23,8 @@ export interface JobRunnerOptions {
   consumer: string;
   /** Overrides the catalogue's concurrency (tests, benchmarks). */
   concurrency?: number;
+  /** Runs the kind's first lane instead of its regular stream. */
+  first?: boolean;
 }
 
 /** A job runner's row in the snapshot: a group consumer's, and the kind it runs. */
@@ -34,13 +38,15 @@ export class JobRunner extends GroupConsumer {
   constructor(options: JobRunnerOptions) {
     const spec = JOB_CATALOGUE[options.job.kind];
     const { settings } = options;
+    const first = options.first === true;
     super({
-      name: `job_runner_${spec.kind}`,
+      name: first ? `job_runner_${spec.kind}_first` : `job_runner_${spec.kind}`,
       logger: options.logger,
       redis: options.redis,
       reader: options.redis.duplicate({ enableOfflineQueue: true }),
-      stream: options.keys.jobStream(spec.kind),
-      streamName: `jobs.${spec.kind}`,
+      stream: first ? options.keys.jobFirstStream(spec.kind) : options.keys.jobStream(spec.kind),
+      streamName: first ? `jobs.${spec.kind}.first` : `jobs.${spec.kind}`,
+      first,
       consumer: options.consumer,
       batchSize: spec.batchSize,
       concurrency: options.concurrency ?? spec.concurrency(settings),

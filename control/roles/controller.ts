@@ -87,6 +87,7 @@ export class ControllerRuntime extends BaseRuntime {
           kind,
           periodMs,
           keys: spec.keyed ? () => this.feedBuilder.latest?.jobKeys.get(kind) : undefined,
+          firstLane: () => this.feedBuilder.latest?.firstLaneKeys.get(kind),
           redis,
           redisKeys: keys,
           lease: this.lease,

@@ -5,7 +5,7 @@
  */
 import { randomBytes } from "node:crypto";
 import { Store } from "../../shared/errors.ts";
-import { JobKind, WORKER_JOB_KINDS } from "../../shared/roles.ts";
+import { FIRST_LANE_KINDS, JobKind, WORKER_JOB_KINDS } from "../../shared/roles.ts";
 import type { Loop } from "../../shared/async/loop.ts";
 import { buildJobs, type JobDeps } from "../jobs/handlers.ts";
 import { JobRunner } from "../jobs/runner.ts";
@@ -38,15 +38,19 @@ export class WorkerRuntime extends BaseRuntime {
     const taken = options.jobs.filter((kind) => WORKER_JOB_KINDS.includes(kind));
     this.#echo = taken.includes(JobKind.health) ? healthEcho(options.deps.settings) : undefined;
     this.fetchMetrics = taken.includes(JobKind.pool) ? new FetchMetrics() : undefined;
-    this.runners = buildJobs(taken, options.deps, { fetchMetrics: this.fetchMetrics }).map((job) =>
-      new JobRunner({
-        job,
-        redis: options.deps.redis,
-        keys: options.deps.keys,
-        settings: options.deps.settings,
-        logger: options.logger,
-        consumer: this.consumer,
-      })
+    this.runners = buildJobs(taken, options.deps, { fetchMetrics: this.fetchMetrics }).flatMap(
+      (job) =>
+        [false, ...(FIRST_LANE_KINDS.includes(job.kind) ? [true] : [])].map((first) =>
+          new JobRunner({
+            job,
+            redis: options.deps.redis,
+            keys: options.deps.keys,
+            settings: options.deps.settings,
+            logger: options.logger,
+            consumer: this.consumer,
+            first,
+          })
+        ),
     );
   }
 

@@ -164,7 +164,7 @@ export async function createProxy(
     return { result: row, change: proxyChange(input.connectorId) };
   });
   // A proxy added is checked at once, not at its slot second.
-  await deps.jobs.request(JobKind.health, [row.id]);
+  await deps.jobs.request(JobKind.health, [row.id], { first: true });
   return row;
 }
 
@@ -346,7 +346,7 @@ export async function uploadProxies(
     };
   });
   // Rows no check has judged yet are checked at once, not at their slot second.
-  await deps.jobs.request(JobKind.health, existing.addedIds);
+  await deps.jobs.request(JobKind.health, existing.addedIds, { first: true });
   const duplicateLines = [...upload.repeated, ...existing.skipped].sort((a, b) => a - b);
   return {
     total_lines: upload.totalLines,
@@ -449,7 +449,9 @@ export async function writePool(
       return { result: undefined, change: added.length > 0 ? proxyChange(connectorId) : null };
     });
   }
-  if (options.addedStatus !== ProxyStatus.healthy) await deps.jobs.request(JobKind.health, added);
+  if (options.addedStatus !== ProxyStatus.healthy) {
+    await deps.jobs.request(JobKind.health, added, { first: true });
+  }
   return { edited, deleted, added };
 }
 
@@ -484,6 +486,6 @@ export async function addPoolGroup(
     const ids = await insertPoolRows(tx, connector, rows, ProxyStatus.initializing);
     return { result: ids, change: ids.length > 0 ? proxyChange(connector.id) : null };
   });
-  await deps.jobs.request(JobKind.health, added);
+  await deps.jobs.request(JobKind.health, added, { first: true });
   return added;
 }

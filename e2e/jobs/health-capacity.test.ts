@@ -54,7 +54,8 @@ afterAll(async () => {
 describe("health batches waiting on hung proxies", () => {
   it("leave a proxy added meanwhile to be checked at once while probe slots are free", async () => {
     const connector = await cluster.createConnector();
-    const stream = cluster.keys.jobStream(JobKind.health);
+    // A proxy added is asked a check on the health kind's first lane.
+    const stream = cluster.keys.jobFirstStream(JobKind.health);
     // One hung proxy per batch: each added once the one before is held by the worker.
     const hungCount = PROBES - 1;
     for (let i = 0; i < hungCount; i++) {

@@ -44,7 +44,8 @@ afterAll(async () => {
 
 describe("work held by workers", () => {
   it("stays with a live worker past the claim timeout; a dead worker's runs elsewhere", async () => {
-    const stream = cluster.keys.jobStream(JobKind.health);
+    // A proxy added asks its first check on the health kind's first lane.
+    const stream = cluster.keys.jobFirstStream(JobKind.health);
     const workerA = await cluster.start("worker", {
       env: { OCTOPROX_ECHO_URL: echoUrl, OCTOPROX_HEALTH_CHECK_TIMEOUT: "30" },
     });

@@ -83,6 +83,39 @@ describe("job producers", () => {
     expect(new Set(entries.map((e) => e.key)).size).toBe(40);
   });
 
+  it("publishes the compile's first-lane keys on the kind's first lane, the rest on its stream", async () => {
+    const t = setup();
+    const keys = Array.from({ length: 20 }, (_, i) => `proxy-${i}`);
+    const suspects = new Set(["proxy-3", "proxy-11"]);
+    const producer = new JobProducer({
+      kind: JobKind.health,
+      periodMs: 1000,
+      keys: () => keys,
+      firstLane: () => suspects,
+      redis: t.redis,
+      redisKeys: t.keys,
+      lease: t.lease,
+      logger: t.logger,
+    });
+    cleanups.push(() => producer.stop());
+    t.lease.start();
+    producer.start();
+    const first = t.keys.jobFirstStream(JobKind.health);
+    const regular = t.keys.jobStream(JobKind.health);
+    await waitUntil(async () => (await t.redis.xlen(first)) >= 2, {
+      timeoutMs: 10_000,
+      message: "a period published",
+    });
+    await waitUntil(async () => (await t.redis.xlen(regular)) >= 18, {
+      timeoutMs: 10_000,
+      message: "the regular keys published",
+    });
+    expect(new Set((await published(t.redis, first)).map((e) => e.key))).toEqual(suspects);
+    const rest = new Set((await published(t.redis, regular)).map((e) => e.key));
+    expect(rest.has("proxy-3") || rest.has("proxy-11")).toBe(false);
+    expect(rest.size).toBe(18);
+  });
+
   it("publishes nothing for a keyed kind before the first compile, and catches up at most five seconds", async () => {
     const t = setup();
     const compiled: { keys?: string[] } = {};

@@ -181,6 +181,8 @@ describe("compile", () => {
     expect(compiled.jobKeys.get(JobKind.health)).toEqual(
       [...byConnector].sort((a, b) => (a[0] < b[0] ? -1 : 1)).flatMap(([, keys]) => keys),
     );
+    // Those not checked yet or suspect (degraded) go on the health kind's first lane.
+    expect([...compiled.firstLaneKeys.get(JobKind.health)!]).toEqual([ids.p1]);
     expect(compiled.proxyIds.size).toBe(5);
     expect(compiled.connectorIds.size).toBe(4);
   });

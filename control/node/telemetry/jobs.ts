@@ -1,6 +1,7 @@
 /**
- * A worker's job stats per kind it takes, from its job runners (one per kind): every kind it
- * runs is listed from the first scrape, at zero until its first batch.
+ * A worker's job stats per kind it takes, from its job runners (one per kind, and one more for
+ * a kind's first lane, summed with it): every kind it runs is listed from the first scrape, at
+ * zero until its first batch.
  */
 import type { Registry } from "prom-client";
 import type { JobRunnerSnapshot } from "../../jobs/runner.ts";
@@ -9,14 +10,16 @@ import { isJobRunner } from "./rows.ts";
 
 type KindSample = Sample<"kind">;
 
+/** One series per kind: a kind with a first lane has two runners, summed. */
 function perKind(
   scrape: Scrape,
   value: (runner: JobRunnerSnapshot) => number,
 ): KindSample[] {
-  return scrape.snapshot.loops.filter(isJobRunner).map((runner) => [
-    { kind: runner.job_kind },
-    value(runner),
-  ]);
+  const byKind = new Map<string, number>();
+  for (const runner of scrape.snapshot.loops.filter(isJobRunner)) {
+    byKind.set(runner.job_kind, (byKind.get(runner.job_kind) ?? 0) + value(runner));
+  }
+  return [...byKind].map(([kind, total]) => [{ kind }, total]);
 }
 
 export class JobTelemetry extends TelemetryPart {
