@@ -10,11 +10,8 @@
  * (strategies/common.ts, `acrossConnectors`). So an eligible connector whose healthy rows are
  * all resting, or all past their usable-until, gives its share to the others, and each one left
  * gets its weight over the sum of theirs: exactly for the weighted draws (a draw that misses is
- * drawn again among the rest), and for round_robin over whole turns while every eligible
- * connector has a usable row. When one has none, round_robin's re-pick adds the others' weights
- * to their scores a second time, and their split drifts from weight by a few points (3:1:1 beside
- * a resting weight-2 connector gives 57/21/21 rather than 60/20/20); the share here is the
- * weights' own, which round_robin approaches, not that drift.
+ * drawn again among the rest), and for round_robin over whole turns (a pick that found no usable
+ * row is taken back before the next, so the rest are counted once).
  *
  * What moves with traffic is left out, as a gateway that has served nothing has it: concurrency
  * limits (nothing in flight), proxies already tried by a retry, quarantines a gateway's own rate

@@ -142,7 +142,7 @@ describe("expected shares", () => {
     }
   });
 
-  it("are what round_robin approaches beside a connector whose proxies all rest", async () => {
+  it("are what round_robin sends beside a connector whose proxies all rest, over whole turns", async () => {
     const router = new CoreRouter({ verifyPassword, nowMs: () => NOW });
     const snapshot = router.apply(sectionsFor("round_robin"));
     const shares = expectedShares(
@@ -158,9 +158,14 @@ describe("expected shares", () => {
     const sent = await served(router, requests);
     for (const { connector, share, excluded } of shares) {
       const observed = (sent.get(connector.id) ?? 0) / requests;
-      // None to an excluded one; the others within the re-pick's drift (see expected-share.ts).
+      // None to an excluded one; the others by weight, to within a request: a pick that found
+      // the resting connector is taken back before the next, so no other is counted twice
+      // (before, 3:1:1 beside it gave about 57/21/21).
       if (excluded !== null) expect(observed).toBe(0);
-      else expect(Math.abs(observed - share), connector.id).toBeLessThan(0.05);
+      else {
+        expect(Math.abs((sent.get(connector.id) ?? 0) - share * requests), connector.id)
+          .toBeLessThanOrEqual(1);
+      }
     }
   });
 });

@@ -10,19 +10,24 @@ export const MAX_PLACES = 4096;
 
 /**
  * Tries connectors in the order `pick` gives until one yields a usable proxy: a connector whose
- * rows are all unusable for this request gives its share to the others.
+ * rows are all unusable for this request gives its share to the others. `unpick` takes back a
+ * pick that found nothing usable, before the next among the rest, so a stateful pick counts one
+ * pick per request (round_robin's scores would otherwise count the rest twice).
  */
 export function acrossConnectors(
   candidates: Candidates,
   pick: (choices: readonly ConnectorChoice[]) => number,
   inside: (choice: ConnectorChoice) => Selection,
+  unpick?: (choices: readonly ConnectorChoice[], k: number) => void,
 ): Selection {
   let choices = candidates.choices;
   for (;;) {
     if (choices.length === 0) return undefined;
-    const k = choices.length === 1 ? 0 : pick(choices);
+    const picked = choices.length !== 1;
+    const k = picked ? pick(choices) : 0;
     const proxy = inside(choices[k]);
     if (proxy !== undefined) return proxy;
+    if (picked) unpick?.(choices, k);
     choices = choices.filter((_, i) => i !== k);
   }
 }
@@ -105,5 +110,16 @@ export class SmoothWeights {
     }
     this.scores.set(choices[best].connector.id, bestScore - total);
     return best;
+  }
+
+  /** Takes back the pick of `k` among `choices` (it found nothing usable): scores as before. */
+  unpick(choices: readonly ConnectorChoice[], k: number): void {
+    let total = 0;
+    for (const choice of choices) total += choice.connector.weight;
+    for (let i = 0; i < choices.length; i++) {
+      const { id, weight } = choices[i].connector;
+      const score = (this.scores.get(id) ?? 0) - weight + (i === k ? total : 0);
+      this.scores.set(id, score);
+    }
   }
 }

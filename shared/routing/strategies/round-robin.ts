@@ -34,7 +34,7 @@ export function roundRobin(): RoutingStrategy {
         if (i === -1) return undefined;
         byPlace.set(context.placeKey, i + 1);
         return rows[i];
-      });
+      }, (choices, k) => chosen.unpick(choices, k));
     },
   };
 }
