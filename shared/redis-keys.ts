@@ -151,6 +151,11 @@ export function redisKeys(prefix: string) {
     poolEpoch: (connectorId: string) => `${p}pool:${connectorId}:epoch`,
     poolFetch: (connectorId: string) => `${p}pool:${connectorId}:fetch`,
     poolPermits: (connectorId: string) => `${p}pool:${connectorId}:permits`,
+    /**
+     * The connector's last-known settings, sealed (a hash: digest, sealed, saved_at): what its
+     * pool runs go on with while Postgres does not answer.
+     */
+    poolLastKnown: (connectorId: string) => `${p}pool:${connectorId}:last_known`,
 
     // Exclusive extraction: idempotent answers per project and key digest, leases.
     extractIdempotency: (projectId: string, keyDigest: string) =>

@@ -24,6 +24,7 @@ import { FetchCoordinator } from "../provider-api/fetch/coordinator.ts";
 import type { FetchMetrics } from "../provider-api/fetch/metrics.ts";
 import { ProviderRefiller } from "../provider-api/fetch/refill.ts";
 import { clearDepleted, markDepleted } from "../services/sequences.ts";
+import { PoolOutage } from "../provider-api/pool/outage.ts";
 
 /** What a worker's jobs are built from: the process's shared parts. */
 export type JobDeps = ControlDeps;
@@ -32,6 +33,19 @@ export type JobDeps = ControlDeps;
 export interface JobExtras {
   /** The pool job's fetch counts, per connector. */
   fetchMetrics?: FetchMetrics;
+  /** The pool job's view of a Postgres outage (which pools run on last-known settings). */
+  poolOutage?: PoolOutage;
+}
+
+/**
+ * The pool job's view of a Postgres outage: its log lines, and the pools on last-known settings
+ * listed for three pool periods after their last such run.
+ */
+export function poolOutage(deps: Pick<JobDeps, "logger" | "settings">): PoolOutage {
+  return new PoolOutage({
+    logger: deps.logger.child({ job: K.pool }),
+    windowMs: 3 * deps.settings.poolIntervalMs,
+  });
 }
 
 /** Builds the jobs of the kinds a worker takes that have a handler. */
@@ -51,6 +65,7 @@ export function buildJobs(
       case K.pool: {
         const logger = deps.logger.child({ job: kind });
         const store = poolStoreOf(deps);
+        const outage = extras.poolOutage ?? poolOutage(deps);
         const coordinator = new FetchCoordinator({
           redis: deps.redis,
           keys: deps.keys,
@@ -72,14 +87,15 @@ export function buildJobs(
               egress: providerEgress(deps.settings),
               metrics: extras.fetchMetrics,
             }),
+            // Written to Postgres: while it is away, skipped (logged) so the run goes on.
             depletion: {
-              markDepleted: async (id) => {
-                await markDepleted(deps, id);
-              },
-              clearDepleted: async (id) => {
-                await clearDepleted(deps, id);
-              },
+              markDepleted: outage.skipWhileAway("mark_depleted", (id) => markDepleted(deps, id)),
+              clearDepleted: outage.skipWhileAway(
+                "clear_depleted",
+                (id) => clearDepleted(deps, id),
+              ),
             },
+            outage,
             probes,
             echoUrl: healthEcho(deps.settings).url,
             timeoutMs: deps.settings.healthCheckTimeoutMs,

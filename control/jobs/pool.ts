@@ -26,7 +26,10 @@
  *    fetch found proxies again), and appends a runtime entry when the routed set changed, so the
  *    feed builder publishes the connector's section.
  *
- * A connector that is gone, or no longer a provider-API one, has its pool purged.
+ * A connector that is gone, or no longer a provider-API one, has its pool purged. While Postgres
+ * does not answer, a run goes on with the connector's last-known settings, which the runs that
+ * read Postgres keep in Redis (control/provider-api/pool/last-known.ts): it never purges then,
+ * and without last-known settings it leaves the pool alone.
  */
 import { and, eq } from "drizzle-orm";
 import type { Redis } from "ioredis";
@@ -56,6 +59,9 @@ import {
   type PoolCounts,
 } from "../provider-api/pool/contract.ts";
 import type { CheckResult, RedisPoolStore } from "../provider-api/pool/store.ts";
+import { isPostgresUnavailable } from "../../db/errors.ts";
+import { type ConnectorSettings, LastKnownSettings } from "../provider-api/pool/last-known.ts";
+import { PoolOutage } from "../provider-api/pool/outage.ts";
 
 /** Checks one run makes at most (the rest wait for the next run, a period later at most). */
 export const MAX_CHECKS_PER_RUN = 2000;
@@ -89,6 +95,10 @@ export interface PoolJobOptions {
   /** Told when a gone connector's pool was purged (its per-connector counts can go). */
   onPurged?: (connectorId: string) => void;
   nowMs?: () => number;
+  /** Where runs keep their connectors' last-known settings; made over `redis` unless given. */
+  lastKnown?: LastKnownSettings;
+  /** The worker's view of a Postgres outage (its snapshot reads it); one of its own unless given. */
+  outage?: PoolOutage;
 }
 
 interface LoadedConnector {
@@ -106,8 +116,11 @@ interface LoadedConnector {
 }
 
 export interface PoolRunResult {
-  /** The run did nothing: no such connector (purged), or another holder had the lead. */
-  skipped?: "gone" | "led_elsewhere" | "invalid_config";
+  /**
+   * The run did nothing: no such connector (purged), another holder had the lead, or Postgres
+   * did not answer and the connector has no last-known settings.
+   */
+  skipped?: "gone" | "led_elsewhere" | "invalid_config" | "no_last_known";
   /** Check results applied (checks not judged during an echo outage are not counted). */
   checked: number;
   fetched: number;
@@ -121,12 +134,22 @@ export class PoolJob implements Job {
   readonly #echo: EchoMonitor;
   readonly #now: () => number;
   readonly #warned = new Set<string>();
+  readonly #lastKnown: LastKnownSettings;
+  readonly #outage: PoolOutage;
 
   constructor(options: PoolJobOptions) {
     this.#o = options;
     this.#now = options.nowMs ?? Date.now;
     this.#echoUrl = new URL(options.echoUrl);
     this.#echo = new EchoMonitor(this.#echoUrl, options.timeoutMs, options.logger, this.#now);
+    this.#lastKnown = options.lastKnown ?? new LastKnownSettings({
+      redis: options.redis,
+      keys: options.keys,
+      sealer: options.store.sealer,
+    });
+    // Listed in the snapshot for three periods (a re-check is due after half of one).
+    this.#outage = options.outage ??
+      new PoolOutage({ logger: options.logger, windowMs: 6 * options.recheckAfterMs });
   }
 
   async run(batch: WorkBatch, signal: AbortSignal): Promise<void> {
@@ -142,7 +165,10 @@ export class PoolJob implements Job {
 
   /** One run over one connector's pool. */
   async runOne(connectorId: string, signal: AbortSignal): Promise<PoolRunResult> {
-    const connector = await this.#load(connectorId);
+    const loaded = await this.#load(connectorId);
+    // Postgres away and nothing last known: nothing to go on, and nothing is purged for it.
+    if (loaded === "unavailable") return { skipped: "no_last_known", checked: 0, fetched: 0 };
+    const connector = loaded;
     const store = this.#o.store;
     if (connector === undefined || connector.kind !== ConnectorKind.providerApi) {
       const purged = await store.purgeConnector(connectorId);
@@ -347,7 +373,39 @@ export class PoolJob implements Job {
     };
   }
 
-  async #load(connectorId: string): Promise<LoadedConnector | undefined> {
+  /**
+   * The connector as a run needs it: read from Postgres (and kept in Redis as its last-known
+   * settings when they changed), or, while Postgres does not answer, its last-known settings.
+   * Undefined when Postgres has no such connector: only a read Postgres answered finds one gone.
+   * "unavailable" when Postgres did not answer and no last-known settings could be read.
+   */
+  async #load(connectorId: string): Promise<LoadedConnector | undefined | "unavailable"> {
+    let settings: ConnectorSettings | undefined;
+    try {
+      settings = await this.#read(connectorId);
+    } catch (error) {
+      // Anything but an outage is a fault of its own: the run fails as before.
+      if (!isPostgresUnavailable(error)) throw error;
+      this.#outage.failed(error);
+      const known = await this.#lastKnown.read(connectorId);
+      if (!known.found || known.settings.kind !== ConnectorKind.providerApi) {
+        this.#outage.noLastKnown(connectorId, known.found ? "unreadable" : known.reason);
+        return "unavailable";
+      }
+      this.#outage.ranOnLastKnown(connectorId);
+      return loadedConnector(known.settings);
+    }
+    this.#outage.answered(connectorId);
+    if (settings === undefined) return undefined;
+    // Another kind's pool is purged at once: only a provider-API connector's pool runs on.
+    if (settings.kind === ConnectorKind.providerApi) {
+      await this.#lastKnown.save(settings, this.#now());
+    }
+    return loadedConnector(settings);
+  }
+
+  /** The connector's settings as Postgres holds them; undefined when it has no such connector. */
+  async #read(connectorId: string): Promise<ConnectorSettings | undefined> {
     const db = this.#o.database.db;
     const [row] = await db.select({
       id: connectors.id,
@@ -379,9 +437,7 @@ export class PoolJob implements Job {
       pendingDeletion: row.pendingDeletion,
       depleted: row.depletedAt !== null,
       healthcheckUrl: row.healthcheckUrl,
-      config: row.kind === ConnectorKind.providerApi
-        ? readProviderApiConfig(row.config)
-        : undefined,
+      config: row.config,
       credential: row.credential ?? {},
       current,
     };
@@ -415,4 +471,22 @@ export class PoolJob implements Job {
     this.#warned.add(key);
     this.#o.logger.warn(fields, message);
   }
+}
+
+/** A run's view of its connector's settings: the config read with the provider_api schema. */
+function loadedConnector(settings: ConnectorSettings): LoadedConnector {
+  return {
+    id: settings.id,
+    projectId: settings.projectId,
+    kind: settings.kind,
+    enabled: settings.enabled,
+    pendingDeletion: settings.pendingDeletion,
+    depleted: settings.depleted,
+    healthcheckUrl: settings.healthcheckUrl,
+    config: settings.kind === ConnectorKind.providerApi
+      ? readProviderApiConfig(settings.config)
+      : undefined,
+    credential: settings.credential,
+    current: settings.current,
+  };
 }

@@ -9,6 +9,7 @@ import { errorText } from "../../shared/errors.ts";
 import { readHead } from "../../shared/feed/manifest.ts";
 import { appliedDigestOf } from "../../shared/gateway-snapshot.ts";
 import { type WorkStreamStats, workStreamStats } from "../core/work-streams.ts";
+import type { PoolOutageSnapshot } from "../provider-api/pool/outage.ts";
 
 export interface Section<T> {
   data: T | null;
@@ -47,12 +48,22 @@ export interface FeedStatus {
   behind: number;
 }
 
+/** Provider-API pools whose runs go on with last-known settings, as the workers report them. */
+export interface PoolSettingsStatus {
+  /** Pools whose latest run, on any listed worker, went on with last-known settings. */
+  on_last_known: number;
+  connector_ids: string[];
+  /** Listed workers whose pool runs find Postgres away now. */
+  workers_without_postgres: number;
+}
+
 export interface SystemStats {
   read_at: string;
   processes: Section<{ total: number; by_role: Record<string, ListedProcess[]> }>;
   leader: Section<{ instance: string; lease_ttl_ms: number } | null>;
   feed: Section<FeedStatus>;
   work_streams: Section<Record<WorkStreamName, WorkStreamStats>>;
+  pool_settings: Section<PoolSettingsStatus>;
 }
 
 async function section<T>(read: () => Promise<T>): Promise<Section<T>> {
@@ -83,6 +94,33 @@ export async function readSystemStats(redis: Redis, keys: RedisKeys): Promise<Sy
     leader,
     feed,
     work_streams: streams,
+    pool_settings: await section(async () => readPoolSettings(await listing)),
+  };
+}
+
+/**
+ * The pools on last-known settings, from every listed process that runs pool jobs (a worker, or
+ * a process of role all): one pool counts once, whichever workers ran it so.
+ */
+function readPoolSettings(
+  listing: { by_role: Record<string, ListedProcess[]> },
+): PoolSettingsStatus {
+  const ids = new Set<string>();
+  let away = 0;
+  for (const process of Object.values(listing.by_role).flat()) {
+    const runtimes = process.snapshot?.runtimes as Record<string, unknown> | undefined;
+    const worker = runtimes?.worker as { pool_settings?: Partial<PoolOutageSnapshot> } | undefined;
+    const reported = worker?.pool_settings;
+    if (reported === undefined || reported === null) continue;
+    if (typeof reported.postgres_away_since === "string") away++;
+    if (!Array.isArray(reported.on_last_known)) continue;
+    for (const id of reported.on_last_known) if (typeof id === "string") ids.add(id);
+  }
+  const connectorIds = [...ids].sort();
+  return {
+    on_last_known: connectorIds.length,
+    connector_ids: connectorIds,
+    workers_without_postgres: away,
   };
 }
 

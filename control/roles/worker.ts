@@ -7,10 +7,11 @@ import { randomBytes } from "node:crypto";
 import { Store } from "../../shared/errors.ts";
 import { FIRST_LANE_KINDS, JobKind, WORKER_JOB_KINDS } from "../../shared/roles.ts";
 import type { Loop } from "../../shared/async/loop.ts";
-import { buildJobs, type JobDeps } from "../jobs/handlers.ts";
+import { buildJobs, type JobDeps, poolOutage } from "../jobs/handlers.ts";
 import { JobRunner } from "../jobs/runner.ts";
 import { describeHealthEcho, type HealthEcho, healthEcho } from "../jobs/health-echo.ts";
 import { FetchMetrics } from "../provider-api/fetch/metrics.ts";
+import type { PoolOutage } from "../provider-api/pool/outage.ts";
 import { BaseRuntime, type RuntimeName, type RuntimeOptions } from "./runtime.ts";
 
 export interface WorkerRuntimeOptions extends RuntimeOptions {
@@ -27,6 +28,8 @@ export class WorkerRuntime extends BaseRuntime {
   readonly runners: readonly JobRunner[];
   /** The pool job's fetch counts, when it takes pool runs. */
   readonly fetchMetrics: FetchMetrics | undefined;
+  /** Which of its pools run on last-known settings while Postgres is away, when it takes pool runs. */
+  readonly poolOutage: PoolOutage | undefined;
   readonly #jobs: readonly JobKind[];
   /** What its health checks ask, when it takes them. */
   readonly #echo: HealthEcho | undefined;
@@ -38,7 +41,9 @@ export class WorkerRuntime extends BaseRuntime {
     const taken = options.jobs.filter((kind) => WORKER_JOB_KINDS.includes(kind));
     this.#echo = taken.includes(JobKind.health) ? healthEcho(options.deps.settings) : undefined;
     this.fetchMetrics = taken.includes(JobKind.pool) ? new FetchMetrics() : undefined;
-    this.runners = buildJobs(taken, options.deps, { fetchMetrics: this.fetchMetrics }).flatMap(
+    this.poolOutage = taken.includes(JobKind.pool) ? poolOutage(options.deps) : undefined;
+    const extras = { fetchMetrics: this.fetchMetrics, poolOutage: this.poolOutage };
+    this.runners = buildJobs(taken, options.deps, extras).flatMap(
       (job) =>
         [false, ...(FIRST_LANE_KINDS.includes(job.kind) ? [true] : [])].map((first) =>
           new JobRunner({
@@ -75,6 +80,7 @@ export class WorkerRuntime extends BaseRuntime {
       jobs: [...this.#jobs],
       consumer: this.consumer,
       ...(this.fetchMetrics === undefined ? {} : { fetch: this.fetchMetrics.snapshot() }),
+      ...(this.poolOutage === undefined ? {} : { pool_settings: this.poolOutage.snapshot() }),
     };
   }
 }

@@ -3,7 +3,8 @@
 -- every key of its pool is deleted, its fetch bookkeeping too.
 -- KEYS[1] the connector's entries hash
 -- KEYS[2] the install's owners hash
--- KEYS[3 ..] the connector's other pool keys (state sets, fetch state), deleted
+-- KEYS[3 ..] the connector's other pool keys (state sets, fetch state, last-known settings),
+--   deleted
 -- ARGV[1] the connector id
 -- Reply: the number of entries the pool held
 local entries = redis.call('HGETALL', KEYS[1])

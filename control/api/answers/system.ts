@@ -62,6 +62,13 @@ export const SystemStatsAnswer = v.strictObject({
     behind: count,
   })),
   work_streams: section(v.record(v.string(), WorkStreamAnswer)),
+  /** Provider-API pools whose runs go on with last-known settings (Postgres away). */
+  pool_settings: section(v.strictObject({
+    on_last_known: count,
+    connector_ids: v.array(v.string()),
+    /** Listed workers whose pool runs find Postgres away now. */
+    workers_without_postgres: count,
+  })),
 });
 export type SystemStats = v.InferOutput<typeof SystemStatsAnswer>;
 

@@ -17,9 +17,10 @@ export function systemRoutes(deps: ApiDeps): Route[] {
       description: "Read from Redis only: each process's last heartbeat (its loops and stores; " +
         "a gateway's feed digest and apply age, connections, tunnels, isolates, loop lag and " +
         "publishers), the lease holder, the feed head and whether each gateway has applied it, " +
-        "and per work stream its length, pending entries, backlog (length less pending) and " +
-        "oldest entry's age on Redis's clock. A section Redis cannot answer carries its own " +
-        "error.",
+        "per work stream its length, pending entries, backlog (length less pending) and " +
+        "oldest entry's age on Redis's clock, and the provider-API pools whose runs go on with " +
+        "their connectors' last-known settings because Postgres is away from their workers " +
+        "(from the workers' heartbeats). A section Redis cannot answer carries its own error.",
       access: UserRole.admin,
       responses: {
         200: answer("The processes, the leader and the work streams", SystemStatsAnswer),

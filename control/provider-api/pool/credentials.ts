@@ -7,11 +7,17 @@
  *
  * Every control process that needs them (the pool job to check through a proxy, the feed
  * publish, the extraction answer) derives the same key from the same secret.
+ *
+ * The same sealing, under keys of their own, keeps a connector's last-known settings in Redis
+ * (control/provider-api/pool/last-known.ts): its credential's secrets among them, bound to the
+ * connector's id.
  */
 import { createCipheriv, createDecipheriv, createHmac, hkdfSync, randomBytes } from "node:crypto";
 
 const LABEL = "octoprox/pool/credentials/v1";
 const DIGEST_LABEL = "octoprox/pool/key-digest/v1";
+const SETTINGS_LABEL = "octoprox/pool/connector-settings/v1";
+const SETTINGS_DIGEST_LABEL = "octoprox/pool/connector-settings-digest/v1";
 const SALT = "octoprox internal secret";
 const VERSION = 1;
 const NONCE_BYTES = 12;
@@ -26,11 +32,17 @@ export interface PoolCredentials {
 export class CredentialSealer {
   readonly #key: Buffer;
   readonly #digestKey: Buffer;
+  readonly #settingsKey: Buffer;
+  readonly #settingsDigestKey: Buffer;
 
   constructor(internalSecret: string) {
     if (internalSecret.length === 0) throw new Error("The internal secret must not be empty");
-    this.#key = Buffer.from(hkdfSync("sha256", internalSecret, SALT, LABEL, 32));
-    this.#digestKey = Buffer.from(hkdfSync("sha256", internalSecret, SALT, DIGEST_LABEL, 32));
+    const derive = (label: string) =>
+      Buffer.from(hkdfSync("sha256", internalSecret, SALT, label, 32));
+    this.#key = derive(LABEL);
+    this.#digestKey = derive(DIGEST_LABEL);
+    this.#settingsKey = derive(SETTINGS_LABEL);
+    this.#settingsDigestKey = derive(SETTINGS_DIGEST_LABEL);
   }
 
   /**
@@ -44,13 +56,10 @@ export class CredentialSealer {
   /** The sealed text of `credentials` for entry `entryId`; null when there are none. */
   seal(entryId: string, credentials: PoolCredentials): string | null {
     if (credentials.username === null && credentials.password === null) return null;
-    const nonce = randomBytes(NONCE_BYTES);
-    const cipher = createCipheriv("aes-256-gcm", this.#key, nonce);
-    cipher.setAAD(Buffer.from(entryId, "utf8"));
-    const plain = Buffer.from(JSON.stringify([credentials.username, credentials.password]));
-    const body = Buffer.concat([cipher.update(plain), cipher.final()]);
-    return Buffer.concat([Buffer.of(VERSION), nonce, body, cipher.getAuthTag()]).toString(
-      "base64",
+    return sealWith(
+      this.#key,
+      entryId,
+      JSON.stringify([credentials.username, credentials.password]),
     );
   }
 
@@ -60,31 +69,58 @@ export class CredentialSealer {
    */
   open(entryId: string, sealed: string | null): PoolCredentials {
     if (sealed === null) return { username: null, password: null };
-    const bytes = Buffer.from(sealed, "base64");
-    if (bytes.length < 1 + NONCE_BYTES + TAG_BYTES || bytes[0] !== VERSION) {
-      throw new Error("A pool entry's sealed credentials are not of a known form");
-    }
-    try {
-      const decipher = createDecipheriv(
-        "aes-256-gcm",
-        this.#key,
-        bytes.subarray(1, 1 + NONCE_BYTES),
-      );
-      decipher.setAAD(Buffer.from(entryId, "utf8"));
-      decipher.setAuthTag(bytes.subarray(bytes.length - TAG_BYTES));
-      const plain = Buffer.concat([
-        decipher.update(bytes.subarray(1 + NONCE_BYTES, bytes.length - TAG_BYTES)),
-        decipher.final(),
-      ]);
-      const [username, password] = JSON.parse(plain.toString("utf8")) as [
-        string | null,
-        string | null,
-      ];
-      return { username, password };
-    } catch (error) {
-      throw new Error("A pool entry's credentials do not open under this install's secret", {
-        cause: error,
-      });
-    }
+    const plain = openWith(this.#key, entryId, sealed, "A pool entry's credentials");
+    const [username, password] = JSON.parse(plain) as [string | null, string | null];
+    return { username, password };
+  }
+
+  /**
+   * The sealed text of a connector's settings (JSON, its credential's secrets included), bound
+   * to the connector's id: a record copied to another connector does not open.
+   */
+  sealSettings(connectorId: string, plain: string): string {
+    return sealWith(this.#settingsKey, connectorId, plain);
+  }
+
+  /** The settings of a sealed text; throws when it does not open (another secret, connector, altered). */
+  openSettings(connectorId: string, sealed: string): string {
+    return openWith(this.#settingsKey, connectorId, sealed, "A connector's last-known settings");
+  }
+
+  /**
+   * A keyed digest of a connector's settings (128 bits, hex), to tell a change without opening
+   * the stored ones; keyed, since a plain hash of settings holding a secret would confirm a guess.
+   */
+  settingsDigest(connectorId: string, plain: string): string {
+    return createHmac("sha256", this.#settingsDigestKey).update(connectorId).update("\0")
+      .update(plain).digest("hex").slice(0, 32);
+  }
+}
+
+/** AES-256-GCM of `plain` under `key`, `boundTo` as associated data: version, nonce, body, tag. */
+function sealWith(key: Buffer, boundTo: string, plain: string): string {
+  const nonce = randomBytes(NONCE_BYTES);
+  const cipher = createCipheriv("aes-256-gcm", key, nonce);
+  cipher.setAAD(Buffer.from(boundTo, "utf8"));
+  const body = Buffer.concat([cipher.update(Buffer.from(plain, "utf8")), cipher.final()]);
+  return Buffer.concat([Buffer.of(VERSION), nonce, body, cipher.getAuthTag()]).toString("base64");
+}
+
+/** What `sealWith` sealed; throws naming `what`, never the text. */
+function openWith(key: Buffer, boundTo: string, sealed: string, what: string): string {
+  const bytes = Buffer.from(sealed, "base64");
+  if (bytes.length < 1 + NONCE_BYTES + TAG_BYTES || bytes[0] !== VERSION) {
+    throw new Error(`${what} (sealed) are not of a known form`);
+  }
+  try {
+    const decipher = createDecipheriv("aes-256-gcm", key, bytes.subarray(1, 1 + NONCE_BYTES));
+    decipher.setAAD(Buffer.from(boundTo, "utf8"));
+    decipher.setAuthTag(bytes.subarray(bytes.length - TAG_BYTES));
+    return Buffer.concat([
+      decipher.update(bytes.subarray(1 + NONCE_BYTES, bytes.length - TAG_BYTES)),
+      decipher.final(),
+    ]).toString("utf8");
+  } catch (error) {
+    throw new Error(`${what} do not open under this install's secret`, { cause: error });
   }
 }

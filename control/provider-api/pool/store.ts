@@ -427,6 +427,7 @@ export class RedisPoolStore implements PoolStore {
         this.#keys.poolFetch(connectorId),
         this.#keys.poolPermits(connectorId),
         this.#keys.poolLeader(connectorId),
+        this.#keys.poolLastKnown(connectorId),
       );
       return 0;
     }
@@ -455,6 +456,7 @@ export class RedisPoolStore implements PoolStore {
         k.poolPermits(c),
         k.poolLeader(c),
         k.poolEpoch(c),
+        k.poolLastKnown(c),
       ], [c]),
     );
   }

@@ -1,8 +1,9 @@
 /**
  * The system, for admins: every live process by role with its heartbeat's age (counted on in
  * the browser between reads), its loops with failure streaks marked, the controller leading, the
- * routing feed's head against each gateway, the work streams' backlog, and the storage figures
- * with their trends. Read from GET /system/stats every 5 s and its history every minute; another
+ * routing feed's head against each gateway, the work streams' backlog, the provider-API pools
+ * running on last-known settings while Postgres is away, and the storage figures with their
+ * trends. Read from GET /system/stats every 5 s and its history every minute; another
  * role gets the API's 403 in words.
  */
 import { useEffect, useMemo, useState } from "preact/hooks";
@@ -83,6 +84,7 @@ export function System() {
             <Processes stats={data} age={age} />
             <Feed stats={data} age={age} />
             <WorkStreams section={data.work_streams} />
+            <PoolSettings section={data.pool_settings} />
           </>
         )
         : null}
@@ -429,6 +431,52 @@ function WorkStreams({ section }: { section: SystemStats["work_streams"] }) {
           ))}
         </tbody>
       </table>
+    </section>
+  );
+}
+
+/** Pools whose runs go on with last-known settings: Postgres is away from their workers. */
+function PoolSettings({ section }: { section: SystemStats["pool_settings"] }) {
+  const data = section.data;
+  return (
+    <section aria-label="Provider-API pools">
+      <h3>Provider-API pools</h3>
+      <SectionError error={section.error} />
+      {data
+        ? (
+          <p data-pools-on-last-known={data.on_last_known}>
+            {data.on_last_known === 0
+              ? <span class="ok-text">No pool runs on last-known settings.</span>
+              : (
+                <span class="warning-text">
+                  {formatCount(data.on_last_known)}{" "}
+                  {data.on_last_known === 1 ? "pool runs" : "pools run"}{" "}
+                  on their connectors' last-known settings: reaped, checked and refilled, but no
+                  edit reaches them until Postgres answers.
+                </span>
+              )} {data.workers_without_postgres > 0
+              ? (
+                <span class="muted">
+                  {formatCount(data.workers_without_postgres)}{" "}
+                  {data.workers_without_postgres === 1 ? "worker finds" : "workers find"}{" "}
+                  Postgres away.
+                </span>
+              )
+              : null}
+          </p>
+        )
+        : null}
+      {data && data.connector_ids.length > 0
+        ? (
+          <ul class="pools-on-last-known" aria-label="Pools on last-known settings">
+            {data.connector_ids.map((id) => (
+              <li key={id}>
+                <code>{id}</code>
+              </li>
+            ))}
+          </ul>
+        )
+        : null}
     </section>
   );
 }
