@@ -137,6 +137,12 @@ export function redisKeys(prefix: string) {
      * pool job last took them: evidence that makes an entry suspect before its next check.
      */
     poolEvidence: (connectorId: string) => `${p}pool:${connectorId}:evidence`,
+    /**
+     * What each gateway holds through the pool's proxies (reserved and active transfers), by
+     * gateway instance: `<count>:<written at, ms>`, written every second by each gateway that
+     * holds any, read by the pool job's refill plan.
+     */
+    poolHeld: (connectorId: string) => `${p}pool:${connectorId}:held`,
     /** Extracted entries, scored by their expiry (ms). */
     poolExtracted: (connectorId: string) => `${p}pool:${connectorId}:extracted`,
     /** Every entry, scored by its hard expiry (ms): what the reaper walks. */

@@ -255,7 +255,13 @@ export class FeedBuilder extends BroadcastFollower {
         keys: this.#o.keys,
         settings: { internalSecret: this.#o.internalSecret },
       });
-      const pools = await poolSections(compiled.pools, pool, keys, nowMs);
+      const pools = await poolSections(
+        compiled.pools,
+        pool,
+        keys,
+        nowMs,
+        compiled.poolConcurrency,
+      );
       const runtime = await readRuntimeSection(this.#o.redis, this.#o.keys, {
         ...compiled,
         proxyIds: pools.proxyIds.size === 0

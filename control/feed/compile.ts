@@ -54,6 +54,7 @@ import {
 import type { Logger } from "../core/logging.ts";
 import { parseTrafficSubject } from "../../shared/traffic-subjects.ts";
 import { storedBlockEnd } from "../traffic/rules.ts";
+import { readProviderApiConfig } from "../provider-api/config.ts";
 
 /** A section as the publisher takes it: its JSON and the digest of that JSON. */
 export interface SectionText {
@@ -78,6 +79,8 @@ export interface Compiled {
    * activity pool in Redis and are read at each publish (control/feed/pool-sections.ts), not compiled.
    */
   pools: ReadonlyMap<string, ConnectorSection>;
+  /** Each provider-API connector's `pool.max_concurrency` (null: no limit), for its rows. */
+  poolConcurrency: ReadonlyMap<string, number | null>;
   /** What the runtime section is filtered to. */
   proxyIds: ReadonlySet<string>;
   connectorIds: ReadonlySet<string>;
@@ -286,6 +289,7 @@ export async function compile(
   const syncKeys: string[] = [];
   const poolKeys: string[] = [];
   const pools = new Map<string, ConnectorSection>();
+  const poolConcurrency = new Map<string, number | null>();
   for (const row of read.connectorRows) {
     if (row.kind === ConnectorKind.providerApi) {
       // Its rows are the pool's routed entries, read at publish; a disabled one's pool is still
@@ -299,6 +303,7 @@ export async function compile(
         config: null,
         credential: null,
       });
+      poolConcurrency.set(row.id, readProviderApiConfig(row.config)?.pool.max_concurrency ?? null);
       continue;
     }
     const credential = row.credentialId === null
@@ -389,6 +394,7 @@ export async function compile(
     firstLaneKeys: new Map([[K.health, healthFirst]]),
     sections,
     pools,
+    poolConcurrency,
     proxyIds,
     connectorIds,
     projectIds,

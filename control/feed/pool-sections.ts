@@ -23,8 +23,12 @@ export interface PoolSections {
   proxyIds: Set<string>;
 }
 
-/** A routed entry as a feed row. */
-export function feedRow(entry: EntryRecord, store: RedisPoolStore): FeedProxy {
+/** A routed entry as a feed row; `maxConcurrency` is its connector's `pool.max_concurrency`. */
+export function feedRow(
+  entry: EntryRecord,
+  store: RedisPoolStore,
+  maxConcurrency: number | null = null,
+): FeedProxy {
   const { username, password } = store.credentials(entry);
   return {
     id: entry.id,
@@ -35,7 +39,7 @@ export function feedRow(entry: EntryRecord, store: RedisPoolStore): FeedProxy {
     password,
     country: entry.country,
     status: ProxyStatus.healthy,
-    max_concurrency: null,
+    max_concurrency: maxConcurrency,
     usable_until_ms: entry.usable_until,
   };
 }
@@ -46,12 +50,14 @@ export async function poolSections(
   store: RedisPoolStore,
   feedKeys: FeedKeys,
   nowMs: number,
+  concurrency: ReadonlyMap<string, number | null> = new Map(),
 ): Promise<PoolSections> {
   const sections = new Map<string, SectionText>();
   const proxyIds = new Set<string>();
   const built = await Promise.all([...pools].map(async ([id, base]) => {
     const entries = await store.routed(id, nowMs);
-    const proxies = entries.map((entry) => feedRow(entry, store));
+    const limit = concurrency.get(id) ?? null;
+    const proxies = entries.map((entry) => feedRow(entry, store, limit));
     const section: ConnectorSection = { ...base, proxies };
     const json = JSON.stringify(section);
     return { id, json, proxies, digest: await sectionDigest(feedKeys, json) };

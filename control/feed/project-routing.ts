@@ -116,7 +116,14 @@ export async function projectRouting(
       const feedKeys = await feedKeysOf(settings.internalSecret);
       const found = await redisDeadline(
         settings.redisRequestTimeoutMs,
-        () => poolSections(compiled.pools, poolStoreOf(deps), feedKeys, nowMs),
+        () =>
+          poolSections(
+            compiled.pools,
+            poolStoreOf(deps),
+            feedKeys,
+            nowMs,
+            compiled.poolConcurrency,
+          ),
       );
       poolTexts = found.sections;
       poolProxyIds = found.proxyIds;

@@ -102,6 +102,9 @@ export function buildJobs(
             // Every pool run re-checks what the previous one checked: half the period, so a
             // check stamped late in one run is due by the next.
             recheckAfterMs: deps.settings.poolIntervalMs / 2,
+            usableMarginMs: deps.settings.poolIntervalMs,
+            // Gateways write every second: three missed, and a report no longer counts.
+            heldFreshMs: 3000,
             onPurged: (id) => extras.fetchMetrics?.forget(id),
           }),
         );

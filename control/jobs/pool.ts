@@ -16,10 +16,12 @@
  *    one that fails turns suspect, a suspect that passes goes back, and
  *    `pool.remove_after_failures` failures in a row remove it. While the echo itself is down,
  *    failed echo checks are not judged: their entries wait for the next run;
- * 4. plans a refill from the exact counts of the state sets: below `min_size` live entries
- *    (checking and available), fetch up to `target_size`, never past `max_size` (the two marks
- *    make the hysteresis: between them nothing is fetched). A disabled connector is reaped but
- *    not refilled, and so is one a routing sequence does not stand on now;
+ * 4. plans a refill by capacity (control/provider-api/pool/refill-plan.ts): what will serve by
+ *    the next run (new entries and those usable past one period; with `pool.max_concurrency`, the
+ *    slots the gateways' transfers leave free, in proxies) below `min_size` fetches up to
+ *    `target_size`, never past `max_size` live entries (the two marks make the hysteresis:
+ *    between them nothing is fetched). A disabled connector is reaped but not refilled, and so
+ *    is one a routing sequence does not stand on now;
  * 5. hands the need to the refiller (control/provider-api/fetch/refill.ts), whose fetches are paced,
  *    permitted and ledgered in Redis; new entries are checked in the same run;
  * 6. tells the sequence service when the connector's Empty streak made it depleted (and when a
@@ -52,16 +54,12 @@ import { RuntimeEntryKind } from "../services/quarantines.ts";
 import { isUuid } from "../core/store.ts";
 import { probe } from "../upstream/index.ts";
 import type { UpstreamScheme } from "../../shared/proxy-protocol/types.ts";
-import {
-  type EntryRecord,
-  EntryState,
-  liveCount,
-  type PoolCounts,
-} from "../provider-api/pool/contract.ts";
+import { type EntryRecord, EntryState, type PoolCounts } from "../provider-api/pool/contract.ts";
 import type { CheckResult, RedisPoolStore } from "../provider-api/pool/store.ts";
 import { isPostgresUnavailable } from "../../db/errors.ts";
 import { type ConnectorSettings, LastKnownSettings } from "../provider-api/pool/last-known.ts";
 import { PoolOutage } from "../provider-api/pool/outage.ts";
+import { refillPlan } from "../provider-api/pool/refill-plan.ts";
 
 /** Checks one run makes at most (the rest wait for the next run, a period later at most). */
 export const MAX_CHECKS_PER_RUN = 2000;
@@ -91,6 +89,10 @@ export interface PoolJobOptions {
   timeoutMs: number;
   /** An available entry last checked longer ago than this is checked again (half the period). */
   recheckAfterMs: number;
+  /** An available entry usable for less than this (one period) no longer counts for a refill. */
+  usableMarginMs: number;
+  /** Gateways' reports of what they hold count this long (a few of their seconds). */
+  heldFreshMs: number;
   onCounts?: PoolCountsSink;
   /** Told when a gone connector's pool was purged (its per-connector counts can go). */
   onPurged?: (connectorId: string) => void;
@@ -215,13 +217,16 @@ export class PoolJob implements Job {
       routedChanged ||= checks.routedChanged;
 
       let counts = (await this.#maintain(ref, reserve)).counts;
-      const live = liveCount(counts);
       const pool = config.pool;
-      if (
-        connector.enabled && !connector.pendingDeletion && connector.current &&
-        live < pool.min_size
-      ) {
-        const need = Math.min(pool.target_size, pool.max_size) - live;
+      const nowMs = this.#now();
+      const [usable, held] = await Promise.all([
+        store.usableCount(connectorId, nowMs + this.#o.usableMarginMs),
+        pool.max_concurrency === null
+          ? 0
+          : store.heldByGateways(connectorId, nowMs - this.#o.heldFreshMs),
+      ]);
+      const { need } = refillPlan({ counts, usable, held, pool });
+      if (connector.enabled && !connector.pendingDeletion && connector.current && need > 0) {
         const refill = await this.#o.refiller.refill(
           this.#fetchView(connector, config),
           need,

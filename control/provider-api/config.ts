@@ -214,6 +214,11 @@ export const PoolSchema = v.pipe(
      * passes.
      */
     remove_after_failures: v.optional(whole(1, 10), DEFAULT_REMOVE_AFTER_FAILURES),
+    /**
+     * Transfers at once through one proxy on each gateway (the gateways' dispatch holds it), and
+     * what a refill counts a proxy as: null for no limit (a refill then counts proxies).
+     */
+    max_concurrency: v.optional(v.nullable(whole(1, 100_000)), null),
   }),
   v.forward(
     v.check(

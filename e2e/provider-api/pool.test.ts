@@ -9,6 +9,8 @@
  *   route clients through the proxies it handed out; no proxy password is in Redis in clear;
  * - a proxy past its usable-until takes no new request on either gateway, even though no feed
  *   removed it (the controller is stopped first, so the gateways keep the feed that routes it);
+ * - with `pool.max_concurrency`, a proxy takes no more transfers at once on a gateway than that,
+ *   and a pool whose proxies' slots the gateways hold grows before requests find them full;
  * - a routed proxy that dies under traffic takes no new request on either gateway within two
  *   pool intervals and a feed publish (the gateways' own failures are evidence the next pool
  *   run acts on), and its pool drops it while clients keep being served by the other;
@@ -34,7 +36,7 @@ import {
   type ProviderEmulator,
   startProviderEmulator,
 } from "../../testkit/upstreams/provider-emulator.ts";
-import { exitOf, viaProxy } from "../../testkit/clients/proxy-client.ts";
+import { connectVia, exitOf, viaProxy } from "../../testkit/clients/proxy-client.ts";
 import { startTinyproxy, type Tinyproxy } from "../../testkit/upstreams/tinyproxy.ts";
 import { FaultMode, startFaultProxy } from "../../testkit/upstreams/fault-proxy.ts";
 import { JobKind } from "../../shared/roles.ts";
@@ -269,6 +271,48 @@ describe("a provider-API pool", () => {
       expect(refused).toEqual([503, 503, 503]);
     }
     controller = await cluster.start("controller");
+  });
+
+  it("holds each proxy to max_concurrency on a gateway, and grows the pool when its slots are held", async () => {
+    const provider = await emulator([4, 5, 6], { perCall: 1 });
+    const { project, connectorId } = await poolConnector(provider, {
+      fetch: { estimated_ips_per_call: 1 },
+      pool: { min_size: 1, target_size: 1, max_size: 3, max_concurrency: 1 },
+    });
+    const gateway = gateways[0];
+    const heldExit = await cluster.until(async () => {
+      const [exit] = await exitsThrough(gateway, project, 1);
+      return typeof exit === "string" ? exit : undefined;
+    }, { message: "the gateway to route the pool's one proxy", timeoutMs: 30_000 });
+    expect(await routedEntries(connectorId)).toHaveLength(1);
+
+    // An idle tunnel holds the one proxy's one slot on this gateway.
+    const target = new URL(origin.url);
+    const tunnel = await connectVia(gateway.proxyPort, project.credentials, target.host);
+    try {
+      expect(tunnel.status).toBe(200);
+      // The gateway reports what it holds; with no slot free the pool grows, though it holds
+      // as many proxies as its target.
+      await cluster.until(async () => (await routedEntries(connectorId)).length >= 2 || undefined, {
+        message: "the pool to grow for the held slot",
+        timeoutMs: 30_000,
+      });
+      const [report] = Object.values(
+        await cluster.redis.hgetall(cluster.keys.poolHeld(connectorId)),
+      );
+      expect(report).toMatch(/^1:\d+$/);
+      // Once the gateway routes the new proxy, requests go there: the held one is at its limit.
+      await cluster.until(async () => {
+        const [exit] = await exitsThrough(gateway, project, 1);
+        return typeof exit === "string" && exit !== heldExit ? exit : undefined;
+      }, { message: "the gateway to route the new proxy" });
+      for (const exit of await exitsThrough(gateway, project, 4)) {
+        expect(typeof exit).toBe("string");
+        expect(exit).not.toBe(heldExit);
+      }
+    } finally {
+      tunnel.socket?.destroy();
+    }
   });
 
   it("stops choosing a routed proxy that dies, on both gateways, within two pool intervals and a publish", async () => {

@@ -113,6 +113,7 @@ export async function buildIsolateCore(
     router,
     writer: `${instance}:${isolate}`,
     shareTrip: options.shareTrip,
+    ...(isolate === 0 ? { mainOf: instance } : {}),
   });
   // Every isolate has an event loop of its own, so each measures its own lag.
   const loopLag = new LoopLagTimer({
@@ -122,6 +123,7 @@ export async function buildIsolateCore(
   writers.metering.start();
   writers.failureLog.start();
   writers.poolEvidence.start();
+  writers.poolHolds?.start();
   loopLag.start();
   // A client handed in is its owner's to close.
   const ownRedis = options.redis === undefined ? redis : undefined;
@@ -193,6 +195,7 @@ async function stopIsolate(s: IsolateStop): Promise<void> {
       writers.metering.close(),
       writers.failureLog.close(),
       writers.poolEvidence.close(),
+      writers.poolHolds?.stop(),
     ]);
   } finally {
     s.ownRedis?.disconnect();

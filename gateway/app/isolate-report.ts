@@ -28,6 +28,7 @@ export function isolateSamples(
     gaugeSample("octoprox_gateway_local_quarantines", router.localQuarantineCount, "max"),
     ...writers.failureLog.samples(),
     ...writers.poolEvidence.samples(),
+    ...(writers.poolHolds?.samples() ?? []),
     ...dispatchSamples(router.dispatch),
     gaugeSample("octoprox_gateway_loop_lag_worst_seconds", lag.worst_ms / 1000, "max", lagLabel),
     gaugeSample("octoprox_gateway_loop_lag_mean_seconds", lag.mean_ms / 1000, "max", lagLabel),

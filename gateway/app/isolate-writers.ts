@@ -10,6 +10,7 @@ import type { CoreRouter } from "../../shared/routing/router.ts";
 import { RequestRateLimiter } from "../limits/request-rate.ts";
 import { FailureLog } from "../metering/failure-log.ts";
 import { PoolEvidence } from "../metering/pool-evidence.ts";
+import { PoolHolds } from "../metering/pool-holds.ts";
 import { ConnectorKind } from "../../shared/roles.ts";
 import {
   loadMeteringScript,
@@ -29,6 +30,8 @@ export interface IsolateWriters {
   failureLog: FailureLog;
   /** Reports connect failures through pool proxies to their pool job. */
   poolEvidence: PoolEvidence;
+  /** Reports what the process holds through pool proxies (the main isolate's alone). */
+  poolHolds?: PoolHolds;
   /** This isolate's request metering, also its transfer hooks. */
   metering: RequestMetering;
 }
@@ -43,6 +46,8 @@ export interface IsolateWritersOptions {
   writer: string;
   /** Hands a quarantine this isolate's rate limiter tripped to the process's other isolates. */
   shareTrip?: (proxyId: string, untilMs: number) => void;
+  /** The process's instance id, given to the main isolate: it reports the process's holds. */
+  mainOf?: string;
 }
 
 /** The writers, built but not started (the isolate core starts metering and the failure log). */
@@ -88,7 +93,15 @@ export async function buildIsolateWriters(o: IsolateWritersOptions): Promise<Iso
     logger,
   });
   const metering = await buildMetering(o, rateLimiter, failureLog, poolEvidence);
-  return { rateLimiter, requestRate, failureLog, poolEvidence, metering };
+  // What the process holds through pool proxies, for the refill plans, every second.
+  const poolHolds = o.mainOf === undefined ? undefined : new PoolHolds({
+    redis,
+    keys,
+    instance: o.mainOf,
+    snapshot: () => router.snapshot,
+    writeTimeoutMs: settings.redisRequestTimeoutMs,
+  });
+  return { rateLimiter, requestRate, failureLog, poolEvidence, poolHolds, metering };
 }
 
 /**

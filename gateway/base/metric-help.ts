@@ -69,6 +69,8 @@ export const METRIC_HELP: Readonly<Record<string, string>> = {
     "Failure examples: written to Redis, capped (over a cycle's limit or a repeat), dropped.",
   octoprox_gateway_failure_log_write_failures_total: "Failure example writes that failed.",
   // Pool evidence (gateway/metering/pool-evidence.ts).
+  octoprox_gateway_pool_holds_writes_total:
+    "Writes of what this gateway holds through provider-API proxies (for refill plans): written, failed.",
   octoprox_gateway_pool_evidence_total:
     "Connect failures through provider-API proxies reported to their pool job: written, dropped.",
   // Loop lag (shared/loop-lag.ts).

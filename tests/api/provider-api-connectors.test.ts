@@ -207,6 +207,7 @@ describe("creating a provider_api connector", () => {
         depleted_after_empty: 3,
         reuse_after_release_seconds: null,
         remove_after_failures: 2,
+        max_concurrency: null,
       },
     };
     expect(created.body).toMatchObject({
@@ -246,6 +247,7 @@ describe("creating a provider_api connector", () => {
       depleted_after_empty: 3,
       reuse_after_release_seconds: null,
       remove_after_failures: 2,
+      max_concurrency: null,
     });
     expect(named.body.config.fetch.body).toEqual({ want: "{count}", filters: [{ country: "DE" }] });
   });

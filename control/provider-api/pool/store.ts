@@ -326,6 +326,34 @@ export class RedisPoolStore implements PoolStore {
     );
   }
 
+  /** Available entries (routed and stock) still usable after `afterMs`. */
+  async usableCount(connectorId: string, afterMs: number): Promise<number> {
+    const k = this.#keys;
+    const replies = await this.#redis.multi()
+      .zcount(k.poolRouted(connectorId), `(${afterMs}`, "+inf")
+      .zcount(k.poolStock(connectorId), `(${afterMs}`, "+inf")
+      .exec();
+    return (replies ?? []).reduce((sum, [error, value]) => {
+      if (error) throw error;
+      return sum + Number(value);
+    }, 0);
+  }
+
+  /**
+   * What the gateways hold through the pool's proxies now: the sum of the gateways' reports
+   * (gateway/metering/pool-holds.ts) written since `freshAfterMs`; an older one is a gateway
+   * gone or cut off, and counts nothing.
+   */
+  async heldByGateways(connectorId: string, freshAfterMs: number): Promise<number> {
+    const reports = await this.#redis.hgetall(this.#keys.poolHeld(connectorId));
+    let held = 0;
+    for (const report of Object.values(reports)) {
+      const [count, at] = report.split(":").map(Number);
+      if (Number.isFinite(count) && Number.isFinite(at) && at >= freshAfterMs) held += count;
+    }
+    return held;
+  }
+
   /** The suspect entries, soonest unusable first, at most `limit`. */
   async suspects(connectorId: string, limit: number): Promise<EntryRecord[]> {
     if (limit <= 0) return [];
@@ -423,6 +451,7 @@ export class RedisPoolStore implements PoolStore {
         this.#keys.poolSuspect(connectorId),
         this.#keys.poolChecked(connectorId),
         this.#keys.poolEvidence(connectorId),
+        this.#keys.poolHeld(connectorId),
         this.#keys.poolExpiry(connectorId),
         this.#keys.poolFetch(connectorId),
         this.#keys.poolPermits(connectorId),
@@ -451,6 +480,7 @@ export class RedisPoolStore implements PoolStore {
         k.poolSuspect(c),
         k.poolChecked(c),
         k.poolEvidence(c),
+        k.poolHeld(c),
         k.poolExpiry(c),
         k.poolFetch(c),
         k.poolPermits(c),

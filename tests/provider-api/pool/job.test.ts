@@ -81,6 +81,8 @@ function poolJob(recheckAfterMs = 60_000): PoolJob {
     echoUrl: echo.url,
     timeoutMs: 2000,
     recheckAfterMs,
+    usableMarginMs: 1000,
+    heldFreshMs: 3000,
     nowMs: () => Date.now() + aheadMs,
   });
 }
