@@ -141,6 +141,10 @@ describe("an upstream that refuses", () => {
     worker = await cluster.start("worker", { env: workerEnv() });
     await waitForStatuses(cluster, [project.proxyIds[0]], "unhealthy");
     for (const gateway of gateways) await untilRoutedWithout(gateway, credentials, FAULT_EXIT);
+    // Its checks go on every second (an unhealthy proxy is checked to see it recover): paused,
+    // so what reaches the fault proxy from here on can only be a gateway's attempt.
+    await worker.stop();
+    await fault.acceptedAll();
     const settled = await retries();
     const triedSettled = fault.connectionsSeen;
     for (const gateway of gateways) {

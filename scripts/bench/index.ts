@@ -24,6 +24,7 @@ import { gatewayCoreSuite } from "./gateway-core.ts";
 import { healthSuite } from "./health.ts";
 import { memorySuite } from "./memory.ts";
 import { churnSuite } from "./churn.ts";
+import { geoSuite } from "./geo.ts";
 import { metricsSuite } from "./metrics.ts";
 import { producersSuite } from "./producers.ts";
 import { providersSuite } from "./providers.ts";
@@ -55,6 +56,7 @@ export const SUITES: readonly Suite[] = [
   tunnelOpsSuite,
   memorySuite,
   churnSuite,
+  geoSuite,
   scalingSuite,
   producersSuite,
   healthSuite,
