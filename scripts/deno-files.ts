@@ -23,6 +23,7 @@ export const DENO_FILES: readonly string[] = [
   "scripts/bench/collect-garbage.ts",
   "scripts/bench/render-entry.ts",
   "scripts/bench/feed-decode.ts",
+  "scripts/bench/geo-lookup.ts",
   "scripts/bench/origin.ts",
 ];
 
