@@ -334,6 +334,7 @@ export class PoolJob implements Job {
   ): Promise<CheckResult[]> {
     const usesEcho = connector.healthcheckUrl === null;
     const url = usesEcho ? this.#echoUrl : new URL(connector.healthcheckUrl as string);
+    // New entries and suspects take probe slots ahead of re-checks (health checks' too).
     const outcomes = await Promise.all(entries.map((entry) =>
       this.#o.probes.run(async () => {
         const askedAt = this.#now();
@@ -359,7 +360,6 @@ export class PoolJob implements Job {
           ok = false;
         }
         return { id: entry.id, passed: ok, endedAt: this.#now() };
-        // New entries and suspects take probe slots ahead of re-checks (health checks' too).
       }, entry.state !== EntryState.available)
     ));
     const done = outcomes.filter((o): o is CheckResult & { endedAt: number } => o !== undefined);

@@ -25,7 +25,7 @@ import { type RedisKeys, STREAM_CAPS } from "../../shared/redis-keys.ts";
 import { scrubText } from "../base/scrub.ts";
 import { counterSample, type MetricSample } from "../base/metrics.ts";
 import { withDeadline } from "../../shared/async/deadline.ts";
-import { Loop } from "../../shared/async/loop.ts";
+import { HeldWriteLoop } from "./held-write-loop.ts";
 import { errorText } from "../../shared/errors.ts";
 import type { PublisherLogger } from "./publisher.ts";
 
@@ -74,12 +74,11 @@ interface Pending {
 }
 
 /**
- * On the `Loop` base (shared/async/loop.ts): a write every interval, measured from the end of the
+ * On the `HeldWriteLoop` base (held-write-loop.ts): a write every interval, measured from the end of the
  * last; a cycle never throws (its failures are counted and logged below).
  */
-export class FailureLog extends Loop implements FailureRecorder {
+export class FailureLog extends HeldWriteLoop implements FailureRecorder {
   readonly #o: FailureLogOptions;
-  readonly #intervalMs: number;
   readonly #maxPerCycle: number;
   readonly #maxStreams: number;
   readonly #byKind = Object.fromEntries(FAILURE_KINDS.map((kind) => [kind, 0])) as Record<
@@ -89,9 +88,6 @@ export class FailureLog extends Loop implements FailureRecorder {
   #recorded = 0;
   #pending = new Map<string, Pending>();
   #pendingExamples = 0;
-  /** The write under way: one at a time. */
-  #writing: Promise<void> | undefined;
-  #closing: Promise<void> | undefined;
   #writes = 0;
   #written = 0;
   #capped = 0;
@@ -101,9 +97,8 @@ export class FailureLog extends Loop implements FailureRecorder {
   #lastError: string | null = null;
 
   constructor(options: FailureLogOptions) {
-    super({ name: "failure_log" });
+    super({ name: "failure_log", intervalMs: options.intervalMs ?? FAILURE_LOG_INTERVAL_MS });
     this.#o = options;
-    this.#intervalMs = options.intervalMs ?? FAILURE_LOG_INTERVAL_MS;
     this.#maxPerCycle = options.maxExamplesPerCycle ?? MAX_EXAMPLES_PER_CYCLE;
     this.#maxStreams = options.maxStreamsPerCycle ?? MAX_STREAMS_PER_CYCLE;
   }
@@ -112,7 +107,7 @@ export class FailureLog extends Loop implements FailureRecorder {
     try {
       this.#recorded++;
       this.#byKind[example.kind] = (this.#byKind[example.kind] ?? 0) + 1;
-      if (projectId === null || this.#closing !== undefined) return;
+      if (projectId === null || this.closing) return;
       const key = this.#o.keys.failures(projectId, example.kind);
       let pending = this.#pending.get(key);
       if (pending === undefined) {
@@ -137,42 +132,8 @@ export class FailureLog extends Loop implements FailureRecorder {
     }
   }
 
-  /** Starts writing every interval; a second start does nothing, nor a start after a close. */
-  override start(): Promise<void> {
-    if (this.#closing !== undefined) return Promise.resolve();
-    return super.start();
-  }
-
-  /** Writes what is pending now (after the write under way); never rejects. */
-  async publishNow(): Promise<void> {
-    while (this.#writing !== undefined) await this.#writing;
-    this.#writing = this.#write().finally(() => {
-      this.#writing = undefined;
-    });
-    await this.#writing;
-  }
-
-  /** Stops the loop and writes what is pending once more. Safe twice; never rejects. */
-  override close(): Promise<void> {
-    this.#closing ??= (async () => {
-      await this.stop();
-      await this.publishNow();
-    })();
-    return this.#closing;
-  }
-
-  /** One interval after the last write ended (or the start); a close cuts it. */
-  protected override nextDuty(signal: AbortSignal): Promise<void> {
-    return this.waitFor(this.#intervalMs, signal);
-  }
-
-  /** Never throws: a failed write is counted and logged below. */
-  protected override async cycle(): Promise<void> {
-    await this.publishNow();
-  }
-
   /** One pipeline of XADDs, one per example; never rejects. */
-  async #write(): Promise<void> {
+  protected override async writePending(): Promise<void> {
     const batch = this.#pending;
     const count = this.#pendingExamples;
     if (count === 0) return;

@@ -17,7 +17,8 @@ import type { Redis } from "ioredis";
 import { AttemptFailureKind, type FailureKind } from "../../shared/failure-kinds.ts";
 import type { RedisKeys } from "../../shared/redis-keys.ts";
 import { withDeadline } from "../../shared/async/deadline.ts";
-import { Loop } from "../../shared/async/loop.ts";
+import { HeldWriteLoop } from "./held-write-loop.ts";
+import type { CycleResult } from "../../shared/async/loop.ts";
 import { errorText } from "../../shared/errors.ts";
 import { counterSample, type MetricSample } from "../base/metrics.ts";
 import type { PublisherLogger } from "./publisher.ts";
@@ -58,29 +59,25 @@ export interface PoolEvidenceStats {
   writeFailures: number;
 }
 
-export class PoolEvidence extends Loop implements EvidenceRecorder {
+export class PoolEvidence extends HeldWriteLoop implements EvidenceRecorder {
   readonly #o: PoolEvidenceOptions;
-  readonly #intervalMs: number;
   /** Failures by connector, then entry id. */
   #pending = new Map<string, Map<string, number>>();
   #pendingEntries = 0;
   #pendingFailures = 0;
-  #writing: Promise<void> | undefined;
-  #closing: Promise<void> | undefined;
   #written = 0;
   #dropped = 0;
   #writeFailures = 0;
   #failing = false;
 
   constructor(options: PoolEvidenceOptions) {
-    super({ name: "pool_evidence" });
+    super({ name: "pool_evidence", intervalMs: options.intervalMs ?? POOL_EVIDENCE_INTERVAL_MS });
     this.#o = options;
-    this.#intervalMs = options.intervalMs ?? POOL_EVIDENCE_INTERVAL_MS;
   }
 
   attemptFailed(upstream: { connectorId: string; proxyId: string }, kind: FailureKind): void {
     try {
-      if (!EVIDENCE_KINDS.has(kind) || this.#closing !== undefined) return;
+      if (!EVIDENCE_KINDS.has(kind) || this.closing) return;
       if (!this.#o.isPool(upstream.connectorId)) return;
       let entries = this.#pending.get(upstream.connectorId);
       const seen = entries?.get(upstream.proxyId);
@@ -97,41 +94,15 @@ export class PoolEvidence extends Loop implements EvidenceRecorder {
     }
   }
 
-  override start(): Promise<void> {
-    if (this.#closing !== undefined) return Promise.resolve();
-    return super.start();
-  }
-
-  /** Writes what is pending now (after the write under way); never rejects. */
-  async publishNow(): Promise<void> {
-    while (this.#writing !== undefined) await this.#writing;
-    this.#writing = this.#write().finally(() => {
-      this.#writing = undefined;
-    });
-    await this.#writing;
-  }
-
-  /** Stops the loop and writes what is pending once more. Safe twice; never rejects. */
-  override close(): Promise<void> {
-    this.#closing ??= (async () => {
-      await this.stop();
-      await this.publishNow();
-    })();
-    return this.#closing;
-  }
-
-  protected override nextDuty(signal: AbortSignal): Promise<void> {
-    return this.waitFor(this.#intervalMs, signal);
-  }
-
-  protected override async cycle(): Promise<boolean> {
+  /** Counted as idle when nothing was pending. */
+  protected override async cycle(): Promise<CycleResult> {
     const had = this.#pendingFailures > 0;
     await this.publishNow();
     return had;
   }
 
   /** One pipeline: HINCRBY per entry and a PEXPIRE per connector; never rejects. */
-  async #write(): Promise<void> {
+  protected override async writePending(): Promise<void> {
     const batch = this.#pending;
     const failures = this.#pendingFailures;
     if (failures === 0) return;
