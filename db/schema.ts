@@ -9,6 +9,7 @@ import {
   bigserial,
   boolean,
   check,
+  customType,
   doublePrecision,
   index,
   integer,
@@ -19,6 +20,7 @@ import {
   timestamp,
   uniqueIndex,
   uuid,
+  varchar,
 } from "drizzle-orm/pg-core";
 
 const createdAt = () => timestamp("created_at", { withTimezone: true }).notNull().defaultNow();
@@ -68,6 +70,10 @@ export const projects = pgTable("projects", {
   strategy: text("strategy").notNull().default("round_robin"),
   locationPolicy: text("location_policy").notNull().default("off"),
   locationPreflight: text("location_preflight").notNull().default("off"),
+  /** Attribution sources in order (`database`, `vendor`, `endpoint`); null: the install's. */
+  locationSources: jsonb("location_sources").$type<string[]>(),
+  /** `consensus` or `first`; null: the install's. */
+  locationConflictRule: text("location_conflict_rule"),
   /** Sliding life of a sticky session binding, unless the client's -sesstime- sets one. */
   sessionTtlSeconds: integer("session_ttl_seconds").notNull().default(300),
   stickyQuarantine: boolean("sticky_quarantine").notNull().default(false),
@@ -100,6 +106,10 @@ export const projects = pgTable("projects", {
   check(
     "projects_location_preflight_check",
     sql`${t.locationPreflight} in ('off', 'report', 'retry', 'reject')`,
+  ),
+  check(
+    "projects_location_conflict_rule_check",
+    sql`${t.locationConflictRule} is null or ${t.locationConflictRule} in ('consensus', 'first')`,
   ),
 ]);
 
@@ -196,6 +206,14 @@ export const proxies = pgTable("proxies", {
   country: text("country"),
   /** Where the country came from: `manual`, `vendor`, `database`, `endpoint`. */
   countrySource: text("country_source"),
+  /** The country the vendor promised for this exit (its rendered session or its list). */
+  vendorCountry: text("vendor_country"),
+  /** The sources attribution asked disagree on the country (shown, and ineligible under strict). */
+  locationConflict: boolean("location_conflict").notNull().default(false),
+  /** Where the exit was seen: its IP, region, city, ASN and each source's word (ProxyLocation). */
+  location: jsonb("location").$type<ProxyLocation>(),
+  /** When the location was last judged: attribution writes only forward of it. */
+  locationCheckedAt: timestamp("location_checked_at", { withTimezone: true }),
   metadata: jsonb("metadata").$type<Record<string, unknown>>().notNull().default({}),
   /** Moved only by add, drain, terminate and the health job's compare-and-set. */
   status: text("status").notNull().default("initializing"),
@@ -464,4 +482,144 @@ export const distributionKeys = pgTable("distribution_keys", {
 }, (t) => [
   uniqueIndex("distribution_keys_key_hash_key").on(t.keyHash),
   uniqueIndex("distribution_keys_project_name_key").on(t.projectId, sql`lower(${t.name})`),
+]);
+
+// ---------------------------------------------------------------------------------------------
+// Where exits are: IP databases, the attribution settings, observations and each connector's
+// exits (docs/geo.md).
+
+/** Raw bytes (IP database files). */
+const bytea = customType<{ data: Uint8Array; driverData: Uint8Array }>({
+  dataType: () => "bytea",
+});
+
+/** What one source said of a proxy's exit, as the attribution kept it. */
+export interface LocationSourceWord {
+  source: string;
+  country: string | null;
+  /** The database that placed it (source `database`). */
+  database?: string;
+}
+
+/** A proxy's attributed location. */
+export interface ProxyLocation {
+  ip: string | null;
+  region: string | null;
+  city: string | null;
+  asn: number | null;
+  sources: LocationSourceWord[];
+}
+
+/** The install's attribution settings: one row, seeded by the migration. */
+export const geoSettings = pgTable("geo_settings", {
+  id: integer("id").primaryKey().default(1),
+  locationSources: jsonb("location_sources").$type<string[]>().notNull().default([
+    "database",
+    "vendor",
+    "endpoint",
+  ]),
+  locationConflictRule: text("location_conflict_rule").notNull().default("consensus"),
+  observationRetentionDays: integer("observation_retention_days").notNull().default(30),
+  /** Null: exit IPs are kept forever. */
+  exitIpRetentionDays: integer("exit_ip_retention_days"),
+  updatedAt: updatedAt(),
+}, (t) => [
+  check("geo_settings_single_row", sql`${t.id} = 1`),
+  check(
+    "geo_settings_conflict_rule_check",
+    sql`${t.locationConflictRule} in ('consensus', 'first')`,
+  ),
+]);
+
+/** An IP database an admin added: its file is in geo_files under its checksum. */
+export const geoDatabases = pgTable("geo_databases", {
+  id: id(),
+  name: text("name").notNull(),
+  format: text("format").notNull(),
+  enabled: boolean("enabled").notNull().default(true),
+  /** Consulted in ascending position, then name. */
+  position: integer("position").notNull().default(0),
+  /** `upload` or `url`. */
+  origin: text("origin").notNull(),
+  url: text("url"),
+  /** Download credentials ({type: basic|token, ...}): never in the feed or an answer. */
+  auth: jsonb("auth").$type<Record<string, unknown>>(),
+  updateIntervalHours: integer("update_interval_hours"),
+  /** SHA-256 of the current file, hex; null until a first download stored one. */
+  checksum: text("checksum"),
+  sizeBytes: bigint("size_bytes", { mode: "number" }),
+  entries: integer("entries"),
+  /** The file's own build date or version, when it states one. */
+  version: text("version"),
+  lastUpdateAt: timestamp("last_update_at", { withTimezone: true }),
+  lastError: text("last_error"),
+  lastErrorAt: timestamp("last_error_at", { withTimezone: true }),
+  createdAt: createdAt(),
+  updatedAt: updatedAt(),
+}, (t) => [
+  uniqueIndex("geo_databases_name_key").on(sql`lower(${t.name})`),
+  check("geo_databases_format_check", sql`${t.format} in ('mmdb', 'geofeed')`),
+  check("geo_databases_origin_check", sql`${t.origin} in ('upload', 'url')`),
+]);
+
+/** IP database files by content: a replaced file is deleted by the next geo_update tick. */
+export const geoFiles = pgTable("geo_files", {
+  checksum: text("checksum").primaryKey(),
+  bytes: bytea("bytes").notNull(),
+  sizeBytes: bigint("size_bytes", { mode: "number" }).notNull(),
+  createdAt: createdAt(),
+});
+
+/**
+ * Every exit seen, raw: no foreign keys, so what a deleted connector did stays traceable for
+ * the retention window (observation_retention_days).
+ */
+export const ipObservations = pgTable("ip_observations", {
+  id: bigserial("id", { mode: "number" }).primaryKey(),
+  observedAt: timestamp("observed_at", { withTimezone: true }).notNull(),
+  ip: text("ip").notNull(),
+  projectId: uuid("project_id"),
+  connectorId: uuid("connector_id"),
+  proxyId: uuid("proxy_id"),
+  /** What saw it: `health`, `sync`, `preflight`, `enrich`, `lookup`. */
+  source: text("source").notNull(),
+  sessionId: varchar("session_id", { length: 255 }),
+  instanceId: varchar("instance_id", { length: 64 }),
+  country: text("country"),
+  region: text("region"),
+  city: text("city"),
+  asn: integer("asn"),
+  /** The country the vendor promised for it. */
+  claimedCountry: text("claimed_country"),
+  handOut: boolean("hand_out").notNull().default(false),
+}, (t) => [
+  index("ip_observations_observed_idx").on(t.observedAt),
+  index("ip_observations_connector_idx").on(t.connectorId, t.observedAt),
+  index("ip_observations_proxy_idx").on(t.proxyId, t.observedAt),
+]);
+
+/** Each connector's distinct exits: first and last seen, the latest state, hand-outs. */
+export const connectorExitIps = pgTable("connector_exit_ips", {
+  connectorId: uuid("connector_id").notNull().references(() => connectors.id, {
+    onDelete: "cascade",
+  }),
+  ip: text("ip").notNull(),
+  projectId: uuid("project_id").notNull(),
+  firstSeenAt: timestamp("first_seen_at", { withTimezone: true }).notNull(),
+  lastSeenAt: timestamp("last_seen_at", { withTimezone: true }).notNull(),
+  /** When the state below was seen: only a newer observation replaces it. */
+  stateAt: timestamp("state_at", { withTimezone: true }).notNull(),
+  country: text("country"),
+  region: text("region"),
+  city: text("city"),
+  asn: integer("asn"),
+  claimedCountry: text("claimed_country"),
+  /** Sources that placed it, as the latest observation had them. */
+  sources: jsonb("sources").$type<string[]>().notNull().default([]),
+  observations: bigint("observations", { mode: "number" }).notNull().default(0),
+  handOuts: bigint("hand_outs", { mode: "number" }).notNull().default(0),
+}, (t) => [
+  primaryKey({ columns: [t.connectorId, t.ip] }),
+  index("connector_exit_ips_project_idx").on(t.projectId, t.lastSeenAt),
+  index("connector_exit_ips_last_seen_idx").on(t.lastSeenAt),
 ]);

@@ -74,6 +74,7 @@ export const STACKS: readonly Stack[] = [
           "control/metrics",
           "control/upstream",
           "control/egress",
+          "control/geo",
         ],
         about: "One folder per feature: what it does, with no knowledge of HTTP, of jobs " +
           "or of the process that runs it.",

@@ -55,6 +55,10 @@ export const FeedProjectSchema = v.object({
   sticky_quarantine: v.boolean(),
   location_policy: v.string(),
   location_preflight: v.string(),
+  /** Attribution sources in order; null: the install's (the global section's `geo`). */
+  location_sources: v.optional(v.nullable(v.array(v.string()))),
+  /** `consensus` or `first`; null: the install's. */
+  location_conflict_rule: v.optional(v.nullable(v.string())),
   connection_timeout_seconds: v.number(),
   max_retries: v.number(),
   /** What a client hears while the project is blocked by its traffic quota; null: no quota. */
@@ -84,6 +88,32 @@ export const FeedDescriptorSchema = v.object({
 });
 export type FeedDescriptor = v.InferOutput<typeof FeedDescriptorSchema>;
 
+/** An IP database a gateway opens: its file is fetched by checksum from the api. */
+export const FeedGeoDatabaseSchema = v.object({
+  id: v.string(),
+  name: v.string(),
+  format: v.string(),
+  /** SHA-256 of the file, hex: the internal endpoint's name for it. */
+  checksum: v.string(),
+  size_bytes: v.number(),
+});
+export type FeedGeoDatabase = v.InferOutput<typeof FeedGeoDatabaseSchema>;
+
+/** The install's attribution settings and its enabled databases, in the order consulted. */
+export const FeedGeoSchema = v.object({
+  sources: v.array(v.string()),
+  conflict_rule: v.string(),
+  databases: v.array(FeedGeoDatabaseSchema),
+});
+export type FeedGeo = v.InferOutput<typeof FeedGeoSchema>;
+
+/** What a feed without a `geo` part (an earlier release's) means: the defaults, no database. */
+export const DEFAULT_FEED_GEO: FeedGeo = {
+  sources: ["database", "vendor", "endpoint"],
+  conflict_rule: "consensus",
+  databases: [],
+};
+
 export const GlobalSectionSchema = v.object({
   schema: v.literal(SCHEMA_VERSION),
   default_strategy: v.picklist(STRATEGIES),
@@ -91,6 +121,8 @@ export const GlobalSectionSchema = v.object({
   projects: v.array(FeedProjectSchema),
   /** By id. */
   descriptors: v.optional(v.array(FeedDescriptorSchema), []),
+  /** Absent: DEFAULT_FEED_GEO. */
+  geo: v.optional(FeedGeoSchema),
 });
 export type GlobalSection = v.InferOutput<typeof GlobalSectionSchema>;
 
@@ -136,6 +168,14 @@ export const FeedProxySchema = v.object({
   password: v.nullable(v.string()),
   /** ISO 3166-1 alpha-2 when known. */
   country: v.nullable(v.string()),
+  /**
+   * Where a fixed exit was seen (attribution): ISO 3166-2 subdivision (`DE-BE`) and the city as
+   * a slug (`berlin`); null when unknown. Absent from feeds of earlier releases.
+   */
+  region: v.optional(v.nullable(v.string())),
+  city: v.optional(v.nullable(v.string())),
+  /** The sources attribution asked disagree on its country: ineligible under `strict`. */
+  location_conflict: v.optional(v.boolean()),
   status: v.picklist(PROXY_STATUSES),
   /** At most this many requests at once through the proxy on one gateway; null: no limit. */
   max_concurrency: v.nullable(v.number()),
