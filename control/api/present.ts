@@ -82,6 +82,8 @@ export function presentProject(
     strategy: row.strategy,
     location_policy: row.locationPolicy,
     location_preflight: row.locationPreflight,
+    location_sources: row.locationSources,
+    location_conflict_rule: row.locationConflictRule,
     session_ttl_seconds: row.sessionTtlSeconds,
     sticky_quarantine: row.stickyQuarantine,
     metrics_retention_days: row.metricsRetentionDays,

@@ -49,6 +49,11 @@ export interface FeedBuilderOptions {
   onCompiled?: (compiled: Compiled) => void;
   /** Told after every publish that worked, written or not. */
   onPublished?: (result: PublishResult) => void;
+  /**
+   * Asks workers to judge every exit again (`reattribute all`); true once Redis took it. Asked
+   * when a publish finds the head gone, and again after each publish until taken.
+   */
+  requestReattribute?: () => Promise<boolean>;
 }
 
 /** The feed builder's row in the snapshot: a follower's, and its compiles and publishes. */
@@ -94,6 +99,8 @@ export class FeedBuilder extends BroadcastFollower {
   #compiledTerm = 0;
   /** A publish is owed: after a compile, on a runtime entry, or after a publish that failed. */
   #publishOwed = false;
+  /** A `reattribute all` asked for that Redis has not taken yet. */
+  #reattributeOwed = false;
   #publishProblem: string | undefined;
   #compiles = 0;
   #publishes = 0;
@@ -286,6 +293,9 @@ export class FeedBuilder extends BroadcastFollower {
       });
       this.#lastRuntime = runtime;
       this.#published(result);
+      if (this.#reattributeOwed && this.#o.requestReattribute !== undefined) {
+        this.#reattributeOwed = !await this.#o.requestReattribute();
+      }
     } catch (error) {
       this.#publishFailures += 1;
       if (error instanceof NotLeaderError) {
@@ -309,9 +319,9 @@ export class FeedBuilder extends BroadcastFollower {
     this.#publishProblem = undefined;
     if (result.headWasMissing) {
       // A first start, a wiped Redis or a switch of release: the builder cannot tell them
-      // apart. The spec asks for a reattribute of every proxy here, owed until Redis takes it;
-      // no reattribute handler exists yet, so it is only logged.
-      // TODO(reattribute): append `key all` to the reattribute job stream once it has a handler.
+      // apart. Every exit is judged again (the verdicts and records Redis held are gone), owed
+      // until Redis takes the ask.
+      this.#reattributeOwed = true;
       this.logger.warn({ head_digest: result.headDigest }, "Feed head found gone; published whole");
     } else if (result.rewrittenWhole !== undefined) {
       this.logger.warn(

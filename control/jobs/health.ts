@@ -12,7 +12,10 @@
  *    (control/jobs/health-verdicts.ts): its soft health with a day's expiry, and the status it
  *    changed as compare-and-set from the status loaded, written with the other verdicts of the
  *    second in one transaction and one change entry (through the proxies service, the one writer
- *    of proxy rows). The batch ends once its last verdict is written.
+ *    of proxy rows). The batch ends once its last verdict is written;
+ * 6. hands the exits the answers named to attribution (control/geo/attribution.ts), which writes
+ *    the rows whose location they moved. A failed attribution is logged and fails nothing: the
+ *    verdicts stand, and the next check sees the exit again.
  *
  * A batch from the kind's first lane (new proxies, suspects) takes its probe slots ahead of the
  * periodic re-checks waiting for theirs.
@@ -37,6 +40,8 @@ import { Semaphore } from "../core/semaphore.ts";
 import { probe } from "../upstream/probe.ts";
 import type { Job, WorkBatch } from "../core/job.ts";
 import { type StatusWriter, type Verdict, VerdictWriter } from "./health-verdicts.ts";
+import type { Attributor, SeenExit } from "../geo/attribution.ts";
+import type { GeoLocation } from "../../shared/geo/contract.ts";
 
 export { SOFT_HEALTH_TTL_SECONDS, type StatusWriter } from "./health-verdicts.ts";
 export const UNHEALTHY_AFTER_FAILURES = 3;
@@ -57,6 +62,8 @@ export interface HealthJobOptions {
   probes: Semaphore;
   /** Verdicts of one group at most this long apart (health-verdicts.ts). */
   verdictGroupMs?: number;
+  /** Where the exits checks saw go (step 6); none: exits are not attributed. */
+  attributor?: Attributor;
   now?: () => number;
 }
 
@@ -82,6 +89,8 @@ interface Outcome {
   /** When the check ended (the job's clock). */
   endedAt: number;
   error?: string;
+  exitIp?: string;
+  exitPlace?: GeoLocation;
 }
 
 /** The count a proxy's stored status says it has at least, when its soft health is gone. */
@@ -147,10 +156,19 @@ export class HealthCheckJob implements Job {
     if (candidates.length === 0) return;
     const failuresSoFar = await this.#softHealth(candidates);
     const urgent = batch.first === true;
+    const seen: SeenExit[] = [];
     // Each verdict is handed on as its check ends, not when the batch's slowest one does.
     const written = await Promise.allSettled(candidates.map(async (candidate) => {
       const outcome = await this.#check(candidate, signal, urgent);
       this.#checks++;
+      if (outcome.ok && outcome.exitIp !== undefined) {
+        seen.push({
+          proxyId: candidate.id,
+          ip: outcome.exitIp,
+          seenAt: new Date(outcome.endedAt),
+          endpoint: outcome.exitPlace ?? null,
+        });
+      }
       // A stop cut the probe short: its failure says nothing about the proxy.
       if (signal.aborted) return;
       // Only an answer after the failure tells a failing proxy from an echo outage: one from
@@ -163,6 +181,20 @@ export class HealthCheckJob implements Job {
     if (signal.aborted) throw signal.reason;
     const failed = written.find((r): r is PromiseRejectedResult => r.status === "rejected");
     if (failed) throw failed.reason;
+    await this.#attribute(seen);
+  }
+
+  async #attribute(seen: readonly SeenExit[]): Promise<void> {
+    const attributor = this.#o.attributor;
+    if (attributor === undefined || seen.length === 0) return;
+    try {
+      await attributor.apply(seen);
+    } catch (error) {
+      this.#o.logger.warn(
+        { exits: seen.length, error: errorText(error) },
+        "Exits seen by health checks not attributed; the next checks see them again",
+      );
+    }
   }
 
   /** The soft health a check leaves and the status it moves the proxy to, by the rules above. */
@@ -275,6 +307,8 @@ export class HealthCheckJob implements Job {
           usesEcho,
           endedAt: this.#now(),
           error: result.ok ? undefined : `HTTP ${result.status}`,
+          exitIp: result.exitIp,
+          exitPlace: result.exitPlace,
         };
       } catch (error) {
         return {

@@ -8,6 +8,7 @@ import {
 import { booleanField, integerField, nameField, readOnly, textField } from "./common.ts";
 import { TrafficConfigSchema } from "./connectors.ts";
 import { parseCidr } from "../../shared/net/ip.ts";
+import { CONFLICT_RULES, LOCATION_SOURCES } from "../../shared/geo/attribute.ts";
 
 export const LOCATION_POLICIES = ["off", "warn", "strict"] as const;
 export const LOCATION_PREFLIGHTS = ["off", "report", "retry", "reject"] as const;
@@ -108,7 +109,23 @@ const fields = {
   username,
   password,
   strategy: v.picklist(STRATEGIES, `must be one of ${STRATEGIES.join(", ")}`),
-  location_policy: offUntilAvailable(LOCATION_POLICIES),
+  location_policy: v.picklist(
+    LOCATION_POLICIES,
+    `must be one of ${LOCATION_POLICIES.join(", ")}`,
+  ),
+  /** Null: the install's (`/geo/settings`). */
+  location_sources: v.nullable(v.pipe(
+    v.array(
+      v.picklist(LOCATION_SOURCES, `each must be one of ${LOCATION_SOURCES.join(", ")}`),
+      "must be a list of sources",
+    ),
+    v.minLength(1, "must name at least one source (or be null for the install's)"),
+    v.check((list) => new Set(list).size === list.length, "must name each source once"),
+  )),
+  /** Null: the install's. */
+  location_conflict_rule: v.nullable(
+    v.picklist(CONFLICT_RULES, `must be one of ${CONFLICT_RULES.join(", ")}`),
+  ),
   location_preflight: offUntilAvailable(LOCATION_PREFLIGHTS),
   session_ttl_seconds: integerField(1, 7 * 86_400),
   sticky_quarantine: booleanField,
@@ -137,6 +154,8 @@ export const CreateProjectBody = v.strictObject({
   description: v.optional(fields.description),
   strategy: v.optional(fields.strategy),
   location_policy: v.optional(fields.location_policy),
+  location_sources: v.optional(fields.location_sources),
+  location_conflict_rule: v.optional(fields.location_conflict_rule),
   location_preflight: v.optional(fields.location_preflight),
   session_ttl_seconds: v.optional(fields.session_ttl_seconds),
   sticky_quarantine: v.optional(fields.sticky_quarantine),
@@ -164,6 +183,8 @@ export const PROJECT_FIELD_NAMES = {
   description: "description",
   strategy: "strategy",
   location_policy: "locationPolicy",
+  location_sources: "locationSources",
+  location_conflict_rule: "locationConflictRule",
   location_preflight: "locationPreflight",
   session_ttl_seconds: "sessionTtlSeconds",
   sticky_quarantine: "stickyQuarantine",

@@ -3,7 +3,8 @@
  * the feed builder; one job producer per periodic kind that has a handler. Every loop but the
  * lease waits for the lead in the process while this controller stands by.
  */
-import { WORKER_JOB_KINDS } from "../../shared/roles.ts";
+import { JobKind, WORKER_JOB_KINDS } from "../../shared/roles.ts";
+import type { JobQueue } from "../core/job-queue.ts";
 import { randomBytes } from "node:crypto";
 import type { Redis } from "ioredis";
 import type { Database } from "../../db/client.ts";
@@ -37,6 +38,8 @@ export interface ControllerRuntimeOptions extends RuntimeOptions {
   providers?: ProviderRegistry;
   /** A provider-API connector's fetch bookkeeping, for the pool watch. */
   fetchStats?: (connectorId: string) => Promise<FetchStats>;
+  /** Run-now asks (the feed head found gone asks for `reattribute all`). */
+  jobs?: JobQueue;
 }
 
 /** The controller's section of the snapshot. */
@@ -76,6 +79,9 @@ export class ControllerRuntime extends BaseRuntime {
       internalSecret: settings.internalSecret,
       defaultStrategy: settings.defaultStrategy,
       providers: options.providers,
+      requestReattribute: options.jobs === undefined
+        ? undefined
+        : () => options.jobs!.request(JobKind.reattribute, ["all"]),
     });
     const producers: JobProducer[] = [];
     for (const kind of WORKER_JOB_KINDS) {

@@ -16,7 +16,7 @@ import {
   projectPasswordProblem,
   projectUsernameProblem,
 } from "../../shared/project-credentials.ts";
-import { ChangeKind, type Strategy } from "../../shared/roles.ts";
+import { ChangeKind, JobKind, type Strategy } from "../../shared/roles.ts";
 import { generatePassword } from "./passwords.ts";
 import { read, type ServiceDeps, write } from "../core/store.ts";
 import { clearProjectState, readFootprint, type StateDeps } from "./project-state.ts";
@@ -33,6 +33,9 @@ export interface ProjectFields {
   strategy: Strategy;
   locationPolicy: string;
   locationPreflight: string;
+  /** Null: the install's attribution sources and conflict rule. */
+  locationSources: string[] | null;
+  locationConflictRule: string | null;
   sessionTtlSeconds: number;
   stickyQuarantine: boolean;
   metricsRetentionDays: number;
@@ -84,6 +87,8 @@ export function projectDefaults(
     strategy: defaultStrategy,
     locationPolicy: "off",
     locationPreflight: "off",
+    locationSources: null,
+    locationConflictRule: null,
     sessionTtlSeconds: 300,
     stickyQuarantine: false,
     metricsRetentionDays: 90,
@@ -183,6 +188,14 @@ export async function updateProject(
       .where(eq(projects.id, id)).returning();
     return { result: row, change: projectChange(id) };
   });
+  // How the project's exits are judged changed: they are judged again by the new rule.
+  if (
+    previous !== undefined &&
+    (JSON.stringify(previous.locationSources) !== JSON.stringify(row.locationSources) ||
+      previous.locationConflictRule !== row.locationConflictRule)
+  ) {
+    await deps.jobs.request(JobKind.reattribute, [`project:${id}`]);
+  }
   return { row, previous: previous ?? row };
 }
 

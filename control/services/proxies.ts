@@ -163,8 +163,10 @@ export async function createProxy(
     }).returning();
     return { result: row, change: proxyChange(input.connectorId) };
   });
-  // A proxy added is checked at once, not at its slot second.
+  // A proxy added is checked at once, not at its slot second; without a country set by hand,
+  // its exit is looked up through it (enrich) so its country is known as soon as it can be.
   await deps.jobs.request(JobKind.health, [row.id], { first: true });
+  if (row.country === null) await deps.jobs.request(JobKind.enrich, [row.id]);
   return row;
 }
 
@@ -334,19 +336,25 @@ export async function uploadProxies(
     await requireStaticConnector(tx, projectId, connectorId, "connector_id");
     const skipped: number[] = [];
     const addedIds: string[] = [];
+    const unplaced: string[] = [];
     for (let start = 0; start < upload.good.length; start += UPLOAD_CHUNK_ROWS) {
       const chunk = upload.good.slice(start, start + UPLOAD_CHUNK_ROWS);
       const inserted = await insertChunk(tx, projectId, connectorId, chunk);
       addedIds.push(...inserted.values());
-      for (const line of chunk) if (!inserted.has(line.identity)) skipped.push(line.line);
+      for (const line of chunk) {
+        const id = inserted.get(line.identity);
+        if (id === undefined) skipped.push(line.line);
+        else if (line.country === null || line.country === undefined) unplaced.push(id);
+      }
     }
     return {
-      result: { skipped, addedIds },
+      result: { skipped, addedIds, unplaced },
       change: addedIds.length > 0 ? proxyChange(connectorId) : null,
     };
   });
   // Rows no check has judged yet are checked at once, not at their slot second.
   await deps.jobs.request(JobKind.health, existing.addedIds, { first: true });
+  await deps.jobs.request(JobKind.enrich, existing.unplaced);
   const duplicateLines = [...upload.repeated, ...existing.skipped].sort((a, b) => a - b);
   return {
     total_lines: upload.totalLines,

@@ -5,6 +5,7 @@
  */
 import { isIP } from "node:net";
 import tls from "node:tls";
+import { countryCode, type GeoLocation } from "../../shared/geo/contract.ts";
 import { utf8Encode } from "../../shared/proxy-protocol/bytes.ts";
 import {
   HandshakeFailure,
@@ -50,10 +51,20 @@ export interface ProbeResult {
   bodyTruncated: boolean;
   /** The exit address the answer named: our /echo's `ip` or httpbin's `origin`. */
   exitIp?: string;
+  /**
+   * Where the answer placed that address, when it says (our /echo's `country`, `region`, `city`
+   * and `asn`; `country_code` as other echoes name it): attribution's `endpoint` source.
+   */
+  exitPlace?: GeoLocation;
 }
 
 /** The address a JSON body names as the client's: `{"ip": ...}` or `{"origin": ...}`. */
 export function parseExitIp(body: Uint8Array): string | undefined {
+  return parseExit(body)?.ip;
+}
+
+/** The address a JSON body names as the client's, and where the body places it. */
+export function parseExit(body: Uint8Array): { ip: string; place?: GeoLocation } | undefined {
   let start = 0;
   while (
     start < body.length &&
@@ -78,7 +89,20 @@ export function parseExitIp(body: Uint8Array): string | undefined {
   if (raw === undefined) return undefined;
   let ip = raw.trim();
   if (ip.startsWith("::ffff:") && isIP(ip.slice(7)) === 4) ip = ip.slice(7);
-  return isIP(ip) ? ip : undefined;
+  if (!isIP(ip)) return undefined;
+  const country = countryCode(record.country) ?? countryCode(record.country_code);
+  if (country === null) return { ip };
+  const text = (field: unknown) => typeof field === "string" && field !== "" ? field : null;
+  const asn = typeof record.asn === "number" && Number.isInteger(record.asn) ? record.asn : null;
+  return { ip, place: { country, region: text(record.region), city: text(record.city), asn } };
+}
+
+function exitFields(body: Uint8Array): Pick<ProbeResult, "exitIp" | "exitPlace"> {
+  const exit = parseExit(body);
+  if (exit === undefined) return {};
+  return exit.place === undefined
+    ? { exitIp: exit.ip }
+    : { exitIp: exit.ip, exitPlace: exit.place };
 }
 
 // The request through a tunnel depends only on the URL: made once per URL, not per probe.
@@ -258,7 +282,7 @@ class ProbeRun extends UpstreamRun<ProbeResult> {
       head,
       body,
       bodyTruncated: reader.truncated,
-      exitIp: parseExitIp(body),
+      ...exitFields(body),
     });
   }
 }

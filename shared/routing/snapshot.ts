@@ -25,6 +25,7 @@ import type {
   RuntimeSection,
 } from "../feed/models.ts";
 import { normaliseCountry } from "../countries.ts";
+import { slugifyCity } from "../username.ts";
 import { CidrSet, CidrTable, formatCidr, openToAnyone, parseCidrs } from "../net/cidr-set.ts";
 import { MAX_RETRIES_LIMIT, type ProxyStatus, type Strategy } from "../roles.ts";
 import type { AuthResult, UpstreamChoice, UsernameOptions } from "./contract.ts";
@@ -49,6 +50,11 @@ export interface ProxyEntry extends UpstreamChoice {
   readonly connectorSlot: number;
   /** ISO 3166-1 alpha-2 when known. */
   readonly country: string | null;
+  /** Where attribution saw a fixed exit: ISO 3166-2 (`DE-BE`) and a city slug; null: unknown. */
+  readonly region: string | null;
+  readonly city: string | null;
+  /** Attribution's sources disagree on its country: out of routing under `strict`. */
+  readonly conflict: boolean;
   readonly status: ProxyStatus;
   /** At most this many transfers at once on this gateway; 0 for no limit. */
   readonly maxConcurrency: number;
@@ -98,6 +104,15 @@ function vendorProvider(
     return undefined;
   }
   return built.provider;
+}
+
+/** Client-chosen places (state, city) cached per connector at most this many. */
+const MAX_CACHED_PLACES = 256;
+
+/** A row's city as the index keeps it: the feed's slug, normalised again if it is not one. */
+function rowCity(city: string | null | undefined): string | null {
+  if (city === null || city === undefined || city === "") return null;
+  return /^[a-z0-9_]+$/.test(city) ? city : slugifyCity(city) ?? null;
 }
 
 /** Rows on their way out: neither served nor counted as "down". */
@@ -166,6 +181,8 @@ export class ConnectorIndex {
   /** It has a traffic limit: metering asks for a decision when it carries bytes. */
   readonly trafficLimited: boolean;
   readonly proxies: readonly ProxyEntry[];
+  /** Its project's location policy is `strict`: rows whose sources disagree do not serve. */
+  readonly strict: boolean;
   /** Rows for a request that names no place. */
   readonly anyPlace: PlaceRows;
   private readonly allow: readonly string[];
@@ -184,8 +201,10 @@ export class ConnectorIndex {
     dispatch: Dispatch,
     registry?: ProviderRegistry,
     log?: CoreLog,
+    strict = false,
   ) {
     const connector = section.connector;
+    this.strict = strict;
     this.provider = vendorProvider(section, registry, log);
     this.renderer = this.provider?.dynamic === true ? this.provider : undefined;
     this.section = section;
@@ -226,6 +245,11 @@ export class ConnectorIndex {
         slotEpoch: dispatch.epochOf(slot),
         connectorSlot: this.slot,
         country: rowCountry(row.country),
+        region: typeof row.region === "string" && row.region !== ""
+          ? row.region.toUpperCase()
+          : null,
+        city: rowCity(row.city),
+        conflict: row.location_conflict === true,
         status: row.status,
         maxConcurrency: row.max_concurrency !== null && row.max_concurrency > 0
           ? Math.floor(row.max_concurrency)
@@ -242,6 +266,7 @@ export class ConnectorIndex {
         renderer: this.renderer,
       };
       proxies[kept++] = entry;
+      if (strict && entry.conflict) continue;
       if (!isLeaving(row.status)) present++;
       if (row.status === "healthy") healthy.push(entry);
     }
@@ -263,26 +288,34 @@ export class ConnectorIndex {
     if (this.renderer !== undefined) {
       return this.renderer.servesPlace(options, this.declared) ? this.anyPlace : this.noPlace;
     }
-    // A state or city is served by exits known to be there, or by a dynamic-sessions row that
-    // renders it (above); the feed carries no row's state or city, so no other row serves one,
-    // and a request is never widened to the country. Not cached: the keys are the client's.
-    if (options.state !== undefined || options.city !== undefined) return this.noPlace;
-    let rows = this.places.get(country);
+    // A state or city is served by exits attribution saw there, or by a dynamic-sessions row
+    // that renders it (above); never widened to the country. The keys are the client's, so the
+    // cache of such places is bounded.
+    const key = placeKey(options);
+    let rows = this.places.get(key);
     if (rows === undefined) {
-      rows = this.computeCountry(country);
-      this.places.set(country, rows);
+      rows = this.computePlace(country, options.state, options.city);
+      if (key === country || this.places.size < MAX_CACHED_PLACES) this.places.set(key, rows);
     }
     return rows;
   }
 
-  private computeCountry(country: string): PlaceRows {
+  private computePlace(
+    country: string,
+    state: string | undefined,
+    city: string | undefined,
+  ): PlaceRows {
     const declared = this.declared;
     if (declared !== null && !declared.has(country)) return this.noPlace;
     const throughList = declared !== null;
+    const region = state === undefined ? undefined : `${country}-${state}`;
     const healthy: ProxyEntry[] = [];
     let present = 0;
     for (const entry of this.proxies) {
       if (entry.country === null ? !throughList : entry.country !== country) continue;
+      if (region !== undefined && entry.region !== region) continue;
+      if (city !== undefined && entry.city !== city) continue;
+      if (this.strict && entry.conflict) continue;
       if (isLeaving(entry.status)) continue;
       present++;
       if (entry.status === "healthy") healthy.push(entry);
@@ -403,6 +436,8 @@ export interface RoutingSnapshot {
   readonly providers: ProviderRegistry;
   /** The global section's descriptors as JSON: a change rebuilds the vendor connectors. */
   readonly descriptorsJson: string;
+  /** Projects whose location policy is `strict`: a change rebuilds their connectors. */
+  readonly strictProjects: ReadonlySet<string>;
   /** The process's dispatch counts, carried from snapshot to snapshot. */
   readonly dispatch: Dispatch;
   readonly stats: BuildStats;
@@ -458,10 +493,18 @@ export function buildSnapshot(
     providers.setCustomDescriptors(storedDescriptors(update.global.descriptors));
   }
 
+  const strictProjects = previous !== undefined && previous.sections.global === update.global
+    ? previous.strictProjects
+    : new Set(
+      update.global.projects.filter((p) => p.location_policy === "strict").map((p) => p.id),
+    );
+  const sameStrict = previous !== undefined &&
+    sameMembers(previous.strictProjects, strictProjects);
+
   let connectors: ReadonlyMap<string, ConnectorIndex>;
   let connectorsByProject: ReadonlyMap<string, readonly ConnectorIndex[]>;
   if (
-    previous !== undefined && sameDescriptors &&
+    previous !== undefined && sameDescriptors && sameStrict &&
     sameConnectors(previous.connectors, update.connectors)
   ) {
     connectors = previous.connectors;
@@ -472,13 +515,15 @@ export function buildSnapshot(
     const built = new Map<string, ConnectorIndex>();
     for (const [id, section] of update.connectors) {
       const old = previous?.connectors.get(id);
+      const strict = strictProjects.has(section.connector.project_id);
       if (
-        old !== undefined && old.section === section && (sameDescriptors || section.config === null)
+        old !== undefined && old.section === section && old.strict === strict &&
+        (sameDescriptors || section.config === null)
       ) {
         built.set(id, old);
         stats.connectorsReused++;
       } else {
-        const index = new ConnectorIndex(section, dispatch, providers, options.log);
+        const index = new ConnectorIndex(section, dispatch, providers, options.log, strict);
         built.set(id, index);
         stats.connectorsIndexed++;
         stats.proxiesIndexed += index.proxies.length;
@@ -509,9 +554,17 @@ export function buildSnapshot(
     runtime,
     providers,
     descriptorsJson,
+    strictProjects,
     dispatch,
     stats,
   };
+}
+
+function sameMembers(a: ReadonlySet<string>, b: ReadonlySet<string>): boolean {
+  if (a === b) return true;
+  if (a.size !== b.size) return false;
+  for (const member of a) if (!b.has(member)) return false;
+  return true;
 }
 
 function indexProjects(update: FeedSections, dispatch: Dispatch, log: CoreLog | undefined) {

@@ -56,9 +56,58 @@ describe("snapshot eligibility", () => {
     expect(any.rowsFor({ user: "shop", country: "DE" }).present).toBe(2);
   });
 
-  it("a state or city is served by no row yet (the feed carries none), never the country", () => {
+  it("a state or city is served by no row whose place is unknown, never the country", () => {
     expect(ids(any, { country: "DE", state: "BY" })).toEqual([]);
     expect(ids(any, { country: "DE", city: "berlin" })).toEqual([]);
+  });
+
+  it("a state or city is served by the rows attribution saw there", () => {
+    const s = buildSnapshot(feed([
+      section(connector("seen"), [
+        proxy("berlin", { country: "DE", region: "DE-BE", city: "berlin" }),
+        proxy("munich", { country: "DE", region: "DE-BY", city: "munich" }),
+        proxy("de", { country: "DE" }),
+        proxy("paris", { country: "FR", region: "FR-IDF", city: "Paris" }),
+      ]),
+    ]));
+    const seen = s.connectors.get("seen")!;
+    expect(ids(seen, { country: "DE" })).toEqual(["berlin", "munich", "de"]);
+    expect(ids(seen, { country: "DE", state: "BE" })).toEqual(["berlin"]);
+    expect(ids(seen, { country: "DE", state: "BY", city: "munich" })).toEqual(["munich"]);
+    expect(ids(seen, { country: "DE", state: "BE", city: "munich" })).toEqual([]);
+    expect(ids(seen, { country: "DE", city: "berlin" })).toEqual(["berlin"]);
+    // A city the feed did not carry as a slug is read as one.
+    expect(ids(seen, { country: "FR", city: "paris" })).toEqual(["paris"]);
+    // The state of another country never serves.
+    expect(ids(seen, { country: "FR", state: "BE" })).toEqual([]);
+  });
+
+  it("under a strict location policy, rows whose sources disagree do not serve", () => {
+    const rows = [
+      proxy("agreed", { country: "DE" }),
+      proxy("conflicted", { country: "DE", location_conflict: true }),
+    ];
+    const relaxed = buildSnapshot(feed([section(connector("c1"), rows)]));
+    expect(ids(relaxed.connectors.get("c1")!, {})).toEqual(["agreed", "conflicted"]);
+    expect(ids(relaxed.connectors.get("c1")!, { country: "DE" })).toEqual(["agreed", "conflicted"]);
+    const strictFeed = feed([section(connector("c1"), rows)], {
+      projects: [project({ location_policy: "strict" })],
+    });
+    // The same sections under a policy now strict: the connector is indexed again.
+    const strict = buildSnapshot(strictFeed, relaxed);
+    const c1 = strict.connectors.get("c1")!;
+    expect(c1).not.toBe(relaxed.connectors.get("c1"));
+    expect(ids(c1, {})).toEqual(["agreed"]);
+    expect(ids(c1, { country: "DE" })).toEqual(["agreed"]);
+    expect(c1.rowsFor({ user: "shop", country: "DE" }).present).toBe(1);
+    // And back to warn: served again.
+    const warn = buildSnapshot(
+      feed([strictFeed.connectors.get("c1")!], {
+        projects: [project({ location_policy: "warn" })],
+      }),
+      strict,
+    );
+    expect(ids(warn.connectors.get("c1")!, { country: "DE" })).toEqual(["agreed", "conflicted"]);
   });
 
   it("works a place out once for the life of the index", () => {

@@ -13,6 +13,8 @@ export const ProjectAnswer = v.strictObject({
   strategy: v.string(),
   location_policy: v.string(),
   location_preflight: v.string(),
+  location_sources: v.nullable(v.array(v.string())),
+  location_conflict_rule: v.nullable(v.string()),
   session_ttl_seconds: count,
   sticky_quarantine: v.boolean(),
   metrics_retention_days: count,
