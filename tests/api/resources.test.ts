@@ -44,6 +44,8 @@ describe("projects", () => {
       strategy: "round_robin",
       location_policy: "off",
       location_preflight: "off",
+      location_sources: null,
+      location_conflict_rule: null,
       session_ttl_seconds: 300,
       sticky_quarantine: false,
       metrics_retention_days: 90,

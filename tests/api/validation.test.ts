@@ -783,7 +783,6 @@ describe("every validation error names its field", () => {
 
 describe("project fields this release does not run are refused, except off", () => {
   const unavailable = [
-    ["location_policy", ["warn", "strict"]],
     ["location_preflight", ["report", "retry", "reject"]],
   ] as const;
 

@@ -116,6 +116,8 @@ describe("compile", () => {
       "sticky_quarantine",
       "location_policy",
       "location_preflight",
+      "location_sources",
+      "location_conflict_rule",
       "connection_timeout_seconds",
       "max_retries",
       "traffic_quota",
