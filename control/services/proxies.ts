@@ -389,10 +389,10 @@ async function insertPoolRows(
   const inserted = await tx.execute<{ id: string }>(sql`
     insert into ${proxies}
       (project_id, connector_id, scheme, host, port, username, password, country,
-       country_source, metadata, status)
+       country_source, vendor_country, metadata, status)
     select ${connector.projectId}::uuid, ${connector.id}::uuid, t.scheme, t.host, t.port,
       t.username, t.password, t.country, case when t.country is null then null else ${VENDOR} end,
-      t.metadata, ${status}
+      t.country, t.metadata, ${status}
     from unnest(
       ${column((r) => r.scheme)}::text[],
       ${column((r) => r.host)}::text[],
@@ -428,8 +428,9 @@ export async function writePool(
       for (const edit of plan.edits) {
         const done = await tx.update(proxies).set({
           ...edit.set,
+          // The vendor's word for the exit: attribution judges it against what is seen.
           ...(edit.set.country !== undefined
-            ? { countrySource: edit.set.country ? VENDOR : null }
+            ? { countrySource: edit.set.country ? VENDOR : null, vendorCountry: edit.set.country }
             : {}),
           metadata: sql`${proxies.metadata} || ${JSON.stringify(edit.metadata)}::jsonb`,
           updatedAt: sql`now()`,

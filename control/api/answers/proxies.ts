@@ -15,8 +15,26 @@ export const ProxyAnswer = v.strictObject({
   username: v.nullable(v.string()),
   has_password: v.boolean(),
   country: v.nullable(v.string()),
-  /** Where `country` came from (the list, a lookup), when known. */
+  /** Where `country` came from: `manual`, `vendor`, `database` or `endpoint`; null: unknown. */
   country_source: v.nullable(v.string()),
+  /** The country the vendor promised for the exit. */
+  vendor_country: v.nullable(v.string()),
+  /** The sources attribution asked disagree on the country (out of routing under `strict`). */
+  location_conflict: v.boolean(),
+  /** Where the exit was seen: its address, region, city, ASN and what each source said. */
+  location: v.nullable(v.object({
+    ip: v.nullable(v.string()),
+    region: v.nullable(v.string()),
+    city: v.nullable(v.string()),
+    asn: v.nullable(v.number()),
+    sources: v.array(v.object({
+      source: v.string(),
+      country: v.nullable(v.string()),
+      database: v.optional(v.string()),
+    })),
+  })),
+  /** When attribution last judged the exit. */
+  location_checked_at: nullableTimestamp,
   metadata: jsonObject,
   status: v.string(),
   status_changed_at: timestamp,
