@@ -16,7 +16,7 @@ export interface HttpServerOptions {
   host: string;
   port: number;
   /**
-   * JSON answers to GETs of exact paths, made before the app: for a route asked hundreds of
+   * JSON answers to GETs of exact paths (whatever the query), made before the app: for a route asked hundreds of
    * times a second (the echo), where the app's request frame would cost more than the answer.
    */
   fastGets?: Readonly<Record<string, (request: IncomingMessage) => unknown>>;
@@ -33,7 +33,11 @@ export class HttpServer {
     const listener = getRequestListener(options.app.fetch);
     const fastGets = new Map(Object.entries(options.fastGets ?? {}));
     this.#server = createServer((request, response) => {
-      const fast = request.method === "GET" ? fastGets.get(request.url ?? "") : undefined;
+      const url = request.url ?? "";
+      const query = url.indexOf("?");
+      const fast = request.method === "GET"
+        ? fastGets.get(query < 0 ? url : url.slice(0, query))
+        : undefined;
       if (fast === undefined) return listener(request, response);
       const body = JSON.stringify(fast(request));
       response.writeHead(200, {

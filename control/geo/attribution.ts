@@ -19,6 +19,7 @@ import { slugifyCity } from "../../shared/username.ts";
 import { read, type ServiceDeps } from "../core/store.ts";
 import { applyLocations, type LocationSave } from "../services/proxy-location.ts";
 import type { GeoJudgingSource } from "./judging.ts";
+import type { ObservationSink, ObservationSource } from "./observation.ts";
 
 /** An exit seen through a proxy. */
 export interface SeenExit {
@@ -28,6 +29,10 @@ export interface SeenExit {
   seenAt: Date;
   /** What the echo said of the address, when it answered a location. */
   endpoint?: GeoLocation | null;
+  /** The client's session whose exit this was (a pooled slot's, seen by preflight). */
+  sessionId?: string | null;
+  /** The process that saw it, when another than this one (a gateway). */
+  instanceId?: string | null;
 }
 
 /** One row judged: what it was, what it is now, whether the write applied. */
@@ -46,6 +51,8 @@ export interface Judged {
 export interface AttributorOptions {
   deps: Pick<ServiceDeps, "database" | "changes">;
   geo: GeoJudgingSource;
+  /** Where each exit seen is recorded (the observation stream); none: not recorded. */
+  observations?: ObservationSink;
 }
 
 type Row = Awaited<ReturnType<typeof loadRows>>[number];
@@ -98,8 +105,12 @@ export class Attributor {
     this.#o = options;
   }
 
-  /** Judges the exits seen and writes the rows they moved; the newest sighting per proxy wins. */
-  async apply(seen: readonly SeenExit[]): Promise<Judged[]> {
+  /**
+   * Judges the exits seen and writes the rows they moved; the newest sighting per proxy wins.
+   * With `source`, each exit with an address is recorded as an observation of that source (a
+   * re-attribution judges again what was seen, and records nothing).
+   */
+  async apply(seen: readonly SeenExit[], source?: ObservationSource): Promise<Judged[]> {
     if (seen.length === 0) return [];
     // In a batch, a proxy's newest sighting is the one judged.
     const newest = new Map<string, SeenExit>();
@@ -165,8 +176,40 @@ export class Attributor {
         routingChanged: moved,
       });
     }
+    if (source !== undefined) this.#observe(judged, newest, source);
     const written = await applyLocations(this.#o.deps, saves);
     for (const entry of judged) entry.written = written.has(entry.proxyId);
     return judged;
+  }
+
+  #observe(
+    judged: readonly Judged[],
+    newest: ReadonlyMap<string, SeenExit>,
+    source: ObservationSource,
+  ): void {
+    const sink = this.#o.observations;
+    if (sink === undefined) return;
+    for (const entry of judged) {
+      const exit = newest.get(entry.proxyId)!;
+      if (exit.ip === null) continue;
+      const a = entry.attribution;
+      sink.record({
+        observedAt: exit.seenAt.getTime(),
+        ip: exit.ip,
+        projectId: entry.projectId,
+        connectorId: entry.connectorId,
+        proxyId: entry.proxyId,
+        source,
+        sessionId: exit.sessionId ?? null,
+        instanceId: exit.instanceId ?? null,
+        country: a.country,
+        region: a.region,
+        city: a.city,
+        asn: a.asn,
+        claimedCountry: entry.vendorCountry,
+        sources: a.sources.filter((w) => w.country !== null && w.country === a.country)
+          .map((w) => w.database ?? w.source),
+      });
+    }
   }
 }

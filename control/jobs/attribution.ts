@@ -24,6 +24,7 @@ import type { Logger } from "../core/logging.ts";
 import { isUuid, read, type ServiceDeps } from "../core/store.ts";
 import type { Semaphore } from "../core/semaphore.ts";
 import type { Attributor } from "../geo/attribution.ts";
+import { ObservationSource } from "../geo/observation.ts";
 import { probe } from "../upstream/probe.ts";
 
 /** Rows judged and written per transaction. */
@@ -194,7 +195,7 @@ export class EnrichJob implements Job {
         ip: exit.ip,
         seenAt: new Date(),
         endpoint: exit.place ?? null,
-      }]);
+      }], ObservationSource.enrich);
     }
   }
 }

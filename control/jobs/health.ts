@@ -41,6 +41,7 @@ import { probe } from "../upstream/probe.ts";
 import type { Job, WorkBatch } from "../core/job.ts";
 import { type StatusWriter, type Verdict, VerdictWriter } from "./health-verdicts.ts";
 import type { Attributor, SeenExit } from "../geo/attribution.ts";
+import { ObservationSource } from "../geo/observation.ts";
 import type { GeoLocation } from "../../shared/geo/contract.ts";
 
 export { SOFT_HEALTH_TTL_SECONDS, type StatusWriter } from "./health-verdicts.ts";
@@ -188,7 +189,7 @@ export class HealthCheckJob implements Job {
     const attributor = this.#o.attributor;
     if (attributor === undefined || seen.length === 0) return;
     try {
-      await attributor.apply(seen);
+      await attributor.apply(seen, ObservationSource.health);
     } catch (error) {
       this.#o.logger.warn(
         { exits: seen.length, error: errorText(error) },

@@ -14,7 +14,8 @@
  * provider is gone is left alone (the feed leaves it out); one whose stored config its descriptor
  * refuses records that error.
  */
-import { and, eq } from "drizzle-orm";
+import { isIP } from "node:net";
+import { and, eq, sql } from "drizzle-orm";
 import type { Database } from "../../db/client.ts";
 import { translatePostgresError } from "../../db/errors.ts";
 import { connectors, credentials, proxies } from "../../db/schema.ts";
@@ -31,10 +32,14 @@ import { recordConnectorError } from "../services/connectors.ts";
 import { writePool } from "../services/proxies.ts";
 import { isUuid, type ServiceDeps } from "../core/store.ts";
 import type { Job, WorkBatch } from "../core/job.ts";
+import type { Attributor } from "../geo/attribution.ts";
+import { ObservationSource } from "../geo/observation.ts";
 
 export interface SyncJobOptions {
   deps: ServiceDeps;
   logger: Logger;
+  /** Where the exits discovery found go once the rows exist; none: not attributed. */
+  attributor?: Attributor;
 }
 
 export interface SyncOutcome {
@@ -139,6 +144,7 @@ export class SyncJob implements Job {
       addedStatus: provider.dynamic ? ProxyStatus.healthy : ProxyStatus.initializing,
     });
     await recordConnectorError(deps, connectorId, null);
+    if (provider.type.discovery !== undefined) await this.attributeExits(connectorId);
     const outcome = {
       connectorId,
       edited: written.edited,
@@ -149,6 +155,31 @@ export class SyncJob implements Job {
       this.o.logger.info(outcome, "Vendor pool synced");
     }
     return outcome;
+  }
+
+  /**
+   * Hands the exits discovery found to attribution, once the rows exist: each slot's exit and
+   * the vendor's word for it are judged by the one rule. A failure is logged: the next sync, or
+   * the slot's health check, sees the exit again.
+   */
+  protected async attributeExits(connectorId: string): Promise<void> {
+    const attributor = this.o.attributor;
+    if (attributor === undefined) return;
+    try {
+      const rows = await this.o.deps.database.db.select({
+        id: proxies.id,
+        exit: sql<string | null>`${proxies.metadata} ->> 'exit'`,
+      }).from(proxies).where(eq(proxies.connectorId, connectorId));
+      const seenAt = new Date();
+      const seen = rows.filter((row) => row.exit !== null && isIP(row.exit) !== 0)
+        .map((row) => ({ proxyId: row.id, ip: row.exit, seenAt }));
+      await attributor.apply(seen, ObservationSource.sync);
+    } catch (error) {
+      this.o.logger.warn(
+        { connector: connectorId, error: errorText(error) },
+        "Discovered exits not attributed; the next sync sees them again",
+      );
+    }
   }
 
   /** The connector's state and provider, or undefined when it has none to sync. */

@@ -10,7 +10,9 @@ import { seedFirstAdmin } from "../services/users.ts";
 import { reloadConfigFile } from "../config/reload.ts";
 import { Store } from "../../shared/errors.ts";
 import { HttpServer } from "../core/http-server.ts";
-import { ECHO_FAST_GETS } from "../api/routes/public.ts";
+import { echoFastGets } from "../api/routes/public.ts";
+import { GeoDefinitions } from "../geo/definitions.ts";
+import { EchoPlaces } from "../geo/echo-places.ts";
 import { BaseRuntime, type RuntimeName } from "./runtime.ts";
 
 export interface ApiRuntimeOptions {
@@ -32,7 +34,15 @@ export class ApiRuntime extends BaseRuntime {
     super({ logger: options.deps.logger });
     // Built here, so the runtime's snapshot (and /metrics) reads the app's extraction counts.
     this.#extraction = options.deps.extraction ?? new Extraction(options.deps);
-    this.#deps = { ...options.deps, extraction: this.#extraction };
+    // One view of the databases for the process's routes and its echo: each file opened once.
+    const geo = options.deps.geo ??
+      new GeoDefinitions({
+        deps: options.deps,
+        logger: options.deps.logger.child({ part: "geo" }),
+      });
+    const echoPlaces = options.deps.echoPlaces ??
+      new EchoPlaces({ source: geo, logger: options.deps.logger.child({ part: "echo" }) });
+    this.#deps = { ...options.deps, extraction: this.#extraction, geo, echoPlaces };
     this.#announce = options.announce ?? ((line) => process.stdout.write(`${line}\n`));
   }
 
@@ -66,11 +76,13 @@ export class ApiRuntime extends BaseRuntime {
       process.on("SIGHUP", this.#onHangup);
     }
     const { settings } = this.#deps;
+    // The echo places addresses from its first answer on, not a refresh later.
+    await this.#deps.echoPlaces?.refresh();
     this.#server = new HttpServer({
       app: createApp(this.#deps),
       host: settings.apiHost,
       port: settings.apiPort,
-      fastGets: ECHO_FAST_GETS,
+      fastGets: echoFastGets(this.#deps.echoPlaces?.placeOf),
     });
     await this.#server.start();
   }

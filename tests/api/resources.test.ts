@@ -6,7 +6,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import { type ApiHarness, listen, startHarness } from "../../testkit/api-harness.ts";
 import { HttpServer } from "../../control/core/http-server.ts";
-import { ECHO_FAST_GETS } from "../../control/api/routes/public.ts";
+import { echoFastGets } from "../../control/api/routes/public.ts";
 
 let h: ApiHarness;
 
@@ -691,7 +691,7 @@ describe("the app's frame", () => {
       app: h.app,
       host: "127.0.0.1",
       port: 0,
-      fastGets: ECHO_FAST_GETS,
+      fastGets: echoFastGets(),
     });
     await fast.start();
     try {
