@@ -72,6 +72,11 @@ export interface PreviewProxy {
   /** `host:port` only: a proxy's login never leaves the feed. */
   address: string;
   country: string | null;
+  /** Where attribution saw a fixed exit (ISO 3166-2, a city slug); null when unknown. */
+  region: string | null;
+  city: string | null;
+  /** Its sources disagree on its country (out of routing under a strict location policy). */
+  location_conflict: boolean;
   status: string;
   quarantined: boolean;
   quarantined_until: string | null;
@@ -254,6 +259,9 @@ function presentProxy(snapshot: RoutingSnapshot, proxy: ProxyEntry, nowMs: numbe
     scheme: proxy.scheme,
     address: `${host}:${proxy.port}`,
     country: proxy.country,
+    region: proxy.region,
+    city: proxy.city,
+    location_conflict: proxy.conflict,
     status: proxy.status,
     quarantined: untilMs !== null,
     quarantined_until: untilMs === null ? null : new Date(untilMs).toISOString(),
@@ -261,6 +269,48 @@ function presentProxy(snapshot: RoutingSnapshot, proxy: ProxyEntry, nowMs: numbe
 }
 
 /** The router's reason code in words, with what of the connector made it so. */
+/** Why no row of the connector serves the place asked: the location rules, in the router's order. */
+function describePlace(
+  project: ProjectEntry,
+  connector: ConnectorIndex,
+  options: UsernameOptions,
+): string {
+  const country = options.country;
+  if (country === undefined) {
+    return connector.strict && connector.proxies.some((p) => p.conflict)
+      ? "The connector's proxies in routing all have sources that disagree on their country " +
+        "(location_policy strict)"
+      : "The connector has no proxy in routing";
+  }
+  if (connector.declared !== null && !connector.declared.has(country)) {
+    return `The connector serves only ${[...connector.declared].sort().join(", ")}, not ${country}`;
+  }
+  const inCountry = connector.proxies.filter((p) =>
+    p.country === country || (p.country === null && connector.declared !== null)
+  );
+  if (inCountry.length === 0) {
+    return connector.declared === null && connector.proxies.some((p) => p.country === null)
+      ? `The connector has no proxy seen in ${country}; proxies of unknown country serve a ` +
+        "country only through the connector's list"
+      : `The connector has no proxy in ${country}`;
+  }
+  if (options.state !== undefined || options.city !== undefined) {
+    const place = [
+      options.state === undefined ? undefined : `state ${options.state}`,
+      options.city === undefined ? undefined : `city ${options.city}`,
+    ].filter((part) => part !== undefined).join(", ");
+    const located = inCountry.filter((p) => p.region !== null || p.city !== null).length;
+    return `No proxy of the connector was seen in ${country}, ${place} (${located} of its ` +
+      `${inCountry.length} in ${country} have a known state or city): a request is never ` +
+      "widened to its country";
+  }
+  if (connector.strict && inCountry.every((p) => p.conflict)) {
+    return `Its proxies in ${country} have sources that disagree on their country, and the ` +
+      `project's location_policy is strict`;
+  }
+  return `The connector has no proxy in ${country}`;
+}
+
 function describe(
   code: Ineligible,
   project: ProjectEntry,
@@ -273,17 +323,8 @@ function describe(
   switch (code) {
     case Ineligible.notTakingRequests:
       return feed.pending_deletion ? "The connector is being deleted" : "The connector is disabled";
-    case Ineligible.placeNotServed: {
-      if (options.country === undefined) return "The connector has no proxy in routing";
-      if (options.state !== undefined || options.city !== undefined) {
-        return "No proxy serves a state or city yet: a request is never widened to its country";
-      }
-      if (connector.declared !== null && !connector.declared.has(options.country)) {
-        return `The connector serves only ${[...connector.declared].sort().join(", ")}, ` +
-          `not ${options.country}`;
-      }
-      return `The connector has no proxy in ${options.country}`;
-    }
+    case Ineligible.placeNotServed:
+      return describePlace(project, connector, options);
     case Ineligible.domainFiltered:
       if (feed.domain_allow.length !== 0) {
         return host === ""

@@ -120,6 +120,9 @@ describe("routing preview", () => {
       scheme: "http",
       address: "203.0.113.10:3128",
       country: "DE",
+      region: null,
+      city: null,
+      location_conflict: false,
       status: "healthy",
       quarantined: false,
       quarantined_until: null,
@@ -162,7 +165,11 @@ describe("routing preview", () => {
       reason: "No upstream proxy available for FR",
     });
     const state = await preview({ username: "preview-cc-us-st-ny" });
-    expect(byName(state, "usa")).toMatchObject({ code: "place_not_served" });
+    expect(byName(state, "usa")).toMatchObject({
+      code: "place_not_served",
+      reason: "No proxy of the connector was seen in US, state NY (0 of its 1 in US have a " +
+        "known state or city): a request is never widened to its country",
+    });
     expect(state.body.refusal).toMatchObject({ status: 502 });
   });
 
