@@ -376,6 +376,11 @@ const controlFields = {
     "Deliveries of a job entry before it is given up",
   ),
   OCTOPROX_STOP_GRACE: field(seconds(30, 0, 600), "Time running jobs get at a stop"),
+  // Sooner when the buffer reaches half its 5,000 while nothing is owed (docs/geo.md).
+  OCTOPROX_GEO_OBSERVATION_PUBLISH_INTERVAL: field(
+    seconds(5, 0.05, 3600),
+    "Observations of exits appended to their stream by each api and worker process",
+  ),
   // Loopback only (127.0.0.0/8, ::1), where the tests run their vendor emulators: private,
   // link-local and metadata addresses stay refused.
   OCTOPROX_EGRESS_ALLOW_LOOPBACK: field(
@@ -569,6 +574,7 @@ export const ControlSettingsSchema = v.pipe(
     reclaimIntervalMs: e.OCTOPROX_RECLAIM_INTERVAL,
     maxDeliveries: e.OCTOPROX_MAX_DELIVERIES,
     stopGraceMs: e.OCTOPROX_STOP_GRACE,
+    geoObservationPublishIntervalMs: e.OCTOPROX_GEO_OBSERVATION_PUBLISH_INTERVAL,
     egressAllowLoopback: e.OCTOPROX_EGRESS_ALLOW_LOOPBACK,
   })),
 );

@@ -14,6 +14,7 @@ import { createApp } from "../control/api/app.ts";
 import type { ApiDeps } from "../control/api/deps.ts";
 import { ChangeLog } from "../control/core/changelog.ts";
 import { JobQueue } from "../control/core/job-queue.ts";
+import { ObservationRecorder } from "../control/geo/observation-recorder.ts";
 import { createLogger } from "../control/core/logging.ts";
 import { createRedis } from "../control/core/redis.ts";
 import { createUser } from "../control/services/users.ts";
@@ -127,6 +128,15 @@ export async function startHarness(options: HarnessOptions = {}): Promise<ApiHar
     maxRetryDelayMs: 500,
   });
   const jobs = new JobQueue({ redis, keys, logger, deadlineMs: settings.redisRequestTimeoutMs });
+  // As the node's: what routes record reaches the stream when the test publishes it or closes.
+  const observations = new ObservationRecorder({
+    redis,
+    keys,
+    logger,
+    instance: "test",
+    intervalMs: settings.geoObservationPublishIntervalMs,
+    sendTimeoutMs: settings.redisRequestTimeoutMs,
+  });
   const deps: ApiDeps = {
     settings,
     database,
@@ -136,6 +146,7 @@ export async function startHarness(options: HarnessOptions = {}): Promise<ApiHar
     jobs,
     logger,
     providers: new ProviderRegistry(),
+    observations,
     process: {
       instance: "test",
       role: "api",
@@ -211,6 +222,7 @@ export async function startHarness(options: HarnessOptions = {}): Promise<ApiHar
       });
     },
     async close() {
+      await observations.close();
       await changes.close();
       reader.disconnect();
       redis.disconnect();

@@ -3,6 +3,7 @@
  * readiness. The node builds them once per process; tests build the same from their own stores.
  */
 import type { ControlDeps } from "../core/deps.ts";
+import type { ObservationSink } from "../geo/observation.ts";
 import type { Extraction } from "../provider-api/extraction/extraction.ts";
 
 export interface Readiness {
@@ -34,4 +35,6 @@ export interface ApiDeps extends ControlDeps {
   webDir?: string;
   /** The extraction API's parts (the api runtime's, for its snapshot); the app makes its own otherwise. */
   extraction?: Extraction;
+  /** Where exits a route learns go: the process's observation recorder. */
+  observations: ObservationSink;
 }

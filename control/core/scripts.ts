@@ -42,7 +42,9 @@ export type ScriptName =
   | "pool_fetch_stats"
   | "extract"
   | "extract_release"
-  | "extract_renew";
+  | "extract_renew"
+  | "observations_append"
+  | "observation_hand_outs";
 
 const defined = new WeakSet<Redis>();
 

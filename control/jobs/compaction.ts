@@ -13,7 +13,9 @@
  * different orders can deadlock: Postgres aborts one, whose entry is delivered again.
  *
  * Then the retentions: each project's rows past its metrics_retention_days (0 keeps them),
- * the running totals of entities that are gone, and metric_flushes rows older than a day.
+ * the running totals of entities that are gone, metric_flushes rows older than a day, and the
+ * raw observations and exit IPs past the install's geo retentions (control/geo/
+ * observation-retention.ts).
  * Nothing is recorded about a run: each run checks what is due and does it.
  */
 import { type Database, reservedTransaction } from "../../db/client.ts";
@@ -30,6 +32,7 @@ import {
   tierCutoffMs,
 } from "../metrics/tiers.ts";
 import type { Job, WorkBatch } from "../core/job.ts";
+import { expireObservations } from "../geo/observation-retention.ts";
 
 export interface CompactionOptions {
   database: Database;
@@ -47,6 +50,10 @@ export interface CompactionOutcome {
   expired: number;
   totalsRemoved: number;
   flushRecordsRemoved: number;
+  /** Raw observations past observation_retention_days. */
+  observationsExpired: number;
+  /** Exit IPs last seen before exit_ip_retention_days, when it is set. */
+  exitIpsExpired: number;
 }
 
 /** The statement folding one table's rows of one project and tier ($1 project, $2 cutoff). */
@@ -91,6 +98,8 @@ export class CompactionJob implements Job {
     const folded = Object.values(outcome.folded).reduce((a, b) => a + b, 0);
     if (folded + outcome.expired + outcome.totalsRemoved + outcome.flushRecordsRemoved > 0) {
       this.#o.logger.info({ ...outcome }, "Metrics history compacted");
+    } else if (outcome.observationsExpired + outcome.exitIpsExpired > 0) {
+      this.#o.logger.info({ ...outcome }, "Observations past their retention removed");
     }
   }
 
@@ -110,6 +119,8 @@ export class CompactionJob implements Job {
       expired: 0,
       totalsRemoved: 0,
       flushRecordsRemoved: 0,
+      observationsExpired: 0,
+      exitIpsExpired: 0,
     };
     const projects = await sql<{ id: string; retention: number }[]>`
       select id::text, metrics_retention_days as retention from projects order by id`;
@@ -154,6 +165,9 @@ export class CompactionJob implements Job {
       new Date(nowMs - FLUSH_RECORD_MS).toISOString()
     }::timestamptz`;
     outcome.flushRecordsRemoved = flushes.count;
+    const geo = await expireObservations(this.#o.database, nowMs, signal);
+    outcome.observationsExpired = geo.observationsExpired;
+    outcome.exitIpsExpired = geo.exitIpsExpired;
     return outcome;
   }
 }

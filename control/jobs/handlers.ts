@@ -5,6 +5,7 @@
  */
 import { type JobKind, JobKind as K } from "../../shared/roles.ts";
 import type { ControlDeps } from "../core/deps.ts";
+import type { ObservationSink } from "../geo/observation.ts";
 import { Semaphore } from "../core/semaphore.ts";
 import { applyStatusChanges } from "../services/proxy-status.ts";
 import { HealthCheckJob } from "./health.ts";
@@ -26,8 +27,11 @@ import { ProviderRefiller } from "../provider-api/fetch/refill.ts";
 import { clearDepleted, markDepleted } from "../services/sequences.ts";
 import { PoolOutage } from "../provider-api/pool/outage.ts";
 
-/** What a worker's jobs are built from: the process's shared parts. */
-export type JobDeps = ControlDeps;
+/**
+ * What a worker's jobs are built from: the process's shared parts, and where the exits a job
+ * learns go (`observations.record(...)`: the process's observation recorder).
+ */
+export type JobDeps = ControlDeps & { observations: ObservationSink };
 
 /** What the worker keeps of its jobs for its snapshot (and /metrics). */
 export interface JobExtras {

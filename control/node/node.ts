@@ -47,6 +47,7 @@ import { HttpServer } from "../core/http-server.ts";
 import { LoopLagMonitor } from "./loop-lag.ts";
 import { probeRoutes } from "../api/probes.ts";
 import { Telemetry } from "./telemetry/telemetry.ts";
+import { ObservationRecorder } from "../geo/observation-recorder.ts";
 
 export interface NodeOptions {
   settings: ControlSettings;
@@ -84,6 +85,8 @@ export class Node {
   /** Run-now requests, for writes that ask for a job after their commit. */
   readonly jobs: JobQueue;
   readonly providers = new ProviderRegistry();
+  /** Where the exits this process learns go, appended to their stream (api and worker roles). */
+  readonly observations: ObservationRecorder;
   readonly process: ProcessInfo;
   readonly runtimes: readonly RoleRuntime[];
 
@@ -135,6 +138,14 @@ export class Node {
       logger: this.logger,
       deadlineMs: settings.redisRequestTimeoutMs,
     });
+    this.observations = new ObservationRecorder({
+      redis: this.redis,
+      keys: this.keys,
+      logger: this.logger,
+      instance: this.instance,
+      intervalMs: settings.geoObservationPublishIntervalMs,
+      sendTimeoutMs: settings.redisRequestTimeoutMs,
+    });
     this.runtimes = ROLE_RUNTIMES[settings.role].map((name) => this.#buildRuntime(name));
     this.#tasks = new TaskSet(this.logger);
     this.#lag = new LoopLagMonitor({ logger: this.logger });
@@ -174,6 +185,7 @@ export class Node {
   get apiDeps(): ApiDeps {
     return {
       ...this.deps,
+      observations: this.observations,
       process: this.process,
       readiness: () => this.readiness(),
       metrics: () => this.metrics(),
@@ -279,6 +291,10 @@ export class Node {
         await this.#probeServer.start();
       }
       signal.throwIfAborted();
+      // Only the api and the worker learn exits; a controller records none.
+      if (this.runtimes.some((r) => r.name === "api" || r.name === "worker")) {
+        this.#tasks.start(this.observations);
+      }
       this.#tasks.start(this.#lag);
       this.#tasks.start(this.#heartbeat);
       // The first beat settles readiness, so "ready" is known when the start returns.
@@ -330,6 +346,8 @@ export class Node {
       await this.#probeServer?.stop();
     });
     await this.#quietly("stop its loops", () => this.#tasks.stop());
+    // After the runtimes: it sends what their stops recorded.
+    await this.#quietly("send its observations", () => this.observations.close());
     await this.#quietly("close the change log", () => this.changes.close());
     await this.#quietly("withdraw its heartbeat", () => this.#heartbeat.withdraw());
     await this.#quietly("close Redis", () => this.#closeRedis());
@@ -373,7 +391,7 @@ export class Node {
           logger: this.logger,
           jobs: this.settings.workerJobs,
           instance: this.instance,
-          deps: this.deps,
+          deps: { ...this.deps, observations: this.observations },
         });
     }
   }

@@ -1,7 +1,8 @@
 /**
  * The worker runtime: one job runner per kind it takes (OCTOPROX_WORKER_JOBS) that has a
  * handler, each a consumer of its kind's stream under a consumer name fresh for this process
- * life. It is unready while Redis does not answer, since it takes all its work from streams.
+ * life, and the observation ingest, whatever kinds it takes. It is unready while Redis does not
+ * answer, since it takes all its work from streams.
  */
 import { randomBytes } from "node:crypto";
 import { Store } from "../../shared/errors.ts";
@@ -13,6 +14,7 @@ import { describeHealthEcho, type HealthEcho, healthEcho } from "../jobs/health-
 import { FetchMetrics } from "../provider-api/fetch/metrics.ts";
 import type { PoolOutage } from "../provider-api/pool/outage.ts";
 import { BaseRuntime, type RuntimeName, type RuntimeOptions } from "./runtime.ts";
+import { ObservationIngest } from "../geo/observation-ingest.ts";
 
 export interface WorkerRuntimeOptions extends RuntimeOptions {
   /** The job kinds this process takes (OCTOPROX_WORKER_JOBS). */
@@ -26,6 +28,8 @@ export class WorkerRuntime extends BaseRuntime {
   readonly stores: readonly Store[] = [Store.postgres, Store.redis];
   readonly consumer: string;
   readonly runners: readonly JobRunner[];
+  /** Every worker ingests observations, one batch at a time. */
+  readonly observationIngest: ObservationIngest;
   /** The pool job's fetch counts, when it takes pool runs. */
   readonly fetchMetrics: FetchMetrics | undefined;
   /** Which of its pools run on last-known settings while Postgres is away, when it takes pool runs. */
@@ -57,6 +61,14 @@ export class WorkerRuntime extends BaseRuntime {
           })
         ),
     );
+    this.observationIngest = new ObservationIngest({
+      database: options.deps.database,
+      redis: options.deps.redis,
+      keys: options.deps.keys,
+      settings: options.deps.settings,
+      logger: options.logger,
+      consumer: this.consumer,
+    });
   }
 
   protected override beforeLoops(): Promise<void> {
@@ -72,7 +84,7 @@ export class WorkerRuntime extends BaseRuntime {
   }
 
   protected override loops(): Loop[] {
-    return [...this.runners];
+    return [...this.runners, this.observationIngest];
   }
 
   protected override details(): Record<string, unknown> {

@@ -25,6 +25,7 @@ import { healthSuite } from "./health.ts";
 import { memorySuite } from "./memory.ts";
 import { churnSuite } from "./churn.ts";
 import { geoSuite } from "./geo.ts";
+import { attributionSuite } from "./attribution.ts";
 import { metricsSuite } from "./metrics.ts";
 import { producersSuite } from "./producers.ts";
 import { providersSuite } from "./providers.ts";
@@ -57,6 +58,7 @@ export const SUITES: readonly Suite[] = [
   memorySuite,
   churnSuite,
   geoSuite,
+  attributionSuite,
   scalingSuite,
   producersSuite,
   healthSuite,

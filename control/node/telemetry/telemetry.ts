@@ -23,6 +23,7 @@ import type { FetchMetricsSnapshot } from "../../provider-api/fetch/metrics.ts";
 import { PoolTelemetry } from "./pools.ts";
 import { ProcessTelemetry } from "./process.ts";
 import { StreamTelemetry } from "./streams.ts";
+import { ObservationIngestTelemetry, ObservationRecorderTelemetry } from "./observations.ts";
 
 const LINT_REFUSED_DEFAULTS = [
   "nodejs_active_handles_total",
@@ -66,6 +67,10 @@ export class Telemetry {
       );
     }
     if (options.runtimes.includes("api")) new ExtractionTelemetry(this.#registry, read);
+    if (options.runtimes.includes("api") || options.runtimes.includes("worker")) {
+      new ObservationRecorderTelemetry(this.#registry, read);
+    }
+    if (options.runtimes.includes("worker")) new ObservationIngestTelemetry(this.#registry, read);
     if (options.runtimes.includes("controller")) {
       new LeaseTelemetry(this.#registry, read);
       new FeedTelemetry(this.#registry, read);
