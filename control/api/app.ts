@@ -26,6 +26,7 @@ import { credentialRoutes } from "./routes/credentials.ts";
 import { distributionKeyRoutes } from "./routes/distribution-keys.ts";
 import { extractionRoutes } from "./routes/extraction.ts";
 import { metricsRoutes } from "./routes/metrics.ts";
+import { geoExitRoutes } from "./routes/geo-exits.ts";
 import { projectRoutes } from "./routes/projects.ts";
 import { proxyRoutes } from "./routes/proxies.ts";
 import { ECHO_PATH, publicRoutes } from "./routes/public.ts";
@@ -58,6 +59,7 @@ export function apiRoutes(deps: ApiDeps): Route[] {
     ...routingPreviewRoutes(deps),
     ...sequenceRoutes(deps),
     ...metricsRoutes(deps),
+    ...geoExitRoutes(deps),
     ...systemRoutes(deps),
     ...configRoutes(deps),
     ...backupRoutes(deps),

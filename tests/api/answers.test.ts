@@ -15,6 +15,8 @@ import {
   type RequestOptions,
   startHarness,
 } from "../../testkit/api-harness.ts";
+import { ingestObservations } from "../../control/geo/observation-ingest.ts";
+import type { Observation } from "../../shared/geo/observation-wire.ts";
 
 let h: ApiHarness;
 let routes: Route[];
@@ -229,6 +231,30 @@ describe("each declared answer is what the route answers", () => {
     });
     await call("DELETE", "/api/v1/providers/answers");
     await call("GET", "/api/v1/providers/answers/history");
+  });
+
+  test("where exits were seen: the observation log, the exits, accuracy", async () => {
+    const observed = (ip: string, atMs: number): Observation => ({
+      observedAt: atMs,
+      ip,
+      projectId,
+      connectorId: connectorA,
+      proxyId: null,
+      source: "health",
+      sessionId: "s-1",
+      country: "DE",
+      region: "DE-BE",
+      city: "Berlin",
+      asn: 64_500,
+      claimedCountry: "DE",
+      sources: ["database"],
+    });
+    await ingestObservations(h.deps, [observed("203.0.113.90", 1_000), observed("::1", 2_000)]);
+    const log = await call("GET", "/api/v1/geo/observations?limit=1");
+    await call("GET", `/api/v1/geo/observations?cursor=${log.body.next_cursor}`);
+    await call("GET", `/api/v1/geo/exits?project_id=${projectId}`);
+    await call("GET", "/api/v1/geo/exits/ips");
+    await call("GET", "/api/v1/geo/accuracy");
   });
 
   test("every declared answer was checked", () => {
