@@ -54,6 +54,7 @@ export const WORKER_JOB_KINDS: readonly JobKind[] = [
   JobKind.compaction,
   JobKind.snapshot,
   JobKind.indexHygiene,
+  JobKind.geoUpdate,
 ];
 
 /**
@@ -138,6 +139,8 @@ export const ChangeKind = {
   user: "user",
   /** A custom provider descriptor (the global section carries them). */
   descriptor: "descriptor",
+  /** IP databases or the attribution settings (the global section carries them). */
+  geo: "geo",
   all: "all",
 } as const;
 export type ChangeKind = (typeof ChangeKind)[keyof typeof ChangeKind];

@@ -400,14 +400,16 @@ const controlFields = {
     seconds(5, 1, 3600),
     "Each provider-API connector's pool run: reap, check, refill (1 to 3600)",
   ),
+  // Each tick downloads the URL databases whose own update interval has passed, so this is how
+  // late a due download may start, not how often files are fetched.
+  OCTOPROX_GEO_UPDATER_INTERVAL: field(
+    seconds(3600, 60, 86_400),
+    "IP database updates: downloads of databases due by their own interval (60 to 86400)",
+  ),
   // The periods of jobs that have no handler yet: refused until their job runs.
   OCTOPROX_SCALE_INTERVAL: field(
     unavailable("no scale job runs yet"),
     "Not available yet (no cloud scaling job runs): setting it stops the process",
-  ),
-  OCTOPROX_GEO_UPDATER_INTERVAL: field(
-    unavailable("no geo_update job runs yet"),
-    "Not available yet (no IP database update job runs): setting it stops the process",
   ),
   OCTOPROX_TUNNEL_STATUS_INTERVAL: field(
     unavailable("no tunnel_last_seen job runs yet"),
@@ -560,6 +562,7 @@ export const ControlSettingsSchema = v.pipe(
     healthCheckIntervalMs: e.OCTOPROX_HEALTH_CHECK_INTERVAL,
     ipRefreshIntervalMs: e.OCTOPROX_IP_REFRESH_INTERVAL,
     poolIntervalMs: e.OCTOPROX_POOL_INTERVAL,
+    geoUpdaterIntervalMs: e.OCTOPROX_GEO_UPDATER_INTERVAL,
     healthCheckTimeoutMs: e.OCTOPROX_HEALTH_CHECK_TIMEOUT,
     healthCheckConcurrency: e.OCTOPROX_HEALTH_CHECK_CONCURRENCY,
     metricsFlushIntervalMs: e.OCTOPROX_METRICS_FLUSH_INTERVAL,

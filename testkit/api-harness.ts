@@ -51,6 +51,8 @@ export interface RequestOptions {
   body?: unknown;
   /** A raw body, sent as is (text/plain unless headers say otherwise). */
   text?: string;
+  /** Raw bytes, sent as is (application/octet-stream unless headers say otherwise). */
+  bytes?: Uint8Array;
   headers?: Record<string, string>;
 }
 
@@ -167,8 +169,11 @@ export async function startHarness(options: HarnessOptions = {}): Promise<ApiHar
   ): Promise<Answer> {
     const headers: Record<string, string> = { ...opts.headers };
     if (opts.token) headers.authorization = `Bearer ${opts.token}`;
-    let body: string | undefined;
-    if (opts.text !== undefined) {
+    let body: string | Uint8Array<ArrayBuffer> | undefined;
+    if (opts.bytes !== undefined) {
+      body = opts.bytes as Uint8Array<ArrayBuffer>;
+      headers["content-type"] ??= "application/octet-stream";
+    } else if (opts.text !== undefined) {
       body = opts.text;
       headers["content-type"] ??= "text/plain";
     } else if (opts.body !== undefined) {

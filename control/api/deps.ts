@@ -5,6 +5,8 @@
 import type { ControlDeps } from "../core/deps.ts";
 import type { ObservationSink } from "../geo/observation.ts";
 import type { Extraction } from "../provider-api/extraction/extraction.ts";
+import type { GeoDefinitions } from "../geo/definitions.ts";
+import type { EchoPlaces } from "../geo/echo-places.ts";
 
 export interface Readiness {
   ready: boolean;
@@ -35,6 +37,10 @@ export interface ApiDeps extends ControlDeps {
   webDir?: string;
   /** The extraction API's parts (the api runtime's, for its snapshot); the app makes its own otherwise. */
   extraction?: Extraction;
+  /** The IP databases and settings in force (the api runtime's, shared by its routes). */
+  geo?: GeoDefinitions;
+  /** Where the echo places the addresses it answers; the echo answers addresses alone without. */
+  echoPlaces?: EchoPlaces;
   /** Where exits a route learns go: the process's observation recorder. */
   observations: ObservationSink;
 }

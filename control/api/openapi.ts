@@ -113,7 +113,7 @@ function operation(route: Route): JsonObject {
   }
   const distribution = route.access === "distribution";
   const guarded = route.access !== "public" && !distribution;
-  if (route.body || route.query || route.textBody) {
+  if (route.body || route.query || route.textBody || route.fileBody) {
     responses["422"] = errorAnswer("A field of the body or query is invalid; `detail` names each");
   }
   if (route.params.length > 0) responses["404"] = errorAnswer("No such entity");
@@ -172,6 +172,12 @@ function operation(route: Route): JsonObject {
       required: true,
       description: route.textBody.description,
       content: { "text/plain": { schema: { type: "string" } } },
+    };
+  } else if (route.fileBody) {
+    result.requestBody = {
+      required: true,
+      description: route.fileBody.description,
+      content: { "application/octet-stream": { schema: { type: "string", format: "binary" } } },
     };
   }
   return result;

@@ -70,6 +70,8 @@ export interface RouteInput<TAccess extends Access, TBody, TQuery> {
   query: Output<TQuery>;
   /** A text/plain body, for routes that declare `textBody`; "" otherwise. */
   text: string;
+  /** The raw body, for routes that declare `fileBody` (an IP database); empty otherwise. */
+  file: Uint8Array;
   /** Path parameters, each a uuid (anything else answered 404 before the handler). */
   params: Readonly<Record<string, string>>;
   principal: TAccess extends "public" | "distribution" ? undefined : Principal;
@@ -93,6 +95,8 @@ export interface RouteSpec<
   body?: TBody;
   /** A text/plain body instead of JSON, such as an upload. */
   textBody?: { maxBytes: number; description: string };
+  /** Raw bytes instead of JSON (a binary file, taken as sent). */
+  fileBody?: { maxBytes: number; description: string };
   /** A JSON body's bound, when larger than DEFAULT_MAX_BODY_BYTES (a configuration, a backup). */
   maxBodyBytes?: number;
   query?: TQuery;
@@ -122,6 +126,7 @@ export interface Route {
   access: Access;
   body?: AnySchema;
   textBody?: { maxBytes: number; description: string };
+  fileBody?: { maxBytes: number; description: string };
   maxBodyBytes?: number;
   query?: AnySchema;
   responses: Responses;
@@ -143,6 +148,7 @@ const SINGULAR: Readonly<Record<string, string>> = {
   connectors: "Connector",
   "distribution-keys": "Distribution key",
   extract: "Lease",
+  databases: "IP database",
 };
 
 /** The entity a path parameter names: the collection before it (`/projects/:id` → Project). */
@@ -173,6 +179,7 @@ export function defineRoute<
     access: spec.access,
     body: spec.body,
     textBody: spec.textBody,
+    fileBody: spec.fileBody,
     maxBodyBytes: spec.maxBodyBytes,
     query: spec.query,
     responses: spec.responses,
@@ -197,7 +204,11 @@ export function defineRoute<
       const query = spec.query ? parseInput(spec.query, c.req.query(), "query") : undefined;
       let body: unknown;
       let text = "";
-      if (spec.textBody) {
+      let file: Uint8Array = new Uint8Array(0);
+      if (spec.fileBody) {
+        // Bytes are stored as they are (bytea), never as text: nothing to refuse in them here.
+        file = new Uint8Array(await c.req.arrayBuffer());
+      } else if (spec.textBody) {
         text = await c.req.text();
         const issue = unstorableText("body", text);
         if (issue) throw new ValidationError([issue]);
@@ -219,6 +230,7 @@ export function defineRoute<
         body,
         query,
         text,
+        file,
         params: values,
         principal: c.get("principal"),
       } as RouteInput<TAccess, TBody, TQuery>;
@@ -277,7 +289,8 @@ export function mountRoutes(app: Hono<AppEnv>, routes: readonly Route[], options
       });
     }
     if (route.method !== "get" && route.method !== "delete") {
-      const maxSize = route.textBody?.maxBytes ?? route.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES;
+      const maxSize = route.fileBody?.maxBytes ?? route.textBody?.maxBytes ?? route.maxBodyBytes ??
+        DEFAULT_MAX_BODY_BYTES;
       handlers.push(limitBody(maxSize));
     }
     app.on(route.method.toUpperCase(), [route.path], ...handlers, (c) => route.run(c));

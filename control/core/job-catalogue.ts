@@ -25,7 +25,6 @@ export interface JobSpec {
  */
 const SPEC_PERIOD_MS = {
   scale: 30_000,
-  geoUpdate: 3_600_000,
   tunnelLastSeen: 10_000,
 } as const;
 
@@ -118,7 +117,7 @@ export const JOB_CATALOGUE: Readonly<Record<JobKind, JobSpec>> = {
     kind: K.geoUpdate,
     batchSize: 1,
     concurrency: () => 1,
-    periodMs: () => SPEC_PERIOD_MS.geoUpdate,
+    periodMs: (s) => wholeSeconds(s.geoUpdaterIntervalMs),
     keyed: false,
   },
   [K.tunnelLastSeen]: {

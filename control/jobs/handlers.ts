@@ -19,6 +19,7 @@ import type { Job } from "../core/job.ts";
 import { ProvisionJob } from "./provision.ts";
 import { SyncJob } from "./sync.ts";
 import { PoolJob } from "./pool.ts";
+import { GeoUpdateJob } from "./geo-update.ts";
 import { poolStoreOf } from "../provider-api/pool/store.ts";
 import { providerEgress } from "../provider-api/fetch/call.ts";
 import { FetchCoordinator } from "../provider-api/fetch/coordinator.ts";
@@ -173,6 +174,9 @@ export function buildJobs(
             retentionDays: deps.settings.systemMetricsRetentionDays,
           }),
         );
+        break;
+      case K.geoUpdate:
+        jobs.push(new GeoUpdateJob({ deps, logger: deps.logger.child({ job: kind }) }));
         break;
       case K.indexHygiene:
         jobs.push(

@@ -204,7 +204,7 @@ describe("health status by the checks", () => {
     expect(enrichStats.oldestAgeMs).toBeGreaterThanOrEqual(0);
     expect(enrichStats.oldestAgeMs).toBeLessThanOrEqual(readAt - addedAt + 1_000);
     // Streams nobody wrote to are shown empty, with their group missing.
-    expect(stats.work_streams.data["jobs.geo_update"]).toMatchObject({
+    expect(stats.work_streams.data["jobs.tunnel_last_seen"]).toMatchObject({
       length: 0,
       pending: 0,
       backlog: 0,

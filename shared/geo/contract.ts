@@ -31,6 +31,11 @@ export interface GeoDatabase {
   /** Entries (geofeed lines) or search-tree nodes (mmdb): a size for the System page. */
   readonly size: number;
   /**
+   * What the file says of itself, when it says (an mmdb's type and build day,
+   * `GeoLite2-City 2026-06-17`); a geofeed states nothing.
+   */
+  readonly version?: string;
+  /**
    * What the database says of the address (an IP literal); undefined when it holds nothing. The
    * answer may be shared by many addresses: read it, never change it.
    */

@@ -88,6 +88,16 @@ class DecodedRecords {
 /** Locations by the record they were read from, so a hit builds no new object. */
 const locations = new WeakMap<object, GeoLocation | null>();
 
+/** The file's type and build day, as its metadata states them. */
+function mmdbVersion(type: unknown, built: unknown): string | undefined {
+  const parts: string[] = [];
+  if (typeof type === "string" && type !== "") parts.push(type);
+  if (built instanceof Date && Number.isFinite(built.getTime())) {
+    parts.push(built.toISOString().slice(0, 10));
+  }
+  return parts.length === 0 ? undefined : parts.join(" ");
+}
+
 /** Opens a MaxMind DB file's bytes; throws GeoFormatError when they are not one. */
 export function openMmdb(name: string, bytes: Uint8Array): GeoDatabase {
   let reader: Reader<Rec>;
@@ -104,6 +114,7 @@ export function openMmdb(name: string, bytes: Uint8Array): GeoDatabase {
     name,
     format: GeoFormat.mmdb,
     size: reader.metadata.nodeCount,
+    version: mmdbVersion(reader.metadata.databaseType, reader.metadata.buildEpoch),
     lookup(address: string): GeoLocation | undefined {
       const ip = clientIp(address);
       if (ip === undefined || prohibitedKind(ip) !== undefined) return undefined;

@@ -41,7 +41,6 @@ describe("settings at start", () => {
 
   it.each([
     ["OCTOPROX_SCALE_INTERVAL", "scale"],
-    ["OCTOPROX_GEO_UPDATER_INTERVAL", "geo_update"],
     ["OCTOPROX_TUNNEL_STATUS_INTERVAL", "tunnel_last_seen"],
   ])("%s, whose %s job this release does not run, exits 2 naming it", async (name, job) => {
     // A valid period: the setting is refused for what it would not do, not for its value.
@@ -69,6 +68,16 @@ describe("settings at start", () => {
       compactionIntervalMs: 600_000,
       systemMetricsIntervalMs: 120_000,
     });
+  });
+
+  it("OCTOPROX_GEO_UPDATER_INTERVAL is geo_update's period: an hour unless set, 60 s to a day", () => {
+    expect(parseControlSettings(valid()).geoUpdaterIntervalMs).toBe(3_600_000);
+    expect(
+      parseControlSettings({ ...valid(), OCTOPROX_GEO_UPDATER_INTERVAL: "600" })
+        .geoUpdaterIntervalMs,
+    ).toBe(600_000);
+    expect(() => parseControlSettings({ ...valid(), OCTOPROX_GEO_UPDATER_INTERVAL: "30" }))
+      .toThrow(/OCTOPROX_GEO_UPDATER_INTERVAL must be a number of seconds from 60 to 86400/);
   });
 
   it("a bad role exits 2 with one line naming it", async () => {
