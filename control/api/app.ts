@@ -25,6 +25,8 @@ import { connectorRoutes } from "./routes/connectors.ts";
 import { credentialRoutes } from "./routes/credentials.ts";
 import { distributionKeyRoutes } from "./routes/distribution-keys.ts";
 import { extractionRoutes } from "./routes/extraction.ts";
+import { geoRoutes } from "./routes/geo.ts";
+import { internalGeoRoutes } from "./internal-geo.ts";
 import { metricsRoutes } from "./routes/metrics.ts";
 import { geoExitRoutes } from "./routes/geo-exits.ts";
 import { projectRoutes } from "./routes/projects.ts";
@@ -61,6 +63,7 @@ export function apiRoutes(deps: ApiDeps): Route[] {
     ...metricsRoutes(deps),
     ...geoExitRoutes(deps),
     ...systemRoutes(deps),
+    ...geoRoutes(deps),
     ...configRoutes(deps),
     ...backupRoutes(deps),
   ];
@@ -124,6 +127,7 @@ export function createApp(appDeps: ApiDeps): Hono {
   app.notFound((c) => notFoundResponse(c));
 
   app.route("/", probeRoutes(deps));
+  app.route("/", internalGeoRoutes(deps));
   mountRoutes(app, apiRoutes(deps), {
     authorize: async (c, access) => {
       if (access !== "distribution") return await authorize(deps, c, access);

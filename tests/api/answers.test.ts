@@ -27,6 +27,10 @@ const checked = new Set<string>();
 const NOT_DRIVEN: Readonly<Record<string, string>> = {
   "POST /api/v1/projects/:id/proxies/:pid/unquarantine":
     "answers 200 only for a proxy a gateway's rate limit put in quarantine",
+  "POST /api/v1/geo/databases/from-url":
+    "downloads from an HTTPS publisher: tests/geo/update.test.ts parses its answer",
+  "POST /api/v1/geo/databases/:id/refresh":
+    "downloads from an HTTPS publisher: tests/geo/update.test.ts parses its answer",
 };
 
 const key = (route: Route) => `${route.method.toUpperCase()} ${route.path}`;
@@ -178,6 +182,23 @@ describe("each declared answer is what the route answers", () => {
 
     await call("PUT", `${base}/sequence`, { body: { connector_ids: [connectorA, connectorB] } });
     await call("GET", `${base}/sequence`);
+  });
+
+  test("IP databases and the attribution settings", async () => {
+    const feed = "127.0.0.0/24,DE,DE-BE,Berlin,\n";
+    await call("GET", "/api/v1/geo/settings");
+    await call("PUT", "/api/v1/geo/settings", { body: { location_conflict_rule: "first" } });
+    const database = await call("POST", "/api/v1/geo/databases?name=answers&format=geofeed", {
+      text: feed,
+    });
+    const path = `/api/v1/geo/databases/${database.body.id}`;
+    await call("POST", "/api/v1/geo/databases/inspect?format=geofeed", { text: feed });
+    await call("GET", "/api/v1/geo/databases");
+    await call("GET", path);
+    await call("PATCH", path, { body: { position: 2 } });
+    await call("PUT", `${path}/file`, { text: "127.0.1.0/24,FR,,,\n" });
+    await call("POST", "/api/v1/geo/lookup", { body: { ip: "127.0.1.1" } });
+    await call("GET", "/api/v1/geo/status");
   });
 
   test("metrics, failures and the system", async () => {
