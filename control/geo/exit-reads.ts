@@ -109,17 +109,18 @@ export interface ConnectorFilter {
   connectorId?: string;
 }
 
-/** Every exit, last seen first, a page at a time. */
+/** Every exit, last seen first, a page at a time; `country`: only those seen there. */
 export async function readExitIps(
   database: Pick<Database, "sql">,
-  filter: ConnectorFilter,
+  filter: ConnectorFilter & { country?: string },
   page: { offset: number; limit: number },
 ): Promise<{ items: ExitIpRow[]; total: number }> {
   const sql: Sql = database.sql;
   const where = sql`
     (${filter.projectId ?? null}::uuid is null or e.project_id = ${filter.projectId ?? null})
     and (${filter.connectorId ?? null}::uuid is null
-      or e.connector_id = ${filter.connectorId ?? null})`;
+      or e.connector_id = ${filter.connectorId ?? null})
+    and (${filter.country ?? null}::text is null or e.country = ${filter.country ?? null})`;
   const [{ total }] = await sql<{ total: number }[]>`
     select count(*)::int as total from connector_exit_ips e where ${where}`;
   const rows = await sql<ExitIpRow[]>`

@@ -1,8 +1,9 @@
 /**
  * Queries of the exit reads (`/api/v1/geo/observations`, `/geo/exits`, `/geo/exits/ips`,
- * `/geo/accuracy`): filters by project, connector, proxy and address, and pages.
+ * `/geo/accuracy`): filters by project, connector, proxy, address and country, and pages.
  */
 import * as v from "valibot";
+import { COUNTRY_HINT, normaliseCountry } from "../../shared/countries.ts";
 import { exitAddress } from "../../shared/geo/observation-wire.ts";
 import { queryInteger, uuidField } from "./common.ts";
 
@@ -43,6 +44,14 @@ export const ConnectorExitsQuery = v.object({
 export const ExitIpsQuery = v.object({
   project_id: v.optional(uuidField),
   connector_id: v.optional(uuidField),
+  /** The country an exit was last seen in (`uk` read as GB). */
+  country: v.optional(
+    v.pipe(
+      v.string(),
+      v.check((value) => normaliseCountry(value) !== undefined, COUNTRY_HINT),
+      v.transform((value) => normaliseCountry(value) as string),
+    ),
+  ),
   page: queryInteger(1, 1_000_000, 1),
   page_size: queryInteger(1, 1000, 100),
 });

@@ -1,7 +1,8 @@
 /**
  * The exit reads over what the ingest wrote (real Postgres and Redis): the observation log newest
  * first, filtered and paged by cursor without overlap; each connector's claims against where its
- * exits were seen; every exit, paged; provider accuracy per connector and claimed country.
+ * exits were seen; every exit, paged and filtered by country; provider accuracy per connector and
+ * claimed country.
  * Viewers read them; a bad query is a 422 naming its field.
  */
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
@@ -165,6 +166,9 @@ describe("exits and provider accuracy", () => {
     });
     const second = await get(`/api/v1/geo/exits/ips?connector_id=${vendorish}&page=2&page_size=3`);
     expect(second.items.map((e: { ip: string }) => e.ip)).toEqual(["203.0.113.1"]);
+    const german = await get(`/api/v1/geo/exits/ips?project_id=${projectId}&country=de`);
+    expect(german.total).toBe(2);
+    expect(german.items.map((e: { ip: string }) => e.ip)).toEqual(["203.0.113.2", "203.0.113.1"]);
   });
 
   test("accuracy per connector and per claimed country", async () => {
@@ -194,6 +198,7 @@ describe("bad queries and access", () => {
     ["/api/v1/geo/exits?project_id=p", "query.project_id"],
     ["/api/v1/geo/exits/ips?page_size=1001", "query.page_size"],
     ["/api/v1/geo/exits/ips?page=0", "query.page"],
+    ["/api/v1/geo/exits/ips?country=Germany", "query.country"],
     ["/api/v1/geo/accuracy?connector_id=c", "query.connector_id"],
   ])("%s is a 422 naming %s", async (path, field) => {
     const answer = await h.request("GET", path, { token: h.tokens.viewer });

@@ -83,9 +83,9 @@ export function geoExitRoutes(deps: ApiDeps): Route[] {
       summary: "Every exit seen, with where it is, a page at a time",
       description: "Each connector's distinct exits, last seen first: the address, the latest " +
         "state (country, region, city, ASN, the sources that placed it, the claimed country), " +
-        "first and last seen, observations and hand-outs onto it. Filtered by `project_id` and " +
-        "`connector_id`; `page_size` up to 1000. Kept `exit_ip_retention_days` after last " +
-        "seen when set, else as long as the connector.",
+        "first and last seen, observations and hand-outs onto it. Filtered by `project_id`, " +
+        "`connector_id` and `country` (seen there); `page_size` up to 1000. Kept " +
+        "`exit_ip_retention_days` after last seen when set, else as long as the connector.",
       access: UserRole.viewer,
       query: ExitIpsQuery,
       responses: { 200: answer("`{items, total, page, page_size}`", ExitIpPageAnswer) },
@@ -93,6 +93,7 @@ export function geoExitRoutes(deps: ApiDeps): Route[] {
         const { items, total } = await readExitIps(deps.database, {
           projectId: query.project_id,
           connectorId: query.connector_id,
+          country: query.country,
         }, { offset: (query.page - 1) * query.page_size, limit: query.page_size });
         return c.json({ items, total, page: query.page, page_size: query.page_size });
       },
