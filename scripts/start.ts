@@ -431,6 +431,9 @@ async function main(): Promise<void> {
         ...DENO_ENV,
         OCTOPROX_REDIS_URL: stores.redisUrl,
         OCTOPROX_INTERNAL_SECRET: internalSecret,
+        // IP database files come from the api beside it, unless the caller says otherwise.
+        OCTOPROX_GATEWAY_GEO_URL: process.env.OCTOPROX_GATEWAY_GEO_URL ||
+          `http://127.0.0.1:${apiPort}`,
       },
       readyUrl: `http://127.0.0.1:${gatewaySettings.statusPort}/ready`,
       stopTimeoutMs: GATEWAY_STOP_TIMEOUT_MS,

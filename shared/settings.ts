@@ -464,6 +464,22 @@ const gatewayFields = {
     integer(1_000_000, 1000, 8_000_000),
     "Proxies one gateway routes at once at most; past it, new ones are left out and counted",
   ),
+  // The api's address as gateways reach it: IP database files come from its internal endpoint
+  // by checksum, in the background (docs/geo.md).
+  OCTOPROX_GATEWAY_GEO_URL: field(
+    v.optional(urlWithSchemes(["http", "https"], "HTTP")),
+    "The api's address for IP database files (`http://api:8000`); unset: the gateway opens none",
+  ),
+  OCTOPROX_GATEWAY_GEO_DIR: field(
+    v.optional(v.pipe(trimmed, v.minLength(1, "must be a folder path"))),
+    "A folder of IP database files named by their SHA-256, read before asking the api",
+  ),
+  // Preflight's one echo per cache miss goes through the chosen proxy to this address, so it
+  // must be reachable from the proxies' exits (docs/geo.md, "Preflight").
+  OCTOPROX_GATEWAY_ECHO_URL: field(
+    v.optional(urlWithSchemes(["http", "https"], "HTTP")),
+    "The echo preflight asks through proxies (`http://api:8000/echo`); unset: exits go unchecked",
+  ),
   // 0 (the default) serves on the last feed for as long as it must (docs/gateway.md).
   OCTOPROX_FEED_MAX_STALE: field(
     v.optional(
@@ -605,6 +621,11 @@ export const GatewaySettingsSchema = v.pipe(
     heartbeatIntervalMs: e.OCTOPROX_HEARTBEAT_INTERVAL,
     /** 0: off (the last feed serves however old its read). */
     feedMaxStaleMs: e.OCTOPROX_FEED_MAX_STALE,
+    /** The api's base URL for IP database files; undefined: only the folder, if any. */
+    geoUrl: e.OCTOPROX_GATEWAY_GEO_URL,
+    geoDir: e.OCTOPROX_GATEWAY_GEO_DIR,
+    /** Where preflight's echo goes through proxies; undefined: no exit can be checked. */
+    echoUrl: e.OCTOPROX_GATEWAY_ECHO_URL,
   })),
 );
 export type GatewaySettings = v.InferOutput<typeof GatewaySettingsSchema>;

@@ -249,7 +249,8 @@ export class Cluster {
 
   /**
    * The environment a gateway of this cluster runs with (its Redis, prefix and internal secret,
-   * both listeners on 127.0.0.1, every port 0), for a test that runs one itself: one expected
+   * the api's URL for IP database files, both listeners on 127.0.0.1, every port 0), for a test
+   * that runs one itself: one expected
    * to exit, say.
    */
   gatewayEnv(instance: string, options: GatewayOptions = {}): Record<string, string> {
@@ -268,6 +269,8 @@ export class Cluster {
       OCTOPROX_CONNECT_TIMEOUT: "5",
       OCTOPROX_LOG_LEVEL: "info",
       ...(allowCidrs === null ? {} : { OCTOPROX_DESTINATION_ALLOW_CIDRS: allowCidrs }),
+      // IP database files come from the api's internal endpoint, as on an install.
+      ...(this.#api === undefined ? {} : { OCTOPROX_GATEWAY_GEO_URL: this.#api.url }),
       ...options.env,
     };
   }

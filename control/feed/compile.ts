@@ -55,6 +55,9 @@ import type { Logger } from "../core/logging.ts";
 import { parseTrafficSubject } from "../../shared/traffic-subjects.ts";
 import { storedBlockEnd } from "../traffic/rules.ts";
 import { readProviderApiConfig } from "../provider-api/config.ts";
+import { feedGeo, readFeedGeo } from "../geo/feed-part.ts";
+import { errorText } from "../../shared/errors.ts";
+import { shippedFile } from "../geo/shipped.ts";
 
 /** A section as the publisher takes it: its JSON and the digest of that JSON. */
 export interface SectionText {
@@ -193,6 +196,7 @@ export async function compile(
       document: providerDescriptors.document,
       version: providerDescriptors.version,
     }).from(providerDescriptors).orderBy(asc(providerDescriptors.id));
+    const geoRows = await readFeedGeo(tx);
     return {
       compiledAt,
       projectRows,
@@ -202,6 +206,7 @@ export async function compile(
       proxyRows,
       cloud,
       descriptorRows,
+      geoRows,
     };
   }, READ_SNAPSHOT);
 
@@ -267,6 +272,15 @@ export async function compile(
       version: entry.version,
       document: entry.descriptor,
     })),
+    // The shipped database's checksum is read once per process; a failed read lists the
+    // admin's databases alone until a later compile reads it.
+    geo: feedGeo(
+      read.geoRows,
+      await shippedFile().catch((error) => {
+        warnOnce(logger, "geo:shipped", { error: errorText(error) }, "Shipped IP database unread");
+        return undefined;
+      }),
+    ),
   };
 
   // One section per connector, disabled and pending-deletion ones included (the router skips

@@ -31,6 +31,8 @@ export interface FeedFollowingOptions {
   router: CoreRouter;
   /** Told of every read of the head that verified it. */
   freshness: FeedFreshness;
+  /** Told of every snapshot applied, after the router has it (the IP database sync). */
+  onApplied?: (snapshot: RoutingSnapshot) => void;
 }
 
 export interface FeedFollowing {
@@ -60,6 +62,7 @@ export function followFeed(o: FeedFollowingOptions): FeedFollowing {
       const snapshot = o.router.apply(update.sections);
       sharing.hand(snapshot);
       logApplied(logger, update, snapshot, started);
+      o.onApplied?.(snapshot);
       const refused = strict?.(snapshot, update.first);
       if (refused !== undefined) {
         // The listeners never bind: the process stops with this one line (gateway.ts).

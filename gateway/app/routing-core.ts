@@ -7,6 +7,8 @@
  * applied feed to the others (`shareWith`).
  */
 import { deriveFeedKeys } from "../../shared/feed/codec.ts";
+import { DEFAULT_FEED_GEO } from "../../shared/feed/models.ts";
+import { geoMetrics } from "../geo/metrics.ts";
 import { redisKeys } from "../../shared/redis-keys.ts";
 import type { GatewaySettings } from "../../shared/settings.ts";
 import { FeedFreshness } from "../../shared/routing/feed-freshness.ts";
@@ -21,6 +23,8 @@ import { redisInstanceStore } from "./instance-store.ts";
 import { buildIsolateCore } from "./isolate-core.ts";
 import type { OwedAtStop } from "./isolate-writers.ts";
 import { connectRedis } from "./redis.ts";
+import { geoSync } from "./geo-wiring.ts";
+import type { GeoView } from "../geo/contract.ts";
 
 /** The main isolate's core: its own isolate core plus the feed follower, once per process. */
 export interface WiredCore extends RoutingCore {
@@ -36,6 +40,8 @@ export interface WiredCore extends RoutingCore {
   shareTripsWith(receiver: (proxyId: string, untilMs: number) => void): void;
   /** When the follower last read the feed (its buffer goes to the worker isolates). */
   readonly freshness: FeedFreshness;
+  /** The IP databases in force in this (the main) isolate. */
+  readonly geo: GeoView;
 }
 
 export async function buildRoutingCore(
@@ -49,13 +55,23 @@ export async function buildRoutingCore(
   // Set by shareTripsWith once the workers exist, which is after the core is built.
   let shareTrip: ((proxyId: string, untilMs: number) => void) | undefined;
   const freshness = new FeedFreshness(settings.feedMaxStaleMs);
+  const geo = geoSync(settings, logger, feedKeys);
   const isolate = await buildIsolateCore(settings, logger, instance, {
     redis,
     shareTrip: (proxyId, untilMs) => shareTrip?.(proxyId, untilMs),
     freshness,
   });
   const { router } = isolate;
-  const feed = followFeed({ settings, logger, redis, keys, feedKeys, router, freshness });
+  const feed = followFeed({
+    settings,
+    logger,
+    redis,
+    keys,
+    feedKeys,
+    router,
+    freshness,
+    onApplied: (snapshot) => geo.offer(snapshot.sections.global.geo ?? DEFAULT_FEED_GEO),
+  });
   const { follower } = feed;
   return {
     router,
@@ -66,23 +82,28 @@ export async function buildRoutingCore(
     instances: redisInstanceStore(redis, keys, instance, settings.redisRequestTimeoutMs),
     feedState: () => feedState(follower.stats()),
     freshness,
+    geo,
     unready: () => feedUnready(freshness),
     isolateState: () => isolate.state(),
     shareWith: (receiver) => feed.shareWith(receiver),
     shareTripsWith(receiver) {
       shareTrip = receiver;
     },
-    start: () => follower.start(),
+    start() {
+      void geo.start();
+      return follower.start();
+    },
     owed: () => isolate.owed(),
     async stop() {
       try {
         // Together: each is bounded by the request deadline, so the core's stop takes one.
-        await Promise.all([follower.stop(), isolate.stop()]);
+        await Promise.all([follower.stop(), isolate.stop(), geo.stop()]);
       } finally {
         redis.disconnect();
       }
     },
     metrics: (others = []) =>
-      feedMetrics(follower.stats(), freshness) + renderSamples([isolate.samples(), ...others]),
+      feedMetrics(follower.stats(), freshness) + geoMetrics(geo.stats()) +
+      renderSamples([isolate.samples(), ...others]),
   };
 }

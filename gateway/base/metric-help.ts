@@ -73,6 +73,15 @@ export const METRIC_HELP: Readonly<Record<string, string>> = {
     "Writes of what this gateway holds through provider-API proxies (for refill plans): written, failed.",
   octoprox_gateway_pool_evidence_total:
     "Connect failures through provider-API proxies reported to their pool job: written, dropped.",
+  // IP databases (gateway/geo/metrics.ts).
+  octoprox_gateway_geo_databases_loaded:
+    "IP databases in the stack in force (the feed's list, fetched and checked).",
+  octoprox_gateway_geo_database_entries:
+    "Each IP database in force, by name and format: its geofeed lines or mmdb tree nodes.",
+  octoprox_gateway_geo_pending:
+    "1 while the feed lists IP database files the stack in force does not hold yet.",
+  octoprox_gateway_geo_files_total:
+    "IP database files fetched and opened, or refused (checksum, size or format wrong).",
   // Loop lag (shared/loop-lag.ts).
   octoprox_gateway_loop_lag_worst_seconds:
     "The worst lateness of a half-second timer in the last full minute, by isolate.",

@@ -111,9 +111,15 @@ export const STACKS: readonly Stack[] = [
       },
       {
         name: "policy",
-        paths: ["gateway/access", "gateway/limits", "gateway/metering", "gateway/feed"],
+        paths: [
+          "gateway/access",
+          "gateway/limits",
+          "gateway/metering",
+          "gateway/feed",
+          "gateway/geo",
+        ],
         about: "Admission steps and what follows the cluster: client access, limits, " +
-          "metering, the routing feed.",
+          "metering, the routing feed, the IP databases.",
       },
       {
         name: "app",
