@@ -11,6 +11,7 @@ import { registerConfig } from "./commands/config.ts";
 import { registerConnectors } from "./commands/connectors.ts";
 import { registerDistributionKeys } from "./commands/distribution-keys.ts";
 import { registerExtract } from "./commands/extract.ts";
+import { registerGeo } from "./commands/geo.ts";
 import { registerProjects } from "./commands/projects.ts";
 import { registerProxies } from "./commands/proxies.ts";
 import { registerStatus } from "./commands/status.ts";
@@ -52,6 +53,7 @@ export function buildProgram(): Command {
   registerDistributionKeys(program);
   registerExtract(program);
   registerProviders(program);
+  registerGeo(program);
   registerUsers(program);
   registerConfig(program);
   registerBackup(program);
