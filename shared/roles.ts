@@ -7,6 +7,8 @@ export const Role = {
   api: "api",
   controller: "controller",
   worker: "worker",
+  /** The echo alone (`/echo` and the probes), for an edge the proxies' exits reach. */
+  echo: "echo",
   all: "all",
 } as const;
 export type Role = (typeof Role)[keyof typeof Role];
@@ -17,6 +19,7 @@ export const ROLE_RUNTIMES: Readonly<Record<Role, readonly Exclude<Role, "all">[
   api: ["api"],
   controller: ["controller"],
   worker: ["worker"],
+  echo: ["echo"],
   all: ["api", "controller", "worker"],
 };
 
@@ -46,6 +49,8 @@ export const JOB_KINDS: readonly JobKind[] = Object.values(JobKind);
  */
 export const WORKER_JOB_KINDS: readonly JobKind[] = [
   JobKind.health,
+  JobKind.reattribute,
+  JobKind.enrich,
   JobKind.pool,
   JobKind.sync,
   JobKind.provision,

@@ -47,7 +47,7 @@ export const OPENAPI_PATH = "/api/v1/openapi.json";
 export function apiRoutes(deps: ApiDeps): Route[] {
   const extraction = deps.extraction ?? new Extraction(deps);
   const routes: Route[] = [
-    ...publicRoutes(),
+    ...publicRoutes(deps.echoPlaces?.placeOf),
     ...authRoutes(deps),
     ...tokenRoutes(deps),
     ...userRoutes(deps),

@@ -14,6 +14,7 @@
  * Redis (`readRuntimeSection`), filtered to what the compile holds, and read again on every
  * runtime entry without a compile.
  */
+import { slugifyCity } from "../../shared/username.ts";
 import { and, asc, eq, sql } from "drizzle-orm";
 import type { Redis } from "ioredis";
 import { type Database, READ_SNAPSHOT } from "../../db/client.ts";
@@ -133,6 +134,8 @@ export async function compile(
       stickyQuarantine: projects.stickyQuarantine,
       locationPolicy: projects.locationPolicy,
       locationPreflight: projects.locationPreflight,
+      locationSources: projects.locationSources,
+      locationConflictRule: projects.locationConflictRule,
       connectionTimeoutSeconds: projects.connectionTimeoutSeconds,
       maxRetries: projects.maxRetries,
       trafficQuota: projects.trafficQuota,
@@ -179,7 +182,9 @@ export async function compile(
         ${proxies.scheme} as scheme, ${proxies.host} as host, ${proxies.port} as port,
         ${proxies.username} as username, ${proxies.password} as password,
         ${proxies.country} as country, ${proxies.status} as status,
-        ${proxies.metadata} -> 'max_concurrency' as max_concurrency
+        ${proxies.metadata} -> 'max_concurrency' as max_concurrency,
+        ${proxies.location} ->> 'region' as region, ${proxies.location} ->> 'city' as city,
+        ${proxies.locationConflict} as location_conflict
       from ${proxies}
       ${only === undefined ? sql`` : sql`where ${proxies.projectId} = ${only}`}
       order by ${proxies.connectorId}, ${proxies.createdAt}, ${proxies.id}`);
@@ -245,6 +250,8 @@ export async function compile(
       sticky_quarantine: row.stickyQuarantine,
       location_policy: row.locationPolicy,
       location_preflight: row.locationPreflight,
+      location_sources: row.locationSources === null ? null : [...row.locationSources],
+      location_conflict_rule: row.locationConflictRule,
       connection_timeout_seconds: row.connectionTimeoutSeconds,
       max_retries: row.maxRetries,
       // A quota without a limit only counts: gateways need nothing of it.
@@ -350,6 +357,9 @@ export async function compile(
       }
     }
     connectorIds.add(row.id);
+    // A fixed exit's attributed state and city route requests; a vendor session's exit is the
+    // session's, not the row's, so only its country (the vendor's word, or the sources') does.
+    const fixedExits = row.kind === "static" || row.kind === "cloud";
     const rows = byConnector.get(row.id) ?? [];
     const feedProxies: FeedProxy[] = new Array(rows.length);
     for (let i = 0; i < rows.length; i++) {
@@ -370,6 +380,7 @@ export async function compile(
         username: fillPlaceholders(p.username, sources),
         password: fillPlaceholders(p.password, sources),
         country: p.country,
+        ...placeFields(p, fixedExits),
         status: p.status as ProxyStatus,
         max_concurrency: positiveInteger(p.max_concurrency),
       };
@@ -428,6 +439,22 @@ interface RawProxy {
   country: string | null;
   status: string;
   max_concurrency: unknown;
+  region: string | null;
+  city: string | null;
+  location_conflict: boolean;
+}
+
+/** The attributed place a row carries, only where known (absent fields read as unknown). */
+function placeFields(
+  p: RawProxy,
+  fixedExit: boolean,
+): Pick<FeedProxy, "region" | "city" | "location_conflict"> {
+  const city = fixedExit && p.city !== null ? slugifyCity(p.city) : undefined;
+  return {
+    ...(fixedExit && p.region !== null ? { region: p.region.toUpperCase() } : {}),
+    ...(city !== undefined ? { city } : {}),
+    ...(p.location_conflict ? { location_conflict: true } : {}),
+  };
 }
 
 function positiveInteger(value: unknown): number | null {

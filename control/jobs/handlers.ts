@@ -27,6 +27,9 @@ import type { FetchMetrics } from "../provider-api/fetch/metrics.ts";
 import { ProviderRefiller } from "../provider-api/fetch/refill.ts";
 import { clearDepleted, markDepleted } from "../services/sequences.ts";
 import { PoolOutage } from "../provider-api/pool/outage.ts";
+import { Attributor } from "../geo/attribution.ts";
+import { GeoDefinitions } from "../geo/definitions.ts";
+import { EnrichJob, ReattributeJob } from "./attribution.ts";
 
 /**
  * What a worker's jobs are built from: the process's shared parts, and where the exits a job
@@ -65,8 +68,38 @@ export function buildJobs(
   const probes = new Semaphore(deps.settings.healthCheckConcurrency, {
     urgentReserve: Math.ceil(deps.settings.healthCheckConcurrency / 10),
   });
+  // One attributor for the worker's health checks, enrich and re-attribution, judging with the
+  // databases and settings in force (read again before each batch).
+  let attributor: Attributor | undefined;
+  const attributorOf = () =>
+    attributor ??= new Attributor({
+      deps,
+      geo: new GeoDefinitions({ deps, logger: deps.logger.child({ part: "geo" }) }),
+      observations: deps.observations,
+    });
   for (const kind of kinds) {
     switch (kind) {
+      case K.reattribute:
+        jobs.push(
+          new ReattributeJob({
+            deps,
+            attributor: attributorOf(),
+            logger: deps.logger.child({ job: kind }),
+          }),
+        );
+        break;
+      case K.enrich:
+        jobs.push(
+          new EnrichJob({
+            deps,
+            attributor: attributorOf(),
+            logger: deps.logger.child({ job: kind }),
+            echoUrl: healthEcho(deps.settings).url,
+            timeoutMs: deps.settings.healthCheckTimeoutMs,
+            probes,
+          }),
+        );
+        break;
       case K.pool: {
         const logger = deps.logger.child({ job: kind });
         const store = poolStoreOf(deps);
@@ -126,11 +159,18 @@ export function buildJobs(
             echoUrl: healthEcho(deps.settings).url,
             timeoutMs: deps.settings.healthCheckTimeoutMs,
             probes,
+            attributor: attributorOf(),
           }),
         );
         break;
       case K.sync:
-        jobs.push(new SyncJob({ deps, logger: deps.logger.child({ job: kind }) }));
+        jobs.push(
+          new SyncJob({
+            deps,
+            logger: deps.logger.child({ job: kind }),
+            attributor: attributorOf(),
+          }),
+        );
         break;
       case K.provision:
         jobs.push(new ProvisionJob({ deps, logger: deps.logger.child({ job: kind }) }));

@@ -47,6 +47,7 @@ import { HttpServer } from "../core/http-server.ts";
 import { LoopLagMonitor } from "./loop-lag.ts";
 import { probeRoutes } from "../api/probes.ts";
 import { Telemetry } from "./telemetry/telemetry.ts";
+import { EchoRuntime } from "../roles/echo.ts";
 import { ObservationRecorder } from "../geo/observation-recorder.ts";
 
 export interface NodeOptions {
@@ -287,6 +288,8 @@ export class Node {
           }),
           host: this.settings.apiHost,
           port: this.settings.apiPort,
+          // An echo process answers the echo there too.
+          fastGets: this.runtimes.find((r) => r instanceof EchoRuntime)?.fastGets,
         });
         await this.#probeServer.start();
       }
@@ -385,7 +388,10 @@ export class Node {
           keys: this.keys,
           instance: this.instance,
           providers: this.providers,
+          jobs: this.jobs,
         });
+      case "echo":
+        return new EchoRuntime({ logger: this.logger, deps: this.deps });
       case "worker":
         return new WorkerRuntime({
           logger: this.logger,

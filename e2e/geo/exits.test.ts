@@ -8,7 +8,10 @@
  * - `-cc-de`, `-cc-de-st-be`, `-cc-de-city-berlin` and `-cc-fr` reach only the matching exit
  *   through HTTP, CONNECT and SOCKS5; a state no exit was seen in is 502, never widened;
  * - the file replaced under traffic swaps whole: no request meanwhile leaves through an exit
- *   neither file places in the country asked, and the rows follow the new file.
+ *   neither file places in the country asked, and the rows follow the new file;
+ * - a Redis wipe loses only soft state: the rows keep their places, the controller finds the feed
+ *   head gone and asks every exit to be judged again, and routing by place goes on;
+ * - a process of role echo answers the caller's address placed by the databases in force.
  */
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { curl } from "../../testkit/clients/curl.ts";
@@ -16,6 +19,7 @@ import { Cluster, type Gateway } from "../../testkit/cluster.ts";
 import { type Origin, startOrigin } from "../../testkit/upstreams/origin.ts";
 import { exitOf, getThroughTunnel, viaProxy } from "../../testkit/clients/proxy-client.ts";
 import { startTinyproxy, type Tinyproxy } from "../../testkit/upstreams/tinyproxy.ts";
+import { deletePrefix } from "../../testkit/stores.ts";
 import {
   createRoutedProject,
   loggedPort,
@@ -214,5 +218,48 @@ describe("exits placed by an operator's geofeed", () => {
     expect(JSON.stringify(refused.body)).toMatch(/line 1/);
     expect(JSON.stringify(refused.body)).toMatch(/line 2/);
     expect((await rows()).get(BERLIN)).toMatchObject({ country: "AT" });
+  });
+
+  it("a Redis wipe loses no place: every exit is judged again and routing by place goes on", async () => {
+    const all = cluster.members.find((m) => m.role === "all")!;
+    const judgedBefore =
+      all.logs().filter((l) => l.msg === "Exits re-attributed" && l.scope === "all").length;
+    await deletePrefix(cluster.redisUrl, cluster.prefix);
+    await cluster.until(
+      () =>
+        all.logs().some((l) => l.msg === "Feed head found gone; published whole") &&
+        all.logs().filter((l) => l.msg === "Exits re-attributed" && l.scope === "all").length >
+          judgedBefore,
+      {
+        timeoutMs: 20_000,
+        message: "the controller to find the head gone and ask a re-attribution",
+      },
+    );
+    const placed = await rows();
+    expect(placed.get(BERLIN)).toMatchObject({ country: "AT", location: { city: "Vienna" } });
+    expect(placed.get(UNPLACED)).toMatchObject({ country: "DE", location: { region: "DE-BE" } });
+    await cluster.until(async () => (await httpExits("-cc-de-st-be", 1))[0] === UNPLACED, {
+      timeoutMs: 10_000,
+      message: "routing by place after the wipe",
+    });
+  });
+
+  it("an echo process answers the caller placed by the databases in force, and its nonce", async () => {
+    const echo = await cluster.start("echo");
+    const answer = await curl(["--interface", BERLIN, `${echo.url}/echo?nonce=e2e-1`], 10_000);
+    expect(answer.code, answer.stderr).toBe(0);
+    expect(JSON.parse(answer.stdout)).toEqual({
+      ip: BERLIN,
+      nonce: "e2e-1",
+      country: "AT",
+      region: "AT-9",
+      city: "Vienna",
+      asn: null,
+    });
+    // Nothing but the echo and the probes: the admin API is not there.
+    const api = await fetch(`${echo.url}/api/v1/projects`);
+    await api.body?.cancel();
+    expect(api.status).toBe(404);
+    await echo.stop();
   });
 });
