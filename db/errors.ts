@@ -78,6 +78,11 @@ const UNIQUE_MESSAGES: Readonly<Record<string, { field: string; message: string 
     field: "name",
     message: "A distribution key with this name already exists in this project",
   },
+  // Checked before the insert (control/geo/databases.ts); this answers two admins racing.
+  geo_databases_name_key: {
+    field: "name",
+    message: "An IP database with this name already exists",
+  },
   proxies_identity_key: {
     field: "url",
     message: "This proxy (scheme, host, port and username) already exists in this connector",
