@@ -36,6 +36,11 @@ export const RefusalKind = {
   notReady: "not_ready",
   /** The gateway has not read the feed for longer than OCTOPROX_FEED_MAX_STALE. */
   feedStale: "feed_stale",
+  /**
+   * Preflight saw the exit elsewhere than the request requires: the first mismatch under
+   * `reject`, a sticky session's under `retry`, or every attempt's under `retry`.
+   */
+  preflightMismatch: "preflight_mismatch",
 } as const;
 export type RefusalKind = (typeof RefusalKind)[keyof typeof RefusalKind];
 

@@ -249,9 +249,8 @@ export class Cluster {
 
   /**
    * The environment a gateway of this cluster runs with (its Redis, prefix and internal secret,
-   * the api's URL for IP database files, both listeners on 127.0.0.1, every port 0), for a test
-   * that runs one itself: one expected
-   * to exit, say.
+   * the api's URL for IP database files and its /echo for preflight, both listeners on
+   * 127.0.0.1, every port 0), for a test that runs one itself: one expected to exit, say.
    */
   gatewayEnv(instance: string, options: GatewayOptions = {}): Record<string, string> {
     const allowCidrs = options.allowCidrs === undefined ? "127.0.0.0/8" : options.allowCidrs;
@@ -271,6 +270,8 @@ export class Cluster {
       ...(allowCidrs === null ? {} : { OCTOPROX_DESTINATION_ALLOW_CIDRS: allowCidrs }),
       // IP database files come from the api's internal endpoint, as on an install.
       ...(this.#api === undefined ? {} : { OCTOPROX_GATEWAY_GEO_URL: this.#api.url }),
+      // Preflight echoes through proxies to the api's /echo, as on an install.
+      ...(this.#api === undefined ? {} : { OCTOPROX_GATEWAY_ECHO_URL: `${this.#api.url}/echo` }),
       ...options.env,
     };
   }

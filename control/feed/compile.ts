@@ -184,7 +184,8 @@ export async function compile(
         ${proxies.country} as country, ${proxies.status} as status,
         ${proxies.metadata} -> 'max_concurrency' as max_concurrency,
         ${proxies.location} ->> 'region' as region, ${proxies.location} ->> 'city' as city,
-        ${proxies.locationConflict} as location_conflict
+        ${proxies.locationConflict} as location_conflict,
+        ${proxies.countrySource} = 'manual' as country_manual
       from ${proxies}
       ${only === undefined ? sql`` : sql`where ${proxies.projectId} = ${only}`}
       order by ${proxies.connectorId}, ${proxies.createdAt}, ${proxies.id}`);
@@ -442,18 +443,21 @@ interface RawProxy {
   region: string | null;
   city: string | null;
   location_conflict: boolean;
+  country_manual: boolean | null;
 }
 
 /** The attributed place a row carries, only where known (absent fields read as unknown). */
 function placeFields(
   p: RawProxy,
   fixedExit: boolean,
-): Pick<FeedProxy, "region" | "city" | "location_conflict"> {
+): Pick<FeedProxy, "region" | "city" | "location_conflict" | "country_manual"> {
   const city = fixedExit && p.city !== null ? slugifyCity(p.city) : undefined;
   return {
     ...(fixedExit && p.region !== null ? { region: p.region.toUpperCase() } : {}),
     ...(city !== undefined ? { city } : {}),
     ...(p.location_conflict ? { location_conflict: true } : {}),
+    // A country set by hand is a requirement preflight checks exits against.
+    ...(p.country_manual === true && p.country !== null ? { country_manual: true } : {}),
   };
 }
 

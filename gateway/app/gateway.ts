@@ -41,6 +41,11 @@ import {
 /** What the socket layer needs of the routing core and the feed follower behind it. */
 export interface RoutingCore {
   router: Router;
+  /**
+   * The router the listeners ask, when it is not `router` itself: the core's behind preflight
+   * (gateway/geo/preflight-router.ts).
+   */
+  serving?: Router;
   guard: DestinationGuard;
   /**
    * Admission steps of the core's own (who may use the gateway from where, project limits),
@@ -109,7 +114,7 @@ export class GatewayProcess {
     this.#options = options;
     const { settings, logger, core } = options;
     const listeners = buildListeners(settings, {
-      router: core.router,
+      router: core.serving ?? core.router,
       guard: core.guard,
       admissionSteps: core.admissionSteps,
       hooks: core.hooks,

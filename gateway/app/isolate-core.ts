@@ -10,7 +10,7 @@ import { deriveFeedKeys } from "../../shared/feed/codec.ts";
 import { LoopLagTimer } from "../../shared/loop-lag.ts";
 import { redisKeys } from "../../shared/redis-keys.ts";
 import type { GatewaySettings } from "../../shared/settings.ts";
-import type { DestinationGuard } from "../../shared/routing/contract.ts";
+import type { DestinationGuard, Router } from "../../shared/routing/contract.ts";
 import { createDestinationGuard } from "../../shared/routing/destination-guard.ts";
 import type { Dispatch } from "../../shared/routing/dispatch.ts";
 import type { FeedFreshness } from "../../shared/routing/feed-freshness.ts";
@@ -19,6 +19,8 @@ import { clientAddressStep } from "../access/client-address.ts";
 import { headerOptionsStep } from "../access/header-options.ts";
 import { listensBeyondLoopback } from "../access/strict-mode.ts";
 import type { AdmissionStep } from "../base/admission.ts";
+import type { GeoView } from "../geo/contract.ts";
+import { buildPreflight, type Preflight } from "../geo/preflight.ts";
 import type { Logger } from "../base/log.ts";
 import type { MetricSample } from "../base/metrics.ts";
 import type { TransferHooks } from "../base/transfer-hooks.ts";
@@ -42,6 +44,8 @@ import { connectRedis } from "./redis.ts";
 /** What one isolate serves with. */
 export interface IsolateCore {
   router: CoreRouter;
+  /** The router the listeners ask: the core's, behind preflight (gateway/geo/preflight.ts). */
+  serving: Router;
   guard: DestinationGuard;
   /**
    * Admission steps of the core's own (who may use the gateway from where, project limits),
@@ -82,6 +86,8 @@ export interface IsolateCoreOptions {
   shareTrip?: (proxyId: string, untilMs: number) => void;
   /** When the process last read the feed: a worker's shares the main isolate's word. */
   freshness?: FeedFreshness;
+  /** The IP databases preflight judges exits with; none: the echo's own word only. */
+  geo?: GeoView;
 }
 
 /** The router, guard and hooks of one isolate (the main one, or a worker). */
@@ -115,6 +121,16 @@ export async function buildIsolateCore(
     shareTrip: options.shareTrip,
     ...(isolate === 0 ? { mainOf: instance } : {}),
   });
+  // Checks the exits of the upstreams chosen for projects that ask it, before relaying.
+  const preflight = await buildPreflight({
+    settings,
+    core: router,
+    redis,
+    keys,
+    logger,
+    writer: `${instance}:${isolate}`,
+    geo: options.geo,
+  });
   // Every isolate has an event loop of its own, so each measures its own lag.
   const loopLag = new LoopLagTimer({
     lagging: (lateMs, meanMs) =>
@@ -124,12 +140,14 @@ export async function buildIsolateCore(
   writers.failureLog.start();
   writers.poolEvidence.start();
   writers.poolHolds?.start();
+  preflight.start();
   loopLag.start();
   // A client handed in is its owner's to close.
   const ownRedis = options.redis === undefined ? redis : undefined;
-  const stopping: IsolateStop = { isolate, router, writers, loopLag, logger, ownRedis };
+  const stopping: IsolateStop = { isolate, router, writers, preflight, loopLag, logger, ownRedis };
   return {
     router,
+    serving: preflight.router,
     guard,
     admissionSteps: admissionSteps(settings, router, writers.requestRate),
     hooks: writers.metering,
@@ -137,7 +155,7 @@ export async function buildIsolateCore(
     rateLimiter: writers.rateLimiter,
     failureLog: writers.failureLog,
     loopLag,
-    samples: () => isolateSamples(isolate, router, writers, loopLag),
+    samples: () => [...isolateSamples(isolate, router, writers, loopLag), ...preflight.samples()],
     state: () => isolateState(isolate, writers, loopLag),
     owed: () => owedAtStop(writers, {}),
     stop: () => stopIsolate(stopping),
@@ -173,6 +191,7 @@ interface IsolateStop {
   isolate: number;
   router: CoreRouter;
   writers: IsolateWriters;
+  preflight: Preflight;
   loopLag: LoopLagTimer;
   logger: Logger;
   /** The isolate's own Redis client, disconnected at the end; none when it was handed in. */
@@ -196,6 +215,7 @@ async function stopIsolate(s: IsolateStop): Promise<void> {
       writers.failureLog.close(),
       writers.poolEvidence.close(),
       writers.poolHolds?.stop(),
+      s.preflight.close(),
     ]);
   } finally {
     s.ownRedis?.disconnect();

@@ -76,7 +76,7 @@ async function init(message: Extract<ToWorker, { type: "init" }>): Promise<void>
   });
   const metrics = new GatewayMetrics();
   const listeners = buildListeners(settings, {
-    router: core.router,
+    router: core.serving,
     guard: core.guard,
     admissionSteps: core.admissionSteps,
     hooks: core.hooks,

@@ -60,6 +60,8 @@ export async function buildRoutingCore(
     redis,
     shareTrip: (proxyId, untilMs) => shareTrip?.(proxyId, untilMs),
     freshness,
+    // Preflight judges exits with the databases in force here, in the main isolate.
+    geo,
   });
   const { router } = isolate;
   const feed = followFeed({
@@ -75,6 +77,7 @@ export async function buildRoutingCore(
   const { follower } = feed;
   return {
     router,
+    serving: isolate.serving,
     guard: isolate.guard,
     admissionSteps: isolate.admissionSteps,
     hooks: isolate.hooks,

@@ -82,6 +82,18 @@ export const METRIC_HELP: Readonly<Record<string, string>> = {
     "1 while the feed lists IP database files the stack in force does not hold yet.",
   octoprox_gateway_geo_files_total:
     "IP database files fetched and opened, or refused (checksum, size or format wrong).",
+  // Preflight (gateway/geo/preflight-counters.ts, sightings.ts).
+  octoprox_gateway_preflight_checks_total:
+    "Preflight checks of a routed request's exit: pass, mismatch, unknown (no answer: forwarded).",
+  octoprox_gateway_preflight_cache_hits_total:
+    "Preflight checks answered by a cached verdict, without an echo.",
+  octoprox_gateway_preflight_echoes_total:
+    "Preflight echoes through proxies (one per cache miss): answered, failed.",
+  octoprox_gateway_preflight_retired_total:
+    "Vendor session slots preflight retired on this gateway (30 s, until the worker rotates them).",
+  octoprox_gateway_sightings_total:
+    "Preflight sightings: recorded, published to the sightings stream, dropped (buffer full).",
+  octoprox_gateway_sightings_pending: "Sightings held in memory, buffered or owed to Redis.",
   // Loop lag (shared/loop-lag.ts).
   octoprox_gateway_loop_lag_worst_seconds:
     "The worst lateness of a half-second timer in the last full minute, by isolate.",

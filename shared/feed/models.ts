@@ -176,6 +176,11 @@ export const FeedProxySchema = v.object({
   city: v.optional(v.nullable(v.string())),
   /** The sources attribution asked disagree on its country: ineligible under `strict`. */
   location_conflict: v.optional(v.boolean()),
+  /**
+   * The country was set by hand (`country_source` manual): a requirement preflight checks the
+   * exit against, where a country attribution found is not. Absent: not set by hand.
+   */
+  country_manual: v.optional(v.boolean()),
   status: v.picklist(PROXY_STATUSES),
   /** At most this many requests at once through the proxy on one gateway; null: no limit. */
   max_concurrency: v.nullable(v.number()),
