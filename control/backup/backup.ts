@@ -52,17 +52,33 @@ export const DEFINITION_TABLES = [
   "config_revision",
   "provider_descriptors",
   "provider_audit_log",
+  // The attribution settings and the admin's IP databases, with their files: an uploaded file
+  // exists nowhere else.
+  "geo_settings",
+  "geo_files",
+  "geo_databases",
 ] as const;
 
 /** What a table's rows are read in order of: its key (`id` unless named here). */
-const ORDER_COLUMNS: Readonly<Record<string, string>> = { project_sequences: "project_id" };
+const ORDER_COLUMNS: Readonly<Record<string, string>> = {
+  project_sequences: "project_id",
+  geo_files: "checksum",
+  connector_exit_ips: "connector_id, ip",
+};
 
 export function backupOrderColumn(table: string): string {
   return ORDER_COLUMNS[table] ?? "id";
 }
 
-/** The history tables a backup with history holds (metric_totals is recomputed instead). */
-export const BACKUP_HISTORY_TABLES: readonly string[] = HISTORY_TABLES.map((t) => t.name);
+/**
+ * The history tables a backup with history holds (metric_totals is recomputed instead), and
+ * what was seen of exits: the raw observations and each connector's exits.
+ */
+export const BACKUP_HISTORY_TABLES: readonly string[] = [
+  ...HISTORY_TABLES.map((t) => t.name),
+  "ip_observations",
+  "connector_exit_ips",
+];
 
 /**
  * Everything an import empties: the tables a backup holds, parents first (TRUNCATE locks them
@@ -327,7 +343,8 @@ export async function importBackup(
 
 /** Tables with serial ids: theirs go on after the restored ones (1 for an empty table). */
 async function restartSequences(tx: postgres.Sql): Promise<void> {
-  for (const table of [...BACKUP_HISTORY_TABLES, "provider_audit_log"]) {
+  const serial = BACKUP_HISTORY_TABLES.filter((table) => table !== "connector_exit_ips");
+  for (const table of [...serial, "provider_audit_log"]) {
     await tx.unsafe(
       `select setval(pg_get_serial_sequence('${table}', 'id'),
          coalesce((select max(id) from ${table}), 0) + 1, false)`,

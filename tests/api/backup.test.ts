@@ -117,6 +117,24 @@ beforeAll(async () => {
   await sql`insert into tunnel_device_metrics (project_id, device_id, protocol, bucket_start,
       bucket_seconds, requests)
     values (${projectId}, gen_random_uuid(), 'wireguard', '2025-01-01T10:00:00Z', 60, 5)`;
+
+  // An admin's IP database (its file's bytes go with it), the attribution settings, and what
+  // was seen of exits.
+  const geofeed = await h.request("POST", "/api/v1/geo/databases?name=exits&format=geofeed", {
+    token: h.tokens.admin,
+    text: "198.51.100.0/24,DE,DE-BE,Berlin,\n",
+  });
+  expect(geofeed.status, geofeed.text).toBe(201);
+  await sql`update geo_settings set location_conflict_rule = 'first',
+    observation_retention_days = 7`;
+  await sql`insert into ip_observations (observed_at, ip, project_id, connector_id, proxy_id,
+      source, country)
+    values ('2025-01-01T10:00:00Z', '198.51.100.7', ${projectId}, ${connectorId}, ${proxyIds[0]},
+      'health', 'DE')`;
+  await sql`insert into connector_exit_ips (connector_id, ip, project_id, first_seen_at,
+      last_seen_at, state_at, country, observations)
+    values (${connectorId}, '198.51.100.7', ${projectId}, '2025-01-01T10:00:00Z',
+      '2025-01-01T10:00:00Z', '2025-01-01T10:00:00Z', 'DE', 1)`;
 });
 
 afterAll(async () => {
@@ -239,12 +257,17 @@ describe("export then import", () => {
         config_revision: 1,
         provider_descriptors: 1,
         provider_audit_log: 1,
+        geo_settings: 1,
+        geo_files: 1,
+        geo_databases: 1,
         proxy_metrics: 4,
         project_metrics: 2,
         connector_metrics: 1,
         tunnel_device_metrics: 1,
         host_metrics: 1,
         failure_metrics: 1,
+        ip_observations: 1,
+        connector_exit_ips: 1,
       },
     });
     expect(await snapshot()).toEqual(before);
@@ -318,10 +341,14 @@ describe("export then import", () => {
       "config_revision",
       "provider_descriptors",
       "provider_audit_log",
+      "geo_settings",
+      "geo_files",
+      "geo_databases",
     ]);
     const after = await snapshot();
     for (const table of backupTables(false)) expect(after[table]).toEqual(before[table]);
     expect(after.proxy_metrics).toEqual([]);
+    expect(after.ip_observations).toEqual([]);
     const [{ n }] = await h.deps.database.sql`select count(*)::int as n from metric_totals`;
     expect(n).toBe(0);
   });
@@ -433,6 +460,9 @@ describe("refusals change nothing", () => {
       JSON.stringify({ table: "config_revision", rows: 0 }),
       JSON.stringify({ table: "provider_descriptors", rows: 0 }),
       JSON.stringify({ table: "provider_audit_log", rows: 0 }),
+      JSON.stringify({ table: "geo_settings", rows: 0 }),
+      JSON.stringify({ table: "geo_files", rows: 0 }),
+      JSON.stringify({ table: "geo_databases", rows: 0 }),
     ];
     const crafted = await sealBackup(PASSPHRASE, {
       schemaVersion: await schemaVersion(),
