@@ -43,6 +43,8 @@ export interface JobExtras {
   fetchMetrics?: FetchMetrics;
   /** The pool job's view of a Postgres outage (which pools run on last-known settings). */
   poolOutage?: PoolOutage;
+  /** The worker's attributor, shared with its sighting ingest (one set of open databases). */
+  attributor?: Attributor;
 }
 
 /**
@@ -72,7 +74,7 @@ export function buildJobs(
   // databases and settings in force (read again before each batch).
   let attributor: Attributor | undefined;
   const attributorOf = () =>
-    attributor ??= new Attributor({
+    attributor ??= extras.attributor ?? new Attributor({
       deps,
       geo: new GeoDefinitions({ deps, logger: deps.logger.child({ part: "geo" }) }),
       observations: deps.observations,

@@ -1,8 +1,8 @@
 /**
  * The worker runtime: one job runner per kind it takes (OCTOPROX_WORKER_JOBS) that has a
  * handler, each a consumer of its kind's stream under a consumer name fresh for this process
- * life, and the observation ingest, whatever kinds it takes. It is unready while Redis does not
- * answer, since it takes all its work from streams.
+ * life, and the observation and sighting ingests, whatever kinds it takes. It is unready while
+ * Redis does not answer, since it takes all its work from streams.
  */
 import { randomBytes } from "node:crypto";
 import { Store } from "../../shared/errors.ts";
@@ -15,6 +15,9 @@ import { FetchMetrics } from "../provider-api/fetch/metrics.ts";
 import type { PoolOutage } from "../provider-api/pool/outage.ts";
 import { BaseRuntime, type RuntimeName, type RuntimeOptions } from "./runtime.ts";
 import { ObservationIngest } from "../geo/observation-ingest.ts";
+import { SightingIngest } from "../geo/sighting-ingest.ts";
+import { Attributor } from "../geo/attribution.ts";
+import { GeoDefinitions } from "../geo/definitions.ts";
 
 export interface WorkerRuntimeOptions extends RuntimeOptions {
   /** The job kinds this process takes (OCTOPROX_WORKER_JOBS). */
@@ -30,6 +33,8 @@ export class WorkerRuntime extends BaseRuntime {
   readonly runners: readonly JobRunner[];
   /** Every worker ingests observations, one batch at a time. */
   readonly observationIngest: ObservationIngest;
+  /** Every worker ingests the gateways' preflight sightings, one batch at a time. */
+  readonly sightingIngest: SightingIngest;
   /** The pool job's fetch counts, when it takes pool runs. */
   readonly fetchMetrics: FetchMetrics | undefined;
   /** Which of its pools run on last-known settings while Postgres is away, when it takes pool runs. */
@@ -46,7 +51,16 @@ export class WorkerRuntime extends BaseRuntime {
     this.#echo = taken.includes(JobKind.health) ? healthEcho(options.deps.settings) : undefined;
     this.fetchMetrics = taken.includes(JobKind.pool) ? new FetchMetrics() : undefined;
     this.poolOutage = taken.includes(JobKind.pool) ? poolOutage(options.deps) : undefined;
-    const extras = { fetchMetrics: this.fetchMetrics, poolOutage: this.poolOutage };
+    // One attributor, so the jobs and the sighting ingest share one set of open databases.
+    const attributor = new Attributor({
+      deps: options.deps,
+      geo: new GeoDefinitions({
+        deps: options.deps,
+        logger: options.logger.child({ part: "geo" }),
+      }),
+      observations: options.deps.observations,
+    });
+    const extras = { fetchMetrics: this.fetchMetrics, poolOutage: this.poolOutage, attributor };
     this.runners = buildJobs(taken, options.deps, extras).flatMap(
       (job) =>
         [false, ...(FIRST_LANE_KINDS.includes(job.kind) ? [true] : [])].map((first) =>
@@ -69,6 +83,15 @@ export class WorkerRuntime extends BaseRuntime {
       logger: options.logger,
       consumer: this.consumer,
     });
+    this.sightingIngest = new SightingIngest({
+      deps: options.deps,
+      attributor,
+      redis: options.deps.redis,
+      keys: options.deps.keys,
+      settings: options.deps.settings,
+      logger: options.logger,
+      consumer: this.consumer,
+    });
   }
 
   protected override beforeLoops(): Promise<void> {
@@ -84,7 +107,7 @@ export class WorkerRuntime extends BaseRuntime {
   }
 
   protected override loops(): Loop[] {
-    return [...this.runners, this.observationIngest];
+    return [...this.runners, this.observationIngest, this.sightingIngest];
   }
 
   protected override details(): Record<string, unknown> {

@@ -220,6 +220,36 @@ export async function deleteProxy(deps: ServiceDeps, projectId: string, id: stri
   }
 }
 
+/**
+ * Rotates vendor session slots whose exit contradicted their vendor's claim (the sighting
+ * ingest's, control/geo/sighting-ingest.ts): the slots are deleted, all of a batch's in one
+ * transaction announced by one change entry, and each of their connectors is asked for one
+ * sync, which gives the slot a fresh vendor session, so a burst of rotations is one sync per
+ * connector, not one per slot. Only a vendor connector's session slots (rows holding a vendor
+ * session id) are deleted, whatever ids are given; answers the ids deleted.
+ */
+export async function rotateSessionSlots(
+  deps: ServiceDeps,
+  ids: readonly string[],
+): Promise<string[]> {
+  if (ids.length === 0) return [];
+  const deleted = await write(deps, async (tx) => {
+    const rows = await tx.execute<{ id: string; connector_id: string }>(sql`
+      delete from ${proxies} as p using ${connectors} as c
+       where p.id = any(${sql.param([...ids])}::uuid[])
+         and c.id = p.connector_id and c.kind = ${ConnectorKind.vendor}
+         and p.metadata ? 'session_id'
+      returning p.id as id, p.connector_id as connector_id`);
+    const owners = [...new Set(rows.map((row) => row.connector_id))].sort();
+    return {
+      result: { ids: rows.map((row) => row.id), owners },
+      change: owners.length === 0 ? null : { kind: ChangeKind.proxy, ref: owners.join(",") },
+    };
+  });
+  await deps.jobs.request(JobKind.sync, deleted.owners);
+  return deleted.ids;
+}
+
 // ---------------------------------------------------------------------------------------------
 // Upload
 
