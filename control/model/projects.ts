@@ -13,22 +13,6 @@ import { CONFLICT_RULES, LOCATION_SOURCES } from "../../shared/geo/attribute.ts"
 export const LOCATION_POLICIES = ["off", "warn", "strict"] as const;
 export const LOCATION_PREFLIGHTS = ["off", "report", "retry", "reject"] as const;
 
-/**
- * A location setting of the spec whose checks this release does not run: only `off` is taken,
- * and the spec's other values are refused by name rather than stored and ignored.
- */
-function offUntilAvailable(values: readonly string[]) {
-  return v.picklist(
-    ["off"],
-    (issue) =>
-      values.includes(issue.input as string)
-        ? `${JSON.stringify(issue.input)} is not available in this release (only "off" is)`
-        : `must be "off" (${
-          values.filter((value) => value !== "off").join(", ")
-        }: not available in this release)`,
-  );
-}
-
 const username = v.pipe(
   v.string("must be text"),
   v.trim(),
@@ -126,7 +110,11 @@ const fields = {
   location_conflict_rule: v.nullable(
     v.picklist(CONFLICT_RULES, `must be one of ${CONFLICT_RULES.join(", ")}`),
   ),
-  location_preflight: offUntilAvailable(LOCATION_PREFLIGHTS),
+  /** A mode other than off needs a source that can check an exit (services/projects.ts). */
+  location_preflight: v.picklist(
+    LOCATION_PREFLIGHTS,
+    `must be one of ${LOCATION_PREFLIGHTS.join(", ")}`,
+  ),
   session_ttl_seconds: integerField(1, 7 * 86_400),
   sticky_quarantine: booleanField,
   /** 0 keeps history forever. */

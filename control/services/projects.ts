@@ -4,7 +4,13 @@
  */
 import { and, asc, eq, ne, sql } from "drizzle-orm";
 import type { Tx } from "../../db/client.ts";
-import { type ProjectRateLimit, projects, type TrafficConfig } from "../../db/schema.ts";
+import {
+  geoSettings,
+  type ProjectRateLimit,
+  projects,
+  type TrafficConfig,
+} from "../../db/schema.ts";
+import { DEFAULT_POLICY, LocationSource } from "../../shared/geo/attribute.ts";
 import { formatCidr, openToAnyone, parseCidrs } from "../../shared/net/cidr-set.ts";
 import {
   DuplicateError,
@@ -68,6 +74,14 @@ export function projectIssues(project: ProjectFields): FieldIssue[] {
   const allowed = project.allowedCidrs.length === 0 ? undefined : parseCidrs(project.allowedCidrs);
   if (openToAnyone(parseCidrs(project.passwordlessCidrs), allowed)) {
     issues.push({ field: "body.passwordless_cidrs", message: OPEN_TO_ANYONE });
+  }
+  if (project.locationSources !== null) {
+    const preflight = preflightSourcesIssue(
+      project.locationPreflight,
+      project.locationSources,
+      "this project's location_sources",
+    );
+    if (preflight) issues.push(preflight);
   }
   return issues;
 }
@@ -137,6 +151,48 @@ export async function checkPasswordlessBlocks(
   }
 }
 
+/** The attribution sources that can check a vendor's claim: the databases, and the echo. */
+const CHECKING_SOURCES: readonly string[] = [LocationSource.database, LocationSource.endpoint];
+
+/**
+ * Preflight compares an exit with what the request requires, so a mode other than `off` needs a
+ * source that can place an exit: the project's sources (else the install's) must name `database`
+ * or `endpoint`. With `vendor` alone, every check would take the vendor's word for where its own
+ * exit is. `whose` names the sources the issue is about.
+ */
+function preflightSourcesIssue(
+  mode: string,
+  sources: readonly string[],
+  whose: string,
+): FieldIssue | undefined {
+  if (mode === "off" || sources.some((source) => CHECKING_SOURCES.includes(source))) {
+    return undefined;
+  }
+  return {
+    field: "body.location_preflight",
+    message: `cannot be ${mode}: ${whose} (${sources.join(", ")}) name neither database nor ` +
+      "endpoint, so nothing could check a vendor's claim; add one of them",
+  };
+}
+
+/**
+ * The check of a project inheriting the install's sources, which only the store knows
+ * (geo_settings); a project's own sources are checked with its other rules (projectIssues).
+ */
+async function inheritedSourcesIssue(
+  tx: Tx,
+  project: Pick<ProjectFields, "locationPreflight" | "locationSources">,
+): Promise<FieldIssue | undefined> {
+  if (project.locationPreflight === "off" || project.locationSources !== null) return undefined;
+  const [install] = await tx.select({ sources: geoSettings.locationSources }).from(geoSettings)
+    .where(eq(geoSettings.id, 1));
+  return preflightSourcesIssue(
+    project.locationPreflight,
+    install?.sources ?? DEFAULT_POLICY.sources,
+    "the install's location sources (GET /api/v1/geo/settings)",
+  );
+}
+
 export function listProjects(deps: ServiceDeps): Promise<ProjectRow[]> {
   return read(
     deps,
@@ -160,6 +216,8 @@ export function createProject(deps: ServiceDeps, input: NewProject): Promise<Pro
   };
   validateProject(project);
   return write(deps, async (tx) => {
+    const preflight = await inheritedSourcesIssue(tx, project);
+    if (preflight) throw new ValidationError([preflight]);
     await checkPasswordlessBlocks(tx, undefined, project.passwordlessCidrs);
     const [row] = await tx.insert(projects).values(project).returning();
     return { result: row, change: projectChange(row.id) };
@@ -181,6 +239,11 @@ export async function updateProject(
     validateProject({ ...next, strategy: next.strategy as Strategy });
     const changes = changedFields(current, patch);
     if (!changes) return { result: current, change: null };
+    // Checked when the edit touches preflight or the sources, not for an unrelated field.
+    if (changes.locationPreflight !== undefined || changes.locationSources !== undefined) {
+      const preflight = await inheritedSourcesIssue(tx, next);
+      if (preflight) throw new ValidationError([preflight]);
+    }
     if (changes.passwordlessCidrs !== undefined) {
       await checkPasswordlessBlocks(tx, id, next.passwordlessCidrs);
     }

@@ -781,59 +781,88 @@ describe("every validation error names its field", () => {
   });
 });
 
-describe("project fields this release does not run are refused, except off", () => {
-  const unavailable = [
-    ["location_preflight", ["report", "retry", "reject"]],
-  ] as const;
+describe("location_preflight", () => {
+  const modes = ["report", "retry", "reject"] as const;
 
-  for (const [field, values] of unavailable) {
-    test(`${field}: any value but off is a 422 naming it, on create and edit, and stores nothing`, async () => {
-      const before = await h.request("GET", project(), { token: h.tokens.admin });
-      for (const value of values) {
-        const created = await h.request("POST", projects(), {
-          token: h.tokens.admin,
-          body: { name: `Loc ${field} ${value}`, username: `loc${value}`, [field]: value },
-        });
-        expect(created.status, created.text).toBe(422);
-        expect(created.body.detail).toEqual([{
-          field: `body.${field}`,
-          message: expect.stringContaining("not available in this release"),
-        }]);
-        const edited = await h.request("PATCH", project(), {
-          token: h.tokens.admin,
-          body: { [field]: value },
-        });
-        expect(edited.status, edited.text).toBe(422);
-        expect(edited.body.detail).toEqual([{
-          field: `body.${field}`,
-          message: expect.stringContaining("not available in this release"),
-        }]);
-      }
-      const listed = await h.request("GET", projects(), { token: h.tokens.admin });
-      expect(JSON.stringify(listed.body)).not.toContain("Loc ");
-      const after = await h.request("GET", project(), { token: h.tokens.admin });
-      expect(after.body).toEqual(before.body);
-    });
-
-    test(`${field}: off is accepted on create and edit and shown`, async () => {
+  test("report, retry and reject are taken on create and edit and shown", async () => {
+    for (const mode of modes) {
       const created = await h.request("POST", projects(), {
         token: h.tokens.admin,
-        body: { name: `Off ${field}`, username: `off${field.length}`, [field]: "off" },
+        body: { name: `Preflight ${mode}`, username: `pf${mode}`, location_preflight: mode },
       });
       expect(created.status, created.text).toBe(201);
-      expect(created.body[field]).toBe("off");
+      expect(created.body.location_preflight).toBe(mode);
       const edited = await h.request("PATCH", `/api/v1/projects/${created.body.id}`, {
         token: h.tokens.admin,
-        body: { [field]: "off" },
+        body: { location_preflight: "off" },
       });
       expect(edited.status, edited.text).toBe(200);
-      expect(edited.body[field]).toBe("off");
-      const read = await h.request("GET", `/api/v1/projects/${created.body.id}`, {
+      expect(edited.body.location_preflight).toBe("off");
+    }
+  });
+
+  test("a mode is refused when the project's own sources could not check a vendor's claim", async () => {
+    const before = await h.request("GET", project(), { token: h.tokens.admin });
+    for (const mode of modes) {
+      const created = await h.request("POST", projects(), {
         token: h.tokens.admin,
+        body: {
+          name: `Vendor only ${mode}`,
+          username: `vo${mode}`,
+          location_preflight: mode,
+          location_sources: ["vendor"],
+        },
       });
-      expect(read.body[field]).toBe("off");
-    });
-  }
+      expect(created.status, created.text).toBe(422);
+      expect(created.body.detail).toEqual([{
+        field: "body.location_preflight",
+        message: expect.stringMatching(
+          new RegExp(`cannot be ${mode}: .*location_sources \\(vendor\\) name neither database`),
+        ),
+      }]);
+      // So is an edit asking both of an existing project.
+      const edited = await h.request("PATCH", project(), {
+        token: h.tokens.admin,
+        body: { location_preflight: mode, location_sources: ["vendor"] },
+      });
+      expect(edited.status, edited.text).toBe(422);
+      expect(edited.body.detail[0].field).toBe("body.location_preflight");
+    }
+    const after = await h.request("GET", project(), { token: h.tokens.admin });
+    expect(after.body).toEqual(before.body);
+  });
+
+  test("a project inheriting the install's sources is held to them", async () => {
+    const sql = h.deps.database.sql;
+    await sql`insert into geo_settings (id, location_sources) values (1, '["vendor"]'::jsonb)
+      on conflict (id) do update set location_sources = excluded.location_sources`;
+    try {
+      const created = await h.request("POST", projects(), {
+        token: h.tokens.admin,
+        body: { name: "Inherits vendor", username: "inhvendor", location_preflight: "reject" },
+      });
+      expect(created.status, created.text).toBe(422);
+      expect(created.body.detail).toEqual([{
+        field: "body.location_preflight",
+        message: expect.stringContaining(
+          "the install's location sources (GET /api/v1/geo/settings)",
+        ),
+      }]);
+      // Its own sources, naming the database, make the mode possible.
+      const own = await h.request("POST", projects(), {
+        token: h.tokens.admin,
+        body: {
+          name: "Own sources",
+          username: "ownsources",
+          location_preflight: "reject",
+          location_sources: ["database", "vendor"],
+        },
+      });
+      expect(own.status, own.text).toBe(201);
+    } finally {
+      await sql`update geo_settings set location_sources = '["database","vendor","endpoint"]'::jsonb`;
+    }
+  });
 });
 
 describe("duplicates answer 400 naming the field, regardless of case", () => {
