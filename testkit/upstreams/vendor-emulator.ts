@@ -7,7 +7,9 @@
  * username (407, or SOCKS5's auth failure), and connects to the target from a loopback address
  * chosen by `exitFor`: one per (country, session), a fresh one for each request without a
  * session. A test behind an echo origin (origin.ts, echo.ts) so sees which country and session
- * the gateway asked for; `requests` records every request the grammar parsed.
+ * the gateway asked for; `requests` records every request the grammar parsed. `moveSession`
+ * makes one session leave from another country's exits from then on, whatever it asks: a
+ * vendor whose residential exit drifted, for the tests of preflight.
  *
  * `startVendorApi` is the HTTPS API a sync calls (test certificate, certs.ts): a token
  * endpoint, a paginated proxy list, an exit list for port pools and a credential check, whose
@@ -90,6 +92,11 @@ export interface VendorProxy {
   readonly requests: readonly VendorRequest[];
   /** Requests refused with 407 (or SOCKS5's auth failure). */
   readonly refused: number;
+  /**
+   * From now on the session leaves from `country`'s exits (`exitFor` with that country), as if
+   * the vendor had handed it an exit elsewhere; its own asked country is ignored.
+   */
+  moveSession(sessionId: string, country: string): void;
   close(): Promise<void>;
 }
 
@@ -191,6 +198,8 @@ export async function startVendorProxy(options: VendorProxyOptions): Promise<Ven
   const sockets = new Set<net.Socket>();
   let refused = 0;
   let fresh = 0;
+  /** Sessions moved to another country's exits, by session id. */
+  const moved = new Map<string, string>();
 
   /** The request the credentials ask for, recorded; undefined when refused. */
   const authorize = (username: string, password: string): VendorRequest | undefined => {
@@ -207,7 +216,10 @@ export async function startVendorProxy(options: VendorProxyOptions): Promise<Ven
     }
     return parsed;
   };
-  const exit = (request: VendorRequest) => exitFor(request, fresh++);
+  const exit = (request: VendorRequest) => {
+    const elsewhere = request.session === undefined ? undefined : moved.get(request.session);
+    return exitFor(elsewhere === undefined ? request : { ...request, country: elsewhere }, fresh++);
+  };
   const track = (socket: net.Socket) => {
     sockets.add(socket);
     socket.once("close", () => sockets.delete(socket));
@@ -347,6 +359,9 @@ export async function startVendorProxy(options: VendorProxyOptions): Promise<Ven
     requests,
     get refused() {
       return refused;
+    },
+    moveSession(sessionId, country) {
+      moved.set(sessionId, country.toUpperCase());
     },
     close() {
       closing ??= new Promise<void>((resolve) => {
