@@ -8,10 +8,11 @@
  * (whose exit belongs to the session, not the row) only the one it was judged for. Otherwise one
  * echo goes through the proxy (preflight-echo.ts), and the exit is judged by the one rule of
  * attribution (shared/geo/attribute.ts) with the project's sources: the gateway's databases
- * (geo/contract.ts), the vendor's claim and the echo's own word. The verdict is cached for the
- * project's session TTL; an echo that failed, or an exit nothing placed, for 30 s, and the
- * request goes on unchecked: preflight never blocks traffic for want of an answer. Concurrent
- * requests needing the same echo on this isolate share it.
+ * (geo/contract.ts), the vendor's claim and the echo's own word; where no database is open, by
+ * the echo's own answer alone. The verdict is cached for the project's session TTL; an echo
+ * that failed, or an exit nothing placed, for 30 s, and the request goes on unchecked: preflight
+ * never blocks traffic for want of an answer. Concurrent requests needing the same echo on this
+ * isolate share it.
  *
  * Each echo that answered through a row with an exit of its own is a sighting for the workers
  * (sightings.ts), who judge it again and write the row.
@@ -22,10 +23,10 @@ import {
   type AttributionPolicy,
   type ConflictRule,
   LOCATION_SOURCES,
-  type LocationSource,
+  LocationSource,
   policyOf,
 } from "../../shared/geo/attribute.ts";
-import type { Sighting } from "../../shared/geo/sighting-wire.ts";
+import type { Sighting, SightingJudgement } from "../../shared/geo/sighting-wire.ts";
 import { ConnectorKind } from "../../shared/roles.ts";
 import type {
   MaybePromise,
@@ -94,7 +95,10 @@ export interface CheckRequest {
 interface RowFacts {
   /** The country a vendor promised for it; null for others and for a row of no country. */
   claim: string | null;
-  /** Its exit is its own (not rendered per request): its echo is a sighting of the row. */
+  /**
+   * A row of Postgres whose exit is its own (not rendered per request, not a provider-API
+   * pool's entry, which lives in Redis alone): its echo is a sighting the workers write.
+   */
   ownExit: boolean;
   /** A vendor row: its verdict answers only the requirement it was judged for. */
   perRequirement: boolean;
@@ -127,7 +131,7 @@ function rowFacts(index: ConnectorIndex, upstream: UpstreamChoice, options: User
   const manual = !vendor && country !== null && setByHand(index, upstream.proxyId) ? country : null;
   const facts: RowFacts = {
     claim,
-    ownExit: !dynamic,
+    ownExit: !dynamic && index.connector.kind !== ConnectorKind.providerApi,
     perRequirement: vendor,
     slot: vendor && !dynamic && index.provider?.mode === "session",
     requirement: options.country ?? claim ?? manual ?? undefined,
@@ -237,12 +241,8 @@ export class PreflightChecker {
       return UNKNOWN;
     }
     const observedAt = this.#nowMs();
-    const attribution = attribute(
-      { ip: echoed.ip, vendorCountry: facts.claim, manualCountry: null, endpoint: echoed.place },
-      projectPolicy(snapshot, project),
-      this.#o.geo?.stack(),
-    );
-    const observed = attribution.country;
+    const judged = this.#judge(snapshot, project, facts, echoed);
+    const observed = judged.country;
     // An exit nothing placed may be placed by a database update: it is asked again soon.
     const ttl = observed === null ? FAILED_ECHO_TTL_SECONDS : project.session_ttl_seconds;
     cache.write(project.id, upstream.proxyId, {
@@ -252,7 +252,6 @@ export class PreflightChecker {
       failed: false,
     }, ttl);
     if (facts.ownExit) {
-      const database = attribution.sources.find((word) => word.database !== undefined);
       const sighting: Sighting = {
         observedAt,
         projectId: project.id,
@@ -262,15 +261,41 @@ export class PreflightChecker {
         instanceId: this.#o.instance,
         requirement,
         mode: project.location_preflight,
-        judged: {
-          country: observed,
-          source: attribution.countrySource,
-          database: database?.database ?? null,
-        },
+        judged,
         endpoint: echoed.place,
       };
       this.#o.sightings?.record(sighting);
     }
     return verdictOf(facts, requirement, observed, echoed.ip);
+  }
+
+  /**
+   * Where the exit is: by attribution's rule over the databases in force, the vendor's claim and
+   * the echo's word, in the project's order. Without databases (an isolate that opens none, or
+   * before the first have opened) the echo's own answer is all there is: judging the vendor's
+   * claim against it alone would let the claim win every tie.
+   */
+  #judge(
+    snapshot: RoutingSnapshot,
+    project: FeedProject,
+    facts: RowFacts,
+    echoed: EchoAnswer,
+  ): SightingJudgement {
+    const stack = this.#o.geo?.stack();
+    if (stack === undefined) {
+      const country = echoed.place?.country ?? null;
+      return { country, source: country === null ? null : LocationSource.endpoint, database: null };
+    }
+    const attribution = attribute(
+      { ip: echoed.ip, vendorCountry: facts.claim, manualCountry: null, endpoint: echoed.place },
+      projectPolicy(snapshot, project),
+      stack,
+    );
+    const database = attribution.sources.find((word) => word.database !== undefined);
+    return {
+      country: attribution.country,
+      source: attribution.countrySource,
+      database: database?.database ?? null,
+    };
   }
 }
