@@ -25,6 +25,7 @@ import { healthSuite } from "./health.ts";
 import { memorySuite } from "./memory.ts";
 import { churnSuite } from "./churn.ts";
 import { geoSuite } from "./geo.ts";
+import { preflightSuite } from "./preflight.ts";
 import { attributionSuite } from "./attribution.ts";
 import { metricsSuite } from "./metrics.ts";
 import { producersSuite } from "./producers.ts";
@@ -59,6 +60,7 @@ export const SUITES: readonly Suite[] = [
   churnSuite,
   geoSuite,
   attributionSuite,
+  preflightSuite,
   scalingSuite,
   producersSuite,
   healthSuite,

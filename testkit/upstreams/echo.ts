@@ -1,7 +1,8 @@
 /**
  * An echo endpoint the test controls, in place of the api's /echo: `GET /echo` answers
  * `{"ip": ...}` while up, and 500 while `down` (an outage the workers must tell apart from
- * failing proxies). Counts the requests it got, through proxies or directly.
+ * failing proxies). Counts the requests it got, through proxies or directly. With `country` it
+ * also places every caller there, as the api's echo answers where its databases place one.
  */
 import http from "node:http";
 import type net from "node:net";
@@ -16,14 +17,17 @@ export interface Echo {
 }
 
 /** `host`: the address it listens on, 127.0.0.1 unless told. */
-export async function startEcho(options: { host?: string } = {}): Promise<Echo> {
+export async function startEcho(
+  options: { host?: string; country?: string } = {},
+): Promise<Echo> {
   const host = options.host ?? "127.0.0.1";
   let up = true;
   const requests = new Map<string, number>();
   const server = http.createServer((request, response) => {
     const ip = plainAddress(request.socket.remoteAddress);
     requests.set(ip, (requests.get(ip) ?? 0) + 1);
-    const body = JSON.stringify(up ? { ip } : { error: "echo down" });
+    const placed = options.country === undefined ? {} : { country: options.country };
+    const body = JSON.stringify(up ? { ip, ...placed } : { error: "echo down" });
     response.writeHead(up ? 200 : 500, {
       "content-type": "application/json",
       "content-length": Buffer.byteLength(body),
