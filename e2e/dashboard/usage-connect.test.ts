@@ -4,7 +4,10 @@
  * 127.0.0.3 (an American one), and an origin that answers the address a request came from.
  * The routing preview names the proxy a real request with the same username then leaves
  * through; the connect page's lines, run with curl, reach the origin with the options typed;
- * the usage page charts the project and its destination hosts, searched and picked.
+ * the usage page charts the project and its destination hosts, searched and picked. An
+ * operator's geofeed then places the exits (one against the country set by hand): the proxies
+ * list, the overview, the Exit locations tab and the System page show where they were seen, and
+ * the project form saves the location settings.
  */
 import type { Browser, Page } from "playwright-core";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
@@ -168,5 +171,148 @@ describe("the usage page", () => {
     await page.getByLabel("Of").selectOption({ label: "Connector static" });
     await page.locator('[data-chart="Requests a second"] canvas').waitFor();
     expect(await page.getByRole("alert").count()).toBe(0);
+  });
+});
+
+describe("where exits are", () => {
+  interface Located {
+    id: string;
+    country: string | null;
+    location_conflict: boolean;
+    location: { ip: string | null; city: string | null } | null;
+  }
+  const proxies = async () =>
+    (await cluster.request("GET", `/api/v1/projects/${project.projectId}/proxies`)).body
+      .items as Located[];
+  const exitIps = async () =>
+    (await cluster.request("GET", `/api/v1/geo/exits/ips?project_id=${project.projectId}`)).body
+      .items as { ip: string; sources: string[] }[];
+
+  beforeAll(async () => {
+    // The operator's own geofeed: the German proxy's exit in Berlin, the American one's in
+    // Britain, against the country set by hand (kept, and a conflict).
+    const uploaded = await fetch(
+      `${cluster.api.url}/api/v1/geo/databases?name=our-exits&format=geofeed`,
+      {
+        method: "POST",
+        headers: { authorization: `Bearer ${await cluster.token()}`, "content-type": "text/csv" },
+        body: `${EXITS[0]}/32,DE,DE-BE,Berlin,\n${EXITS[1]}/32,GB,,,\n`,
+      },
+    );
+    expect(uploaded.status, await uploaded.text()).toBe(201);
+    await cluster.until(async () => {
+      const [berlin, london] = await proxies().then((rows) =>
+        project.proxyIds.map((id) => rows.find((row) => row.id === id))
+      );
+      // Health checks keep seeing both exits: the exit table follows, placed by the file.
+      const exits = await exitIps();
+      return berlin?.location?.city === "Berlin" && london?.location_conflict === true &&
+        exits.some((e) => e.ip === EXITS[0] && e.sources.includes("our-exits")) &&
+        exits.some((e) => e.ip === EXITS[1]);
+    }, { timeoutMs: 30_000, message: "the exits placed by the geofeed and observed" });
+  }, 60_000);
+
+  it("shows each proxy's country with its source, and the conflict", async () => {
+    const page = await asAdmin();
+    await page.goto(`/projects/${project.projectId}/proxies`);
+    const table = page.getByRole("table", { name: "Proxies" });
+    const berlin = table.locator(`tr[data-proxy="${project.proxyIds[0]}"] [data-country]`);
+    const london = table.locator(`tr[data-proxy="${project.proxyIds[1]}"] [data-country]`);
+    await expect.poll(() => berlin.textContent()).toContain("Berlin, DE-BE");
+    expect(await berlin.locator("abbr").textContent()).toBe("DE");
+    expect(await berlin.locator("[data-source]").textContent()).toBe("manual");
+    expect(await berlin.locator("[data-conflict]").count()).toBe(0);
+    expect(await london.locator("abbr").textContent()).toBe("US");
+    // Set by hand to the US, placed in Britain by the database: the badge says what each said.
+    const badge = london.locator("[data-conflict]");
+    expect(await badge.textContent()).toBe("sources disagree");
+    expect(await badge.getAttribute("title")).toMatch(
+      /database \(our-exits\): GB.*set by hand: US/,
+    );
+  });
+
+  it("lists exits by country on the overview, and the database on the System page", async () => {
+    const page = await asAdmin();
+    await page.goto(`/projects/${project.projectId}`);
+    const countries = page.getByRole("table", { name: "Exits by country" });
+    await expect.poll(() => countries.locator('[data-country="DE"] [data-exits]').textContent())
+      .toBe("1");
+    expect(await countries.locator('[data-country="US"] [data-exits]').textContent()).toBe("1");
+
+    await page.goto("/system");
+    const databases = page.getByRole("table", { name: "IP databases" });
+    const ours = databases.locator('tr[data-database="our-exits"]');
+    await expect.poll(() => ours.locator("td").nth(1).textContent()).toBe("geofeed");
+    expect(await ours.locator("td").nth(2).textContent()).toBe("yes");
+    expect(await ours.locator("[data-age]").textContent()).toMatch(/\d+ (ms|s|min)/);
+    expect(await databases.locator("tbody tr").last().textContent()).toContain("shipped");
+  });
+
+  it("shows provider accuracy, the exit IPs filtered, and each exit's observations", async () => {
+    const page = await asAdmin();
+    await page.goto(`/projects/${project.projectId}/exits`);
+    const connector = page.getByRole("table", { name: "Connectors' exits" })
+      .locator('tr[data-connector="static"]');
+    await expect.poll(() => connector.locator("[data-seen]").textContent()).toMatch(/DE 1.*US 1/);
+    expect(await connector.textContent()).toContain("not judged");
+
+    await page.getByRole("link", { name: "Exit IPs" }).click();
+    const exits = page.getByRole("table", { name: "Exit IPs" });
+    const berlin = exits.locator(`tr[data-exit="${EXITS[0]}"]`);
+    await expect.poll(() => berlin.locator("td").allTextContents()).toEqual(
+      expect.arrayContaining(["DE", "DE-BE", "Berlin", "static"]),
+    );
+    expect(await berlin.locator("[data-sources]").textContent()).toContain("our-exits");
+    // Filtered on the server by the country seen.
+    await page.getByLabel("Country seen").fill("us");
+    await expect.poll(() => exits.locator("tbody tr").count()).toBe(1);
+    expect(await exits.locator("tbody tr").getAttribute("data-exit")).toBe(EXITS[1]);
+    await page.getByLabel("Country seen").fill("");
+    await expect.poll(() => exits.locator("tbody tr").count()).toBe(2);
+
+    // An address opens its observations: the health checks that saw it.
+    await berlin.getByRole("link").click();
+    const log = page.getByRole("table", { name: "Observations" });
+    await expect.poll(() => log.locator("tbody tr").count()).toBeGreaterThan(0);
+    expect(new Set(await log.locator("tbody tr td:nth-child(2)").allTextContents())).toEqual(
+      new Set([EXITS[0]]),
+    );
+    expect(await log.locator("tbody tr").first().locator("td").nth(3).textContent())
+      .toBe("health");
+    expect(await page.getByRole("alert").count()).toBe(0);
+  });
+
+  it("saves the project's location settings, and shows a refusal beside its field", async () => {
+    const made = await cluster.request("POST", "/api/v1/projects", {
+      name: "located",
+      username: "located",
+    });
+    expect(made.status).toBe(201);
+    const page = await asAdmin();
+    await page.goto(`/projects/${made.body.id}/settings`);
+    const form = page.getByRole("form", { name: "Project" });
+    await form.locator('select[name="location_policy"]').selectOption("strict");
+    await form.getByLabel(/^The install's \(database, vendor, endpoint\)$/).uncheck();
+    await form.getByLabel("vendor", { exact: true }).uncheck();
+    await form.getByRole("button", { name: "Move endpoint up" }).click();
+    await form.getByRole("button", { name: "Move endpoint up" }).click();
+    await form.locator('select[name="location_conflict_rule"]').selectOption("first");
+    await form.getByRole("button", { name: "Save changes" }).click();
+    await form.getByRole("status").waitFor();
+    const saved = await cluster.request("GET", `/api/v1/projects/${made.body.id}`);
+    expect(saved.body).toMatchObject({
+      location_policy: "strict",
+      location_sources: ["endpoint", "database"],
+      location_conflict_rule: "first",
+    });
+    // No source left: the API's words beside the sources, nothing changed.
+    await form.getByLabel("database", { exact: true }).uncheck();
+    await form.getByLabel("endpoint", { exact: true }).uncheck();
+    await form.getByRole("button", { name: "Save changes" }).click();
+    await expect.poll(() =>
+      form.locator('[data-field="location_sources"] .field-error').textContent()
+    ).toContain("at least one source");
+    expect((await cluster.request("GET", `/api/v1/projects/${made.body.id}`)).body)
+      .toMatchObject({ location_sources: ["endpoint", "database"] });
   });
 });

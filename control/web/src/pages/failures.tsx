@@ -4,9 +4,8 @@
  * scrubbed examples, newest first, paged by the API's cursor ("Load more"). Clicking a kind
  * shows that kind's examples. The counts are the flushed ones (up to a flush interval behind).
  */
-import { useEffect, useMemo, useState } from "preact/hooks";
+import { useMemo, useState } from "preact/hooks";
 import { FAILURE_KINDS } from "../../../../shared/failure-kinds.ts";
-import { api, type ApiError } from "../api/client.ts";
 import type { ConnectorSummary } from "../../../api/answers/connectors.ts";
 import type { FailureExample, FailureReport } from "../../../api/answers/metrics.ts";
 import { formatCount } from "../ui/format.ts";
@@ -14,6 +13,7 @@ import { Select } from "../ui/forms.tsx";
 import { ErrorNote } from "../ui/status.tsx";
 import { Time } from "../ui/time.tsx";
 import { useApi } from "../ui/use-api.ts";
+import { useCursorPages } from "../ui/use-cursor-pages.ts";
 
 const RANGES = [
   ["1h", "1 hour"],
@@ -155,41 +155,12 @@ function Examples(
     connectorName: (id: string | null) => string;
   },
 ) {
-  const [items, setItems] = useState<FailureExample[]>([]);
-  const [cursor, setCursor] = useState<string | null>(null);
-  const [error, setError] = useState<ApiError | undefined>();
-  const [loading, setLoading] = useState(false);
-  const [round, setRound] = useState(0);
-
-  const load = async (after: string | null, signal?: AbortSignal) => {
-    setLoading(true);
-    try {
-      const page = await api<{ items: FailureExample[]; next_cursor: string | null }>(
-        "GET",
-        `${base}/failures/examples`,
-        {
-          query: { kind, connector_id: connectorId, limit: PAGE, cursor: after ?? undefined },
-          signal,
-        },
-      );
-      setItems((old) => (after === null ? page.items : [...old, ...page.items]));
-      setCursor(page.next_cursor);
-      setError(undefined);
-    } catch (failure) {
-      if ((failure as Error).name !== "AbortError") setError(failure as ApiError);
-    } finally {
-      if (!signal?.aborted) setLoading(false);
-    }
-  };
-
-  // A new filter starts again from the newest.
-  useEffect(() => {
-    const abort = new AbortController();
-    setItems([]);
-    setCursor(null);
-    load(null, abort.signal);
-    return () => abort.abort();
-  }, [base, kind, connectorId, round]);
+  const examples = useCursorPages<FailureExample>(`${base}/failures/examples`, {
+    kind,
+    connector_id: connectorId,
+    limit: PAGE,
+  });
+  const { items, cursor, error, loading } = examples;
 
   return (
     <section class="examples">
@@ -205,7 +176,7 @@ function Examples(
               options={[["", "All kinds"], ...FAILURE_KINDS.map((k) => [k, kindLabel(k)] as const)]}
             />
           </label>
-          <button type="button" class="secondary" onClick={() => setRound((n) => n + 1)}>
+          <button type="button" class="secondary" onClick={examples.reload}>
             Refresh
           </button>
         </div>
@@ -253,7 +224,7 @@ function Examples(
       <div class="actions">
         {cursor
           ? (
-            <button type="button" class="secondary" disabled={loading} onClick={() => load(cursor)}>
+            <button type="button" class="secondary" disabled={loading} onClick={examples.more}>
               {loading ? "Loading…" : "Load more"}
             </button>
           )

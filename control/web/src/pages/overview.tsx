@@ -1,7 +1,8 @@
 /**
  * A project at a glance over a chosen range: requests a second, success rate, bytes and latency
  * as charts; the pool by status and what rests in quarantine now; the traffic split across
- * connectors with their spend; the top failures. Refreshed every 15 s.
+ * connectors with their spend; the top failures; the exits by the country they were seen in.
+ * Refreshed every 15 s.
  */
 import { useMemo, useState } from "preact/hooks";
 import type {
@@ -17,6 +18,7 @@ import { ErrorNote } from "../ui/status.tsx";
 import { RANGES } from "../ui/ranges.ts";
 import { UsageCharts } from "../ui/usage-charts.tsx";
 import { useApi } from "../ui/use-api.ts";
+import { ExitCountries } from "./exit-countries.tsx";
 
 const REFRESH_MS = 15_000;
 
@@ -150,6 +152,7 @@ export function Overview({ projectId }: { projectId: string }) {
             )}
         </section>
       </div>
+      <ExitCountries projectId={projectId} refreshMs={REFRESH_MS} />
     </section>
   );
 }

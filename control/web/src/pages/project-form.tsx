@@ -21,6 +21,12 @@ import {
   TextInput,
 } from "../ui/forms.tsx";
 import { useForm } from "../ui/use-form.ts";
+import {
+  locationBodyOf,
+  LocationFields,
+  type LocationState,
+  locationStateOf,
+} from "./project-location.tsx";
 
 interface FormState {
   name: string;
@@ -48,6 +54,7 @@ interface FormState {
   max_connections: string;
   allowed_cidrs: string;
   passwordless_cidrs: string;
+  location: LocationState;
 }
 
 const text = (value: unknown) => (value === null || value === undefined ? "" : String(value));
@@ -80,6 +87,7 @@ function stateOf(project: Project | undefined): FormState {
     max_connections: text(project?.max_connections),
     allowed_cidrs: (project?.allowed_cidrs ?? []).join("\n"),
     passwordless_cidrs: (project?.passwordless_cidrs ?? []).join("\n"),
+    location: locationStateOf(project),
   };
 }
 
@@ -112,6 +120,7 @@ function bodyOf(state: FormState, creating: boolean): Record<string, unknown> {
     max_connections: optionalNumber(state.max_connections),
     allowed_cidrs: parseList(state.allowed_cidrs),
     passwordless_cidrs: parseList(state.passwordless_cidrs),
+    ...locationBodyOf(state.location),
   };
   if (state.password !== "") body.password = state.password;
   for (
@@ -234,21 +243,14 @@ export function ProjectForm(
         >
           {input("metrics_retention_days", { type: "number" })}
         </Field>
-        <Field
-          label="Location checks"
-          field="location_policy"
-          error={error}
-          hint="Checking where a proxy's exit really is comes in a later release: off until then"
-        >
-          <Select
-            name="location_policy"
-            value={project?.location_policy ?? "off"}
-            onChange={() => {}}
-            disabled
-            options={[["off", "off"]]}
-          />
-        </Field>
       </fieldset>
+      <LocationFields
+        state={state.location}
+        onChange={set("location")}
+        error={error}
+        readOnly={readOnly}
+        preflight={project?.location_preflight ?? "off"}
+      />
       <fieldset>
         <legend>Limits</legend>
         <Checkbox

@@ -8,6 +8,7 @@ import { Connect } from "./connect.tsx";
 import { Connectors } from "./connectors.tsx";
 import { Credentials } from "./credentials.tsx";
 import { DistributionKeys } from "./distribution-keys.tsx";
+import { ExitLocations } from "./exit-locations.tsx";
 import { Failures } from "./failures.tsx";
 import { Overview } from "./overview.tsx";
 import { ProjectSettings } from "./project-settings.tsx";
@@ -20,6 +21,7 @@ const TABS = [
   ["connectors", "Connectors"],
   ["credentials", "Credentials"],
   ["proxies", "Proxies"],
+  ["exits", "Exit locations"],
   ["usage", "Usage"],
   ["connect", "Connect"],
   ["failures", "Failures"],
@@ -63,6 +65,8 @@ export function Project() {
         ? <Credentials projectId={id} credentialId={params.item} />
         : tab === "proxies"
         ? <Proxies projectId={id} />
+        : tab === "exits"
+        ? <ExitLocations projectId={id} view={params.item} />
         : tab === "usage"
         ? <Usage projectId={id} />
         : tab === "connect"

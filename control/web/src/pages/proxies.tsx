@@ -15,11 +15,12 @@ import { PROXY_STATUSES } from "../../../../shared/roles.ts";
 import { useSession } from "../session.tsx";
 import { formatCount, formatPercent } from "../ui/format.ts";
 import { Field, FormError, Select, TextInput } from "../ui/forms.tsx";
+import { ProxyCountry } from "../ui/location.tsx";
+import { Pager } from "../ui/pager.tsx";
 import { ErrorNote } from "../ui/status.tsx";
 import { Time } from "../ui/time.tsx";
 import { useApi } from "../ui/use-api.ts";
 
-const PAGE_SIZES = [["25", "25"], ["50", "50"], ["100", "100"], ["250", "250"]] as const;
 type Sort = "created" | "status" | "country" | "status_changed";
 type Direction = "asc" | "desc";
 
@@ -98,7 +99,6 @@ export function Proxies({ projectId }: { projectId: string }) {
     setPage(1);
   };
   const total = list.data?.total ?? 0;
-  const pages = Math.max(1, Math.ceil(total / pageSize));
 
   return (
     <section class="proxies">
@@ -183,39 +183,17 @@ export function Proxies({ projectId }: { projectId: string }) {
         </tbody>
       </table>
       {list.data && total === 0 ? <p class="muted">No proxies here.</p> : null}
-      <nav class="pager" aria-label="Pages">
-        <button
-          type="button"
-          class="secondary"
-          disabled={page <= 1}
-          onClick={() => setPage(page - 1)}
-        >
-          Previous
-        </button>
-        <span class="page-of">
-          Page {formatCount(page)} of {formatCount(pages)} ({formatCount(total)} proxies)
-        </span>
-        <button
-          type="button"
-          class="secondary"
-          disabled={page >= pages}
-          onClick={() => setPage(page + 1)}
-        >
-          Next
-        </button>
-        <label class="page-size">
-          Rows a page
-          <Select
-            name="page_size"
-            value={String(pageSize)}
-            onChange={(value) => {
-              setPageSize(Number(value));
-              setPage(1);
-            }}
-            options={PAGE_SIZES}
-          />
-        </label>
-      </nav>
+      <Pager
+        page={page}
+        pageSize={pageSize}
+        total={total}
+        noun="proxies"
+        onPage={setPage}
+        onPageSize={(size) => {
+          setPageSize(size);
+          setPage(1);
+        }}
+      />
     </section>
   );
 }
@@ -270,7 +248,9 @@ function ProxyRow(
       <td>
         <span class="badge status" data-status={proxy.status}>{proxy.status}</span>
       </td>
-      <td>{proxy.country ?? "–"}</td>
+      <td data-country>
+        <ProxyCountry proxy={proxy} />
+      </td>
       <td>{connector}</td>
       <td>
         {quarantined

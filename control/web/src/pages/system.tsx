@@ -2,9 +2,9 @@
  * The system, for admins: every live process by role with its heartbeat's age (counted on in
  * the browser between reads), its loops with failure streaks marked, the controller leading, the
  * routing feed's head against each gateway, the work streams' backlog, the provider-API pools
- * running on last-known settings while Postgres is away, and the storage figures with their
- * trends. Read from GET /system/stats every 5 s and its history every minute; another
- * role gets the API's 403 in words.
+ * running on last-known settings while Postgres is away, the IP databases with their versions and
+ * ages (system-geo.tsx), and the storage figures with their trends. Read from GET /system/stats
+ * every 5 s and its history every minute; another role gets the API's 403 in words.
  */
 import { useEffect, useMemo, useState } from "preact/hooks";
 import type { SystemHistory } from "../../../api/answers/metrics.ts";
@@ -22,6 +22,7 @@ import { ErrorNote } from "../ui/status.tsx";
 import { Time } from "../ui/time.tsx";
 import { useApi } from "../ui/use-api.ts";
 import { formatAge } from "../../../core/format-age.ts";
+import { IpDatabases } from "./system-geo.tsx";
 
 const STATS_REFRESH_MS = 5_000;
 const HISTORY_REFRESH_MS = 60_000;
@@ -85,6 +86,7 @@ export function System() {
             <Feed stats={data} age={age} />
             <WorkStreams section={data.work_streams} />
             <PoolSettings section={data.pool_settings} />
+            <IpDatabases />
           </>
         )
         : null}
