@@ -105,6 +105,13 @@ export const TRAFFIC_ACTIONS = ["alert", "block", "interrupt"] as const;
 export const TRAFFIC_LIMIT_STATUSES = [509, 429] as const;
 
 /**
+ * A project's location rules: the policy (strict leaves proxies whose sources disagree on their
+ * country out of routing) and preflight (checking a request's exit before it goes out).
+ */
+export const LOCATION_POLICIES = ["off", "warn", "strict"] as const;
+export const LOCATION_PREFLIGHTS = ["off", "report", "retry", "reject"] as const;
+
+/**
  * A routing sequence's move past its last connector (stop: serve nothing; loop: back to the
  * first; stay_last: keep the last), and what a request gets when its current connector cannot
  * serve it (reject: refused with the reason).

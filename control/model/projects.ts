@@ -1,6 +1,11 @@
 /** Project bodies. Username and password rules are shared/project-credentials.ts's. */
 import * as v from "valibot";
-import { MAX_RETRIES_LIMIT, STRATEGIES } from "../../shared/roles.ts";
+import {
+  LOCATION_POLICIES,
+  LOCATION_PREFLIGHTS,
+  MAX_RETRIES_LIMIT,
+  STRATEGIES,
+} from "../../shared/roles.ts";
 import {
   projectPasswordProblem,
   projectUsernameProblem,
@@ -9,9 +14,6 @@ import { booleanField, integerField, nameField, readOnly, textField } from "./co
 import { TrafficConfigSchema } from "./connectors.ts";
 import { parseCidr } from "../../shared/net/ip.ts";
 import { CONFLICT_RULES, LOCATION_SOURCES } from "../../shared/geo/attribute.ts";
-
-export const LOCATION_POLICIES = ["off", "warn", "strict"] as const;
-export const LOCATION_PREFLIGHTS = ["off", "report", "retry", "reject"] as const;
 
 const username = v.pipe(
   v.string("must be text"),

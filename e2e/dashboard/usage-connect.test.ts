@@ -297,6 +297,7 @@ describe("where exits are", () => {
     await form.getByRole("button", { name: "Move endpoint up" }).click();
     await form.getByRole("button", { name: "Move endpoint up" }).click();
     await form.locator('select[name="location_conflict_rule"]').selectOption("first");
+    await form.locator('select[name="location_preflight"]').selectOption("retry");
     await form.getByRole("button", { name: "Save changes" }).click();
     await form.getByRole("status").waitFor();
     const saved = await cluster.request("GET", `/api/v1/projects/${made.body.id}`);
@@ -304,15 +305,23 @@ describe("where exits are", () => {
       location_policy: "strict",
       location_sources: ["endpoint", "database"],
       location_conflict_rule: "first",
+      location_preflight: "retry",
     });
-    // No source left: the API's words beside the sources, nothing changed.
+    // The vendor's word alone cannot check an exit: preflight is refused beside its field.
     await form.getByLabel("database", { exact: true }).uncheck();
     await form.getByLabel("endpoint", { exact: true }).uncheck();
+    await form.getByLabel("vendor", { exact: true }).check();
+    await form.getByRole("button", { name: "Save changes" }).click();
+    await expect.poll(() =>
+      form.locator('[data-field="location_preflight"] .field-error').textContent()
+    ).toContain("neither database nor endpoint");
+    // No source left: the API's words beside the sources, nothing changed.
+    await form.getByLabel("vendor", { exact: true }).uncheck();
     await form.getByRole("button", { name: "Save changes" }).click();
     await expect.poll(() =>
       form.locator('[data-field="location_sources"] .field-error').textContent()
     ).toContain("at least one source");
     expect((await cluster.request("GET", `/api/v1/projects/${made.body.id}`)).body)
-      .toMatchObject({ location_sources: ["endpoint", "database"] });
+      .toMatchObject({ location_sources: ["endpoint", "database"], location_preflight: "retry" });
   });
 });

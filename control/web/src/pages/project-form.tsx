@@ -249,7 +249,6 @@ export function ProjectForm(
         onChange={set("location")}
         error={error}
         readOnly={readOnly}
-        preflight={project?.location_preflight ?? "off"}
       />
       <fieldset>
         <legend>Limits</legend>

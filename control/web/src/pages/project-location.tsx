@@ -1,15 +1,16 @@
 /**
  * The project form's location settings: the location policy, which sources place an exit and in
  * what order (or the install's), and the rule when they disagree (or the install's). The
- * install's values come from GET /geo/settings, so "the install's" says what it is today.
- * Location preflight is shown as stored: the API takes only "off" in this release.
+ * install's values come from GET /geo/settings, so "the install's" says what it is today. And
+ * location preflight: a request's exit checked before it goes out, which the API takes only
+ * when a source that can place an exit (database or endpoint) is asked.
  */
 import {
   CONFLICT_RULES,
   LOCATION_SOURCES,
   type LocationSource,
 } from "../../../../shared/geo/attribute.ts";
-import { LOCATION_POLICIES } from "../../../model/projects.ts";
+import { LOCATION_POLICIES, LOCATION_PREFLIGHTS } from "../../../../shared/roles.ts";
 import type { Project } from "../../../api/answers/projects.ts";
 import type { GeoSettingsRecord } from "../../../api/answers/geo.ts";
 import type { ApiError } from "../api/client.ts";
@@ -18,6 +19,7 @@ import { useApi } from "../ui/use-api.ts";
 
 export interface LocationState {
   policy: string;
+  preflight: string;
   /** False: the install's sources. */
   ownSources: boolean;
   /** Every source, in the order asked; those ticked are sent. */
@@ -34,6 +36,7 @@ export function locationStateOf(project: Project | undefined): LocationState {
   ];
   return {
     policy: project?.location_policy ?? "off",
+    preflight: project?.location_preflight ?? "off",
     ownSources: own !== null,
     sources: ordered.map((source) => ({ source, on: own === null || own.includes(source) })),
     conflictRule: project?.location_conflict_rule ?? "",
@@ -44,6 +47,7 @@ export function locationStateOf(project: Project | undefined): LocationState {
 export function locationBodyOf(state: LocationState): Record<string, unknown> {
   return {
     location_policy: state.policy,
+    location_preflight: state.preflight,
     location_sources: state.ownSources
       ? state.sources.filter((s) => s.on).map((s) => s.source)
       : null,
@@ -54,14 +58,17 @@ export function locationBodyOf(state: LocationState): Record<string, unknown> {
 const POLICY_HINT = "strict leaves a proxy whose sources disagree on its country out of routing; " +
   "off and warn keep it in. The Proxies and Exit locations tabs show the disagreement either way";
 
+const PREFLIGHT_HINT = "Checks a request's exit through the echo before it goes out, against the " +
+  "country asked (else the one promised or set by hand), the verdict kept for a session's life: " +
+  "report forwards a mismatch and logs it, retry goes to another exit, reject answers 502. " +
+  "Needs database or endpoint among the sources";
+
 export function LocationFields(
-  { state, onChange, error, readOnly, preflight }: {
+  { state, onChange, error, readOnly }: {
     state: LocationState;
     onChange: (state: LocationState) => void;
     error?: ApiError;
     readOnly: boolean;
-    /** The stored location_preflight, shown as it is. */
-    preflight: string;
   },
 ) {
   const install = useApi<GeoSettingsRecord>("/geo/settings");
@@ -167,14 +174,14 @@ export function LocationFields(
         label="Location preflight"
         field="location_preflight"
         error={error}
-        hint="Checking an exit before a request goes out comes in a later release: off until then"
+        hint={PREFLIGHT_HINT}
       >
         <Select
           name="location_preflight"
-          value={preflight}
-          onChange={() => {}}
-          disabled
-          options={[[preflight, preflight]]}
+          value={state.preflight}
+          onChange={(preflight) => change({ preflight })}
+          disabled={readOnly}
+          options={LOCATION_PREFLIGHTS.map((mode) => [mode, mode] as const)}
         />
       </Field>
     </fieldset>
