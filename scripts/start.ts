@@ -434,6 +434,10 @@ async function main(): Promise<void> {
         // IP database files come from the api beside it, unless the caller says otherwise.
         OCTOPROX_GATEWAY_GEO_URL: process.env.OCTOPROX_GATEWAY_GEO_URL ||
           `http://127.0.0.1:${apiPort}`,
+        // Preflight asks the echo the health checks ask (it too goes through the proxies),
+        // unless the caller says otherwise.
+        OCTOPROX_GATEWAY_ECHO_URL: process.env.OCTOPROX_GATEWAY_ECHO_URL ||
+          echo.url,
       },
       readyUrl: `http://127.0.0.1:${gatewaySettings.statusPort}/ready`,
       stopTimeoutMs: GATEWAY_STOP_TIMEOUT_MS,

@@ -146,7 +146,10 @@ function dechunk(body: string): string {
   }
 }
 
-/** The echo's JSON: its `ip`, and `country`/`region`/`city`/`asn` when it placed the address. */
+/**
+ * The echo's JSON: its `ip` (or httpbin's `origin`), and `country`/`region`/`city`/`asn` when it
+ * placed the address.
+ */
 export function readEcho(answer: Uint8Array, said: string): EchoAnswer {
   const text = latin1Decode(answer);
   const end = text.indexOf("\r\n\r\n");
@@ -169,7 +172,13 @@ export function readEcho(answer: Uint8Array, said: string): EchoAnswer {
   if (r.nonce !== undefined && r.nonce !== said) {
     throw new EchoError("the echo's answer is to another request");
   }
-  const ip = typeof r.ip === "string" ? exitAddress(r.ip) : undefined;
+  // httpbin's `{"origin": "<caller>[, <proxy>]"}` names the exit first.
+  const address = typeof r.ip === "string"
+    ? r.ip
+    : typeof r.origin === "string"
+    ? r.origin.split(",")[0].trim()
+    : undefined;
+  const ip = address === undefined ? undefined : exitAddress(address);
   if (ip === undefined) throw new EchoError("the echo's answer names no address");
   const country = countryCode(r.country);
   const place = country === null ? null : {

@@ -52,6 +52,11 @@ function echoOf(settings: GatewaySettings): Echo {
 
 export async function buildPreflight(o: PreflightOptions): Promise<Preflight> {
   const { settings, logger } = o;
+  if (settings.echoUrl === undefined) {
+    logger.info(
+      "No echo for preflight (OCTOPROX_GATEWAY_ECHO_URL): projects asking it go on unchecked",
+    );
+  }
   const counters = new PreflightCounters();
   const retired = new RetiredSlots();
   const sightings = new SightingPublisher({
