@@ -10,6 +10,7 @@ import { registerBackup } from "./commands/backup.ts";
 import { registerConfig } from "./commands/config.ts";
 import { registerConnectors } from "./commands/connectors.ts";
 import { registerDistributionKeys } from "./commands/distribution-keys.ts";
+import { registerExits } from "./commands/exits.ts";
 import { registerExtract } from "./commands/extract.ts";
 import { registerGeo } from "./commands/geo.ts";
 import { registerProjects } from "./commands/projects.ts";
@@ -54,6 +55,7 @@ export function buildProgram(): Command {
   registerExtract(program);
   registerProviders(program);
   registerGeo(program);
+  registerExits(program);
   registerUsers(program);
   registerConfig(program);
   registerBackup(program);
