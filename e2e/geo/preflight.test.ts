@@ -161,10 +161,9 @@ describe("preflight", () => {
       .toBe(2);
     expect(await gateway.metric("octoprox_gateway_preflight_cache_hits_total"))
       .toBeGreaterThanOrEqual(2);
-    const logged = gateway.logs().filter((line) =>
-      line.msg === "Preflight: exit location mismatch"
-    );
-    expect(logged[0]).toMatchObject({
+    // The gateway's log is written in the background: the line is waited for.
+    const logged = await cluster.logged(gateway, "Preflight: exit location mismatch");
+    expect(logged).toMatchObject({
       level: "debug",
       project: p.projectId,
       proxy: moved.id,
