@@ -2,7 +2,8 @@
  * `npm run screenshots`: a picture of every dashboard page into docs/screenshots/, for
  * docs/dashboard.md. It brings up the same real system the browser tests use (a control
  * process of role all on a fresh test database, a gateway, a tinyproxy upstream), gives it a
- * project with traffic and a flush, and photographs each page in Debian's chromium. Needs the
+ * project with traffic and a flush and a geofeed placing its exit, and photographs each page in
+ * Debian's chromium. Needs the
  * test stores (Postgres on 127.0.0.1:5432, Redis on :6379), as `npm test` does.
  */
 import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
@@ -65,6 +66,16 @@ async function main(): Promise<void> {
       rate_limit: { requests_per_second: 200, burst: 400 },
       traffic_quota: { limit_bytes: 50_000_000, period: "month", action: "block" },
     });
+    // An operator's geofeed places the tinyproxy's exit, for the Exit locations tab.
+    const geofeed = await fetch(
+      `${cluster.api.url}/api/v1/geo/databases?name=our-exits&format=geofeed`,
+      {
+        method: "POST",
+        headers: { authorization: `Bearer ${await cluster.token()}`, "content-type": "text/csv" },
+        body: "127.0.0.1/32,FR,FR-IDF,Paris,\n",
+      },
+    );
+    if (geofeed.status !== 201) throw new Error(`Geofeed refused: ${await geofeed.text()}`);
     const proxy = gateway.proxyUrl(project.credentials.username, project.credentials.password);
     for (let i = 0; i < 40; i++) await curl(["-x", proxy, `${cluster.api.url}/echo`]);
     // A few failures for the failures page: a country no proxy has.
@@ -114,6 +125,17 @@ async function main(): Promise<void> {
     await page.goto(`/projects/${project.projectId}/proxies`);
     await page.locator('table[aria-label="Proxies"] tbody tr').first().waitFor();
     await shoot(page, "proxies");
+    // The health checks see the exit through the geofeed within a few observation publishes.
+    await cluster.until(async () => {
+      const exits = await cluster.request(
+        "GET",
+        `/api/v1/geo/exits/ips?project_id=${project.projectId}`,
+      );
+      return exits.body.items.some((exit: { sources: string[] }) => exit.sources.length > 0);
+    }, { timeoutMs: 30_000, message: "the exit placed by the geofeed" });
+    await page.goto(`/projects/${project.projectId}/exits/ips`);
+    await page.locator('table[aria-label="Exit IPs"] tbody tr').first().waitFor();
+    await shoot(page, "exit-locations");
     await page.goto(`/projects/${project.projectId}/failures`);
     await shoot(page, "failures");
     await page.goto("/system");
