@@ -5,7 +5,7 @@
  * consumers in the group taking the same proxies' sightings in opposite orders, leaves each row
  * at its newest sighting, rotates a vendor session slot whose exit contradicts its claim under
  * retry (one delete, one sync asked of its connector) and keeps one under report, and completes
- * entries it cannot read.
+ * entries it cannot read; a worker's /metrics shows what its ingest did.
  */
 import { readFileSync } from "node:fs";
 import net from "node:net";
@@ -24,7 +24,10 @@ import { GeoStack } from "../../shared/geo/stack.ts";
 import { registerScript } from "../../shared/lua/loader.ts";
 import { redisKeys } from "../../shared/redis-keys.ts";
 import { JobKind } from "../../shared/roles.ts";
+import type { ProcessSnapshot } from "../../control/node/heartbeat.ts";
+import { Telemetry } from "../../control/node/telemetry/telemetry.ts";
 import { type ApiHarness, startHarness } from "../../testkit/api-harness.ts";
+import { parseSamples, promtoolCheck, requirePromtool, samplesOf } from "../../testkit/promtool.ts";
 import { captureLogger } from "../../testkit/logger.ts";
 import { GatedClient } from "../../testkit/metering.ts";
 import { refusingAddress } from "../../testkit/ports.ts";
@@ -49,8 +52,10 @@ const databases: GeoJudgingSource = {
 let h: ApiHarness;
 let projectId: string;
 let connectorId: string;
-/** Two vendor session slots, each promised GB. */
+/** Three vendor session slots, each promised GB. */
 let slots: string[];
+/** The last test's loop, whose counts /metrics shows. */
+let lastLoop: SightingIngest;
 
 const sightingScript = () =>
   registerScript(
@@ -207,16 +212,60 @@ describe("the sighting ingest", () => {
     const loop = worker("t-worker:4", logger);
     try {
       await feed(loop, ["{not json", JSON.stringify({ v: 9 }), "[]"]);
+      await feed(loop, [encodeSighting(sighting(slots[0], US_EXIT, 25))]);
     } finally {
       await loop.stop();
     }
-    expect(loop.snapshot()).toMatchObject({ sightings_malformed: 3, sightings_ingested: 0 });
+    lastLoop = loop;
+    expect(loop.snapshot()).toMatchObject({ sightings_malformed: 3, sightings_ingested: 1 });
     const warned = lines.filter((line) => line.msg.startsWith("Sightings this release cannot"));
     expect(warned).toHaveLength(1);
     expect(warned[0]).toMatchObject({ malformed: 3 });
-    // Nothing of the project's rows moved.
+    // The readable one, older than the row's last judgement, moved nothing.
     const [row] = await h.deps.database.db.select().from(proxies).where(eq(proxies.id, slots[0]));
     expect(row.location?.ip).toBe(US_EXIT);
+    expect(row.locationCheckedAt).toEqual(new Date(at(20)));
+  });
+
+  it("a worker's /metrics counts what its ingest did, well formed", async () => {
+    requirePromtool();
+    const snapshot = {
+      instance: "t-worker",
+      role: "worker",
+      version: "0.0.0-test",
+      pid: process.pid,
+      hostname: "test",
+      started_at: new Date().toISOString(),
+      beat_at: new Date().toISOString(),
+      ready: true,
+      reasons: [],
+      stores: {
+        postgres: { ok: true, last_ok_at: null, error: null },
+        redis: { ok: true, last_ok_at: null, error: null },
+      },
+      loops: [{ ...lastLoop.snapshot(), owner: "worker" }],
+      runtimes: {},
+      loop_lag: {
+        window_started_at: new Date().toISOString(),
+        worst_ms: 0,
+        mean_ms: 0,
+        samples: 0,
+      },
+    } satisfies ProcessSnapshot;
+    const telemetry = new Telemetry({
+      role: "worker",
+      runtimes: ["worker"],
+      snapshot: () => snapshot,
+      processMetrics: false,
+    });
+    const { body } = await telemetry.render();
+    expect(await promtoolCheck(body)).toEqual({ code: 0, output: "" });
+    const samples = parseSamples(body);
+    const value = (name: string) => samplesOf(samples, name, {})[0]?.value;
+    expect(value("octoprox_sightings_ingested_total")).toBe(1);
+    expect(value("octoprox_sightings_malformed_total")).toBe(3);
+    expect(value("octoprox_sightings_written_total")).toBe(0);
+    expect(value("octoprox_sighting_slots_rotated_total")).toBe(0);
   });
 });
 

@@ -16,6 +16,7 @@ import { FeedTelemetry, LeaseTelemetry, ProducerTelemetry } from "./controller.t
 import type { Scrape } from "./family.ts";
 import { ExtractionTelemetry } from "./extraction.ts";
 import { JobTelemetry } from "./jobs.ts";
+import { AttributionTelemetry } from "./attribution.ts";
 import { LoopLagTelemetry } from "./loop-lag.ts";
 import { LoopTelemetry } from "./loops.ts";
 import { FetchTelemetry } from "./fetches.ts";
@@ -24,6 +25,7 @@ import { PoolTelemetry } from "./pools.ts";
 import { ProcessTelemetry } from "./process.ts";
 import { StreamTelemetry } from "./streams.ts";
 import { ObservationIngestTelemetry, ObservationRecorderTelemetry } from "./observations.ts";
+import { SightingIngestTelemetry } from "./sightings.ts";
 
 const LINT_REFUSED_DEFAULTS = [
   "nodejs_active_handles_total",
@@ -59,6 +61,7 @@ export class Telemetry {
     new StreamTelemetry(this.#registry, read);
     if (options.runtimes.includes("worker")) {
       new JobTelemetry(this.#registry, read);
+      new AttributionTelemetry(this.#registry, read);
       new FetchTelemetry(
         this.#registry,
         read,
@@ -70,7 +73,10 @@ export class Telemetry {
     if (options.runtimes.includes("api") || options.runtimes.includes("worker")) {
       new ObservationRecorderTelemetry(this.#registry, read);
     }
-    if (options.runtimes.includes("worker")) new ObservationIngestTelemetry(this.#registry, read);
+    if (options.runtimes.includes("worker")) {
+      new ObservationIngestTelemetry(this.#registry, read);
+      new SightingIngestTelemetry(this.#registry, read);
+    }
     if (options.runtimes.includes("controller")) {
       new LeaseTelemetry(this.#registry, read);
       new FeedTelemetry(this.#registry, read);
