@@ -17,6 +17,7 @@ import {
 import type { GeoLocation } from "../../shared/geo/contract.ts";
 import { slugifyCity } from "../../shared/username.ts";
 import { read, type ServiceDeps } from "../core/store.ts";
+import type { Logger } from "../core/logging.ts";
 import { applyLocations, type LocationSave } from "../services/proxy-location.ts";
 import type { GeoJudgingSource } from "./judging.ts";
 import type { ObservationSink, ObservationSource } from "./observation.ts";
@@ -53,6 +54,20 @@ export interface AttributorOptions {
   geo: GeoJudgingSource;
   /** Where each exit seen is recorded (the observation stream); none: not recorded. */
   observations?: ObservationSink;
+  /** Where a row whose sources start to disagree is told, under a warn or strict policy. */
+  logger?: Logger;
+}
+
+/** What the attributor did since its process started (the worker's /metrics). */
+export interface AttributionCounts {
+  /** Rows judged. */
+  judged: number;
+  /** Rows written (their location changed). */
+  written: number;
+  /** Of those, rows whose country, region, city or conflict moved (announced to the feed). */
+  moved: number;
+  /** Rows written with sources that disagree on the country. */
+  conflicts: number;
 }
 
 type Row = Awaited<ReturnType<typeof loadRows>>[number];
@@ -71,6 +86,7 @@ function loadRows(deps: Pick<ServiceDeps, "database">, ids: readonly string[]) {
       locationCheckedAt: proxies.locationCheckedAt,
       projectSources: projects.locationSources,
       projectRule: projects.locationConflictRule,
+      projectPolicy: projects.locationPolicy,
     }).from(proxies)
       .innerJoin(connectors, eq(connectors.id, proxies.connectorId))
       .innerJoin(projects, eq(projects.id, proxies.projectId))
@@ -100,6 +116,7 @@ function sameLocation(a: ProxyLocation, b: ProxyLocation | null): boolean {
 
 export class Attributor {
   readonly #o: AttributorOptions;
+  readonly counts: AttributionCounts = { judged: 0, written: 0, moved: 0, conflicts: 0 };
 
   constructor(options: AttributorOptions) {
     this.#o = options;
@@ -179,7 +196,38 @@ export class Attributor {
     if (source !== undefined) this.#observe(judged, newest, source);
     const written = await applyLocations(this.#o.deps, saves);
     for (const entry of judged) entry.written = written.has(entry.proxyId);
+    this.#count(judged, rows);
     return judged;
+  }
+
+  #count(judged: readonly Judged[], rows: readonly Row[]): void {
+    const c = this.counts;
+    c.judged += judged.length;
+    const before = new Map(rows.map((row) => [row.id, row]));
+    for (const entry of judged) {
+      if (!entry.written) continue;
+      c.written++;
+      if (entry.moved) c.moved++;
+      if (!entry.attribution.conflict) continue;
+      c.conflicts++;
+      const row = before.get(entry.proxyId)!;
+      // A conflict is news once: told when it starts, where the policy cares.
+      if (row.locationConflict || row.projectPolicy === "off") continue;
+      this.#o.logger?.warn(
+        {
+          proxy_id: entry.proxyId,
+          connector_id: entry.connectorId,
+          project_id: entry.projectId,
+          ip: entry.ip,
+          country: entry.attribution.country,
+          sources: entry.attribution.sources,
+          location_policy: row.projectPolicy,
+        },
+        row.projectPolicy === "strict"
+          ? "Proxy's location sources disagree: out of routing under the strict location policy"
+          : "Proxy's location sources disagree",
+      );
+    }
   }
 
   #observe(

@@ -78,6 +78,7 @@ export function buildJobs(
       deps,
       geo: new GeoDefinitions({ deps, logger: deps.logger.child({ part: "geo" }) }),
       observations: deps.observations,
+      logger: deps.logger.child({ part: "attribution" }),
     });
   for (const kind of kinds) {
     switch (kind) {

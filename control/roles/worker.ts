@@ -35,6 +35,8 @@ export class WorkerRuntime extends BaseRuntime {
   readonly observationIngest: ObservationIngest;
   /** Every worker ingests the gateways' preflight sightings, one batch at a time. */
   readonly sightingIngest: SightingIngest;
+  /** Judges the exits its jobs and its sighting ingest see (one set of open databases). */
+  readonly attributor: Attributor;
   /** The pool job's fetch counts, when it takes pool runs. */
   readonly fetchMetrics: FetchMetrics | undefined;
   /** Which of its pools run on last-known settings while Postgres is away, when it takes pool runs. */
@@ -59,7 +61,9 @@ export class WorkerRuntime extends BaseRuntime {
         logger: options.logger.child({ part: "geo" }),
       }),
       observations: options.deps.observations,
+      logger: options.logger.child({ part: "attribution" }),
     });
+    this.attributor = attributor;
     const extras = { fetchMetrics: this.fetchMetrics, poolOutage: this.poolOutage, attributor };
     this.runners = buildJobs(taken, options.deps, extras).flatMap(
       (job) =>
@@ -116,6 +120,7 @@ export class WorkerRuntime extends BaseRuntime {
       consumer: this.consumer,
       ...(this.fetchMetrics === undefined ? {} : { fetch: this.fetchMetrics.snapshot() }),
       ...(this.poolOutage === undefined ? {} : { pool_settings: this.poolOutage.snapshot() }),
+      attribution: { ...this.attributor.counts },
     };
   }
 }

@@ -117,6 +117,7 @@ describe("the attributor", () => {
     // One change entry for the batch, naming the connector whose section moves.
     const changes = (await h.changes()).slice(before);
     expect(changes).toEqual([{ kind: "proxy", ref: connectorId }]);
+    expect(attributor.counts).toEqual({ judged: 2, written: 2, moved: 2, conflicts: 0 });
   });
 
   it("writes nothing, and announces nothing, when the same exit is judged the same again", async () => {
@@ -149,7 +150,9 @@ describe("the attributor", () => {
   });
 
   it("keeps a country set by hand, and flags the sources that contradict it", async () => {
+    const conflicts = attributor.counts.conflicts;
     await attributor.apply([{ proxyId: ids[2], ip: "198.51.100.9", seenAt: at(0) }]);
+    expect(attributor.counts.conflicts).toBe(conflicts + 1);
     expect((await rows([ids[2]])).get(ids[2])).toMatchObject({
       country: "US",
       countrySource: "manual",
