@@ -56,7 +56,8 @@ export function locationBodyOf(state: LocationState): Record<string, unknown> {
 }
 
 const POLICY_HINT = "strict leaves a proxy whose sources disagree on its country out of routing; " +
-  "off and warn keep it in. The Proxies and Exit locations tabs show the disagreement either way";
+  "warn keeps it in and logs it when its sources start to disagree; off keeps it in quietly. " +
+  "The Proxies and Exit locations tabs show the disagreement either way";
 
 const PREFLIGHT_HINT = "Checks a request's exit through the echo before it goes out, against the " +
   "country asked (else the one promised or set by hand), the verdict kept for a session's life: " +
