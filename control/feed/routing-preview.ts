@@ -268,10 +268,8 @@ function presentProxy(snapshot: RoutingSnapshot, proxy: ProxyEntry, nowMs: numbe
   };
 }
 
-/** The router's reason code in words, with what of the connector made it so. */
 /** Why no row of the connector serves the place asked: the location rules, in the router's order. */
 function describePlace(
-  project: ProjectEntry,
   connector: ConnectorIndex,
   options: UsernameOptions,
 ): string {
@@ -311,6 +309,7 @@ function describePlace(
   return `The connector has no proxy in ${country}`;
 }
 
+/** The router's reason code in words, with what of the connector made it so. */
 function describe(
   code: Ineligible,
   project: ProjectEntry,
@@ -324,7 +323,7 @@ function describe(
     case Ineligible.notTakingRequests:
       return feed.pending_deletion ? "The connector is being deleted" : "The connector is disabled";
     case Ineligible.placeNotServed:
-      return describePlace(project, connector, options);
+      return describePlace(connector, options);
     case Ineligible.domainFiltered:
       if (feed.domain_allow.length !== 0) {
         return host === ""

@@ -18,6 +18,9 @@ import type { GeoLocation } from "../../shared/geo/contract.ts";
 import { slugifyCity } from "../../shared/username.ts";
 import { read, type ServiceDeps } from "../core/store.ts";
 import type { Logger } from "../core/logging.ts";
+import type { ControlDeps } from "../core/deps.ts";
+import { redisDeadline } from "../core/redis.ts";
+import { errorText } from "../../shared/errors.ts";
 import { applyLocations, type LocationSave } from "../services/proxy-location.ts";
 import type { GeoJudgingSource } from "./judging.ts";
 import type { ObservationSink, ObservationSource } from "./observation.ts";
@@ -56,6 +59,11 @@ export interface AttributorOptions {
   observations?: ObservationSink;
   /** Where a row whose sources start to disagree is told, under a warn or strict policy. */
   logger?: Logger;
+  /**
+   * The Redis whose cached preflight verdicts of exits that moved are dropped after each commit
+   * (a gateway then checks the new exit at its next request). None: left to expire.
+   */
+  verdicts?: Pick<ControlDeps, "redis" | "keys" | "settings">;
 }
 
 /** What the attributor did since its process started (the worker's /metrics). */
@@ -197,7 +205,32 @@ export class Attributor {
     const written = await applyLocations(this.#o.deps, saves);
     for (const entry of judged) entry.written = written.has(entry.proxyId);
     this.#count(judged, rows);
+    await this.#dropVerdicts(judged, rows);
     return judged;
+  }
+
+  /** Drops the cached preflight verdicts of the written rows whose exit moved to another IP. */
+  async #dropVerdicts(judged: readonly Judged[], rows: readonly Row[]): Promise<void> {
+    const verdicts = this.#o.verdicts;
+    if (verdicts === undefined) return;
+    const before = new Map(rows.map((row) => [row.id, row.location?.ip ?? null]));
+    const keys = judged.filter((entry) => {
+      const was = before.get(entry.proxyId) ?? null;
+      return entry.written && was !== null && entry.ip !== null && entry.ip !== was;
+    }).map((entry) => verdicts.keys.preflightVerdict(entry.projectId, entry.proxyId));
+    if (keys.length === 0) return;
+    try {
+      await redisDeadline(
+        verdicts.settings.redisRequestTimeoutMs,
+        () => verdicts.redis.del(...keys),
+      );
+    } catch (error) {
+      // They expire with the session TTL: a gateway trusts them a while longer, no more.
+      this.#o.logger?.warn(
+        { verdicts: keys.length, error: errorText(error) },
+        "Preflight verdicts of exits that moved not dropped; they expire on their own",
+      );
+    }
   }
 
   #count(judged: readonly Judged[], rows: readonly Row[]): void {

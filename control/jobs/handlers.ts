@@ -79,6 +79,7 @@ export function buildJobs(
       geo: new GeoDefinitions({ deps, logger: deps.logger.child({ part: "geo" }) }),
       observations: deps.observations,
       logger: deps.logger.child({ part: "attribution" }),
+      verdicts: deps,
     });
   for (const kind of kinds) {
     switch (kind) {

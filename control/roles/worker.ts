@@ -62,6 +62,7 @@ export class WorkerRuntime extends BaseRuntime {
       }),
       observations: options.deps.observations,
       logger: options.logger.child({ part: "attribution" }),
+      verdicts: options.deps,
     });
     this.attributor = attributor;
     const extras = { fetchMetrics: this.fetchMetrics, poolOutage: this.poolOutage, attributor };

@@ -161,6 +161,22 @@ describe("the attributor", () => {
     });
   });
 
+  it("drops the cached preflight verdicts of exits that moved, and only those", async () => {
+    const withVerdicts = new Attributor({ deps: h.deps, geo: databases, verdicts: h.deps });
+    const key = (id: string) => h.deps.keys.preflightVerdict(projectId, id);
+    await h.deps.redis.set(key(ids[1]), "cached");
+    await h.deps.redis.set(key(ids[0]), "cached");
+    const stored = await rows([ids[0]]);
+    await withVerdicts.apply([
+      // Another address: the verdict was about an exit the proxy no longer has.
+      { proxyId: ids[1], ip: "203.0.113.77", seenAt: at(100) },
+      // The same address seen again: the verdict stands.
+      { proxyId: ids[0], ip: stored.get(ids[0])!.location!.ip, seenAt: at(100) },
+    ]);
+    expect(await h.deps.redis.exists(key(ids[1]))).toBe(0);
+    expect(await h.deps.redis.exists(key(ids[0]))).toBe(1);
+  });
+
   it("skips rows that are gone", async () => {
     const judged = await attributor.apply([{
       proxyId: "00000000-0000-4000-8000-000000000000",
