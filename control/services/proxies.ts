@@ -63,16 +63,21 @@ export interface ProxyPatch {
  * The connector proxies are added to: in this project, static (the only kind whose rows an
  * operator writes) and not being deleted. Holds a key-share lock so it cannot vanish meanwhile.
  */
+/**
+ * The static connector proxies are added to, or a ConflictError naming `field`; answers whether
+ * its health checks ask a URL of its own (and so never see the exits through the echo).
+ */
 async function requireStaticConnector(
   tx: Tx,
   projectId: string,
   connectorId: string,
   field: string,
-): Promise<void> {
+): Promise<{ ownCheckUrl: boolean }> {
   await requireProject(tx, projectId, { lock: true });
   const [connector] = await tx.select({
     kind: connectors.kind,
     pending: connectors.pendingDeletion,
+    checkUrl: connectors.healthcheckUrl,
   })
     .from(connectors)
     .where(and(eq(connectors.id, connectorId), eq(connectors.projectId, projectId)))
@@ -82,6 +87,7 @@ async function requireStaticConnector(
     throw new ConflictError(`${field}: only static connectors take proxies by hand`);
   }
   if (connector.pending) throw new ConflictError(`${field}: the connector is being deleted`);
+  return { ownCheckUrl: connector.checkUrl !== null };
 }
 
 function filterOf(projectId: string, filter: ProxyFilter): SQL | undefined {
@@ -149,8 +155,13 @@ export async function createProxy(
   projectId: string,
   input: NewProxy,
 ): Promise<ProxyRow> {
-  const row = await write(deps, async (tx) => {
-    await requireStaticConnector(tx, projectId, input.connectorId, "connector_id");
+  const created = await write(deps, async (tx) => {
+    const { ownCheckUrl } = await requireStaticConnector(
+      tx,
+      projectId,
+      input.connectorId,
+      "connector_id",
+    );
     const country = input.country ?? null;
     const [row] = await tx.insert(proxies).values({
       projectId,
@@ -161,13 +172,16 @@ export async function createProxy(
       metadata: input.metadata ?? {},
       status: ProxyStatus.initializing,
     }).returning();
-    return { result: row, change: proxyChange(input.connectorId) };
+    return { result: { row, ownCheckUrl }, change: proxyChange(input.connectorId) };
   });
-  // A proxy added is checked at once, not at its slot second; without a country set by hand,
-  // its exit is looked up through it (enrich) so its country is known as soon as it can be.
-  await deps.jobs.request(JobKind.health, [row.id], { first: true });
-  if (row.country === null) await deps.jobs.request(JobKind.enrich, [row.id]);
-  return row;
+  // A proxy added is checked at once, not at its slot second; the check's echo shows its exit.
+  // Without a country set by hand, behind a check URL of its own (which shows no exit), the
+  // exit is looked up through it (enrich) so its country is known as soon as it can be.
+  await deps.jobs.request(JobKind.health, [created.row.id], { first: true });
+  if (created.row.country === null && created.ownCheckUrl) {
+    await deps.jobs.request(JobKind.enrich, [created.row.id]);
+  }
+  return created.row;
 }
 
 export function updateProxy(
@@ -363,7 +377,12 @@ export async function uploadProxies(
 ): Promise<UploadReport> {
   const upload = readUpload(text);
   const existing = await write(deps, async (tx) => {
-    await requireStaticConnector(tx, projectId, connectorId, "connector_id");
+    const { ownCheckUrl } = await requireStaticConnector(
+      tx,
+      projectId,
+      connectorId,
+      "connector_id",
+    );
     const skipped: number[] = [];
     const addedIds: string[] = [];
     const unplaced: string[] = [];
@@ -374,7 +393,9 @@ export async function uploadProxies(
       for (const line of chunk) {
         const id = inserted.get(line.identity);
         if (id === undefined) skipped.push(line.line);
-        else if (line.country === null || line.country === undefined) unplaced.push(id);
+        else if (ownCheckUrl && (line.country === null || line.country === undefined)) {
+          unplaced.push(id);
+        }
       }
     }
     return {

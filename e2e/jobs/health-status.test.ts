@@ -148,7 +148,7 @@ describe("health status by the checks", () => {
 
   it("shows the processes, the leader and the work streams on GET /api/v1/system/stats", async () => {
     // A stream no worker takes, with a group: three entries, one of them pending.
-    const unhandled = cluster.keys.jobStream(JobKind.enrich);
+    const unhandled = cluster.keys.jobStream(JobKind.scale);
     await cluster.redis.xgroup("CREATE", unhandled, WORKERS_GROUP, "0", "MKSTREAM");
     const addedAt = Date.now();
     for (const key of ["a", "b", "c"]) await cluster.redis.xadd(unhandled, "*", "key", key);
@@ -199,10 +199,15 @@ describe("health status by the checks", () => {
     expect(stats.leader.data.lease_ttl_ms).toBeGreaterThan(0);
 
     expect(stats.work_streams.error).toBeNull();
-    const enrichStats = stats.work_streams.data["jobs.enrich"];
-    expect(enrichStats).toMatchObject({ length: 3, pending: 1, backlog: 2, groupMissing: false });
-    expect(enrichStats.oldestAgeMs).toBeGreaterThanOrEqual(0);
-    expect(enrichStats.oldestAgeMs).toBeLessThanOrEqual(readAt - addedAt + 1_000);
+    const unhandledStats = stats.work_streams.data["jobs.scale"];
+    expect(unhandledStats).toMatchObject({
+      length: 3,
+      pending: 1,
+      backlog: 2,
+      groupMissing: false,
+    });
+    expect(unhandledStats.oldestAgeMs).toBeGreaterThanOrEqual(0);
+    expect(unhandledStats.oldestAgeMs).toBeLessThanOrEqual(readAt - addedAt + 1_000);
     // Streams nobody wrote to are shown empty, with their group missing.
     expect(stats.work_streams.data["jobs.tunnel_last_seen"]).toMatchObject({
       length: 0,

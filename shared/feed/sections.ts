@@ -104,6 +104,14 @@ function proxyProblem(row: unknown): string | undefined {
   if (p.usable_until_ms !== undefined && !isNumberOrNull(p.usable_until_ms)) {
     return "usable_until_ms";
   }
+  if (p.region !== undefined && !isStringOrNull(p.region)) return "region";
+  if (p.city !== undefined && !isStringOrNull(p.city)) return "city";
+  if (p.location_conflict !== undefined && typeof p.location_conflict !== "boolean") {
+    return "location_conflict";
+  }
+  if (p.country_manual !== undefined && typeof p.country_manual !== "boolean") {
+    return "country_manual";
+  }
   return undefined;
 }
 

@@ -20,6 +20,7 @@ let proxyId: string;
 let userId: string;
 let distributionKey: string;
 let backup: Record<string, unknown>;
+let databaseId: string;
 
 const PASSPHRASE = "correct horse battery staple";
 
@@ -63,6 +64,13 @@ beforeAll(async () => {
     }),
     201,
   ).key;
+  databaseId = json<{ id: string }>(
+    await h.request("POST", "/api/v1/geo/databases?name=exits&format=geofeed", {
+      token: h.tokens.admin,
+      text: "198.51.100.0/24,DE,DE-BE,Berlin,\n",
+    }),
+    201,
+  ).id;
   backup = json<Record<string, unknown>>(
     await h.request("POST", "/api/v1/backup/export", {
       token: h.tokens.admin,
@@ -172,6 +180,28 @@ const EXAMPLES: Record<string, () => Record<string, unknown>> = {
   "POST /api/v1/config/apply": () => ({ config: configDocument() }),
   "POST /api/v1/backup/export": () => ({ passphrase: PASSPHRASE, include_history: false }),
   "POST /api/v1/backup/import": () => ({ passphrase: PASSPHRASE, backup }),
+  "PUT /api/v1/geo/settings": () => ({
+    location_sources: ["database", "vendor"],
+    location_conflict_rule: "first",
+    observation_retention_days: 30,
+    exit_ip_retention_days: 365,
+  }),
+  "POST /api/v1/geo/databases/from-url": () => ({
+    name: "remote",
+    format: "mmdb",
+    url: "https://203.0.113.5/{YYYY}-{MM}/country.mmdb",
+    update_interval_hours: 24,
+  }),
+  "PATCH /api/v1/geo/databases/:id": () => ({ name: "exits", enabled: true, position: 1 }),
+  "POST /api/v1/geo/lookup": () => ({ ip: "198.51.100.7" }),
+};
+
+/**
+ * Valid examples a route still refuses after reading them: a URL database is downloaded at
+ * once, and the egress guard refuses a documentation address before any connection (on body.url).
+ */
+const REFUSED_AFTER_READING: Record<string, number> = {
+  "POST /api/v1/geo/databases/from-url": 422,
 };
 
 function configDocument() {
@@ -199,7 +229,11 @@ const NOT_REPLAYED = new Set(["POST /api/v1/backup/import"]);
 /** The path with each parameter filled: the fixtures' ids, so a handler would find its rows. */
 function pathOf(route: Route): string {
   const ids: Record<string, string> = {
-    id: route.path.startsWith("/api/v1/users") ? userId : projectId,
+    id: route.path.startsWith("/api/v1/users")
+      ? userId
+      : route.path.startsWith("/api/v1/geo/")
+      ? databaseId
+      : projectId,
     cid: route.path.includes("/credentials/") ? credentialId : connectorId,
     pid: route.path.includes("/providers/") ? "probe-vendor" : proxyId,
     keyId: crypto.randomUUID(),
@@ -310,7 +344,7 @@ describe("every write route", () => {
       if (!route.body || !example || NOT_REPLAYED.has(key)) continue;
       const answer = await send(route, JSON.stringify(example()));
       // A renew of a lease no one took is a 404, after the body was read and found valid.
-      const expected = key.endsWith("/renew") ? 404 : undefined;
+      const expected = key.endsWith("/renew") ? 404 : REFUSED_AFTER_READING[key];
       if (expected) expect(answer.status, key).toBe(expected);
       else expect(answer.status, `${key}: ${answer.text.slice(0, 300)}`).toBeLessThan(300);
       expect(h.lines.filter((line) => line.level === "error").slice(errorLinesSeen), key)

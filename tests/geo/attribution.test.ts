@@ -247,13 +247,30 @@ describe("re-attribution", () => {
     expect(refused.text).toContain("location_sources");
   });
 
-  it("a proxy added without a country asks for its exit to be looked up", async () => {
+  it("a proxy whose checks show no exit, added without a country, has its exit looked up", async () => {
+    const checked = await h.request("POST", `/api/v1/projects/${projectId}/connectors`, {
+      token: h.tokens.editor,
+      body: { name: "own-check", kind: "static", healthcheck_url: "http://203.0.113.1/health" },
+    });
+    expect(checked.status, checked.text).toBe(201);
+    const add = async (body: Record<string, unknown>) => {
+      const answer = await h.request("POST", `/api/v1/projects/${projectId}/proxies`, {
+        token: h.tokens.editor,
+        body: { connector_id: checked.body.id, ...body },
+      });
+      expect(answer.status, answer.text).toBe(201);
+      return answer.body.id as string;
+    };
+    const unplaced = await add({ url: "http://10.0.2.1:3128" });
+    const pinned = await add({ url: "http://10.0.2.2:3128", country: "NL" });
     const entries = await h.deps.redis.xrange(h.deps.keys.jobStream(JobKind.enrich), "-", "+");
     const asked = entries.map(([, fields]) => fields[1]);
-    expect(asked).toEqual(expect.arrayContaining([ids[0], ids[1], otherId]));
-    // A country set by hand needs no lookup.
-    expect(asked).not.toContain(ids[2]);
-    const row = await h.deps.database.db.select().from(proxies).where(eq(proxies.id, ids[2]));
+    expect(asked).toContain(unplaced);
+    // A country set by hand needs no lookup, and a proxy checked through the echo shows its
+    // exit to its first check: neither is looked up.
+    expect(asked).not.toContain(pinned);
+    expect(asked).not.toContain(ids[0]);
+    const row = await h.deps.database.db.select().from(proxies).where(eq(proxies.id, pinned));
     expect(row[0].countrySource).toBe("manual");
   });
 });

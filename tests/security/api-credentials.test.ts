@@ -29,6 +29,8 @@ const VIEWER_WRITES = new Set([
   "POST /api/v1/tokens",
   "DELETE /api/v1/tokens/:id",
   "POST /api/v1/projects/:id/routing-preview",
+  // Where the databases in force place an address: a POST that writes nothing.
+  "POST /api/v1/geo/lookup",
 ]);
 
 const base64url = (value: unknown) => Buffer.from(JSON.stringify(value)).toString("base64url");
