@@ -7,7 +7,7 @@ import * as v from "valibot";
 import { CONFLICT_RULES, LOCATION_SOURCES } from "../../shared/geo/attribute.ts";
 import { GEO_FORMATS } from "../../shared/geo/contract.ts";
 import { parseIp } from "../../shared/net/ip.ts";
-import { booleanField, integerField, nameField, textField } from "./common.ts";
+import { booleanField, integerField, nameField, textField, uuidField } from "./common.ts";
 
 const MAX_URL_CHARS = 2048;
 
@@ -155,4 +155,12 @@ export const LookupBody = v.strictObject({
       "must be an IPv4 or IPv6 address",
     ),
   ),
+});
+
+/**
+ * `POST /geo/reattribute`: judge stored exits again with the databases and settings in force,
+ * every proxy's (no `project_id`) or one project's.
+ */
+export const ReattributeBody = v.strictObject({
+  project_id: v.optional(uuidField),
 });

@@ -194,6 +194,7 @@ const EXAMPLES: Record<string, () => Record<string, unknown>> = {
   }),
   "PATCH /api/v1/geo/databases/:id": () => ({ name: "exits", enabled: true, position: 1 }),
   "POST /api/v1/geo/lookup": () => ({ ip: "198.51.100.7" }),
+  "POST /api/v1/geo/reattribute": () => ({ project_id: projectId }),
 };
 
 /**

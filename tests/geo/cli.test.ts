@@ -172,4 +172,38 @@ describe("octoprox geo", () => {
     const wrong = await octoprox(["geo", "settings", "--sources", "database,oracle"]);
     expect(wrong.code).toBe(2);
   });
+
+  it("asks for every exit, or one project's, to be judged again (the API's ask queued)", async () => {
+    const project = await h.request("POST", "/api/v1/projects", {
+      token: h.tokens.admin,
+      body: { name: "Judged", username: "judged" },
+    });
+    expect(project.status, project.text).toBe(201);
+    const all = await octoprox(["geo", "reattribute"]);
+    expect(all.code, all.stderr).toBe(0);
+    expect(all.stdout).toContain("Every proxy's exit is being judged again.");
+    const one = await json<{ scope: string }>(["geo", "reattribute", "--project", "Judged"]);
+    expect(one).toEqual({ scope: `project:${project.body.id}` });
+    const entries = await h.deps.redis.xrange(h.deps.keys.jobStream("reattribute"), "-", "+");
+    expect(entries.map(([, fields]) => fields[1])).toEqual(
+      expect.arrayContaining(["all", `project:${project.body.id}`]),
+    );
+    // Through the API: an unknown project is a 404, a malformed id a 422 naming it, a viewer 403.
+    const unknown = await h.request("POST", "/api/v1/geo/reattribute", {
+      token: h.tokens.admin,
+      body: { project_id: "00000000-0000-4000-8000-000000000000" },
+    });
+    expect(unknown.status).toBe(404);
+    const malformed = await h.request("POST", "/api/v1/geo/reattribute", {
+      token: h.tokens.admin,
+      body: { project_id: "shop" },
+    });
+    expect(malformed.status).toBe(422);
+    expect(malformed.text).toContain("body.project_id");
+    const viewer = await h.request("POST", "/api/v1/geo/reattribute", {
+      token: h.tokens.viewer,
+      body: {},
+    });
+    expect(viewer.status).toBe(403);
+  });
 });

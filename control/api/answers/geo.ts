@@ -102,3 +102,9 @@ export const GeoRefreshAnswer = v.strictObject({
   database: GeoDatabaseAnswer,
 });
 export type GeoRefreshRecord = v.InferOutput<typeof GeoRefreshAnswer>;
+
+/** `POST /geo/reattribute`: the scope the workers were asked to judge again. */
+export const GeoReattributeAnswer = v.strictObject({
+  /** `all`, or `project:<id>`. */
+  scope: v.string(),
+});

@@ -3,8 +3,9 @@
  * asks where an address is; only admins change them, since a database decides where every
  * proxy is said to exit.
  */
-import { errorText, ValidationError } from "../../../shared/errors.ts";
-import { UserRole } from "../../../shared/roles.ts";
+import { errorText, StoreUnavailableError, ValidationError } from "../../../shared/errors.ts";
+import { JobKind, UserRole } from "../../../shared/roles.ts";
+import { getProject } from "../../services/projects.ts";
 import {
   addFromUrl,
   addUploaded,
@@ -28,6 +29,7 @@ import {
   InspectDatabaseQuery,
   LookupBody,
   PatchDatabaseBody,
+  ReattributeBody,
   UploadDatabaseQuery,
 } from "../../model/geo.ts";
 import type { ApiDeps } from "../deps.ts";
@@ -38,6 +40,7 @@ import {
   type GeoDatabaseRecord,
   GeoInspectAnswer,
   GeoLookupAnswer,
+  GeoReattributeAnswer,
   GeoRefreshAnswer,
   GeoSettingsAnswer,
   type GeoSettingsRecord,
@@ -352,6 +355,31 @@ export function geoRoutes(deps: ApiDeps): Route[] {
             };
           }),
         });
+      },
+    }),
+    defineRoute({
+      method: "post",
+      path: `${GEO}/reattribute`,
+      tag: "geo",
+      summary: "Judge stored exits again with the databases and settings in force",
+      description: "Asks the workers for a re-attribution of every proxy's exit, or of one " +
+        "project's (`project_id`): each stored exit judged again by the databases, the vendor's " +
+        "word and the settings in force, the rows that moved written and announced. Answered " +
+        "once the ask is queued; the workers run it in the background.",
+      access: UserRole.admin,
+      body: ReattributeBody,
+      responses: {
+        202: answer("The scope asked for", GeoReattributeAnswer),
+        404: "No such project",
+        503: "Redis did not take the ask; nothing was asked",
+      },
+      async handler({ c, body }) {
+        if (body.project_id !== undefined) await getProject(deps, body.project_id);
+        const scope = body.project_id === undefined ? "all" : `project:${body.project_id}`;
+        if (!await deps.jobs.request(JobKind.reattribute, [scope])) {
+          throw new StoreUnavailableError("redis");
+        }
+        return c.json({ scope }, 202);
       },
     }),
     defineRoute({

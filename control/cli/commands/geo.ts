@@ -17,7 +17,7 @@ import { CliError } from "../errors.ts";
 import { emit, formatBytes, formatCount, line, pc, printFields, printTable } from "../output.ts";
 import { byteProgress } from "../progress.ts";
 import { askSecret, confirm } from "../prompt.ts";
-import { pick } from "../resolve.ts";
+import { pick, resolveProject } from "../resolve.ts";
 import { readSecretFile } from "../secrets.ts";
 import { sizeOf, streamParts } from "../streams.ts";
 
@@ -407,4 +407,23 @@ export function registerGeo(program: Command): void {
       );
     });
   });
+
+  leaf(geo, "reattribute", "Judge stored exits again with the databases in force (admins)", [
+    "octoprox geo reattribute",
+    "octoprox geo reattribute --project shop",
+  ])
+    .option("-p, --project <project>", "only this project's exits (name or id)")
+    .action(async (options: JsonOption & { project?: string }) => {
+      const client = await connect();
+      const project = options.project ? await resolveProject(client, options.project) : undefined;
+      const asked = await client.request<{ scope: string }>("POST", "/geo/reattribute", {
+        body: project === undefined ? {} : { project_id: project.id },
+      });
+      emit(outputOf(options), asked, () =>
+        line(
+          project === undefined
+            ? "Every proxy's exit is being judged again."
+            : `Project ${project.name}'s exits are being judged again.`,
+        ));
+    });
 }
