@@ -198,6 +198,7 @@ describe("each declared answer is what the route answers", () => {
     await call("PATCH", path, { body: { position: 2 } });
     await call("PUT", `${path}/file`, { text: "127.0.1.0/24,FR,,,\n" });
     await call("POST", "/api/v1/geo/lookup", { body: { ip: "127.0.1.1" } });
+    await call("POST", "/api/v1/geo/reattribute", { body: { project_id: projectId } });
     await call("GET", "/api/v1/geo/status");
   });
 
