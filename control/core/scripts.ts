@@ -43,7 +43,7 @@ export type ScriptName =
   | "extract"
   | "extract_release"
   | "extract_renew"
-  | "observations_append"
+  | "batch_append"
   | "observation_hand_outs";
 
 const defined = new WeakSet<Redis>();

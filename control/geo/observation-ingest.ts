@@ -1,8 +1,8 @@
 /**
  * The observation ingest: one per worker process, a consumer of the observations stream in the
- * group `workers`, as the job runners take their streams (control/core/consumers.ts: reclaim,
- * keep-alive, five deliveries, the stop grace). Each read takes up to 5,000 entries, one batch at
- * a time, and a batch is:
+ * group `workers` (control/core/entry-ingest.ts: reclaim, keep-alive, five deliveries, the stop
+ * grace, entries it cannot read). Each read takes up to 5,000 entries, one batch at a time, and a
+ * batch is:
  *
  * 1. decoded (shared/geo/observation-wire.ts): an entry this release cannot read (an older or
  *    newer release's, during a roll) is logged and completed with its batch, never retried;
@@ -24,7 +24,8 @@ import {
   type Observation,
   OBSERVATION_FIELD,
 } from "../../shared/geo/observation-wire.ts";
-import { GroupConsumer, type GroupConsumerSnapshot, type WorkBatch } from "../core/consumers.ts";
+import type { GroupConsumerSnapshot } from "../core/consumers.ts";
+import { type Decoded, EntryIngest } from "../core/entry-ingest.ts";
 import type { Logger } from "../core/logging.ts";
 import { judgeHandOuts } from "./hand-outs.ts";
 import { type BatchWriteOutcome, writeObservations } from "./observation-writes.ts";
@@ -72,32 +73,20 @@ export async function ingestObservations(
   return await writeObservations(stores.database, ordered, verdicts);
 }
 
-export class ObservationIngest extends GroupConsumer {
+export class ObservationIngest extends EntryIngest<Observation> {
   readonly #o: ObservationIngestOptions;
   #ingested = 0;
-  #malformed = 0;
   #withoutConnector = 0;
   #handOuts = 0;
 
   constructor(options: ObservationIngestOptions) {
-    const { settings } = options;
     super({
+      ...options,
       name: OBSERVATION_INGEST_LOOP,
-      logger: options.logger,
-      redis: options.redis,
-      // A connection of its own for the blocking read, which a stop disconnects.
-      reader: options.redis.duplicate({ enableOfflineQueue: true }),
       stream: options.keys.observationsStream,
       streamName: "observations",
-      consumer: options.consumer,
-      keyField: OBSERVATION_FIELD,
+      field: OBSERVATION_FIELD,
       batchSize: options.batchSize ?? OBSERVATION_BATCH_SIZE,
-      // One batch at a time: a batch is a transaction over many exit rows.
-      concurrency: 1,
-      claimTimeoutMs: settings.claimTimeoutMs,
-      reclaimIntervalMs: settings.reclaimIntervalMs,
-      maxDeliveries: settings.maxDeliveries,
-      stopGraceMs: settings.stopGraceMs,
     });
     this.#o = options;
   }
@@ -106,42 +95,21 @@ export class ObservationIngest extends GroupConsumer {
     return {
       ...super.snapshot(),
       observations_ingested: this.#ingested,
-      observations_malformed: this.#malformed,
+      observations_malformed: this.malformed,
       observations_without_connector: this.#withoutConnector,
       hand_outs: this.#handOuts,
     };
   }
 
-  protected override async handle(batch: WorkBatch): Promise<void> {
-    const observations: Observation[] = [];
-    const reasons = new Map<string, number>();
-    for (const key of batch.keys) {
-      const decoded = decodeObservation(key);
-      if (decoded.ok) observations.push(decoded.observation);
-      else reasons.set(decoded.reason, (reasons.get(decoded.reason) ?? 0) + 1);
-    }
-    if (reasons.size > 0) {
-      const malformed = batch.keys.length - observations.length;
-      this.#malformed += malformed;
-      // One line a batch, whatever the number: a roll can bring thousands.
-      this.logger.warn(
-        { stream: "observations", malformed, reasons: Object.fromEntries(reasons) },
-        "Observations this release cannot read; completed unwritten",
-      );
-    }
-    if (observations.length === 0) return;
+  protected override decode(entry: string): Decoded<Observation> {
+    const decoded = decodeObservation(entry);
+    return decoded.ok ? { ok: true, item: decoded.observation } : decoded;
+  }
+
+  protected override async ingest(observations: Observation[]): Promise<void> {
     const outcome = await ingestObservations(this.#o, observations);
     this.#ingested += outcome.logged;
     this.#withoutConnector += outcome.withoutConnector;
     this.#handOuts += outcome.handOuts;
-  }
-
-  /** Logs the count, not the keys: a batch's keys are up to 5,000 observations. */
-  protected override giveUp(batch: WorkBatch): Promise<void> {
-    this.logger.warn(
-      { stream: "observations", observations: batch.keys.length, deliveries: batch.deliveries },
-      "Giving up a batch of observations after its last delivery; they are lost",
-    );
-    return Promise.resolve();
   }
 }

@@ -3,7 +3,7 @@
  * node, stopped after the runtimes so it sends what their stops recorded. Paths that learn an
  * exit hand it observations (`record`, memory only); every `OCTOPROX_GEO_OBSERVATION_PUBLISH_INTERVAL`
  * (5 s), or as soon as the buffer reaches half full while nothing is owed, one script call appends
- * them to the observations stream as one numbered part (shared/lua/observations_append.lua).
+ * them to the observations stream as one numbered part (shared/lua/batch_append.lua).
  *
  * A part is sent one at a time, and a part Redis did not confirm (refused, or no reply within the
  * send deadline) is owed: it goes again, unchanged, before anything newer, and its number under
@@ -183,7 +183,7 @@ export class ObservationRecorder extends Loop<Logger> implements ObservationSink
     const { redis, keys } = this.#o;
     const reply = await runScript(
       redis,
-      "observations_append",
+      "batch_append",
       [keys.applied(this.writer), keys.observationsStream],
       [
         part.number,
@@ -194,7 +194,7 @@ export class ObservationRecorder extends Loop<Logger> implements ObservationSink
       ],
     );
     if (!Array.isArray(reply) || reply.length !== 2) {
-      throw new Error(`Unexpected observations_append reply ${JSON.stringify(reply)}`);
+      throw new Error(`Unexpected batch_append reply ${JSON.stringify(reply)}`);
     }
     const trimmed = Number(reply[1]);
     if (trimmed > 0) {

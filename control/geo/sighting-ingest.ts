@@ -1,8 +1,7 @@
 /**
  * The sighting ingest: one per worker process, a consumer of the sightings stream in the group
- * `workers`, as the job runners take their streams (control/core/consumers.ts: reclaim,
- * keep-alive, the deliveries allowed, the stop grace). Each read takes up to 500 entries, one
- * batch at a time. A batch may hold several gateways' sightings out of order; it is:
+ * `workers` (control/core/entry-ingest.ts: reclaim, keep-alive, the deliveries allowed, the stop
+ * grace, entries it cannot read). Each read takes up to 500 entries, one batch at a time. A batch may hold several gateways' sightings out of order; it is:
  *
  * 1. decoded (shared/geo/sighting-wire.ts): an entry this release cannot read is logged and
  *    completed with its batch, never retried;
@@ -25,7 +24,8 @@ import type { Redis } from "ioredis";
 import type { RedisKeys } from "../../shared/redis-keys.ts";
 import type { ControlSettings } from "../../shared/settings.ts";
 import { decodeSighting, type Sighting, SIGHTING_FIELD } from "../../shared/geo/sighting-wire.ts";
-import { GroupConsumer, type GroupConsumerSnapshot, type WorkBatch } from "../core/consumers.ts";
+import type { GroupConsumerSnapshot } from "../core/consumers.ts";
+import { type Decoded, EntryIngest } from "../core/entry-ingest.ts";
 import type { Logger } from "../core/logging.ts";
 import type { ServiceDeps } from "../core/store.ts";
 import { rotateSessionSlots } from "../services/proxies.ts";
@@ -124,32 +124,20 @@ export async function ingestSightings(
   return { applied: ordered.length, written, rotated };
 }
 
-export class SightingIngest extends GroupConsumer {
+export class SightingIngest extends EntryIngest<Sighting> {
   readonly #o: SightingIngestOptions;
   #ingested = 0;
-  #malformed = 0;
   #written = 0;
   #rotated = 0;
 
   constructor(options: SightingIngestOptions) {
-    const { settings } = options;
     super({
+      ...options,
       name: SIGHTING_INGEST_LOOP,
-      logger: options.logger,
-      redis: options.redis,
-      // A connection of its own for the blocking read, which a stop disconnects.
-      reader: options.redis.duplicate({ enableOfflineQueue: true }),
       stream: options.keys.sightingsStream,
       streamName: "sightings",
-      consumer: options.consumer,
-      keyField: SIGHTING_FIELD,
+      field: SIGHTING_FIELD,
       batchSize: options.batchSize ?? SIGHTING_BATCH_SIZE,
-      // One batch at a time: its writes go in observed_at order.
-      concurrency: 1,
-      claimTimeoutMs: settings.claimTimeoutMs,
-      reclaimIntervalMs: settings.reclaimIntervalMs,
-      maxDeliveries: settings.maxDeliveries,
-      stopGraceMs: settings.stopGraceMs,
     });
     this.#o = options;
   }
@@ -158,30 +146,18 @@ export class SightingIngest extends GroupConsumer {
     return {
       ...super.snapshot(),
       sightings_ingested: this.#ingested,
-      sightings_malformed: this.#malformed,
+      sightings_malformed: this.malformed,
       sightings_written: this.#written,
       slots_rotated: this.#rotated,
     };
   }
 
-  protected override async handle(batch: WorkBatch): Promise<void> {
-    const sightings: Sighting[] = [];
-    const reasons = new Map<string, number>();
-    for (const key of batch.keys) {
-      const decoded = decodeSighting(key);
-      if (decoded.ok) sightings.push(decoded.sighting);
-      else reasons.set(decoded.reason, (reasons.get(decoded.reason) ?? 0) + 1);
-    }
-    if (reasons.size > 0) {
-      const malformed = batch.keys.length - sightings.length;
-      this.#malformed += malformed;
-      // One line a batch, whatever the number: a roll can bring many.
-      this.logger.warn(
-        { stream: "sightings", malformed, reasons: Object.fromEntries(reasons) },
-        "Sightings this release cannot read; completed unwritten",
-      );
-    }
-    if (sightings.length === 0) return;
+  protected override decode(entry: string): Decoded<Sighting> {
+    const decoded = decodeSighting(entry);
+    return decoded.ok ? { ok: true, item: decoded.sighting } : decoded;
+  }
+
+  protected override async ingest(sightings: Sighting[]): Promise<void> {
     const outcome = await ingestSightings(this.#o, sightings);
     this.#ingested += outcome.applied;
     this.#written += outcome.written;
@@ -192,14 +168,5 @@ export class SightingIngest extends GroupConsumer {
         "Vendor session slots rotated: their exits contradict the vendor's claim",
       );
     }
-  }
-
-  /** Logs the count, not the entries. */
-  protected override giveUp(batch: WorkBatch): Promise<void> {
-    this.logger.warn(
-      { stream: "sightings", sightings: batch.keys.length, deliveries: batch.deliveries },
-      "Giving up a batch of sightings after its last delivery; they are lost",
-    );
-    return Promise.resolve();
   }
 }

@@ -4,7 +4,7 @@
  * here.
  */
 import * as v from "valibot";
-import { CONFLICT_RULES, LOCATION_SOURCES } from "../../shared/geo/attribute.ts";
+import { conflictRuleField, locationSourcesField } from "./location.ts";
 import { GEO_FORMATS } from "../../shared/geo/contract.ts";
 import { parseIp } from "../../shared/net/ip.ts";
 import { booleanField, integerField, nameField, textField, uuidField } from "./common.ts";
@@ -125,19 +125,8 @@ export const PatchDatabaseBody = v.strictObject({
 
 export const GeoSettingsBody = v.strictObject({
   /** The attribution sources in the order they are asked; at least one, each once. */
-  location_sources: v.optional(
-    v.pipe(
-      v.array(
-        v.picklist(LOCATION_SOURCES, `must each be one of ${LOCATION_SOURCES.join(", ")}`),
-        "must be a list of sources",
-      ),
-      v.minLength(1, "must name at least one source"),
-      v.check((list) => new Set(list).size === list.length, "must name each source once"),
-    ),
-  ),
-  location_conflict_rule: v.optional(
-    v.picklist(CONFLICT_RULES, `must be one of ${CONFLICT_RULES.join(", ")}`),
-  ),
+  location_sources: v.optional(locationSourcesField),
+  location_conflict_rule: v.optional(conflictRuleField),
   observation_retention_days: v.optional(integerField(1, 3650)),
   /** null: exit IPs are kept forever. */
   exit_ip_retention_days: v.optional(v.nullable(integerField(1, 36_500))),

@@ -13,7 +13,7 @@ import {
 import { booleanField, integerField, nameField, readOnly, textField } from "./common.ts";
 import { TrafficConfigSchema } from "./connectors.ts";
 import { parseCidr } from "../../shared/net/ip.ts";
-import { CONFLICT_RULES, LOCATION_SOURCES } from "../../shared/geo/attribute.ts";
+import { conflictRuleField, locationSourcesField } from "./location.ts";
 
 const username = v.pipe(
   v.string("must be text"),
@@ -100,18 +100,9 @@ const fields = {
     `must be one of ${LOCATION_POLICIES.join(", ")}`,
   ),
   /** Null: the install's (`/geo/settings`). */
-  location_sources: v.nullable(v.pipe(
-    v.array(
-      v.picklist(LOCATION_SOURCES, `each must be one of ${LOCATION_SOURCES.join(", ")}`),
-      "must be a list of sources",
-    ),
-    v.minLength(1, "must name at least one source (or be null for the install's)"),
-    v.check((list) => new Set(list).size === list.length, "must name each source once"),
-  )),
+  location_sources: v.nullable(locationSourcesField),
   /** Null: the install's. */
-  location_conflict_rule: v.nullable(
-    v.picklist(CONFLICT_RULES, `must be one of ${CONFLICT_RULES.join(", ")}`),
-  ),
+  location_conflict_rule: v.nullable(conflictRuleField),
   /** A mode other than off needs a source that can check an exit (services/projects.ts). */
   location_preflight: v.picklist(
     LOCATION_PREFLIGHTS,

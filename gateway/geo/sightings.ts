@@ -4,7 +4,7 @@
  * (HeldWriteLoop: one at a time, under the request deadline, never waited for by a request).
  *
  * A write sends one numbered part at a time with this isolate's writer identity; Redis records
- * the highest part it applied (`applied:<writer>`, shared/lua/sightings_append.lua), so a part
+ * the highest part it applied (`applied:<writer>`, shared/lua/batch_append.lua), so a part
  * sent again after a lost reply lands once. A part Redis did not confirm is owed and goes again,
  * unchanged, before anything newer is cut. Through a Redis outage an isolate so holds one part
  * and a buffer of at most `capacity` sightings, which drops its oldest once full: the newest
@@ -142,7 +142,7 @@ export class SightingPublisher extends HeldWriteLoop implements SightingRecorder
         ]),
     );
     if (!Array.isArray(reply) || reply.length !== 2) {
-      throw new Error(`Unexpected sightings_append reply ${JSON.stringify(reply)}`);
+      throw new Error(`Unexpected batch_append reply ${JSON.stringify(reply)}`);
     }
     // Applied now, or before (a resend after a lost reply): either way the stream has it.
     if (this.#owed === part) this.#owed = undefined;

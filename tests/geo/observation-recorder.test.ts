@@ -87,11 +87,11 @@ async function streamed(redis: Redis, stream: string): Promise<number[]> {
 
 const range = (from: number, to: number) => Array.from({ length: to - from }, (_, i) => from + i);
 
-describe("the observations_append script", () => {
+describe("the batch_append script", () => {
   it("appends a batch once however often it is sent", async () => {
     const { keys, redis } = await setup();
     const call = (batch: number, entries: string[]) =>
-      runScript(redis, "observations_append", [
+      runScript(redis, "batch_append", [
         keys.applied("w-1"),
         keys.observationsStream,
       ], [batch, 60, STREAM_CAPS.work, OBSERVATION_FIELD, ...entries]);

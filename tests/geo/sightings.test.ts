@@ -59,8 +59,8 @@ let lastLoop: SightingIngest;
 
 const sightingScript = () =>
   registerScript(
-    "sightings_append",
-    readFileSync(new URL("../../shared/lua/sightings_append.lua", import.meta.url), "utf8"),
+    "batch_append",
+    readFileSync(new URL("../../shared/lua/batch_append.lua", import.meta.url), "utf8"),
   );
 
 function sighting(proxyId: string, ip: string, seconds: number, mode = "report"): Sighting {
