@@ -1,7 +1,8 @@
 /**
  * `npm start` from a clean data folder: it starts its own Postgres and Redis, the control
  * process reaches /ready, the first admin can log in with the password kept in secrets.json,
- * and Ctrl-C (SIGINT) stops everything. A second start finds it all again.
+ * the install's own TLS interception CA is made in the folder (its key 0600) and answered by the
+ * api, and Ctrl-C (SIGINT) stops everything. A second start finds it all again, the same CA.
  */
 import { execFile } from "node:child_process";
 import { chmod, mkdtemp, readFile, rm, stat } from "node:fs/promises";
@@ -122,7 +123,20 @@ describe("npm start", () => {
 
     const response = await login(secrets.admin_password);
     expect(response.status).toBe(200);
-    expect(await response.json()).toMatchObject({ token_type: "bearer" });
+    const { access_token: token } = await response.json() as { access_token: string };
+
+    // The install's own CA, made in the data folder; the api answers its certificate.
+    const caPem = await readFile(join(dataDir, "tls", "mitm-ca.pem"), "utf8");
+    expect(caPem).toMatch(/^-----BEGIN CERTIFICATE-----\n/);
+    expect((await stat(join(dataDir, "tls", "mitm-ca-key.pem"))).mode & 0o777).toBe(0o600);
+    expect(output).toContain(`TLS interception CA ${join(dataDir, "tls", "mitm-ca.pem")}`);
+    const answered = await fetch(`http://127.0.0.1:${ports.api}/api/v1/projects/ca-certificate`, {
+      headers: { authorization: `Bearer ${token}` },
+    });
+    expect(answered.status).toBe(200);
+    expect(await answered.text()).toBe(caPem);
+    const spki = answered.headers.get("x-octoprox-ca-spki-sha256");
+    expect(output).toContain(`SPKI SHA-256 ${spki}`);
 
     const exit = await start.stop("SIGINT", 60_000);
     expect(exit.code).toBe(0);
@@ -140,6 +154,9 @@ describe("npm start", () => {
     });
     expect(again.stdout.join("\n")).not.toContain(secrets.admin_password);
     expect((await login(secrets.admin_password)).status).toBe(200);
+    // The same CA: clients that trust it keep trusting the install.
+    expect(await readFile(join(dataDir, "tls", "mitm-ca.pem"), "utf8")).toBe(caPem);
+    expect(again.stdout.join("\n")).not.toContain("(made now");
 
     expect((await again.stop("SIGTERM", 60_000)).code).toBe(0);
     for (const port of Object.values(ports)) expect(await listening(port)).toBe(false);

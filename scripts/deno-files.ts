@@ -25,6 +25,7 @@ export const DENO_FILES: readonly string[] = [
   "scripts/bench/feed-decode.ts",
   "scripts/bench/geo-lookup.ts",
   "scripts/bench/origin.ts",
+  "scripts/bench/tls-mint.ts",
 ];
 
 /** `path` (absolute, or from the checkout's root) once it is known to be type-checked. */

@@ -6,6 +6,11 @@
  * then the local stores (their data kept). A child that dies stops everything, and the script
  * exits non-zero.
  *
+ * The TLS interception CA is made here too when the data folder holds none (tls/mitm-ca.pem and
+ * its key, 0600), never shipped: an install's CA is its own. Pointing
+ * OCTOPROX_TLS_MITM_CA_CERT_PATH and OCTOPROX_TLS_MITM_CA_KEY_PATH at an operator's files uses
+ * those instead; either way the files are checked before anything starts.
+ *
  * Settings: every OCTOPROX_* variable passes through to the children. Of its own, it reads
  * OCTOPROX_DATA_DIR (default ./data), OCTOPROX_LOCAL_POSTGRES_PORT and
  * OCTOPROX_LOCAL_REDIS_PORT (the local stores' ports, otherwise chosen once and remembered).
@@ -38,6 +43,7 @@ import { DENO_BIN, DENO_ENV, gatewayRunArgs } from "./gateway-command.ts";
 import { ensureWebBuild } from "./build-web.ts";
 import { controlCommand, ensureControlBuild } from "./build-control.ts";
 import { ensureStorePackages, findFreePort, LocalPostgres, LocalRedis } from "./local-stores.ts";
+import { createCa, loadCa } from "../shared/tls/ca.ts";
 
 const ROOT = fileURLToPath(new URL("..", import.meta.url));
 const PREFERRED_PORTS = { postgres: 54329, redis: 63799 } as const;
@@ -283,6 +289,61 @@ async function postgresDir(remembered: string | undefined): Promise<string> {
 /** A start step that failed in a way the person at the terminal can act on. */
 class StartError extends Error {}
 
+interface MitmCaFiles {
+  certPath: string;
+  keyPath: string;
+  /** Whether this start made it (the banner says so: clients must trust the new CA). */
+  created: boolean;
+  spkiSha256: string;
+}
+
+/**
+ * The TLS interception CA: the operator's files when both paths are set, else the data folder's,
+ * made when absent. A certificate without its key is never replaced silently: the clients that
+ * trust it would stop trusting the install, so the person at the terminal decides.
+ */
+async function ensureMitmCa(): Promise<MitmCaFiles> {
+  const ownCert = envValue("OCTOPROX_TLS_MITM_CA_CERT_PATH");
+  const ownKey = envValue("OCTOPROX_TLS_MITM_CA_KEY_PATH");
+  if ((ownCert === undefined) !== (ownKey === undefined)) {
+    throw new StartError(
+      "OCTOPROX_TLS_MITM_CA_CERT_PATH and OCTOPROX_TLS_MITM_CA_KEY_PATH must be set together",
+    );
+  }
+  const certPath = resolve(ownCert ?? join(dataDir, "tls", "mitm-ca.pem"));
+  const keyPath = resolve(ownKey ?? join(dataDir, "tls", "mitm-ca-key.pem"));
+  let created = false;
+  if (ownCert === undefined && !existsSync(certPath) && !existsSync(keyPath)) {
+    const files = await createCa();
+    await mkdir(join(dataDir, "tls"), { recursive: true, mode: 0o700 });
+    // The key first and private from its first byte; `wx`: never over a file another start made.
+    await writeFile(keyPath, files.keyPem, { mode: 0o600, flag: "wx" });
+    await chmod(keyPath, 0o600);
+    await writeFile(certPath, files.certPem, { mode: 0o644, flag: "wx" });
+    created = true;
+  }
+  for (const path of [certPath, keyPath]) {
+    if (!existsSync(path)) {
+      throw new StartError(
+        ownCert === undefined
+          ? `${shown(path)} is missing beside the TLS interception CA's other file; restore it, ` +
+            "or remove the other to make a new CA (clients that trusted the old one must then " +
+            "trust the new)"
+          : `${path} (the TLS interception CA) does not exist`,
+      );
+    }
+  }
+  try {
+    const ca = await loadCa(
+      { certPem: await readFile(certPath, "utf8"), keyPem: await readFile(keyPath, "utf8") },
+      { source: { certPath: shown(certPath), keyPath: shown(keyPath) } },
+    );
+    return { certPath, keyPath, created, spkiSha256: ca.spkiSha256 };
+  } catch (error) {
+    throw new StartError(`the TLS interception CA cannot be used: ${errorText(error)}`);
+  }
+}
+
 interface PortOverrides {
   postgres: number | undefined;
   redis: number | undefined;
@@ -391,6 +452,7 @@ async function main(): Promise<void> {
   const adminPassword = envValue("OCTOPROX_ADMIN_PASSWORD") ??
     (secrets.admin_password ??= randomBytes(12).toString("base64url"));
   await writeJson(secretsPath, secrets, 0o600);
+  const mitmCa = await ensureMitmCa();
 
   const stores = await startStores(local, ports);
   await checkpoint();
@@ -404,11 +466,18 @@ async function main(): Promise<void> {
     OCTOPROX_INTERNAL_SECRET: internalSecret,
     OCTOPROX_JWT_SECRET: jwtSecret,
     OCTOPROX_ADMIN_PASSWORD: adminPassword,
+    // The api answers the certificate; the key goes to the gateway alone.
+    OCTOPROX_TLS_MITM_CA_CERT_PATH: mitmCa.certPath,
+  };
+  const caEnv = {
+    OCTOPROX_TLS_MITM_CA_CERT_PATH: mitmCa.certPath,
+    OCTOPROX_TLS_MITM_CA_KEY_PATH: mitmCa.keyPath,
   };
   const gatewaySettings = parseGatewaySettings({
     ...process.env,
     OCTOPROX_REDIS_URL: stores.redisUrl,
     OCTOPROX_INTERNAL_SECRET: internalSecret,
+    ...caEnv,
   });
   const [controlProgram, ...controlArgs] = controlCommand();
   // One entry per process of the instance, in start order.
@@ -431,6 +500,7 @@ async function main(): Promise<void> {
         ...DENO_ENV,
         OCTOPROX_REDIS_URL: stores.redisUrl,
         OCTOPROX_INTERNAL_SECRET: internalSecret,
+        ...caEnv,
         // IP database files come from the api beside it, unless the caller says otherwise.
         OCTOPROX_GATEWAY_GEO_URL: process.env.OCTOPROX_GATEWAY_GEO_URL ||
           `http://127.0.0.1:${apiPort}`,
@@ -483,6 +553,13 @@ async function main(): Promise<void> {
         `OCTOPROX_PUBLIC_URL=http://<an address of this machine the proxies reach>:${apiPort}`,
     );
   }
+  say(
+    `    TLS interception CA ${shown(mitmCa.certPath)}${
+      mitmCa.created ? " (made now: clients trust it to let the gateway intercept)" : ""
+    }`,
+  );
+  say(`                        also at ${url}api/v1/projects/ca-certificate`);
+  say(`                        SPKI SHA-256 ${mitmCa.spkiSha256}`);
   say(`    Data                ${shown(dataDir)}`);
   say("    Stop                Ctrl-C");
   say("");

@@ -50,6 +50,8 @@ export const ErrorCode = {
   leadLost: "OX_LEAD_LOST",
   fetchLeadLost: "OX_FETCH_LEAD_LOST",
   notLeader: "OX_NOT_LEADER",
+  // The TLS interception CA could not be read or used (shared/tls/ca.ts).
+  mitmCa: "OX_MITM_CA",
 } as const;
 export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode];
 
@@ -389,6 +391,17 @@ export class NotLeaderError extends OctoproxError {
       options,
     );
     this.name = "NotLeaderError";
+  }
+}
+
+/**
+ * The TLS interception CA cannot be used: a file missing or unreadable, not a CA, out of its
+ * validity, or a key that is not its certificate's. The message names the file at fault.
+ */
+export class MitmCaError extends OctoproxError {
+  constructor(message: string, options?: ErrorOptions) {
+    super(ErrorCode.mitmCa, message, options);
+    this.name = "MitmCaError";
   }
 }
 

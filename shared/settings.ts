@@ -248,6 +248,21 @@ const storeFields = {
   ),
 };
 
+/** A file path; unset by default. */
+function optionalPath() {
+  return v.optional(v.pipe(trimmed, v.minLength(1, "must be a file path")));
+}
+
+/**
+ * The TLS interception CA's certificate: gateways sign host certificates under it, the api
+ * answers it for clients to trust. Files, never Postgres or Redis (seed 000), so a store's
+ * backup or dump never carries what lets its holder intercept the install's traffic.
+ */
+const caCertField = field(
+  optionalPath(),
+  "The TLS interception CA's certificate (PEM); `npm start` makes one in its data folder",
+);
+
 const controlFields = {
   ...storeFields,
   OCTOPROX_DATABASE_URL: field(
@@ -387,6 +402,8 @@ const controlFields = {
     flag(false),
     "Tests only: provider descriptor calls may reach loopback; never set it on an install",
   ),
+  // The api reads the certificate alone: the CA's key stays on the gateways' CA volume.
+  OCTOPROX_TLS_MITM_CA_CERT_PATH: caCertField,
   OCTOPROX_EGRESS_CA_FILE: field(
     v.optional(v.pipe(trimmed, v.minLength(1, "must be a file path"))),
     "A PEM file of CAs descriptor calls trust instead of the system's (an internal CA)",
@@ -441,6 +458,12 @@ const gatewayFields = {
   OCTOPROX_TRUSTED_PROXIES: field(
     blockList,
     "Balancers whose PROXY protocol header (v1 or v2) is taken (CIDR blocks or addresses)",
+  ),
+  OCTOPROX_TLS_MITM_CA_CERT_PATH: caCertField,
+  // PKCS#8, as web crypto reads it (openssl pkcs8 -topk8 -nocrypt converts an older key form).
+  OCTOPROX_TLS_MITM_CA_KEY_PATH: field(
+    optionalPath(),
+    "The TLS interception CA's key (PEM, PKCS#8), set with the certificate's path",
   ),
   OCTOPROX_MAX_CLIENT_CONNECTIONS: field(
     integer(20_000, 1, 1_000_000),
@@ -595,12 +618,21 @@ export const ControlSettingsSchema = v.pipe(
     stopGraceMs: e.OCTOPROX_STOP_GRACE,
     geoObservationPublishIntervalMs: e.OCTOPROX_GEO_OBSERVATION_PUBLISH_INTERVAL,
     egressAllowLoopback: e.OCTOPROX_EGRESS_ALLOW_LOOPBACK,
+    /** The TLS interception CA's certificate file; undefined: the api has none to answer. */
+    tlsMitmCaCertPath: e.OCTOPROX_TLS_MITM_CA_CERT_PATH,
   })),
 );
 export type ControlSettings = v.InferOutput<typeof ControlSettingsSchema>;
 
 export const GatewaySettingsSchema = v.pipe(
   v.object(gatewayFields),
+  // One without the other is a CA a gateway cannot sign with: refused before it starts.
+  v.check(
+    (e) =>
+      (e.OCTOPROX_TLS_MITM_CA_CERT_PATH === undefined) ===
+        (e.OCTOPROX_TLS_MITM_CA_KEY_PATH === undefined),
+    "OCTOPROX_TLS_MITM_CA_CERT_PATH and OCTOPROX_TLS_MITM_CA_KEY_PATH must be set together",
+  ),
   v.transform((e) => ({
     ...store(e),
     host: e.OCTOPROX_GATEWAY_HOST,
@@ -626,6 +658,9 @@ export const GatewaySettingsSchema = v.pipe(
     geoDir: e.OCTOPROX_GATEWAY_GEO_DIR,
     /** Where preflight's echo goes through proxies; undefined: no exit can be checked. */
     echoUrl: e.OCTOPROX_GATEWAY_ECHO_URL,
+    /** The TLS interception CA's files (both or neither); not loaded by the gateway yet. */
+    tlsMitmCaCertPath: e.OCTOPROX_TLS_MITM_CA_CERT_PATH,
+    tlsMitmCaKeyPath: e.OCTOPROX_TLS_MITM_CA_KEY_PATH,
   })),
 );
 export type GatewaySettings = v.InferOutput<typeof GatewaySettingsSchema>;

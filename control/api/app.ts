@@ -30,6 +30,7 @@ import { internalGeoRoutes } from "./internal-geo.ts";
 import { metricsRoutes } from "./routes/metrics.ts";
 import { geoExitRoutes } from "./routes/geo-exits.ts";
 import { projectRoutes } from "./routes/projects.ts";
+import { caCertificateRoutes } from "./routes/ca-certificate.ts";
 import { proxyRoutes } from "./routes/proxies.ts";
 import { ECHO_PATH, publicRoutes } from "./routes/public.ts";
 import { routingPreviewRoutes } from "./routes/routing-preview.ts";
@@ -51,6 +52,8 @@ export function apiRoutes(deps: ApiDeps): Route[] {
     ...authRoutes(deps),
     ...tokenRoutes(deps),
     ...userRoutes(deps),
+    // Before the projects': their `/projects/:id` would take `ca-certificate` for an id.
+    ...caCertificateRoutes(deps),
     ...projectRoutes(deps),
     ...distributionKeyRoutes(deps),
     ...extractionRoutes(extraction),

@@ -17,6 +17,7 @@ import {
   EgressRefusedError,
   ForbiddenError,
   IdempotencyConflictError,
+  MitmCaError,
   NotFoundError,
   StaleError,
   StoreUnavailableError,
@@ -113,6 +114,11 @@ export function errorResponse(error: unknown, c: Context<AppEnv>, logger: Logger
     return json(c, 401, { error: error.message });
   }
   if (error instanceof ForbiddenError) return json(c, 403, { error: error.message });
+  if (error instanceof MitmCaError) {
+    // The operator's to fix (a file missing, replaced by a wrong one, expired): named, not a bug.
+    logger.warn({ path: c.req.path, error: error.message }, "TLS interception CA unusable");
+    return json(c, 503, { error: `The TLS interception CA cannot be used: ${error.message}` });
+  }
 
   const store = storeOf(error);
   if (store) {

@@ -178,3 +178,14 @@ export const PROJECT_FIELD_NAMES = {
   allowed_cidrs: "allowedCidrs",
   passwordless_cidrs: "passwordlessCidrs",
 } as const;
+
+/** The forms `GET /projects/ca-certificate` answers in. */
+export const CA_CERTIFICATE_FORMATS = ["pem", "der", "spki"] as const;
+
+/** `GET /projects/ca-certificate?format=`: PEM unless asked otherwise. */
+export const CaCertificateQuery = v.object({
+  format: v.optional(
+    v.picklist(CA_CERTIFICATE_FORMATS, `must be one of ${CA_CERTIFICATE_FORMATS.join(", ")}`),
+    "pem",
+  ),
+});

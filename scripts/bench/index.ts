@@ -34,6 +34,7 @@ import { scalingSuite } from "./scaling.ts";
 import { startSuite } from "./start.ts";
 import { telemetrySuite } from "./telemetry.ts";
 import { throughputSuite } from "./throughput.ts";
+import { tlsCaSuite } from "./tls-ca.ts";
 import { trafficSuite } from "./traffic.ts";
 import { tunnelOpsSuite } from "./tunnel-ops.ts";
 import { webSuite } from "./web.ts";
@@ -60,6 +61,7 @@ export const SUITES: readonly Suite[] = [
   churnSuite,
   geoSuite,
   attributionSuite,
+  tlsCaSuite,
   preflightSuite,
   scalingSuite,
   producersSuite,

@@ -1,0 +1,155 @@
+/**
+ * `GET /api/v1/projects/ca-certificate` over real stores: the CA's certificate as PEM (what
+ * openssl reads as the file's certificate), DER and its SPKI hash (Chromium's SPKI list format,
+ * also in a header of every form), for any signed-in role and no one else; a bad format is a 422
+ * naming it; without a CA it is a 404 saying so, not "Project not found"; a file that cannot
+ * serve is a 503 naming it; a project's own routes still answer beside it.
+ */
+import { execFile } from "node:child_process";
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { promisify } from "node:util";
+import { afterAll, beforeAll, describe, expect, test } from "vitest";
+import { createCa, loadCa, type MitmCa } from "../../shared/tls/ca.ts";
+import { type ApiHarness, startHarness } from "../../testkit/api-harness.ts";
+
+const run = promisify(execFile);
+const PATH = "/api/v1/projects/ca-certificate";
+
+let dir: string;
+let certPath: string;
+let ca: MitmCa;
+let h: ApiHarness;
+
+beforeAll(async () => {
+  dir = await mkdtemp(join(tmpdir(), "ox-ca-api-"));
+  const files = await createCa();
+  ca = await loadCa(files);
+  certPath = join(dir, "ca.pem");
+  // What an operator's file may hold besides the certificate: the api answers the block alone.
+  await writeFile(certPath, `Octoprox MITM CA\n${files.certPem}`);
+  h = await startHarness({ env: { OCTOPROX_TLS_MITM_CA_CERT_PATH: certPath } });
+});
+
+afterAll(async () => {
+  await h?.close();
+  if (dir) await rm(dir, { recursive: true, force: true });
+});
+
+describe("with a CA", () => {
+  test("answers the PEM by default, with its SPKI hash in a header", async () => {
+    const answer = await h.request("GET", PATH, { token: h.tokens.viewer });
+    expect(answer.status, answer.text).toBe(200);
+    expect(answer.headers.get("content-type")).toBe("application/x-pem-file");
+    expect(answer.headers.get("cache-control")).toBe("no-store");
+    expect(answer.text).toBe(ca.certPem);
+    expect(answer.headers.get("x-octoprox-ca-spki-sha256")).toBe(ca.spkiSha256);
+    // openssl reads it as the CA it is.
+    const pem = join(dir, "answered.pem");
+    await writeFile(pem, answer.text);
+    const { stdout } = await run("openssl", ["x509", "-noout", "-subject", "-in", pem]);
+    expect(stdout).toMatch(/CN = Octoprox MITM CA [0-9a-f]{8}/);
+  });
+
+  test("answers DER with format=der", async () => {
+    const response = await h.app.request(`${PATH}?format=der`, {
+      headers: { authorization: `Bearer ${h.tokens.viewer}` },
+    });
+    expect(response.status).toBe(200);
+    expect(response.headers.get("content-type")).toBe("application/pkix-cert");
+    expect(response.headers.get("x-octoprox-ca-spki-sha256")).toBe(ca.spkiSha256);
+    const der = new Uint8Array(await response.arrayBuffer());
+    expect(Buffer.from(der).equals(Buffer.from(ca.certificate.certDer))).toBe(true);
+    const path = join(dir, "answered.der");
+    await writeFile(path, der);
+    const { stdout } = await run("openssl", [
+      "x509",
+      "-inform",
+      "der",
+      "-noout",
+      "-subject",
+      "-in",
+      path,
+    ]);
+    expect(stdout).toMatch(/CN = Octoprox MITM CA/);
+  });
+
+  test("answers the SPKI hash alone with format=spki, as Chromium's flag takes it", async () => {
+    const answer = await h.request("GET", `${PATH}?format=spki`, { token: h.tokens.editor });
+    expect(answer.status).toBe(200);
+    expect(answer.text).toBe(`${ca.spkiSha256}\n`);
+    expect(answer.text).toMatch(/^[A-Za-z0-9+/]{43}=\n$/);
+  });
+
+  test("a format it does not know is a 422 naming it", async () => {
+    const answer = await h.request("GET", `${PATH}?format=p12`, { token: h.tokens.admin });
+    expect(answer.status).toBe(422);
+    expect(answer.body.detail[0].field).toBe("query.format");
+    expect(answer.body.detail[0].message).toBe("must be one of pem, der, spki");
+  });
+
+  test("asks for a signed-in user", async () => {
+    const answer = await h.request("GET", PATH, { token: "" });
+    expect(answer.status).toBe(401);
+  });
+
+  test("a project's routes still answer beside it", async () => {
+    const created = await h.request("POST", "/api/v1/projects", {
+      token: h.tokens.editor,
+      body: { name: "Beside the CA", username: "besideca" },
+    });
+    expect(created.status, created.text).toBe(201);
+    const read = await h.request("GET", `/api/v1/projects/${created.body.id}`, {
+      token: h.tokens.viewer,
+    });
+    expect(read.status).toBe(200);
+    const missing = await h.request("GET", "/api/v1/projects/not-a-project", {
+      token: h.tokens.viewer,
+    });
+    expect(missing.status).toBe(404);
+    expect(missing.body.error).toBe("Project not found");
+  });
+
+  test("a file that cannot serve is a 503 naming it; one put right answers at once", async () => {
+    const path = join(dir, "replaced.pem");
+    const other = await startHarness({ env: { OCTOPROX_TLS_MITM_CA_CERT_PATH: path } });
+    try {
+      const gone = await other.request("GET", PATH, { token: other.tokens.viewer });
+      expect(gone.status).toBe(503);
+      expect(gone.body.error).toContain(`${path} cannot be read`);
+
+      // A host certificate is not a CA.
+      await writeFile(path, (await ca.mint("leaf.example")).certPem);
+      const leaf = await other.request("GET", PATH, { token: other.tokens.viewer });
+      expect(leaf.status).toBe(503);
+      expect(leaf.body.error).toBe(
+        `The TLS interception CA cannot be used: ${path} is not a CA certificate ` +
+          "(basicConstraints CA:TRUE)",
+      );
+
+      // The file is read on each request: the right one answers with nothing restarted.
+      await writeFile(path, ca.certPem);
+      const fixed = await other.request("GET", PATH, { token: other.tokens.viewer });
+      expect(fixed.status).toBe(200);
+      expect(fixed.text).toBe(ca.certPem);
+    } finally {
+      await other.close();
+    }
+  });
+});
+
+describe("without a CA", () => {
+  test("answers 404 saying the install has none, not that a project is missing", async () => {
+    const bare = await startHarness();
+    try {
+      const answer = await bare.request("GET", PATH, { token: bare.tokens.viewer });
+      expect(answer.status).toBe(404);
+      expect(answer.body.error).toBe(
+        "This install has no TLS interception CA (OCTOPROX_TLS_MITM_CA_CERT_PATH is unset)",
+      );
+    } finally {
+      await bare.close();
+    }
+  });
+});
