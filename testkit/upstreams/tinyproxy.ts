@@ -65,7 +65,9 @@ function config(options: TinyproxyOptions, port: number, logPath: string): strin
   const lines = [
     "Listen 127.0.0.1",
     `Port ${port}`,
-    "Timeout 30",
+    // Idle connections outlive the gateway's pooled ones (UPSTREAM_POOL_IDLE_MS, 30 s), as a
+    // vendor's do: at 30 s both ends let go at once, and a POST sent into that moment is a 502.
+    "Timeout 120",
     `MaxClients ${options.maxClients ?? 512}`,
     "Allow 127.0.0.1",
     `LogFile "${logPath}"`,
@@ -218,7 +220,9 @@ export async function startChainedTinyproxy(upstreamPort: number): Promise<Servi
   const lines = [
     "Listen 127.0.0.1",
     `Port ${port}`,
-    "Timeout 30",
+    // Idle connections outlive the gateway's pooled ones (UPSTREAM_POOL_IDLE_MS, 30 s), as a
+    // vendor's do: at 30 s both ends let go at once, and a POST sent into that moment is a 502.
+    "Timeout 120",
     "MaxClients 1024",
     "Allow 127.0.0.1",
     `LogFile "${logPath}"`,
