@@ -6,11 +6,10 @@
 import { eq, sql } from "drizzle-orm";
 import { geoSettings } from "../../db/schema.ts";
 import {
-  CONFLICT_RULES,
   type ConflictRule,
   DEFAULT_POLICY,
-  LOCATION_SOURCES,
   type LocationSource,
+  policyOf,
 } from "../../shared/geo/attribute.ts";
 import { read, type ServiceDeps, write } from "../core/store.ts";
 import { announceGeo } from "./announce.ts";
@@ -39,14 +38,10 @@ type Row = typeof geoSettings.$inferSelect;
 /** The row as settings; a name this build does not know is dropped, never served. */
 function settingsOf(row: Row | undefined): GeoSettings {
   if (row === undefined) return { ...DEFAULTS, locationSources: [...DEFAULTS.locationSources] };
-  const sources = row.locationSources.filter((s): s is LocationSource =>
-    (LOCATION_SOURCES as readonly string[]).includes(s)
-  );
+  const policy = policyOf(DEFAULT_POLICY, row.locationSources, row.locationConflictRule);
   return {
-    locationSources: sources.length > 0 ? sources : [...DEFAULTS.locationSources],
-    locationConflictRule: (CONFLICT_RULES as readonly string[]).includes(row.locationConflictRule)
-      ? row.locationConflictRule as ConflictRule
-      : DEFAULTS.locationConflictRule,
+    locationSources: [...policy.sources],
+    locationConflictRule: policy.conflictRule,
     observationRetentionDays: row.observationRetentionDays,
     exitIpRetentionDays: row.exitIpRetentionDays,
     updatedAt: row.updatedAt,

@@ -21,8 +21,7 @@ import { DEFAULT_FEED_GEO, type FeedProject } from "../../shared/feed/models.ts"
 import {
   attribute,
   type AttributionPolicy,
-  type ConflictRule,
-  LOCATION_SOURCES,
+  DEFAULT_POLICY,
   LocationSource,
   policyOf,
 } from "../../shared/geo/attribute.ts";
@@ -142,13 +141,7 @@ function rowFacts(index: ConnectorIndex, upstream: UpstreamChoice, options: User
 /** The install's policy as the feed's global section has it, then the project's own. */
 function projectPolicy(snapshot: RoutingSnapshot, project: FeedProject): AttributionPolicy {
   const geo = snapshot.sections.global.geo ?? DEFAULT_FEED_GEO;
-  const sources = geo.sources.filter((s): s is LocationSource =>
-    (LOCATION_SOURCES as readonly string[]).includes(s)
-  );
-  const install: AttributionPolicy = {
-    sources: sources.length > 0 ? sources : DEFAULT_FEED_GEO.sources as LocationSource[],
-    conflictRule: (geo.conflict_rule === "first" ? "first" : "consensus") as ConflictRule,
-  };
+  const install = policyOf(DEFAULT_POLICY, geo.sources, geo.conflict_rule);
   return policyOf(install, project.location_sources, project.location_conflict_rule);
 }
 
