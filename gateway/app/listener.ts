@@ -7,6 +7,7 @@
  * stops accepting, cancels every session and waits, bounded, for their handlers (which release
  * their allocations), then closes the idle upstream connections of forwarded requests.
  */
+import type { MitmCa } from "../../shared/tls/ca.ts";
 import type { GatewaySettings } from "../../shared/settings.ts";
 import { SlotSet, type Slotted } from "../base/slot-set.ts";
 import type { DestinationGuard, Router } from "../../shared/routing/contract.ts";
@@ -30,6 +31,8 @@ export const ListenerProtocol = { http: "http", socks5: "socks5" } as const;
 export type ListenerProtocol = (typeof ListenerProtocol)[keyof typeof ListenerProtocol];
 
 export interface ProxyListenerOptions extends NetLimits {
+  /** The install's interception CA (required by a started gateway; tests may leave it out). */
+  mitmCa?: MitmCa;
   hostname: string;
   port: number;
   maxClientConnections: number;
@@ -143,6 +146,7 @@ export class ProxyListener {
       small: new BufferPool(SMALL_BUFFER_BYTES),
       tunnelStart: new BufferPool(TUNNEL_START_BUFFER_BYTES),
       upstreams: new UpstreamPool(),
+      mitmCa: options.mitmCa,
       limits: {
         maxHeaderBytes: options.maxHeaderBytes,
         clientIdleTimeoutMs: options.clientIdleTimeoutMs,

@@ -23,6 +23,11 @@ export interface UsernameOptions {
   sessionId?: string;
   /** Minutes a sticky session lives after its last request (`-sesstime-`). */
   sessionMinutes?: number;
+  /**
+   * The client's own opt-out from its project's TLS interception for this connection
+   * (`-mitm-off` in the username, or `X-Octoprox-Mitm: off` on the CONNECT).
+   */
+  mitmOff?: true;
 }
 
 /** Who a request is for, once authenticated. */
@@ -39,6 +44,19 @@ export interface Client {
    * nothing of the request is spent (gateway/net/session/limits.ts).
    */
   maxRetries?: number;
+  /** The project's TLS interception; absent when it is off (tunnels stay raw). */
+  interception?: Interception;
+}
+
+/** A project's TLS interception, as the gateway applies it to its CONNECT and SOCKS5 tunnels. */
+export interface Interception {
+  /** `plain`: the gateway's own TLS towards the target (the browser-grade modes are refused). */
+  mode: "plain";
+  /**
+   * Hosts whose tunnels stay raw (pinned apps, banks): `example.com` matches that name only,
+   * `.example.com` every name under it (not the bare name). Lower case, no port.
+   */
+  bypass: readonly string[];
 }
 
 /**

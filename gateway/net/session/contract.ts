@@ -5,6 +5,7 @@
  * tunnel/socks5-session.ts for the SOCKS5 one) and call the handlers; the handlers know the
  * sessions only through this file.
  */
+import type { MitmCa } from "../../../shared/tls/ca.ts";
 import type {
   Client,
   MaybePromise,
@@ -43,6 +44,8 @@ export interface NetContext {
   /** Idle keep-alive connections to HTTP(S) upstream proxies, for forwarded requests. */
   upstreams: UpstreamPool;
   limits: NetLimits;
+  /** The install's interception CA, loaded before the gateway serves (gateway/app/mitm-ca.ts). */
+  mitmCa: MitmCa | undefined;
 }
 
 /**
