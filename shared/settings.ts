@@ -465,6 +465,16 @@ const gatewayFields = {
     optionalPath(),
     "The TLS interception CA's key (PEM, PKCS#8), set with the certificate's path",
   ),
+  // Minting one takes about a millisecond; each kept one holds a few kilobytes and a TLS context.
+  OCTOPROX_TLS_MITM_CERT_CACHE_SIZE: field(
+    integer(10_000, 16, 1_000_000),
+    "Host certificates an intercepting gateway keeps (least recently used go first)",
+  ),
+  // Added to the runtime's own roots, never instead of them; verification cannot be turned off.
+  OCTOPROX_UPSTREAM_CA_FILE: field(
+    optionalPath(),
+    "More CAs (PEM) an intercepting gateway trusts for targets' certificates",
+  ),
   OCTOPROX_MAX_CLIENT_CONNECTIONS: field(
     integer(20_000, 1, 1_000_000),
     "Client connections per gateway process",
@@ -661,6 +671,8 @@ export const GatewaySettingsSchema = v.pipe(
     /** The TLS interception CA's files (both or neither); not loaded by the gateway yet. */
     tlsMitmCaCertPath: e.OCTOPROX_TLS_MITM_CA_CERT_PATH,
     tlsMitmCaKeyPath: e.OCTOPROX_TLS_MITM_CA_KEY_PATH,
+    tlsMitmCertCacheSize: e.OCTOPROX_TLS_MITM_CERT_CACHE_SIZE,
+    upstreamCaFile: e.OCTOPROX_UPSTREAM_CA_FILE,
   })),
 );
 export type GatewaySettings = v.InferOutput<typeof GatewaySettingsSchema>;
