@@ -31,6 +31,8 @@ export const ErrorCode = {
   upstreamFirstByte: "OX_UPSTREAM_FIRST_BYTE",
   upstreamIdle: "OX_UPSTREAM_IDLE",
   upstreamRefused: "OX_UPSTREAM_REFUSED",
+  // An intercepting gateway's TLS to the target: its certificate failed verification.
+  targetTls: "OX_TARGET_TLS",
   // A call that did not answer in time (shared/async/deadline.ts).
   deadline: "OX_DEADLINE",
   // Settings a process cannot start with.

@@ -62,6 +62,8 @@ export const AttemptFailureKind = {
   firstByteTimeout: "first_byte_timeout",
   /** The answer or the tunnel broke off from the upstream's side, or went idle too long. */
   transferBroken: "transfer_broken",
+  /** An intercepted request's target presented a certificate that failed verification. */
+  targetCertificate: "target_certificate",
   /** The client went away or broke the exchange while its request was under way. */
   clientGone: "client_gone",
   /** A fault of the gateway's own. */

@@ -8,6 +8,8 @@
  * their allocations), then closes the idle upstream connections of forwarded requests.
  */
 import type { MitmCa } from "../../shared/tls/ca.ts";
+import { Interceptor } from "../net/tls/interceptor.ts";
+import { readUpstreamCas } from "./upstream-ca.ts";
 import type { GatewaySettings } from "../../shared/settings.ts";
 import { SlotSet, type Slotted } from "../base/slot-set.ts";
 import type { DestinationGuard, Router } from "../../shared/routing/contract.ts";
@@ -33,6 +35,8 @@ export type ListenerProtocol = (typeof ListenerProtocol)[keyof typeof ListenerPr
 export interface ProxyListenerOptions extends NetLimits {
   /** The install's interception CA (required by a started gateway; tests may leave it out). */
   mitmCa?: MitmCa;
+  /** TLS interception, one for the isolate's listeners (buildListeners makes it from `mitmCa`). */
+  interceptor?: Interceptor;
   hostname: string;
   port: number;
   maxClientConnections: number;
@@ -69,6 +73,21 @@ export interface IsolateListenerParts {
   /** One OCTOPROX_MAX_CLIENT_CONNECTIONS for both listeners (and every isolate's). */
   budget: ConnectionBudget;
   reusePort: boolean;
+  /** The install's interception CA (gateway/app/mitm-ca.ts), loaded before the listeners. */
+  mitmCa?: MitmCa;
+}
+
+function buildInterceptor(
+  settings: GatewaySettings,
+  parts: IsolateListenerParts,
+): Interceptor | undefined {
+  if (parts.mitmCa === undefined) return undefined;
+  const interceptor = new Interceptor(parts.mitmCa, {
+    certCacheSize: settings.tlsMitmCertCacheSize,
+    upstreamCaPem: readUpstreamCas(settings.upstreamCaFile),
+  });
+  parts.metrics.interceptionSeries = () => interceptor.series();
+  return interceptor;
 }
 
 /** Builds an isolate's listeners from the settings: both share the bounds and the budget. */
@@ -85,6 +104,8 @@ export function buildListeners(
     connectTimeoutMs: settings.connectTimeoutMs,
     trustedProxies: settings.trustedProxies,
     ...parts,
+    // One certificate cache for both listeners.
+    interceptor: buildInterceptor(settings, parts),
   };
   return {
     http: new ProxyListener(shared),
@@ -146,7 +167,7 @@ export class ProxyListener {
       small: new BufferPool(SMALL_BUFFER_BYTES),
       tunnelStart: new BufferPool(TUNNEL_START_BUFFER_BYTES),
       upstreams: new UpstreamPool(),
-      mitmCa: options.mitmCa,
+      mitm: options.interceptor,
       limits: {
         maxHeaderBytes: options.maxHeaderBytes,
         clientIdleTimeoutMs: options.clientIdleTimeoutMs,

@@ -10,6 +10,18 @@ export const METRIC_HELP: Readonly<Record<string, string>> = {
   octoprox_gateway_isolate_connections_open: "Client connections open, by isolate of the process.",
   octoprox_gateway_connections_total: "Client connections by result.",
   octoprox_gateway_tunnels_open: "Tunnels (CONNECT, SOCKS5) relaying now.",
+  // TLS interception (net/tls/interceptor.ts).
+  octoprox_gateway_mitm_tunnels_total:
+    "Tunnels intercepted (their handshake with the client done).",
+  octoprox_gateway_mitm_requests_total: "Requests served inside intercepted tunnels.",
+  octoprox_gateway_mitm_tunnel_ends_total:
+    "Tunnels of intercepting projects left raw (bypassed, opted out, not TLS) or ended before their handshake was done, by why.",
+  octoprox_gateway_mitm_client_alerts_total:
+    "TLS alerts clients sent during interception handshakes (unknown_ca: the client does not trust the install's CA), by alert.",
+  octoprox_gateway_mitm_certificates: "Host certificates held in the interception cache.",
+  octoprox_gateway_mitm_certificates_minted_total: "Host certificates minted.",
+  octoprox_gateway_mitm_certificates_evicted_total:
+    "Host certificates dropped from the cache to keep it within OCTOPROX_TLS_MITM_CERT_CACHE_SIZE.",
   octoprox_gateway_requests_total: "Requests by kind, outcome and the status answered.",
   octoprox_gateway_upstream_failures_total: "Failed upstream attempts by phase.",
   octoprox_gateway_retries_total: "Attempts retried on another proxy.",
@@ -28,6 +40,9 @@ export const METRIC_HELP: Readonly<Record<string, string>> = {
   octoprox_gateway_dispatch_reserve_conflicts_total:
     "Reservations that lost their compare-and-swap at a proxy's concurrency limit.",
   octoprox_gateway_log_lines_dropped: "Log lines dropped because the log's queue was full.",
+  // The TLS interception CA (app/mitm-ca.ts).
+  octoprox_gateway_tls_mitm_ca_expiry_timestamp_seconds:
+    "When the TLS interception CA the gateway signs with expires, in seconds since the epoch.",
   // The feed follower (app/feed-status.ts).
   octoprox_gateway_feed_applies_total: "Routing feeds applied.",
   octoprox_gateway_feed_failures_total: "Feed reads that failed (nothing applied).",

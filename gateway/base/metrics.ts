@@ -120,6 +120,8 @@ export interface MetricsSnapshot {
   failures: [string, number][];
   durations: Record<RequestKind, HistogramData>;
   upstreamConnect: HistogramData;
+  /** The isolate's TLS interception series (`name` or `name{labels}`), summed across isolates. */
+  interception?: [string, number][];
   /** The isolate's metering and rate-limiter series (app/isolate-core.ts `IsolateCore.samples`). */
   core?: MetricSample[];
   /** The isolate's part of the heartbeat snapshot (app/isolate-core.ts `IsolateCore.state`). */
@@ -159,6 +161,11 @@ export class GatewayMetrics {
   readonly #upstreamConnect = new Histogram(CONNECT_BUCKETS_SECONDS);
   /** Extra gauges others add (readiness, the logger). */
   readonly #extra = new Map<string, () => number>();
+  /**
+   * TLS interception's series (gateway/net/tls/interceptor.ts), read when /metrics is asked;
+   * names ending `_total` are counters, the others gauges.
+   */
+  interceptionSeries: (() => [string, number][]) | undefined;
 
   request(kind: RequestKind, outcome: RequestOutcome, status: number): void {
     const labels = REQUEST_LABELS[kind][outcome];
@@ -222,6 +229,7 @@ export class GatewayMetrics {
         socks5: this.#durations.socks5.data(),
       },
       upstreamConnect: this.#upstreamConnect.data(),
+      interception: this.interceptionSeries?.() ?? [],
     };
   }
 
@@ -296,6 +304,20 @@ export class GatewayMetrics {
       this.#upstreamConnect.data(),
       ...others.map((m) => m.upstreamConnect),
     ]);
+    const interception = merge(this.interceptionSeries?.() ?? [], (m) => m.interception ?? []);
+    // By family: another isolate's series of a family may come after other families.
+    const families = new Map<string, string[]>();
+    for (const [series, value] of interception) {
+      const brace = series.indexOf("{");
+      const name = brace === -1 ? series : series.slice(0, brace);
+      let samples = families.get(name);
+      if (samples === undefined) families.set(name, samples = []);
+      samples.push(`${series} ${value}`);
+    }
+    for (const [name, samples] of families) {
+      family(lines, name, name.endsWith("_total") ? "counter" : "gauge");
+      lines.push(...samples);
+    }
     for (const [name, read] of this.#extra) {
       let value: number;
       try {

@@ -114,3 +114,16 @@ export class UpstreamIdleError extends UpstreamError {
     this.name = "UpstreamIdleError";
   }
 }
+
+/**
+ * The target's certificate failed verification on an intercepting gateway's TLS towards it (an
+ * unknown issuer, a name it does not cover, expired): the target's fault, not the proxy's, so
+ * no other proxy is tried and the proxy is not blamed. The message says why, in the TLS
+ * engine's words (it names no proxy).
+ */
+export class TargetTlsError extends UpstreamError {
+  constructor(message: string, options?: UpstreamErrorOptions) {
+    super(ErrorCode.targetTls, message, options);
+    this.name = "TargetTlsError";
+  }
+}

@@ -16,6 +16,7 @@ import { AttemptFailureKind, isFailureKind } from "../../shared/failure-kinds.ts
 import {
   HandshakeFailure,
   HandshakeProtocol,
+  TargetTlsError,
   UpstreamConnectError,
   UpstreamFirstByteError,
   UpstreamHandshakeError,
@@ -52,6 +53,7 @@ describe("describeFailure", () => {
       [new UpstreamFirstByteError("slow", { timedOut: true }), "first_byte_timeout", null],
       [new UpstreamIdleError("cut"), "transfer_broken", null],
       [new UpstreamIdleError("idle", { timedOut: true }), "transfer_broken", null],
+      [new TargetTlsError("UnknownIssuer"), "target_certificate", null],
       [new ClientGoneError(), "client_gone", null],
       [new ClientBodyError("Bad chunk"), "client_gone", null],
       [new TypeError("a bug"), "gateway_error", null],

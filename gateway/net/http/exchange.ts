@@ -40,6 +40,7 @@ import {
   type Outcome,
 } from "../../../shared/routing/contract.ts";
 import { dialUpstream } from "../io/dial.ts";
+import { startTargetTls } from "../tls/target-tls.ts";
 import type { Leg } from "../io/leg.ts";
 import { upstreamPoolKey } from "../io/upstream-pool.ts";
 import { RequestKind, RequestOutcome } from "../../base/metrics.ts";
@@ -139,9 +140,17 @@ class Exchange {
   /** Stopped by the interrupt traffic action: policy, not the upstream's failure. */
   interrupted = false;
   released = false;
-  /** A SOCKS upstream: the request goes in origin form through a tunnel of its own. */
+  /**
+   * The request goes in origin form through a tunnel of its own: a SOCKS upstream's, or any
+   * upstream's to an intercepted request's target.
+   */
   tunnel = false;
-  /** The upstream pool's key for the leg (undefined: a SOCKS tunnel, never pooled). */
+  /** An intercepted request: the gateway's own TLS to the target runs inside the tunnel. */
+  targetTls = false;
+  /**
+   * The upstream pool's key for the leg (undefined: a SOCKS tunnel for plain HTTP, never
+   * pooled). A TLS leg to a target is pooled by upstream and target.
+   */
   poolKey: string | undefined;
   /** A GET or HEAD without a body, not resent yet: a stale pooled leg may resend it once. */
   staleResend = false;
@@ -195,9 +204,16 @@ class Exchange {
    */
   prepare(): Uint8Array {
     const upstream = this.allocation.upstream;
-    this.tunnel = upstream.scheme === "socks4" || upstream.scheme === "socks5";
-    // HTTP(S) proxies: a keep-alive connection of the pool when one is idle (SOCKS: a tunnel).
-    this.poolKey = this.tunnel ? undefined : upstreamPoolKey(upstream);
+    const targetTls = this.plan.target.tls === true;
+    this.targetTls = targetTls;
+    this.tunnel = targetTls || upstream.scheme === "socks4" || upstream.scheme === "socks5";
+    // HTTP(S) proxies: a keep-alive connection of the pool when one is idle (SOCKS: a tunnel);
+    // an intercepted request's: a TLS connection to its target through the same upstream.
+    this.poolKey = targetTls
+      ? `${upstreamPoolKey(upstream)} ${this.plan.target.authority}`
+      : this.tunnel
+      ? undefined
+      : upstreamPoolKey(upstream);
     const requestHead = this.requestHead();
     this.buffer = this.session.ctx.pool.take();
     const { head, framing } = this.plan;
@@ -241,7 +257,7 @@ class Exchange {
         ? undefined
         : formatAuthority(dialTarget.host, dialTarget.port),
       proxyAuthorization,
-      keepAlive: !tunnel,
+      keepAlive: !tunnel || this.targetTls,
       strip: this.session.strippedHeaders,
     }, this.session.scratch);
   }
@@ -270,7 +286,20 @@ class Exchange {
       buffer: this.buffer,
     });
     ctx.metrics.upstreamConnected(performance.now() - dialStartedMs);
+    if (!this.targetTls || ctx.mitm === undefined) {
+      this.useLeg(link.leg);
+      return false;
+    }
+    // Attached while the handshake runs, so cancelling the session reaches it.
     this.useLeg(link.leg);
+    const tls = await startTargetTls({
+      leg: link.leg,
+      leftover: link.leftover,
+      host: this.plan.target.host,
+      timeoutMs: this.connectTimeoutMs,
+      mitm: ctx.mitm,
+    });
+    this.useLeg(tls);
     return false;
   }
 

@@ -14,7 +14,7 @@
  * `Expect: 100-continue` is answered by the gateway itself once an upstream is connected (and
  * not sent on); any other expectation gets 417.
  */
-import { FailurePhase } from "../../../shared/routing/contract.ts";
+import { FailurePhase, type Target } from "../../../shared/routing/contract.ts";
 import { RequestKind, RequestOutcome } from "../../base/metrics.ts";
 import { tryUpstreams } from "../session/attempts.ts";
 import type { HttpSession } from "../session/contract.ts";
@@ -27,29 +27,65 @@ import {
   HeadError,
   headerValue,
   parseAbsoluteTarget,
+  parseInnerTarget,
   type RequestFraming,
   requestFraming,
   type RequestHead,
 } from "./parse.ts";
 
 /** Handles one forward request; resolves whether the client's connection serves another. */
-export async function handleForward(session: HttpSession, head: RequestHead): Promise<boolean> {
-  const kind = RequestKind.http;
-  const method = head.method;
+export function handleForward(session: HttpSession, head: RequestHead): Promise<boolean> {
+  return readAndForward(session, head, () => parseAbsoluteTarget(head.target));
+}
+
+/**
+ * A request inside an intercepted tunnel (gateway/net/tls/intercept.ts): it goes to the tunnel's
+ * target over the gateway's own TLS, and is otherwise a forward request (admitted with the
+ * tunnel's credentials, routed, retried, metered, limited).
+ */
+export function handleInner(
+  session: HttpSession,
+  head: RequestHead,
+  tunnel: Target,
+): Promise<boolean> {
+  return readAndForward(session, head, () => {
+    if (head.method === "CONNECT") throw new HeadError(400, "CONNECT inside an intercepted tunnel");
+    return parseInnerTarget(head.target, tunnel);
+  });
+}
+
+/** Reads the target and framing (a malformed one: 400 and the connection closes), then forwards. */
+async function readAndForward(
+  session: HttpSession,
+  head: RequestHead,
+  readTarget: () => ForwardTarget,
+): Promise<boolean> {
   let target: ForwardTarget;
   let framing: RequestFraming;
   try {
-    target = parseAbsoluteTarget(head.target);
+    target = readTarget();
     framing = requestFraming(head);
   } catch (error) {
     const status = error instanceof HeadError ? error.status : 400;
     const reason = error instanceof Error ? error.message : "Bad request";
     await session.answer(
       { status, proxyStatus: "http_request_error", reason },
-      { keepAlive: false, kind, method },
+      { keepAlive: false, kind: RequestKind.http, method: head.method },
     );
     return false;
   }
+  return forwardRequest(session, head, target, framing);
+}
+
+/** A request whose target and framing read: admission, then the attempts. */
+async function forwardRequest(
+  session: HttpSession,
+  head: RequestHead,
+  target: ForwardTarget,
+  framing: RequestFraming,
+): Promise<boolean> {
+  const kind = RequestKind.http;
+  const method = head.method;
   const hasBody = framing.kind !== BodyKind.none;
   const expect = headerValue(head, "expect");
   const expectsContinue = expect !== null && expect.trim().toLowerCase() === "100-continue";

@@ -8,7 +8,7 @@
  * section 2.2): the head sent on is written anew with CRLF, so no one downstream reads it
  * otherwise.
  */
-import { hostKind, isValidPort } from "../../../shared/proxy-protocol/address.ts";
+import { formatAuthority, hostKind, isValidPort } from "../../../shared/proxy-protocol/address.ts";
 import { latin1Decode } from "../../../shared/proxy-protocol/bytes.ts";
 import {
   eachHeaderLine,
@@ -309,6 +309,8 @@ export interface ForwardTarget extends Target {
   authority: string;
   /** The origin-form target: path and query, never empty, no fragment. */
   path: string;
+  /** A request inside an intercepted tunnel: the gateway speaks TLS to the target itself. */
+  tls?: true;
 }
 
 /** Splits `host[:port]` or `[v6][:port]`; the host comes back without brackets. */
@@ -370,6 +372,33 @@ export function parseAbsoluteTarget(target: string): ForwardTarget {
   if (path === "") path = "/";
   else if (path[0] === "?") path = `/${path}`;
   return { host, port, authority, path };
+}
+
+/**
+ * The target of a request inside an intercepted tunnel: origin form (`/path?query`), or the
+ * absolute form naming the tunnel's own authority. Every request inside goes to the tunnel's
+ * target, whatever its Host says. Throws HeadError (400).
+ */
+export function parseInnerTarget(target: string, tunnel: Target): ForwardTarget {
+  const authority = formatAuthority(tunnel.host, tunnel.port);
+  let path = target;
+  if (!target.startsWith("/")) {
+    const prefix = /^https:\/\/([^/?#]*)/i.exec(target);
+    if (prefix === null) {
+      throw bad("A request inside the tunnel needs an origin-form target (/path)");
+    }
+    if (
+      prefix[1].toLowerCase() !== authority.toLowerCase() &&
+      prefix[1].toLowerCase() !== tunnel.host.toLowerCase()
+    ) {
+      throw bad("A request inside the tunnel may only name the tunnel's own host");
+    }
+    path = target.slice(prefix[0].length);
+    if (path === "" || path[0] !== "/") path = `/${path}`;
+  }
+  const fragment = path.indexOf("#");
+  if (fragment >= 0) path = path.slice(0, fragment);
+  return { host: tunnel.host, port: tunnel.port, authority, path, tls: true };
 }
 
 /** Reads CONNECT's `host:port` (authority-form; 443 when no port). Throws HeadError (400). */

@@ -9,7 +9,7 @@
 import { EMPTY_BYTES } from "../../../shared/proxy-protocol/bytes.ts";
 import type { Client, MaybePromise, Refusal, Target } from "../../../shared/routing/contract.ts";
 import { type Answer, encodeAnswer } from "../http/answers.ts";
-import { handleForward } from "../http/forward.ts";
+import { handleForward, handleInner } from "../http/forward.ts";
 import {
   HeadError,
   headerValue,
@@ -23,7 +23,14 @@ import { RequestKind, RequestOutcome } from "../../base/metrics.ts";
 import { handleConnect } from "../tunnel/connect.ts";
 import { AdmissionStage } from "../../base/admission.ts";
 import { AdmissionTicket } from "./admission-pipeline.ts";
-import type { AnswerOptions, HttpSession, NetContext, TunnelRunning } from "./contract.ts";
+import type { ClientAddress } from "../../base/admission.ts";
+import type {
+  AnswerOptions,
+  HttpSession,
+  InnerTunnel,
+  NetContext,
+  TunnelRunning,
+} from "./contract.ts";
 import { safely } from "../../base/transfer-hooks.ts";
 import { endOfRun, SessionCancel } from "./lifecycle.ts";
 
@@ -51,13 +58,42 @@ export class ClientSession implements HttpSession {
   #scratch: Uint8Array | undefined;
   /** The request under way's admission: reused by each request, released once it ended. */
   readonly #admission: AdmissionTicket;
+  /** Set when this session serves the requests inside an intercepted tunnel. */
+  readonly #inner: InnerTunnel | undefined;
+  /** The session serving this one's intercepted tunnel, while it runs. */
+  #nested: ClientSession | undefined;
 
-  constructor(conn: Deno.Conn, ctx: NetContext) {
+  constructor(conn: Deno.Conn, ctx: NetContext, inner?: InnerTunnel) {
     tuneTcp(conn);
     this.client = new Leg(conn);
     this.ctx = ctx;
+    this.#inner = inner;
     this.#headBuffer = ctx.small.take();
-    this.#admission = new AdmissionTicket(conn.remoteAddr as Deno.NetAddr);
+    this.#admission = new AdmissionTicket(
+      inner?.clientAddress ?? conn.remoteAddr as Deno.NetAddr,
+    );
+  }
+
+  /** The client, as admission sees it (a trusted PROXY header's address included). */
+  get clientAddress(): ClientAddress {
+    return this.#admission.clientAddress;
+  }
+
+  /** The CONNECT's admission ends early: an intercepted tunnel's requests hold their own. */
+  releaseAdmission(): void {
+    this.#admission.release();
+  }
+
+  /** Serves an intercepted tunnel's decrypted connection, each request on its own. */
+  async serveInner(conn: Deno.Conn, inner: InnerTunnel): Promise<void> {
+    const nested = new ClientSession(conn, this.ctx, inner);
+    this.#nested = nested;
+    if (this.cancelled) nested.cancel();
+    try {
+      await nested.run();
+    } finally {
+      this.#nested = undefined;
+    }
   }
 
   /** Aborted when the session is cancelled (the gateway stopping). */
@@ -92,12 +128,15 @@ export class ClientSession implements HttpSession {
   /** Ends the session at once: pending reads and writes are aborted. Safe to call again. */
   cancel(): void {
     this.#cancellation.cancel();
+    this.#nested?.cancel();
     this.#upstream?.close();
     this.client.close();
   }
 
   /** Closes an idle session: no read or write finished for `idleMs`, or a head dragging on. */
   checkIdle(nowMs: number, idleMs: number): void {
+    const nested = this.#nested;
+    if (nested !== undefined) return nested.checkIdle(nowMs, idleMs);
     if (!this.idleWatch || this.client.closed) return;
     const upstream = this.#upstream;
     const last = upstream && upstream.lastActivityMs > this.client.lastActivityMs
@@ -115,6 +154,7 @@ export class ClientSession implements HttpSession {
   keepAlive(): void {
     this.client.keepAlive();
     this.#upstream?.keepAlive();
+    this.#nested?.keepAlive();
   }
 
   /** The upstream leg of the exchange under way, so cancel and idle checks reach it. */
@@ -157,7 +197,8 @@ export class ClientSession implements HttpSession {
   }
 
   async #serve(): Promise<void> {
-    if (!await this.#prelude()) return;
+    const inner = this.#inner;
+    if (inner === undefined && !await this.#prelude()) return;
     for (;;) {
       this.idleWatch = true;
       let head: RequestHead | null;
@@ -175,10 +216,14 @@ export class ClientSession implements HttpSession {
       if (head === null) return;
       this.idleWatch = false;
       const startedMs = performance.now();
-      const kind = head.method === "CONNECT" ? RequestKind.connect : RequestKind.http;
+      const kind = head.method === "CONNECT" && inner === undefined
+        ? RequestKind.connect
+        : RequestKind.http;
       let handled: boolean | TunnelRunning;
       try {
-        handled = kind === RequestKind.connect
+        handled = inner !== undefined
+          ? await this.#innerRequest(head, inner)
+          : kind === RequestKind.connect
           ? await handleConnect(this, head)
           : await handleForward(this, head);
       } catch (error) {
@@ -192,6 +237,13 @@ export class ClientSession implements HttpSession {
       this.#requestEnded(kind, startedMs);
       if (!handled || this.client.closed) return;
     }
+  }
+
+  /** A request inside an intercepted tunnel, counted as one. */
+  #innerRequest(head: RequestHead, inner: InnerTunnel): Promise<boolean> {
+    const mitm = this.ctx.mitm;
+    if (mitm !== undefined) mitm.requests++;
+    return handleInner(this, head, inner.target);
   }
 
   /** The request (or its tunnel) ended: what admission's steps hold goes back. */
@@ -265,7 +317,12 @@ export class ClientSession implements HttpSession {
     target: Target,
   ): MaybePromise<Client | undefined> {
     const ticket = this.#admission;
-    ticket.begin(kind, headerValue(head, "proxy-authorization"), target, head.headers);
+    // Inside an intercepted tunnel, every request is the tunnel's client's.
+    const inner = this.#inner;
+    const credentials = inner !== undefined
+      ? inner.credentials
+      : headerValue(head, "proxy-authorization");
+    ticket.begin(kind, credentials, target, head.headers);
     let refused: MaybePromise<Refusal | undefined>;
     try {
       refused = this.ctx.admission.run(ticket, AdmissionStage.request);

@@ -5,7 +5,6 @@
  * tunnel/socks5-session.ts for the SOCKS5 one) and call the handlers; the handlers know the
  * sessions only through this file.
  */
-import type { MitmCa } from "../../../shared/tls/ca.ts";
 import type {
   Client,
   MaybePromise,
@@ -22,6 +21,9 @@ import type { UpstreamPool } from "../io/upstream-pool.ts";
 import type { Logger } from "../../base/log.ts";
 import type { GatewayMetrics, RequestKind, RequestOutcome } from "../../base/metrics.ts";
 import type { Admission } from "./admission-pipeline.ts";
+import type { Interceptor } from "../tls/interceptor.ts";
+import type { ClientHello } from "../tls/client-hello.ts";
+import type { ClientAddress } from "../../base/admission.ts";
 import type { TransferHooks } from "../../base/transfer-hooks.ts";
 import type { NetLimits } from "./limits.ts";
 
@@ -44,8 +46,11 @@ export interface NetContext {
   /** Idle keep-alive connections to HTTP(S) upstream proxies, for forwarded requests. */
   upstreams: UpstreamPool;
   limits: NetLimits;
-  /** The install's interception CA, loaded before the gateway serves (gateway/app/mitm-ca.ts). */
-  mitmCa: MitmCa | undefined;
+  /**
+   * TLS interception (the install's CA, host certificates, counts); undefined only where a test
+   * builds a listener without a CA.
+   */
+  mitm: Interceptor | undefined;
 }
 
 /**
@@ -69,6 +74,33 @@ export interface TunnelSession {
   attach(leg: Leg | undefined): void;
 }
 
+/** An intercepted tunnel, as the session serving the requests inside it sees it. */
+export interface InnerTunnel {
+  /** The tunnel's target: every request inside goes there, in origin form. */
+  target: Target;
+  /** The tunnel's own credentials (a Basic value): each request inside is admitted with them. */
+  credentials: string | null;
+  /** The client, as the tunnel's session knew it (a trusted PROXY header's address included). */
+  clientAddress: ClientAddress;
+  /** The client's ClientHello (its SNI, ALPN and fingerprints). */
+  hello: ClientHello;
+}
+
+/** What an intercepted tunnel needs of the session it opened in (CONNECT's or SOCKS5's). */
+export interface InterceptSession extends TunnelSession {
+  readonly clientAddress: ClientAddress;
+  /**
+   * The tunnel's own admission ends (what it holds goes back): the requests inside are admitted
+   * each, and hold their own.
+   */
+  releaseAdmission(): void;
+  /**
+   * Serves the decrypted connection as requests until it ends; cancelling the session and its
+   * idle checks reach the session serving it.
+   */
+  serveInner(conn: Deno.Conn, inner: InnerTunnel): Promise<void>;
+}
+
 /**
  * What a CONNECT handler gives back once its tunnel is up: the tunnel runs on by itself until
  * `ended` settles (it never rejects), and the request ends with it. The session's own loop
@@ -87,7 +119,7 @@ export interface AnswerOptions {
 }
 
 /** What the HTTP listener's handlers (forwarding, CONNECT) need of its session. */
-export interface HttpSession extends TunnelSession {
+export interface HttpSession extends InterceptSession {
   /** The client's bytes read past its request (a body's first bytes, a pipelined request). */
   takePending(): Uint8Array;
   /** Idle checks apply (reading a head or a body); off while a deadline of its own runs. */

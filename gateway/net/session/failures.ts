@@ -10,6 +10,7 @@ import { AttemptFailureKind } from "../../../shared/failure-kinds.ts";
 import { formatAuthority } from "../../../shared/proxy-protocol/address.ts";
 import {
   HandshakeFailure,
+  TargetTlsError,
   UpstreamConnectError,
   UpstreamFirstByteError,
   UpstreamHandshakeError,
@@ -83,6 +84,21 @@ export function describeFailure(error: unknown): Failure {
       timedOut: false,
       internal: false,
       kind: Kind.clientGone,
+      vendorStatus: null,
+    };
+  }
+  if (error instanceof TargetTlsError) {
+    // Phase `client`: not the proxy's fault, and no other proxy would do better.
+    return {
+      phase: FailurePhase.client,
+      answer: {
+        status: 502,
+        proxyStatus: "tls_certificate_error",
+        reason: `The target's certificate was rejected: ${error.message}`,
+      },
+      timedOut: false,
+      internal: false,
+      kind: Kind.targetCertificate,
       vendorStatus: null,
     };
   }

@@ -8,12 +8,14 @@ import { CONNECTION_ESTABLISHED } from "../http/answers.ts";
 import {
   clientKeepsAlive,
   HeadError,
+  headerValue,
   parseConnectTarget,
   type RequestHead,
 } from "../http/parse.ts";
 import { RequestKind } from "../../base/metrics.ts";
 import type { HttpSession, TunnelRunning } from "../session/contract.ts";
 import { dialTunnel, runTunnel } from "./tunnel.ts";
+import { interceptTunnel } from "../tls/intercept.ts";
 
 /**
  * Handles one CONNECT; resolves whether the client's connection serves another request, or, once
@@ -38,9 +40,26 @@ export async function handleConnect(
   }
   // A CONNECT has no body: a refused one leaves the connection usable.
   const keepAfterRefusal = clientKeepsAlive(head);
+  // Read before admission, which lets go of the head: an intercepted tunnel's requests are
+  // admitted with them.
+  const credentials = headerValue(head, "proxy-authorization");
   let client = session.admit(head, kind, keepAfterRefusal, target);
   if (client instanceof Promise) client = await client;
   if (client === undefined) return keepAfterRefusal;
+
+  const mitm = session.ctx.mitm;
+  if (mitm !== undefined && mitm.intercepts(client, target)) {
+    return {
+      ended: interceptTunnel(session, mitm, {
+        client,
+        target,
+        dialTarget: session.dialTarget ?? target,
+        credentials,
+        established: CONNECTION_ESTABLISHED,
+        kind,
+      }),
+    };
+  }
 
   const dial = await dialTunnel(session, client, target, kind, session.dialTarget ?? target);
   switch (dial.kind) {

@@ -34,13 +34,15 @@ import type { Client, MaybePromise, Refusal, Target } from "../../../shared/rout
 import { Leg, tuneTcp } from "../io/leg.ts";
 import { readPrelude } from "../io/proxy-prelude.ts";
 import { RequestKind, RequestOutcome } from "../../base/metrics.ts";
-import { AdmissionStage } from "../../base/admission.ts";
+import { AdmissionStage, type ClientAddress } from "../../base/admission.ts";
 import { AdmissionTicket } from "../session/admission-pipeline.ts";
-import type { NetContext, TunnelSession } from "../session/contract.ts";
+import type { InnerTunnel, InterceptSession, NetContext } from "../session/contract.ts";
 import { endOfRun, SessionCancel } from "../session/lifecycle.ts";
 import { safely } from "../../base/transfer-hooks.ts";
 import { socksReplyForFailure, socksReplyForRefusal } from "./socks5-replies.ts";
 import { dialTunnel, runTunnel } from "./tunnel.ts";
+import { interceptTunnel } from "../tls/intercept.ts";
+import { ClientSession } from "../session/client-session.ts";
 
 /** The longest a client may take from its first byte to its CONNECT request. */
 export const SOCKS_HANDSHAKE_TIMEOUT_MS = 10_000;
@@ -65,7 +67,7 @@ function basicHeader(username: Uint8Array, password: Uint8Array): string {
   return `Basic ${base64Encode(joined)}`;
 }
 
-export class Socks5Session implements TunnelSession {
+export class Socks5Session implements InterceptSession {
   readonly ctx: NetContext;
   readonly client: Leg;
   readonly openedMs = Date.now();
@@ -81,6 +83,10 @@ export class Socks5Session implements TunnelSession {
   #requestStartedMs: number | undefined;
   /** The connection's one request's admission, released when the session ends. */
   readonly #admission: AdmissionTicket;
+  /** The client's credentials as a Basic value: an intercepted tunnel's requests use them. */
+  #credentials: string | null = null;
+  /** The session serving this tunnel's requests, when it is intercepted. */
+  #nested: ClientSession | undefined;
 
   constructor(conn: Deno.Conn, ctx: NetContext) {
     tuneTcp(conn);
@@ -119,16 +125,42 @@ export class Socks5Session implements TunnelSession {
   /** Ends the session at once. Safe to call again. */
   cancel(): void {
     this.#cancellation.cancel();
+    this.#nested?.cancel();
     this.#upstream?.close();
     this.client.close();
   }
 
-  /** The handshake has its own deadline and a tunnel is exempt, as CONNECT's: nothing to do. */
-  checkIdle(_nowMs: number, _idleMs: number): void {}
+  /**
+   * The handshake has its own deadline and a tunnel is exempt, as CONNECT's; an intercepted
+   * tunnel's requests are checked as a forward connection's.
+   */
+  checkIdle(nowMs: number, idleMs: number): void {
+    this.#nested?.checkIdle(nowMs, idleMs);
+  }
 
   keepAlive(): void {
     this.client.keepAlive();
     this.#upstream?.keepAlive();
+    this.#nested?.keepAlive();
+  }
+
+  get clientAddress(): ClientAddress {
+    return this.#admission.clientAddress;
+  }
+
+  releaseAdmission(): void {
+    this.#admission.release();
+  }
+
+  async serveInner(conn: Deno.Conn, inner: InnerTunnel): Promise<void> {
+    const nested = new ClientSession(conn, this.ctx, inner);
+    this.#nested = nested;
+    if (this.cancelled) nested.cancel();
+    try {
+      await nested.run();
+    } finally {
+      this.#nested = undefined;
+    }
   }
 
   attach(leg: Leg | undefined): void {
@@ -164,11 +196,8 @@ export class Socks5Session implements TunnelSession {
       const credentials = await this.#message(parseSocks5UserPass);
       if (credentials === undefined) return;
       // Built before the next read: the fields are views of the handshake buffer.
-      ticket.begin(
-        RequestKind.socks5,
-        basicHeader(credentials.usernameBytes, credentials.passwordBytes),
-        undefined,
-      );
+      this.#credentials = basicHeader(credentials.usernameBytes, credentials.passwordBytes);
+      ticket.begin(RequestKind.socks5, this.#credentials, undefined);
       const clientRefusal = await this.#admit(AdmissionStage.client);
       if (clientRefusal === ADMISSION_ERROR) {
         await this.#send(encodeSocks5AuthStatus(false), true);
@@ -234,6 +263,19 @@ export class Socks5Session implements TunnelSession {
       return;
     }
     const client: Client = ticket.client!;
+
+    const mitm = ctx.mitm;
+    if (mitm !== undefined && mitm.intercepts(client, target)) {
+      // Returned, not awaited, as a tunnel is.
+      return interceptTunnel(this, mitm, {
+        client,
+        target,
+        dialTarget: ticket.dialTarget ?? target,
+        credentials: this.#credentials,
+        established: SUCCEEDED,
+        kind: RequestKind.socks5,
+      });
+    }
 
     const dial = await dialTunnel(
       this,

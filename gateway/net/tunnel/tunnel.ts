@@ -134,6 +134,11 @@ export interface TunnelRequest {
   /** What tells the client its tunnel is up (`200 Connection established`, a SOCKS5 reply). */
   established: Uint8Array;
   kind: RequestKind;
+  /**
+   * Given when the client was told already and its request counted (an intercepted tunnel whose
+   * bytes were not TLS, relayed raw after all): the bytes it sent so far.
+   */
+  clientLeftover?: Uint8Array;
 }
 
 /**
@@ -213,12 +218,14 @@ class OpenTunnel {
     const request = this.#request;
     const ctx = session.ctx;
     try {
-      ctx.metrics.request(request.kind, RequestOutcome.relayed, 200);
+      if (request.clientLeftover === undefined) {
+        ctx.metrics.request(request.kind, RequestOutcome.relayed, 200);
+      }
       const meter = this.#meter;
       const options = {
         pool: ctx.pool,
         small: ctx.tunnelStart,
-        clientLeftover: session.takeForTunnel(),
+        clientLeftover: request.clientLeftover ?? session.takeForTunnel(),
         upstreamLeftover: request.up.link.leftover,
         // No signal: cancelling the session closes both legs (the upstream one is attached).
         onBytes: (toUpstreamBytes: number, toClientBytes: number) => {

@@ -1,0 +1,114 @@
+/**
+ * What an isolate's listeners share to intercept tunnels: the host certificates (one cache for
+ * the HTTP and SOCKS5 listeners), the CAs targets' certificates are checked against, which
+ * tunnels are opened, and the counts /metrics shows.
+ */
+import { rootCertificates } from "node:tls";
+import type { Client, Target } from "../../../shared/routing/contract.ts";
+import type { MitmCa } from "../../../shared/tls/ca.ts";
+import { isBypassed } from "../../../shared/tls/bypass.ts";
+import { HostCertificates } from "./host-certs.ts";
+
+/** Why a tunnel of a project with interception on stayed raw, or how an interception ended. */
+export const InterceptEnd = {
+  /** The host is on the project's bypass list. */
+  bypassed: "bypassed",
+  /** The client opted out (`-mitm-off`, `X-Octoprox-Mitm: off`). */
+  optedOut: "opted_out",
+  /** Not TLS, to a port other than a TLS one: relayed raw. */
+  notTlsRelayed: "not_tls_relayed",
+  /** Not TLS to a TLS port: closed. */
+  notTls: "not_tls",
+  /** A ClientHello that does not parse, or never came whole. */
+  badHello: "bad_hello",
+  /** The client refused the certificate (a TLS alert). */
+  clientRejected: "client_rejected",
+  /** The handshake failed otherwise (reset, timeout, no shared cipher). */
+  handshakeFailed: "handshake_failed",
+} as const;
+export type InterceptEnd = (typeof InterceptEnd)[keyof typeof InterceptEnd];
+
+/** Ports a client reaches over TLS: bytes that are not TLS there are refused, not relayed. */
+export const TLS_PORTS: ReadonlySet<number> = new Set([443, 8443]);
+
+export interface InterceptorOptions {
+  /** OCTOPROX_TLS_MITM_CERT_CACHE_SIZE. */
+  certCacheSize: number;
+  /** OCTOPROX_UPSTREAM_CA_FILE's certificates (PEM), trusted beside the runtime's own roots. */
+  upstreamCaPem?: readonly string[];
+}
+
+export class Interceptor {
+  readonly ca: MitmCa;
+  readonly certificates: HostCertificates;
+  /** Extra roots for targets (Deno.startTls adds them to its own). */
+  readonly upstreamCaCerts: string[];
+  /** The runtime's roots and the extra ones, for a `node:tls` client (which replaces its roots). */
+  #nodeRoots: string[] | undefined;
+  /** Tunnels opened, and the requests served inside them. */
+  intercepted = 0;
+  requests = 0;
+  readonly ends = new Map<string, number>();
+  /** Client alerts by name (`unknown_ca`, `bad_certificate`...). */
+  readonly alerts = new Map<string, number>();
+
+  constructor(ca: MitmCa, options: InterceptorOptions) {
+    this.ca = ca;
+    this.certificates = new HostCertificates(ca, options.certCacheSize);
+    this.upstreamCaCerts = [...(options.upstreamCaPem ?? [])];
+  }
+
+  get nodeRoots(): string[] {
+    return this.#nodeRoots ??= [...rootCertificates, ...this.upstreamCaCerts];
+  }
+
+  /**
+   * Whether this tunnel is opened: the client's project intercepts, the client did not opt out,
+   * and the host is not on the project's bypass list (each of those last two counted).
+   */
+  intercepts(client: Client, target: Target): boolean {
+    const interception = client.interception;
+    if (interception === undefined) return false;
+    if (client.options.mitmOff === true) {
+      this.count(InterceptEnd.optedOut);
+      return false;
+    }
+    if (isBypassed(interception.bypass, target.host)) {
+      this.count(InterceptEnd.bypassed);
+      return false;
+    }
+    return true;
+  }
+
+  count(end: InterceptEnd, alert?: string): void {
+    this.ends.set(end, (this.ends.get(end) ?? 0) + 1);
+    if (alert !== undefined) this.alerts.set(alert, (this.alerts.get(alert) ?? 0) + 1);
+  }
+
+  /**
+   * The interception series of /metrics, each family's together (GatewayMetrics writes them,
+   * adding up the isolates').
+   */
+  series(): [string, number][] {
+    const series: [string, number][] = [
+      ["octoprox_gateway_mitm_tunnels_total", this.intercepted],
+      ["octoprox_gateway_mitm_requests_total", this.requests],
+    ];
+    for (const end of Object.values(InterceptEnd)) {
+      series.push([
+        `octoprox_gateway_mitm_tunnel_ends_total{end="${end}"}`,
+        this.ends.get(end) ?? 0,
+      ]);
+    }
+    for (const [alert, count] of this.alerts) {
+      series.push([`octoprox_gateway_mitm_client_alerts_total{alert="${alert}"}`, count]);
+    }
+    const certs = this.certificates;
+    series.push(
+      ["octoprox_gateway_mitm_certificates", certs.size],
+      ["octoprox_gateway_mitm_certificates_minted_total", certs.minted],
+      ["octoprox_gateway_mitm_certificates_evicted_total", certs.evicted],
+    );
+    return series;
+  }
+}

@@ -1,0 +1,156 @@
+/**
+ * The two adapters between the runtime's connections and a TLS engine of `node:tls` (which both
+ * Deno and Node run): `connDuplex` gives a Deno.Conn the stream face `TLSSocket` wraps (with the
+ * bytes the gateway already read put back in front), and `StreamConn` gives the decrypted side
+ * the Deno.Conn face the gateway's legs use (gateway/net/io/leg.ts), so a request inside an
+ * intercepted tunnel runs the same exchange as a forward one.
+ *
+ * Deno can start TLS as a client on a connection it holds (Deno.startTls) but not as a server,
+ * and a listener's certificate is fixed at bind: a certificate per host needs `node:tls`.
+ */
+import { Duplex } from "node:stream";
+
+/** What one read off the connection may take (a TLS record is at most 16 KiB and a header). */
+const READ_BYTES = 17 * 1024;
+
+/**
+ * A stream over `conn`: reads only when the TLS engine asks (so nothing is read ahead of the
+ * handshake), `first` delivered before the connection's own bytes.
+ */
+export function connDuplex(conn: Deno.Conn, first: Uint8Array): Duplex {
+  let reading = false;
+  const duplex: Duplex = new Duplex({
+    read() {
+      if (reading) return;
+      reading = true;
+      const buffer = new Uint8Array(READ_BYTES);
+      conn.read(buffer).then(
+        (count) => {
+          reading = false;
+          duplex.push(count === null ? null : buffer.subarray(0, count));
+        },
+        (error) => {
+          reading = false;
+          duplex.destroy(error);
+        },
+      );
+    },
+    write(chunk: Uint8Array, _encoding, done) {
+      writeAll(conn, chunk).then(() => done(), done);
+    },
+    final(done) {
+      conn.closeWrite().then(() => done(), () => done());
+    },
+    destroy(error, done) {
+      try {
+        conn.close();
+      } catch {
+        // Closed already (the session's own close).
+      }
+      done(error);
+    },
+  });
+  if (first.length > 0) duplex.unshift(first);
+  return duplex;
+}
+
+async function writeAll(conn: Deno.Conn, bytes: Uint8Array): Promise<void> {
+  let view = bytes;
+  while (view.length > 0) view = view.subarray(await conn.write(view));
+}
+
+interface Waiter {
+  resolve: () => void;
+}
+
+/**
+ * A Deno.Conn face over a stream in paused mode (a `TLSSocket` once its handshake is done):
+ * reads take what the stream holds, waiting for more; writes resolve once the stream took the
+ * bytes (the caller reuses its buffer after). Only what the gateway's legs use is real; the
+ * rest of Deno.Conn throws.
+ */
+export class StreamConn {
+  readonly remoteAddr: Deno.NetAddr;
+  readonly localAddr: Deno.NetAddr;
+  readonly #stream: Duplex;
+  /** Bytes read off the stream that did not fit the last caller's buffer. */
+  #rest: Uint8Array | undefined;
+  #ended = false;
+  #error: unknown;
+  #waiter: Waiter | undefined;
+  #closed = false;
+
+  constructor(stream: Duplex, remoteAddr: Deno.NetAddr, localAddr: Deno.NetAddr) {
+    this.#stream = stream;
+    this.remoteAddr = remoteAddr;
+    this.localAddr = localAddr;
+    const wake = () => {
+      const waiter = this.#waiter;
+      this.#waiter = undefined;
+      waiter?.resolve();
+    };
+    stream.on("readable", wake);
+    stream.on("end", () => {
+      this.#ended = true;
+      wake();
+    });
+    stream.on("error", (error) => {
+      this.#error ??= error;
+      wake();
+    });
+    stream.on("close", () => {
+      this.#ended = true;
+      wake();
+    });
+  }
+
+  /** The first failure the stream reported (a TLS alert, a reset), if any. */
+  get error(): unknown {
+    return this.#error;
+  }
+
+  async read(buffer: Uint8Array): Promise<number | null> {
+    for (;;) {
+      let chunk = this.#rest;
+      this.#rest = undefined;
+      if (chunk === undefined && !this.#closed) {
+        const taken = this.#stream.read() as Uint8Array | null;
+        if (taken !== null) chunk = taken;
+      }
+      if (chunk !== undefined && chunk.length > 0) {
+        const count = Math.min(chunk.length, buffer.length);
+        buffer.set(count === chunk.length ? chunk : chunk.subarray(0, count));
+        if (count < chunk.length) this.#rest = chunk.subarray(count);
+        return count;
+      }
+      if (this.#error !== undefined) throw this.#error;
+      if (this.#ended || this.#closed) return null;
+      await new Promise<void>((resolve) => this.#waiter = { resolve });
+    }
+  }
+
+  write(bytes: Uint8Array): Promise<number> {
+    if (this.#closed) return Promise.reject(new Deno.errors.BadResource("Connection closed"));
+    // A writable calls back once the chunk was processed (encrypted and passed on), never
+    // before: the caller may then reuse its buffer.
+    return new Promise((resolve, reject) => {
+      this.#stream.write(bytes, (error) => error ? reject(error) : resolve(bytes.length));
+    });
+  }
+
+  closeWrite(): Promise<void> {
+    return new Promise((resolve) => {
+      if (this.#closed) return resolve();
+      this.#stream.end(() => resolve());
+    });
+  }
+
+  close(): void {
+    if (this.#closed) return;
+    this.#closed = true;
+    this.#stream.destroy();
+    const waiter = this.#waiter;
+    this.#waiter = undefined;
+    waiter?.resolve();
+  }
+}
