@@ -93,6 +93,15 @@ export const projects = pgTable("projects", {
   allowedCidrs: jsonb("allowed_cidrs").$type<string[]>().notNull().default([]),
   /** Client addresses that reach the project without a password (CIDR blocks). */
   passwordlessCidrs: jsonb("passwordless_cidrs").$type<string[]>().notNull().default([]),
+  /**
+   * TLS interception of the project's tunnels: `off`, `plain`, `match_ua` or `override_ua`
+   * (control/model/tls-mitm.ts: the api refuses the browser-grade two in this build).
+   */
+  tlsMitmMode: text("tls_mitm_mode").notNull().default("off"),
+  /** The browser whose fingerprint `override_ua` presents; null under every other mode. */
+  tlsMitmBrowser: text("tls_mitm_browser"),
+  /** Hosts and `.suffixes` whose tunnels stay raw, as shared/tls/bypass.ts reads them. */
+  tlsMitmBypass: jsonb("tls_mitm_bypass").$type<string[]>().notNull().default([]),
   createdAt: createdAt(),
   updatedAt: updatedAt(),
 }, (t) => [
@@ -110,6 +119,15 @@ export const projects = pgTable("projects", {
   check(
     "projects_location_conflict_rule_check",
     sql`${t.locationConflictRule} is null or ${t.locationConflictRule} in ('consensus', 'first')`,
+  ),
+  check(
+    "projects_tls_mitm_mode_check",
+    sql`${t.tlsMitmMode} in ('off', 'plain', 'match_ua', 'override_ua')`,
+  ),
+  // The one rule's last line: a browser only under the mode that uses one.
+  check(
+    "projects_tls_mitm_browser_check",
+    sql`${t.tlsMitmBrowser} is null or (${t.tlsMitmMode} = 'override_ua' and ${t.tlsMitmBrowser} in ('chrome', 'firefox', 'safari', 'edge', 'random'))`,
   ),
 ]);
 

@@ -15,6 +15,7 @@ export const USERNAME_DELIMITERS: readonly string[] = [
   "-city-",
   "-sessid-",
   "-sesstime-",
+  "-mitm-",
 ];
 
 export const PROJECT_USERNAME_MAX_CHARS = 64;

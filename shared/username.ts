@@ -1,6 +1,6 @@
 /**
  * The username grammar clients use to ask for a place and a session:
- * `<user>[-cc-<country>][-st-<state>][-city-<city>][-sessid-<id>][-sesstime-<minutes>]`.
+ * `<user>[-cc-<country>][-st-<state>][-city-<city>][-sessid-<id>][-sesstime-<minutes>][-mitm-off]`.
  *
  * The options may come in any order. Each delimiter is found at its first occurrence (matched
  * without regard to case, as project usernames are checked against them that way) and its value
@@ -21,6 +21,8 @@ export interface ParsedUsername {
   city?: string;
   sessionId?: string;
   sessionMinutes?: number;
+  /** `-mitm-off`: this connection's tunnels stay raw, whatever its project intercepts. */
+  mitmOff?: true;
 }
 
 export type UsernameResult =
@@ -36,6 +38,7 @@ export const UsernameMessage = {
   sessionId:
     "Session id must be at most 128 characters and no control characters, such as -sessid-abc123",
   sessionMinutes: "Session time must be whole minutes from 1 to 1440, such as -sesstime-30",
+  mitmOff: "Interception can only be turned off for a connection: -mitm-off",
   repeated: "Each username option may appear once, such as user-cc-us-sessid-abc123",
 } as const;
 
@@ -52,7 +55,8 @@ function hasControlCharacter(text: string): boolean {
   return false;
 }
 
-const [CC, ST, CITY, SESSID, SESSTIME] = USERNAME_DELIMITERS as readonly [
+const [CC, ST, CITY, SESSID, SESSTIME, MITM] = USERNAME_DELIMITERS as readonly [
+  string,
   string,
   string,
   string,
@@ -67,6 +71,7 @@ export const OptionDelimiter: Readonly<Record<keyof OptionTexts, string>> = {
   city: CITY,
   sessionId: SESSID,
   sessionMinutes: SESSTIME,
+  mitmOff: MITM,
 };
 
 /** Names people type for a city that vendors and databases spell otherwise. */
@@ -119,6 +124,7 @@ export function parseUsername(raw: string): UsernameResult {
     city: values.get(CITY),
     sessionId: values.get(SESSID),
     sessionMinutes: values.get(SESSTIME),
+    mitmOff: values.get(MITM),
   }, UsernameMessage);
   if (!read.ok) return read;
   return { ok: true, options: { user: raw.slice(0, found[0].at), ...read.options } };
@@ -131,6 +137,8 @@ export interface OptionTexts {
   city?: string;
   sessionId?: string;
   sessionMinutes?: string;
+  /** The interception opt-out: `off` is the one value (any case). */
+  mitmOff?: string;
 }
 
 /** What a client reads when an option is written wrong, in the words of where it wrote it. */
@@ -141,6 +149,7 @@ export interface OptionMessages {
   city: string;
   sessionId: string;
   sessionMinutes: string;
+  mitmOff: string;
 }
 
 export type OptionsResult =
@@ -198,6 +207,11 @@ export function readOptions(
       return { ok: false, message: messages.sessionMinutes };
     }
     options.sessionMinutes = minutes;
+  }
+  const mitmText = texts.mitmOff;
+  if (mitmText !== undefined) {
+    if (mitmText.toLowerCase() !== "off") return { ok: false, message: messages.mitmOff };
+    options.mitmOff = true;
   }
   return { ok: true, options };
 }

@@ -19,6 +19,7 @@ import type { DistributionKeyRow } from "../provider-api/extraction/distribution
 import type { UserRow } from "../services/users.ts";
 import type { ConnectorKind, ProxyScheme, UserRole } from "../../shared/roles.ts";
 import type { TrafficUsageView } from "../traffic/usage-view.ts";
+import type { TlsMitmBrowser, TlsMitmMode } from "../model/tls-mitm.ts";
 
 export function presentUser(row: UserRow) {
   return {
@@ -95,6 +96,9 @@ export function presentProject(
     max_connections: row.maxConnections,
     allowed_cidrs: row.allowedCidrs,
     passwordless_cidrs: row.passwordlessCidrs,
+    tls_mitm_mode: row.tlsMitmMode as TlsMitmMode,
+    tls_mitm_browser: row.tlsMitmBrowser as TlsMitmBrowser | null,
+    tls_mitm_bypass: row.tlsMitmBypass,
     created_at: row.createdAt,
     updated_at: row.updatedAt,
   };

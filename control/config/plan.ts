@@ -14,7 +14,12 @@ import { secretFields } from "../services/credentials.ts";
 import { changedFields, sameValue } from "../services/diff.ts";
 import { generatePassword } from "../services/passwords.ts";
 import { changesDecision } from "../traffic/rules.ts";
-import { projectDefaults, type ProjectFields, projectIssues } from "../services/projects.ts";
+import {
+  projectDefaults,
+  type ProjectFields,
+  projectIssues,
+  settleProject,
+} from "../services/projects.ts";
 import type { ProxyAddress } from "../model/proxy-url.ts";
 import {
   type ConfigDocument,
@@ -99,12 +104,13 @@ function projectFieldsOf(
   strategy: Strategy,
 ) {
   const { credentials: _c, connectors: _k, ...body } = entry;
-  return {
+  // The one rule of a project's interception fields, as the api's writes keep it.
+  return settleProject({
     ...projectDefaults(strategy),
     // The stored password is kept when the file leaves it out; a new project gets one.
     password: current?.row.password ?? generatePassword(),
     ...renameFields(body, PROJECT_FIELD_NAMES),
-  } as ProjectFields;
+  } as ProjectFields);
 }
 
 function connectorFieldsOf(entry: ConnectorEntry): Omit<ConnectorFields, "credentialId"> {

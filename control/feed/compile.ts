@@ -143,6 +143,8 @@ export async function compile(
       maxConnections: projects.maxConnections,
       allowedCidrs: projects.allowedCidrs,
       passwordlessCidrs: projects.passwordlessCidrs,
+      tlsMitmMode: projects.tlsMitmMode,
+      tlsMitmBypass: projects.tlsMitmBypass,
     }).from(projects).where(only === undefined ? undefined : eq(projects.id, only))
       .orderBy(asc(projects.id));
     const connectorRows = await tx.select({
@@ -269,6 +271,10 @@ export async function compile(
       allowed_cidrs: [...row.allowedCidrs],
       passwordless_cidrs: [...row.passwordlessCidrs],
       sequence: sequences.get(row.id) ?? null,
+      // Off: nothing for gateways to apply (a bypass list kept for later stays in Postgres).
+      tls_mitm: row.tlsMitmMode === "off"
+        ? null
+        : { mode: row.tlsMitmMode, bypass: [...row.tlsMitmBypass] },
     };
   }));
   const global: GlobalSection = {

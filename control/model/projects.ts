@@ -14,6 +14,7 @@ import { booleanField, integerField, nameField, readOnly, textField } from "./co
 import { TrafficConfigSchema } from "./connectors.ts";
 import { parseCidr } from "../../shared/net/ip.ts";
 import { conflictRuleField, locationSourcesField } from "./location.ts";
+import { tlsMitmBrowserField, tlsMitmBypassField, tlsMitmModeField } from "./tls-mitm.ts";
 
 const username = v.pipe(
   v.string("must be text"),
@@ -119,6 +120,10 @@ const fields = {
   max_connections: v.nullable(integerField(1, 1_000_000)),
   allowed_cidrs: cidrList,
   passwordless_cidrs: cidrList,
+  /** The mode keeps the browser it uses and clears it otherwise (tls-mitm.ts). */
+  tls_mitm_mode: tlsMitmModeField,
+  tls_mitm_browser: tlsMitmBrowserField,
+  tls_mitm_bypass: tlsMitmBypassField,
 };
 
 const serverFields = {
@@ -148,6 +153,9 @@ export const CreateProjectBody = v.strictObject({
   max_connections: v.optional(fields.max_connections),
   allowed_cidrs: v.optional(fields.allowed_cidrs),
   passwordless_cidrs: v.optional(fields.passwordless_cidrs),
+  tls_mitm_mode: v.optional(fields.tls_mitm_mode),
+  tls_mitm_browser: v.optional(fields.tls_mitm_browser),
+  tls_mitm_bypass: v.optional(fields.tls_mitm_bypass),
   ...serverFields,
 });
 
@@ -177,6 +185,9 @@ export const PROJECT_FIELD_NAMES = {
   max_connections: "maxConnections",
   allowed_cidrs: "allowedCidrs",
   passwordless_cidrs: "passwordlessCidrs",
+  tls_mitm_mode: "tlsMitmMode",
+  tls_mitm_browser: "tlsMitmBrowser",
+  tls_mitm_bypass: "tlsMitmBypass",
 } as const;
 
 /** The forms `GET /projects/ca-certificate` answers in. */

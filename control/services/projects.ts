@@ -24,6 +24,7 @@ import {
 } from "../../shared/project-credentials.ts";
 import { ChangeKind, JobKind, type Strategy } from "../../shared/roles.ts";
 import { generatePassword } from "./passwords.ts";
+import { settleTlsMitm, type TlsMitmFields, tlsMitmIssues } from "../model/tls-mitm.ts";
 import { read, type ServiceDeps, write } from "../core/store.ts";
 import { clearProjectState, readFootprint, type StateDeps } from "./project-state.ts";
 import { changedFields, definedOnly } from "./diff.ts";
@@ -52,6 +53,11 @@ export interface ProjectFields {
   maxConnections: number | null;
   allowedCidrs: string[];
   passwordlessCidrs: string[];
+  /** TLS interception (control/model/tls-mitm.ts: one rule for the three). */
+  tlsMitmMode: string;
+  /** The browser `override_ua` presents; null under every other mode. */
+  tlsMitmBrowser: string | null;
+  tlsMitmBypass: string[];
 }
 
 export type NewProject = Pick<ProjectFields, "name" | "username"> & Partial<ProjectFields>;
@@ -83,7 +89,16 @@ export function projectIssues(project: ProjectFields): FieldIssue[] {
     );
     if (preflight) issues.push(preflight);
   }
+  issues.push(...tlsMitmIssues(project));
   return issues;
+}
+
+/**
+ * A project as it is stored: the fields its interception mode does not use cleared (the one
+ * rule of control/model/tls-mitm.ts, on every create, edit and configuration file).
+ */
+export function settleProject<T extends TlsMitmFields>(project: T): T {
+  return settleTlsMitm(project);
 }
 
 /** The rules checked on the copy about to be saved. */
@@ -113,6 +128,9 @@ export function projectDefaults(
     maxConnections: null,
     allowedCidrs: [],
     passwordlessCidrs: [],
+    tlsMitmMode: "off",
+    tlsMitmBrowser: null,
+    tlsMitmBypass: [],
   };
 }
 
@@ -207,13 +225,13 @@ export async function getProject(deps: ServiceDeps, id: string): Promise<Project
 }
 
 export function createProject(deps: ServiceDeps, input: NewProject): Promise<ProjectRow> {
-  const project: ProjectFields = {
+  const project: ProjectFields = settleProject({
     ...projectDefaults(deps.settings.defaultStrategy),
     password: generatePassword(),
     ...definedOnly(input),
     name: input.name,
     username: input.username,
-  };
+  });
   validateProject(project);
   return write(deps, async (tx) => {
     const preflight = await inheritedSourcesIssue(tx, project);
@@ -235,9 +253,14 @@ export async function updateProject(
     const [current] = await tx.select().from(projects).where(eq(projects.id, id)).for("update");
     if (!current) throw new NotFoundError("Project");
     previous = current;
-    const next = { ...current, ...definedOnly(patch) } as ProjectRow;
+    const next = settleProject({ ...current, ...definedOnly(patch) } as ProjectRow);
     validateProject({ ...next, strategy: next.strategy as Strategy });
-    const changes = changedFields(current, patch);
+    // What the rule cleared is written too (a mode that drops its browser).
+    const changes = changedFields(current, {
+      ...patch,
+      tlsMitmMode: next.tlsMitmMode,
+      tlsMitmBrowser: next.tlsMitmBrowser,
+    });
     if (!changes) return { result: current, change: null };
     // Checked when the edit touches preflight or the sources, not for an unrelated field.
     if (changes.locationPreflight !== undefined || changes.locationSources !== undefined) {

@@ -1,7 +1,7 @@
 /**
  * Options in request headers, for clients that cannot put them in a username (and for
- * password-less clients, who have none): `X-Octoprox-Country`, `-State`, `-City`, `-Session`
- * and `-Session-Time`, read with the username's grammar and checks (shared/username.ts). The
+ * password-less clients, who have none): `X-Octoprox-Country`, `-State`, `-City`, `-Session`,
+ * `-Session-Time` and `-Mitm` (`off`: a CONNECT's tunnel stays raw), read with the username's grammar and checks (shared/username.ts). The
  * admission step runs once the client is known; it keeps every `X-Octoprox-*` field from the
  * upstream (consumed or not), refuses one it does not know, a repeated one, or a value written
  * wrong with 400 naming the header, and adds what the headers ask for to the client's options.
@@ -35,6 +35,7 @@ const HEADERS: Readonly<Record<OptionName, string>> = {
   city: "X-Octoprox-City",
   sessionId: "X-Octoprox-Session",
   sessionMinutes: "X-Octoprox-Session-Time",
+  mitmOff: "X-Octoprox-Mitm",
 };
 
 /** Option by lower-case header name. */
@@ -55,6 +56,7 @@ export const HeaderOptionMessage: OptionMessages & { repeated: string } = {
   sessionId:
     "X-Octoprox-Session must be at most 128 characters and no control characters, such as abc123",
   sessionMinutes: "X-Octoprox-Session-Time must be whole minutes from 1 to 1440, such as 30",
+  mitmOff: "X-Octoprox-Mitm takes one value, off: X-Octoprox-Mitm: off",
   repeated: "Each X-Octoprox option header may appear once",
 };
 

@@ -43,6 +43,19 @@ export const FeedSequenceSchema = v.object({
 });
 export type FeedSequence = v.InferOutput<typeof FeedSequenceSchema>;
 
+/**
+ * A project's TLS interception as gateways apply it. `mode` is text, so a value a later release
+ * adds cannot make a gateway refuse the global section: a gateway leaves the tunnels of a mode it
+ * does not serve raw (shared/routing/snapshot.ts).
+ */
+export const FeedInterceptionSchema = v.object({
+  /** `plain`: the gateway's own TLS towards the target. */
+  mode: v.string(),
+  /** Host names, `.suffixes` and IP addresses whose tunnels stay raw (shared/tls/bypass.ts). */
+  bypass: v.array(v.string()),
+});
+export type FeedInterception = v.InferOutput<typeof FeedInterceptionSchema>;
+
 export const FeedProjectSchema = v.object({
   id: v.string(),
   name: v.string(),
@@ -76,6 +89,11 @@ export const FeedProjectSchema = v.object({
    * Null: every eligible connector shares by weight. Absent from feeds of earlier releases.
    */
   sequence: v.optional(v.nullable(FeedSequenceSchema), null),
+  /**
+   * The project's TLS interception; null when its mode is off (tunnels stay raw), as when it
+   * is absent (feeds of earlier releases, fixtures).
+   */
+  tls_mitm: v.optional(v.nullable(FeedInterceptionSchema)),
 });
 export type FeedProject = v.InferOutput<typeof FeedProjectSchema>;
 

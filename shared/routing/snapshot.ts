@@ -28,7 +28,14 @@ import { normaliseCountry } from "../countries.ts";
 import { slugifyCity } from "../username.ts";
 import { CidrSet, CidrTable, formatCidr, openToAnyone, parseCidrs } from "../net/cidr-set.ts";
 import { MAX_RETRIES_LIMIT, type ProxyStatus, type Strategy } from "../roles.ts";
-import type { AuthResult, UpstreamChoice, UsernameOptions } from "./contract.ts";
+import type {
+  AuthResult,
+  Client,
+  Interception,
+  UpstreamChoice,
+  UsernameOptions,
+} from "./contract.ts";
+import { bypassIndex } from "../tls/bypass.ts";
 import { Dispatch } from "./dispatch.ts";
 import { DeadlineTable, hashId } from "./id-table.ts";
 import type { CoreLog } from "./log.ts";
@@ -394,6 +401,11 @@ export interface ProjectEntry {
   readonly slot: number;
   /** Sequential routing: only the sequence's current connector serves. Undefined: none. */
   readonly sequence: SequenceEntry | undefined;
+  /**
+   * Its TLS interception, frozen and shared by every client of the project; undefined when its
+   * tunnels stay raw (mode off, or a mode this gateway does not serve).
+   */
+  readonly interception: Interception | undefined;
   readonly project: FeedProject;
 }
 
@@ -581,17 +593,20 @@ function indexProjects(update: FeedSections, dispatch: Dispatch, log: CoreLog | 
     const maxRetries = Number.isInteger(project.max_retries) && project.max_retries >= 0
       ? Math.min(project.max_retries, MAX_RETRIES_LIMIT)
       : undefined;
+    const interception = interceptionOf(project, log);
     // Built once: every password-less request of the project shares it (nothing changes it).
     const byAddress: AuthResult | undefined = blocks.passwordless.length === 0
       ? undefined
       : Object.freeze({
         ok: true,
-        client: Object.freeze({
-          projectId: project.id,
-          options: Object.freeze({ user: project.username }),
-          connectTimeoutMs,
-          maxRetries,
-        }),
+        client: Object.freeze(
+          withInterception({
+            projectId: project.id,
+            options: Object.freeze({ user: project.username }),
+            connectTimeoutMs,
+            maxRetries,
+          }, interception),
+        ),
       });
     const entry: ProjectEntry = {
       id: project.id,
@@ -607,6 +622,7 @@ function indexProjects(update: FeedSections, dispatch: Dispatch, log: CoreLog | 
       },
       slot: dispatch.projectSlots.assign(project.id),
       sequence: sequenceEntry(project.sequence),
+      interception,
       project,
     };
     if (byAddress !== undefined) {
@@ -638,6 +654,32 @@ function indexProjects(update: FeedSections, dispatch: Dispatch, log: CoreLog | 
     }
   }
   return { projectsByUsername, projectsById, passwordless };
+}
+
+/**
+ * A project's interception as clients carry it: `plain` with its bypass list (frozen, its match
+ * index built here, once per snapshot). Off, absent, or a mode this gateway does not serve (a
+ * later release's): undefined, so its tunnels stay raw, the last logged.
+ */
+function interceptionOf(project: FeedProject, log: CoreLog | undefined): Interception | undefined {
+  const feed = project.tls_mitm;
+  if (feed === null || feed === undefined || feed.mode === "off") return undefined;
+  if (feed.mode !== "plain") {
+    log?.warn("A project's TLS interception mode is not served here: its tunnels stay raw", {
+      project: project.id,
+      mode: feed.mode,
+    });
+    return undefined;
+  }
+  const bypass = Object.freeze([...feed.bypass]);
+  bypassIndex(bypass);
+  return Object.freeze({ mode: "plain", bypass });
+}
+
+/** The client with its project's interception, when there is one (absent otherwise). */
+export function withInterception(client: Client, interception: Interception | undefined): Client {
+  if (interception !== undefined) client.interception = interception;
+  return client;
 }
 
 /** A project's sequence as the router reads it; undefined when it has none. */

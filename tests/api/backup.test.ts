@@ -36,6 +36,8 @@ beforeAll(async () => {
       password: "shop-password-1",
       strategy: "sticky",
       rate_limit: { requests_per_second: 50, burst: 100 },
+      tls_mitm_mode: "plain",
+      tls_mitm_bypass: [".bank.example"],
     },
   });
   projectId = project.body.id;
@@ -184,6 +186,11 @@ function importBackup(backup: unknown, passphrase = PASSPHRASE, token = h.tokens
 /** Changes the install, so an import has something to put back. */
 async function changeThings(): Promise<void> {
   await h.deps.database.sql`update config_revision set revision = revision + 1`;
+  const interception = await h.request("PATCH", `/api/v1/projects/${projectId}`, {
+    token: h.tokens.admin,
+    body: { tls_mitm_mode: "off", tls_mitm_bypass: [] },
+  });
+  expect(interception.status, interception.text).toBe(200);
   await h.deps.database.sql`update distribution_keys set revoked_at = now()`;
   const sequence = await h.request("PUT", `/api/v1/projects/${projectId}/sequence`, {
     token: h.tokens.admin,

@@ -127,6 +127,8 @@ const EXAMPLES: Record<string, () => Record<string, unknown>> = {
     session_ttl_seconds: 600,
     max_connections: 10,
     rate_limit: { requests_per_second: 50, burst: 100 },
+    tls_mitm_mode: "plain",
+    tls_mitm_bypass: ["bank.example", ".pinned.example"],
   }),
   "POST /api/v1/projects/:id/distribution-keys": () => ({
     name: "Key",

@@ -126,8 +126,11 @@ describe("compile", () => {
       "allowed_cidrs",
       "passwordless_cidrs",
       "sequence",
+      "tls_mitm",
     ]);
     expect(shop.sequence).toBeNull();
+    // Interception off: nothing for gateways to apply.
+    expect(shop.tls_mitm).toBeNull();
     expect(shop.password_digest).toBe(await passwordDigest(bed.feedKeys, "pw-shop-1"));
     // The password itself is never in the feed.
     expect(compiled.sections.get("global")!.json).not.toContain("pw-shop-1");
@@ -222,6 +225,29 @@ describe("compile", () => {
       expect(moved).toEqual([`connector:${ids.main}`]);
     } finally {
       await db.database.sql`update proxies set status = 'healthy' where id = ${ids.p2}`;
+    }
+  });
+
+  it("carries a project's interception when its mode is not off, its bypass list as stored", async () => {
+    const sql = db.database.sql;
+    const bypass = [".bank.example", "pinned.example"];
+    await sql`update projects set tls_mitm_mode = 'plain',
+      tls_mitm_bypass = ${JSON.stringify(bypass)}::jsonb where id = ${ids.labs}`;
+    try {
+      const compiled = await compile(db.database, options());
+      const global = JSON.parse(compiled.sections.get("global")!.json) as GlobalSection;
+      expect(global.projects.find((p) => p.id === ids.labs)!.tls_mitm).toEqual({
+        mode: "plain",
+        bypass,
+      });
+      expect(global.projects.find((p) => p.id === ids.shop)!.tls_mitm).toBeNull();
+      // Off again, a bypass list kept for later stays out of the feed.
+      await sql`update projects set tls_mitm_mode = 'off' where id = ${ids.labs}`;
+      const off = JSON.parse((await compile(db.database, options())).sections.get("global")!.json);
+      expect((off as GlobalSection).projects.find((p) => p.id === ids.labs)!.tls_mitm).toBeNull();
+    } finally {
+      await sql`update projects set tls_mitm_mode = 'off', tls_mitm_bypass = '[]'::jsonb
+        where id = ${ids.labs}`;
     }
   });
 

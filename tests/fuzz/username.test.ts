@@ -28,10 +28,16 @@ interface Options {
   city?: string;
   sessionId?: string;
   sessionMinutes?: number;
+  mitmOff?: true;
 }
 
 /** An option as written (delimiter in some case, value) and what it reads as. */
-type Written = { delimiter: string; text: string; key: keyof Options; value: string | number };
+type Written = {
+  delimiter: string;
+  text: string;
+  key: keyof Options;
+  value: string | number | true;
+};
 
 const caseOf = (text: string, upper: boolean[]) =>
   [...text].map((char, index) => upper[index % upper.length] ? char.toUpperCase() : char).join(
@@ -49,11 +55,16 @@ const written: fc.Arbitrary<Written[]> = fc.record({
   ),
   sessionId: fc.option(fc.stringMatching(/^[A-Za-z0-9_]{1,40}$/), { nil: undefined }),
   sessionMinutes: fc.option(fc.integer({ min: 1, max: SESSION_MINUTES_MAX }), { nil: undefined }),
+  mitmOff: fc.option(fc.constantFrom("off", "OFF", "Off"), { nil: undefined }),
   upper: fc.array(fc.boolean(), { minLength: 1, maxLength: 5 }),
 }).chain(({ upper, ...options }) => {
   const parts: Written[] = [];
-  const add = (delimiter: string, key: keyof Options, text: string, value: string | number) =>
-    parts.push({ delimiter: caseOf(delimiter, upper), text, key, value });
+  const add = (
+    delimiter: string,
+    key: keyof Options,
+    text: string,
+    value: string | number | true,
+  ) => parts.push({ delimiter: caseOf(delimiter, upper), text, key, value });
   // A state or city needs a country to rest on.
   const country = options.country ?? (options.state || options.city ? "us" : undefined);
   if (country) add("-cc-", "country", country, normaliseCountry(country)!);
@@ -63,6 +74,7 @@ const written: fc.Arbitrary<Written[]> = fc.record({
   if (options.sessionMinutes) {
     add("-sesstime-", "sessionMinutes", String(options.sessionMinutes), options.sessionMinutes);
   }
+  if (options.mitmOff) add("-mitm-", "mitmOff", options.mitmOff, true);
   return fc.shuffledSubarray(parts, { minLength: parts.length, maxLength: parts.length });
 });
 
@@ -126,6 +138,7 @@ describe("the username grammar (property)", () => {
       city: "m4",
       sessionId: "m5",
       sessionMinutes: "m6",
+      mitmOff: "m7",
     };
     const text = fc.option(fc.string({ unit: "binary", maxLength: 12 }), { nil: undefined });
     check(
@@ -139,11 +152,15 @@ describe("the username grammar (property)", () => {
             fc.oneof(fc.stringMatching(/^[0-9]{1,5}$/), fc.string({ maxLength: 5 })),
             { nil: undefined },
           ),
+          mitmOff: fc.option(fc.oneof(fc.constant("off"), fc.string({ maxLength: 5 })), {
+            nil: undefined,
+          }),
         }),
         fc.option(fc.constantFrom("US", "GB"), { nil: undefined }),
         (texts, country) => {
           const read = readOptions(texts, messages, country);
           if (!read.ok) expect(Object.values(messages)).toContain(read.message);
+          else if (texts.mitmOff !== undefined) expect(read.options.mitmOff).toBe(true);
         },
       ),
     );

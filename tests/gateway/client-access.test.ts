@@ -296,6 +296,8 @@ describe("options in request headers", () => {
       [["X-Octoprox-Session-Time: 1441"], HeaderOptionMessage.sessionMinutes],
       [["X-Octoprox-Session-Time: 5m"], HeaderOptionMessage.sessionMinutes],
       [["X-Octoprox-Country: de", "X-Octoprox-Country: de"], HeaderOptionMessage.repeated],
+      [["X-Octoprox-Mitm: on"], HeaderOptionMessage.mitmOff],
+      [["X-Octoprox-Mitm: plain"], HeaderOptionMessage.mitmOff],
     ];
     for (const [lines, reason] of cases) {
       const { refusal } = await admit("198.51.100.1", basic("shop"), headers(...lines));
@@ -310,7 +312,8 @@ describe("options in request headers", () => {
     const unknown = await admit("198.51.100.1", basic("shop"), headers("X-Octoprox-Contry: de"));
     expect(unknown.refusal?.reason).toBe(
       "X-Octoprox-Contry is not an Octoprox option header: use X-Octoprox-Country, " +
-        "X-Octoprox-State, X-Octoprox-City, X-Octoprox-Session, X-Octoprox-Session-Time",
+        "X-Octoprox-State, X-Octoprox-City, X-Octoprox-Session, X-Octoprox-Session-Time, " +
+        "X-Octoprox-Mitm",
     );
   });
 
@@ -331,5 +334,59 @@ describe("options in request headers", () => {
       headers("X-Octoprox-Country: nowhere"),
     );
     expect(refusal).toBe(clientAddressDenied);
+  });
+});
+
+describe("the client's interception opt-out and its project's interception", () => {
+  const plain = { mode: "plain", bypass: [".bank.example", "203.0.113.9"] };
+  const { admit, warnings } = gateway([
+    project({ passwordless_cidrs: ["10.0.0.0/8"], tls_mitm: plain }),
+    project({ id: "p2", username: "raw", password_digest: `digest:${PASSWORD}` }),
+    project({ id: "p3", username: "later", tls_mitm: { mode: "match_ua", bypass: [] } }),
+  ]);
+
+  it("hands a plain project's clients its interception, frozen; none for a raw one", async () => {
+    const { client } = await admit("198.51.100.1", basic("shop"));
+    expect(client?.interception).toEqual(plain);
+    expect(Object.isFrozen(client?.interception)).toBe(true);
+    expect(Object.isFrozen(client?.interception?.bypass)).toBe(true);
+    // Password-less clients of the project carry it too.
+    expect((await admit("10.0.0.9", null)).client?.interception).toEqual(plain);
+    const raw = (await admit("198.51.100.1", basic("raw"))).client;
+    expect(raw?.projectId).toBe("p2");
+    expect(raw !== undefined && "interception" in raw).toBe(false);
+  });
+
+  it("leaves a mode this gateway does not serve raw, and says so", async () => {
+    const { client } = await admit("198.51.100.1", basic("later"));
+    expect(client?.projectId).toBe("p3");
+    expect(client?.interception).toBeUndefined();
+    expect(warnings).toContainEqual({
+      message: "A project's TLS interception mode is not served here: its tunnels stay raw",
+      fields: { project: "p3", mode: "match_ua" },
+    });
+  });
+
+  it("takes -mitm-off and X-Octoprox-Mitm: off alike, the interception kept beside it", async () => {
+    const byName = await admit("198.51.100.1", basic("shop-mitm-off"));
+    expect(byName.client?.options).toEqual({ user: "shop", mitmOff: true });
+    expect(byName.client?.interception).toEqual(plain);
+    const byHeader = await admit("198.51.100.1", basic("shop"), headers("X-Octoprox-Mitm: OFF"));
+    expect(byHeader.refusal).toBeUndefined();
+    expect(byHeader.client?.options).toEqual({ user: "shop", mitmOff: true });
+    expect(byHeader.client?.interception).toEqual(plain);
+    expect(byHeader.ticket.strippedHeaders).toEqual(new Set(["x-octoprox-mitm"]));
+    const both = await admit(
+      "198.51.100.1",
+      basic("shop-mitm-off"),
+      headers("X-Octoprox-Mitm: off"),
+    );
+    expect(both.refusal).toBeUndefined();
+    // Another value is a 400 naming the option, as any option written wrong is.
+    const wrong = await admit("198.51.100.1", basic("shop-mitm-on"));
+    expect(wrong.refusal).toMatchObject({ status: 400 });
+    expect(wrong.refusal?.reason).toBe(
+      "Interception can only be turned off for a connection: -mitm-off",
+    );
   });
 });

@@ -32,6 +32,11 @@ const accepted: [string, ParsedUsername][] = [
   ["shop-sesstime-1440-sessid-x", { user: "shop", sessionId: "x", sessionMinutes: 1440 }],
   ["shop-CC-us-SESSID-x", { user: "shop", country: "US", sessionId: "x" }],
   ["my-shop.eu-cc-pl", { user: "my-shop.eu", country: "PL" }],
+  // The client's own opt-out from its project's interception, for this connection.
+  ["shop-mitm-off", { user: "shop", mitmOff: true }],
+  ["shop-MITM-OFF-cc-de", { user: "shop", country: "DE", mitmOff: true }],
+  ["shop-sessid-s1-mitm-off", { user: "shop", sessionId: "s1", mitmOff: true }],
+  ["shop-mitm-", { user: "shop" }],
   // Empty values count as absent.
   ["shop-sessid-", { user: "shop" }],
   ["shop-cc-", { user: "shop" }],
@@ -59,6 +64,10 @@ const refused: [string, string][] = [
   ["shop-sessid-" + "x".repeat(129), UsernameMessage.sessionId],
   ["shop-cc-us-cc-de", UsernameMessage.repeated],
   ["shop-sessid-a-sessid-b", UsernameMessage.repeated],
+  ["shop-mitm-on", UsernameMessage.mitmOff],
+  ["shop-mitm-plain", UsernameMessage.mitmOff],
+  ["shop-mitm-off-x", UsernameMessage.mitmOff],
+  ["shop-mitm-off-mitm-off", UsernameMessage.repeated],
 ];
 
 describe("username grammar", () => {

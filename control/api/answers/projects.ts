@@ -1,6 +1,7 @@
 /** A project as the API answers it (control/api/present.ts's presentProject). */
 import * as v from "valibot";
 import { cidrList } from "../../model/projects.ts";
+import { TLS_MITM_BROWSERS, TLS_MITM_MODES } from "../../model/tls-mitm.ts";
 import { count, id, timestamp, TrafficConfigAnswer, TrafficUsageAnswer } from "./common.ts";
 
 export const ProjectAnswer = v.strictObject({
@@ -27,6 +28,12 @@ export const ProjectAnswer = v.strictObject({
   max_connections: v.nullable(count),
   allowed_cidrs: cidrList,
   passwordless_cidrs: cidrList,
+  /** off (raw tunnels), plain; match_ua and override_ua are refused in this build. */
+  tls_mitm_mode: v.picklist(TLS_MITM_MODES),
+  /** The browser override_ua presents; null under every other mode. */
+  tls_mitm_browser: v.nullable(v.picklist(TLS_MITM_BROWSERS)),
+  /** Hosts, `.suffixes` and IP addresses whose tunnels stay raw. */
+  tls_mitm_bypass: v.array(v.string()),
   created_at: timestamp,
   updated_at: timestamp,
 });

@@ -47,6 +47,15 @@ const LIMITS_NOTE = "`traffic_quota` (a traffic_config of connectors, its `limit
   "`passwordless_cidrs` reach the project by address alone: a list letting every address in " +
   "is a 422, a block another project lists a 400.";
 
+const TLS_MITM_NOTE = "`tls_mitm_mode` (`off`, the default: tunnels stay raw; `plain`: the " +
+  "gateway opens them with the install's CA) keeps `tls_mitm_browser` only under a mode that " +
+  "uses one (`override_ua`) and clears it otherwise; a write lacking a browser the mode needs is " +
+  "a 422 naming `tls_mitm_browser`. `match_ua` and `override_ua` (browser-grade fingerprints) " +
+  "are a 422 naming `tls_mitm_mode` with the reason: this build cannot serve them. " +
+  "`tls_mitm_bypass`: at most 1000 host names, `.suffixes` (every name under one) and IP " +
+  "addresses whose tunnels stay raw; lower-cased, IDNA ASCII, deduplicated; a port or a " +
+  "wildcard is a 422 naming its index.";
+
 export function projectRoutes(deps: ApiDeps): Route[] {
   /** Projects as answered: each with its quota's usage. */
   const present = async (rows: readonly ProjectRow[], showPassword: boolean) => {
@@ -95,7 +104,7 @@ export function projectRoutes(deps: ApiDeps): Route[] {
       summary: "Create a project",
       description: "Name and proxy username are unique regardless of case (400 naming the " +
         "field). Without `password`, one is generated. `strategy` defaults to the install's " +
-        `OCTOPROX_DEFAULT_STRATEGY. ${LIMITS_NOTE}`,
+        `OCTOPROX_DEFAULT_STRATEGY. ${LIMITS_NOTE} ${TLS_MITM_NOTE}`,
       access: UserRole.editor,
       body: CreateProjectBody,
       responses: {
@@ -133,7 +142,8 @@ export function projectRoutes(deps: ApiDeps): Route[] {
       summary: "Edit a project",
       description: `${LIMITS_NOTE} An edit of what decides the quota's block (a quota set or ` +
         "cleared, its bytes, period, reset day or action) asks for a decision; one of its price, " +
-        "currency or warning line asks for none.",
+        `currency or warning line asks for none. ${TLS_MITM_NOTE} The rule holds on the project ` +
+        "as the edit would leave it: a mode changed alone keeps or clears the stored browser.",
       access: UserRole.editor,
       body: UpdateProjectBody,
       responses: {

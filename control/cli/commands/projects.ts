@@ -1,5 +1,5 @@
-/** `projects list|get|create|delete`. */
-import type { Command } from "commander";
+/** `projects list|get|create|update|delete`. */
+import { type Command, Option } from "commander";
 import type { Project } from "../../api/answers/projects.ts";
 import {
   collectSet,
@@ -13,6 +13,49 @@ import {
 import { emit, formatBytes, line, pc, printFields, printTable } from "../output.ts";
 import { confirm } from "../prompt.ts";
 import { resolveProject } from "../resolve.ts";
+import { UsageError } from "../errors.ts";
+import { TLS_MITM_BROWSERS, TLS_MITM_MODES } from "../../model/tls-mitm.ts";
+
+/** The interception flags of create and update, as the API's body names them. */
+interface TlsMitmOptions {
+  tlsMitmMode?: string;
+  tlsMitmBrowser?: string;
+  tlsMitmBypass?: string[];
+}
+
+/**
+ * `--tls-mitm-bypass a.example,.bank.example` (repeatable, lists joined): the hosts as typed,
+ * which the API reads and judges (`""` clears the list).
+ */
+function collectHosts(value: string, previous: string[] = []): string[] {
+  return [...previous, ...value.split(",").map((host) => host.trim()).filter((h) => h !== "")];
+}
+
+/** Adds the interception flags; the API keeps the one rule (control/model/tls-mitm.ts). */
+function withTlsMitmOptions(command: Command): Command {
+  return command
+    .addOption(
+      new Option("--tls-mitm-mode <mode>", "TLS interception of the project's tunnels")
+        .choices(TLS_MITM_MODES),
+    )
+    .addOption(
+      new Option("--tls-mitm-browser <browser>", "the browser override_ua presents")
+        .choices(TLS_MITM_BROWSERS),
+    )
+    .option(
+      "--tls-mitm-bypass <hosts>",
+      'hosts and .suffixes whose tunnels stay raw, comma-separated, repeatable ("" clears)',
+      collectHosts,
+    );
+}
+
+function tlsMitmBody(options: TlsMitmOptions): Record<string, unknown> {
+  return {
+    tls_mitm_mode: options.tlsMitmMode,
+    tls_mitm_browser: options.tlsMitmBrowser,
+    tls_mitm_bypass: options.tlsMitmBypass,
+  };
+}
 
 export function registerProjects(program: Command): void {
   const projects = program.command("projects").description("Projects: who uses the gateway");
@@ -26,11 +69,12 @@ export function registerProjects(program: Command): void {
       const list = await client.request<Project[]>("GET", "/projects");
       emit(outputOf(options), list, () =>
         printTable(
-          ["Name", "Username", "Strategy", "Traffic", "Id"],
+          ["Name", "Username", "Strategy", "Interception", "Traffic", "Id"],
           list.map((project) => [
             project.name,
             project.username,
             project.strategy,
+            project.tls_mitm_mode,
             project.traffic_usage
               ? `${formatBytes(project.traffic_usage.bytes)} of ${
                 formatBytes(project.traffic_usage.limit_bytes)
@@ -52,11 +96,12 @@ export function registerProjects(program: Command): void {
     emit(outputOf(options), project, () => printProject(project));
   });
 
-  leaf(projects, "create <name>", "Create a project", [
+  withTlsMitmOptions(leaf(projects, "create <name>", "Create a project", [
     "octoprox projects create shop",
     "octoprox projects create shop --username shop --strategy round_robin",
     "octoprox projects create shop --set max_retries=2 --set 'rate_limit={\"requests_per_second\":50}'",
-  ])
+    "octoprox projects create shop --tls-mitm-mode plain --tls-mitm-bypass .bank.example",
+  ]))
     .option("--username <username>", "the proxy username clients present (the name by default)")
     .option("--password <password>", "the proxy password (generated when left out)")
     .option("--strategy <strategy>", "the routing strategy")
@@ -65,7 +110,7 @@ export function registerProjects(program: Command): void {
     .option("--set <field=value>", SET_HELP, collectSet)
     .action(async (
       name: string,
-      options: JsonOption & {
+      options: JsonOption & TlsMitmOptions & {
         username?: string;
         password?: string;
         strategy?: string;
@@ -82,11 +127,59 @@ export function registerProjects(program: Command): void {
         strategy: options.strategy,
         description: options.description,
         max_retries: options.maxRetries,
+        ...tlsMitmBody(options),
         ...options.set,
       };
       const project = await client.request<Project>("POST", "/projects", { body });
       emit(outputOf(options), project, () => {
         line(`${pc.green("Created")} project ${project.name} (${project.id}).`);
+        printProject(project);
+      });
+    });
+
+  withTlsMitmOptions(leaf(projects, "update <project>", "Change a project's fields", [
+    "octoprox projects update shop --strategy least_used --max-retries 2",
+    "octoprox projects update shop --tls-mitm-mode plain --tls-mitm-bypass bank.example,.pinned.example",
+    "octoprox projects update shop --tls-mitm-bypass ''",
+    "octoprox projects update shop --tls-mitm-mode off",
+    "octoprox projects update shop --set 'rate_limit={\"requests_per_second\":50}'",
+  ]))
+    .option("--name <name>", "a new name")
+    .option("--password <password>", "a new proxy password")
+    .option("--strategy <strategy>", "the routing strategy")
+    .option("--description <text>", "a description")
+    .option("--max-retries <n>", "other proxies tried after a failed attempt", wholeNumber)
+    .option("--set <field=value>", SET_HELP, collectSet)
+    .action(async (
+      ref: string,
+      options: JsonOption & TlsMitmOptions & {
+        name?: string;
+        password?: string;
+        strategy?: string;
+        description?: string;
+        maxRetries?: number;
+        set?: Record<string, unknown>;
+      },
+    ) => {
+      const client = await connect();
+      const { id } = await resolveProject(client, ref);
+      const body = Object.fromEntries(
+        Object.entries({
+          name: options.name,
+          password: options.password,
+          strategy: options.strategy,
+          description: options.description,
+          max_retries: options.maxRetries,
+          ...tlsMitmBody(options),
+          ...options.set,
+        }).filter(([, value]) => value !== undefined),
+      );
+      if (Object.keys(body).length === 0) {
+        throw new UsageError("Nothing to change: give a field to set (see --help).");
+      }
+      const project = await client.request<Project>("PATCH", `/projects/${id}`, { body });
+      emit(outputOf(options), project, () => {
+        line(`${pc.green("Updated")} project ${project.name} (${project.id}).`);
         printProject(project);
       });
     });
@@ -147,6 +240,13 @@ function printProject(project: Project): void {
     ],
     ["Allowed CIDRs", project.allowed_cidrs.join(", ")],
     ["Password-less CIDRs", project.passwordless_cidrs.join(", ")],
+    [
+      "TLS interception",
+      project.tls_mitm_browser === null
+        ? project.tls_mitm_mode
+        : `${project.tls_mitm_mode} (${project.tls_mitm_browser})`,
+    ],
+    ["Interception bypass", project.tls_mitm_bypass.join(", ")],
     ["Created", project.created_at],
   ]);
 }
