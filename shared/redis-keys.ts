@@ -36,6 +36,8 @@ export const STREAM_CAPS = {
   work: 100_000,
   /** Failure examples per project and kind: a sample for reading, the counts are elsewhere. */
   failures: 100,
+  /** Interception captures per project (the Inspector's): about the last thousand exchanges. */
+  mitmRequests: 1_000,
 } as const;
 
 export type RedisKeys = ReturnType<typeof redisKeys>;

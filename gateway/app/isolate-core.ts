@@ -138,6 +138,7 @@ export async function buildIsolateCore(
   });
   writers.metering.start();
   writers.failureLog.start();
+  writers.captures.start();
   writers.poolEvidence.start();
   writers.poolHolds?.start();
   preflight.start();
@@ -213,6 +214,7 @@ async function stopIsolate(s: IsolateStop): Promise<void> {
       writers.rateLimiter.close(),
       writers.metering.close(),
       writers.failureLog.close(),
+      writers.captures.close(),
       writers.poolEvidence.close(),
       writers.poolHolds?.stop(),
       s.preflight.close(),

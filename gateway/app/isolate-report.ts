@@ -27,6 +27,7 @@ export function isolateSamples(
     // Every isolate holds the process's trips: the largest copy says how many there are.
     gaugeSample("octoprox_gateway_local_quarantines", router.localQuarantineCount, "max"),
     ...writers.failureLog.samples(),
+    ...writers.captures.samples(),
     ...writers.poolEvidence.samples(),
     ...(writers.poolHolds?.samples() ?? []),
     ...dispatchSamples(router.dispatch),

@@ -9,6 +9,7 @@ import type { GatewaySettings } from "../../shared/settings.ts";
 import type { CoreRouter } from "../../shared/routing/router.ts";
 import { RequestRateLimiter } from "../limits/request-rate.ts";
 import { FailureLog } from "../metering/failure-log.ts";
+import { MitmCaptureLog } from "../metering/mitm-captures.ts";
 import { PoolEvidence } from "../metering/pool-evidence.ts";
 import { PoolHolds } from "../metering/pool-holds.ts";
 import { ConnectorKind } from "../../shared/roles.ts";
@@ -28,6 +29,8 @@ export interface IsolateWriters {
   requestRate: RequestRateLimiter;
   /** Keeps examples of this isolate's failed requests. */
   failureLog: FailureLog;
+  /** Writes this isolate's intercepted exchanges to their projects' Inspector streams. */
+  captures: MitmCaptureLog;
   /** Reports connect failures through pool proxies to their pool job. */
   poolEvidence: PoolEvidence;
   /** Reports what the process holds through pool proxies (the main isolate's alone). */
@@ -92,7 +95,14 @@ export async function buildIsolateWriters(o: IsolateWritersOptions): Promise<Iso
     writeTimeoutMs: settings.redisRequestTimeoutMs,
     logger,
   });
-  const metering = await buildMetering(o, rateLimiter, failureLog, poolEvidence);
+  // Intercepted exchanges for the Inspector, every second, by a held write.
+  const captures = new MitmCaptureLog({
+    redis,
+    keys,
+    writeTimeoutMs: settings.redisRequestTimeoutMs,
+    logger,
+  });
+  const metering = await buildMetering(o, rateLimiter, failureLog, poolEvidence, captures);
   // What the process holds through pool proxies, for the refill plans, every second.
   const poolHolds = o.mainOf === undefined ? undefined : new PoolHolds({
     redis,
@@ -101,7 +111,7 @@ export async function buildIsolateWriters(o: IsolateWritersOptions): Promise<Iso
     snapshot: () => router.snapshot,
     writeTimeoutMs: settings.redisRequestTimeoutMs,
   });
-  return { rateLimiter, requestRate, failureLog, poolEvidence, poolHolds, metering };
+  return { rateLimiter, requestRate, failureLog, captures, poolEvidence, poolHolds, metering };
 }
 
 /**
@@ -113,6 +123,7 @@ async function buildMetering(
   rateLimiter: RateLimiter,
   failureLog: FailureLog,
   evidence: PoolEvidence,
+  captures: MitmCaptureLog,
 ): Promise<RequestMetering> {
   const { router } = o;
   return new RequestMetering({
@@ -133,6 +144,7 @@ async function buildMetering(
     },
     failureLog,
     evidence,
+    captures,
   });
 }
 

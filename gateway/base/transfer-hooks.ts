@@ -7,6 +7,7 @@
  * path. What a failure carries is built on failure paths only.
  */
 import type { AttemptFailureKind } from "../../shared/failure-kinds.ts";
+import type { MitmCapture } from "../../shared/mitm-captures.ts";
 import type {
   Client,
   Outcome,
@@ -77,6 +78,8 @@ export interface TransferHooks {
   ): void;
   /** One failed attempt, told once the request ended (its note says what the client got). */
   attemptFailed?(attempt: FailedAttempt): void;
+  /** An exchange inside an intercepted tunnel ended: its capture, for the Inspector. */
+  captured?(projectId: string, capture: MitmCapture): void;
 }
 
 /** Calls a hook and swallows what it throws: metering must never break a transfer. */

@@ -16,6 +16,8 @@
  * Runtime-neutral: the caller passes the Redis client and the script's source (gateway/metering/
  * lua.ts under Deno).
  */
+import type { CaptureRecorder } from "./mitm-captures.ts";
+import type { MitmCapture } from "../../shared/mitm-captures.ts";
 import { normaliseHost } from "../../shared/net/host.ts";
 import { SlotSet } from "../base/slot-set.ts";
 import type { Client, Outcome, Refusal, Target } from "../../shared/routing/contract.ts";
@@ -110,6 +112,8 @@ export interface RequestMeteringOptions {
   failureLog?: FailureRecorder;
   /** Told each failed attempt: connect failures through pool proxies (pool-evidence.ts). */
   evidence?: EvidenceRecorder;
+  /** Where intercepted exchanges are captured for the Inspector (mitm-captures.ts). */
+  captures?: CaptureRecorder;
 }
 
 export interface TrafficLimits {
@@ -176,6 +180,7 @@ export class RequestMetering implements TransferHooks {
   readonly #interrupts: ((connectorId: string, projectId: string) => boolean) | undefined;
   readonly #trafficLimits: TrafficLimits | undefined;
   readonly #failureLog: FailureRecorder | undefined;
+  readonly #captures: CaptureRecorder | undefined;
   readonly #evidence: EvidenceRecorder | undefined;
   #interrupted = 0;
   #attemptsFailed = 0;
@@ -199,6 +204,7 @@ export class RequestMetering implements TransferHooks {
     this.#trafficLimits = options.trafficLimits;
     this.#failureLog = options.failureLog;
     this.#evidence = options.evidence;
+    this.#captures = options.captures;
     this.#window = new MeteringWindow(this.#caps, this.#overflow);
     const appliedKey = options.keys.applied(this.writer);
     this.#sink = {
@@ -348,6 +354,10 @@ export class RequestMetering implements TransferHooks {
    * failure for the proxy, its project, connector and host (its time until the failure as its
    * latency), one under its failure key, and one failure described.
    */
+  captured(projectId: string, capture: MitmCapture): void {
+    this.#captures?.capture(projectId, capture);
+  }
+
   attemptFailed(attempt: FailedAttempt): void {
     try {
       this.#attemptsFailed++;

@@ -13,6 +13,7 @@ import {
   MAX_CLIENT_HELLO_BYTES,
   scanClientHello,
 } from "../../gateway/net/tls/client-hello.ts";
+import { fingerprints } from "../../gateway/net/tls/fingerprints.ts";
 
 let server: net.Server;
 let port: number;
@@ -154,4 +155,54 @@ test("GREASE values are told apart", () => {
   expect(isGrease(0xfafa)).toBe(true);
   expect(isGrease(0x1301)).toBe(false);
   expect(isGrease(0x0a1a)).toBe(false);
+});
+
+describe("fingerprints", () => {
+  // The JA4 specification's own example ClientHello (FoxIO, README's "Example").
+  const example = {
+    version: 0x0303,
+    maxVersion: 0x0304,
+    ciphers: [
+      0x1301, 0x1302, 0x1303, 0xc02b, 0xc02f, 0xc02c, 0xc030, 0xcca9, 0xcca8, 0xc013, 0xc014,
+      0x009c, 0x009d, 0x002f, 0x0035,
+    ],
+    extensions: [
+      0x001b, 0x0000, 0x0033, 0x0010, 0x4469, 0x0017, 0x002d, 0x000d, 0x0005, 0x0023, 0x0012,
+      0x002b, 0xff01, 0x000b, 0x000a, 0x0015,
+    ],
+    groups: [],
+    pointFormats: [],
+    signatureAlgorithms: [0x0403, 0x0804, 0x0401, 0x0503, 0x0805, 0x0501, 0x0806, 0x0601],
+    supportedVersions: [0x0304, 0x0303],
+    serverName: "example.com",
+    alpn: ["h2", "http/1.1"],
+  };
+
+  test("JA4 of the specification's example hello is the one it gives", () => {
+    expect(fingerprints(example).ja4).toBe("t13d1516h2_8daaf6152771_e5627efa2ab1");
+  });
+
+  test("GREASE is left out of both; JA3 is the MD5 of its text", async () => {
+    const greased = {
+      ...example,
+      ciphers: [0x0a0a, ...example.ciphers],
+      extensions: [0x1a1a, ...example.extensions, 0x2a2a],
+    };
+    expect(fingerprints(greased).ja4).toBe(fingerprints(example).ja4);
+    const { ja3, ja3Text } = fingerprints(greased);
+    expect(ja3Text.startsWith("771,4865-4866-4867-49195")).toBe(true);
+    expect(ja3).toMatch(/^[0-9a-f]{32}$/);
+    const { createHash } = await import("node:crypto");
+    expect(ja3).toBe(createHash("md5").update(ja3Text).digest("hex"));
+  });
+
+  test("a real client's hello gives stable fingerprints, `i` without SNI", async () => {
+    const withName = scanClientHello(await nodeHello({ servername: "fp.test", ALPNProtocols: ["http/1.1"] }));
+    const without = scanClientHello(await nodeHello({ ALPNProtocols: ["http/1.1"] }));
+    if (withName.kind !== "hello" || without.kind !== "hello") throw new Error("no hello");
+    const a = fingerprints(withName.hello);
+    const b = fingerprints(without.hello);
+    expect(a.ja4).toMatch(/^t13d\d{4}h1_[0-9a-f]{12}_[0-9a-f]{12}$/);
+    expect(b.ja4.startsWith("t13i")).toBe(true);
+  });
 });

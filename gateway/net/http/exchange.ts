@@ -41,6 +41,7 @@ import {
 } from "../../../shared/routing/contract.ts";
 import { dialUpstream } from "../io/dial.ts";
 import { startTargetTls } from "../tls/target-tls.ts";
+import type { CaptureDraft } from "../tls/capture.ts";
 import type { Leg } from "../io/leg.ts";
 import { upstreamPoolKey } from "../io/upstream-pool.ts";
 import { RequestKind, RequestOutcome } from "../../base/metrics.ts";
@@ -89,6 +90,8 @@ export interface ForwardPlan extends AttemptPlan {
   /** The client asked to keep its connection (its Connection fields and version). */
   clientKeeps: boolean;
   expectsContinue: boolean;
+  /** Inside an intercepted tunnel: what the Inspector's capture of the request collects. */
+  capture?: CaptureDraft;
 }
 
 /** Where an exchange is: each phase starts where the last ended. */
@@ -215,6 +218,7 @@ class Exchange {
       ? undefined
       : upstreamPoolKey(upstream);
     const requestHead = this.requestHead();
+    this.plan.capture?.attempt(upstream, requestHead);
     this.buffer = this.session.ctx.pool.take();
     const { head, framing } = this.plan;
     this.staleResend = RETRYABLE_METHODS.has(head.method) && framing.kind === BodyKind.none;
@@ -404,10 +408,15 @@ class Exchange {
     this.status = response.status;
     this.phase = Phase.begun;
     const hooks = ctx.hooks;
-    if (hooks === undefined) return;
-    const answering = this.leg!;
     const plan = this.plan;
-    const meter = safely(() =>
+    const capture = plan.capture;
+    capture?.answered(response.headers);
+    if (hooks === undefined) {
+      if (capture !== undefined) this.#countSent(capture.meter(undefined));
+      return;
+    }
+    const answering = this.leg!;
+    const begun = safely(() =>
       hooks.begin({
         kind: "http",
         client: plan.client,
@@ -421,6 +430,11 @@ class Exchange {
         },
       })
     );
+    this.#countSent(capture === undefined ? begun : capture.meter(begun));
+  }
+
+  /** The transfer's meter, told the request bytes sent before it began. */
+  #countSent(meter: TransferMeter | undefined): void {
     this.meter = meter;
     const sent = this.sentBytes;
     if (meter && sent > 0) safely(() => meter.bytes(sent, 0));

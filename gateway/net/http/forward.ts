@@ -16,8 +16,10 @@
  */
 import { FailurePhase, type Target } from "../../../shared/routing/contract.ts";
 import { RequestKind, RequestOutcome } from "../../base/metrics.ts";
-import { tryUpstreams } from "../session/attempts.ts";
-import type { HttpSession } from "../session/contract.ts";
+import { type Tried, tryUpstreams } from "../session/attempts.ts";
+import { safely } from "../../base/transfer-hooks.ts";
+import { CaptureDraft } from "../tls/capture.ts";
+import type { HttpSession, InnerTunnel } from "../session/contract.ts";
 import { attemptsFor } from "../session/limits.ts";
 import { exchange, type ForwardPlan, RETRYABLE_METHODS } from "./exchange.ts";
 import {
@@ -114,7 +116,12 @@ async function forwardRequest(
     clientKeeps,
     expectsContinue,
   };
+  const inner = session.inner;
+  if (inner !== undefined && session.ctx.hooks?.captured !== undefined) {
+    plan.capture = new CaptureDraft(head);
+  }
   const tried = await tryUpstreams(session, plan, exchange);
+  if (plan.capture !== undefined) captured(session, plan, inner!, answerOf(tried));
   switch (tried.kind) {
     case "served":
       return tried.value;
@@ -137,4 +144,39 @@ async function forwardRequest(
       });
       return keepAfterRefusal && !session.client.closed;
   }
+}
+
+/** What the client was finally answered: the target's status, or the gateway's own answer. */
+function answerOf(tried: Tried<boolean>): { status: number; proxyStatus: string } {
+  switch (tried.kind) {
+    case "served":
+      return { status: tried.status, proxyStatus: "" };
+    case "refused":
+      return { status: tried.refusal.status, proxyStatus: tried.refusal.proxyStatus };
+    case "failed":
+      return tried.began
+        ? { status: tried.status, proxyStatus: "" }
+        : { status: tried.failure.answer.status, proxyStatus: tried.failure.answer.proxyStatus };
+    case "ended":
+      return { status: 0, proxyStatus: "" };
+  }
+}
+
+/** An intercepted request ended: its capture goes to the Inspector's writer. */
+function captured(
+  session: HttpSession,
+  plan: ForwardPlan,
+  inner: InnerTunnel,
+  answer: { status: number; proxyStatus: string },
+): void {
+  const hooks = session.ctx.hooks;
+  safely(() =>
+    hooks?.captured?.(
+      plan.client.projectId,
+      plan.capture!.finish(plan.target, answer, {
+        fingerprints: inner.fingerprints,
+        sni: inner.hello.serverName,
+      }),
+    )
+  );
 }

@@ -74,6 +74,10 @@ export class ClientSession implements HttpSession {
     );
   }
 
+  get inner(): InnerTunnel | undefined {
+    return this.#inner;
+  }
+
   /** The client, as admission sees it (a trusted PROXY header's address included). */
   get clientAddress(): ClientAddress {
     return this.#admission.clientAddress;

@@ -23,6 +23,7 @@ import type { GatewayMetrics, RequestKind, RequestOutcome } from "../../base/met
 import type { Admission } from "./admission-pipeline.ts";
 import type { Interceptor } from "../tls/interceptor.ts";
 import type { ClientHello } from "../tls/client-hello.ts";
+import type { TlsFingerprints } from "../tls/fingerprints.ts";
 import type { ClientAddress } from "../../base/admission.ts";
 import type { TransferHooks } from "../../base/transfer-hooks.ts";
 import type { NetLimits } from "./limits.ts";
@@ -82,8 +83,9 @@ export interface InnerTunnel {
   credentials: string | null;
   /** The client, as the tunnel's session knew it (a trusted PROXY header's address included). */
   clientAddress: ClientAddress;
-  /** The client's ClientHello (its SNI, ALPN and fingerprints). */
+  /** The client's ClientHello (its SNI, ALPN), and its fingerprints. */
   hello: ClientHello;
+  fingerprints: TlsFingerprints;
 }
 
 /** What an intercepted tunnel needs of the session it opened in (CONNECT's or SOCKS5's). */
@@ -120,6 +122,8 @@ export interface AnswerOptions {
 
 /** What the HTTP listener's handlers (forwarding, CONNECT) need of its session. */
 export interface HttpSession extends InterceptSession {
+  /** The intercepted tunnel this session serves the requests of; undefined for a client's own. */
+  readonly inner: InnerTunnel | undefined;
   /** The client's bytes read past its request (a body's first bytes, a pipelined request). */
   takePending(): Uint8Array;
   /** Idle checks apply (reading a head or a body); off while a deadline of its own runs. */

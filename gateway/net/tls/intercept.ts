@@ -19,6 +19,7 @@ import { type ClientHello, scanClientHello } from "./client-hello.ts";
 import { InterceptEnd, type Interceptor, TLS_PORTS } from "./interceptor.ts";
 import { connDuplex, StreamConn } from "./stream-conn.ts";
 import { alertName } from "./intercept-alerts.ts";
+import { fingerprints } from "./fingerprints.ts";
 
 /** How long the client has for its ClientHello and then the handshake. */
 const HANDSHAKE_TIMEOUT_MS = 10_000;
@@ -103,6 +104,7 @@ async function run(
     credentials: request.credentials,
     clientAddress: session.clientAddress,
     hello: first.hello,
+    fingerprints: fingerprints(first.hello),
   };
   const decrypted = new StreamConn(
     socket,

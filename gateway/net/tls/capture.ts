@@ -1,0 +1,101 @@
+/**
+ * What an intercepted request's capture collects while its attempts run (the exchange fills in
+ * the exit, the headers sent, the answer's head and the bytes), finished once its final answer is
+ * known (http/forward.ts) and handed to the hooks for the Inspector (metering/mitm-captures.ts).
+ * Only requests inside intercepted tunnels build one.
+ */
+import { latin1Decode } from "../../../shared/proxy-protocol/bytes.ts";
+import {
+  type CapturedHeader,
+  captureHeaders,
+  capturePath,
+  type MitmCapture,
+} from "../../../shared/mitm-captures.ts";
+import type { UpstreamChoice } from "../../../shared/routing/contract.ts";
+import type { TransferMeter } from "../../base/transfer-hooks.ts";
+import type { RequestHead } from "../http/parse.ts";
+import type { TlsFingerprints } from "./fingerprints.ts";
+
+export class CaptureDraft {
+  readonly startedMs = performance.now();
+  readonly head: RequestHead;
+  proxyId: string | null = null;
+  connectorId: string | null = null;
+  firstByteMs: number | null = null;
+  bytesUp = 0;
+  bytesDown = 0;
+  sentHeaders: CapturedHeader[] = [];
+  responseHeaders: CapturedHeader[] = [];
+
+  constructor(head: RequestHead) {
+    this.head = head;
+  }
+
+  /** An attempt through `upstream` sends `requestHead` (the last attempt's is what is kept). */
+  attempt(upstream: UpstreamChoice, requestHead: Uint8Array): void {
+    this.proxyId = upstream.proxyId;
+    this.connectorId = upstream.connectorId;
+    this.sentHeaders = headersOfHead(requestHead);
+    this.responseHeaders = [];
+    this.firstByteMs = null;
+  }
+
+  /** The target answered: its head. */
+  answered(headers: readonly { name: string; value: string }[]): void {
+    this.firstByteMs = performance.now() - this.startedMs;
+    this.responseHeaders = captureHeaders(headers);
+  }
+
+  /** A meter that counts the bytes here too (and passes them on to metering's, if any). */
+  meter(inner: TransferMeter | undefined): TransferMeter {
+    return {
+      bytes: (toUpstreamBytes, toClientBytes) => {
+        this.bytesUp += toUpstreamBytes;
+        this.bytesDown += toClientBytes;
+        inner?.bytes(toUpstreamBytes, toClientBytes);
+      },
+      finish: (outcome, failure) => inner?.finish(outcome, failure),
+    };
+  }
+
+  finish(
+    target: { authority: string; path: string },
+    answer: { status: number; proxyStatus: string },
+    tls: { fingerprints: TlsFingerprints; sni: string | undefined },
+  ): MitmCapture {
+    return {
+      atMs: Date.now(),
+      method: this.head.method,
+      host: target.authority,
+      path: capturePath(target.path),
+      status: answer.status,
+      proxyStatus: answer.proxyStatus,
+      firstByteMs: this.firstByteMs,
+      totalMs: performance.now() - this.startedMs,
+      connectorId: this.connectorId,
+      proxyId: this.proxyId,
+      bytesUp: this.bytesUp,
+      bytesDown: this.bytesDown,
+      requestHeaders: captureHeaders(this.head.headers),
+      sentHeaders: this.sentHeaders,
+      responseHeaders: this.responseHeaders,
+      ja3: tls.fingerprints.ja3,
+      ja4: tls.fingerprints.ja4,
+      sni: tls.sni ?? "",
+      http2: "",
+      mode: "plain",
+    };
+  }
+}
+
+/** The fields of a head we encoded (request line first, then `Name: value` lines). */
+function headersOfHead(bytes: Uint8Array): CapturedHeader[] {
+  const lines = latin1Decode(bytes).split("\r\n");
+  const fields: { name: string; value: string }[] = [];
+  for (const line of lines.slice(1)) {
+    if (line === "") break;
+    const colon = line.indexOf(":");
+    if (colon > 0) fields.push({ name: line.slice(0, colon), value: line.slice(colon + 1).trim() });
+  }
+  return captureHeaders(fields);
+}
