@@ -27,6 +27,12 @@ import {
   type LocationState,
   locationStateOf,
 } from "./project-location.tsx";
+import {
+  interceptionBodyOf,
+  InterceptionFields,
+  type InterceptionState,
+  interceptionStateOf,
+} from "./project-interception.tsx";
 
 interface FormState {
   name: string;
@@ -55,6 +61,7 @@ interface FormState {
   allowed_cidrs: string;
   passwordless_cidrs: string;
   location: LocationState;
+  interception: InterceptionState;
 }
 
 const text = (value: unknown) => (value === null || value === undefined ? "" : String(value));
@@ -88,6 +95,7 @@ function stateOf(project: Project | undefined): FormState {
     allowed_cidrs: (project?.allowed_cidrs ?? []).join("\n"),
     passwordless_cidrs: (project?.passwordless_cidrs ?? []).join("\n"),
     location: locationStateOf(project),
+    interception: interceptionStateOf(project),
   };
 }
 
@@ -121,6 +129,7 @@ function bodyOf(state: FormState, creating: boolean): Record<string, unknown> {
     allowed_cidrs: parseList(state.allowed_cidrs),
     passwordless_cidrs: parseList(state.passwordless_cidrs),
     ...locationBodyOf(state.location),
+    ...interceptionBodyOf(state.interception),
   };
   if (state.password !== "") body.password = state.password;
   for (
@@ -247,6 +256,12 @@ export function ProjectForm(
       <LocationFields
         state={state.location}
         onChange={set("location")}
+        error={error}
+        readOnly={readOnly}
+      />
+      <InterceptionFields
+        state={state.interception}
+        onChange={set("interception")}
         error={error}
         readOnly={readOnly}
       />

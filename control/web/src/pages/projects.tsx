@@ -47,6 +47,7 @@ export function Projects() {
             <th>Name</th>
             <th>Username</th>
             <th>Strategy</th>
+            <th>Interception</th>
             <th>Rate limit</th>
             <th>Quota used</th>
             <th>Created</th>
@@ -62,6 +63,12 @@ export function Projects() {
                 <code>{project.username}</code>
               </td>
               <td>{project.strategy.replace("_", " ")}</td>
+              <td data-testid="tls-mitm-mode">
+                {project.tls_mitm_mode === "off" ? "–" : project.tls_mitm_mode}
+                {project.tls_mitm_mode !== "off" && project.tls_mitm_bypass.length > 0
+                  ? <span class="muted">{` (${project.tls_mitm_bypass.length} bypassed)`}</span>
+                  : null}
+              </td>
               <td>
                 {project.rate_limit ? `${project.rate_limit.requests_per_second}/s` : "–"}
               </td>
