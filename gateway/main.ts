@@ -4,10 +4,12 @@
  *   DENO_NO_UPDATE_CHECK=1 deno run --allow-net --allow-env=OCTOPROX_* --ignore-env \
  *     --allow-sys=hostname gateway/main.ts
  *
- * Settings first (a bad or missing one: one line naming it, exit 2), then the status listener,
- * the routing core and its feed follower; the proxy listener binds once the first feed is
- * applied. SIGTERM or SIGINT stops it and exits 0; a second signal exits at once with 1, and so
- * does a stop that overruns its bound (stopBoundMs: 10 s with the defaults, Redis or not).
+ * Settings first (a bad or missing one: one line naming it, exit 2), then the TLS interception
+ * CA (gateway/app/mitm-ca.ts: unset, unreadable or unusable, one line naming the setting and the
+ * path, exit 2: a gateway that cannot intercept must not serve), then the status listener, the
+ * routing core and its feed follower; the proxy listener binds once the first feed is applied.
+ * SIGTERM or SIGINT stops it and exits 0; a second signal exits at once with 1, and so does a
+ * stop that overruns its bound (stopBoundMs: 10 s with the defaults, Redis or not).
  *
  * OCTOPROX_GATEWAY_ISOLATES isolates serve the process (0: one per core): this one, which also
  * follows the feed, and workers beside it (gateway/app/isolates.ts). 1, the default, serves from
@@ -20,6 +22,8 @@ import { GatewayProcess, runUntilSignal, stopBoundMs } from "./app/gateway.ts";
 import { IsolatePool } from "./app/isolates.ts";
 import { createLogger, serialWriter } from "./base/log.ts";
 import { buildRoutingCore } from "./app/routing-core.ts";
+import { type LoadedMitmCa, readMitmCa } from "./app/mitm-ca.ts";
+import { StartRefused } from "./app/start-refused.ts";
 
 function fail(message: string, code: number): never {
   console.error(`octoprox-gateway: ${message}`);
@@ -53,6 +57,15 @@ try {
   settings = parseGatewaySettings(readEnvironment());
 } catch (error) {
   if (error instanceof SettingsError) fail(error.message, 2);
+  throw error;
+}
+
+// The CA before anything else: no listener, no Redis connection, without one it can use.
+let mitmCa: LoadedMitmCa;
+try {
+  mitmCa = await readMitmCa(settings);
+} catch (error) {
+  if (error instanceof StartRefused) fail(error.message, 2);
   throw error;
 }
 
@@ -93,6 +106,7 @@ try {
     pool = new IsolatePool({
       workers: isolates - 1,
       settings,
+      mitmCa: mitmCa.files,
       instance,
       logger,
       writeLines: writeWorkerLines,
@@ -113,6 +127,7 @@ try {
     isolates: pool,
     budget,
     isolatesConfigured: isolates,
+    mitmCa: mitmCa.ca,
   });
   await gateway.start();
 } catch (error) {

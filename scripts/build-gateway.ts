@@ -10,6 +10,10 @@
  * dl.deno.land the first time. Where that cannot be reached, the build stops with one line
  * saying so; set DENORT_BIN to a denort binary of the same Deno version to build offline.
  *
+ * The binary may read its TLS interception CA's files where the build's environment names them
+ * (OCTOPROX_TLS_MITM_CA_CERT_PATH and _KEY_PATH, the paths it will run with), else anything in
+ * /etc/octoprox/tls (INSTALLED_CA_DIR, where infra/systemd keeps them); the build says which.
+ *
  * `npm run build:gateway -- --bundle` writes the code that binary embeds instead, as JavaScript
  * for `deno run` (scripts/gateway-bundle.ts): dist/octoprox-gateway.js and its worker isolates'
  * dist/octoprox-gateway-worker.js. It needs no runtime download.
@@ -22,8 +26,9 @@ import {
   DENO_BIN as DENO,
   DENO_ENV,
   GATEWAY_ENTRY,
-  GATEWAY_PERMISSIONS,
   GATEWAY_WORKER_ENTRY,
+  gatewayBinaryPermissions,
+  INSTALLED_CA_DIR,
   ROOT,
 } from "./gateway-command.ts";
 
@@ -62,8 +67,9 @@ const args = [
   // Worker isolates load this entry by URL, which the module graph does not follow.
   "--include",
   relative(ROOT, GATEWAY_WORKER_ENTRY),
-  // The permissions are compiled in: the binary runs with these and no others.
-  ...GATEWAY_PERMISSIONS,
+  // The permissions are compiled in: the binary runs with these and no others. It reads its
+  // CA's files where this build's environment names them, else in INSTALLED_CA_DIR.
+  ...gatewayBinaryPermissions(process.env),
   relative(ROOT, GATEWAY_ENTRY),
 ];
 const child = spawn(DENO, args, {
@@ -78,7 +84,14 @@ child.stderr!.setEncoding("utf8").on("data", (text: string) => {
 child.once("error", (error) => fail(`could not run ${DENO}: ${error.message} (npm install?)`));
 child.once("exit", (code) => {
   if (code === 0) {
-    process.stdout.write(`build:gateway: wrote ${relative(ROOT, OUTPUT)}\n`);
+    const readable = gatewayBinaryPermissions(process.env).find((flag) =>
+      flag.startsWith("--allow-read=")
+    )!.split("=")[1].split(",").filter((path) => !path.startsWith(ROOT));
+    process.stdout.write(
+      `build:gateway: wrote ${relative(ROOT, OUTPUT)}, which may read ${readable.join(", ")} ` +
+        `(its TLS interception CA: the build's OCTOPROX_TLS_MITM_CA_CERT_PATH and _KEY_PATH, ` +
+        `else ${INSTALLED_CA_DIR})\n`,
+    );
     return;
   }
   const download = /https:\/\/dl\.deno\.land\/\S+denort\S*\.zip/.exec(stderr);

@@ -3,7 +3,7 @@
  * permissions the gateway needs and nothing more. `npm start`, the tests and the build use this
  * one list, so a permission the gateway gains is granted everywhere at once.
  */
-import { dirname, join } from "node:path";
+import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 
 export const ROOT = join(dirname(fileURLToPath(import.meta.url)), "..");
@@ -15,9 +15,10 @@ const HOSTS_FILE = "/etc/hosts";
 
 /**
  * The network; OCTOPROX_* variables only (other lookups, such as a library's DEBUG, read as
- * unset); the host name (its default instance name); reading its own code (`readable`), which
- * worker isolates load (gateway/app/isolates.ts), and /etc/hosts, which the destination
- * guard reads as the system's resolver does (gateway/net/io/resolve.ts); nothing else of the disk.
+ * unset); the host name (its default instance name); reading its own code and its TLS
+ * interception CA's files (`readable`: worker isolates load the code, gateway/app/isolates.ts;
+ * the CA is read at start, gateway/app/mitm-ca.ts), and /etc/hosts, which the destination guard
+ * reads as the system's resolver does (gateway/net/io/resolve.ts); nothing else of the disk.
  * `--unstable-net` is for SO_REUSEPORT, which lets every isolate listen on the same ports.
  */
 export function gatewayPermissions(readable: readonly string[]): string[] {
@@ -31,17 +32,81 @@ export function gatewayPermissions(readable: readonly string[]): string[] {
   ];
 }
 
-/** The permissions of the gateway run from this checkout's sources. */
-export const GATEWAY_PERMISSIONS: readonly string[] = gatewayPermissions(
-  ["gateway", "shared", "node_modules"].map((folder) => join(ROOT, folder)),
+/** The folders of this checkout the gateway's code is loaded from. */
+const CODE_FOLDERS: readonly string[] = ["gateway", "shared", "node_modules"].map((folder) =>
+  join(ROOT, folder)
 );
+
+/**
+ * The settings naming files (or a folder) a gateway reads: its TLS interception CA's two files,
+ * the upstream CAs it trusts, and the shared folder of IP database files.
+ */
+export const GATEWAY_FILE_SETTINGS = [
+  "OCTOPROX_TLS_MITM_CA_CERT_PATH",
+  "OCTOPROX_TLS_MITM_CA_KEY_PATH",
+  "OCTOPROX_UPSTREAM_CA_FILE",
+  "OCTOPROX_GATEWAY_GEO_DIR",
+] as const;
+
+/**
+ * Where an installed gateway binary (`npm run build:gateway`, whose permissions are compiled
+ * in) may read its CA unless the build is told the files (infra/systemd keeps them here).
+ */
+export const INSTALLED_CA_DIR = "/etc/octoprox/tls";
+
+/**
+ * The files the settings in `env` name for the gateway to read (GATEWAY_FILE_SETTINGS), as
+ * `--allow-read` takes them: exactly those, nothing beside them. A comma cannot be granted (the
+ * list is comma-separated): such a path is refused here, naming the setting.
+ */
+export function gatewayReadableFiles(env: Readonly<Record<string, string | undefined>>): string[] {
+  const files: string[] = [];
+  for (const name of GATEWAY_FILE_SETTINGS) {
+    const path = env[name]?.trim();
+    if (path === undefined || path === "") continue;
+    if (path.includes(",")) {
+      throw new Error(`${name}: ${path} holds a comma, which Deno's --allow-read cannot grant`);
+    }
+    files.push(resolve(path));
+  }
+  return files;
+}
+
+/**
+ * The permissions of the gateway run from this checkout's sources, reading the files `env`
+ * names (gatewayReadableFiles; none: the gateway then refuses to start, naming the setting).
+ */
+export function gatewayCheckoutPermissions(
+  env: Readonly<Record<string, string | undefined>>,
+): string[] {
+  return gatewayPermissions([...CODE_FOLDERS, ...gatewayReadableFiles(env)]);
+}
+
+/**
+ * The permissions compiled into the gateway binary: its code, the files the build's environment
+ * names (gatewayReadableFiles), and INSTALLED_CA_DIR unless that environment names the CA's.
+ */
+export function gatewayBinaryPermissions(
+  env: Readonly<Record<string, string | undefined>>,
+): string[] {
+  const named = env.OCTOPROX_TLS_MITM_CA_CERT_PATH?.trim() ||
+    env.OCTOPROX_TLS_MITM_CA_KEY_PATH?.trim();
+  return gatewayPermissions([
+    ...CODE_FOLDERS,
+    ...gatewayReadableFiles(env),
+    ...(named ? [] : [INSTALLED_CA_DIR]),
+  ]);
+}
 
 /** The worker isolates' entry: `deno compile` embeds it (workers are not found by analysis). */
 export const GATEWAY_WORKER_ENTRY = join(ROOT, "gateway", "app", "isolate-worker.ts");
 
-/** `deno run` arguments for the gateway. */
-export function gatewayRunArgs(): string[] {
-  return ["run", ...GATEWAY_PERMISSIONS, GATEWAY_ENTRY];
+/**
+ * `deno run` arguments for the gateway, given the environment it will run with: it may read the
+ * files that environment names (its CA's: gatewayReadableFiles), and no others.
+ */
+export function gatewayRunArgs(env: Readonly<Record<string, string | undefined>>): string[] {
+  return ["run", ...gatewayCheckoutPermissions(env), GATEWAY_ENTRY];
 }
 
 /**
@@ -52,9 +117,20 @@ export function gatewayRunArgs(): string[] {
 export const GATEWAY_BUNDLE = join(ROOT, "dist", "octoprox-gateway.js");
 export const GATEWAY_WORKER_BUNDLE_NAME = "octoprox-gateway-worker.js";
 
-/** `deno run` arguments for a bundle: it may read only its own folder (the worker's file). */
-export function gatewayBundleRunArgs(bundle: string = GATEWAY_BUNDLE): string[] {
-  return ["run", "--no-config", ...gatewayPermissions([dirname(bundle)]), bundle];
+/**
+ * `deno run` arguments for a bundle: it may read only its own folder (the worker's file) and the
+ * files `env` names (gatewayReadableFiles).
+ */
+export function gatewayBundleRunArgs(
+  env: Readonly<Record<string, string | undefined>>,
+  bundle: string = GATEWAY_BUNDLE,
+): string[] {
+  return [
+    "run",
+    "--no-config",
+    ...gatewayPermissions([dirname(bundle), ...gatewayReadableFiles(env)]),
+    bundle,
+  ];
 }
 
 /** The environment every Deno process we start gets: no update check against the internet. */

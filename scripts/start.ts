@@ -43,7 +43,7 @@ import { DENO_BIN, DENO_ENV, gatewayRunArgs } from "./gateway-command.ts";
 import { ensureWebBuild } from "./build-web.ts";
 import { controlCommand, ensureControlBuild } from "./build-control.ts";
 import { ensureStorePackages, findFreePort, LocalPostgres, LocalRedis } from "./local-stores.ts";
-import { createCa, loadCa } from "../shared/tls/ca.ts";
+import { CaFilesError, ensureCaFiles } from "./mitm-ca-files.ts";
 
 const ROOT = fileURLToPath(new URL("..", import.meta.url));
 const PREFERRED_PORTS = { postgres: 54329, redis: 63799 } as const;
@@ -299,8 +299,9 @@ interface MitmCaFiles {
 
 /**
  * The TLS interception CA: the operator's files when both paths are set, else the data folder's,
- * made when absent. A certificate without its key is never replaced silently: the clients that
- * trust it would stop trusting the install, so the person at the terminal decides.
+ * made when absent (scripts/mitm-ca-files.ts). A certificate without its key is never replaced
+ * silently: the clients that trust it would stop trusting the install, so the person at the
+ * terminal decides. The operator's files are never made here.
  */
 async function ensureMitmCa(): Promise<MitmCaFiles> {
   const ownCert = envValue("OCTOPROX_TLS_MITM_CA_CERT_PATH");
@@ -312,35 +313,15 @@ async function ensureMitmCa(): Promise<MitmCaFiles> {
   }
   const certPath = resolve(ownCert ?? join(dataDir, "tls", "mitm-ca.pem"));
   const keyPath = resolve(ownKey ?? join(dataDir, "tls", "mitm-ca-key.pem"));
-  let created = false;
-  if (ownCert === undefined && !existsSync(certPath) && !existsSync(keyPath)) {
-    const files = await createCa();
-    await mkdir(join(dataDir, "tls"), { recursive: true, mode: 0o700 });
-    // The key first and private from its first byte; `wx`: never over a file another start made.
-    await writeFile(keyPath, files.keyPem, { mode: 0o600, flag: "wx" });
-    await chmod(keyPath, 0o600);
-    await writeFile(certPath, files.certPem, { mode: 0o644, flag: "wx" });
-    created = true;
-  }
-  for (const path of [certPath, keyPath]) {
-    if (!existsSync(path)) {
-      throw new StartError(
-        ownCert === undefined
-          ? `${shown(path)} is missing beside the TLS interception CA's other file; restore it, ` +
-            "or remove the other to make a new CA (clients that trusted the old one must then " +
-            "trust the new)"
-          : `${path} (the TLS interception CA) does not exist`,
-      );
-    }
-  }
   try {
-    const ca = await loadCa(
-      { certPem: await readFile(certPath, "utf8"), keyPem: await readFile(keyPath, "utf8") },
-      { source: { certPath: shown(certPath), keyPath: shown(keyPath) } },
-    );
-    return { certPath, keyPath, created, spkiSha256: ca.spkiSha256 };
+    const ensured = await ensureCaFiles({ certPath, keyPath }, {
+      create: ownCert === undefined,
+      shown,
+    });
+    return { certPath, keyPath, created: ensured.created, spkiSha256: ensured.ca.spkiSha256 };
   } catch (error) {
-    throw new StartError(`the TLS interception CA cannot be used: ${errorText(error)}`);
+    if (error instanceof CaFilesError) throw new StartError(error.message);
+    throw error;
   }
 }
 
@@ -494,7 +475,8 @@ async function main(): Promise<void> {
       // Ready once it applied its first feed, which the controller publishes at once.
       name: "gateway",
       command: DENO_BIN,
-      args: gatewayRunArgs(),
+      // It may read the CA's two files (and its code), nothing else of the disk.
+      args: gatewayRunArgs(caEnv),
       env: {
         ...process.env,
         ...DENO_ENV,

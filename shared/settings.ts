@@ -260,7 +260,7 @@ function optionalPath() {
  */
 const caCertField = field(
   optionalPath(),
-  "The TLS interception CA's certificate (PEM); `npm start` makes one in its data folder",
+  "The TLS interception CA's certificate (PEM); gateways need it; `npm start` makes one",
 );
 
 const controlFields = {
@@ -461,9 +461,11 @@ const gatewayFields = {
   ),
   OCTOPROX_TLS_MITM_CA_CERT_PATH: caCertField,
   // PKCS#8, as web crypto reads it (openssl pkcs8 -topk8 -nocrypt converts an older key form).
+  // Optional to the schema, which both sides share; a gateway refuses to start without it
+  // (gateway/app/mitm-ca.ts), naming it.
   OCTOPROX_TLS_MITM_CA_KEY_PATH: field(
     optionalPath(),
-    "The TLS interception CA's key (PEM, PKCS#8), set with the certificate's path",
+    "The TLS interception CA's key (PEM, PKCS#8), with the certificate's; gateways need it",
   ),
   // Minting one takes about a millisecond; each kept one holds a few kilobytes and a TLS context.
   OCTOPROX_TLS_MITM_CERT_CACHE_SIZE: field(
@@ -668,7 +670,10 @@ export const GatewaySettingsSchema = v.pipe(
     geoDir: e.OCTOPROX_GATEWAY_GEO_DIR,
     /** Where preflight's echo goes through proxies; undefined: no exit can be checked. */
     echoUrl: e.OCTOPROX_GATEWAY_ECHO_URL,
-    /** The TLS interception CA's files (both or neither); not loaded by the gateway yet. */
+    /**
+     * The TLS interception CA's files (both or neither): loaded before anything else, and
+     * required (gateway/app/mitm-ca.ts refuses to start without them).
+     */
     tlsMitmCaCertPath: e.OCTOPROX_TLS_MITM_CA_CERT_PATH,
     tlsMitmCaKeyPath: e.OCTOPROX_TLS_MITM_CA_KEY_PATH,
     tlsMitmCertCacheSize: e.OCTOPROX_TLS_MITM_CERT_CACHE_SIZE,

@@ -32,6 +32,7 @@ import {
 import { type WaitOptions, waitUntil } from "./wait.ts";
 import { seriesValue } from "./promtool.ts";
 import { describeFindings, SecretsScan } from "./secrets-scan.ts";
+import { testMitmCa, testMitmCaEnv } from "./mitm-ca.ts";
 
 /**
  * Production loops, faster: checks every second that give up after 2 s, a lease that a standby
@@ -121,7 +122,7 @@ export interface GatewayOptions {
   ready?: boolean;
   /**
    * The program and its arguments: `deno run` of gateway/main.ts (gatewayRunArgs) unless told,
-   * such as the single-file bundle (gatewayBundleRunArgs).
+   * such as the single-file bundle (gatewayBundleRunArgs, given `gatewayEnv`'s CA settings).
    */
   command?: readonly [string, ...string[]];
 }
@@ -160,6 +161,12 @@ export class Cluster {
     this.secretsScan.addPair("OCTOPROX_ADMIN_PASSWORD", ADMIN_USERNAME, this.#adminPassword);
     this.secretsScan.addUrls("OCTOPROX_REDIS_URL", this.redisUrl);
     this.secretsScan.addUrls("OCTOPROX_DATABASE_URL", database.url);
+    // The gateways' CA key is in its file and nowhere else: no log, answer, Redis key, feed
+    // section or database row.
+    this.secretsScan.addFileOnly(
+      "the TLS interception CA's key (OCTOPROX_TLS_MITM_CA_KEY_PATH)",
+      testMitmCa().keyPem,
+    );
   }
 
   static async create(options: ClusterOptions = {}): Promise<Cluster> {
@@ -219,6 +226,8 @@ export class Cluster {
         OCTOPROX_JWT_SECRET: this.#secrets.jwt,
         OCTOPROX_ADMIN_USERNAME: ADMIN_USERNAME,
         OCTOPROX_ADMIN_PASSWORD: this.#adminPassword,
+        // The certificate the gateways sign with, which the api answers (never the key).
+        OCTOPROX_TLS_MITM_CA_CERT_PATH: testMitmCa().certPath,
         ...(apiUrl === undefined ? {} : { OCTOPROX_PUBLIC_URL: apiUrl }),
         ...this.#env,
         ...options.env,
@@ -249,8 +258,9 @@ export class Cluster {
 
   /**
    * The environment a gateway of this cluster runs with (its Redis, prefix and internal secret,
-   * the api's URL for IP database files and its /echo for preflight, both listeners on
-   * 127.0.0.1, every port 0), for a test that runs one itself: one expected to exit, say.
+   * the test process's TLS interception CA, the api's URL for IP database files and its /echo
+   * for preflight, both listeners on 127.0.0.1, every port 0), for a test that runs one itself:
+   * one expected to exit, say. Give gatewayRunArgs the same environment, so it may read the CA.
    */
   gatewayEnv(instance: string, options: GatewayOptions = {}): Record<string, string> {
     const allowCidrs = options.allowCidrs === undefined ? "127.0.0.0/8" : options.allowCidrs;
@@ -259,6 +269,7 @@ export class Cluster {
       OCTOPROX_REDIS_URL: this.redisUrl,
       OCTOPROX_REDIS_PREFIX: this.prefix,
       OCTOPROX_INTERNAL_SECRET: this.#secrets.internal,
+      ...testMitmCaEnv(),
       OCTOPROX_INSTANCE_ID: instance,
       OCTOPROX_GATEWAY_HOST: "127.0.0.1",
       OCTOPROX_PROXY_PORT: String(options.proxyPort ?? 0),
@@ -283,8 +294,9 @@ export class Cluster {
    */
   async startGateway(options: GatewayOptions = {}): Promise<Gateway> {
     const instance = options.instance ?? `e2e-gateway-${randomBytes(3).toString("hex")}`;
-    const [program, ...args] = options.command ?? [DENO_BIN, ...gatewayRunArgs()];
-    const spawned: Spawned = spawnCommand(program, args, this.gatewayEnv(instance, options));
+    const env = this.gatewayEnv(instance, options);
+    const [program, ...args] = options.command ?? [DENO_BIN, ...gatewayRunArgs(env)];
+    const spawned: Spawned = spawnCommand(program, args, env);
     const bound = (message: string) =>
       parseLogs(spawned.stdout).find((line) => line.msg === message)?.port as
         | number
@@ -602,6 +614,8 @@ export class Cluster {
         members: this.members,
         redis: this.redis,
         prefix: this.prefix,
+        feed: await this.feedKeys(),
+        database: this.#sql,
       })
       : [];
     this.redis.disconnect();

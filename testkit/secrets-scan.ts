@@ -9,8 +9,18 @@
  * Values are looked for raw, percent-encoded, and, for a username and password pair, as the
  * base64 of `username:password` a Basic credential carries. Sealed values (the feed, stored
  * credentials) are not in clear, so they never match.
+ *
+ * A secret that must be nowhere but its own file (the TLS interception CA's key: `addFileOnly`)
+ * is looked for further: in every answer the api gave (not only errors), in the routing feed's
+ * sections opened with the cluster's feed keys, and in every row of every table of the cluster's
+ * database. It is looked for as each line of its PEM text (the base64 of its DER, wherever it
+ * is cut or however it is quoted), as its DER bytes, and as its private numbers in the forms a
+ * key export writes them (base64url, base64, hex).
  */
+import { createPrivateKey } from "node:crypto";
 import type { Redis } from "ioredis";
+import type postgres from "postgres";
+import { type FeedKeys, open } from "../shared/feed/codec.ts";
 
 /** A field whose name says it holds a secret (`password`, `access_token`, `api_key`, ...). */
 const SECRET_FIELD =
@@ -43,6 +53,10 @@ export interface ScanSources {
   }[];
   redis: Redis;
   prefix: string;
+  /** The cluster's feed keys: its sealed sections are opened and looked through too. */
+  feed?: FeedKeys;
+  /** The cluster's database: every row of every table is looked through for file-only secrets. */
+  database?: postgres.Sql;
 }
 
 interface Needle {
@@ -51,10 +65,17 @@ interface Needle {
   bytes: Buffer;
 }
 
+/** The PEM lines too short to tell a key apart (a key's last, partial line). */
+const MIN_PEM_LINE = 24;
+
 export class SecretsScan {
   readonly #needles = new Map<string, Needle>();
+  /** Secrets that belong in their own file alone, looked for in more places (addFileOnly). */
+  readonly #fileOnly = new Map<string, Needle>();
   /** Error answers (status >= 400) as received: where they came from and their text. */
   readonly #errorAnswers: { where: string; text: string }[] = [];
+  /** Every other answer, looked through for file-only secrets alone. */
+  readonly #answers: { where: string; text: string }[] = [];
   /** Each process's /metrics text, read while it ran. */
   readonly #metrics: { where: string; text: string }[] = [];
 
@@ -72,6 +93,33 @@ export class SecretsScan {
     if (password.length < MIN_SECRET_LENGTH) return;
     const basic = Buffer.from(`${username}:${password}`).toString("base64");
     this.#needle(name, "basic", basic);
+  }
+
+  /**
+   * A private key (PEM, PKCS#8) that must be nowhere but its file: its PEM lines, its DER and its
+   * private numbers are looked for in logs, every answer, /metrics, Redis, the opened feed and
+   * the database.
+   */
+  addFileOnly(name: string, keyPem: string): void {
+    const needle = (form: string, bytes: Buffer) => {
+      const id = bytes.toString("base64");
+      if (!this.#fileOnly.has(id)) this.#fileOnly.set(id, { name, form, bytes });
+    };
+    const body = keyPem.replace(/-----[^-]+-----/g, "").split(/\s+/).filter(Boolean);
+    for (const line of body) {
+      if (line.length >= MIN_PEM_LINE) needle("PEM line", Buffer.from(line));
+    }
+    needle("DER", Buffer.from(body.join(""), "base64"));
+    const jwk = createPrivateKey(keyPem).export({ format: "jwk" }) as Record<string, unknown>;
+    for (const field of ["d", "p", "q", "dp", "dq", "qi"]) {
+      const value = jwk[field];
+      if (typeof value !== "string") continue;
+      const raw = Buffer.from(value, "base64url");
+      needle(`private ${field} (base64url)`, Buffer.from(value));
+      needle(`private ${field} (base64)`, Buffer.from(raw.toString("base64").replace(/=+$/, "")));
+      needle(`private ${field} (hex)`, Buffer.from(raw.toString("hex")));
+      needle(`private ${field} (bytes)`, raw);
+    }
   }
 
   #needle(name: string, form: string, text: string): void {
@@ -100,6 +148,9 @@ export class SecretsScan {
   noteAnswer(method: string, path: string, status: number, text: string, body: unknown): void {
     const where = `${method} ${routeOf(path)}`;
     if (status >= 400) this.#errorAnswers.push({ where: `${where} answer ${status}`, text });
+    else if (this.#fileOnly.size > 0) {
+      this.#answers.push({ where: `${where} answer ${status}`, text });
+    }
     this.#walk(body, `${where} answer`, (name, value) => this.add(name, value));
   }
 
@@ -171,14 +222,20 @@ export class SecretsScan {
    */
   async scan(sources: ScanSources): Promise<SecretFinding[]> {
     const findings: SecretFinding[] = [];
-    const look = (where: string, haystack: Buffer | string) => {
+    const search = (needles: Iterable<Needle>, where: string, haystack: Buffer | string) => {
       const bytes = typeof haystack === "string" ? Buffer.from(haystack) : haystack;
-      for (const needle of this.#needles.values()) {
+      for (const needle of needles) {
         if (bytes.includes(needle.bytes)) {
           findings.push({ secret: needle.name, where, form: needle.form });
         }
       }
     };
+    const look = (where: string, haystack: Buffer | string) => {
+      search(this.#needles.values(), where, haystack);
+      search(this.#fileOnly.values(), where, haystack);
+    };
+    const lookFileOnly = (where: string, haystack: Buffer | string) =>
+      search(this.#fileOnly.values(), where, haystack);
     for (const member of sources.members) {
       member.stdout.forEach((line, index) =>
         look(`${member.instance} stdout line ${index + 1}`, line)
@@ -188,6 +245,15 @@ export class SecretsScan {
       );
     }
     for (const { where, text } of [...this.#errorAnswers, ...this.#metrics]) look(where, text);
+    for (const { where, text } of this.#answers) lookFileOnly(where, text);
+    if (this.#fileOnly.size > 0) {
+      if (sources.feed !== undefined) {
+        await bounded(scanFeed(sources.redis, sources.prefix, sources.feed, lookFileOnly));
+      }
+      if (sources.database !== undefined) {
+        await bounded(scanDatabase(sources.database, lookFileOnly));
+      }
+    }
     let timer: ReturnType<typeof setTimeout> | undefined;
     try {
       await Promise.race([
@@ -202,6 +268,54 @@ export class SecretsScan {
       clearTimeout(timer);
     }
     return dedupe(findings);
+  }
+}
+
+/** `work`, given up after REDIS_SCAN_MS (a store the test stopped has nothing left to read). */
+async function bounded(work: Promise<void>): Promise<void> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  try {
+    await Promise.race([
+      work,
+      new Promise((_, reject) => {
+        timer = setTimeout(() => reject(new Error("scan timed out")), REDIS_SCAN_MS);
+      }),
+    ]);
+  } catch {
+    // A store the test stopped, or a feed of another secret: nothing there to read.
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/** The routing feed's sections under `prefix`, opened with the cluster's keys. */
+async function scanFeed(
+  redis: Redis,
+  prefix: string,
+  keys: FeedKeys,
+  look: (where: string, haystack: Buffer | string) => void,
+): Promise<void> {
+  const sections = await redis.hgetallBuffer(`${prefix}feed:sections`);
+  for (const [name, sealed] of Object.entries(sections)) {
+    try {
+      look(`the feed's section ${name} (opened)`, await open(keys, new Uint8Array(sealed)));
+    } catch {
+      // Sealed with another secret (a test forging a feed): not this cluster's to open.
+    }
+  }
+}
+
+/** Every row of every table of the database's public schema, each as its text. */
+async function scanDatabase(
+  sql: postgres.Sql,
+  look: (where: string, haystack: Buffer | string) => void,
+): Promise<void> {
+  const tables = await sql<{ name: string }[]>`
+    select table_name as name from information_schema.tables
+    where table_schema = 'public' and table_type = 'BASE TABLE' order by table_name`;
+  for (const { name } of tables) {
+    const rows = await sql<{ row: string }[]>`select t::text as row from ${sql(name)} t`;
+    rows.forEach(({ row }, index) => look(`Postgres table ${name} row ${index + 1}`, row));
   }
 }
 

@@ -264,11 +264,10 @@ describe("strict mode", () => {
       return answer.status !== 407;
     }, { message: "the feed to carry the open project" });
 
-    const strict = spawnCommand(
-      DENO_BIN,
-      gatewayRunArgs(),
-      cluster.gatewayEnv("e2e-gateway-strict", { env: { OCTOPROX_GATEWAY_HOST: "0.0.0.0" } }),
-    );
+    const strictEnv = cluster.gatewayEnv("e2e-gateway-strict", {
+      env: { OCTOPROX_GATEWAY_HOST: "0.0.0.0" },
+    });
+    const strict = spawnCommand(DENO_BIN, gatewayRunArgs(strictEnv), strictEnv);
     const exit = await strict.exited;
     expect(exit.code).toBe(1);
     const lines = strict.stdout.filter(Boolean).map((line) => JSON.parse(line));

@@ -15,6 +15,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { buildGatewayBundle, type GatewayBundle } from "../../scripts/gateway-bundle.ts";
 import { DENO_BIN, gatewayBundleRunArgs } from "../../scripts/gateway-command.ts";
 import { Cluster, type Gateway } from "../../testkit/cluster.ts";
+import { testMitmCaEnv } from "../../testkit/mitm-ca.ts";
 import { type Origin, startOrigin } from "../../testkit/upstreams/origin.ts";
 import { exitOf, getThroughTunnel, viaProxy } from "../../testkit/clients/proxy-client.ts";
 import { startTinyproxy, type Tinyproxy } from "../../testkit/upstreams/tinyproxy.ts";
@@ -40,7 +41,8 @@ beforeAll(async () => {
   ]);
   await cluster.start("all");
   gateway = await cluster.startGateway({
-    command: [DENO_BIN, ...gatewayBundleRunArgs(built.bundle)],
+    // Its folder and the test CA's files the cluster gives it, nothing else of the disk.
+    command: [DENO_BIN, ...gatewayBundleRunArgs(testMitmCaEnv(), built.bundle)],
     env: { OCTOPROX_GATEWAY_ISOLATES: "2" },
   });
   project = await createRoutedProject(cluster, [tinyproxy.url]);

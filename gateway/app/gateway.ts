@@ -30,6 +30,8 @@ import { ConnectionBudget } from "../net/io/budget.ts";
 import type { IsolatePool } from "./isolates.ts";
 import { buildListeners, type ProxyListener, STOP_WAIT_MS } from "./listener.ts";
 import { StartRefused } from "./start-refused.ts";
+import type { MitmCa } from "../../shared/tls/ca.ts";
+import { CA_EXPIRY_METRIC, watchCaExpiry } from "./mitm-ca.ts";
 import type { Logger } from "../base/log.ts";
 import {
   GatewayMetrics,
@@ -94,6 +96,12 @@ export interface GatewayProcessOptions {
   budget?: ConnectionBudget;
   /** The isolates the process was configured for (OCTOPROX_GATEWAY_ISOLATES, resolved). */
   isolatesConfigured?: number;
+  /**
+   * The interception CA the listeners sign with, loaded before the process was built
+   * (gateway/app/mitm-ca.ts); gateway/main.ts never starts without one. The start logs it and
+   * watches its expiry; /metrics carries its end.
+   */
+  mitmCa?: MitmCa;
 }
 
 export class GatewayProcess {
@@ -104,6 +112,7 @@ export class GatewayProcess {
   readonly #socks: ProxyListener | undefined;
   #status: StatusServer | undefined;
   #heartbeat: GatewayHeartbeat | undefined;
+  #stopExpiryWatch: (() => void) | undefined;
   readonly #startedAt = new Date().toISOString();
   #stopping: Promise<void> | undefined;
   /** Resolves with the exit code once the process stopped (or failed to bind). */
@@ -122,11 +131,17 @@ export class GatewayProcess {
       metrics: this.metrics,
       budget: options.budget ?? new ConnectionBudget(settings.maxClientConnections),
       reusePort: options.isolates !== undefined,
+      mitmCa: options.mitmCa,
     });
     this.#listener = listeners.http;
     this.#socks = listeners.socks;
     this.metrics.addGauge("octoprox_gateway_ready", () => (this.unready() ? 0 : 1));
     this.metrics.addGauge("octoprox_gateway_log_lines_dropped", () => logger.droppedLines);
+    const mitmCa = options.mitmCa;
+    if (mitmCa !== undefined) {
+      const expiry = Math.floor(mitmCa.notAfter.getTime() / 1000);
+      this.metrics.addGauge(CA_EXPIRY_METRIC, () => expiry);
+    }
     this.finished = new Promise((resolve) => {
       this.#finish = resolve;
     });
@@ -160,7 +175,12 @@ export class GatewayProcess {
 
   /** Starts the status listener and the core; the proxy port follows the first feed. */
   async start(): Promise<void> {
-    const { settings, logger, core, instance } = this.#options;
+    const { settings, logger, core, instance, mitmCa } = this.#options;
+    if (mitmCa !== undefined) {
+      this.#stopExpiryWatch = watchCaExpiry(mitmCa, logger, {
+        certPath: settings.tlsMitmCaCertPath,
+      });
+    }
     this.#status = startStatusServer({
       hostname: settings.host,
       port: settings.statusPort,
@@ -320,6 +340,7 @@ export class GatewayProcess {
 
   async #stop(code: number): Promise<void> {
     const { logger, core } = this.#options;
+    this.#stopExpiryWatch?.();
     logger.info("Stopping", {
       sessions: this.#listener.sessions + (this.#socks?.sessions ?? 0),
     });

@@ -7,11 +7,14 @@ import type { GatewaySettings } from "../../shared/settings.ts";
 import type { DispatchBuffers } from "../../shared/routing/dispatch.ts";
 import type { SectionsDelta } from "../../shared/routing/feed-share.ts";
 import type { MetricsSnapshot } from "../base/metrics.ts";
+import type { MitmCaFiles } from "./mitm-ca.ts";
 
 export type ToWorker =
   | {
     type: "init";
     settings: GatewaySettings;
+    /** The TLS interception CA's files as the main isolate read them (mitm-ca.ts). */
+    mitmCa: MitmCaFiles;
     instance: string;
     /** 1.. (0 is the main isolate). */
     index: number;

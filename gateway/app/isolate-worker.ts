@@ -20,6 +20,7 @@ import { buildListeners, type IsolateListeners } from "./listener.ts";
 import { createLogger, type Logger } from "../base/log.ts";
 import { GatewayMetrics, type MetricsSnapshot } from "../base/metrics.ts";
 import { buildIsolateCore, type IsolateCore } from "./isolate-core.ts";
+import { loadMitmCaFiles } from "./mitm-ca.ts";
 
 interface WorkerState extends IsolateListeners {
   index: number;
@@ -66,6 +67,8 @@ async function init(message: Extract<ToWorker, { type: "init" }>): Promise<void>
     event.preventDefault();
     logger.error("Unhandled rejection", { error: event.reason });
   });
+  // The main isolate's CA, from the text it read and checked: its own keys, the same CA.
+  const mitmCa = await loadMitmCaFiles(message.mitmCa);
   const dispatch = new Dispatch({ follow: message.dispatch });
   const core = await buildIsolateCore(settings, logger, instance, {
     dispatch,
@@ -84,6 +87,7 @@ async function init(message: Extract<ToWorker, { type: "init" }>): Promise<void>
     metrics,
     budget: new ConnectionBudget(settings.maxClientConnections, message.budget),
     reusePort: true,
+    mitmCa,
   });
   state = {
     index,

@@ -18,11 +18,17 @@ import type { FeedFreshness } from "../../shared/routing/feed-freshness.ts";
 import type { FromWorker, ToWorker } from "./isolate-messages.ts";
 import type { Logger } from "../base/log.ts";
 import type { MetricsSnapshot } from "../base/metrics.ts";
+import type { MitmCaFiles } from "./mitm-ca.ts";
 
 export interface IsolatePoolOptions {
   /** Worker isolates to start (the isolates serving the process, less the main one). */
   workers: number;
   settings: GatewaySettings;
+  /**
+   * The CA's files as the main isolate read and checked them: each worker loads the same CA
+   * from this text rather than reading the files again (mitm-ca.ts says why).
+   */
+  mitmCa: MitmCaFiles;
   instance: string;
   logger: Logger;
   /** Writes a worker's log lines (whole lines, in order with the main isolate's own). */
@@ -88,7 +94,8 @@ export class IsolatePool {
 
   /** Starts the workers and waits until each built its core (or failed, and was left out). */
   async start(): Promise<void> {
-    const { workers, settings, instance, logger, dispatch, budget, freshness } = this.#options;
+    const { workers, settings, instance, logger, dispatch, budget, freshness, mitmCa } =
+      this.#options;
     if (!dispatch.shared) {
       logger.warn("No SharedArrayBuffer here: serving from the main isolate alone");
       return;
@@ -107,6 +114,7 @@ export class IsolatePool {
       this.#post(member, {
         type: "init",
         settings,
+        mitmCa,
         instance,
         index,
         dispatch: this.#buffers(),

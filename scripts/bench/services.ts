@@ -27,9 +27,11 @@ import {
   DENO_BIN,
   DENO_ENV,
   gatewayPermissions,
+  gatewayReadableFiles,
   gatewayRunArgs,
   ROOT,
 } from "../gateway-command.ts";
+import { testMitmCaEnv } from "../../testkit/mitm-ca.ts";
 
 /**
  * Runs a Deno script of scripts/bench that prints `{"port": N}` as its first line (origin.ts,
@@ -186,27 +188,33 @@ export async function startGateway(
 ): Promise<GatewayService & { waitForProxy(timeoutMs?: number): Promise<void> }> {
   const { root = ROOT, denoFlags = [] } = options;
   const [proxyPort, statusPort] = [await freePort(), await freePort()];
-  const [run, ...rest] = root === ROOT ? gatewayRunArgs() : [
+  const childEnv: Record<string, string> = {
+    PATH: process.env.PATH ?? "",
+    HOME: process.env.HOME ?? "/tmp",
+    ...DENO_ENV,
+    OCTOPROX_REDIS_URL: process.env.OCTOPROX_TEST_REDIS_URL ?? "redis://127.0.0.1:6379",
+    OCTOPROX_REDIS_PREFIX: bed.prefix,
+    OCTOPROX_INTERNAL_SECRET: bed.secret,
+    // The bench process's own CA (testkit/mitm-ca.ts): a gateway does not start without one.
+    ...testMitmCaEnv(),
+    OCTOPROX_GATEWAY_HOST: "127.0.0.1",
+    OCTOPROX_PROXY_PORT: String(proxyPort),
+    OCTOPROX_GATEWAY_STATUS_PORT: String(statusPort),
+    OCTOPROX_SOCKS_PORT: "0",
+    OCTOPROX_DESTINATION_ALLOW_CIDRS: "127.0.0.0/8",
+    ...env,
+  };
+  const [run, ...rest] = root === ROOT ? gatewayRunArgs(childEnv) : [
     "run",
-    ...gatewayPermissions(["gateway", "shared", "node_modules"].map((f) => join(root, f))),
+    ...gatewayPermissions([
+      ...["gateway", "shared", "node_modules"].map((f) => join(root, f)),
+      ...gatewayReadableFiles(childEnv),
+    ]),
     join(root, "gateway", "main.ts"),
   ];
   const child = track(spawn(DENO_BIN, [run, ...denoFlags, ...rest], {
     cwd: root,
-    env: {
-      PATH: process.env.PATH ?? "",
-      HOME: process.env.HOME ?? "/tmp",
-      ...DENO_ENV,
-      OCTOPROX_REDIS_URL: process.env.OCTOPROX_TEST_REDIS_URL ?? "redis://127.0.0.1:6379",
-      OCTOPROX_REDIS_PREFIX: bed.prefix,
-      OCTOPROX_INTERNAL_SECRET: bed.secret,
-      OCTOPROX_GATEWAY_HOST: "127.0.0.1",
-      OCTOPROX_PROXY_PORT: String(proxyPort),
-      OCTOPROX_GATEWAY_STATUS_PORT: String(statusPort),
-      OCTOPROX_SOCKS_PORT: "0",
-      OCTOPROX_DESTINATION_ALLOW_CIDRS: "127.0.0.0/8",
-      ...env,
-    },
+    env: childEnv,
     stdio: ["ignore", "pipe", "pipe"],
   }));
   let output = "";

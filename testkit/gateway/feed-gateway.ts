@@ -141,14 +141,15 @@ export async function startFeedGateway(
   bed: FeedBed,
   env: Record<string, string> = {},
 ): Promise<FeedGateway> {
-  const child = spawn(DENO_BIN, gatewayRunArgs(), {
+  const childEnv = gatewayEnv({
+    OCTOPROX_REDIS_URL: process.env.OCTOPROX_TEST_REDIS_URL ?? "redis://127.0.0.1:6379",
+    OCTOPROX_REDIS_PREFIX: bed.prefix,
+    OCTOPROX_INTERNAL_SECRET: bed.secret,
+    ...env,
+  });
+  const child = spawn(DENO_BIN, gatewayRunArgs(childEnv), {
     cwd: ROOT,
-    env: gatewayEnv({
-      OCTOPROX_REDIS_URL: process.env.OCTOPROX_TEST_REDIS_URL ?? "redis://127.0.0.1:6379",
-      OCTOPROX_REDIS_PREFIX: bed.prefix,
-      OCTOPROX_INTERNAL_SECRET: bed.secret,
-      ...env,
-    }),
+    env: childEnv,
     stdio: ["ignore", "pipe", "pipe"],
   });
   let output = "";

@@ -7,20 +7,27 @@ import type { Readable } from "node:stream";
 import { join } from "node:path";
 import { waitUntil } from "../wait.ts";
 import { denoEntry } from "../../scripts/deno-files.ts";
-import { DENO_BIN } from "../../scripts/gateway-command.ts";
+import { DENO_BIN, gatewayReadableFiles } from "../../scripts/gateway-command.ts";
 import { seriesValue } from "../promtool.ts";
 import { ROOT } from "../processes.ts";
+import { testMitmCaEnv } from "../mitm-ca.ts";
 
 /**
- * The fixture entry reads its FIXTURE_* variables too: all of the environment; and the hosts
- * files its guard may be pointed at (the system's, and the fixtures' own).
+ * The fixture entry reads its FIXTURE_* variables too: all of the environment; the hosts files
+ * its guard may be pointed at (the system's, and the fixtures' own); and the TLS interception
+ * CA's files `env` names, as the gateway reads them (scripts/gateway-command.ts).
  */
-const FIXTURE_PERMISSIONS = [
-  "--allow-net",
-  "--allow-env",
-  "--allow-sys=hostname",
-  `--allow-read=/etc/hosts,${join(ROOT, "testkit", "gateway", "fixture")}`,
-];
+function fixturePermissions(env: Readonly<Record<string, string | undefined>>): string[] {
+  return [
+    "--allow-net",
+    "--allow-env",
+    "--allow-sys=hostname",
+    `--allow-read=${
+      ["/etc/hosts", join(ROOT, "testkit", "gateway", "fixture"), ...gatewayReadableFiles(env)]
+        .join(",")
+    }`,
+  ];
+}
 
 export const CREDENTIALS = { username: "alice", password: "s3cret-pass" };
 /** The Proxy-Authorization value of CREDENTIALS (clients/raw-http.ts's basicAuth of them). */
@@ -119,6 +126,8 @@ export function gatewayEnv(extra: Record<string, string> = {}): Record<string, s
     NO_COLOR: "1",
     OCTOPROX_REDIS_URL: "redis://127.0.0.1:1",
     OCTOPROX_INTERNAL_SECRET: "test-secret-test-secret-test-secret-0123",
+    // The test process's CA: a gateway does not start without one.
+    ...testMitmCaEnv(),
     OCTOPROX_GATEWAY_HOST: "127.0.0.1",
     OCTOPROX_PROXY_PORT: "0",
     OCTOPROX_SOCKS_PORT: "0",
@@ -130,7 +139,7 @@ export function gatewayEnv(extra: Record<string, string> = {}): Record<string, s
 
 /** Spawns Deno on `entry` with the gateway's permissions. */
 export function spawnDeno(entry: string, env: Record<string, string>): ChildProcess {
-  const child = spawn(DENO_BIN, ["run", ...FIXTURE_PERMISSIONS, denoEntry(entry)], {
+  const child = spawn(DENO_BIN, ["run", ...fixturePermissions(env), denoEntry(entry)], {
     cwd: ROOT,
     env,
     stdio: ["pipe", "pipe", "pipe"],

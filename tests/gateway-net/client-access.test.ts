@@ -478,9 +478,10 @@ describe("strict mode", () => {
   });
 
   it("a bad OCTOPROX_TRUSTED_PROXIES stops the gateway at start, naming it", async () => {
-    const child = spawn(DENO_BIN, gatewayRunArgs(), {
+    const env = gatewayEnv({ OCTOPROX_TRUSTED_PROXIES: "10.0.0.0/8, 10.0.0.300" });
+    const child = spawn(DENO_BIN, gatewayRunArgs(env), {
       cwd: ROOT,
-      env: gatewayEnv({ OCTOPROX_TRUSTED_PROXIES: "10.0.0.0/8, 10.0.0.300" }),
+      env,
       stdio: ["ignore", "pipe", "pipe"],
     });
     let stderr = "";

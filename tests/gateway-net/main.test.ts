@@ -37,16 +37,18 @@ beforeAll(async () => {
   await bed.lead();
   [proxyPort, statusPort] = [await freePort(), await freePort()];
   // The command `npm start` and the build use, permissions included.
-  child = spawn(DENO_BIN, gatewayRunArgs(), {
+  // gatewayEnv gives it the test process's TLS interception CA, which it loads first.
+  const env = gatewayEnv({
+    OCTOPROX_REDIS_URL: process.env.OCTOPROX_TEST_REDIS_URL ?? "redis://127.0.0.1:6379",
+    OCTOPROX_REDIS_PREFIX: bed.prefix,
+    OCTOPROX_INTERNAL_SECRET: bed.secret,
+    OCTOPROX_PROXY_PORT: String(proxyPort),
+    OCTOPROX_GATEWAY_STATUS_PORT: String(statusPort),
+    OCTOPROX_DESTINATION_ALLOW_CIDRS: "127.0.0.0/8",
+  });
+  child = spawn(DENO_BIN, gatewayRunArgs(env), {
     cwd: ROOT,
-    env: gatewayEnv({
-      OCTOPROX_REDIS_URL: process.env.OCTOPROX_TEST_REDIS_URL ?? "redis://127.0.0.1:6379",
-      OCTOPROX_REDIS_PREFIX: bed.prefix,
-      OCTOPROX_INTERNAL_SECRET: bed.secret,
-      OCTOPROX_PROXY_PORT: String(proxyPort),
-      OCTOPROX_GATEWAY_STATUS_PORT: String(statusPort),
-      OCTOPROX_DESTINATION_ALLOW_CIDRS: "127.0.0.0/8",
-    }),
+    env,
     stdio: ["ignore", "pipe", "pipe"],
   });
   child.stdout!.setEncoding("utf8").on("data", (text: string) => (stdout += text));

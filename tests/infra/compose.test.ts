@@ -5,7 +5,9 @@
  * environment is taken by its side's settings, the ports published are the ones those settings
  * listen on, the store URLs name the store services with the database's own credentials, and
  * the gateway runs the bundle with the gateway's permissions. The image's Dockerfile builds
- * that bundle.
+ * that bundle. The TLS interception CA: `tls-ca` makes it in two volumes and exits, before the
+ * api (which mounts the certificate's volume alone) and the gateway (both, read-only, and leave
+ * to read them) start; every CA setting names a file in a volume the service mounts.
  */
 import { readFile } from "node:fs/promises";
 import { join } from "node:path";
@@ -21,9 +23,12 @@ import { ROOT } from "../../testkit/processes.ts";
 
 const DOCKER = join(ROOT, "infra", "docker");
 const CONTROL = ["api", "controller", "worker"];
+const CA_SETTINGS = ["OCTOPROX_TLS_MITM_CA_CERT_PATH", "OCTOPROX_TLS_MITM_CA_KEY_PATH"];
 
 interface Service {
   image?: string;
+  restart?: string;
+  volumes?: string[];
   build?: { context: string; dockerfile: string };
   command?: string[];
   environment?: Record<string, string>;
@@ -76,25 +81,38 @@ describe("infra/docker/compose.yaml", () => {
     );
   });
 
-  it("has the six services, and every dependency exists with a health check when waited for", () => {
+  it("has the seven services, every dependency there, healthy or done when waited for", () => {
     expect(Object.keys(services).sort()).toEqual(
-      ["api", "controller", "gateway", "postgres", "redis", "worker"],
+      ["api", "controller", "gateway", "postgres", "redis", "tls-ca", "worker"],
     );
     for (const [name, service] of Object.entries(services)) {
       for (const [target, { condition }] of Object.entries(service.depends_on ?? {})) {
         expect(services[target], `${name} depends on ${target}`).toBeDefined();
-        expect(["service_started", "service_healthy"]).toContain(condition);
+        expect(["service_started", "service_healthy", "service_completed_successfully"])
+          .toContain(condition);
         if (condition === "service_healthy") expect(services[target].healthcheck).toBeDefined();
+        // Waited for to finish: it runs once, never restarted.
+        if (condition === "service_completed_successfully") {
+          expect(services[target].restart, target).toBe("no");
+        }
       }
     }
-    for (const name of CONTROL) {
+    for (const name of ["controller", "worker"]) {
       expect(Object.keys(services[name].depends_on!).sort()).toEqual(["postgres", "redis"]);
     }
+    expect(services.api.depends_on).toEqual({
+      postgres: { condition: "service_healthy" },
+      redis: { condition: "service_healthy" },
+      "tls-ca": { condition: "service_completed_successfully" },
+    });
     expect(services.gateway.depends_on).toHaveProperty("redis");
+    expect(services.gateway.depends_on).toHaveProperty("tls-ca", {
+      condition: "service_completed_successfully",
+    });
   });
 
   it("builds every Octoprox service from the one Dockerfile, which builds the bundle", async () => {
-    for (const name of [...CONTROL, "gateway"]) {
+    for (const name of [...CONTROL, "gateway", "tls-ca"]) {
       expect(services[name].image, name).toBe(`octoprox:${await packageVersion()}`);
       expect(services[name].build).toEqual({
         context: "../..",
@@ -156,8 +174,54 @@ describe("infra/docker/compose.yaml", () => {
       "/opt/octoprox/node_modules/.bin/deno",
       "run",
       "--no-config",
-      ...gatewayPermissions(["/opt/octoprox/dist"]),
+      ...gatewayPermissions(["/opt/octoprox/dist", "/etc/octoprox/tls", "/etc/octoprox/tls-key"]),
       "/opt/octoprox/dist/octoprox-gateway.js",
+    ]);
+  });
+
+  it("makes the TLS interception CA once in its volumes, its key the gateway's alone", async () => {
+    const ca = services["tls-ca"];
+    expect(ca.command).toEqual(["node_modules/.bin/tsx", "scripts/ca.ts", "create"]);
+    const scripts = JSON.parse(await readFile(join(ROOT, "package.json"), "utf8")).scripts;
+    expect(scripts["ca:create"]).toBe("tsx scripts/ca.ts create");
+    expect(ca.depends_on).toBeUndefined();
+    /** The volume holding `path` in `service` (the longest mount above it), and how. */
+    const mountOf = (service: Service, path: string) =>
+      (service.volumes ?? []).map((volume) => volume.split(":"))
+        .filter(([, target]) => path.startsWith(`${target}/`))
+        .sort((a, b) => b[1].length - a[1].length)[0];
+    const settings = parseGatewaySettings(services.gateway.environment!);
+    const [cert, key] = [settings.tlsMitmCaCertPath!, settings.tlsMitmCaKeyPath!];
+    // tls-ca writes both where the gateway reads them, and the api reads the same certificate.
+    expect(CA_SETTINGS.map((name) => ca.environment![name])).toEqual([cert, key]);
+    expect(parseControlSettings(services.api.environment!).tlsMitmCaCertPath).toBe(cert);
+    expect(mountOf(ca, cert)).toEqual(["mitm-ca", "/etc/octoprox/tls"]);
+    expect(mountOf(ca, key)).toEqual(["mitm-ca-key", "/etc/octoprox/tls-key"]);
+    expect(mountOf(services.gateway, cert)).toEqual(["mitm-ca", "/etc/octoprox/tls", "ro"]);
+    expect(mountOf(services.gateway, key)).toEqual(["mitm-ca-key", "/etc/octoprox/tls-key", "ro"]);
+    expect(mountOf(services.api, cert)).toEqual(["mitm-ca", "/etc/octoprox/tls", "ro"]);
+    // The key is nowhere but the gateway and the service that makes it.
+    for (const [name, service] of Object.entries(services)) {
+      if (name === "gateway" || name === "tls-ca") continue;
+      expect(service.volumes ?? [], name).not.toContainEqual(
+        expect.stringMatching(/^mitm-ca-key:/),
+      );
+      expect(service.environment ?? {}, name).not.toHaveProperty("OCTOPROX_TLS_MITM_CA_KEY_PATH");
+    }
+    // The image makes the folders the volumes start from, owned by its user.
+    const dockerfile = await readFile(join(DOCKER, "Dockerfile"), "utf8");
+    expect(dockerfile).toMatch(/install -d -o octoprox -g octoprox -m 0755 \/etc\/octoprox\/tls /);
+    expect(dockerfile).toMatch(
+      /install -d -o octoprox -g octoprox -m 0700 \/etc\/octoprox\/tls-key/,
+    );
+    const file = parse(await readFile(join(DOCKER, "compose.yaml"), "utf8")) as {
+      volumes: Record<string, unknown>;
+    };
+    expect(Object.keys(file.volumes).sort()).toEqual([
+      "mitm-ca",
+      "mitm-ca-key",
+      "postgres",
+      "redis",
     ]);
   });
 });

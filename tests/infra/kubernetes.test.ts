@@ -10,7 +10,10 @@
  *   the ports those settings listen on;
  * - probes ask paths the process serves, on ports the container declares;
  * - each Service selects a Deployment's pods, and its targetPort is one of their ports;
- * - resources have requests and limits; the image is octoprox at the package's version.
+ * - resources have requests and limits; the image is octoprox at the package's version;
+ * - the TLS interception CA: the gateways mount the operator's Secret whole (read-only, readable
+ *   by their user, within what they may read) where their CA settings point, the api its
+ *   certificate alone; no manifest holds the Secret (it would ship a key).
  */
 import { readdir, readFile } from "node:fs/promises";
 import { join } from "node:path";
@@ -195,7 +198,7 @@ describe("infra/kubernetes", () => {
       "/opt/octoprox/node_modules/.bin/deno",
       "run",
       "--no-config",
-      ...gatewayPermissions(["/opt/octoprox/dist"]),
+      ...gatewayPermissions(["/opt/octoprox/dist", "/etc/octoprox/tls"]),
       "/opt/octoprox/dist/octoprox-gateway.js",
     ]);
     // The gateway and the control plane read the same Redis, prefix and internal secret.
@@ -205,6 +208,63 @@ describe("infra/kubernetes", () => {
       control.redisPrefix,
       control.internalSecret,
     ]);
+  });
+
+  it("mounts the CA's Secret: whole for the gateways, its certificate alone for the api", () => {
+    const SECRET = "octoprox-tls-mitm-ca";
+    /** The Secret volume a path lies in for `role`'s container, with the keys it shows there. */
+    const mounted = (role: string, path: string) => {
+      const pod = deployment(role).spec.template.spec;
+      const mount = (container(role).volumeMounts ?? []).find((m: Manifest) =>
+        path.startsWith(`${m.mountPath}/`)
+      );
+      if (!mount) return undefined;
+      expect(mount.readOnly, role).toBe(true);
+      const volume = pod.volumes.find((v: Manifest) => v.name === mount.name);
+      const file = path.slice(mount.mountPath.length + 1);
+      const items = volume.secret.items as { key: string; path: string }[] | undefined;
+      const key = items ? items.find((item) => item.path === file)?.key : file;
+      return { secret: volume.secret.secretName, key, mode: volume.secret.defaultMode };
+    };
+    const gateway = parseGatewaySettings(containerEnv(container("gateway")));
+    expect(mounted("gateway", gateway.tlsMitmCaCertPath!)).toEqual({
+      secret: SECRET,
+      key: "mitm-ca.pem",
+      mode: 0o440,
+    });
+    expect(mounted("gateway", gateway.tlsMitmCaKeyPath!)).toEqual({
+      secret: SECRET,
+      key: "mitm-ca-key.pem",
+      mode: 0o440,
+    });
+    // Group-readable files, the pod's user in that group.
+    expect(deployment("gateway").spec.template.spec.securityContext).toMatchObject({
+      runAsUser: 10001,
+      fsGroup: 10001,
+    });
+    // Within what the gateway may read (its command's --allow-read).
+    const readable = container("gateway").command.find((arg: string) =>
+      arg.startsWith("--allow-read=")
+    ).slice("--allow-read=".length).split(",");
+    for (const path of [gateway.tlsMitmCaCertPath!, gateway.tlsMitmCaKeyPath!]) {
+      expect(readable.some((folder: string) => path.startsWith(`${folder}/`)), path).toBe(true);
+    }
+    // The api: the same certificate, and only it.
+    const api = parseControlSettings(containerEnv(container("api")));
+    expect(api.tlsMitmCaCertPath).toBe(gateway.tlsMitmCaCertPath);
+    expect(mounted("api", api.tlsMitmCaCertPath!)).toEqual({
+      secret: SECRET,
+      key: "mitm-ca.pem",
+      mode: 0o444,
+    });
+    const apiVolume = deployment("api").spec.template.spec.volumes[0];
+    expect(apiVolume.secret.items).toEqual([{ key: "mitm-ca.pem", path: "mitm-ca.pem" }]);
+    expect(containerEnv(container("api"))).not.toHaveProperty("OCTOPROX_TLS_MITM_CA_KEY_PATH");
+    for (const role of ["controller", "worker"]) {
+      expect(deployment(role).spec.template.spec.volumes, role).toBeUndefined();
+    }
+    // The operator makes it (README.md); a manifest holding it would ship a key.
+    expect(named("Secret", SECRET)).toBeUndefined();
   });
 
   it("has a Service per listener, each reaching a port of the pods it selects", () => {

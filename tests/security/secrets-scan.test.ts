@@ -2,14 +2,26 @@
  * The e2e clusters' secrets scan (testkit/secrets-scan.ts) finds what it must: a secret a
  * request sent or an answer handed out, in clear in a log line, an error answer, a /metrics text
  * or any Redis key or value (every type), raw, percent-encoded or as a Basic credential; and
- * names the secret, never its value.
+ * names the secret, never its value. A key that must be nowhere but its file (the TLS
+ * interception CA's) is found as a PEM line, its DER or its private number in any form, in a
+ * successful answer, a sealed feed section and a database row too.
  */
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
+import { createPrivateKey } from "node:crypto";
 import { Redis } from "ioredis";
+import postgres from "postgres";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
+import { deriveFeedKeys, seal } from "../../shared/feed/codec.ts";
+import { createCa } from "../../shared/tls/ca.ts";
 import { SecretsScan } from "../../testkit/secrets-scan.ts";
-import { deletePrefix, TEST_REDIS_URL, testPrefix } from "../../testkit/stores.ts";
+import {
+  createTestDatabase,
+  deletePrefix,
+  TEST_REDIS_URL,
+  type TestDatabase,
+  testPrefix,
+} from "../../testkit/stores.ts";
 
 let redis: Redis;
 let prefix: string;
@@ -53,6 +65,47 @@ describe("the secrets scan", () => {
     const m = member(['{"msg":"started","field":"api_token"}']);
     await scan.readMetrics([m]);
     expect(await scan.scan({ members: [m], redis, prefix })).toEqual([]);
+  });
+
+  test("finds a CA key wherever it is but its file: answers, the feed, the database", async () => {
+    const { keyPem } = await createCa();
+    const other = await createCa();
+    const scan = new SecretsScan();
+    scan.addFileOnly("the CA key", keyPem);
+    const lines = keyPem.split("\n").filter((line) => line && !line.startsWith("-----"));
+    const d = (createPrivateKey(keyPem).export({ format: "jwk" }) as { d: string }).d;
+    const hex = Buffer.from(d, "base64url").toString("hex");
+    // A successful answer (not only errors), the PEM quoted in JSON.
+    scan.noteAnswer("GET", "/api/v1/config", 200, JSON.stringify({ pem: keyPem }), {});
+    // The answer of another CA's key, and its certificate: neither is this key.
+    scan.noteAnswer("GET", "/api/v1/projects/ca-certificate", 200, other.keyPem, {});
+    // A sealed feed section, opened with the cluster's keys.
+    const feed = await deriveFeedKeys("i".repeat(64));
+    const sealed = await seal(feed, JSON.stringify({ note: lines[1] }));
+    await redis.hset(`${prefix}feed:sections`, "global", Buffer.from(sealed));
+    await redis.set(`${prefix}plain`, `d=${hex}`);
+    let database: TestDatabase | undefined;
+    const sql = await createTestDatabase().then((created) => {
+      database = created;
+      return postgres(created.url, { max: 1, onnotice: () => {} });
+    });
+    try {
+      await sql`create table settings (id int, value text)`;
+      await sql`insert into settings values (1, 'fine'), (2, ${`der:${lines.join("")}`})`;
+      const m = member([`{"msg":"loaded","d":"${d}"}`]);
+      const findings = await scan.scan({ members: [m], redis, prefix, feed, database: sql });
+      const seen = findings.map((f) => `${f.secret} | ${f.form} | ${f.where}`).sort();
+      expect(seen).toEqual([
+        "the CA key | PEM line | GET /api/v1/config answer 200",
+        "the CA key | PEM line | Postgres table settings row 2",
+        "the CA key | PEM line | the feed's section global (opened)",
+        "the CA key | private d (base64url) | p1 stdout line 1",
+        "the CA key | private d (hex) | Redis key plain",
+      ]);
+    } finally {
+      await sql.end();
+      await database?.drop();
+    }
   });
 
   test("finds each secret where it is in clear, by name", async () => {
