@@ -4,6 +4,11 @@
  * also in a header of every form), for any signed-in role and no one else; a bad format is a 422
  * naming it; without a CA it is a 404 saying so, not "Project not found"; a file that cannot
  * serve is a 503 naming it; a project's own routes still answer beside it.
+ *
+ * `GET /api/v1/system/tls-ca` (any signed-in role) says what the CA is: its subject, end, days
+ * left (marked within 30 days of its end) and SPKI hash, where to download it; a file that
+ * cannot serve is said in `error` (200, so the System page shows it); no CA is `configured`
+ * false.
  */
 import { execFile } from "node:child_process";
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
@@ -16,6 +21,8 @@ import { type ApiHarness, startHarness } from "../../testkit/api-harness.ts";
 
 const run = promisify(execFile);
 const PATH = "/api/v1/projects/ca-certificate";
+const STATUS = "/api/v1/system/tls-ca";
+const DAY_MS = 86_400_000;
 
 let dir: string;
 let certPath: string;
@@ -149,6 +156,74 @@ describe("without a CA", () => {
         "This install has no TLS interception CA (OCTOPROX_TLS_MITM_CA_CERT_PATH is unset)",
       );
     } finally {
+      await bare.close();
+    }
+  });
+});
+
+describe("GET /api/v1/system/tls-ca", () => {
+  test("says what the CA is, for any signed-in role", async () => {
+    const answer = await h.request("GET", STATUS, { token: h.tokens.viewer });
+    expect(answer.status, answer.text).toBe(200);
+    expect(answer.headers.get("cache-control")).toBe("no-store");
+    const daysLeft = Math.floor((ca.notAfter.getTime() - Date.now()) / DAY_MS);
+    expect(answer.body).toEqual({
+      configured: true,
+      warning_days: 30,
+      current: {
+        path: certPath,
+        subject: ca.certificate.subject,
+        not_before: ca.certificate.notBefore.toISOString(),
+        not_after: ca.notAfter.toISOString(),
+        days_left: daysLeft,
+        expires_soon: false,
+        spki_sha256: ca.spkiSha256,
+      },
+      error: null,
+      download: {
+        pem: PATH,
+        der: `${PATH}?format=der`,
+        spki: `${PATH}?format=spki`,
+      },
+    });
+    expect(answer.body.current.subject).toMatch(/^CN=Octoprox MITM CA [0-9a-f]{8}, O=Octoprox$/);
+    expect((await h.request("GET", STATUS, { token: "" })).status).toBe(401);
+  });
+
+  test("marks a CA within 30 days of its end", async () => {
+    // Made ten years less twenty days ago: twenty days left.
+    const soon = await createCa({ now: new Date(Date.now() - (3652 - 20) * DAY_MS) });
+    const path = join(dir, "soon.pem");
+    await writeFile(path, soon.certPem);
+    const other = await startHarness({ env: { OCTOPROX_TLS_MITM_CA_CERT_PATH: path } });
+    try {
+      const answer = await other.request("GET", STATUS, { token: other.tokens.viewer });
+      expect(answer.status).toBe(200);
+      expect(answer.body.current.expires_soon).toBe(true);
+      expect(answer.body.current.days_left).toBeGreaterThanOrEqual(18);
+      expect(answer.body.current.days_left).toBeLessThan(30);
+    } finally {
+      await other.close();
+    }
+  });
+
+  test("says why a file cannot serve, and that an install without a CA has none", async () => {
+    const path = join(dir, "status-missing.pem");
+    const broken = await startHarness({ env: { OCTOPROX_TLS_MITM_CA_CERT_PATH: path } });
+    const bare = await startHarness();
+    try {
+      const missing = await broken.request("GET", STATUS, { token: broken.tokens.viewer });
+      expect(missing.status).toBe(200);
+      expect(missing.body.configured).toBe(true);
+      expect(missing.body.current).toBeNull();
+      expect(missing.body.error).toMatch(
+        new RegExp(`^The TLS interception CA cannot be used: ${path} cannot be read: `),
+      );
+      const none = await bare.request("GET", STATUS, { token: bare.tokens.viewer });
+      expect(none.status).toBe(200);
+      expect(none.body).toMatchObject({ configured: false, current: null, error: null });
+    } finally {
+      await broken.close();
       await bare.close();
     }
   });

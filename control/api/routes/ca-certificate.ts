@@ -1,7 +1,9 @@
 /**
  * The TLS interception CA's certificate, for clients to trust. It lives under /projects because
  * the projects that intercept are what it serves; it is mounted before `/projects/:id`, which
- * would otherwise read `ca-certificate` as a project id (404 "Project not found").
+ * would otherwise read `ca-certificate` as a project id (404 "Project not found"). Beside it,
+ * GET /system/tls-ca says what the CA is (its end, days left, SPKI hash) for the System and
+ * Connect pages.
  *
  * The file is read on each request (a few hundred bytes): a CA replaced on disk is answered at
  * once, with nothing to restart. The api reads the certificate alone, never the key.
@@ -10,17 +12,31 @@ import { readFile } from "node:fs/promises";
 import { UserRole } from "../../../shared/roles.ts";
 import { errorText, MitmCaError, NotFoundError } from "../../../shared/errors.ts";
 import { type CaCertificate, readCaCertificate } from "../../../shared/tls/ca.ts";
+import { daysLeft, EXPIRY_WARNING_DAYS } from "../../../shared/tls/ca-expiry.ts";
 import { CaCertificateQuery } from "../../model/projects.ts";
 import type { ApiDeps } from "../deps.ts";
-import { defineRoute, type Route } from "../registry.ts";
+import { answer, defineRoute, type Route } from "../registry.ts";
+import { type TlsCaCertificate, type TlsCaStatus, TlsCaStatusAnswer } from "../answers/tls-ca.ts";
 
 export const CA_CERTIFICATE_PATH = "/api/v1/projects/ca-certificate";
+export const TLS_CA_STATUS_PATH = "/api/v1/system/tls-ca";
 
 /**
  * Every form carries the SPKI hash in this header, so a script that downloads the certificate
  * has the value for Chromium's --ignore-certificate-errors-spki-list as well.
  */
 export const SPKI_HEADER = "X-Octoprox-Ca-Spki-Sha256";
+
+/** The CA certificate at `path`, checked; MitmCaError naming the file when it cannot serve. */
+async function certificateAt(path: string, now = new Date()): Promise<CaCertificate> {
+  let text: string;
+  try {
+    text = await readFile(path, "utf8");
+  } catch (error) {
+    throw new MitmCaError(`${path} cannot be read: ${errorText(error)}`, { cause: error });
+  }
+  return await readCaCertificate(text, { certPath: path, now });
+}
 
 async function caCertificate(deps: ApiDeps): Promise<CaCertificate> {
   const path = deps.settings.tlsMitmCaCertPath;
@@ -30,13 +46,47 @@ async function caCertificate(deps: ApiDeps): Promise<CaCertificate> {
       "This install has no TLS interception CA (OCTOPROX_TLS_MITM_CA_CERT_PATH is unset)",
     );
   }
-  let text: string;
+  return await certificateAt(path);
+}
+
+function describeCertificate(path: string, ca: CaCertificate, now: Date): TlsCaCertificate {
+  const left = daysLeft(ca.notAfter, now);
+  return {
+    path,
+    subject: ca.subject,
+    not_before: ca.notBefore.toISOString(),
+    not_after: ca.notAfter.toISOString(),
+    days_left: left,
+    expires_soon: left < EXPIRY_WARNING_DAYS,
+    spki_sha256: ca.spkiSha256,
+  };
+}
+
+/** What the System and Connect pages show of the CA: read from its file now. */
+export async function tlsCaStatus(
+  settings: ApiDeps["settings"],
+  now: Date = new Date(),
+): Promise<TlsCaStatus> {
+  const path = settings.tlsMitmCaCertPath;
+  const status: TlsCaStatus = {
+    configured: path !== undefined,
+    warning_days: EXPIRY_WARNING_DAYS,
+    current: null,
+    error: null,
+    download: {
+      pem: CA_CERTIFICATE_PATH,
+      der: `${CA_CERTIFICATE_PATH}?format=der`,
+      spki: `${CA_CERTIFICATE_PATH}?format=spki`,
+    },
+  };
+  if (path === undefined) return status;
   try {
-    text = await readFile(path, "utf8");
+    status.current = describeCertificate(path, await certificateAt(path, now), now);
   } catch (error) {
-    throw new MitmCaError(`${path} cannot be read: ${errorText(error)}`, { cause: error });
+    if (!(error instanceof MitmCaError)) throw error;
+    status.error = `The TLS interception CA cannot be used: ${error.message}`;
   }
-  return await readCaCertificate(text, { certPath: path });
+  return status;
 }
 
 export function caCertificateRoutes(deps: ApiDeps): Route[] {
@@ -76,6 +126,26 @@ export function caCertificateRoutes(deps: ApiDeps): Route[] {
             c.header("Content-Disposition", 'attachment; filename="octoprox-ca.pem"');
             return c.body(ca.certPem);
         }
+      },
+    }),
+    defineRoute({
+      method: "get",
+      path: TLS_CA_STATUS_PATH,
+      tag: "system",
+      summary: "The TLS interception CA: its subject, end, days left and SPKI hash",
+      description: "Read from `OCTOPROX_TLS_MITM_CA_CERT_PATH` on each request, as the " +
+        "download is. `configured` is false when the install has no CA; a file that cannot " +
+        "serve (unreadable, not a CA, out of its validity) answers 200 with `current` null and " +
+        "`error` saying why, so the System page can show it. `expires_soon` is true within " +
+        "`warning_days` (30) of its end, when the gateways warn in their log. Any signed-in " +
+        "role: the certificate is what clients are handed.",
+      access: UserRole.viewer,
+      responses: {
+        200: answer("The CA as the api reads it now", TlsCaStatusAnswer),
+      },
+      async handler({ c }) {
+        c.header("Cache-Control", "no-store");
+        return c.json(await tlsCaStatus(deps.settings));
       },
     }),
   ];

@@ -1,6 +1,8 @@
 /**
  * How a client uses this project: the gateway's address with the project's login, the username
- * options, `curl` and Python lines for HTTP, CONNECT and SOCKS5; and the routing preview: a
+ * options, `curl` and Python lines for HTTP, CONNECT and SOCKS5; TLS interception (the install's
+ * CA to download, its SPKI hash, and lines that make clients trust it: connect-tls.tsx); and the
+ * routing preview: a
  * username typed here is routed by the gateway's own router over this project's compile (the
  * API's routing preview), showing which connectors and proxies would serve it and why the others
  * would not.
@@ -9,6 +11,7 @@ import { useState } from "preact/hooks";
 import { api, type ApiError } from "../api/client.ts";
 import type { Project } from "../../../api/answers/projects.ts";
 import { Field, FormError, TextInput } from "../ui/forms.tsx";
+import { TlsInterception } from "./connect-tls.tsx";
 
 /** Where clients reach the gateway, as this browser's user last said (kept here). */
 const GATEWAY_KEY = "octoprox.gateway";
@@ -141,6 +144,10 @@ export function Connect({ project }: { project: Project }) {
         (X-Octoprox-Country, X-Octoprox-Session, …); the gateway removes them before the request
         leaves.
       </p>
+      <TlsInterception
+        project={project}
+        where={{ host, httpPort: gateway.httpPort, username, password }}
+      />
       <RoutingPreview project={project} initial={username} />
     </section>
   );

@@ -3,7 +3,8 @@
  * the browser between reads), its loops with failure streaks marked, the controller leading, the
  * routing feed's head against each gateway, the work streams' backlog, the provider-API pools
  * running on last-known settings while Postgres is away, the IP databases with their versions and
- * ages (system-geo.tsx), and the storage figures with their trends. Read from GET /system/stats
+ * ages (system-geo.tsx), the TLS interception CA with its end (system-tls-ca.tsx), and the
+ * storage figures with their trends. Read from GET /system/stats
  * every 5 s and its history every minute; another role gets the API's 403 in words.
  */
 import { useEffect, useMemo, useState } from "preact/hooks";
@@ -23,6 +24,7 @@ import { Time } from "../ui/time.tsx";
 import { useApi } from "../ui/use-api.ts";
 import { formatAge } from "../../../core/format-age.ts";
 import { IpDatabases } from "./system-geo.tsx";
+import { TlsCa } from "./system-tls-ca.tsx";
 
 const STATS_REFRESH_MS = 5_000;
 const HISTORY_REFRESH_MS = 60_000;
@@ -87,6 +89,7 @@ export function System() {
             <WorkStreams section={data.work_streams} />
             <PoolSettings section={data.pool_settings} />
             <IpDatabases />
+            <TlsCa />
           </>
         )
         : null}
