@@ -28,6 +28,7 @@ import { extractionRoutes } from "./routes/extraction.ts";
 import { geoRoutes } from "./routes/geo.ts";
 import { internalGeoRoutes } from "./internal-geo.ts";
 import { metricsRoutes } from "./routes/metrics.ts";
+import { mitmCaptureRoutes } from "./routes/mitm-captures.ts";
 import { geoExitRoutes } from "./routes/geo-exits.ts";
 import { projectRoutes } from "./routes/projects.ts";
 import { caCertificateRoutes } from "./routes/ca-certificate.ts";
@@ -64,6 +65,7 @@ export function apiRoutes(deps: ApiDeps): Route[] {
     ...routingPreviewRoutes(deps),
     ...sequenceRoutes(deps),
     ...metricsRoutes(deps),
+    ...mitmCaptureRoutes(deps),
     ...geoExitRoutes(deps),
     ...systemRoutes(deps),
     ...geoRoutes(deps),

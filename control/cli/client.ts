@@ -18,6 +18,8 @@ export interface RequestOptions {
   untimed?: boolean;
   /** Request fields besides the usual (an Idempotency-Key). */
   headers?: Record<string, string>;
+  /** Ends the request early (a follow stopped by Ctrl-C), besides its deadline. */
+  signal?: AbortSignal;
 }
 
 export interface Connection {
@@ -78,9 +80,7 @@ export class Client {
         body,
         // A streamed body needs half duplex (Node's fetch refuses one otherwise).
         ...(options.stream ? { duplex: "half" } : {}),
-        signal: options.untimed || options.stream ? undefined : AbortSignal.timeout(
-          REQUEST_TIMEOUT_MS,
-        ),
+        signal: signalOf(options),
       } as RequestInit);
     } catch (error) {
       throw new UnreachableError(this.baseUrl, { cause: error });
@@ -97,6 +97,15 @@ export class Client {
     const search = params.toString();
     return `${this.baseUrl}/api/v1${path}${search ? `?${search}` : ""}`;
   }
+}
+
+/** The request's deadline (none for a stream) and the caller's own signal, whichever ends first. */
+function signalOf(options: RequestOptions): AbortSignal | undefined {
+  const deadline = options.untimed || options.stream
+    ? undefined
+    : AbortSignal.timeout(REQUEST_TIMEOUT_MS);
+  if (options.signal === undefined) return deadline;
+  return deadline === undefined ? options.signal : AbortSignal.any([deadline, options.signal]);
 }
 
 /** `POST /projects: 422 Invalid request` and one line per field the API named. */

@@ -13,6 +13,7 @@ import { registerDistributionKeys } from "./commands/distribution-keys.ts";
 import { registerExits } from "./commands/exits.ts";
 import { registerExtract } from "./commands/extract.ts";
 import { registerGeo } from "./commands/geo.ts";
+import { registerInspect } from "./commands/inspect.ts";
 import { registerProjects } from "./commands/projects.ts";
 import { registerProxies } from "./commands/proxies.ts";
 import { registerStatus } from "./commands/status.ts";
@@ -50,6 +51,7 @@ export function buildProgram(): Command {
   registerSequence(program);
   registerProxies(program);
   registerUsage(program);
+  registerInspect(program);
   registerTokens(program);
   registerDistributionKeys(program);
   registerExtract(program);

@@ -17,6 +17,7 @@ import {
 } from "../../testkit/api-harness.ts";
 import { ingestObservations } from "../../control/geo/observation-ingest.ts";
 import type { Observation } from "../../shared/geo/observation-wire.ts";
+import { sampleCapture, writeCaptures } from "../../testkit/mitm-captures.ts";
 
 let h: ApiHarness;
 let routes: Route[];
@@ -218,6 +219,11 @@ describe("each declared answer is what the route answers", () => {
     await call("GET", `${base}/proxies/${proxyId}/metrics/history`);
     await call("GET", `${base}/failures`);
     await call("GET", `${base}/failures/examples`);
+    await writeCaptures(h.deps.redis, h.deps.keys, projectId, [
+      sampleCapture({ connectorId: connectorB, proxyId }),
+      sampleCapture({ status: 502, proxyStatus: "destination_unavailable", firstByteMs: null }),
+    ]);
+    await call("GET", `${base}/mitm/requests?count=1`);
     await call("GET", "/api/v1/system/stats");
     await call("GET", "/api/v1/system/stats/history");
     // The harness has no CA: the answer says so, still the declared answer.

@@ -14,6 +14,7 @@ import {
   SplitRowAnswer,
   SystemPointAnswer,
 } from "./metrics.ts";
+import { MitmCaptureAnswer } from "./mitm-captures.ts";
 import { ProjectAnswer } from "./projects.ts";
 import { ProviderAnswer, ProviderFieldAnswer, ProviderTypeAnswer } from "./providers.ts";
 import { ProxyAnswer, UploadReportAnswer } from "./proxies.ts";
@@ -42,6 +43,7 @@ export const NAMED_ANSWERS: Readonly<Record<string, AnySchema>> = {
   SplitRow: SplitRowAnswer,
   FailureReport: FailureReportAnswer,
   FailureExample: FailureExampleAnswer,
+  MitmCapture: MitmCaptureAnswer,
   SystemPoint: SystemPointAnswer,
   SystemStats: SystemStatsAnswer,
 };

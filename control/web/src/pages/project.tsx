@@ -10,6 +10,7 @@ import { Credentials } from "./credentials.tsx";
 import { DistributionKeys } from "./distribution-keys.tsx";
 import { ExitLocations } from "./exit-locations.tsx";
 import { Failures } from "./failures.tsx";
+import { Inspector } from "./inspector.tsx";
 import { Overview } from "./overview.tsx";
 import { ProjectSettings } from "./project-settings.tsx";
 import { Proxies } from "./proxies.tsx";
@@ -25,6 +26,7 @@ const TABS = [
   ["usage", "Usage"],
   ["connect", "Connect"],
   ["failures", "Failures"],
+  ["inspector", "Inspector"],
   ["sequence", "Sequence"],
   ["distribution-keys", "Distribution keys"],
   ["settings", "Settings"],
@@ -73,6 +75,8 @@ export function Project() {
         ? <Connect project={project} />
         : tab === "failures"
         ? <Failures projectId={id} />
+        : tab === "inspector"
+        ? <Inspector project={project} />
         : tab === "sequence"
         ? <Sequence projectId={id} />
         : tab === "distribution-keys"
