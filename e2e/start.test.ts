@@ -3,6 +3,9 @@
  * process reaches /ready, the first admin can log in with the password kept in secrets.json,
  * the install's own TLS interception CA is made in the folder (its key 0600) and answered by the
  * api, and Ctrl-C (SIGINT) stops everything. A second start finds it all again, the same CA.
+ * Then `npm run ca:rotate -- --overlap-days 7` rotates the CA in the data folder, and a third
+ * start hands out both (its banner says until when, the api's download is the bundle) while its
+ * gateway signs with the previous one.
  */
 import { execFile } from "node:child_process";
 import { chmod, mkdtemp, readFile, rm, stat } from "node:fs/promises";
@@ -160,5 +163,44 @@ describe("npm start", () => {
 
     expect((await again.stop("SIGTERM", 60_000)).code).toBe(0);
     for (const port of Object.values(ports)) expect(await listening(port)).toBe(false);
+
+    // A rotation, as an operator runs it between two starts.
+    const rotate = spawnScript("scripts/ca.ts", { OCTOPROX_DATA_DIR: dataDir }, [
+      "rotate",
+      "--overlap-days",
+      "7",
+    ]);
+    expect((await rotate.exited).code).toBe(0);
+    const previousPath = join(dataDir, "tls", "mitm-ca.previous.pem");
+    expect(await readFile(previousPath, "utf8")).toBe(caPem);
+    const newPem = await readFile(join(dataDir, "tls", "mitm-ca.pem"), "utf8");
+    const { overlap_until: until } = JSON.parse(
+      await readFile(join(dataDir, "tls", "rotation.json"), "utf8"),
+    ) as { overlap_until: string };
+
+    const third = startScript();
+    await waitWhileRunning(
+      third,
+      async () => (await readyStatus(`http://127.0.0.1:${ports.api}`)) === 200,
+      { timeoutMs: 60_000, intervalMs: 250, message: "/ready after a rotation" },
+    );
+    await waitUntil(() => third.stdout.some((line) => line.includes("Octoprox is running")), {
+      message: "the banner",
+    });
+    const banner = third.stdout.join("\n");
+    expect(banner).toContain(
+      `rotated: the previous CA (${previousPath}) is handed out too, and signed with, until ${until}`,
+    );
+    // The gateway signs with the previous CA, the api hands out both.
+    expect(banner).toMatch(/"msg":"TLS interception CA loaded".*"signing":"previous"/);
+    const token2 = await (await login(secrets.admin_password)).json() as { access_token: string };
+    const bundle = await fetch(`http://127.0.0.1:${ports.api}/api/v1/projects/ca-certificate`, {
+      headers: { authorization: `Bearer ${token2.access_token}` },
+    });
+    expect(await bundle.text()).toBe(newPem + caPem);
+    expect(bundle.headers.get("x-octoprox-ca-spki-sha256")).toBe(
+      `${third.stdout.join("\n").match(/SPKI SHA-256 (\S+)/)![1]},${spki}`,
+    );
+    expect((await third.stop("SIGTERM", 60_000)).code).toBe(0);
   }, 300_000);
 });

@@ -128,6 +128,7 @@ try {
     budget,
     isolatesConfigured: isolates,
     mitmCa: mitmCa.ca,
+    mitmCaOverlap: mitmCa.overlap,
   });
   await gateway.start();
 } catch (error) {

@@ -38,12 +38,15 @@ const CODE_FOLDERS: readonly string[] = ["gateway", "shared", "node_modules"].ma
 );
 
 /**
- * The settings naming files (or a folder) a gateway reads: its TLS interception CA's two files,
- * the upstream CAs it trusts, and the shared folder of IP database files.
+ * The settings naming files (or a folder) a gateway reads: its TLS interception CA's two files
+ * (and after a rotation the previous CA's), the upstream CAs it trusts, and the shared folder of
+ * IP database files.
  */
 export const GATEWAY_FILE_SETTINGS = [
   "OCTOPROX_TLS_MITM_CA_CERT_PATH",
   "OCTOPROX_TLS_MITM_CA_KEY_PATH",
+  "OCTOPROX_TLS_MITM_CA_PREVIOUS_CERT_PATH",
+  "OCTOPROX_TLS_MITM_CA_PREVIOUS_KEY_PATH",
   "OCTOPROX_UPSTREAM_CA_FILE",
   "OCTOPROX_GATEWAY_GEO_DIR",
 ] as const;

@@ -43,7 +43,12 @@ import { DENO_BIN, DENO_ENV, gatewayRunArgs } from "./gateway-command.ts";
 import { ensureWebBuild } from "./build-web.ts";
 import { controlCommand, ensureControlBuild } from "./build-control.ts";
 import { ensureStorePackages, findFreePort, LocalPostgres, LocalRedis } from "./local-stores.ts";
-import { CaFilesError, ensureCaFiles } from "./mitm-ca-files.ts";
+import {
+  CaFilesError,
+  ensureCaFiles,
+  readRotationRecord,
+  type RotationRecord,
+} from "./mitm-ca-files.ts";
 
 const ROOT = fileURLToPath(new URL("..", import.meta.url));
 const PREFERRED_PORTS = { postgres: 54329, redis: 63799 } as const;
@@ -295,6 +300,11 @@ interface MitmCaFiles {
   /** Whether this start made it (the banner says so: clients must trust the new CA). */
   created: boolean;
   spkiSha256: string;
+  /**
+   * After `npm run ca:rotate` (its record beside the certificate, unless the operator set the
+   * previous CA's settings): the previous CA's files and the overlap's end.
+   */
+  rotation?: RotationRecord;
 }
 
 /**
@@ -318,7 +328,16 @@ async function ensureMitmCa(): Promise<MitmCaFiles> {
       create: ownCert === undefined,
       shown,
     });
-    return { certPath, keyPath, created: ensured.created, spkiSha256: ensured.ca.spkiSha256 };
+    const rotation = envValue("OCTOPROX_TLS_MITM_CA_PREVIOUS_CERT_PATH") === undefined
+      ? await readRotationRecord(certPath)
+      : undefined;
+    return {
+      certPath,
+      keyPath,
+      created: ensured.created,
+      spkiSha256: ensured.ca.spkiSha256,
+      ...(rotation === undefined ? {} : { rotation }),
+    };
   } catch (error) {
     if (error instanceof CaFilesError) throw new StartError(error.message);
     throw error;
@@ -449,10 +468,21 @@ async function main(): Promise<void> {
     OCTOPROX_ADMIN_PASSWORD: adminPassword,
     // The api answers the certificate; the key goes to the gateway alone.
     OCTOPROX_TLS_MITM_CA_CERT_PATH: mitmCa.certPath,
+    // After a rotation, the previous certificate too, handed out until the overlap ends.
+    ...(mitmCa.rotation === undefined ? {} : {
+      OCTOPROX_TLS_MITM_CA_PREVIOUS_CERT_PATH: mitmCa.rotation.previous_cert_path,
+      OCTOPROX_TLS_MITM_CA_OVERLAP_UNTIL: mitmCa.rotation.overlap_until,
+    }),
   };
   const caEnv = {
     OCTOPROX_TLS_MITM_CA_CERT_PATH: mitmCa.certPath,
     OCTOPROX_TLS_MITM_CA_KEY_PATH: mitmCa.keyPath,
+    // The gateway signs with the previous pair while the overlap lasts.
+    ...(mitmCa.rotation === undefined ? {} : {
+      OCTOPROX_TLS_MITM_CA_PREVIOUS_CERT_PATH: mitmCa.rotation.previous_cert_path,
+      OCTOPROX_TLS_MITM_CA_PREVIOUS_KEY_PATH: mitmCa.rotation.previous_key_path,
+      OCTOPROX_TLS_MITM_CA_OVERLAP_UNTIL: mitmCa.rotation.overlap_until,
+    }),
   };
   const gatewaySettings = parseGatewaySettings({
     ...process.env,
@@ -542,6 +572,16 @@ async function main(): Promise<void> {
   );
   say(`                        also at ${url}api/v1/projects/ca-certificate`);
   say(`                        SPKI SHA-256 ${mitmCa.spkiSha256}`);
+  if (mitmCa.rotation !== undefined) {
+    const running = Date.parse(mitmCa.rotation.overlap_until) > Date.now();
+    say(
+      running
+        ? `                        rotated: the previous CA (${
+          shown(mitmCa.rotation.previous_cert_path)
+        }) is handed out too, and signed with, until ${mitmCa.rotation.overlap_until}`
+        : `                        rotated: the overlap with the previous CA ended ${mitmCa.rotation.overlap_until}`,
+    );
+  }
   say(`    Data                ${shown(dataDir)}`);
   say("    Stop                Ctrl-C");
   say("");

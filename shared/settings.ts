@@ -254,6 +254,39 @@ function optionalPath() {
 }
 
 /**
+ * A moment, written as ISO 8601 with its zone (`2027-01-04T00:00:00Z`, `2027-01-04T01:00+01:00`);
+ * unset by default. Kept as milliseconds since the epoch.
+ */
+function optionalTime() {
+  return v.optional(
+    v.pipe(
+      trimmed,
+      v.check(
+        (value) =>
+          /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:\d{2})$/.test(value) &&
+          Number.isFinite(Date.parse(value)),
+        "must be a time in ISO 8601 with its zone, such as 2027-01-04T00:00:00Z",
+      ),
+      v.transform((value) => Date.parse(value)),
+    ),
+  );
+}
+
+/**
+ * The TLS interception CA's rotation (docs/tls-interception.md, "Rotation"): the CA clients are
+ * moving from, and when the overlap ends. Until then the api hands out both and gateways keep
+ * signing with this one; from then on, the current one alone.
+ */
+const previousCaCertField = field(
+  optionalPath(),
+  "After a rotation: the previous CA's certificate, handed out until the overlap ends",
+);
+const overlapUntilField = field(
+  optionalTime(),
+  "After a rotation: when the overlap with the previous CA ends (ISO 8601 with its zone)",
+);
+
+/**
  * The TLS interception CA's certificate: gateways sign host certificates under it, the api
  * answers it for clients to trust. Files, never Postgres or Redis (seed 000), so a store's
  * backup or dump never carries what lets its holder intercept the install's traffic.
@@ -404,6 +437,8 @@ const controlFields = {
   ),
   // The api reads the certificate alone: the CA's key stays on the gateways' CA volume.
   OCTOPROX_TLS_MITM_CA_CERT_PATH: caCertField,
+  OCTOPROX_TLS_MITM_CA_PREVIOUS_CERT_PATH: previousCaCertField,
+  OCTOPROX_TLS_MITM_CA_OVERLAP_UNTIL: overlapUntilField,
   OCTOPROX_EGRESS_CA_FILE: field(
     v.optional(v.pipe(trimmed, v.minLength(1, "must be a file path"))),
     "A PEM file of CAs descriptor calls trust instead of the system's (an internal CA)",
@@ -467,6 +502,12 @@ const gatewayFields = {
     optionalPath(),
     "The TLS interception CA's key (PEM, PKCS#8), with the certificate's; gateways need it",
   ),
+  OCTOPROX_TLS_MITM_CA_PREVIOUS_CERT_PATH: previousCaCertField,
+  OCTOPROX_TLS_MITM_CA_PREVIOUS_KEY_PATH: field(
+    optionalPath(),
+    "After a rotation: the previous CA's key; gateways sign with it until the overlap ends",
+  ),
+  OCTOPROX_TLS_MITM_CA_OVERLAP_UNTIL: overlapUntilField,
   // Minting one takes about a millisecond; each kept one holds a few kilobytes and a TLS context.
   OCTOPROX_TLS_MITM_CERT_CACHE_SIZE: field(
     integer(10_000, 16, 1_000_000),
@@ -587,6 +628,22 @@ export const ControlSettingsSchema = v.pipe(
     (e) => e.OCTOPROX_JWT_SECRET !== e.OCTOPROX_INTERNAL_SECRET,
     "OCTOPROX_JWT_SECRET must differ from OCTOPROX_INTERNAL_SECRET",
   ),
+  // A previous CA without its overlap's end would be handed out for ever, and the reverse means
+  // nothing: refused before the process starts.
+  v.check(
+    (e) =>
+      (e.OCTOPROX_TLS_MITM_CA_PREVIOUS_CERT_PATH === undefined) ===
+        (e.OCTOPROX_TLS_MITM_CA_OVERLAP_UNTIL === undefined),
+    "OCTOPROX_TLS_MITM_CA_PREVIOUS_CERT_PATH and OCTOPROX_TLS_MITM_CA_OVERLAP_UNTIL must be set " +
+      "together",
+  ),
+  v.check(
+    (e) =>
+      e.OCTOPROX_TLS_MITM_CA_PREVIOUS_CERT_PATH === undefined ||
+      e.OCTOPROX_TLS_MITM_CA_CERT_PATH !== undefined,
+    "OCTOPROX_TLS_MITM_CA_PREVIOUS_CERT_PATH needs OCTOPROX_TLS_MITM_CA_CERT_PATH (the CA it " +
+      "was rotated to)",
+  ),
   v.transform((e) => ({
     ...store(e),
     databaseUrl: e.OCTOPROX_DATABASE_URL,
@@ -632,6 +689,10 @@ export const ControlSettingsSchema = v.pipe(
     egressAllowLoopback: e.OCTOPROX_EGRESS_ALLOW_LOOPBACK,
     /** The TLS interception CA's certificate file; undefined: the api has none to answer. */
     tlsMitmCaCertPath: e.OCTOPROX_TLS_MITM_CA_CERT_PATH,
+    /** After a rotation: the previous CA's certificate, handed out too until the overlap ends. */
+    tlsMitmCaPreviousCertPath: e.OCTOPROX_TLS_MITM_CA_PREVIOUS_CERT_PATH,
+    /** When the rotation's overlap ends, ms since the epoch (set with the previous CA). */
+    tlsMitmCaOverlapUntilMs: e.OCTOPROX_TLS_MITM_CA_OVERLAP_UNTIL,
   })),
 );
 export type ControlSettings = v.InferOutput<typeof ControlSettingsSchema>;
@@ -644,6 +705,25 @@ export const GatewaySettingsSchema = v.pipe(
       (e.OCTOPROX_TLS_MITM_CA_CERT_PATH === undefined) ===
         (e.OCTOPROX_TLS_MITM_CA_KEY_PATH === undefined),
     "OCTOPROX_TLS_MITM_CA_CERT_PATH and OCTOPROX_TLS_MITM_CA_KEY_PATH must be set together",
+  ),
+  // The previous CA signs during the overlap: its two files and the overlap's end go together,
+  // and only beside a current pair.
+  v.check(
+    (e) =>
+      new Set([
+        e.OCTOPROX_TLS_MITM_CA_PREVIOUS_CERT_PATH === undefined,
+        e.OCTOPROX_TLS_MITM_CA_PREVIOUS_KEY_PATH === undefined,
+        e.OCTOPROX_TLS_MITM_CA_OVERLAP_UNTIL === undefined,
+      ]).size === 1,
+    "OCTOPROX_TLS_MITM_CA_PREVIOUS_CERT_PATH, OCTOPROX_TLS_MITM_CA_PREVIOUS_KEY_PATH and " +
+      "OCTOPROX_TLS_MITM_CA_OVERLAP_UNTIL must be set together",
+  ),
+  v.check(
+    (e) =>
+      e.OCTOPROX_TLS_MITM_CA_PREVIOUS_CERT_PATH === undefined ||
+      e.OCTOPROX_TLS_MITM_CA_CERT_PATH !== undefined,
+    "OCTOPROX_TLS_MITM_CA_PREVIOUS_CERT_PATH needs OCTOPROX_TLS_MITM_CA_CERT_PATH and " +
+      "OCTOPROX_TLS_MITM_CA_KEY_PATH (the CA it was rotated to)",
   ),
   v.transform((e) => ({
     ...store(e),
@@ -676,6 +756,13 @@ export const GatewaySettingsSchema = v.pipe(
      */
     tlsMitmCaCertPath: e.OCTOPROX_TLS_MITM_CA_CERT_PATH,
     tlsMitmCaKeyPath: e.OCTOPROX_TLS_MITM_CA_KEY_PATH,
+    /**
+     * After a rotation: the previous CA's files (all three or none), which the gateway signs with
+     * while the overlap lasts at its start (gateway/app/mitm-ca.ts).
+     */
+    tlsMitmCaPreviousCertPath: e.OCTOPROX_TLS_MITM_CA_PREVIOUS_CERT_PATH,
+    tlsMitmCaPreviousKeyPath: e.OCTOPROX_TLS_MITM_CA_PREVIOUS_KEY_PATH,
+    tlsMitmCaOverlapUntilMs: e.OCTOPROX_TLS_MITM_CA_OVERLAP_UNTIL,
     tlsMitmCertCacheSize: e.OCTOPROX_TLS_MITM_CERT_CACHE_SIZE,
     upstreamCaFile: e.OCTOPROX_UPSTREAM_CA_FILE,
   })),

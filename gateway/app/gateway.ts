@@ -31,7 +31,7 @@ import type { IsolatePool } from "./isolates.ts";
 import { buildListeners, type ProxyListener, STOP_WAIT_MS } from "./listener.ts";
 import { StartRefused } from "./start-refused.ts";
 import type { MitmCa } from "../../shared/tls/ca.ts";
-import { CA_EXPIRY_METRIC, watchCaExpiry } from "./mitm-ca.ts";
+import { CA_EXPIRY_METRIC, type MitmCaOverlap, watchCaExpiry } from "./mitm-ca.ts";
 import type { Logger } from "../base/log.ts";
 import {
   GatewayMetrics,
@@ -102,6 +102,8 @@ export interface GatewayProcessOptions {
    * watches its expiry; /metrics carries its end.
    */
   mitmCa?: MitmCa;
+  /** After a rotation: its overlap, which the start logs (and says when it ends). */
+  mitmCaOverlap?: MitmCaOverlap;
 }
 
 export class GatewayProcess {
@@ -178,7 +180,10 @@ export class GatewayProcess {
     const { settings, logger, core, instance, mitmCa } = this.#options;
     if (mitmCa !== undefined) {
       this.#stopExpiryWatch = watchCaExpiry(mitmCa, logger, {
-        certPath: settings.tlsMitmCaCertPath,
+        certPath: this.#options.mitmCaOverlap?.running
+          ? settings.tlsMitmCaPreviousCertPath
+          : settings.tlsMitmCaCertPath,
+        overlap: this.#options.mitmCaOverlap,
       });
     }
     this.#status = startStatusServer({

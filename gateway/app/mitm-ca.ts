@@ -20,12 +20,15 @@
 import { errorText, MitmCaError } from "../../shared/errors.ts";
 import type { GatewaySettings } from "../../shared/settings.ts";
 import { type CaPem, loadCa, type MitmCa } from "../../shared/tls/ca.ts";
-import { daysLeft, watchExpiry } from "../../shared/tls/ca-expiry.ts";
+import { daysLeft, EXPIRY_CHECK_INTERVAL_MS, watchExpiry } from "../../shared/tls/ca-expiry.ts";
 import type { Logger } from "../base/log.ts";
 import { StartRefused } from "./start-refused.ts";
 
 export const CA_CERT_SETTING = "OCTOPROX_TLS_MITM_CA_CERT_PATH";
 export const CA_KEY_SETTING = "OCTOPROX_TLS_MITM_CA_KEY_PATH";
+export const PREVIOUS_CERT_SETTING = "OCTOPROX_TLS_MITM_CA_PREVIOUS_CERT_PATH";
+export const PREVIOUS_KEY_SETTING = "OCTOPROX_TLS_MITM_CA_PREVIOUS_KEY_PATH";
+export const OVERLAP_UNTIL_SETTING = "OCTOPROX_TLS_MITM_CA_OVERLAP_UNTIL";
 
 /** The gauge /metrics writes the CA's notAfter in (seconds since the epoch). */
 export const CA_EXPIRY_METRIC = "octoprox_gateway_tls_mitm_ca_expiry_timestamp_seconds";
@@ -37,12 +40,27 @@ const MAX_CA_FILE_BYTES = 1024 * 1024;
 export interface MitmCaFiles extends CaPem {
   certPath: string;
   keyPath: string;
+  /** The settings that named them (the current CA's, or after a rotation the previous one's). */
+  settings: { cert: string; key: string };
+}
+
+/** A rotation's overlap (docs/tls-interception.md, "Rotation"). */
+export interface MitmCaOverlap {
+  until: Date;
+  /** Whether it still ran when the gateway started: it then signs with the previous CA. */
+  running: boolean;
+  /** The CA rotated to. */
+  current: MitmCa;
 }
 
 /** The CA the gateway signs with, and the files it came from. */
 export interface LoadedMitmCa {
+  /** The CA the gateway signs with: the previous one while a rotation's overlap lasts. */
   ca: MitmCa;
   files: MitmCaFiles;
+  signing: "current" | "previous";
+  /** Set after a rotation (the previous CA's settings given). */
+  overlap?: MitmCaOverlap;
 }
 
 export interface ReadMitmCaOptions {
@@ -93,9 +111,21 @@ async function readSetting(
 /**
  * Reads and checks the CA the settings name. Throws StartRefused naming the setting and the
  * path at fault: both unset, a file that cannot be read, or a CA `loadCa` refuses.
+ *
+ * After a rotation (the previous CA's three settings), the current CA is read and checked all
+ * the same, and while the overlap lasts the previous one too, which the gateway then signs with:
+ * clients that trust only it keep working until the overlap ends, while the api hands out both.
+ * Once it has ended the previous files are not read (they may be gone).
  */
 export async function readMitmCa(
-  settings: Pick<GatewaySettings, "tlsMitmCaCertPath" | "tlsMitmCaKeyPath">,
+  settings: Pick<
+    GatewaySettings,
+    | "tlsMitmCaCertPath"
+    | "tlsMitmCaKeyPath"
+    | "tlsMitmCaPreviousCertPath"
+    | "tlsMitmCaPreviousKeyPath"
+    | "tlsMitmCaOverlapUntilMs"
+  >,
   options: ReadMitmCaOptions = {},
 ): Promise<LoadedMitmCa> {
   const certPath = settings.tlsMitmCaCertPath;
@@ -109,10 +139,47 @@ export async function readMitmCa(
     );
   }
   const read = options.read ?? readCaFile;
-  const certPem = await readSetting(CA_CERT_SETTING, certPath, read);
-  const keyPem = await readSetting(CA_KEY_SETTING, keyPath, read);
-  const files: MitmCaFiles = { certPem, keyPem, certPath, keyPath };
-  return { ca: await loadMitmCaFiles(files, options.now), files };
+  const files = await readPair(
+    certPath,
+    keyPath,
+    { cert: CA_CERT_SETTING, key: CA_KEY_SETTING },
+    read,
+  );
+  const current = await loadMitmCaFiles(files, options.now);
+  const previousCert = settings.tlsMitmCaPreviousCertPath;
+  const previousKey = settings.tlsMitmCaPreviousKeyPath;
+  const untilMs = settings.tlsMitmCaOverlapUntilMs;
+  if (previousCert === undefined || previousKey === undefined || untilMs === undefined) {
+    return { ca: current, files, signing: "current" };
+  }
+  const now = options.now ?? new Date();
+  const until = new Date(untilMs);
+  if (now.getTime() >= untilMs) {
+    return { ca: current, files, signing: "current", overlap: { until, running: false, current } };
+  }
+  const previousFiles = await readPair(
+    previousCert,
+    previousKey,
+    { cert: PREVIOUS_CERT_SETTING, key: PREVIOUS_KEY_SETTING },
+    read,
+  );
+  return {
+    ca: await loadMitmCaFiles(previousFiles, options.now),
+    files: previousFiles,
+    signing: "previous",
+    overlap: { until, running: true, current },
+  };
+}
+
+async function readPair(
+  certPath: string,
+  keyPath: string,
+  names: { cert: string; key: string },
+  read: (path: string) => Promise<string>,
+): Promise<MitmCaFiles> {
+  const certPem = await readSetting(names.cert, certPath, read);
+  const keyPem = await readSetting(names.key, keyPath, read);
+  return { certPem, keyPem, certPath, keyPath, settings: names };
 }
 
 /**
@@ -127,13 +194,12 @@ export async function loadMitmCaFiles(files: MitmCaFiles, now?: Date): Promise<M
     });
   } catch (error) {
     if (!(error instanceof MitmCaError)) throw error;
-    const setting = error.message.startsWith(`${files.keyPath} `)
-      ? CA_KEY_SETTING
-      : CA_CERT_SETTING;
+    const { cert, key } = files.settings;
+    const setting = error.message.startsWith(`${files.keyPath} `) ? key : cert;
     throw new StartRefused(
       `${setting}: the TLS interception CA cannot be used: ${error.message} ` +
-        `(${CA_CERT_SETTING}=${files.certPath}, ${CA_KEY_SETTING}=${files.keyPath})`,
-      { setting, path: setting === CA_KEY_SETTING ? files.keyPath : files.certPath },
+        `(${cert}=${files.certPath}, ${key}=${files.keyPath})`,
+      { setting, path: setting === key ? files.keyPath : files.certPath },
     );
   }
 }
@@ -146,21 +212,57 @@ export async function loadMitmCaFiles(files: MitmCaFiles, now?: Date): Promise<M
 export function watchCaExpiry(
   ca: MitmCa,
   logger: Logger,
-  options: { certPath?: string } = {},
+  options: { certPath?: string; overlap?: MitmCaOverlap } = {},
 ): () => void {
   const now = new Date();
+  const overlap = options.overlap;
   logger.info("TLS interception CA loaded", {
     ...(options.certPath === undefined ? {} : { cert_path: options.certPath }),
     subject: ca.certificate.subject,
     not_after: ca.notAfter.toISOString(),
     days_left: daysLeft(ca.notAfter, now),
     spki_sha256: ca.spkiSha256,
+    ...(overlap === undefined ? {} : { signing: overlap.running ? "previous" : "current" }),
   });
-  return watchExpiry(ca, logger, {
-    every: (check, ms) => {
-      const timer = setInterval(check, ms);
-      Deno.unrefTimer(timer);
-      return () => clearInterval(timer);
-    },
-  });
+  if (overlap !== undefined) {
+    const fields = {
+      overlap_until: overlap.until.toISOString(),
+      current_spki_sha256: overlap.current.spkiSha256,
+    };
+    logger.info(
+      overlap.running
+        ? "Signing with the previous TLS interception CA while the rotation's overlap lasts; " +
+          "a start after it signs with the current one"
+        : "The rotation's overlap has ended: signing with the current TLS interception CA (the " +
+          "previous CA's settings can go)",
+      fields,
+    );
+  }
+  const stopExpiry = watchExpiry(ca, logger, { every: daily });
+  // Past the overlap's end, a gateway started during it still signs with the previous CA: said
+  // each day until it is restarted.
+  const stopOverlap = overlap?.running
+    ? daily(() => {
+      if (Date.now() < overlap.until.getTime()) return;
+      logger.warn(
+        "The TLS interception CA's overlap has ended: restart the gateway to sign with the " +
+          "current CA",
+        {
+          overlap_until: overlap.until.toISOString(),
+          current_spki_sha256: overlap.current.spkiSha256,
+        },
+      );
+    }, EXPIRY_CHECK_INTERVAL_MS)
+    : undefined;
+  return () => {
+    stopExpiry();
+    stopOverlap?.();
+  };
+}
+
+/** Runs `check` every `ms` on a timer that never keeps a stopping process alive. */
+function daily(check: () => void, ms: number): () => void {
+  const timer = setInterval(check, ms);
+  Deno.unrefTimer(timer);
+  return () => clearInterval(timer);
 }

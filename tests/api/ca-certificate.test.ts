@@ -9,6 +9,11 @@
  * left (marked within 30 days of its end) and SPKI hash, where to download it; a file that
  * cannot serve is said in `error` (200, so the System page shows it); no CA is `configured`
  * false.
+ *
+ * After a rotation, while the overlap lasts, the PEM download is a bundle of the current and the
+ * previous CA (what openssl reads as two certificates), DER the current alone, the SPKI answer
+ * and header both hashes; the status route says the overlap, the previous CA and that gateways
+ * sign with it; once the overlap ended, the current alone again, the previous file not read.
  */
 import { execFile } from "node:child_process";
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
@@ -180,6 +185,9 @@ describe("GET /api/v1/system/tls-ca", () => {
         spki_sha256: ca.spkiSha256,
       },
       error: null,
+      rotation: null,
+      signing: "current",
+      spki_list: ca.spkiSha256,
       download: {
         pem: PATH,
         der: `${PATH}?format=der`,
@@ -225,6 +233,120 @@ describe("GET /api/v1/system/tls-ca", () => {
     } finally {
       await broken.close();
       await bare.close();
+    }
+  });
+});
+
+describe("after a rotation", () => {
+  let previous: MitmCa;
+  let previousPath: string;
+
+  beforeAll(async () => {
+    previous = await loadCa(await createCa());
+    previousPath = join(dir, "previous.pem");
+    await writeFile(previousPath, previous.certPem);
+  });
+
+  const rotated = (until: Date, path = previousPath) =>
+    startHarness({
+      env: {
+        OCTOPROX_TLS_MITM_CA_CERT_PATH: certPath,
+        OCTOPROX_TLS_MITM_CA_PREVIOUS_CERT_PATH: path,
+        OCTOPROX_TLS_MITM_CA_OVERLAP_UNTIL: until.toISOString(),
+      },
+    });
+
+  test("hands out both while the overlap lasts: PEM bundled, DER the current, SPKI both", async () => {
+    const until = new Date(Date.now() + 7 * DAY_MS);
+    const other = await rotated(until);
+    try {
+      const pem = await other.request("GET", PATH, { token: other.tokens.viewer });
+      expect(pem.status, pem.text).toBe(200);
+      expect(pem.text).toBe(ca.certPem + previous.certPem);
+      const both = `${ca.spkiSha256},${previous.spkiSha256}`;
+      expect(pem.headers.get("x-octoprox-ca-spki-sha256")).toBe(both);
+      // openssl reads the bundle as the two CAs, the current first.
+      const bundle = join(dir, "bundle.pem");
+      await writeFile(bundle, pem.text);
+      const { stdout } = await run("sh", [
+        "-c",
+        'openssl crl2pkcs7 -nocrl -certfile "$0" | openssl pkcs7 -print_certs -noout',
+        bundle,
+      ]);
+      const subjects = [...stdout.matchAll(/^subject=CN = ([^,]*)/gm)].map((m) => m[1]);
+      expect(subjects).toEqual([ca, previous].map((one) => one.certificate.subject.slice(3, 28)));
+
+      const der = await other.app.request(`${PATH}?format=der`, {
+        headers: { authorization: `Bearer ${other.tokens.viewer}` },
+      });
+      expect(Buffer.from(await der.arrayBuffer()).equals(Buffer.from(ca.certificate.certDer)))
+        .toBe(true);
+      const spki = await other.request("GET", `${PATH}?format=spki`, {
+        token: other.tokens.viewer,
+      });
+      expect(spki.text).toBe(`${both}\n`);
+
+      const status = await other.request("GET", STATUS, { token: other.tokens.viewer });
+      expect(status.body).toMatchObject({
+        current: { spki_sha256: ca.spkiSha256 },
+        rotation: {
+          overlap_until: until.toISOString(),
+          in_overlap: true,
+          previous: {
+            path: previousPath,
+            subject: previous.certificate.subject,
+            spki_sha256: previous.spkiSha256,
+          },
+          error: null,
+        },
+        signing: "previous",
+        spki_list: both,
+      });
+    } finally {
+      await other.close();
+    }
+  });
+
+  test("once the overlap ended, the current alone, the previous file not read", async () => {
+    const until = new Date(Date.now() - 1000);
+    // Gone after the overlap, as an operator may remove it: nothing asks for it any more.
+    const other = await rotated(until, join(dir, "removed-previous.pem"));
+    try {
+      const pem = await other.request("GET", PATH, { token: other.tokens.viewer });
+      expect(pem.status).toBe(200);
+      expect(pem.text).toBe(ca.certPem);
+      expect(pem.headers.get("x-octoprox-ca-spki-sha256")).toBe(ca.spkiSha256);
+      const status = await other.request("GET", STATUS, { token: other.tokens.viewer });
+      expect(status.body).toMatchObject({
+        rotation: {
+          overlap_until: until.toISOString(),
+          in_overlap: false,
+          previous: null,
+          error: null,
+        },
+        signing: "current",
+        spki_list: ca.spkiSha256,
+      });
+    } finally {
+      await other.close();
+    }
+  });
+
+  test("a previous file that cannot serve during the overlap is a 503 naming it", async () => {
+    const missing = join(dir, "missing-previous.pem");
+    const other = await rotated(new Date(Date.now() + DAY_MS), missing);
+    try {
+      const pem = await other.request("GET", PATH, { token: other.tokens.viewer });
+      expect(pem.status).toBe(503);
+      expect(pem.body.error).toContain(`${missing} cannot be read`);
+      const status = await other.request("GET", STATUS, { token: other.tokens.viewer });
+      expect(status.status).toBe(200);
+      expect(status.body.current.spki_sha256).toBe(ca.spkiSha256);
+      expect(status.body.rotation.error).toMatch(
+        new RegExp(`^The previous TLS interception CA cannot be used: ${missing} cannot be read`),
+      );
+    } finally {
+      await other.close();
     }
   });
 });

@@ -9,7 +9,11 @@
  *   listener binds;
  * - with a good CA (and two isolates, each loading the CA the main isolate read) it starts, logs
  *   the CA it loaded, and /metrics carries the CA's end (promtool passes the text);
- * - a CA that expires within 30 days is warned of at start.
+ * - a CA that expires within 30 days is warned of at start;
+ * - after a rotation, while the overlap lasts it signs with the previous CA (and checks the
+ *   current one all the same); once the overlap ended, with the current one, the previous files
+ *   not read; a previous key that is not its certificate's is refused naming its setting, and the
+ *   previous CA's settings one without the others are a bad setting.
  */
 import { spawn } from "node:child_process";
 import { chmod, mkdtemp, rm, writeFile } from "node:fs/promises";
@@ -269,5 +273,96 @@ describe("a gateway with a good CA", () => {
     } finally {
       expect(await gateway.stop()).toBe(0);
     }
+  });
+});
+
+describe("a gateway after a rotation", () => {
+  let previousCert: string;
+  let previousKey: string;
+  let previous: Awaited<ReturnType<typeof loadCa>>;
+  const PREVIOUS_CERT = "OCTOPROX_TLS_MITM_CA_PREVIOUS_CERT_PATH";
+  const PREVIOUS_KEY = "OCTOPROX_TLS_MITM_CA_PREVIOUS_KEY_PATH";
+  const UNTIL = "OCTOPROX_TLS_MITM_CA_OVERLAP_UNTIL";
+
+  beforeAll(async () => {
+    const pem = await createCa();
+    previous = await loadCa(pem);
+    previousCert = await file("previous.pem", pem.certPem);
+    previousKey = await file("previous-key.pem", pem.keyPem);
+  });
+
+  const rotated = (until: Date, files: { cert?: string; key?: string } = {}) => ({
+    [CERT]: testMitmCa().certPath,
+    [KEY]: testMitmCa().keyPath,
+    [PREVIOUS_CERT]: files.cert ?? previousCert,
+    [PREVIOUS_KEY]: files.key ?? previousKey,
+    [UNTIL]: until.toISOString(),
+  });
+
+  it("signs with the previous CA while the overlap lasts", async () => {
+    const current = await loadCa(testMitmCa());
+    const until = new Date(Date.now() + 7 * DAY_MS);
+    const gateway = await startWith(rotated(until), "2");
+    try {
+      expect(await gateway.line("TLS interception CA loaded")).toMatchObject({
+        cert_path: previousCert,
+        spki_sha256: previous.spkiSha256,
+        signing: "previous",
+      });
+      expect(
+        await gateway.line(
+          "Signing with the previous TLS interception CA while the rotation's overlap lasts; " +
+            "a start after it signs with the current one",
+        ),
+      ).toMatchObject({
+        overlap_until: until.toISOString(),
+        current_spki_sha256: current.spkiSha256,
+      });
+      expect(gateway.lines.filter((l) => l.level === "warn" && /isolate/.test(l.msg))).toEqual([]);
+      const expiry = parseSamples(await gateway.metrics()).find((s) => s.name === EXPIRY);
+      expect(expiry?.value).toBe(Math.floor(previous.notAfter.getTime() / 1000));
+    } finally {
+      expect(await gateway.stop()).toBe(0);
+    }
+  });
+
+  it("signs with the current CA once the overlap ended, without reading the previous files", async () => {
+    const current = await loadCa(testMitmCa());
+    const until = new Date(Date.now() - 1000);
+    const gone = join(dir, "gone-previous.pem");
+    const gateway = await startWith(rotated(until, { cert: gone, key: gone }));
+    try {
+      expect(await gateway.line("TLS interception CA loaded")).toMatchObject({
+        cert_path: testMitmCa().certPath,
+        spki_sha256: current.spkiSha256,
+        signing: "current",
+      });
+      await gateway.line(
+        "The rotation's overlap has ended: signing with the current TLS interception CA (the " +
+          "previous CA's settings can go)",
+      );
+    } finally {
+      expect(await gateway.stop()).toBe(0);
+    }
+  });
+
+  it("does not start with a previous key that is not the previous certificate's", async () => {
+    const wrong = await file("wrong-previous-key.pem", other.keyPem);
+    expectRefused(
+      await runToExit(rotated(new Date(Date.now() + DAY_MS), { key: wrong })),
+      new RegExp(
+        `^octoprox-gateway: ${PREVIOUS_KEY}: the TLS interception CA cannot be used: ${wrong} ` +
+          `is not the key of ${previousCert} \\(${PREVIOUS_CERT}=${previousCert}, ` +
+          `${PREVIOUS_KEY}=${wrong}\\)$`,
+      ),
+    );
+  });
+
+  it("does not start with the previous CA's settings one without the others", async () => {
+    const run = await runToExit({ ...rotated(new Date(Date.now() + DAY_MS)), [PREVIOUS_KEY]: "" });
+    expectRefused(
+      run,
+      new RegExp(`${PREVIOUS_CERT}, ${PREVIOUS_KEY} and ${UNTIL} must be set together`),
+    );
   });
 });

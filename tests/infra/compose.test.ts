@@ -214,6 +214,29 @@ describe("infra/docker/compose.yaml", () => {
     expect(dockerfile).toMatch(
       /install -d -o octoprox -g octoprox -m 0700 \/etc\/octoprox\/tls-key/,
     );
+    // After a rotation, the settings it printed, set in .env, reach the api and the gateway,
+    // naming files in the volumes they mount.
+    const rotation = {
+      OCTOPROX_TLS_MITM_CA_PREVIOUS_CERT_PATH: "/etc/octoprox/tls/mitm-ca.previous.pem",
+      OCTOPROX_TLS_MITM_CA_PREVIOUS_KEY_PATH: "/etc/octoprox/tls-key/mitm-ca-key.previous.pem",
+      OCTOPROX_TLS_MITM_CA_OVERLAP_UNTIL: "2027-01-04T00:00:00Z",
+    };
+    expect(Object.keys(dotenv)).toEqual(expect.arrayContaining(Object.keys(rotation)));
+    const after = (interpolate(await composeFile(), { ...dotenv, ...rotation }) as {
+      services: typeof services;
+    }).services;
+    const rotatedGateway = parseGatewaySettings(after.gateway.environment!);
+    expect(rotatedGateway.tlsMitmCaOverlapUntilMs).toBe(Date.UTC(2027, 0, 4));
+    expect(mountOf(after.gateway, rotatedGateway.tlsMitmCaPreviousCertPath!)?.[0]).toBe("mitm-ca");
+    expect(mountOf(after.gateway, rotatedGateway.tlsMitmCaPreviousKeyPath!)?.[0]).toBe(
+      "mitm-ca-key",
+    );
+    const rotatedApi = parseControlSettings(after.api.environment!);
+    expect(rotatedApi.tlsMitmCaPreviousCertPath).toBe(
+      rotation.OCTOPROX_TLS_MITM_CA_PREVIOUS_CERT_PATH,
+    );
+    expect(mountOf(after.api, rotatedApi.tlsMitmCaPreviousCertPath!)?.[0]).toBe("mitm-ca");
+    expect(after.api.environment).not.toHaveProperty("OCTOPROX_TLS_MITM_CA_PREVIOUS_KEY_PATH");
     const file = parse(await readFile(join(DOCKER, "compose.yaml"), "utf8")) as {
       volumes: Record<string, unknown>;
     };

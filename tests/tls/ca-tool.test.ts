@@ -4,13 +4,18 @@
  * folder, and prints the subject, the end and the SPKI hash; run again it keeps and checks the
  * same CA; a certificate without its key is refused (exit 1, naming both), never replaced; a
  * wrong command line exits 2.
+ *
+ * `npm run ca:rotate -- --overlap-days N` moves the pair aside as the previous CA (its key still
+ * 0600), makes a new one in its place, records the overlap's end beside the certificate and
+ * prints the settings that carry it; it ends the overlap at the previous CA's own end when that
+ * comes first; it refuses a second rotation while the first one's overlap runs, and a missing CA.
  */
 import { spawn } from "node:child_process";
-import { mkdtemp, readFile, rm, stat, unlink } from "node:fs/promises";
+import { mkdtemp, readFile, rm, stat, unlink, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { loadCa } from "../../shared/tls/ca.ts";
+import { createCa, loadCa } from "../../shared/tls/ca.ts";
 import { ROOT } from "../../testkit/processes.ts";
 
 let dir: string;
@@ -95,5 +100,97 @@ describe("npm run ca:create", () => {
     const none = await caTool([]);
     expect(none.code).toBe(2);
     expect(none.stderr).toMatch(/^ca: usage: npm run ca:create/);
+  });
+});
+
+describe("npm run ca:rotate", () => {
+  const DAY_MS = 86_400_000;
+
+  it("moves the pair aside, makes a new one, and records the overlap's end", async () => {
+    const cert = join(dir, "rotate", "mitm-ca.pem");
+    const key = join(dir, "rotate", "mitm-ca-key.pem");
+    const env = { OCTOPROX_TLS_MITM_CA_CERT_PATH: cert, OCTOPROX_TLS_MITM_CA_KEY_PATH: key };
+    expect((await caTool(["create"], env)).code).toBe(0);
+    const before = { certPem: await readFile(cert, "utf8"), keyPem: await readFile(key, "utf8") };
+    const started = Date.now();
+    const rotated = await caTool(["rotate", "--overlap-days", "14"], env);
+    expect(rotated.stderr).toBe("");
+    expect(rotated.code).toBe(0);
+    const previousCert = join(dir, "rotate", "mitm-ca.previous.pem");
+    const previousKey = join(dir, "rotate", "mitm-ca-key.previous.pem");
+    // The old pair, moved whole; a new pair in its place.
+    expect(await readFile(previousCert, "utf8")).toBe(before.certPem);
+    expect(await readFile(previousKey, "utf8")).toBe(before.keyPem);
+    expect((await stat(previousKey)).mode & 0o777).toBe(0o600);
+    expect((await stat(key)).mode & 0o777).toBe(0o600);
+    const now = await loadCa({
+      certPem: await readFile(cert, "utf8"),
+      keyPem: await readFile(key, "utf8"),
+    });
+    const old = await loadCa(before);
+    expect(now.spkiSha256).not.toBe(old.spkiSha256);
+    const record = JSON.parse(await readFile(join(dir, "rotate", "rotation.json"), "utf8"));
+    expect(record).toMatchObject({
+      previous_cert_path: previousCert,
+      previous_key_path: previousKey,
+    });
+    const until = Date.parse(record.overlap_until);
+    expect(until).toBeGreaterThanOrEqual(Math.floor(started / 1000) * 1000 + 14 * DAY_MS);
+    expect(until).toBeLessThan(Date.now() + 14 * DAY_MS);
+    expect(until % 1000).toBe(0);
+    // What the operator gives the api and the gateways, and both hashes.
+    for (
+      const line of [
+        `OCTOPROX_TLS_MITM_CA_PREVIOUS_CERT_PATH=${previousCert}`,
+        `OCTOPROX_TLS_MITM_CA_PREVIOUS_KEY_PATH=${previousKey}`,
+        `OCTOPROX_TLS_MITM_CA_OVERLAP_UNTIL=${record.overlap_until}`,
+        `SPKI SHA-256 ${now.spkiSha256}`,
+        `SPKI SHA-256 ${old.spkiSha256}`,
+      ]
+    ) expect(rotated.stdout).toContain(line);
+    expect(rotated.stdout).not.toContain("PRIVATE KEY");
+
+    // A second rotation while the overlap runs would drop the CA clients may still trust.
+    const again = await caTool(["rotate", "--overlap-days", "1"], env);
+    expect(again.code).toBe(1);
+    expect(again.stderr).toContain(
+      `an earlier rotation's overlap runs until ${record.overlap_until}`,
+    );
+    expect(await readFile(previousCert, "utf8")).toBe(before.certPem);
+  });
+
+  it("ends the overlap with the previous CA when that comes first", async () => {
+    const cert = join(dir, "short", "mitm-ca.pem");
+    const key = join(dir, "short", "mitm-ca-key.pem");
+    // A CA with twenty days left.
+    const soon = await createCa({ now: new Date(Date.now() - (3652 - 20) * DAY_MS) });
+    expect((await caTool(["create", "--cert", cert, "--key", key])).code).toBe(0);
+    await writeFile(cert, soon.certPem);
+    await writeFile(key, soon.keyPem);
+    const rotated = await caTool(["rotate", "--cert", cert, "--key", key, "--overlap-days", "60"]);
+    expect(rotated.code).toBe(0);
+    const record = JSON.parse(await readFile(join(dir, "short", "rotation.json"), "utf8"));
+    expect(record.overlap_until).toBe((await loadCa(soon)).notAfter.toISOString());
+    expect(rotated.stdout).toContain("(the previous CA's own end, sooner than the days asked)");
+  });
+
+  it("refuses a wrong overlap, and a CA that is not there", async () => {
+    for (const days of [[], ["--overlap-days", "0"], ["--overlap-days", "2.5"]]) {
+      const wrong = await caTool(["rotate", ...days]);
+      expect(wrong.code).toBe(2);
+      expect(wrong.stderr).toBe("ca: --overlap-days takes a whole number of days from 1 to 365\n");
+    }
+    const missing = join(dir, "none", "mitm-ca.pem");
+    const none = await caTool([
+      "rotate",
+      "--cert",
+      missing,
+      "--key",
+      join(dir, "none", "mitm-ca-key.pem"),
+      "--overlap-days",
+      "7",
+    ]);
+    expect(none.code).toBe(1);
+    expect(none.stderr).toBe(`ca: ${missing} (the TLS interception CA) does not exist\n`);
   });
 });

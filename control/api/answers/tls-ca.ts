@@ -23,6 +23,19 @@ export const TlsCaCertificateAnswer = v.strictObject({
 });
 export type TlsCaCertificate = v.InferOutput<typeof TlsCaCertificateAnswer>;
 
+/** After a rotation: the CA clients are moving from, and the overlap's end. */
+export const TlsCaRotationAnswer = v.strictObject({
+  /** When the overlap ends (OCTOPROX_TLS_MITM_CA_OVERLAP_UNTIL). */
+  overlap_until: timestamp,
+  /** Until then the download holds both CAs and gateways that start sign with the previous. */
+  in_overlap: v.boolean(),
+  /** The previous CA; null when its file cannot serve (`error`) or once the overlap ended. */
+  previous: v.nullable(TlsCaCertificateAnswer),
+  /** Why the previous CA's file cannot serve during the overlap. */
+  error: v.nullable(v.string()),
+});
+export type TlsCaRotation = v.InferOutput<typeof TlsCaRotationAnswer>;
+
 export const TlsCaStatusAnswer = v.strictObject({
   /** Whether the api was given the CA's certificate (OCTOPROX_TLS_MITM_CA_CERT_PATH). */
   configured: v.boolean(),
@@ -32,6 +45,18 @@ export const TlsCaStatusAnswer = v.strictObject({
   current: v.nullable(TlsCaCertificateAnswer),
   /** Why the configured file cannot serve (unreadable, not a CA, out of its validity). */
   error: v.nullable(v.string()),
+  /** After a rotation (OCTOPROX_TLS_MITM_CA_PREVIOUS_CERT_PATH set); null otherwise. */
+  rotation: v.nullable(TlsCaRotationAnswer),
+  /**
+   * What a gateway that starts now signs with: the previous CA while the overlap lasts, the
+   * current one otherwise; null without a CA.
+   */
+  signing: v.nullable(v.picklist(["current", "previous"])),
+  /**
+   * What Chromium's --ignore-certificate-errors-spki-list takes: the current CA's hash, and the
+   * previous one's after it while the overlap lasts, comma-separated. Null without a usable CA.
+   */
+  spki_list: v.nullable(v.string()),
   /** Where to download it (signed in): PEM, DER, and the SPKI hash as text. */
   download: v.strictObject({ pem: v.string(), der: v.string(), spki: v.string() }),
 });

@@ -7,6 +7,12 @@
  *
  * The file is read on each request (a few hundred bytes): a CA replaced on disk is answered at
  * once, with nothing to restart. The api reads the certificate alone, never the key.
+ *
+ * After a rotation (OCTOPROX_TLS_MITM_CA_PREVIOUS_CERT_PATH and _OVERLAP_UNTIL), while the overlap
+ * lasts the PEM download is a bundle of both certificates, current first, and the SPKI answer
+ * (and header) lists both hashes, as Chromium's flag takes a list: gateways sign with the previous
+ * CA until then and with the current one after, and a client given both trusts either. DER holds
+ * one certificate: it answers the current one, which such a client adds beside the one it has.
  */
 import { readFile } from "node:fs/promises";
 import { UserRole } from "../../../shared/roles.ts";
@@ -16,7 +22,12 @@ import { daysLeft, EXPIRY_WARNING_DAYS } from "../../../shared/tls/ca-expiry.ts"
 import { CaCertificateQuery } from "../../model/projects.ts";
 import type { ApiDeps } from "../deps.ts";
 import { answer, defineRoute, type Route } from "../registry.ts";
-import { type TlsCaCertificate, type TlsCaStatus, TlsCaStatusAnswer } from "../answers/tls-ca.ts";
+import {
+  type TlsCaCertificate,
+  type TlsCaRotation,
+  type TlsCaStatus,
+  TlsCaStatusAnswer,
+} from "../answers/tls-ca.ts";
 
 export const CA_CERTIFICATE_PATH = "/api/v1/projects/ca-certificate";
 export const TLS_CA_STATUS_PATH = "/api/v1/system/tls-ca";
@@ -38,7 +49,21 @@ async function certificateAt(path: string, now = new Date()): Promise<CaCertific
   return await readCaCertificate(text, { certPath: path, now });
 }
 
-async function caCertificate(deps: ApiDeps): Promise<CaCertificate> {
+/** The previous CA's certificate while a rotation's overlap lasts; undefined otherwise. */
+async function previousInOverlap(
+  settings: ApiDeps["settings"],
+  now: Date,
+): Promise<CaCertificate | undefined> {
+  const path = settings.tlsMitmCaPreviousCertPath;
+  const until = settings.tlsMitmCaOverlapUntilMs;
+  if (path === undefined || until === undefined || now.getTime() >= until) return undefined;
+  return await certificateAt(path, now);
+}
+
+/** What the download answers: the current CA, and the previous one while the overlap lasts. */
+async function caCertificates(
+  deps: ApiDeps,
+): Promise<{ current: CaCertificate; previous: CaCertificate | undefined }> {
   const path = deps.settings.tlsMitmCaCertPath;
   if (path === undefined) {
     throw new NotFoundError(
@@ -46,7 +71,11 @@ async function caCertificate(deps: ApiDeps): Promise<CaCertificate> {
       "This install has no TLS interception CA (OCTOPROX_TLS_MITM_CA_CERT_PATH is unset)",
     );
   }
-  return await certificateAt(path);
+  const now = new Date();
+  return {
+    current: await certificateAt(path, now),
+    previous: await previousInOverlap(deps.settings, now),
+  };
 }
 
 function describeCertificate(path: string, ca: CaCertificate, now: Date): TlsCaCertificate {
@@ -73,6 +102,9 @@ export async function tlsCaStatus(
     warning_days: EXPIRY_WARNING_DAYS,
     current: null,
     error: null,
+    rotation: null,
+    signing: null,
+    spki_list: null,
     download: {
       pem: CA_CERTIFICATE_PATH,
       der: `${CA_CERTIFICATE_PATH}?format=der`,
@@ -86,7 +118,40 @@ export async function tlsCaStatus(
     if (!(error instanceof MitmCaError)) throw error;
     status.error = `The TLS interception CA cannot be used: ${error.message}`;
   }
+  status.rotation = await rotationOf(settings, now);
+  status.signing = status.rotation?.in_overlap ? "previous" : "current";
+  if (status.current !== null) {
+    status.spki_list = [
+      status.current,
+      status.rotation?.in_overlap ? status.rotation.previous : null,
+    ]
+      .filter((ca) => ca !== null).map((ca) => ca.spki_sha256).join(",");
+  }
   return status;
+}
+
+async function rotationOf(
+  settings: ApiDeps["settings"],
+  now: Date,
+): Promise<TlsCaRotation | null> {
+  const path = settings.tlsMitmCaPreviousCertPath;
+  const until = settings.tlsMitmCaOverlapUntilMs;
+  if (path === undefined || until === undefined) return null;
+  const rotation: TlsCaRotation = {
+    overlap_until: new Date(until).toISOString(),
+    in_overlap: now.getTime() < until,
+    previous: null,
+    error: null,
+  };
+  // Once the overlap ended the previous file is not needed, and may be gone.
+  if (!rotation.in_overlap) return rotation;
+  try {
+    rotation.previous = describeCertificate(path, await certificateAt(path, now), now);
+  } catch (error) {
+    if (!(error instanceof MitmCaError)) throw error;
+    rotation.error = `The previous TLS interception CA cannot be used: ${error.message}`;
+  }
+  return rotation;
 }
 
 export function caCertificateRoutes(deps: ApiDeps): Route[] {
@@ -100,8 +165,11 @@ export function caCertificateRoutes(deps: ApiDeps): Route[] {
         "`format=pem` (the default, `application/x-pem-file`), `der` " +
         "(`application/pkix-cert`), or `spki`: the base64 SHA-256 of its public key, one " +
         "line of text, as Chromium's `--ignore-certificate-errors-spki-list` takes it. Every " +
-        `form carries that value in the \`${SPKI_HEADER}\` header. 404 when the install has no ` +
-        "CA; 503 when its file cannot be read or is not a CA in force.",
+        `form carries that value in the \`${SPKI_HEADER}\` header. After a rotation, while ` +
+        "its overlap lasts, PEM is a bundle of the current and the previous CA and `spki` " +
+        "(and the header) lists both hashes, comma-separated; DER answers the current CA " +
+        "alone. 404 when the install has no CA; 503 when a file cannot be read or is not a CA " +
+        "in force.",
       access: UserRole.viewer,
       query: CaCertificateQuery,
       responses: {
@@ -110,8 +178,11 @@ export function caCertificateRoutes(deps: ApiDeps): Route[] {
         503: "The CA's file cannot be read, or is not a CA in force",
       },
       async handler({ c, query }) {
-        const ca = await caCertificate(deps);
-        c.header(SPKI_HEADER, ca.spkiSha256);
+        const { current: ca, previous } = await caCertificates(deps);
+        const spki = previous === undefined
+          ? ca.spkiSha256
+          : `${ca.spkiSha256},${previous.spkiSha256}`;
+        c.header(SPKI_HEADER, spki);
         // Public, but it changes when the operator replaces it: never kept by a cache.
         c.header("Cache-Control", "no-store");
         switch (query.format) {
@@ -120,11 +191,11 @@ export function caCertificateRoutes(deps: ApiDeps): Route[] {
             c.header("Content-Disposition", 'attachment; filename="octoprox-ca.cer"');
             return c.body(ca.certDer);
           case "spki":
-            return c.text(`${ca.spkiSha256}\n`);
+            return c.text(`${spki}\n`);
           case "pem":
             c.header("Content-Type", "application/x-pem-file");
             c.header("Content-Disposition", 'attachment; filename="octoprox-ca.pem"');
-            return c.body(ca.certPem);
+            return c.body(ca.certPem + (previous?.certPem ?? ""));
         }
       },
     }),
@@ -137,7 +208,10 @@ export function caCertificateRoutes(deps: ApiDeps): Route[] {
         "download is. `configured` is false when the install has no CA; a file that cannot " +
         "serve (unreadable, not a CA, out of its validity) answers 200 with `current` null and " +
         "`error` saying why, so the System page can show it. `expires_soon` is true within " +
-        "`warning_days` (30) of its end, when the gateways warn in their log. Any signed-in " +
+        "`warning_days` (30) of its end, when the gateways warn in their log. After a " +
+        "rotation, `rotation` says when its overlap ends and, while it lasts, the previous CA " +
+        "(which gateways that start then sign with: `signing`); `spki_list` is what " +
+        "Chromium's flag takes, both hashes during the overlap. Any signed-in " +
         "role: the certificate is what clients are handed.",
       access: UserRole.viewer,
       responses: {

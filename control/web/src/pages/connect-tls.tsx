@@ -96,6 +96,8 @@ export function TlsInterception({ project, where }: { project: Project; where: W
   const status = useApi<TlsCaStatus>("/system/tls-ca");
   const [failure, setFailure] = useState<string | undefined>();
   const data = status.data;
+  // Both CAs' hashes while a rotation's overlap lasts: Chromium's flag takes a list.
+  const spkiList = data?.spki_list ?? data?.current?.spki_sha256 ?? "";
   const mode = project.tls_mitm_mode;
   const download = (path: string, name: string) => () => {
     setFailure(undefined);
@@ -136,11 +138,21 @@ export function TlsInterception({ project, where }: { project: Project; where: W
               </button>
             </p>
             {failure ? <div class="form-error" role="alert">{failure}</div> : null}
+            {data.rotation?.in_overlap
+              ? (
+                <p class="warning-text" data-rotation="overlap">
+                  The CA was rotated: until <Time value={data.rotation.overlap_until} />{" "}
+                  gateways sign with the previous one, and the PEM download holds both, so a client
+                  given it trusts the gateways before and after. Fetch it again now. DER holds the
+                  new CA alone: add it beside the one you have.
+                </p>
+              )
+              : null}
             <p>
-              SPKI SHA-256: <code data-testid="spki">{data.current.spki_sha256}</code>{" "}
-              <CopyButton text={data.current.spki_sha256} label="the SPKI hash" />
+              SPKI SHA-256: <code data-testid="spki">{spkiList}</code>{" "}
+              <CopyButton text={spkiList} label="the SPKI hash" />
             </p>
-            {tlsLines(where, data.current.spki_sha256).map(([title, line]) => (
+            {tlsLines(where, spkiList).map(([title, line]) => (
               <div key={title} class="example" data-example={`TLS ${title}`}>
                 <h4>
                   {title} <CopyButton text={line} label={`the ${title} lines`} />
