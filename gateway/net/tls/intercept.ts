@@ -23,6 +23,8 @@ import { fingerprints } from "./fingerprints.ts";
 
 /** How long the client has for its ClientHello and then the handshake. */
 const HANDSHAKE_TIMEOUT_MS = 10_000;
+/** How long a handshake whose client left is waited on for what it sent last (an alert). */
+const TRANSPORT_END_GRACE_MS = 20;
 
 export interface InterceptRequest {
   client: Client;
@@ -82,13 +84,27 @@ async function run(
   let context = mitm.certificates.context(certificateHost(request.target));
   if (context instanceof Promise) context = await context;
   const conn = session.client.conn;
-  const socket = new TLSSocket(connDuplex(conn, first.bytes), {
-    isServer: true,
-    secureContext: context,
-    // HTTP/1.1 towards clients (the design card's choice); HTTP/2 is not offered.
-    ALPNProtocols: ["http/1.1"],
+  let decrypted: StreamConn | undefined;
+  let transportEnded = false;
+  let endedEarly: (() => void) | undefined;
+  const socket = new TLSSocket(
+    connDuplex(conn, first.bytes, () => {
+      transportEnded = true;
+      decrypted?.transportEnded();
+      endedEarly?.();
+    }),
+    {
+      isServer: true,
+      secureContext: context,
+      // HTTP/1.1 towards clients (the design card's choice); HTTP/2 is not offered.
+      ALPNProtocols: ["http/1.1"],
+    },
+  );
+  // The engine does not say when its transport ends mid-handshake: that ends the wait too.
+  const handshake = await handshakeOf(socket, (end) => {
+    endedEarly = end;
+    if (transportEnded) end();
   });
-  const handshake = await handshakeOf(socket);
   if (handshake !== undefined) {
     socket.destroy();
     if (handshake.alert !== undefined) mitm.count(InterceptEnd.clientRejected, handshake.alert);
@@ -106,11 +122,12 @@ async function run(
     hello: first.hello,
     fingerprints: fingerprints(first.hello),
   };
-  const decrypted = new StreamConn(
+  decrypted = new StreamConn(
     socket,
     conn.remoteAddr as Deno.NetAddr,
     conn.localAddr as Deno.NetAddr,
   );
+  if (transportEnded) decrypted.transportEnded();
   try {
     await session.serveInner(decrypted as unknown as Deno.Conn, inner);
   } finally {
@@ -170,8 +187,14 @@ interface HandshakeFailure {
   alert?: string;
 }
 
-/** Resolves once the handshake is done (undefined) or failed; the socket is paused after. */
-function handshakeOf(socket: TLSSocket): Promise<HandshakeFailure | undefined> {
+/**
+ * Resolves once the handshake is done (undefined) or failed; the socket is paused after.
+ * `onTransportEnd` is given a call that ends the wait (the client left).
+ */
+function handshakeOf(
+  socket: TLSSocket,
+  onTransportEnd: (end: () => void) => void,
+): Promise<HandshakeFailure | undefined> {
   return new Promise((resolve) => {
     const timer = setTimeout(
       () => finish({ error: new Error("TLS handshake timed out") }),
@@ -190,6 +213,8 @@ function handshakeOf(socket: TLSSocket): Promise<HandshakeFailure | undefined> {
     socket.once("secure", onSecure);
     socket.once("error", onError);
     socket.once("close", onClose);
+    // A moment later: an alert the client sent before leaving is read first, and named.
+    onTransportEnd(() => setTimeout(onClose, TRANSPORT_END_GRACE_MS));
   });
 }
 

@@ -15,9 +15,16 @@ const READ_BYTES = 17 * 1024;
 
 /**
  * A stream over `conn`: reads only when the TLS engine asks (so nothing is read ahead of the
- * handshake), `first` delivered before the connection's own bytes.
+ * handshake), `first` delivered before the connection's own bytes. `peerEnded` is called when
+ * the connection ends from the peer's side (its end of stream, a reset): the TLS engine of
+ * `node:tls` under Deno does not always pass an end of its transport on to its readers, so the
+ * decrypted side (StreamConn) is told here.
  */
-export function connDuplex(conn: Deno.Conn, first: Uint8Array): Duplex {
+export function connDuplex(
+  conn: Deno.Conn,
+  first: Uint8Array,
+  peerEnded?: () => void,
+): Duplex {
   let reading = false;
   const duplex: Duplex = new Duplex({
     read() {
@@ -27,10 +34,12 @@ export function connDuplex(conn: Deno.Conn, first: Uint8Array): Duplex {
       conn.read(buffer).then(
         (count) => {
           reading = false;
+          if (count === null) peerEnded?.();
           duplex.push(count === null ? null : buffer.subarray(0, count));
         },
         (error) => {
           reading = false;
+          peerEnded?.();
           duplex.destroy(error);
         },
       );
@@ -102,6 +111,18 @@ export class StreamConn {
       this.#ended = true;
       wake();
     });
+  }
+
+  /**
+   * The transport under the stream ended: what the stream holds is still read, then the end.
+   * (connDuplex's `peerEnded`.)
+   */
+  transportEnded(): void {
+    if (this.#ended) return;
+    this.#ended = true;
+    const waiter = this.#waiter;
+    this.#waiter = undefined;
+    waiter?.resolve();
   }
 
   /** The first failure the stream reported (a TLS alert, a reset), if any. */

@@ -117,8 +117,13 @@ function nodeTls(leg: Leg, request: TargetTlsRequest, expired: () => boolean): P
   const conn = leg.conn;
   const host = request.host;
   return new Promise((resolve, reject) => {
+    let stream: StreamConn | undefined;
+    let ended = false;
     const socket = nodeTlsConnect({
-      socket: connDuplex(conn, request.leftover),
+      socket: connDuplex(conn, request.leftover, () => {
+        ended = true;
+        stream?.transportEnded();
+      }),
       host,
       ...(isIpLiteral(host) ? {} : { servername: host }),
       ca: request.mitm.nodeRoots,
@@ -133,11 +138,12 @@ function nodeTls(leg: Leg, request: TargetTlsRequest, expired: () => boolean): P
     socket.once("error", onError);
     socket.once("secureConnect", () => {
       socket.off("error", onError);
-      const stream = new StreamConn(
+      stream = new StreamConn(
         socket,
         conn.remoteAddr as Deno.NetAddr,
         conn.localAddr as Deno.NetAddr,
       );
+      if (ended) stream.transportEnded();
       resolve(new Leg(stream as unknown as Deno.Conn));
     });
   });

@@ -1,0 +1,525 @@
+/**
+ * TLS interception through a real system (one cluster for the file: a control process, a gateway
+ * with its own CA, two tinyproxy exits, HTTPS origins the gateway trusts through
+ * OCTOPROX_UPSTREAM_CA_FILE), driven by real clients trusting the install's CA:
+ *
+ * - curl through HTTP CONNECT and SOCKS5, Python requests with `verify=`, Node's fetch (undici)
+ *   and Chromium with the SPKI flag loading a page whose parts come from two hosts;
+ * - each request inside a tunnel is a request: its own status in the Inspector and in usage, a
+ *   rotating project's successive requests on one client connection leave by different exits,
+ *   a sticky session's by one, header options read and stripped inside the tunnel;
+ * - what stays raw: a host on the bypass list and a client's `-mitm-off` reach the origin's own
+ *   certificate; bytes that are not TLS are relayed raw to a port that is not a TLS one, closed
+ *   and counted on 443;
+ * - failures: a client that does not trust the CA is counted by its alert, a target whose
+ *   certificate fails verification answers 502 naming why, and 10,000 distinct host names keep the
+ *   certificate cache (and the process's memory) within bounds.
+ */
+import { execFile } from "node:child_process";
+import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import https from "node:https";
+import net from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import tls from "node:tls";
+import { promisify } from "node:util";
+import { chromium } from "playwright-core";
+import { fetch as undiciFetch, ProxyAgent } from "undici";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { createCa, loadCa } from "../../shared/tls/ca.ts";
+import { testCertificate } from "../../testkit/certs.ts";
+import { Cluster, type Gateway } from "../../testkit/cluster.ts";
+import { curl } from "../../testkit/clients/curl.ts";
+import { createRoutedProject, type RoutedProject } from "../../testkit/routing.ts";
+import { type Origin, startOrigin } from "../../testkit/upstreams/origin.ts";
+import { startTinyproxy, type Tinyproxy } from "../../testkit/upstreams/tinyproxy.ts";
+
+const run = promisify(execFile);
+const EXITS = ["127.0.0.2", "127.0.0.3"];
+const CACHE_SIZE = 64;
+
+let dir: string;
+let caCert: string;
+let originCa: string;
+let cluster: Cluster;
+let gateway: Gateway;
+let exits: Tinyproxy[];
+let origin: Origin;
+let plainOrigin: Origin;
+/** A page at https://localhost whose script and image come from https://127.0.0.1. */
+let pageServer: https.Server;
+let pagePort: number;
+const pageRequests: string[] = [];
+/** An HTTPS origin whose certificate no CA the gateway trusts signed. */
+let untrusted: https.Server;
+let untrustedPort: number;
+let rotating: RoutedProject;
+let bypassing: RoutedProject;
+let sticky: RoutedProject;
+
+/** The gateway's SOCKS5 port, as its log says it bound it. */
+function socksPort(): number {
+  return gateway.logs().find((line) => line.msg === "SOCKS5 listener bound")!.port as number;
+}
+
+function proxyUrl(project: RoutedProject, suffix = ""): string {
+  return gateway.proxyUrl(`${project.credentials.username}${suffix}`, project.credentials.password);
+}
+
+async function listen(server: net.Server): Promise<number> {
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  return (server.address() as net.AddressInfo).port;
+}
+
+beforeAll(async () => {
+  dir = await mkdtemp(join(tmpdir(), "ox-tls-intercept-"));
+  const pem = await createCa();
+  caCert = join(dir, "mitm-ca.pem");
+  const caKey = join(dir, "mitm-ca-key.pem");
+  await writeFile(caCert, pem.certPem);
+  await writeFile(caKey, pem.keyPem, { mode: 0o600 });
+  const certificate = await testCertificate();
+  originCa = join(dir, "origin-ca.pem");
+  await writeFile(originCa, certificate.ca);
+
+  pageServer = https.createServer({ cert: certificate.cert, key: certificate.key }, (req, res) => {
+    pageRequests.push(`${req.headers.host} ${req.url}`);
+    if (req.url === "/page") {
+      res.setHeader("content-type", "text/html");
+      res.end(
+        `<html><head><title>waiting</title><script src="https://127.0.0.1:${pagePort}/part.js">` +
+          `</script></head><body><img id="pic" src="https://127.0.0.1:${pagePort}/pic.svg"></body></html>`,
+      );
+    } else if (req.url === "/part.js") {
+      res.setHeader("content-type", "application/javascript");
+      res.end(`window.addEventListener("load", () => {
+        document.title = document.getElementById("pic").naturalWidth > 0 ? "loaded" : "no picture";
+      });`);
+    } else {
+      res.setHeader("content-type", "image/svg+xml");
+      res.end(`<svg xmlns="http://www.w3.org/2000/svg" width="4" height="4"></svg>`);
+    }
+  });
+  pagePort = await listen(pageServer);
+  // A CA of its own, unknown to the gateway, signs this origin's certificate.
+  const stranger = await loadCa(await createCa());
+  const leaf = await stranger.mint("127.0.0.1");
+  untrusted = https.createServer({ cert: leaf.chainPem, key: leaf.keyPem }, (_req, res) => {
+    res.end("should not be reached");
+  });
+  untrustedPort = await listen(untrusted);
+
+  [origin, plainOrigin, ...exits] = await Promise.all([
+    startOrigin({ tls: true }),
+    startOrigin(),
+    ...EXITS.map((bindAddress) => startTinyproxy({ bindAddress })),
+  ]);
+  cluster = await Cluster.create({ env: { OCTOPROX_TLS_MITM_CA_CERT_PATH: caCert } });
+  await cluster.start("all");
+  gateway = await cluster.startGateway({
+    env: {
+      OCTOPROX_TLS_MITM_CA_CERT_PATH: caCert,
+      OCTOPROX_TLS_MITM_CA_KEY_PATH: caKey,
+      OCTOPROX_UPSTREAM_CA_FILE: originCa,
+      OCTOPROX_TLS_MITM_CERT_CACHE_SIZE: String(CACHE_SIZE),
+    },
+  });
+  const urls = exits.map((exit) => exit.url);
+  [rotating, bypassing, sticky] = await Promise.all([
+    createRoutedProject(cluster, urls, { project: { tls_mitm_mode: "plain" } }),
+    createRoutedProject(cluster, urls, {
+      project: { tls_mitm_mode: "plain", tls_mitm_bypass: ["localhost"] },
+    }),
+    createRoutedProject(cluster, urls, { project: { tls_mitm_mode: "plain", strategy: "sticky" } }),
+  ]);
+  await cluster.until(async () => {
+    const result = await curl(["--cacert", caCert, "-x", proxyUrl(rotating), `${origin.url}/ip`]);
+    return result.code === 0 && result.stdout.includes('"ip"');
+  }, { timeoutMs: 30_000, message: "an intercepted request through the gateway" });
+}, 180_000);
+
+afterEach((context) => {
+  if (context.task.result?.state === "fail") cluster.dump();
+});
+
+afterAll(async () => {
+  await cluster?.close();
+  await Promise.all([origin, plainOrigin, ...(exits ?? [])].map((server) => server?.close()));
+  pageServer?.close();
+  untrusted?.close();
+  if (dir) await rm(dir, { recursive: true, force: true });
+});
+
+interface Capture {
+  id: string;
+  method: string;
+  host: string;
+  path: string;
+  status: number;
+  proxy_status: string;
+  proxy_id: string | null;
+  ja3: string;
+  ja4: string;
+  sni: string;
+  request_headers: [string, string][];
+  sent_headers: [string, string][];
+  bytes_down: number;
+}
+
+/** The project's captures, newest first, once at least `atLeast` match `match`. */
+async function captures(
+  project: RoutedProject,
+  match: (capture: Capture) => boolean,
+  atLeast: number,
+): Promise<Capture[]> {
+  let found: Capture[] = [];
+  await cluster.until(async () => {
+    const answer = await cluster.request(
+      "GET",
+      `/api/v1/projects/${project.projectId}/mitm/requests?count=1000`,
+    );
+    found = (answer.body.items as Capture[]).filter(match);
+    return found.length >= atLeast;
+  }, { timeoutMs: 15_000, message: `${atLeast} captures` });
+  return found;
+}
+
+/** `-w` of curl: a line of its own per URL, `@@status connects`. */
+const WRITE_OUT = "\\n@@%{http_code} %{num_connects}\\n";
+
+describe("real clients trusting the install's CA", () => {
+  it("curl through CONNECT: one client connection, each request its own exit and status", async () => {
+    const tag = `curl-${Date.now()}`;
+    const result = await curl([
+      "--cacert",
+      caCert,
+      "-x",
+      proxyUrl(rotating),
+      "-w",
+      WRITE_OUT,
+      `${origin.url}/ip?${tag}=1`,
+      `${origin.url}/ip?${tag}=2`,
+      `${origin.url}/status/404?${tag}=3`,
+    ]);
+    expect(result.code).toBe(0);
+    // The answers' bodies, then their write-outs, in order: the two /ip bodies name two exits.
+    const ips = [...result.stdout.matchAll(/"ip":\s*"([^"]+)"/g)].map((match) => match[1]);
+    expect(new Set(ips)).toEqual(new Set(EXITS));
+    const lines = result.stdout.match(/^@@\d{3} \d+$/gm)!.map((line) => line.slice(2));
+    // One connection to the gateway: the later requests reuse it.
+    expect(lines).toEqual(["200 1", "200 0", "404 0"]);
+    const seen = await captures(rotating, (capture) =>
+      capture.path.startsWith("/ip?") ||
+      capture.path.startsWith("/status/404?"), 3);
+    const ours = seen.slice(0, 3).reverse();
+    expect(ours.map((capture) => capture.status)).toEqual([200, 200, 404]);
+    // The query never reaches the Inspector.
+    expect(ours.every((capture) => capture.path.endsWith("?…"))).toBe(true);
+    expect(new Set(ours.slice(0, 2).map((capture) => capture.proxy_id)).size).toBe(2);
+    for (const capture of ours) {
+      expect(capture.host).toBe(`127.0.0.1:${origin.port}`);
+      expect(capture.ja4).toMatch(/^t1[23]i\d{4}/);
+      expect(capture.ja3).toMatch(/^[0-9a-f]{32}$/);
+    }
+  });
+
+  it("curl through SOCKS5, with a sticky session holding one exit", async () => {
+    const result = await curl([
+      "--cacert",
+      caCert,
+      "-x",
+      proxyUrl(sticky, "-sessid-tls1").replace("http://", "socks5h://").replace(
+        `:${gateway.proxyPort}`,
+        `:${socksPort()}`,
+      ),
+      `${origin.url}/ip`,
+      `${origin.url}/ip`,
+      `${origin.url}/ip`,
+    ]);
+    expect(result.code, result.stderr).toBe(0);
+    const ips = [...result.stdout.matchAll(/"ip":\s*"([^"]+)"/g)].map((match) => match[1]);
+    expect(ips).toHaveLength(3);
+    expect(new Set(ips).size).toBe(1);
+  });
+
+  it("Python requests with verify= the CA", async () => {
+    const script = [
+      "import requests, sys",
+      "proxy = sys.argv[1]",
+      "s = requests.Session()",
+      "r = [s.get(sys.argv[2], proxies={'https': proxy}, verify=sys.argv[3]) for _ in range(2)]",
+      "print(' '.join(str(x.status_code) for x in r), r[0].json()['ip'])",
+    ].join("\n");
+    const { stdout } = await run("python3", [
+      "-c",
+      script,
+      proxyUrl(rotating),
+      `${origin.url}/ip`,
+      caCert,
+    ]);
+    const [first, second, ip] = stdout.trim().split(" ");
+    expect([first, second]).toEqual(["200", "200"]);
+    expect(EXITS).toContain(ip);
+  });
+
+  it("Node's fetch (undici) through a ProxyAgent trusting the CA", async () => {
+    const agent = new ProxyAgent({
+      uri: `http://127.0.0.1:${gateway.proxyPort}`,
+      token: `Basic ${
+        Buffer.from(`${rotating.credentials.username}:${rotating.credentials.password}`)
+          .toString("base64")
+      }`,
+      requestTls: { ca: await readFile(caCert, "utf8") },
+    });
+    try {
+      const answer = await undiciFetch(`${origin.url}/headers`, {
+        dispatcher: agent,
+        headers: { "X-Octoprox-Session": "node-fetch", "X-Test": "kept" },
+      });
+      expect(answer.status).toBe(200);
+      const { headers } = await answer.json() as { headers: Record<string, string> };
+      // Header options are read inside the tunnel and never reach the target.
+      expect(headers["x-test"]).toBe("kept");
+      expect(Object.keys(headers).filter((name) => name.startsWith("x-octoprox"))).toEqual([]);
+    } finally {
+      await agent.close();
+    }
+    const [capture] = await captures(rotating, (capture) => capture.path === "/headers", 1);
+    expect(capture.request_headers.map(([name]) => name.toLowerCase())).toContain(
+      "x-octoprox-session",
+    );
+    expect(capture.sent_headers.map(([name]) => name.toLowerCase())).not.toContain(
+      "x-octoprox-session",
+    );
+  });
+
+  it("Chromium with the SPKI flag loads a page whose parts come from two hosts", async () => {
+    // The SPKI hash as the api answers it (the header is on every form).
+    const spki = await cluster.request("GET", "/api/v1/projects/ca-certificate?format=spki");
+    const hash = String(spki.body).trim();
+    expect(hash).toMatch(/^[A-Za-z0-9+/]{43}=$/);
+    const browser = await chromium.launch({
+      executablePath: process.env.OCTOPROX_TEST_CHROMIUM ?? "/usr/bin/chromium",
+      // As root (CI), chromium's sandbox cannot start.
+      args: ["--no-sandbox", `--ignore-certificate-errors-spki-list=${hash}`],
+      proxy: {
+        server: `http://127.0.0.1:${gateway.proxyPort}`,
+        username: rotating.credentials.username,
+        password: rotating.credentials.password,
+      },
+    });
+    try {
+      const page = await browser.newPage();
+      pageRequests.length = 0;
+      await page.goto(`https://localhost:${pagePort}/page`);
+      await page.waitForFunction(() => document.title !== "waiting", undefined, {
+        timeout: 15_000,
+      });
+      expect(await page.title()).toBe("loaded");
+    } finally {
+      await browser.close();
+    }
+    expect(pageRequests).toEqual(expect.arrayContaining([
+      `localhost:${pagePort} /page`,
+      `127.0.0.1:${pagePort} /part.js`,
+      `127.0.0.1:${pagePort} /pic.svg`,
+    ]));
+    const seen = await captures(rotating, (capture) => capture.host.endsWith(`:${pagePort}`), 3);
+    expect(new Set(seen.map((capture) => capture.host))).toEqual(
+      new Set([`localhost:${pagePort}`, `127.0.0.1:${pagePort}`]),
+    );
+    expect(seen.find((capture) => capture.host.startsWith("localhost"))!.sni).toBe("localhost");
+  });
+
+  it("counts each request inside a tunnel in the project's usage", async () => {
+    const usage = async () =>
+      Number(
+        (await cluster.request("GET", `/api/v1/projects/${rotating.projectId}/metrics`)).body
+          .usage.requests,
+      );
+    await cluster.untilMetered([gateway]);
+    const before = await usage();
+    const urls = Array.from({ length: 5 }, (_, i) => `${origin.url}/bytes/${100 + i}`);
+    const result = await curl(["--cacert", caCert, "-x", proxyUrl(rotating), ...urls]);
+    expect(result.code).toBe(0);
+    await cluster.until(async () => (await usage()) >= before + 5, {
+      timeoutMs: 20_000,
+      message: "five requests metered",
+    });
+    expect(await usage()).toBe(before + 5);
+  });
+});
+
+describe("what stays raw", () => {
+  it("a host on the bypass list reaches the client with the origin's own certificate", async () => {
+    // localhost is bypassed: only the origin's CA verifies it.
+    const bypassed = await curl([
+      "--cacert",
+      originCa,
+      "-x",
+      proxyUrl(bypassing),
+      `https://localhost:${origin.port}/ip`,
+    ]);
+    expect(bypassed.code, bypassed.stderr).toBe(0);
+    // 127.0.0.1 is not: the origin's CA alone does not verify the gateway's certificate.
+    const intercepted = await curl([
+      "--cacert",
+      originCa,
+      "-x",
+      proxyUrl(bypassing),
+      `${origin.url}/ip`,
+    ]);
+    expect(intercepted.code).toBe(60);
+  });
+
+  it("a client's -mitm-off keeps its tunnel raw", async () => {
+    const result = await curl([
+      "--cacert",
+      originCa,
+      "-x",
+      proxyUrl(rotating, "-mitm-off"),
+      `${origin.url}/ip`,
+    ]);
+    expect(result.code, result.stderr).toBe(0);
+    expect(await gateway.metric('octoprox_gateway_mitm_tunnel_ends_total{end="opted_out"}'))
+      .toBeGreaterThanOrEqual(1);
+  });
+
+  it("bytes that are not TLS: relayed raw to another port, closed on 443", async () => {
+    const relayed = await rawTunnel(
+      `127.0.0.1:${plainOrigin.port}`,
+      "GET /ip HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+    );
+    expect(relayed).toMatch(/^HTTP\/1\.1 200 Connection established\r\n\r\nHTTP\/1\.1 200/);
+    const before = await gateway.metric('octoprox_gateway_mitm_tunnel_ends_total{end="not_tls"}');
+    const closed = await rawTunnel("127.0.0.1:443", "GET / HTTP/1.1\r\nHost: x\r\n\r\n");
+    expect(closed).toBe("HTTP/1.1 200 Connection established\r\n\r\n");
+    expect(await gateway.metric('octoprox_gateway_mitm_tunnel_ends_total{end="not_tls"}'))
+      .toBe(before + 1);
+  });
+});
+
+/** A CONNECT to `authority` through the rotating project, `send` after it: all it got back. */
+function rawTunnel(authority: string, send: string): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const socket = net.connect(gateway.proxyPort, "127.0.0.1");
+    const auth = Buffer.from(
+      `${rotating.credentials.username}:${rotating.credentials.password}`,
+    ).toString("base64");
+    let received = "";
+    let sent = false;
+    socket.setTimeout(10_000, () => socket.destroy(new Error("no end")));
+    socket.on("connect", () => {
+      socket.write(
+        `CONNECT ${authority} HTTP/1.1\r\nHost: ${authority}\r\nProxy-Authorization: Basic ${auth}\r\n\r\n`,
+      );
+    });
+    socket.on("data", (chunk) => {
+      received += chunk.toString("latin1");
+      if (!sent && received.includes("\r\n\r\n")) {
+        sent = true;
+        socket.write(send);
+      }
+    });
+    socket.on("close", () => resolve(received));
+    socket.on("error", reject);
+  });
+}
+
+describe("failures", () => {
+  it("a client that does not trust the CA is counted by its alert", async () => {
+    const series = 'octoprox_gateway_mitm_client_alerts_total{alert="unknown_ca"}';
+    const before = await gateway.metric(series);
+    const result = await curl(["-x", proxyUrl(rotating), `${origin.url}/ip`]);
+    expect(result.code).toBe(60);
+    await cluster.until(async () => (await gateway.metric(series)) === before + 1, {
+      timeoutMs: 5_000,
+      message: "the alert counted",
+    });
+  });
+
+  it("a target whose certificate fails verification answers 502 naming why", async () => {
+    const result = await curl([
+      "--cacert",
+      caCert,
+      "-x",
+      proxyUrl(rotating),
+      "-w",
+      "\\n%{http_code}",
+      `https://127.0.0.1:${untrustedPort}/`,
+    ]);
+    expect(result.code).toBe(0);
+    expect(result.stdout).toMatch(
+      /The target's certificate was rejected: .*UnknownIssuer[\s\S]*\n502$/,
+    );
+    const [capture] = await captures(
+      rotating,
+      (capture) => capture.host === `127.0.0.1:${untrustedPort}`,
+      1,
+    );
+    expect(capture).toMatchObject({ status: 502, proxy_status: "tls_certificate_error" });
+  });
+
+  it(
+    "10,000 distinct host names keep the certificate cache, and memory, within bounds",
+    async () => {
+      const rssOf = async () => {
+        const { stdout } = await run("ps", ["-o", "rss=", "-p", String(gateway.child.pid)]);
+        return Number(stdout.trim()) * 1024;
+      };
+      const minted = "octoprox_gateway_mitm_certificates_minted_total";
+      const before = await gateway.metric(minted);
+      const ca = await readFile(caCert, "utf8");
+      // Ten rounds of a thousand new names each (under .localhost: the guard places them on
+      // loopback without asking DNS); the process's size after each.
+      const sizes: number[] = [];
+      for (let round = 0; round < 10; round++) {
+        for (let at = 0; at < 1_000; at += 25) {
+          await Promise.all(
+            Array.from(
+              { length: 25 },
+              (_, i) => handshake(`r${round}n${at + i}.flood.localhost`, ca),
+            ),
+          );
+        }
+        sizes.push(await rssOf());
+      }
+      expect(await gateway.metric(minted)).toBe(before + 10_000);
+      expect(await gateway.metric("octoprox_gateway_mitm_certificates")).toBeLessThanOrEqual(
+        CACHE_SIZE,
+      );
+      // The heap grows while it warms up, then levels off: the last five thousand names add
+      // little, where an unbounded cache would add a context (tens of kilobytes) per name.
+      expect(sizes[9] - sizes[4], `sizes ${sizes.map((size) => size >> 20).join(", ")} MiB`)
+        .toBeLessThan(32 * 1024 * 1024);
+    },
+    180_000,
+  );
+});
+
+/** A CONNECT to `name:443` and a TLS handshake inside, verified against the CA; then closed. */
+function handshake(name: string, ca: string): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const socket = net.connect(gateway.proxyPort, "127.0.0.1");
+    const auth = Buffer.from(
+      `${rotating.credentials.username}:${rotating.credentials.password}`,
+    ).toString("base64");
+    socket.once("connect", () => {
+      socket.write(`CONNECT ${name}:443 HTTP/1.1\r\nProxy-Authorization: Basic ${auth}\r\n\r\n`);
+    });
+    socket.once("data", (chunk) => {
+      if (!chunk.toString("latin1").startsWith("HTTP/1.1 200")) {
+        reject(new Error(`CONNECT ${name}: ${chunk.toString("latin1")}`));
+        return;
+      }
+      const secure = tls.connect({ socket, servername: name, ca }, () => {
+        secure.destroy();
+        resolve();
+      });
+      secure.once("error", reject);
+    });
+    socket.once("error", reject);
+    socket.once("close", () => reject(new Error(`CONNECT ${name}: closed`)));
+    socket.setTimeout(10_000, () => socket.destroy(new Error(`CONNECT ${name}: no answer`)));
+  });
+}
