@@ -163,12 +163,39 @@ describe("fingerprints", () => {
     version: 0x0303,
     maxVersion: 0x0304,
     ciphers: [
-      0x1301, 0x1302, 0x1303, 0xc02b, 0xc02f, 0xc02c, 0xc030, 0xcca9, 0xcca8, 0xc013, 0xc014,
-      0x009c, 0x009d, 0x002f, 0x0035,
+      0x1301,
+      0x1302,
+      0x1303,
+      0xc02b,
+      0xc02f,
+      0xc02c,
+      0xc030,
+      0xcca9,
+      0xcca8,
+      0xc013,
+      0xc014,
+      0x009c,
+      0x009d,
+      0x002f,
+      0x0035,
     ],
     extensions: [
-      0x001b, 0x0000, 0x0033, 0x0010, 0x4469, 0x0017, 0x002d, 0x000d, 0x0005, 0x0023, 0x0012,
-      0x002b, 0xff01, 0x000b, 0x000a, 0x0015,
+      0x001b,
+      0x0000,
+      0x0033,
+      0x0010,
+      0x4469,
+      0x0017,
+      0x002d,
+      0x000d,
+      0x0005,
+      0x0023,
+      0x0012,
+      0x002b,
+      0xff01,
+      0x000b,
+      0x000a,
+      0x0015,
     ],
     groups: [],
     pointFormats: [],
@@ -197,7 +224,9 @@ describe("fingerprints", () => {
   });
 
   test("a real client's hello gives stable fingerprints, `i` without SNI", async () => {
-    const withName = scanClientHello(await nodeHello({ servername: "fp.test", ALPNProtocols: ["http/1.1"] }));
+    const withName = scanClientHello(
+      await nodeHello({ servername: "fp.test", ALPNProtocols: ["http/1.1"] }),
+    );
     const without = scanClientHello(await nodeHello({ ALPNProtocols: ["http/1.1"] }));
     if (withName.kind !== "hello" || without.kind !== "hello") throw new Error("no hello");
     const a = fingerprints(withName.hello);

@@ -17,7 +17,7 @@ import type { InnerTunnel, InterceptSession } from "../session/contract.ts";
 import { dialTunnel, runTunnel } from "../tunnel/tunnel.ts";
 import { type ClientHello, scanClientHello } from "./client-hello.ts";
 import { InterceptEnd, type Interceptor, TLS_PORTS } from "./interceptor.ts";
-import { connDuplex, StreamConn } from "./stream-conn.ts";
+import { connDuplex, PeerEnd, StreamConn } from "./stream-conn.ts";
 import { alertName } from "./intercept-alerts.ts";
 import { fingerprints } from "./fingerprints.ts";
 
@@ -84,15 +84,9 @@ async function run(
   let context = mitm.certificates.context(certificateHost(request.target));
   if (context instanceof Promise) context = await context;
   const conn = session.client.conn;
-  let decrypted: StreamConn | undefined;
-  let transportEnded = false;
-  let endedEarly: (() => void) | undefined;
+  const peerEnd = new PeerEnd();
   const socket = new TLSSocket(
-    connDuplex(conn, first.bytes, () => {
-      transportEnded = true;
-      decrypted?.transportEnded();
-      endedEarly?.();
-    }),
+    connDuplex(conn, first.bytes, peerEnd),
     {
       isServer: true,
       secureContext: context,
@@ -100,11 +94,7 @@ async function run(
       ALPNProtocols: ["http/1.1"],
     },
   );
-  // The engine does not say when its transport ends mid-handshake: that ends the wait too.
-  const handshake = await handshakeOf(socket, (end) => {
-    endedEarly = end;
-    if (transportEnded) end();
-  });
+  const handshake = await handshakeOf(socket, peerEnd);
   if (handshake !== undefined) {
     socket.destroy();
     if (handshake.alert !== undefined) mitm.count(InterceptEnd.clientRejected, handshake.alert);
@@ -122,12 +112,12 @@ async function run(
     hello: first.hello,
     fingerprints: fingerprints(first.hello),
   };
-  decrypted = new StreamConn(
+  const decrypted = new StreamConn(
     socket,
     conn.remoteAddr as Deno.NetAddr,
     conn.localAddr as Deno.NetAddr,
+    peerEnd,
   );
-  if (transportEnded) decrypted.transportEnded();
   try {
     await session.serveInner(decrypted as unknown as Deno.Conn, inner);
   } finally {
@@ -188,13 +178,10 @@ interface HandshakeFailure {
 }
 
 /**
- * Resolves once the handshake is done (undefined) or failed; the socket is paused after.
- * `onTransportEnd` is given a call that ends the wait (the client left).
+ * Resolves once the handshake is done (undefined) or failed; the socket is paused after. The
+ * engine does not say when its transport ends mid-handshake: `peerEnd` ends the wait too.
  */
-function handshakeOf(
-  socket: TLSSocket,
-  onTransportEnd: (end: () => void) => void,
-): Promise<HandshakeFailure | undefined> {
+function handshakeOf(socket: TLSSocket, peerEnd: PeerEnd): Promise<HandshakeFailure | undefined> {
   return new Promise((resolve) => {
     const timer = setTimeout(
       () => finish({ error: new Error("TLS handshake timed out") }),
@@ -214,7 +201,7 @@ function handshakeOf(
     socket.once("error", onError);
     socket.once("close", onClose);
     // A moment later: an alert the client sent before leaving is read first, and named.
-    onTransportEnd(() => setTimeout(onClose, TRANSPORT_END_GRACE_MS));
+    peerEnd.onEnd(() => setTimeout(onClose, TRANSPORT_END_GRACE_MS));
   });
 }
 

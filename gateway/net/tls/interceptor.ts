@@ -3,7 +3,7 @@
  * the HTTP and SOCKS5 listeners), the CAs targets' certificates are checked against, which
  * tunnels are opened, and the counts /metrics shows.
  */
-import { rootCertificates } from "node:tls";
+import { createSecureContext, type SecureContext } from "node:tls";
 import type { Client, Target } from "../../../shared/routing/contract.ts";
 import type { MitmCa } from "../../../shared/tls/ca.ts";
 import { isBypassed } from "../../../shared/tls/bypass.ts";
@@ -43,8 +43,8 @@ export class Interceptor {
   readonly certificates: HostCertificates;
   /** Extra roots for targets (Deno.startTls adds them to its own). */
   readonly upstreamCaCerts: string[];
-  /** The runtime's roots and the extra ones, for a `node:tls` client (which replaces its roots). */
-  #nodeRoots: string[] | undefined;
+  /** The runtime's roots and the extra ones, for a `node:tls` client (built on first use). */
+  #nodeContext: SecureContext | undefined;
   /** Tunnels opened, and the requests served inside them. */
   intercepted = 0;
   requests = 0;
@@ -58,8 +58,23 @@ export class Interceptor {
     this.upstreamCaCerts = [...(options.upstreamCaPem ?? [])];
   }
 
-  get nodeRoots(): string[] {
-    return this.#nodeRoots ??= [...rootCertificates, ...this.upstreamCaCerts];
+  /**
+   * A `node:tls` client's context: the runtime's default roots with the extra CAs added (a `ca`
+   * option would replace the defaults, and listing them, `rootCertificates`, needs a permission
+   * the gateway does not have). Undefined without extra CAs: the defaults alone.
+   */
+  get nodeContext(): SecureContext | undefined {
+    if (this.upstreamCaCerts.length === 0) return undefined;
+    if (this.#nodeContext === undefined) {
+      const context = createSecureContext({});
+      for (const pem of this.upstreamCaCerts) {
+        (context as unknown as { context: { addCACert(pem: string): void } }).context.addCACert(
+          pem,
+        );
+      }
+      this.#nodeContext = context;
+    }
+    return this.#nodeContext;
   }
 
   /**

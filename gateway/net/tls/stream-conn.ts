@@ -14,17 +14,40 @@ import { Duplex } from "node:stream";
 const READ_BYTES = 17 * 1024;
 
 /**
- * A stream over `conn`: reads only when the TLS engine asks (so nothing is read ahead of the
- * handshake), `first` delivered before the connection's own bytes. `peerEnded` is called when
- * the connection ends from the peer's side (its end of stream, a reset): the TLS engine of
- * `node:tls` under Deno does not always pass an end of its transport on to its readers, so the
- * decrypted side (StreamConn) is told here.
+ * Whether a connection ended from its peer's side (its end of stream, a reset), for those that
+ * wait on a TLS engine over it: `node:tls` under Deno does not always pass the end of its
+ * transport on (not during a handshake, not to a reader of the decrypted side), so connDuplex
+ * says it here.
  */
-export function connDuplex(
-  conn: Deno.Conn,
-  first: Uint8Array,
-  peerEnded?: () => void,
-): Duplex {
+export class PeerEnd {
+  #ended = false;
+  #listeners: (() => void)[] = [];
+
+  get ended(): boolean {
+    return this.#ended;
+  }
+
+  /** Calls `listener` once the peer ended (at once when it has). */
+  onEnd(listener: () => void): void {
+    if (this.#ended) listener();
+    else this.#listeners.push(listener);
+  }
+
+  end(): void {
+    if (this.#ended) return;
+    this.#ended = true;
+    const listeners = this.#listeners;
+    this.#listeners = [];
+    for (const listener of listeners) listener();
+  }
+}
+
+/**
+ * A stream over `conn`: reads only when the TLS engine asks (so nothing is read ahead of the
+ * handshake), `first` delivered before the connection's own bytes; `peerEnd` is told when the
+ * peer ends the connection.
+ */
+export function connDuplex(conn: Deno.Conn, first: Uint8Array, peerEnd?: PeerEnd): Duplex {
   let reading = false;
   const duplex: Duplex = new Duplex({
     read() {
@@ -34,12 +57,12 @@ export function connDuplex(
       conn.read(buffer).then(
         (count) => {
           reading = false;
-          if (count === null) peerEnded?.();
+          if (count === null) peerEnd?.end();
           duplex.push(count === null ? null : buffer.subarray(0, count));
         },
         (error) => {
           reading = false;
-          peerEnded?.();
+          peerEnd?.end();
           duplex.destroy(error);
         },
       );
@@ -89,10 +112,16 @@ export class StreamConn {
   #waiter: Waiter | undefined;
   #closed = false;
 
-  constructor(stream: Duplex, remoteAddr: Deno.NetAddr, localAddr: Deno.NetAddr) {
+  constructor(
+    stream: Duplex,
+    remoteAddr: Deno.NetAddr,
+    localAddr: Deno.NetAddr,
+    peerEnd?: PeerEnd,
+  ) {
     this.#stream = stream;
     this.remoteAddr = remoteAddr;
     this.localAddr = localAddr;
+    peerEnd?.onEnd(() => this.transportEnded());
     const wake = () => {
       const waiter = this.#waiter;
       this.#waiter = undefined;
@@ -113,10 +142,7 @@ export class StreamConn {
     });
   }
 
-  /**
-   * The transport under the stream ended: what the stream holds is still read, then the end.
-   * (connDuplex's `peerEnded`.)
-   */
+  /** The transport under the stream ended: what the stream holds is still read, then the end. */
   transportEnded(): void {
     if (this.#ended) return;
     this.#ended = true;

@@ -20,7 +20,7 @@ import {
 import { Leg } from "../io/leg.ts";
 import { watchDeadline } from "../io/deadlines.ts";
 import type { Interceptor } from "./interceptor.ts";
-import { connDuplex, StreamConn } from "./stream-conn.ts";
+import { connDuplex, PeerEnd, StreamConn } from "./stream-conn.ts";
 
 export interface TargetTlsRequest {
   /** The leg through the upstream's tunnel to the target (consumed: the TLS leg replaces it). */
@@ -117,16 +117,14 @@ function nodeTls(leg: Leg, request: TargetTlsRequest, expired: () => boolean): P
   const conn = leg.conn;
   const host = request.host;
   return new Promise((resolve, reject) => {
-    let stream: StreamConn | undefined;
-    let ended = false;
+    const peerEnd = new PeerEnd();
     const socket = nodeTlsConnect({
-      socket: connDuplex(conn, request.leftover, () => {
-        ended = true;
-        stream?.transportEnded();
-      }),
+      socket: connDuplex(conn, request.leftover, peerEnd),
       host,
       ...(isIpLiteral(host) ? {} : { servername: host }),
-      ca: request.mitm.nodeRoots,
+      ...(request.mitm.nodeContext === undefined
+        ? {}
+        : { secureContext: request.mitm.nodeContext }),
       ALPNProtocols: ["http/1.1"],
       rejectUnauthorized: true,
     });
@@ -138,12 +136,12 @@ function nodeTls(leg: Leg, request: TargetTlsRequest, expired: () => boolean): P
     socket.once("error", onError);
     socket.once("secureConnect", () => {
       socket.off("error", onError);
-      stream = new StreamConn(
+      const stream = new StreamConn(
         socket,
         conn.remoteAddr as Deno.NetAddr,
         conn.localAddr as Deno.NetAddr,
+        peerEnd,
       );
-      if (ended) stream.transportEnded();
       resolve(new Leg(stream as unknown as Deno.Conn));
     });
   });
