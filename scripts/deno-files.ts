@@ -19,6 +19,7 @@ export const DENO_FOLDERS: readonly string[] = [
 /** Single files run with `deno run` (the benchmarks', scripts/bench/runtime.ts, services.ts). */
 export const DENO_FILES: readonly string[] = [
   "scripts/bench/bare-relay.ts",
+  "scripts/bench/bare-tls-relay.ts",
   "scripts/bench/core-entry.ts",
   "scripts/bench/collect-garbage.ts",
   "scripts/bench/render-entry.ts",

@@ -35,6 +35,7 @@ import { startSuite } from "./start.ts";
 import { telemetrySuite } from "./telemetry.ts";
 import { throughputSuite } from "./throughput.ts";
 import { tlsCaSuite } from "./tls-ca.ts";
+import { tlsInterceptSuite } from "./tls-intercept.ts";
 import { trafficSuite } from "./traffic.ts";
 import { tunnelOpsSuite } from "./tunnel-ops.ts";
 import { webSuite } from "./web.ts";
@@ -62,6 +63,7 @@ export const SUITES: readonly Suite[] = [
   geoSuite,
   attributionSuite,
   tlsCaSuite,
+  tlsInterceptSuite,
   preflightSuite,
   scalingSuite,
   producersSuite,
