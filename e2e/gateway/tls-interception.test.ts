@@ -56,6 +56,7 @@ let untrustedPort: number;
 let rotating: RoutedProject;
 let bypassing: RoutedProject;
 let sticky: RoutedProject;
+let limited: RoutedProject;
 
 /** The gateway's SOCKS5 port, as its log says it bound it. */
 function socksPort(): number {
@@ -125,12 +126,15 @@ beforeAll(async () => {
     },
   });
   const urls = exits.map((exit) => exit.url);
-  [rotating, bypassing, sticky] = await Promise.all([
+  [rotating, bypassing, sticky, limited] = await Promise.all([
     createRoutedProject(cluster, urls, { project: { tls_mitm_mode: "plain" } }),
     createRoutedProject(cluster, urls, {
       project: { tls_mitm_mode: "plain", tls_mitm_bypass: ["localhost"] },
     }),
     createRoutedProject(cluster, urls, { project: { tls_mitm_mode: "plain", strategy: "sticky" } }),
+    createRoutedProject(cluster, urls, {
+      project: { tls_mitm_mode: "plain", rate_limit: { requests_per_second: 1, burst: 3 } },
+    }),
   ]);
   await cluster.until(async () => {
     const result = await curl(["--cacert", caCert, "-x", proxyUrl(rotating), `${origin.url}/ip`]);
@@ -347,6 +351,30 @@ describe("real clients trusting the install's CA", () => {
       message: "five requests metered",
     });
     expect(await usage()).toBe(before + 5);
+  });
+});
+
+describe("limits inside a tunnel", () => {
+  it("the project's rate limit refuses requests inside one tunnel with 429, the connection kept", async () => {
+    const urls = Array.from({ length: 8 }, (_, i) => `${origin.url}/status/200?n=${i}`);
+    const result = await curl([
+      "--cacert",
+      caCert,
+      "-x",
+      proxyUrl(limited),
+      "-w",
+      WRITE_OUT,
+      ...urls,
+    ]);
+    expect(result.code, result.stderr).toBe(0);
+    const lines = result.stdout.match(/^@@\d{3} \d+$/gm)!.map((line) => line.slice(2));
+    const statuses = lines.map((line) => Number(line.split(" ")[0]));
+    // The burst lets the tunnel and the first requests through, then the rate refuses...
+    expect(statuses[0]).toBe(200);
+    expect(statuses).toContain(429);
+    expect(statuses.every((status) => status === 200 || status === 429)).toBe(true);
+    // ...each refusal an answer inside the tunnel: one connection throughout.
+    expect(lines.slice(1).every((line) => line.endsWith(" 0"))).toBe(true);
   });
 });
 

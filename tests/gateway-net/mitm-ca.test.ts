@@ -16,7 +16,7 @@
  *   previous CA's settings one without the others are a bad setting.
  */
 import { spawn } from "node:child_process";
-import { chmod, mkdtemp, rm, writeFile } from "node:fs/promises";
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -117,19 +117,6 @@ describe("a gateway without a CA it can use", () => {
       new RegExp(`^octoprox-gateway: ${KEY}: ${missing} does not exist; the gateway does not`),
     );
   });
-
-  // Root reads a file of mode 000 all the same: this one runs as another user only.
-  it.skipIf(process.getuid?.() === 0)(
-    "does not start with a file its user cannot read",
-    async () => {
-      const key = await file("unreadable-key.pem", testMitmCa().keyPem);
-      await chmod(key, 0o000);
-      expectRefused(
-        await runToExit({ [CERT]: testMitmCa().certPath, [KEY]: key }),
-        new RegExp(`${KEY}: ${key} cannot be read by the gateway's user \\(permission denied\\)`),
-      );
-    },
-  );
 
   it("does not start with a folder where a file should be", async () => {
     expectRefused(
