@@ -20,7 +20,7 @@ export const METRIC_HELP: Readonly<Record<string, string>> = {
     "TLS alerts clients sent during interception handshakes (unknown_ca: the client does not trust the install's CA), by alert.",
   octoprox_gateway_mitm_certificates: "Host certificates held in the interception cache.",
   octoprox_gateway_mitm_captures_total:
-    "Intercepted exchanges captured for the Inspector, by result (written, or dropped: past a cycle's bound or Redis away).",
+    "Intercepted exchanges captured for the Inspector, by result (written; skipped: past a project's sample of a cycle; dropped: past a cycle's bound or Redis away).",
   octoprox_gateway_mitm_certificates_minted_total: "Host certificates minted.",
   octoprox_gateway_mitm_certificates_evicted_total:
     "Host certificates dropped from the cache to keep it within OCTOPROX_TLS_MITM_CERT_CACHE_SIZE.",

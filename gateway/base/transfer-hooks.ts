@@ -78,6 +78,11 @@ export interface TransferHooks {
   ): void;
   /** One failed attempt, told once the request ended (its note says what the client got). */
   attemptFailed?(attempt: FailedAttempt): void;
+  /**
+   * Whether an exchange of the project inside an intercepted tunnel is captured now (asked
+   * before the request builds its capture: the Inspector keeps a sample).
+   */
+  capturing?(projectId: string): boolean;
   /** An exchange inside an intercepted tunnel ended: its capture, for the Inspector. */
   captured?(projectId: string, capture: MitmCapture): void;
 }

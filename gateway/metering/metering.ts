@@ -354,6 +354,10 @@ export class RequestMetering implements TransferHooks {
    * failure for the proxy, its project, connector and host (its time until the failure as its
    * latency), one under its failure key, and one failure described.
    */
+  capturing(projectId: string): boolean {
+    return this.#captures?.wants(projectId) ?? false;
+  }
+
   captured(projectId: string, capture: MitmCapture): void {
     this.#captures?.capture(projectId, capture);
   }

@@ -1,9 +1,11 @@
 /**
- * Interception captures (the Inspector's): each exchange inside an intercepted tunnel, held in
- * memory and written to its project's capped stream (`mitm:requests:<project>`, `XADD MAXLEN ~
+ * Interception captures (the Inspector's): exchanges inside intercepted tunnels, held in memory
+ * and written to their project's capped stream (`mitm:requests:<project>`, `XADD MAXLEN ~
  * STREAM_CAPS.mitmRequests`) by one held background write a second, so a request never waits on
- * Redis. Captures are a sample for inspection, not a record: past what a cycle holds they are
- * dropped and counted, and a write that fails (Redis away, no answer in time) drops its cycle's.
+ * Redis. Captures are a sample for inspection, not a record: a project's first
+ * MAX_CAPTURES_PER_PROJECT_PER_CYCLE exchanges of each cycle are captured (a busy project's
+ * others are not even built: `wants` says so before a request builds one, and they are counted as
+ * skipped), and a write that fails (Redis away, no answer in time) drops its cycle's.
  *
  * Runtime-neutral: the caller passes the Redis client (ioredis) and a logger.
  */
@@ -17,11 +19,19 @@ import { HeldWriteLoop } from "./held-write-loop.ts";
 import type { PublisherLogger } from "./publisher.ts";
 
 export const MITM_CAPTURE_INTERVAL_MS = 1_000;
-/** Captures a cycle holds, every project together: more than a stream keeps of one project. */
+/** Captures a cycle holds, every project together. */
 export const MAX_CAPTURES_PER_CYCLE = 5_000;
+/**
+ * Captures a cycle holds of one project: a tenth of what its stream keeps, so the Inspector holds
+ * about the last ten seconds of a busy project, at a cost per second that does not grow with its
+ * rate.
+ */
+export const MAX_CAPTURES_PER_PROJECT_PER_CYCLE = 100;
 
 /** Where an intercepted exchange is captured (memory only; never throws). */
 export interface CaptureRecorder {
+  /** Whether the project's next exchange is captured this cycle (false: counted as skipped). */
+  wants(projectId: string): boolean;
   capture(projectId: string, capture: MitmCapture): void;
 }
 
@@ -39,7 +49,10 @@ export class MitmCaptureLog extends HeldWriteLoop implements CaptureRecorder {
   readonly #o: MitmCaptureLogOptions;
   readonly #maxPerCycle: number;
   #pending: [key: string, capture: MitmCapture][] = [];
+  /** This cycle's captures by project. */
+  #perProject = new Map<string, number>();
   #written = 0;
+  #skipped = 0;
   #dropped = 0;
   #writeFailures = 0;
   #consecutiveFailures = 0;
@@ -51,12 +64,19 @@ export class MitmCaptureLog extends HeldWriteLoop implements CaptureRecorder {
     this.#maxPerCycle = options.maxPerCycle ?? MAX_CAPTURES_PER_CYCLE;
   }
 
+  wants(projectId: string): boolean {
+    if ((this.#perProject.get(projectId) ?? 0) < MAX_CAPTURES_PER_PROJECT_PER_CYCLE) return true;
+    this.#skipped++;
+    return false;
+  }
+
   capture(projectId: string, capture: MitmCapture): void {
     try {
       if (this.closing || this.#pending.length >= this.#maxPerCycle) {
         this.#dropped++;
         return;
       }
+      this.#perProject.set(projectId, (this.#perProject.get(projectId) ?? 0) + 1);
       this.#pending.push([this.#o.keys.mitmRequests(projectId), capture]);
     } catch {
       // Never raise on the request path.
@@ -70,6 +90,7 @@ export class MitmCaptureLog extends HeldWriteLoop implements CaptureRecorder {
   /** One pipeline of XADDs; never rejects. */
   protected override async writePending(): Promise<void> {
     const batch = this.#pending;
+    this.#perProject.clear();
     if (batch.length === 0) return;
     this.#pending = [];
     const cap = String(STREAM_CAPS.mitmRequests);
@@ -116,9 +137,16 @@ export class MitmCaptureLog extends HeldWriteLoop implements CaptureRecorder {
     this.#lastError = text;
   }
 
-  stats(): { written: number; dropped: number; pending: number; writeFailures: number } {
+  stats(): {
+    written: number;
+    skipped: number;
+    dropped: number;
+    pending: number;
+    writeFailures: number;
+  } {
     return {
       written: this.#written,
+      skipped: this.#skipped,
       dropped: this.#dropped,
       pending: this.#pending.length,
       writeFailures: this.#writeFailures,
@@ -130,6 +158,7 @@ export class MitmCaptureLog extends HeldWriteLoop implements CaptureRecorder {
     const name = "octoprox_gateway_mitm_captures_total";
     return [
       counterSample(name, this.#written, 'result="written"'),
+      counterSample(name, this.#skipped, 'result="skipped"'),
       counterSample(name, this.#dropped, 'result="dropped"'),
     ];
   }

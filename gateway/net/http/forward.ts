@@ -117,7 +117,8 @@ async function forwardRequest(
     expectsContinue,
   };
   const inner = session.inner;
-  if (inner !== undefined && session.ctx.hooks?.captured !== undefined) {
+  const hooks = session.ctx.hooks;
+  if (inner !== undefined && hooks?.capturing?.(client.projectId) === true) {
     plan.capture = new CaptureDraft(head);
   }
   const tried = await tryUpstreams(session, plan, exchange);
