@@ -354,6 +354,31 @@ describe("real clients trusting the install's CA", () => {
   });
 });
 
+describe("a gateway of two isolates", () => {
+  it("intercepts on each, one CA, the counts summed on /metrics", async () => {
+    const two = await cluster.startGateway({
+      env: {
+        OCTOPROX_TLS_MITM_CA_CERT_PATH: caCert,
+        OCTOPROX_TLS_MITM_CA_KEY_PATH: join(dir, "mitm-ca-key.pem"),
+        OCTOPROX_UPSTREAM_CA_FILE: originCa,
+        OCTOPROX_GATEWAY_ISOLATES: "2",
+      },
+    });
+    try {
+      const url = two.proxyUrl(rotating.credentials.username, rotating.credentials.password);
+      // Separate client connections, so SO_REUSEPORT spreads them over the isolates.
+      const results = await Promise.all(
+        Array.from({ length: 8 }, () => curl(["--cacert", caCert, "-x", url, `${origin.url}/ip`])),
+      );
+      expect(results.map((result) => result.code)).toEqual(Array(8).fill(0));
+      expect(await two.metric("octoprox_gateway_mitm_requests_total")).toBe(8);
+      expect(await two.metric("octoprox_gateway_mitm_tunnels_total")).toBe(8);
+    } finally {
+      await two.stop();
+    }
+  });
+});
+
 describe("limits inside a tunnel", () => {
   it("the project's rate limit refuses requests inside one tunnel with 429, the connection kept", async () => {
     const urls = Array.from({ length: 8 }, (_, i) => `${origin.url}/status/200?n=${i}`);
