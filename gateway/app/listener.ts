@@ -33,9 +33,7 @@ export const ListenerProtocol = { http: "http", socks5: "socks5" } as const;
 export type ListenerProtocol = (typeof ListenerProtocol)[keyof typeof ListenerProtocol];
 
 export interface ProxyListenerOptions extends NetLimits {
-  /** The install's interception CA (required by a started gateway; tests may leave it out). */
-  mitmCa?: MitmCa;
-  /** TLS interception, one for the isolate's listeners (buildListeners makes it from `mitmCa`). */
+  /** TLS interception, one for the isolate's listeners (buildListeners makes it from the CA). */
   interceptor?: Interceptor;
   hostname: string;
   port: number;
@@ -95,6 +93,7 @@ export function buildListeners(
   settings: GatewaySettings,
   parts: IsolateListenerParts,
 ): IsolateListeners {
+  const { mitmCa: _ca, ...listenerParts } = parts;
   const shared: ProxyListenerOptions = {
     hostname: settings.host,
     port: settings.proxyPort,
@@ -103,7 +102,7 @@ export function buildListeners(
     clientIdleTimeoutMs: settings.clientIdleTimeoutMs,
     connectTimeoutMs: settings.connectTimeoutMs,
     trustedProxies: settings.trustedProxies,
-    ...parts,
+    ...listenerParts,
     // One certificate cache for both listeners.
     interceptor: buildInterceptor(settings, parts),
   };

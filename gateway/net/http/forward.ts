@@ -14,7 +14,7 @@
  * `Expect: 100-continue` is answered by the gateway itself once an upstream is connected (and
  * not sent on); any other expectation gets 417.
  */
-import { FailurePhase, type Target } from "../../../shared/routing/contract.ts";
+import { FailurePhase } from "../../../shared/routing/contract.ts";
 import { RequestKind, RequestOutcome } from "../../base/metrics.ts";
 import { type Tried, tryUpstreams } from "../session/attempts.ts";
 import { safely } from "../../base/transfer-hooks.ts";
@@ -48,11 +48,11 @@ export function handleForward(session: HttpSession, head: RequestHead): Promise<
 export function handleInner(
   session: HttpSession,
   head: RequestHead,
-  tunnel: Target,
+  tunnel: InnerTunnel,
 ): Promise<boolean> {
   return readAndForward(session, head, () => {
     if (head.method === "CONNECT") throw new HeadError(400, "CONNECT inside an intercepted tunnel");
-    return parseInnerTarget(head.target, tunnel);
+    return parseInnerTarget(head.target, tunnel.target, tunnel.authority);
   });
 }
 

@@ -8,7 +8,7 @@
  * section 2.2): the head sent on is written anew with CRLF, so no one downstream reads it
  * otherwise.
  */
-import { formatAuthority, hostKind, isValidPort } from "../../../shared/proxy-protocol/address.ts";
+import { hostKind, isValidPort } from "../../../shared/proxy-protocol/address.ts";
 import { latin1Decode } from "../../../shared/proxy-protocol/bytes.ts";
 import {
   eachHeaderLine,
@@ -379,8 +379,12 @@ export function parseAbsoluteTarget(target: string): ForwardTarget {
  * absolute form naming the tunnel's own authority. Every request inside goes to the tunnel's
  * target, whatever its Host says. Throws HeadError (400).
  */
-export function parseInnerTarget(target: string, tunnel: Target): ForwardTarget {
-  const authority = formatAuthority(tunnel.host, tunnel.port);
+export function parseInnerTarget(
+  target: string,
+  tunnel: Target,
+  /** The tunnel's `host:port`, formatted once per tunnel. */
+  authority: string,
+): ForwardTarget {
   let path = target;
   if (!target.startsWith("/")) {
     const prefix = /^https:\/\/([^/?#]*)/i.exec(target);

@@ -61,7 +61,7 @@ export class ClientSession implements HttpSession {
   /** Set when this session serves the requests inside an intercepted tunnel. */
   readonly #inner: InnerTunnel | undefined;
   /** The session serving this one's intercepted tunnel, while it runs. */
-  #nested: ClientSession | undefined;
+  readonly #inside = new InnerServing();
 
   constructor(conn: Deno.Conn, ctx: NetContext, inner?: InnerTunnel) {
     tuneTcp(conn);
@@ -89,15 +89,8 @@ export class ClientSession implements HttpSession {
   }
 
   /** Serves an intercepted tunnel's decrypted connection, each request on its own. */
-  async serveInner(conn: Deno.Conn, inner: InnerTunnel): Promise<void> {
-    const nested = new ClientSession(conn, this.ctx, inner);
-    this.#nested = nested;
-    if (this.cancelled) nested.cancel();
-    try {
-      await nested.run();
-    } finally {
-      this.#nested = undefined;
-    }
+  serveInner(conn: Deno.Conn, inner: InnerTunnel): Promise<void> {
+    return this.#inside.serve(new ClientSession(conn, this.ctx, inner), this.cancelled);
   }
 
   /** Aborted when the session is cancelled (the gateway stopping). */
@@ -132,15 +125,14 @@ export class ClientSession implements HttpSession {
   /** Ends the session at once: pending reads and writes are aborted. Safe to call again. */
   cancel(): void {
     this.#cancellation.cancel();
-    this.#nested?.cancel();
+    this.#inside.cancel();
     this.#upstream?.close();
     this.client.close();
   }
 
   /** Closes an idle session: no read or write finished for `idleMs`, or a head dragging on. */
   checkIdle(nowMs: number, idleMs: number): void {
-    const nested = this.#nested;
-    if (nested !== undefined) return nested.checkIdle(nowMs, idleMs);
+    if (this.#inside.checkIdle(nowMs, idleMs)) return;
     if (!this.idleWatch || this.client.closed) return;
     const upstream = this.#upstream;
     const last = upstream && upstream.lastActivityMs > this.client.lastActivityMs
@@ -158,7 +150,7 @@ export class ClientSession implements HttpSession {
   keepAlive(): void {
     this.client.keepAlive();
     this.#upstream?.keepAlive();
-    this.#nested?.keepAlive();
+    this.#inside.keepAlive();
   }
 
   /** The upstream leg of the exchange under way, so cancel and idle checks reach it. */
@@ -247,7 +239,7 @@ export class ClientSession implements HttpSession {
   #innerRequest(head: RequestHead, inner: InnerTunnel): Promise<boolean> {
     const mitm = this.ctx.mitm;
     if (mitm !== undefined) mitm.requests++;
-    return handleInner(this, head, inner.target);
+    return handleInner(this, head, inner);
   }
 
   /** The request (or its tunnel) ended: what admission's steps hold goes back. */
@@ -412,5 +404,39 @@ export class ClientSession implements HttpSession {
    */
   get scratch(): Uint8Array {
     return this.#scratch ??= new Uint8Array(SCRATCH_BYTES);
+  }
+}
+
+/**
+ * The session serving an intercepted tunnel's requests while it runs, held by the session the
+ * tunnel opened in (CONNECT's or SOCKS5's), which passes its cancel, idle checks and keepalive on.
+ */
+export class InnerServing {
+  #session: ClientSession | undefined;
+
+  /** Runs `session` until it ends (cancelled at once when its owner was). */
+  async serve(session: ClientSession, cancelled: boolean): Promise<void> {
+    this.#session = session;
+    if (cancelled) session.cancel();
+    try {
+      await session.run();
+    } finally {
+      this.#session = undefined;
+    }
+  }
+
+  cancel(): void {
+    this.#session?.cancel();
+  }
+
+  /** Checks the inner session; false when none runs (the owner checks itself). */
+  checkIdle(nowMs: number, idleMs: number): boolean {
+    if (this.#session === undefined) return false;
+    this.#session.checkIdle(nowMs, idleMs);
+    return true;
+  }
+
+  keepAlive(): void {
+    this.#session?.keepAlive();
   }
 }

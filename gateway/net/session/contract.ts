@@ -79,6 +79,8 @@ export interface TunnelSession {
 export interface InnerTunnel {
   /** The tunnel's target: every request inside goes there, in origin form. */
   target: Target;
+  /** The target's `host:port` (its Host by default, the upstream pool's key with the exit). */
+  authority: string;
   /** The tunnel's own credentials (a Basic value): each request inside is admitted with them. */
   credentials: string | null;
   /** The client, as the tunnel's session knew it (a trusted PROXY header's address included). */

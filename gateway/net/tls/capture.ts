@@ -4,7 +4,6 @@
  * known (http/forward.ts) and handed to the hooks for the Inspector (metering/mitm-captures.ts).
  * Only requests inside intercepted tunnels build one.
  */
-import { latin1Decode } from "../../../shared/proxy-protocol/bytes.ts";
 import {
   type CapturedHeader,
   captureHeaders,
@@ -13,7 +12,7 @@ import {
 } from "../../../shared/mitm-captures.ts";
 import type { UpstreamChoice } from "../../../shared/routing/contract.ts";
 import type { TransferMeter } from "../../base/transfer-hooks.ts";
-import type { RequestHead } from "../http/parse.ts";
+import { parseRequestHead, type RequestHead } from "../http/parse.ts";
 import type { TlsFingerprints } from "./fingerprints.ts";
 
 export class CaptureDraft {
@@ -35,7 +34,13 @@ export class CaptureDraft {
   attempt(upstream: UpstreamChoice, requestHead: Uint8Array): void {
     this.proxyId = upstream.proxyId;
     this.connectorId = upstream.connectorId;
-    this.sentHeaders = headersOfHead(requestHead);
+    // The head as it went, parsed back by the one request-head parser (a capture is a sample);
+    // a capture never fails the request it describes.
+    try {
+      this.sentHeaders = captureHeaders(parseRequestHead(requestHead).headers);
+    } catch {
+      this.sentHeaders = [];
+    }
     this.responseHeaders = [];
     this.firstByteMs = null;
   }
@@ -86,16 +91,4 @@ export class CaptureDraft {
       mode: "plain",
     };
   }
-}
-
-/** The fields of a head we encoded (request line first, then `Name: value` lines). */
-function headersOfHead(bytes: Uint8Array): CapturedHeader[] {
-  const lines = latin1Decode(bytes).split("\r\n");
-  const fields: { name: string; value: string }[] = [];
-  for (const line of lines.slice(1)) {
-    if (line === "") break;
-    const colon = line.indexOf(":");
-    if (colon > 0) fields.push({ name: line.slice(0, colon), value: line.slice(colon + 1).trim() });
-  }
-  return captureHeaders(fields);
 }

@@ -10,6 +10,8 @@
  * to another reader. Bytes that are not TLS are refused on a TLS port and relayed raw elsewhere.
  */
 import { TLSSocket } from "node:tls";
+import { normaliseHost } from "../../../shared/net/host.ts";
+import { formatAuthority } from "../../../shared/proxy-protocol/address.ts";
 import { EMPTY_BYTES } from "../../../shared/proxy-protocol/bytes.ts";
 import type { Client, Target } from "../../../shared/routing/contract.ts";
 import type { RequestKind } from "../../base/metrics.ts";
@@ -17,7 +19,7 @@ import type { InnerTunnel, InterceptSession } from "../session/contract.ts";
 import { dialTunnel, runTunnel } from "../tunnel/tunnel.ts";
 import { type ClientHello, scanClientHello } from "./client-hello.ts";
 import { InterceptEnd, type Interceptor, TLS_PORTS } from "./interceptor.ts";
-import { connDuplex, PeerEnd, StreamConn } from "./stream-conn.ts";
+import { legDuplex, PeerEnd, StreamConn } from "./stream-conn.ts";
 import { alertName } from "./intercept-alerts.ts";
 import { fingerprints } from "./fingerprints.ts";
 
@@ -81,12 +83,13 @@ async function run(
     });
     return;
   }
-  let context = mitm.certificates.context(certificateHost(request.target));
+  // The CONNECT's host, which the guard checked, in the form the CA names it (the cache's key).
+  let context = mitm.certificates.context(normaliseHost(request.target.host));
   if (context instanceof Promise) context = await context;
   const conn = session.client.conn;
   const peerEnd = new PeerEnd();
   const socket = new TLSSocket(
-    connDuplex(conn, first.bytes, peerEnd),
+    legDuplex(session.client, first.bytes, peerEnd),
     {
       isServer: true,
       secureContext: context,
@@ -107,6 +110,7 @@ async function run(
   session.releaseAdmission();
   const inner: InnerTunnel = {
     target: request.target,
+    authority: formatAuthority(request.target.host, request.target.port),
     credentials: request.credentials,
     clientAddress: session.clientAddress,
     hello: first.hello,
@@ -123,12 +127,6 @@ async function run(
   } finally {
     decrypted.close();
   }
-}
-
-/** The certificate's name: the CONNECT's host, which the guard checked (brackets taken off). */
-function certificateHost(target: Target): string {
-  const host = target.host.toLowerCase();
-  return host.startsWith("[") ? host.slice(1, -1) : host;
 }
 
 type FirstBytes =

@@ -1,14 +1,16 @@
 /**
  * The two adapters between the runtime's connections and a TLS engine of `node:tls` (which both
- * Deno and Node run): `connDuplex` gives a Deno.Conn the stream face `TLSSocket` wraps (with the
+ * Deno and Node run): `legDuplex` gives a connection the stream face `TLSSocket` wraps (with the
  * bytes the gateway already read put back in front), and `StreamConn` gives the decrypted side
  * the Deno.Conn face the gateway's legs use (gateway/net/io/leg.ts), so a request inside an
- * intercepted tunnel runs the same exchange as a forward one.
+ * intercepted tunnel runs the same exchange as a forward one. The encrypted side goes through the
+ * connection's own Leg (its whole writes, its close that is safe twice).
  *
  * Deno can start TLS as a client on a connection it holds (Deno.startTls) but not as a server,
  * and a listener's certificate is fixed at bind: a certificate per host needs `node:tls`.
  */
 import { Duplex } from "node:stream";
+import type { Leg } from "../io/leg.ts";
 
 /** What one read off the connection may take (a TLS record is at most 16 KiB and a header). */
 const READ_BYTES = 17 * 1024;
@@ -16,16 +18,12 @@ const READ_BYTES = 17 * 1024;
 /**
  * Whether a connection ended from its peer's side (its end of stream, a reset), for those that
  * wait on a TLS engine over it: `node:tls` under Deno does not always pass the end of its
- * transport on (not during a handshake, not to a reader of the decrypted side), so connDuplex
+ * transport on (not during a handshake, not to a reader of the decrypted side), so legDuplex
  * says it here.
  */
 export class PeerEnd {
   #ended = false;
   #listeners: (() => void)[] = [];
-
-  get ended(): boolean {
-    return this.#ended;
-  }
 
   /** Calls `listener` once the peer ended (at once when it has). */
   onEnd(listener: () => void): void {
@@ -43,11 +41,11 @@ export class PeerEnd {
 }
 
 /**
- * A stream over `conn`: reads only when the TLS engine asks (so nothing is read ahead of the
+ * A stream over `leg`: reads only when the TLS engine asks (so nothing is read ahead of the
  * handshake), `first` delivered before the connection's own bytes; `peerEnd` is told when the
  * peer ends the connection.
  */
-export function connDuplex(conn: Deno.Conn, first: Uint8Array, peerEnd?: PeerEnd): Duplex {
+export function legDuplex(leg: Leg, first: Uint8Array, peerEnd?: PeerEnd): Duplex {
   let reading = false;
   // One buffer per connection, read into again only after the last read was copied out: what is
   // pushed is a copy of its size (a request is a few hundred bytes; the buffer is 17 KiB).
@@ -56,7 +54,7 @@ export function connDuplex(conn: Deno.Conn, first: Uint8Array, peerEnd?: PeerEnd
     read() {
       if (reading) return;
       reading = true;
-      conn.read(buffer).then(
+      leg.read(buffer).then(
         (count) => {
           reading = false;
           if (count === null) peerEnd?.end();
@@ -70,27 +68,18 @@ export function connDuplex(conn: Deno.Conn, first: Uint8Array, peerEnd?: PeerEnd
       );
     },
     write(chunk: Uint8Array, _encoding, done) {
-      writeAll(conn, chunk).then(() => done(), done);
+      leg.write(chunk).then(() => done(), done);
     },
     final(done) {
-      conn.closeWrite().then(() => done(), () => done());
+      leg.closeWrite().then(() => done());
     },
     destroy(error, done) {
-      try {
-        conn.close();
-      } catch {
-        // Closed already (the session's own close).
-      }
+      leg.close();
       done(error);
     },
   });
   if (first.length > 0) duplex.unshift(first);
   return duplex;
-}
-
-async function writeAll(conn: Deno.Conn, bytes: Uint8Array): Promise<void> {
-  let view = bytes;
-  while (view.length > 0) view = view.subarray(await conn.write(view));
 }
 
 interface Waiter {

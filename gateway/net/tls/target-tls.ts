@@ -17,10 +17,11 @@ import {
   TargetTlsError,
   UpstreamHandshakeError,
 } from "../../../shared/proxy-protocol/errors.ts";
+import { parseIp } from "../../../shared/net/ip.ts";
 import { Leg } from "../io/leg.ts";
 import { watchDeadline } from "../io/deadlines.ts";
 import type { Interceptor } from "./interceptor.ts";
-import { connDuplex, PeerEnd, StreamConn } from "./stream-conn.ts";
+import { legDuplex, PeerEnd, StreamConn } from "./stream-conn.ts";
 
 export interface TargetTlsRequest {
   /** The leg through the upstream's tunnel to the target (consumed: the TLS leg replaces it). */
@@ -108,20 +109,16 @@ function isTcp(conn: Deno.Conn): conn is Deno.TcpConn {
     !("handshake" in conn);
 }
 
-/** An IP literal is checked against the certificate's addresses; SNI carries names only. */
-function isIpLiteral(host: string): boolean {
-  return host.includes(":") || /^\d+\.\d+\.\d+\.\d+$/.test(host);
-}
-
 function nodeTls(leg: Leg, request: TargetTlsRequest, expired: () => boolean): Promise<Leg> {
   const conn = leg.conn;
   const host = request.host;
   return new Promise((resolve, reject) => {
     const peerEnd = new PeerEnd();
     const socket = nodeTlsConnect({
-      socket: connDuplex(conn, request.leftover, peerEnd),
+      socket: legDuplex(leg, request.leftover, peerEnd),
       host,
-      ...(isIpLiteral(host) ? {} : { servername: host }),
+      // An IP target is checked against the certificate's addresses; SNI carries names only.
+      ...(parseIp(host) !== undefined ? {} : { servername: host }),
       ...(request.mitm.nodeContext === undefined
         ? {}
         : { secureContext: request.mitm.nodeContext }),

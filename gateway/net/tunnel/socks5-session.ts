@@ -42,7 +42,7 @@ import { safely } from "../../base/transfer-hooks.ts";
 import { socksReplyForFailure, socksReplyForRefusal } from "./socks5-replies.ts";
 import { dialTunnel, runTunnel } from "./tunnel.ts";
 import { interceptTunnel } from "../tls/intercept.ts";
-import { ClientSession } from "../session/client-session.ts";
+import { ClientSession, InnerServing } from "../session/client-session.ts";
 
 /** The longest a client may take from its first byte to its CONNECT request. */
 export const SOCKS_HANDSHAKE_TIMEOUT_MS = 10_000;
@@ -86,7 +86,7 @@ export class Socks5Session implements InterceptSession {
   /** The client's credentials as a Basic value: an intercepted tunnel's requests use them. */
   #credentials: string | null = null;
   /** The session serving this tunnel's requests, when it is intercepted. */
-  #nested: ClientSession | undefined;
+  readonly #inside = new InnerServing();
 
   constructor(conn: Deno.Conn, ctx: NetContext) {
     tuneTcp(conn);
@@ -125,7 +125,7 @@ export class Socks5Session implements InterceptSession {
   /** Ends the session at once. Safe to call again. */
   cancel(): void {
     this.#cancellation.cancel();
-    this.#nested?.cancel();
+    this.#inside.cancel();
     this.#upstream?.close();
     this.client.close();
   }
@@ -135,13 +135,13 @@ export class Socks5Session implements InterceptSession {
    * tunnel's requests are checked as a forward connection's.
    */
   checkIdle(nowMs: number, idleMs: number): void {
-    this.#nested?.checkIdle(nowMs, idleMs);
+    this.#inside.checkIdle(nowMs, idleMs);
   }
 
   keepAlive(): void {
     this.client.keepAlive();
     this.#upstream?.keepAlive();
-    this.#nested?.keepAlive();
+    this.#inside.keepAlive();
   }
 
   get clientAddress(): ClientAddress {
@@ -152,15 +152,8 @@ export class Socks5Session implements InterceptSession {
     this.#admission.release();
   }
 
-  async serveInner(conn: Deno.Conn, inner: InnerTunnel): Promise<void> {
-    const nested = new ClientSession(conn, this.ctx, inner);
-    this.#nested = nested;
-    if (this.cancelled) nested.cancel();
-    try {
-      await nested.run();
-    } finally {
-      this.#nested = undefined;
-    }
+  serveInner(conn: Deno.Conn, inner: InnerTunnel): Promise<void> {
+    return this.#inside.serve(new ClientSession(conn, this.ctx, inner), this.cancelled);
   }
 
   attach(leg: Leg | undefined): void {
