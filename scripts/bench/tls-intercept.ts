@@ -44,7 +44,6 @@ import { testMitmCa } from "../../testkit/mitm-ca.ts";
 import { freePort, portAccepts } from "../../testkit/ports.ts";
 import { type Service, stopChild, track } from "../../testkit/upstreams/daemon.ts";
 import { waitUntil } from "../../testkit/wait.ts";
-import { ROOT } from "../gateway-command.ts";
 import { BENCH_LOGIN, httpProxyRow, startDenoService, startGateway } from "./services.ts";
 import {
   cpuMillisOf,
@@ -57,6 +56,7 @@ import {
   type SuiteContext,
 } from "./suite.ts";
 import type { TlsLoadOptions, TlsLoadReport } from "./tls-load.ts";
+import { runReportingChild } from "../loadgen/child.ts";
 
 const LOAD_SCRIPT = fileURLToPath(new URL("./tls-load.ts", import.meta.url));
 /** The origin's name: its certificate's, the CONNECT's authority, SNI and Host. */
@@ -89,41 +89,11 @@ function runLoad(
   options: TlsLoadOptions,
   onWindow?: (phase: "start" | "end") => void,
 ): Promise<TlsLoadReport> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(
-      process.execPath,
-      ["--import", "tsx", LOAD_SCRIPT, JSON.stringify(options)],
-      {
-        cwd: ROOT,
-        stdio: ["ignore", "pipe", "pipe"],
-      },
-    );
-    let stdout = "";
-    let stderr = "";
-    let seen = 0;
-    child.stdout.setEncoding("utf8").on("data", (text: string) => {
-      stdout += text;
-      for (;;) {
-        const end = stdout.indexOf("\n", seen);
-        if (end < 0) break;
-        const line = stdout.slice(seen, end);
-        seen = end + 1;
-        if (line.startsWith('{"window"')) {
-          onWindow?.((JSON.parse(line) as { window: "start" | "end" }).window);
-        }
-      }
-    });
-    child.stderr.setEncoding("utf8").on("data", (text: string) => (stderr += text));
-    child.once("error", reject);
-    child.once("exit", (code) => {
-      const line = stdout.trim().split("\n").pop() ?? "";
-      try {
-        resolve(JSON.parse(line) as TlsLoadReport);
-      } catch {
-        reject(new Error(`tls-load exited ${code}: ${stderr.trim() || stdout.trim()}`));
-      }
-    });
-  });
+  return runReportingChild<TlsLoadReport>(
+    "tls-load",
+    [LOAD_SCRIPT, JSON.stringify(options)],
+    onWindow,
+  );
 }
 
 async function measure(

@@ -13,12 +13,28 @@ const CLI = new URL("./cli.ts", import.meta.url).pathname;
 const ROOT = new URL("../..", import.meta.url).pathname;
 
 export function runLoadInChild(options: LoadOptions, hooks: LoadHooks = {}): Promise<LoadReport> {
+  return runReportingChild<LoadReport>(
+    "proxy-loadgen",
+    [CLI, ...toCommandLine(options), "--json"],
+    hooks.onWindow,
+  );
+}
+
+/**
+ * Runs a load script of the checkout (`node --import tsx <args>`) in a child process of its own:
+ * `onWindow` hears the `{"window": "start"|"end"}` lines it prints as they come, and its last line
+ * is its JSON report. `name` names it in the error when it exits without one.
+ */
+export function runReportingChild<Report>(
+  name: string,
+  args: readonly string[],
+  onWindow?: (phase: "start" | "end") => void,
+): Promise<Report> {
   return new Promise((resolve, reject) => {
-    const child = spawn(
-      process.execPath,
-      ["--import", "tsx", CLI, ...toCommandLine(options), "--json"],
-      { cwd: ROOT, stdio: ["ignore", "pipe", "pipe"] },
-    );
+    const child = spawn(process.execPath, ["--import", "tsx", ...args], {
+      cwd: ROOT,
+      stdio: ["ignore", "pipe", "pipe"],
+    });
     let stdout = "";
     let stderr = "";
     let seen = 0;
@@ -31,7 +47,7 @@ export function runLoadInChild(options: LoadOptions, hooks: LoadHooks = {}): Pro
         const line = stdout.slice(seen, end);
         seen = end + 1;
         if (line.startsWith('{"window"')) {
-          hooks.onWindow?.((JSON.parse(line) as { window: "start" | "end" }).window);
+          onWindow?.((JSON.parse(line) as { window: "start" | "end" }).window);
         }
       }
     });
@@ -40,9 +56,9 @@ export function runLoadInChild(options: LoadOptions, hooks: LoadHooks = {}): Pro
     child.once("exit", (code) => {
       const line = stdout.trim().split("\n").pop() ?? "";
       try {
-        resolve(JSON.parse(line) as LoadReport);
+        resolve(JSON.parse(line) as Report);
       } catch {
-        reject(new Error(`proxy-loadgen exited ${code}: ${stderr.trim() || stdout.trim()}`));
+        reject(new Error(`${name} exited ${code}: ${stderr.trim() || stdout.trim()}`));
       }
     });
   });
