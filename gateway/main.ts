@@ -24,6 +24,7 @@ import { createLogger, serialWriter } from "./base/log.ts";
 import { buildRoutingCore } from "./app/routing-core.ts";
 import { type LoadedMitmCa, readMitmCa } from "./app/mitm-ca.ts";
 import { StartRefused } from "./app/start-refused.ts";
+import { trustUpstreamCasInEngine } from "./app/upstream-ca.ts";
 
 function fail(message: string, code: number): never {
   console.error(`octoprox-gateway: ${message}`);
@@ -68,6 +69,7 @@ try {
   if (error instanceof StartRefused) fail(error.message, 2);
   throw error;
 }
+trustUpstreamCasInEngine(settings.upstreamCaFile);
 
 const instance = instanceName(settings);
 const isolates = settings.isolates === 0

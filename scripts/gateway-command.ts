@@ -12,22 +12,32 @@ export const GATEWAY_ENTRY = join(ROOT, "gateway", "main.ts");
 
 /** The hosts file the gateway's destination guard reads (HOSTS_FILE in gateway/net/io/resolve.ts). */
 const HOSTS_FILE = "/etc/hosts";
+/** What the impersonation engine's loader reads to pick its glibc or musl build. */
+const LDD = "/usr/bin/ldd";
 
 /**
  * The network; OCTOPROX_* variables only (other lookups, such as a library's DEBUG, read as
- * unset); the host name (its default instance name); reading its own code and its TLS
- * interception CA's files (`readable`: worker isolates load the code, gateway/app/isolates.ts;
- * the CA is read at start, gateway/app/mitm-ca.ts), and /etc/hosts, which the destination guard
- * reads as the system's resolver does (gateway/net/io/resolve.ts); nothing else of the disk.
+ * unset), and SSL_CERT_FILE and SSL_CERT_DIR, which the gateway sets for the browser-grade
+ * engine's roots (gateway/app/upstream-ca.ts); the host name (its default instance name); reading
+ * its own code and its TLS interception CA's files (`readable`: worker isolates load the code,
+ * gateway/app/isolates.ts; the CA is read at start, gateway/app/mitm-ca.ts), /etc/hosts, which
+ * the destination guard reads as the system's resolver does (gateway/net/io/resolve.ts), and
+ * /usr/bin/ldd, which the engine's loader reads to tell glibc from musl; nothing else of the disk.
+ * `native`: the folders native libraries may be loaded from (the browser-grade modes' engine,
+ * gateway/net/tls/impersonation.ts); none: those modes answer 502 saying the engine is missing.
  * `--unstable-net` is for SO_REUSEPORT, which lets every isolate listen on the same ports.
  */
-export function gatewayPermissions(readable: readonly string[]): string[] {
+export function gatewayPermissions(
+  readable: readonly string[],
+  native: readonly string[] = [],
+): string[] {
   return [
     "--allow-net",
-    "--allow-env=OCTOPROX_*",
+    "--allow-env=OCTOPROX_*,SSL_CERT_FILE,SSL_CERT_DIR",
     "--ignore-env",
     "--allow-sys=hostname",
-    `--allow-read=${[...readable, HOSTS_FILE].join(",")}`,
+    `--allow-read=${[...readable, HOSTS_FILE, LDD].join(",")}`,
+    ...(native.length > 0 ? [`--allow-ffi=${native.join(",")}`] : []),
     "--unstable-net",
   ];
 }
@@ -36,6 +46,9 @@ export function gatewayPermissions(readable: readonly string[]): string[] {
 const CODE_FOLDERS: readonly string[] = ["gateway", "shared", "node_modules"].map((folder) =>
   join(ROOT, folder)
 );
+
+/** Where the checkout's native libraries are: the impersonation engine's build for the platform. */
+const NATIVE_FOLDERS: readonly string[] = [join(ROOT, "node_modules")];
 
 /**
  * The settings naming files (or a folder) a gateway reads: its TLS interception CA's two files
@@ -82,7 +95,7 @@ export function gatewayReadableFiles(env: Readonly<Record<string, string | undef
 export function gatewayCheckoutPermissions(
   env: Readonly<Record<string, string | undefined>>,
 ): string[] {
-  return gatewayPermissions([...CODE_FOLDERS, ...gatewayReadableFiles(env)]);
+  return gatewayPermissions([...CODE_FOLDERS, ...gatewayReadableFiles(env)], NATIVE_FOLDERS);
 }
 
 /**
@@ -98,7 +111,7 @@ export function gatewayBinaryPermissions(
     ...CODE_FOLDERS,
     ...gatewayReadableFiles(env),
     ...(named ? [] : [INSTALLED_CA_DIR]),
-  ]);
+  ], NATIVE_FOLDERS);
 }
 
 /** The worker isolates' entry: `deno compile` embeds it (workers are not found by analysis). */

@@ -33,6 +33,8 @@ export const ErrorCode = {
   upstreamRefused: "OX_UPSTREAM_REFUSED",
   // An intercepting gateway's TLS to the target: its certificate failed verification.
   targetTls: "OX_TARGET_TLS",
+  // The browser-grade modes' impersonation engine did not load on this gateway.
+  impersonationUnavailable: "OX_IMPERSONATION_UNAVAILABLE",
   // A call that did not answer in time (shared/async/deadline.ts).
   deadline: "OX_DEADLINE",
   // Settings a process cannot start with.

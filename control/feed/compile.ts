@@ -144,6 +144,7 @@ export async function compile(
       allowedCidrs: projects.allowedCidrs,
       passwordlessCidrs: projects.passwordlessCidrs,
       tlsMitmMode: projects.tlsMitmMode,
+      tlsMitmBrowser: projects.tlsMitmBrowser,
       tlsMitmBypass: projects.tlsMitmBypass,
     }).from(projects).where(only === undefined ? undefined : eq(projects.id, only))
       .orderBy(asc(projects.id));
@@ -272,9 +273,11 @@ export async function compile(
       passwordless_cidrs: [...row.passwordlessCidrs],
       sequence: sequences.get(row.id) ?? null,
       // Off: nothing for gateways to apply (a bypass list kept for later stays in Postgres).
-      tls_mitm: row.tlsMitmMode === "off"
-        ? null
-        : { mode: row.tlsMitmMode, bypass: [...row.tlsMitmBypass] },
+      tls_mitm: row.tlsMitmMode === "off" ? null : {
+        mode: row.tlsMitmMode,
+        browser: row.tlsMitmBrowser,
+        bypass: [...row.tlsMitmBypass],
+      },
     };
   }));
   const global: GlobalSection = {

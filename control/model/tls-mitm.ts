@@ -6,10 +6,11 @@
  * the reason, since a setting accepted must work.
  *
  * - `tls_mitm_mode`: `off` (raw tunnels, the default), `plain` (the gateway's own TLS towards the
- *   target), `match_ua` and `override_ua` (a browser's TLS and HTTP/2 fingerprint towards the
- *   target: refused, see BROWSER_GRADE_UNAVAILABLE);
- * - `tls_mitm_browser`: `chrome`, `firefox`, `safari`, `edge` or `random`: the fingerprint
- *   `override_ua` presents, required by it and cleared (null) under every other mode;
+ *   target), `match_ua` (the TLS and HTTP/2 fingerprint of the browser the client's User-Agent
+ *   names) and `override_ua` (a chosen browser's fingerprint and User-Agent);
+ * - `tls_mitm_browser`: `chrome`, `firefox`, `edge` or `random` (`safari` is refused, see
+ *   UNAVAILABLE_TLS_MITM_BROWSERS): the fingerprint `override_ua` presents, required by it and
+ *   cleared (null) under every other mode;
  * - `tls_mitm_bypass`: hosts and `.suffixes` whose tunnels stay raw (shared/tls/bypass.ts).
  *
  * The dashboard reads the vocabulary and the reason from here, so it offers what the api takes.
@@ -31,18 +32,19 @@ export const BROWSER_GRADE_MODES: readonly TlsMitmMode[] = ["match_ua", "overrid
 export const BROWSER_MODES: readonly TlsMitmMode[] = ["override_ua"];
 
 /**
- * Why the browser-grade modes are refused in this build: their fingerprints need an
- * impersonation engine (BoringSSL-based, such as curl_cffi or impit), and none loads in the
- * gateway's runtime (docs/tls-interception.md, "Per project").
+ * Why a browser is refused in this build: the impersonation engine the gateway loads (impit) has
+ * no Safari fingerprint (docs/tls-interception.md, "Browser-grade modes").
  */
-export const BROWSER_GRADE_UNAVAILABLE =
-  "browser-grade fingerprints are not available in this build: no impersonation engine loads " +
-  "in the gateway's runtime (Deno); use plain, or off";
+export const SAFARI_UNAVAILABLE =
+  "the gateway's impersonation engine has no Safari fingerprint (it has Chrome, whose " +
+  "fingerprint Edge shares, and Firefox); choose chrome, firefox, edge or random";
 
-/** The modes this build refuses, with the reason; the others work. */
-export const UNAVAILABLE_TLS_MITM_MODES: Readonly<Partial<Record<TlsMitmMode, string>>> = {
-  match_ua: BROWSER_GRADE_UNAVAILABLE,
-  override_ua: BROWSER_GRADE_UNAVAILABLE,
+/** The modes this build refuses, with the reason; the others work. None today. */
+export const UNAVAILABLE_TLS_MITM_MODES: Readonly<Partial<Record<TlsMitmMode, string>>> = {};
+
+/** The browsers this build refuses, with the reason. */
+export const UNAVAILABLE_TLS_MITM_BROWSERS: Readonly<Partial<Record<TlsMitmBrowser, string>>> = {
+  safari: SAFARI_UNAVAILABLE,
 };
 
 export const tlsMitmModeField = v.picklist(
@@ -86,8 +88,8 @@ export function settleTlsMitm<T extends TlsMitmFields>(fields: T): T {
 }
 
 /**
- * What the rule refuses, each named `body.<field>`: a mode this build cannot serve, and a
- * browser the mode needs and the write lacks. Checked on the fields as they would be stored.
+ * What the rule refuses, each named `body.<field>`: a mode or a browser this build cannot serve,
+ * and a browser the mode needs and the write lacks. Checked on the fields as they would be stored.
  */
 export function tlsMitmIssues(fields: TlsMitmFields): FieldIssue[] {
   const issues: FieldIssue[] = [];
@@ -96,11 +98,26 @@ export function tlsMitmIssues(fields: TlsMitmFields): FieldIssue[] {
   if (unavailable !== undefined) {
     issues.push({ field: "body.tls_mitm_mode", message: `cannot be ${mode}: ${unavailable}` });
   }
+  const browser = fields.tlsMitmBrowser as TlsMitmBrowser | null;
+  const refusedBrowser = browser === null ? undefined : UNAVAILABLE_TLS_MITM_BROWSERS[browser];
+  if (refusedBrowser !== undefined) {
+    issues.push({
+      field: "body.tls_mitm_browser",
+      message: `cannot be ${browser}: ${refusedBrowser}`,
+    });
+  }
   if (BROWSER_MODES.includes(mode) && fields.tlsMitmBrowser === null) {
     issues.push({
       field: "body.tls_mitm_browser",
-      message: `is required by tls_mitm_mode ${mode}: one of ${TLS_MITM_BROWSERS.join(", ")}`,
+      message: `is required by tls_mitm_mode ${mode}: one of ${availableBrowsers().join(", ")}`,
     });
   }
   return issues;
+}
+
+/** The browsers this build serves, in the vocabulary's order. */
+export function availableBrowsers(): TlsMitmBrowser[] {
+  return TLS_MITM_BROWSERS.filter((browser) =>
+    UNAVAILABLE_TLS_MITM_BROWSERS[browser] === undefined
+  );
 }

@@ -1,7 +1,7 @@
 /**
  * A project's TLS interception in the dashboard, in a real browser (Debian's chromium) against
- * the admin API and its served build: the project form shows the mode with the browser-grade
- * ones disabled and the reason said, the browser disabled with them; a bypass entry the API
+ * the admin API and its served build: the project form offers every mode, the browser only under
+ * override_ua, with Safari disabled and the reason said; a bypass entry the API
  * refuses is shown beside the list with the entry and the API's words, and nothing is stored;
  * plain with a bypass list saves, the form refills with the list as stored, and the projects
  * list shows the mode.
@@ -11,7 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ensureWebBuild } from "../../scripts/build-web.ts";
 import { launchBrowser, signedIn } from "../../testkit/browser.ts";
 import { type ApiHarness, listen, startHarness } from "../../testkit/api-harness.ts";
-import { BROWSER_GRADE_UNAVAILABLE } from "../../control/model/tls-mitm.ts";
+import { SAFARI_UNAVAILABLE } from "../../control/model/tls-mitm.ts";
 
 let h: ApiHarness;
 let api: { port: number; close(): Promise<void> };
@@ -54,19 +54,33 @@ describe("the project form's TLS interception", () => {
     const fields = form.getByRole("group", { name: "TLS interception" });
     const mode = fields.locator('select[name="tls_mitm_mode"]');
     await expect.poll(() => mode.inputValue()).toBe("off");
-    // The browser-grade modes are there, disabled, and the reason is said.
-    const disabled = await mode.locator("option").evaluateAll((options) =>
-      (options as HTMLOptionElement[]).map((o) => [o.value, o.disabled])
-    );
-    expect(disabled).toEqual([
+    // Every mode is offered; the browser only under override_ua, Safari disabled with why.
+    const options = (select: string) =>
+      fields.locator(`select[name="${select}"] option`).evaluateAll((list) =>
+        (list as HTMLOptionElement[]).map((o) => [o.value, o.disabled])
+      );
+    expect(await options("tls_mitm_mode")).toEqual([
       ["off", false],
       ["plain", false],
-      ["match_ua", true],
-      ["override_ua", true],
+      ["match_ua", false],
+      ["override_ua", false],
     ]);
-    const reason = BROWSER_GRADE_UNAVAILABLE.slice(0, 60);
-    expect(await fields.getByTestId("tls-mitm-unavailable").textContent()).toContain(reason);
-    expect(await fields.locator('select[name="tls_mitm_browser"]').isDisabled()).toBe(true);
+    expect(await fields.getByTestId("tls-mitm-unavailable").count()).toBe(0);
+    const browserSelect = fields.locator('select[name="tls_mitm_browser"]');
+    expect(await browserSelect.isDisabled()).toBe(true);
+    await mode.selectOption("override_ua");
+    await expect.poll(() => browserSelect.isDisabled()).toBe(false);
+    expect(await options("tls_mitm_browser")).toEqual([
+      ["", false],
+      ["chrome", false],
+      ["firefox", false],
+      ["safari", true],
+      ["edge", false],
+      ["random", false],
+    ]);
+    expect(await fields.getByTestId("tls-mitm-browser-unavailable").textContent()).toContain(
+      SAFARI_UNAVAILABLE.slice(0, 60),
+    );
 
     // A wildcard is refused beside the list, naming the entry; nothing is stored.
     await mode.selectOption("plain");

@@ -13,10 +13,14 @@
  *   and counted on 443;
  * - failures: a client that does not trust the CA is counted by its alert, a target whose
  *   certificate fails verification answers 502 naming why, and 10,000 distinct host names keep the
- *   certificate cache (and the process's memory) within bounds.
+ *   certificate cache (and the process's memory) within bounds;
+ * - the browser-grade modes: an HTTP/2 origin that fingerprints each ClientHello it gets sees
+ *   Firefox's under `override_ua` firefox (and Firefox's User-Agent), the client's own browser's
+ *   under `match_ua`, Chrome's for a client that is no browser; bodies stream both ways.
  */
 import { execFile } from "node:child_process";
 import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import http2 from "node:http2";
 import https from "node:https";
 import net from "node:net";
 import { tmpdir } from "node:os";
@@ -26,6 +30,8 @@ import { promisify } from "node:util";
 import { chromium } from "playwright-core";
 import { fetch as undiciFetch, ProxyAgent } from "undici";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { scanClientHello } from "../../gateway/net/tls/client-hello.ts";
+import { fingerprints } from "../../gateway/net/tls/fingerprints.ts";
 import { createCa, loadCa } from "../../shared/tls/ca.ts";
 import { testCertificate } from "../../testkit/certs.ts";
 import { Cluster, type Gateway } from "../../testkit/cluster.ts";
@@ -57,6 +63,13 @@ let rotating: RoutedProject;
 let bypassing: RoutedProject;
 let sticky: RoutedProject;
 let limited: RoutedProject;
+let firefox: RoutedProject;
+let matching: RoutedProject;
+/** An HTTP/2 origin (HTTP/1.1 too) that records each ClientHello's JA4 and ALPN, in order. */
+let h2Origin: net.Server;
+let h2: http2.Http2SecureServer;
+let h2Port: number;
+const h2Hellos: { ja4: string; alpn: readonly string[] }[] = [];
 
 /** The gateway's SOCKS5 port, as its log says it bound it. */
 function socksPort(): number {
@@ -109,6 +122,45 @@ beforeAll(async () => {
     res.end("should not be reached");
   });
   untrustedPort = await listen(untrusted);
+  h2 = http2.createSecureServer(
+    { cert: certificate.cert, key: certificate.key, allowHTTP1: true },
+    (req, res) => {
+      const chunks: Buffer[] = [];
+      req.on("data", (chunk: Buffer) => chunks.push(chunk));
+      req.on("end", () => {
+        const seen = {
+          version: req.httpVersion,
+          ua: req.headers["user-agent"] ?? null,
+          received: Buffer.concat(chunks).toString("latin1"),
+          probe: req.headers["x-probe"] ?? null,
+        };
+        res.setHeader("content-type", "application/json");
+        res.setHeader("set-cookie", ["a=1", "b=2"]);
+        res.end(JSON.stringify(seen));
+      });
+    },
+  );
+  const h2Backend = await listen(h2);
+  // In front of it, a relay reads each connection's first bytes, its ClientHello: fingerprinted,
+  // then passed on with the rest.
+  h2Origin = net.createServer((socket) => {
+    const backend = net.connect(h2Backend, "127.0.0.1");
+    socket.once("data", (first: Buffer) => {
+      const scan = scanClientHello(new Uint8Array(first));
+      if (scan.kind === "hello") {
+        h2Hellos.push({ ja4: fingerprints(scan.hello).ja4, alpn: scan.hello.alpn });
+      }
+      backend.write(first);
+      socket.pipe(backend).pipe(socket);
+    });
+    const end = () => {
+      socket.destroy();
+      backend.destroy();
+    };
+    socket.once("error", end).once("close", end);
+    backend.once("error", end).once("close", end);
+  });
+  h2Port = await listen(h2Origin);
 
   [origin, plainOrigin, ...exits] = await Promise.all([
     startOrigin({ tls: true }),
@@ -126,7 +178,7 @@ beforeAll(async () => {
     },
   });
   const urls = exits.map((exit) => exit.url);
-  [rotating, bypassing, sticky, limited] = await Promise.all([
+  [rotating, bypassing, sticky, limited, firefox, matching] = await Promise.all([
     createRoutedProject(cluster, urls, { project: { tls_mitm_mode: "plain" } }),
     createRoutedProject(cluster, urls, {
       project: { tls_mitm_mode: "plain", tls_mitm_bypass: ["localhost"] },
@@ -135,6 +187,10 @@ beforeAll(async () => {
     createRoutedProject(cluster, urls, {
       project: { tls_mitm_mode: "plain", rate_limit: { requests_per_second: 1, burst: 3 } },
     }),
+    createRoutedProject(cluster, urls, {
+      project: { tls_mitm_mode: "override_ua", tls_mitm_browser: "firefox" },
+    }),
+    createRoutedProject(cluster, urls, { project: { tls_mitm_mode: "match_ua" } }),
   ]);
   await cluster.until(async () => {
     const result = await curl(["--cacert", caCert, "-x", proxyUrl(rotating), `${origin.url}/ip`]);
@@ -151,6 +207,8 @@ afterAll(async () => {
   await Promise.all([origin, plainOrigin, ...(exits ?? [])].map((server) => server?.close()));
   pageServer?.close();
   untrusted?.close();
+  h2Origin?.close();
+  h2?.close();
   if (dir) await rm(dir, { recursive: true, force: true });
 });
 
@@ -168,6 +226,8 @@ interface Capture {
   request_headers: [string, string][];
   sent_headers: [string, string][];
   bytes_down: number;
+  mode: string;
+  http2: string;
 }
 
 /** The project's captures, newest first, once at least `atLeast` match `match`. */
@@ -355,7 +415,7 @@ describe("real clients trusting the install's CA", () => {
 });
 
 describe("a gateway of two isolates", () => {
-  it("intercepts on each, one CA, the counts summed on /metrics", async () => {
+  it("intercepts on each, one CA, the engine loaded on each, the counts summed on /metrics", async () => {
     const two = await cluster.startGateway({
       env: {
         OCTOPROX_TLS_MITM_CA_CERT_PATH: caCert,
@@ -373,6 +433,20 @@ describe("a gateway of two isolates", () => {
       expect(results.map((result) => result.code)).toEqual(Array(8).fill(0));
       expect(await two.metric("octoprox_gateway_mitm_requests_total")).toBe(8);
       expect(await two.metric("octoprox_gateway_mitm_tunnels_total")).toBe(8);
+      // The browser-grade engine loads in worker isolates too.
+      const browserUrl = two.proxyUrl(firefox.credentials.username, firefox.credentials.password);
+      const browsed = await Promise.all(
+        Array.from(
+          { length: 6 },
+          () => curl(["--cacert", caCert, "-x", browserUrl, `https://127.0.0.1:${h2Port}/two`]),
+        ),
+      );
+      expect(browsed.map((result) => result.stdout)).toEqual(
+        Array(6).fill(expect.stringContaining('"version":"2.0"')),
+      );
+      expect(
+        await two.metric('octoprox_gateway_mitm_browser_requests_total{browser="firefox"}'),
+      ).toBe(6);
     } finally {
       await two.stop();
     }
@@ -400,6 +474,105 @@ describe("limits inside a tunnel", () => {
     expect(statuses.every((status) => status === 200 || status === 429)).toBe(true);
     // ...each refusal an answer inside the tunnel: one connection throughout.
     expect(lines.slice(1).every((line) => line.endsWith(" 0"))).toBe(true);
+  });
+});
+
+describe("the browser-grade modes", () => {
+  const FIREFOX_UA = "Mozilla/5.0 (X11; Linux x86_64; rv:128.0) Gecko/20100101 Firefox/128.0";
+
+  /** One request through `project`; the origin's account of it and the ClientHello it got. */
+  async function through(project: RoutedProject, path: string, extra: string[] = []) {
+    const before = h2Hellos.length;
+    const result = await curl([
+      "--cacert",
+      caCert,
+      "-x",
+      proxyUrl(project),
+      "-sS",
+      ...extra,
+      `https://127.0.0.1:${h2Port}${path}`,
+    ]);
+    expect(result.code, result.stderr).toBe(0);
+    expect(result.stdout, result.stdout).toContain("{");
+    const seen = JSON.parse(result.stdout.slice(result.stdout.indexOf("{"))) as {
+      version: string;
+      ua: string | null;
+      received: string;
+      probe: string | null;
+    };
+    // A new connection to the origin made one ClientHello; a kept one none.
+    return { seen, hello: h2Hellos.slice(before).at(-1), stdout: result.stdout };
+  }
+
+  it("override_ua firefox: Firefox's ClientHello, HTTP/2 and User-Agent towards the target", async () => {
+    const plain = await through(rotating, "/plain");
+    const ff = await through(firefox, "/ff", ["-H", "X-Probe: kept", "-A", "curl/8"]);
+    expect(plain.seen.version).toBe("1.1");
+    expect(ff.seen).toMatchObject({ version: "2.0", probe: "kept" });
+    expect(ff.seen.ua).toMatch(/Firefox\/\d+/);
+    expect(ff.hello!.alpn).toContain("h2");
+    // TLS 1.3, an IP target (no SNI: `i`), h2 offered first.
+    expect(ff.hello!.ja4).toMatch(/^t13i\d{4}h2_/);
+    expect(ff.hello!.ja4).not.toBe(plain.hello!.ja4);
+    const [capture] = await captures(firefox, (capture) => capture.path === "/ff", 1);
+    expect(capture).toMatchObject({ status: 200, mode: "override_ua", http2: "firefox" });
+    // The client's User-Agent as it sent it, and the browser's as it went.
+    expect(capture.request_headers).toContainEqual(["User-Agent", "curl/8"]);
+    expect(capture.sent_headers.some(([name]) => name.toLowerCase() === "user-agent")).toBe(
+      false,
+    );
+    expect(
+      await gateway.metric('octoprox_gateway_mitm_browser_requests_total{browser="firefox"}'),
+    ).toBeGreaterThanOrEqual(1);
+  });
+
+  it("match_ua: the client's browser's fingerprint, and Chrome's for a client that is none", async () => {
+    const ff = await through(firefox, "/ff-again");
+    const asFirefox = await through(matching, "/as-firefox", ["-A", FIREFOX_UA]);
+    expect(asFirefox.seen).toMatchObject({ version: "2.0", ua: FIREFOX_UA });
+    const asCurl = await through(matching, "/as-curl", ["-A", "curl/8"]);
+    expect(asCurl.seen.version).toBe("2.0");
+    expect(asCurl.seen.ua).toMatch(/Chrome\/\d+/);
+    // Each new connection to the origin is fingerprinted: Firefox's twice, then Chrome's.
+    const firefoxJa4 = (ff.hello ?? asFirefox.hello)!.ja4;
+    if (asFirefox.hello !== undefined) expect(asFirefox.hello.ja4).toBe(firefoxJa4);
+    expect(asCurl.hello!.ja4).not.toBe(firefoxJa4);
+  });
+
+  it("streams a request body up and the answer's fields back whole", async () => {
+    const body = "x".repeat(200_000);
+    const dir2 = await mkdtemp(join(tmpdir(), "ox-browser-body-"));
+    try {
+      const file = join(dir2, "body");
+      await writeFile(file, body);
+      const result = await through(matching, "/upload", [
+        "--data-binary",
+        `@${file}`,
+        "-A",
+        FIREFOX_UA,
+        "-i",
+      ]);
+      expect(result.seen.received.length).toBe(body.length);
+      expect(result.stdout.match(/^set-cookie: [ab]=\d/gim)).toHaveLength(2);
+    } finally {
+      await rm(dir2, { recursive: true, force: true });
+    }
+  });
+
+  it("a target whose certificate fails verification answers 502 naming why", async () => {
+    const result = await curl([
+      "--cacert",
+      caCert,
+      "-x",
+      proxyUrl(firefox),
+      "-w",
+      "\n%{http_code}",
+      `https://127.0.0.1:${untrustedPort}/`,
+    ]);
+    expect(result.code).toBe(0);
+    expect(result.stdout).toMatch(
+      /The target's certificate was rejected: UnknownIssuer[\s\S]*\n502$/,
+    );
   });
 });
 

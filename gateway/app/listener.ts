@@ -83,6 +83,8 @@ function buildInterceptor(
   const interceptor = new Interceptor(parts.mitmCa, {
     certCacheSize: settings.tlsMitmCertCacheSize,
     upstreamCaPem: readUpstreamCas(settings.upstreamCaFile),
+    onEngineUnavailable: (error) =>
+      parts.logger.error("The browser-grade TLS engine did not load", { error }),
   });
   parts.metrics.interceptionSeries = () => interceptor.series();
   return interceptor;

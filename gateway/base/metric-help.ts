@@ -14,6 +14,8 @@ export const METRIC_HELP: Readonly<Record<string, string>> = {
   octoprox_gateway_mitm_tunnels_total:
     "Tunnels intercepted (their handshake with the client done).",
   octoprox_gateway_mitm_requests_total: "Requests served inside intercepted tunnels.",
+  octoprox_gateway_mitm_browser_requests_total:
+    "Requests inside intercepted tunnels sent with a browser's fingerprint, by browser.",
   octoprox_gateway_mitm_tunnel_ends_total:
     "Tunnels of intercepting projects left raw (bypassed, opted out, not TLS) or ended before their handshake was done, by why.",
   octoprox_gateway_mitm_client_alerts_total:

@@ -2,7 +2,8 @@
  * Suite `tls-intercept`: what a keep-alive HTTPS request inside an intercepted tunnel costs the
  * gateway (`plain` mode), against a bare TLS-terminating relay on the same runtime and against
  * mitmproxy, side by side in one run (issue 32's budgets: at most 1.3 times the relay's CPU per
- * request, at most a third of mitmproxy's).
+ * request, at most a third of mitmproxy's), and beside them the browser-grade mode's cost
+ * (`match_ua` through the impersonation engine: reported, no budget).
  *
  *   npm run bench -- tls-intercept
  *
@@ -12,7 +13,8 @@
  * - **the gateway** (gateway/main.ts under Deno on a published feed, as tunnel-ops runs it) with
  *   one project in `plain` interception whose one proxy is the upstream, trusting the origin's CA
  *   through OCTOPROX_UPSTREAM_CA_FILE; clients CONNECT to it with the project's login and trust
- *   the install's CA (testkit/mitm-ca.ts);
+ *   the install's CA (testkit/mitm-ca.ts); the same gateway with a second project's login, in
+ *   `match_ua` (the load's client is no browser: Chrome's fingerprint), is a target of its own;
  * - **the bare TLS relay** (bare-tls-relay.ts, Deno): Deno.listenTls with a certificate for
  *   localhost minted by the same install CA, per client connection a CONNECT through the upstream
  *   and Deno.startTls to the origin, bytes passed both ways by read and write loops, no HTTP
@@ -65,7 +67,10 @@ const ORIGIN_HOST = "localhost";
 const RELAY_BUDGET = 1.3;
 const MITMPROXY_BUDGET = 0.33;
 
-type TargetKey = "gateway" | "relay" | "mitmproxy";
+type TargetKey = "gateway" | "browser" | "relay" | "mitmproxy";
+
+/** The second project's login: `match_ua` interception. */
+const BROWSER_LOGIN = { username: "bench-browser", password: "bench-browser-pass" };
 
 interface Target {
   key: TargetKey;
@@ -116,11 +121,18 @@ async function measure(
   return { report, cpuMs: b.cpuMs - a.cpuMs, sharedCpuMs: b.sharedCpuMs - a.sharedCpuMs };
 }
 
-/** The feed: one project (BENCH_LOGIN) in `plain` interception, its one proxy the upstream. */
+/**
+ * The feed: one project (BENCH_LOGIN) in `plain` interception and one (BROWSER_LOGIN) in
+ * `match_ua`, each with one proxy, the upstream.
+ */
 async function publishInterceptingFeed(bed: FeedBed, upstreamPort: number): Promise<void> {
   const project = {
     ...(await feedProject(bed, { id: "bench", ...BENCH_LOGIN })),
     tls_mitm: { mode: "plain", bypass: [] },
+  };
+  const browser = {
+    ...(await feedProject(bed, { id: "bench-browser", ...BROWSER_LOGIN })),
+    tls_mitm: { mode: "match_ua", browser: null, bypass: [] },
   };
   await publishFeedContent(
     bed,
@@ -128,7 +140,7 @@ async function publishInterceptingFeed(bed: FeedBed, upstreamPort: number): Prom
       ["global", {
         schema: SCHEMA_VERSION,
         default_strategy: "round_robin",
-        projects: [project],
+        projects: [project, browser],
       }],
       ["runtime", {
         schema: SCHEMA_VERSION,
@@ -140,6 +152,11 @@ async function publishInterceptingFeed(bed: FeedBed, upstreamPort: number): Prom
         schema: SCHEMA_VERSION,
         connector: feedConnector("upstream", { project_id: "bench" }),
         proxies: [httpProxyRow("shared-upstream", "127.0.0.1", upstreamPort)],
+      }],
+      ["connector:browser-upstream", {
+        schema: SCHEMA_VERSION,
+        connector: feedConnector("browser-upstream", { project_id: "bench-browser" }),
+        proxies: [httpProxyRow("browser-upstream", "127.0.0.1", upstreamPort)],
       }],
     ]),
   );
@@ -289,6 +306,16 @@ async function run(context: SuiteContext): Promise<Row[]> {
         caFile: installCa.certPath,
       },
       {
+        key: "browser",
+        label: "gateway (match_ua, browser-grade)",
+        service: gateway,
+        connectTo: { host: "127.0.0.1", port: gateway.port },
+        proxy: {
+          authorization: `Basic ${btoa(`${BROWSER_LOGIN.username}:${BROWSER_LOGIN.password}`)}`,
+        },
+        caFile: installCa.certPath,
+      },
+      {
         key: "relay",
         label: "bare TLS relay (Deno)",
         service: relay,
@@ -383,7 +410,7 @@ function rows(
       } µs/req; ${errors} failed`,
     });
   }
-  const ratio = (mine: TargetKey, other: TargetKey, limit: number) => {
+  const ratio = (mine: TargetKey, other: TargetKey, limit?: number) => {
     const ours = points.get(mine) ?? [];
     const theirs = points.get(other) ?? [];
     const label = (key: TargetKey) => targets.find((t) => t.key === key)!.label;
@@ -396,7 +423,7 @@ function rows(
       runs: cpu.runs,
       unit: "×",
       digits: 2,
-      budget: { op: "<=", limit },
+      ...(limit === undefined ? {} : { budget: { op: "<=" as const, limit } }),
       detail: `the same run's figures divided, then the median; requests/s ${
         formatNumber(rate.value, 2)
       }×`,
@@ -404,6 +431,9 @@ function rows(
   };
   ratio("gateway", "relay", RELAY_BUDGET);
   ratio("gateway", "mitmproxy", MITMPROXY_BUDGET);
+  // The browser-grade mode beside them: reported, no budget.
+  ratio("browser", "gateway");
+  ratio("browser", "mitmproxy");
   out.push({
     figure: "tls-intercept: seconds measured per point, client connections",
     value: setup.seconds,

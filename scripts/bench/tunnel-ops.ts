@@ -18,7 +18,7 @@
  * - **system calls** by name (`strace -c -f` on every thread, a window of its own, since strace
  *   slows the process down; the counts per request stay what they are). `epoll_wait` counts
  *   every event-loop turn that polled;
- * - a **profile** (`perf record -g` at 499 Hz with V8's `--perf-basic-prof`, so JavaScript
+ * - a **profile** of each scenario (`perf record -g` at 499 Hz with V8's `--perf-basic-prof`, so JavaScript
  *   frames have names): the top frames by self time, and by area (kernel, the `deno` binary,
  *   JIT-compiled JavaScript, libc), printed on standard error; the folded stacks (the input of a
  *   flame graph: flamegraph.pl, speedscope, inferno) are written to BENCH_TUNNEL_OPS_OUT
@@ -510,7 +510,6 @@ async function run(context: SuiteContext): Promise<Row[]> {
     for (const target of targets) await runLoadInChild(options(target, Scenario.http, 2, 0));
 
     const syscalls = new Map<string, { calls: Map<string, number>; requests: number }>();
-    const profiles = new Map<string, Profile>();
     if (profileSeconds > 0) {
       const out = process.env.BENCH_TUNNEL_OPS_OUT ??
         await mkdtemp(join(tmpdir(), "ox-tunnel-ops-"));
@@ -535,27 +534,27 @@ async function run(context: SuiteContext): Promise<Row[]> {
             for (const p of [...pinnable, self]) await pin(p, ALL_CPUS).catch(() => {});
           }
         }
-        if (!modes.has("connect")) continue;
-        const profile = await perfProfile(
-          pid,
-          options(target, Scenario.connect, profileSeconds, 0),
-          profileSeconds,
-        );
-        profiles.set(target.key, profile);
-        const path = join(out, `tunnel-ops-connect-${target.key}.folded`);
-        await writeFile(path, `${profile.folded}\n`);
-        const share = (n: number) => `${((100 * n) / profile.samples).toFixed(1)}%`;
-        context.log(
-          `tunnel-ops profile, new CONNECT tunnels via ${target.label}: ${profile.samples} ` +
-            `samples; folded stacks in ${path}\n  by area: ${
-              [...profile.areas].sort((a, b) => b[1] - a[1]).map(([a, n]) => `${a} ${share(n)}`)
-                .join(", ")
-            }\n  top frames by self time:\n${
-              profile.selfTop.map(([name, n]) => `    ${share(n).padStart(6)}  ${name}`).join(
-                "\n",
-              )
-            }`,
-        );
+        for (const mode of plain) {
+          const profile = await perfProfile(
+            pid,
+            options(target, scenarioOf(mode), profileSeconds, 0),
+            profileSeconds,
+          );
+          const path = join(out, `tunnel-ops-${mode}-${target.key}.folded`);
+          await writeFile(path, `${profile.folded}\n`);
+          const share = (n: number) => `${((100 * n) / profile.samples).toFixed(1)}%`;
+          context.log(
+            `tunnel-ops profile, ${WHAT[mode]}s via ${target.label}: ${profile.samples} ` +
+              `samples; folded stacks in ${path}\n  by area: ${
+                [...profile.areas].sort((a, b) => b[1] - a[1]).map(([a, n]) => `${a} ${share(n)}`)
+                  .join(", ")
+              }\n  top frames by self time:\n${
+                profile.selfTop.map(([name, n]) => `    ${share(n).padStart(6)}  ${name}`).join(
+                  "\n",
+                )
+              }`,
+          );
+        }
       }
     }
     // Stopped first, so the gateway writes out what its trace still holds.

@@ -49,8 +49,13 @@ export type FeedSequence = v.InferOutput<typeof FeedSequenceSchema>;
  * does not serve raw (shared/routing/snapshot.ts).
  */
 export const FeedInterceptionSchema = v.object({
-  /** `plain`: the gateway's own TLS towards the target. */
+  /**
+   * `plain`: the gateway's own TLS towards the target; `match_ua`, `override_ua`: a browser's
+   * fingerprint towards it (gateway/net/tls/impersonation.ts).
+   */
   mode: v.string(),
+  /** The browser `override_ua` presents (chrome, firefox, edge, random); null otherwise. */
+  browser: v.optional(v.nullable(v.string())),
   /** Host names, `.suffixes` and IP addresses whose tunnels stay raw (shared/tls/bypass.ts). */
   bypass: v.array(v.string()),
 });

@@ -116,6 +116,17 @@ export class UpstreamIdleError extends UpstreamError {
 }
 
 /**
+ * The browser-grade modes' engine (gateway/net/tls/impersonation.ts) could not be loaded on this
+ * gateway: no proxy would do better, so none is tried. The message says why.
+ */
+export class ImpersonationUnavailableError extends OctoproxError {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(ErrorCode.impersonationUnavailable, message, options);
+    this.name = "ImpersonationUnavailableError";
+  }
+}
+
+/**
  * The target's certificate failed verification on an intercepting gateway's TLS towards it (an
  * unknown issuer, a name it does not cover, expired): the target's fault, not the proxy's, so
  * no other proxy is tried and the proxy is not blamed. The message says why, in the TLS

@@ -48,10 +48,21 @@ export interface Client {
   interception?: Interception;
 }
 
+/** The modes a gateway intercepts with. */
+export type InterceptionMode = "plain" | "match_ua" | "override_ua";
+
+/** The browsers whose fingerprint `override_ua` presents (`random`: one of them per request). */
+export type InterceptionBrowser = "chrome" | "firefox" | "edge" | "random";
+
 /** A project's TLS interception, as the gateway applies it to its CONNECT and SOCKS5 tunnels. */
 export interface Interception {
-  /** `plain`: the gateway's own TLS towards the target (the browser-grade modes are refused). */
-  mode: "plain";
+  /**
+   * `plain`: the gateway's own TLS towards the target; `match_ua`: the fingerprint of the
+   * browser the client's User-Agent names; `override_ua`: `browser`'s fingerprint and User-Agent.
+   */
+  mode: InterceptionMode;
+  /** The browser `override_ua` presents; absent under the other modes. */
+  browser?: InterceptionBrowser;
   /**
    * Hosts whose tunnels stay raw (pinned apps, banks): `example.com` matches that name only,
    * `.example.com` every name under it (not the bare name). Lower case, no port.

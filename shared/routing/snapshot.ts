@@ -656,24 +656,37 @@ function indexProjects(update: FeedSections, dispatch: Dispatch, log: CoreLog | 
   return { projectsByUsername, projectsById, passwordless };
 }
 
+const INTERCEPTION_MODES: ReadonlySet<string> = new Set(["plain", "match_ua", "override_ua"]);
+const INTERCEPTION_BROWSERS: ReadonlySet<string> = new Set(["chrome", "firefox", "edge", "random"]);
+
 /**
- * A project's interception as clients carry it: `plain` with its bypass list (frozen, its match
- * index built here, once per snapshot). Off, absent, or a mode this gateway does not serve (a
- * later release's): undefined, so its tunnels stay raw, the last logged.
+ * A project's interception as clients carry it: its mode, browser and bypass list (frozen, the
+ * list's match index built here, once per snapshot). Off, absent, or a mode or browser this
+ * gateway does not serve (a later release's): undefined, so its tunnels stay raw, the last logged.
  */
 function interceptionOf(project: FeedProject, log: CoreLog | undefined): Interception | undefined {
   const feed = project.tls_mitm;
   if (feed === null || feed === undefined || feed.mode === "off") return undefined;
-  if (feed.mode !== "plain") {
+  const browser = feed.browser ?? undefined;
+  const served = INTERCEPTION_MODES.has(feed.mode) &&
+    (feed.mode === "override_ua"
+      ? browser !== undefined && INTERCEPTION_BROWSERS.has(browser)
+      : browser === undefined);
+  if (!served) {
     log?.warn("A project's TLS interception mode is not served here: its tunnels stay raw", {
       project: project.id,
       mode: feed.mode,
+      browser,
     });
     return undefined;
   }
   const bypass = Object.freeze([...feed.bypass]);
   bypassIndex(bypass);
-  return Object.freeze({ mode: "plain", bypass });
+  return Object.freeze({
+    mode: feed.mode as Interception["mode"],
+    ...(browser === undefined ? {} : { browser: browser as Interception["browser"] }),
+    bypass,
+  });
 }
 
 /** The client with its project's interception, when there is one (absent otherwise). */

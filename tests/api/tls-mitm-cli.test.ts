@@ -117,7 +117,7 @@ describe("octoprox projects and interception", () => {
     expect(off.stdout).toMatch(/TLS interception\s+off/);
   });
 
-  it("refuses a browser-grade mode with the API's reason, and a value off the list", async () => {
+  it("refuses Safari with the API's reason, and a value off the list", async () => {
     const refused = await octoprox([
       "projects",
       "update",
@@ -125,12 +125,12 @@ describe("octoprox projects and interception", () => {
       "--tls-mitm-mode",
       "override_ua",
       "--tls-mitm-browser",
-      "chrome",
+      "safari",
     ]);
     expect(refused.code).toBe(1);
     expect(refused.stderr).toContain("422");
-    expect(refused.stderr).toContain("tls_mitm_mode");
-    expect(refused.stderr).toContain("no impersonation engine loads");
+    expect(refused.stderr).toContain("tls_mitm_browser");
+    expect(refused.stderr).toContain("has no Safari fingerprint");
     const typo = await octoprox(["projects", "update", "shop", "--tls-mitm-mode", "on"]);
     expect(typo.code).toBe(2);
     expect(typo.stderr).toContain("Allowed choices are off, plain, match_ua, override_ua");

@@ -8,7 +8,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type ApiHarness, startHarness } from "../../testkit/api-harness.ts";
-import { BROWSER_GRADE_UNAVAILABLE } from "../../control/model/tls-mitm.ts";
+import { SAFARI_UNAVAILABLE } from "../../control/model/tls-mitm.ts";
 import { settleProject } from "../../control/services/projects.ts";
 import { compile } from "../../control/feed/compile.ts";
 import type { GlobalSection } from "../../shared/feed/models.ts";
@@ -35,10 +35,10 @@ const stored = async (id: string) => {
   return row;
 };
 
-const unavailable = (mode: string) => ({
-  field: "body.tls_mitm_mode",
-  message: `cannot be ${mode}: ${BROWSER_GRADE_UNAVAILABLE}`,
-});
+const noSafari = {
+  field: "body.tls_mitm_browser",
+  message: `cannot be safari: ${SAFARI_UNAVAILABLE}`,
+};
 
 describe("the api", () => {
   it("creates with interception off, no browser, no bypass; plain with a bypass list", async () => {
@@ -73,13 +73,11 @@ describe("the api", () => {
     expect(read.body.tls_mitm_bypass).toEqual(made.body.tls_mitm_bypass);
   });
 
-  it("refuses the browser-grade modes with the reason, on create and on edit", async () => {
+  it("takes the browser-grade modes; override_ua needs a browser, and Safari is refused", async () => {
     const before = (await h.request("GET", "/api/v1/projects", { token: h.tokens.viewer })).body;
     const matched = await create({ name: "Match", username: "match", tls_mitm_mode: "match_ua" });
-    expect(matched.status).toBe(422);
-    expect(matched.body.detail).toEqual([unavailable("match_ua")]);
-    expect(matched.body.detail[0].message).toContain("no impersonation engine loads");
-    // override_ua needs a browser too: both named.
+    expect(matched.status).toBe(201);
+    expect(matched.body).toMatchObject({ tls_mitm_mode: "match_ua", tls_mitm_browser: null });
     const overridden = await create({
       name: "Override",
       username: "override",
@@ -87,29 +85,39 @@ describe("the api", () => {
     });
     expect(overridden.status).toBe(422);
     expect(overridden.body.detail).toEqual([
-      unavailable("override_ua"),
       {
         field: "body.tls_mitm_browser",
-        message: "is required by tls_mitm_mode override_ua: one of chrome, firefox, safari, " +
-          "edge, random",
+        message: "is required by tls_mitm_mode override_ua: one of chrome, firefox, edge, random",
       },
     ]);
-    const withBrowser = await create({
+    const safari = await create({
       name: "Override",
       username: "override",
       tls_mitm_mode: "override_ua",
-      tls_mitm_browser: "firefox",
+      tls_mitm_browser: "safari",
     });
-    expect(withBrowser.status).toBe(422);
-    expect(withBrowser.body.detail).toEqual([unavailable("override_ua")]);
+    expect(safari.status).toBe(422);
+    expect(safari.body.detail).toEqual([noSafari]);
     const after = (await h.request("GET", "/api/v1/projects", { token: h.tokens.viewer })).body;
-    expect(after.length).toBe(before.length);
+    expect(after.length).toBe(before.length + 1);
 
     const project = await create({ name: "Edited", username: "edited", tls_mitm_mode: "plain" });
-    const refused = await edit(project.body.id, { tls_mitm_mode: "match_ua" });
+    const refused = await edit(project.body.id, {
+      tls_mitm_mode: "override_ua",
+      tls_mitm_browser: "safari",
+    });
     expect(refused.status).toBe(422);
-    expect(refused.body.detail).toEqual([unavailable("match_ua")]);
+    expect(refused.body.detail).toEqual([noSafari]);
     expect(await stored(project.body.id)).toMatchObject({ tls_mitm_mode: "plain" });
+    const edge = await edit(project.body.id, {
+      tls_mitm_mode: "override_ua",
+      tls_mitm_browser: "edge",
+    });
+    expect(edge.status).toBe(200);
+    expect(await stored(project.body.id)).toMatchObject({
+      tls_mitm_mode: "override_ua",
+      tls_mitm_browser: "edge",
+    });
   });
 
   it("clears the browser under a mode that does not use it, and says what it stored", async () => {
@@ -204,7 +212,11 @@ describe("the api", () => {
       projectId: project.body.id,
     });
     const global = JSON.parse(compiled.sections.get("global")!.json) as GlobalSection;
-    expect(global.projects[0].tls_mitm).toEqual({ mode: "plain", bypass: [".bank.example"] });
+    expect(global.projects[0].tls_mitm).toEqual({
+      mode: "plain",
+      browser: null,
+      bypass: [".bank.example"],
+    });
   });
 });
 
@@ -261,20 +273,23 @@ describe("a configuration file", () => {
     expect(off).not.toHaveProperty("tls_mitm_bypass");
   });
 
-  it("refuses a browser-grade mode with its path, and changes nothing", async () => {
+  it("refuses override_ua without a browser, or with Safari, with its path, and changes nothing", async () => {
     const answer = await post("apply", {
       config: document({ tls_mitm_mode: "override_ua" }),
     });
     expect(answer.status).toBe(422);
     expect(answer.body.detail).toEqual([
       {
-        field: "config.projects.0.tls_mitm_mode",
-        message: `cannot be override_ua: ${BROWSER_GRADE_UNAVAILABLE}`,
-      },
-      {
         field: "config.projects.0.tls_mitm_browser",
         message: expect.stringContaining("is required by tls_mitm_mode override_ua"),
       },
+    ]);
+    const safari = await post("apply", {
+      config: document({ tls_mitm_mode: "override_ua", tls_mitm_browser: "safari" }),
+    });
+    expect(safari.status).toBe(422);
+    expect(safari.body.detail).toEqual([
+      { field: "config.projects.0.tls_mitm_browser", message: noSafari.message },
     ]);
     const bad = await post("apply", {
       config: document({ tls_mitm_bypass: ["*.example.com"] }),

@@ -228,7 +228,7 @@ describe("compile", () => {
     }
   });
 
-  it("carries a project's interception when its mode is not off, its bypass list as stored", async () => {
+  it("carries a project's interception when its mode is not off, its browser and bypass list as stored", async () => {
     const sql = db.database.sql;
     const bypass = [".bank.example", "pinned.example"];
     await sql`update projects set tls_mitm_mode = 'plain',
@@ -238,9 +238,22 @@ describe("compile", () => {
       const global = JSON.parse(compiled.sections.get("global")!.json) as GlobalSection;
       expect(global.projects.find((p) => p.id === ids.labs)!.tls_mitm).toEqual({
         mode: "plain",
+        browser: null,
         bypass,
       });
       expect(global.projects.find((p) => p.id === ids.shop)!.tls_mitm).toBeNull();
+      // A browser-grade mode carries its browser.
+      await sql`update projects set tls_mitm_mode = 'override_ua', tls_mitm_browser = 'edge'
+        where id = ${ids.labs}`;
+      const browser = JSON.parse(
+        (await compile(db.database, options())).sections.get("global")!.json,
+      ) as GlobalSection;
+      expect(browser.projects.find((p) => p.id === ids.labs)!.tls_mitm).toEqual({
+        mode: "override_ua",
+        browser: "edge",
+        bypass,
+      });
+      await sql`update projects set tls_mitm_browser = null where id = ${ids.labs}`;
       // Off again, a bypass list kept for later stays out of the feed.
       await sql`update projects set tls_mitm_mode = 'off' where id = ${ids.labs}`;
       const off = JSON.parse((await compile(db.database, options())).sections.get("global")!.json);

@@ -342,7 +342,17 @@ describe("the client's interception opt-out and its project's interception", () 
   const { admit, warnings } = gateway([
     project({ passwordless_cidrs: ["10.0.0.0/8"], tls_mitm: plain }),
     project({ id: "p2", username: "raw", password_digest: `digest:${PASSWORD}` }),
-    project({ id: "p3", username: "later", tls_mitm: { mode: "match_ua", bypass: [] } }),
+    project({ id: "p3", username: "later", tls_mitm: { mode: "h3_only", bypass: [] } }),
+    project({
+      id: "p4",
+      username: "browser",
+      tls_mitm: { mode: "override_ua", browser: "firefox", bypass: [] },
+    }),
+    project({
+      id: "p5",
+      username: "safari",
+      tls_mitm: { mode: "override_ua", browser: "safari", bypass: [] },
+    }),
   ]);
 
   it("hands a plain project's clients its interception, frozen; none for a raw one", async () => {
@@ -357,13 +367,23 @@ describe("the client's interception opt-out and its project's interception", () 
     expect(raw !== undefined && "interception" in raw).toBe(false);
   });
 
-  it("leaves a mode this gateway does not serve raw, and says so", async () => {
+  it("hands a browser-grade project's clients its mode and browser", async () => {
+    const { client } = await admit("198.51.100.1", basic("browser"));
+    expect(client?.interception).toEqual({ mode: "override_ua", browser: "firefox", bypass: [] });
+  });
+
+  it("leaves a mode or a browser this gateway does not serve raw, and says so", async () => {
     const { client } = await admit("198.51.100.1", basic("later"));
     expect(client?.projectId).toBe("p3");
     expect(client?.interception).toBeUndefined();
     expect(warnings).toContainEqual({
       message: "A project's TLS interception mode is not served here: its tunnels stay raw",
-      fields: { project: "p3", mode: "match_ua" },
+      fields: { project: "p3", mode: "h3_only", browser: undefined },
+    });
+    expect((await admit("198.51.100.1", basic("safari"))).client?.interception).toBeUndefined();
+    expect(warnings).toContainEqual({
+      message: "A project's TLS interception mode is not served here: its tunnels stay raw",
+      fields: { project: "p5", mode: "override_ua", browser: "safari" },
     });
   });
 

@@ -174,7 +174,15 @@ describe("infra/docker/compose.yaml", () => {
       "/opt/octoprox/node_modules/.bin/deno",
       "run",
       "--no-config",
-      ...gatewayPermissions(["/opt/octoprox/dist", "/etc/octoprox/tls", "/etc/octoprox/tls-key"]),
+      ...gatewayPermissions(
+        [
+          "/opt/octoprox/dist",
+          "/etc/octoprox/tls",
+          "/etc/octoprox/tls-key",
+          "/opt/octoprox/node_modules",
+        ],
+        ["/opt/octoprox/node_modules"],
+      ),
       "/opt/octoprox/dist/octoprox-gateway.js",
     ]);
   });

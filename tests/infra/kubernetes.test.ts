@@ -198,7 +198,10 @@ describe("infra/kubernetes", () => {
       "/opt/octoprox/node_modules/.bin/deno",
       "run",
       "--no-config",
-      ...gatewayPermissions(["/opt/octoprox/dist", "/etc/octoprox/tls"]),
+      ...gatewayPermissions(
+        ["/opt/octoprox/dist", "/etc/octoprox/tls", "/opt/octoprox/node_modules"],
+        ["/opt/octoprox/node_modules"],
+      ),
       "/opt/octoprox/dist/octoprox-gateway.js",
     ]);
     // The gateway and the control plane read the same Redis, prefix and internal secret.

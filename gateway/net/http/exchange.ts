@@ -42,6 +42,7 @@ import {
 import { dialUpstream } from "../io/dial.ts";
 import { startTargetTls } from "../tls/target-tls.ts";
 import type { CaptureDraft } from "../tls/capture.ts";
+import type { Persona } from "../tls/impersonation.ts";
 import type { Leg } from "../io/leg.ts";
 import { upstreamPoolKey } from "../io/upstream-pool.ts";
 import { RequestKind, RequestOutcome } from "../../base/metrics.ts";
@@ -92,6 +93,11 @@ export interface ForwardPlan extends AttemptPlan {
   expectsContinue: boolean;
   /** Inside an intercepted tunnel: what the Inspector's capture of the request collects. */
   capture?: CaptureDraft;
+  /**
+   * Inside an intercepted tunnel of a browser-grade project: the browser it goes out as
+   * (browser-exchange.ts runs its attempts instead of this module).
+   */
+  persona?: Persona;
 }
 
 /** Where an exchange is: each phase starts where the last ended. */

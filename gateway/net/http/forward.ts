@@ -22,6 +22,8 @@ import { CaptureDraft } from "../tls/capture.ts";
 import type { HttpSession, InnerTunnel } from "../session/contract.ts";
 import { attemptsFor } from "../session/limits.ts";
 import { exchange, type ForwardPlan, RETRYABLE_METHODS } from "./exchange.ts";
+import { browserExchange } from "./browser-exchange.ts";
+import { personaFor } from "../tls/impersonation.ts";
 import {
   BodyKind,
   clientKeepsAlive,
@@ -121,7 +123,19 @@ async function forwardRequest(
   if (inner !== undefined && hooks?.capturing?.(client.projectId) === true) {
     plan.capture = new CaptureDraft(head);
   }
-  const tried = await tryUpstreams(session, plan, exchange);
+  const interception = client.interception;
+  if (inner !== undefined && interception !== undefined && interception.mode !== "plain") {
+    plan.persona = personaFor(
+      interception.mode,
+      interception.browser,
+      headerValue(head, "user-agent"),
+    );
+  }
+  const tried = await tryUpstreams(
+    session,
+    plan,
+    plan.persona === undefined ? exchange : browserExchange,
+  );
   if (plan.capture !== undefined) captured(session, plan, inner!, answerOf(tried));
   switch (tried.kind) {
     case "served":
@@ -174,10 +188,16 @@ function captured(
   safely(() =>
     hooks?.captured?.(
       plan.client.projectId,
-      plan.capture!.finish(plan.target, answer, {
-        fingerprints: inner.fingerprints,
-        sni: inner.hello.serverName,
-      }),
+      plan.capture!.finish(
+        plan.target,
+        answer,
+        { fingerprints: inner.fingerprints, sni: inner.hello.serverName },
+        plan.persona === undefined ? { mode: "plain", http2: "" } : {
+          mode: plan.client.interception?.mode ?? "plain",
+          // The engine's HTTP/2 settings are its browser's: named by the browser.
+          http2: plan.persona.engine,
+        },
+      ),
     )
   );
 }

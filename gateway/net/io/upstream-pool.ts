@@ -8,8 +8,9 @@
  * The upstream may still close it as we send: GET and HEAD are then retried once on a fresh
  * connection (gateway/net/http/forward.ts), other methods are not.
  */
-import type { UpstreamChoice } from "../../../shared/routing/contract.ts";
 import type { Leg } from "./leg.ts";
+
+export { upstreamPoolKey } from "./upstream-key.ts";
 
 export const UPSTREAM_POOL_MAX_IDLE = 32;
 export const UPSTREAM_POOL_IDLE_MS = 30_000;
@@ -25,26 +26,6 @@ interface IdleEntry {
   sinceMs: number;
   /** Set once taken out (for use, or closed): the parked read's end no longer concerns us. */
   gone: boolean;
-}
-
-// Per upstream object: a snapshot's rows are immutable and live until the next feed replaces them.
-const poolKeys = new WeakMap<UpstreamChoice, string>();
-
-/** The pool key: one upstream proxy as dialed, credential included. */
-export function upstreamPoolKey(upstream: UpstreamChoice): string {
-  let key = poolKeys.get(upstream);
-  if (key === undefined) {
-    key = JSON.stringify([
-      upstream.proxyId,
-      upstream.scheme,
-      upstream.host,
-      upstream.port,
-      upstream.username,
-      upstream.password,
-    ]);
-    poolKeys.set(upstream, key);
-  }
-  return key;
 }
 
 export class UpstreamPool {

@@ -26,6 +26,7 @@ import { AdmissionTicket } from "./admission-pipeline.ts";
 import type { ClientAddress } from "../../base/admission.ts";
 import type {
   AnswerOptions,
+  AttachedUpstream,
   HttpSession,
   InnerTunnel,
   NetContext,
@@ -50,7 +51,7 @@ export class ClientSession implements HttpSession {
   #headReader: HeadReader<RequestHead> | undefined;
   /** Bytes read from the client and not used yet (a view; see `takePending`). */
   #pending: Uint8Array = EMPTY_BYTES;
-  #upstream: Leg | undefined;
+  #upstream: AttachedUpstream | undefined;
   #headStartedMs = 0;
   /** Idle checks apply (reading a head or a body); off while a deadline of its own runs. */
   idleWatch = true;
@@ -154,7 +155,7 @@ export class ClientSession implements HttpSession {
   }
 
   /** The upstream leg of the exchange under way, so cancel and idle checks reach it. */
-  attach(leg: Leg | undefined): void {
+  attach(leg: AttachedUpstream | undefined): void {
     this.#upstream = leg;
   }
 

@@ -72,7 +72,20 @@ export interface TunnelSession {
    */
   takeForTunnel(): Uint8Array;
   /** The upstream leg under way, so cancel and idle checks reach it. */
-  attach(leg: Leg | undefined): void;
+  attach(leg: AttachedUpstream | undefined): void;
+}
+
+/**
+ * What cancel and idle checks need of the upstream side under way: a leg (io/leg.ts), or the
+ * browser-grade engine's transfer (http/browser-exchange.ts), which has no socket of ours.
+ */
+export interface AttachedUpstream {
+  /** When a byte last moved (Date.now() ms). */
+  readonly lastActivityMs: number;
+  /** Ends it at once (cancel, idle). */
+  close(): void;
+  /** Turns TCP keepalive on, where there is a socket. */
+  keepAlive(): void;
 }
 
 /** An intercepted tunnel, as the session serving the requests inside it sees it. */

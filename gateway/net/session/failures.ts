@@ -10,6 +10,7 @@ import { AttemptFailureKind } from "../../../shared/failure-kinds.ts";
 import { formatAuthority } from "../../../shared/proxy-protocol/address.ts";
 import {
   HandshakeFailure,
+  ImpersonationUnavailableError,
   TargetTlsError,
   UpstreamConnectError,
   UpstreamFirstByteError,
@@ -99,6 +100,21 @@ export function describeFailure(error: unknown): Failure {
       timedOut: false,
       internal: false,
       kind: Kind.targetCertificate,
+      vendorStatus: null,
+    };
+  }
+  if (error instanceof ImpersonationUnavailableError) {
+    // Phase `client`: no other proxy would do better. Ours, so an error line.
+    return {
+      phase: FailurePhase.client,
+      answer: {
+        status: 502,
+        proxyStatus: "proxy_internal_error",
+        reason: "The browser-grade TLS engine is not available on this gateway",
+      },
+      timedOut: false,
+      internal: true,
+      kind: Kind.gatewayError,
       vendorStatus: null,
     };
   }

@@ -45,6 +45,17 @@ export class CaptureDraft {
     this.firstByteMs = null;
   }
 
+  /** An attempt through `upstream` by the browser-grade engine, sending `fields`. */
+  attemptFields(upstream: UpstreamChoice, fields: readonly [string, string][]): void {
+    this.proxyId = upstream.proxyId;
+    this.connectorId = upstream.connectorId;
+    this.sentHeaders = captureHeaders(
+      fields.map(([name, value]) => ({ name, lower: name.toLowerCase(), value })),
+    );
+    this.responseHeaders = [];
+    this.firstByteMs = null;
+  }
+
   /** The target answered: its head. */
   answered(headers: readonly { name: string; value: string }[]): void {
     this.firstByteMs = performance.now() - this.startedMs;
@@ -67,6 +78,7 @@ export class CaptureDraft {
     target: { authority: string; path: string },
     answer: { status: number; proxyStatus: string },
     tls: { fingerprints: TlsFingerprints; sni: string | undefined },
+    upstream: { mode: string; http2: string } = { mode: "plain", http2: "" },
   ): MitmCapture {
     return {
       atMs: Date.now(),
@@ -87,8 +99,8 @@ export class CaptureDraft {
       ja3: tls.fingerprints.ja3,
       ja4: tls.fingerprints.ja4,
       sni: tls.sni ?? "",
-      http2: "",
-      mode: "plain",
+      http2: upstream.http2,
+      mode: upstream.mode,
     };
   }
 }

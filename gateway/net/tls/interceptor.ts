@@ -8,6 +8,8 @@ import type { Client, Target } from "../../../shared/routing/contract.ts";
 import type { MitmCa } from "../../../shared/tls/ca.ts";
 import { isBypassed } from "../../../shared/tls/bypass.ts";
 import { HostCertificates } from "./host-certs.ts";
+import { Impersonation } from "./impersonation.ts";
+import type { ImpersonationUnavailableError } from "../../../shared/proxy-protocol/errors.ts";
 
 /** Why a tunnel of a project with interception on stayed raw, or how an interception ended. */
 export const InterceptEnd = {
@@ -36,11 +38,15 @@ export interface InterceptorOptions {
   certCacheSize: number;
   /** OCTOPROX_UPSTREAM_CA_FILE's certificates (PEM), trusted beside the runtime's own roots. */
   upstreamCaPem?: readonly string[];
+  /** Told once if the browser-grade modes' engine fails to load (the isolate logs it). */
+  onEngineUnavailable?: (error: ImpersonationUnavailableError) => void;
 }
 
 export class Interceptor {
   readonly ca: MitmCa;
   readonly certificates: HostCertificates;
+  /** The browser-grade modes' engine, loaded on their first request. */
+  readonly impersonation: Impersonation;
   /** Extra roots for targets (Deno.startTls adds them to its own). */
   readonly upstreamCaCerts: string[];
   /** The runtime's roots and the extra ones, for a `node:tls` client (built on first use). */
@@ -56,6 +62,9 @@ export class Interceptor {
     this.ca = ca;
     this.certificates = new HostCertificates(ca, options.certCacheSize);
     this.upstreamCaCerts = [...(options.upstreamCaPem ?? [])];
+    this.impersonation = new Impersonation({
+      onUnavailable: options.onEngineUnavailable ?? (() => {}),
+    });
   }
 
   /**
@@ -114,6 +123,9 @@ export class Interceptor {
         `octoprox_gateway_mitm_tunnel_ends_total{end="${end}"}`,
         this.ends.get(end) ?? 0,
       ]);
+    }
+    for (const [browser, count] of this.impersonation.requests) {
+      series.push([`octoprox_gateway_mitm_browser_requests_total{browser="${browser}"}`, count]);
     }
     for (const [alert, count] of this.alerts) {
       series.push([`octoprox_gateway_mitm_client_alerts_total{alert="${alert}"}`, count]);

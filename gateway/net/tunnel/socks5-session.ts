@@ -36,7 +36,12 @@ import { readPrelude } from "../io/proxy-prelude.ts";
 import { RequestKind, RequestOutcome } from "../../base/metrics.ts";
 import { AdmissionStage, type ClientAddress } from "../../base/admission.ts";
 import { AdmissionTicket } from "../session/admission-pipeline.ts";
-import type { InnerTunnel, InterceptSession, NetContext } from "../session/contract.ts";
+import type {
+  AttachedUpstream,
+  InnerTunnel,
+  InterceptSession,
+  NetContext,
+} from "../session/contract.ts";
 import { endOfRun, SessionCancel } from "../session/lifecycle.ts";
 import { safely } from "../../base/transfer-hooks.ts";
 import { socksReplyForFailure, socksReplyForRefusal } from "./socks5-replies.ts";
@@ -78,7 +83,7 @@ export class Socks5Session implements InterceptSession {
   /** Unparsed client bytes: `#buffer[#start, #end)`. */
   #start = 0;
   #end = 0;
-  #upstream: Leg | undefined;
+  #upstream: AttachedUpstream | undefined;
   /** When the client's greeting arrived: its request's duration is measured from there. */
   #requestStartedMs: number | undefined;
   /** The connection's one request's admission, released when the session ends. */
@@ -156,7 +161,7 @@ export class Socks5Session implements InterceptSession {
     return this.#inside.serve(new ClientSession(conn, this.ctx, inner), this.cancelled);
   }
 
-  attach(leg: Leg | undefined): void {
+  attach(leg: AttachedUpstream | undefined): void {
     this.#upstream = leg;
   }
 

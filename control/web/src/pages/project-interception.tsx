@@ -1,14 +1,14 @@
 /**
  * The project form's TLS interception: the mode, the browser (for the one mode that uses one)
  * and the bypass list. The modes and browsers are the API's own (control/model/tls-mitm.ts); the
- * modes this build refuses are shown disabled with the reason, and so is the browser, which only
- * such a mode uses. The API keeps the rule (a mode clears the browser it does not use) and names
+ * modes and browsers this build refuses are shown disabled with the reason. The API keeps the rule (a mode clears the browser it does not use) and names
  * a bypass entry it refuses by its index: shown here with the entry, since lines may be blank.
  */
 import {
   BROWSER_MODES,
   TLS_MITM_BROWSERS,
   TLS_MITM_MODES,
+  UNAVAILABLE_TLS_MITM_BROWSERS,
   UNAVAILABLE_TLS_MITM_MODES,
 } from "../../../model/tls-mitm.ts";
 import type { Project } from "../../../api/answers/projects.ts";
@@ -44,13 +44,15 @@ export function interceptionBodyOf(state: InterceptionState): Record<string, unk
 const MODE_LABELS: Readonly<Record<string, string>> = {
   off: "off: tunnels stay raw",
   plain: "plain: the gateway's own TLS towards the target",
-  match_ua: "match_ua: the client's browser fingerprint",
-  override_ua: "override_ua: a chosen browser's fingerprint",
+  match_ua: "match_ua: the fingerprint of the browser the client's User-Agent names",
+  override_ua: "override_ua: a chosen browser's fingerprint and User-Agent",
 };
 
-const MODE_HINT = "plain opens each HTTPS tunnel with a certificate the install's CA signs, so " +
-  "clients must trust that CA (GET /api/v1/projects/ca-certificate); a client may still keep " +
-  "its connection raw with -mitm-off in its username or X-Octoprox-Mitm: off on its CONNECT";
+const MODE_HINT = "Every mode but off opens each HTTPS tunnel with a certificate the install's " +
+  "CA signs, so clients must trust that CA (GET /api/v1/projects/ca-certificate); match_ua and " +
+  "override_ua then reach the target as a browser would (its TLS and HTTP/2 fingerprint). A " +
+  "client may still keep its connection raw with -mitm-off in its username or " +
+  "X-Octoprox-Mitm: off on its CONNECT";
 
 const BYPASS_HINT = "One a line: a host name (that name only), .example.com (every name under " +
   "it), or an IP address. Tunnels to them stay raw: pinned apps, banks";
@@ -58,6 +60,9 @@ const BYPASS_HINT = "One a line: a host name (that name only), .example.com (eve
 /** Why the browser cannot be chosen in this build: what the modes that use one are refused for. */
 const browserReason = BROWSER_MODES.map((mode) => UNAVAILABLE_TLS_MITM_MODES[mode])
   .find((reason) => reason !== undefined);
+
+/** The browsers this build refuses, with the reason. */
+const refusedBrowsers = Object.entries(UNAVAILABLE_TLS_MITM_BROWSERS);
 
 export function InterceptionFields(
   { state, onChange, error, readOnly }: {
@@ -128,10 +133,25 @@ export function InterceptionFields(
         >
           <option value="">none</option>
           {TLS_MITM_BROWSERS.map((browser) => (
-            <option value={browser} key={browser}>{browser}</option>
+            <option
+              value={browser}
+              key={browser}
+              disabled={UNAVAILABLE_TLS_MITM_BROWSERS[browser] !== undefined}
+            >
+              {browser}
+              {UNAVAILABLE_TLS_MITM_BROWSERS[browser] !== undefined ? " (not available)" : ""}
+            </option>
           ))}
         </select>
       </Field>
+      {usesBrowser && refusedBrowsers.length > 0
+        ? (
+          <p class="muted" data-testid="tls-mitm-browser-unavailable">
+            Refused in this build, {refusedBrowsers.map(([browser]) => browser).join(" and ")}:{" "}
+            {[...new Set(refusedBrowsers.map(([, reason]) => reason))].join("; ")}.
+          </p>
+        )
+        : null}
       <div class={`field${refused.length > 0 ? " invalid" : ""}`} data-field="tls_mitm_bypass">
         {/* The label takes no box of its own: its parts are the field's, as Field lays them. */}
         <label style={{ display: "contents" }}>

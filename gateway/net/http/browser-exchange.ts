@@ -1,0 +1,546 @@
+/**
+ * One attempt of a request inside an intercepted tunnel of a browser-grade project (`match_ua`,
+ * `override_ua`): the browser-grade engine (tls/impersonation.ts) sends it to the tunnel's target
+ * through the attempt's exit, with the request's persona's ClientHello and HTTP/2 settings, and
+ * its answer comes back to the client over HTTP/1.1. The retry loop, admission, metering and the
+ * Inspector are the forward exchange's (exchange.ts): only the wire towards the target differs.
+ *
+ * - Sent on: the client's fields but hop-by-hop ones, Host (the engine names the target), the
+ *   framing (the engine frames the body it is streamed) and those admission consumed; under a
+ *   persona that replaces the User-Agent, the client's User-Agent and client hints too, so the
+ *   browser's own go out. The body streams from the client as it comes (never held whole).
+ * - Back: the status and fields; the engine decodes a compressed body (as a browser does), so
+ *   Content-Encoding and Content-Length go with it, and the body reaches an HTTP/1.1 client
+ *   chunked (an HTTP/1.0 one: until close). An uncompressed answer with a length keeps it.
+ * - Redirects are the client's to follow; cookies are the client's (the engine keeps none).
+ * - A failure before the answer began goes to another exit as the forward exchange's do: the
+ *   exit refused, failed its handshake or timed out; a target whose certificate fails is
+ *   answered 502 naming why, on no other exit.
+ */
+import {
+  HandshakeFailure,
+  HandshakeProtocol,
+  ImpersonationUnavailableError,
+  TargetTlsError,
+  UpstreamConnectError,
+  UpstreamFirstByteError,
+  UpstreamHandshakeError,
+  UpstreamIdleError,
+} from "../../../shared/proxy-protocol/errors.ts";
+import { type Allocation, FailurePhase, type Outcome } from "../../../shared/routing/contract.ts";
+import { RequestKind, RequestOutcome } from "../../base/metrics.ts";
+import { safely, type TransferMeter } from "../../base/transfer-hooks.ts";
+import {
+  AfterFailure,
+  type AttemptFailed,
+  type AttemptOutcome,
+  NOTHING_ANSWERED,
+} from "../session/attempts.ts";
+import type { AttachedUpstream, HttpSession } from "../session/contract.ts";
+import {
+  ClientBodyError,
+  ClientGoneError,
+  describeFailure,
+  failureNote,
+} from "../session/failures.ts";
+import { connectTimeoutFor } from "../session/limits.ts";
+import type { EngineResponse, Persona } from "../tls/impersonation.ts";
+import { CONTINUE_100 } from "./answers.ts";
+import { ChunkedError, ChunkedScanner } from "./chunked.ts";
+import type { ForwardPlan } from "./exchange.ts";
+import { connectionTokens, isHopByHop, latin1Encode } from "./heads.ts";
+import { BodyKind, type HeaderField } from "./parse.ts";
+
+/** The client's fields the engine must not be handed: it writes its own. */
+const ENGINE_WRITES: ReadonlySet<string> = new Set([
+  "host",
+  "content-length",
+  "transfer-encoding",
+  "trailer",
+]);
+
+/** Fields that name the client's browser: replaced with the persona's own User-Agent. */
+function namesBrowser(lower: string): boolean {
+  return lower === "user-agent" || lower.startsWith("sec-ch-ua");
+}
+
+/** Fields of the answer that stop here: the body comes decoded, framed anew. */
+const ANSWER_REFRAMED: ReadonlySet<string> = new Set([
+  "content-length",
+  "transfer-encoding",
+  "trailer",
+  "content-encoding",
+]);
+
+/**
+ * The engine's errors by name (impit's classes; matched by name so this module does not load
+ * the engine): the ones that say the deadline passed.
+ */
+const TIMEOUTS: ReadonlySet<string> = new Set([
+  "TimeoutError",
+  "ConnectTimeout",
+  "ReadTimeout",
+  "WriteTimeout",
+  "PoolTimeout",
+]);
+
+/** A request body's reads, each. */
+const BODY_BUFFER_BYTES = 16 * 1024;
+
+const CRLF = latin1Encode("\r\n");
+const LAST_CHUNK = latin1Encode("0\r\n\r\n");
+
+/** Where an exchange is: each phase starts where the last ended. */
+const Phase = { request: 0, begun: 1, relay: 2 } as const;
+type Phase = (typeof Phase)[keyof typeof Phase];
+
+/** One attempt through the engine. Releases the allocation exactly once, on every path. */
+export function browserExchange(
+  session: HttpSession,
+  plan: ForwardPlan,
+  allocation: Allocation,
+): Promise<AttemptOutcome<boolean>> {
+  return new BrowserExchange(session, plan, allocation).run();
+}
+
+/** The engine's transfer as the session's cancel and idle checks reach it. */
+class EngineTransfer implements AttachedUpstream {
+  readonly controller = new AbortController();
+  lastActivityMs = Date.now();
+  body: ReadableStreamDefaultReader<Uint8Array> | undefined;
+
+  moved(): void {
+    this.lastActivityMs = Date.now();
+  }
+
+  close(): void {
+    this.controller.abort();
+    this.body?.cancel().catch(() => {});
+  }
+
+  keepAlive(): void {
+    // No socket of ours: the engine keeps its own connections.
+  }
+}
+
+class BrowserExchange {
+  readonly session: HttpSession;
+  readonly plan: ForwardPlan;
+  readonly persona: Persona;
+  readonly allocation: Allocation;
+  readonly startedMs = Date.now();
+  readonly connectTimeoutMs: number;
+  readonly transfer = new EngineTransfer();
+  phase: Phase = Phase.request;
+  /** The client's body was read (some of it or all): the request cannot go again. */
+  spent = false;
+  sentBytes = 0;
+  latencyMs: number | undefined;
+  status = 0;
+  meter: TransferMeter | undefined;
+  interrupted = false;
+  released = false;
+  keepAlive = false;
+  /** The connect timeout passed before the answer's head. */
+  timedOut = false;
+  /** The client's body is read into this (its own: the engine pulls while the answer relays). */
+  #bodyBuffer: Uint8Array | undefined;
+
+  constructor(session: HttpSession, plan: ForwardPlan, allocation: Allocation) {
+    this.session = session;
+    this.plan = plan;
+    this.persona = plan.persona!;
+    this.allocation = allocation;
+    this.connectTimeoutMs = connectTimeoutFor(session.ctx.limits, plan.client);
+  }
+
+  async run(): Promise<AttemptOutcome<boolean>> {
+    const session = this.session;
+    session.attach(this.transfer);
+    try {
+      const response = await this.send();
+      this.begin(response);
+      const clean = await this.relay(response);
+      return this.served(clean);
+    } catch (error) {
+      return this.failed(error);
+    } finally {
+      this.settle();
+    }
+  }
+
+  /** The request through the engine, resolved once the answer's head came. */
+  async send(): Promise<EngineResponse> {
+    const { session, plan, persona, transfer } = this;
+    const engine = session.ctx.mitm?.impersonation;
+    if (engine === undefined) {
+      throw new ImpersonationUnavailableError("This gateway intercepts no tunnel");
+    }
+    const client = await engine.client(this.allocation.upstream, persona.engine);
+    const headers = this.requestHeaders();
+    plan.capture?.attemptFields(this.allocation.upstream, headers);
+    const body = plan.framing.kind === BodyKind.none ? undefined : this.bodyStream();
+    // The connect timeout bounds the answer's head; the idle check takes over after.
+    session.idleWatch = false;
+    const timer = setTimeout(() => {
+      this.timedOut = true;
+      transfer.controller.abort();
+    }, this.connectTimeoutMs);
+    const signal = AbortSignal.any([session.signal, transfer.controller.signal]);
+    engine.count(persona);
+    try {
+      return await client.fetch(`https://${plan.target.authority}${plan.target.path}`, {
+        method: plan.head.method,
+        headers,
+        body,
+        signal,
+        redirect: "manual",
+      });
+    } catch (error) {
+      throw this.sendFailure(error);
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  /** The fields sent on, as the engine takes them. */
+  requestHeaders(): [string, string][] {
+    const { head } = this.plan;
+    const listed = connectionTokens(head.headers);
+    const stripped = this.session.strippedHeaders;
+    const replaceBrowser = this.persona.userAgent !== "keep";
+    const fields: [string, string][] = [];
+    let sent = 0;
+    for (const field of head.headers) {
+      const lower = field.lower;
+      if (isHopByHop(lower, listed) || ENGINE_WRITES.has(lower)) continue;
+      if (stripped?.has(lower) || lower === "expect") continue;
+      if (replaceBrowser && namesBrowser(lower)) continue;
+      fields.push([field.name, field.value]);
+      sent += field.name.length + field.value.length + 4;
+    }
+    const userAgent = this.persona.userAgent;
+    if (userAgent !== "keep" && userAgent !== "engine") {
+      fields.push(["User-Agent", userAgent]);
+      sent += userAgent.length + 14;
+    }
+    // What the request's head weighs as sent (the engine's own fields aside): for metering.
+    this.sentBytes = head.method.length + this.plan.target.path.length + sent + 14;
+    return fields;
+  }
+
+  /** The client's body as it comes, its framing taken off (the engine frames it anew). */
+  bodyStream(): ReadableStream<Uint8Array> {
+    const session = this.session;
+    const { framing, expectsContinue } = this.plan;
+    const scanner = framing.kind === BodyKind.chunked
+      ? new ChunkedScanner({ maxTrailerBytes: session.ctx.limits.maxHeaderBytes })
+      : undefined;
+    let remaining = framing.lengthBytes;
+    let asked = false;
+    return new ReadableStream<Uint8Array>({
+      pull: async (controller) => {
+        this.spent = true;
+        if (expectsContinue && !asked) {
+          asked = true;
+          await writeClient(session, CONTINUE_100);
+        }
+        session.idleWatch = true;
+        let chunk = session.takePending();
+        if (chunk.length === 0) {
+          chunk = await readClient(session, this.#bodyBuffer ??= new Uint8Array(BODY_BUFFER_BYTES));
+        }
+        let data: Uint8Array;
+        let rest: Uint8Array;
+        let done: boolean;
+        if (scanner) {
+          let decoded: { end: number; dataBytes: number };
+          try {
+            decoded = scanner.decode(chunk);
+          } catch (error) {
+            throw new ClientBodyError(error instanceof ChunkedError ? error.message : "Bad body");
+          }
+          data = chunk.slice(0, decoded.dataBytes);
+          done = decoded.end >= 0;
+          rest = done ? chunk.subarray(decoded.end) : chunk.subarray(chunk.length);
+        } else {
+          const take = Math.min(chunk.length, remaining);
+          remaining -= take;
+          data = chunk.slice(0, take);
+          done = remaining === 0;
+          rest = chunk.subarray(take);
+        }
+        // A pipelined request's bytes: copied, the buffer they sit in is read into again.
+        if (rest.length > 0) session.setPending(rest.slice());
+        this.sentBytes += data.length;
+        this.transfer.moved();
+        if (data.length > 0) controller.enqueue(data);
+        if (done) controller.close();
+      },
+    });
+  }
+
+  /** A failure before the answer's head, in the catalogue's terms. */
+  sendFailure(error: unknown): unknown {
+    if (error instanceof ImpersonationUnavailableError) return error;
+    if (error instanceof ClientGoneError || error instanceof ClientBodyError) return error;
+    const name = error instanceof Error ? error.name : "";
+    if (this.timedOut || TIMEOUTS.has(name)) {
+      return new UpstreamFirstByteError("Upstream answer timed out", {
+        timedOut: true,
+        cause: error,
+      });
+    }
+    // The target's certificate, refused by the engine (a connect error naming why).
+    const text = error instanceof Error ? error.message : String(error);
+    const certificate = /InvalidCertificate\(\s*(\w+)/.exec(text);
+    if (certificate !== null) {
+      // In rustls's words, as the plain mode's engine names them (UnknownIssuer, Expired...).
+      return new TargetTlsError(certificate[1], { cause: error });
+    }
+    if (name === "ProxyAuthRequired") {
+      return new UpstreamHandshakeError(
+        HandshakeProtocol.http,
+        HandshakeFailure.authRequired,
+        "Proxy answered 407 Proxy Authentication Required",
+        { status: 407, cause: error },
+      );
+    }
+    if (name === "ProxyTunnelError") {
+      const status = (error as { status?: number }).status;
+      return new UpstreamHandshakeError(
+        HandshakeProtocol.http,
+        status === 407 ? HandshakeFailure.authRequired : HandshakeFailure.status,
+        status === undefined ? "Proxy refused the tunnel" : `Proxy answered ${status}`,
+        { status, cause: error },
+      );
+    }
+    if (name === "ProxyError" || name === "ConnectError") {
+      return new UpstreamConnectError("Connection to upstream proxy failed", { cause: error });
+    }
+    return new UpstreamFirstByteError("Upstream connection failed", { cause: error });
+  }
+
+  /** The target answered: the allocation commits and the meter starts. */
+  begin(response: EngineResponse): void {
+    const ctx = this.session.ctx;
+    this.allocation.commit();
+    const latencyMs = Date.now() - this.startedMs;
+    this.latencyMs = latencyMs;
+    this.status = response.status;
+    this.phase = Phase.begun;
+    this.transfer.moved();
+    const plan = this.plan;
+    const capture = plan.capture;
+    capture?.answered(fieldsOf(response.headers));
+    ctx.metrics.countBytes(this.sentBytes, 0);
+    const hooks = ctx.hooks;
+    let begun: TransferMeter | undefined;
+    if (hooks !== undefined) {
+      begun = safely(() =>
+        hooks.begin({
+          kind: "http",
+          client: plan.client,
+          target: plan.target,
+          upstream: this.allocation.upstream,
+          latencyMs,
+          interrupt: () => {
+            this.interrupted = true;
+            this.transfer.close();
+            this.session.client.close();
+          },
+        })
+      );
+    }
+    const meter = capture === undefined ? begun : capture.meter(begun);
+    this.meter = meter;
+    if (meter && this.sentBytes > 0) safely(() => meter.bytes(this.sentBytes, 0));
+  }
+
+  /** The answer to the client: its head, then its body as the engine streams it. */
+  async relay(response: EngineResponse): Promise<boolean> {
+    const session = this.session;
+    const head = this.plan.head;
+    const status = response.status;
+    const bodiless = head.method === "HEAD" || status === 204 || status === 304 ||
+      (status >= 100 && status < 200);
+    const encoded = response.headers.has("content-encoding");
+    const lengthText = response.headers.get("content-length");
+    const length = !encoded && lengthText !== null && /^\d+$/.test(lengthText)
+      ? Number(lengthText)
+      : undefined;
+    // How the body goes to the client: as long as it is, chunked, or until the close.
+    const chunked = !bodiless && length === undefined && head.version === "1.1";
+    const untilClose = !bodiless && length === undefined && !chunked;
+    this.keepAlive = this.plan.clientKeeps && !untilClose;
+    let text = `HTTP/1.1 ${status}${response.statusText ? ` ${response.statusText}` : ""}\r\n`;
+    for (const [name, value] of response.headers) {
+      if (ANSWER_REFRAMED.has(name) || isHopByHop(name, NO_TOKENS)) continue;
+      text += `${name}: ${value}\r\n`;
+    }
+    if (!bodiless) {
+      if (length !== undefined) text += `content-length: ${length}\r\n`;
+      else if (chunked) text += "transfer-encoding: chunked\r\n";
+    } else if (head.method === "HEAD" && length !== undefined) {
+      text += `content-length: ${length}\r\n`;
+    }
+    if (!this.keepAlive) text += "connection: close\r\n";
+    else if (head.version === "1.0") text += "connection: keep-alive\r\n";
+    text += "\r\n";
+    session.idleWatch = true;
+    this.phase = Phase.relay;
+    await this.toClient(latin1Encode(text, session.scratch));
+    if (bodiless || response.body === null) {
+      await response.body?.cancel().catch(() => {});
+      return true;
+    }
+    const reader = response.body.getReader();
+    this.transfer.body = reader;
+    let relayed = 0;
+    for (;;) {
+      let read: ReadableStreamReadResult<Uint8Array>;
+      try {
+        read = await reader.read();
+      } catch (error) {
+        throw new UpstreamIdleError("Upstream connection failed mid-answer", {
+          timedOut: session.idleFired,
+          cause: error,
+        });
+      }
+      if (read.done) break;
+      const chunk = read.value;
+      if (chunk.length === 0) continue;
+      this.transfer.moved();
+      relayed += chunk.length;
+      if (chunked) {
+        await this.toClient(latin1Encode(`${chunk.length.toString(16)}\r\n`));
+        await this.toClient(chunk);
+        await this.toClient(CRLF);
+      } else {
+        await this.toClient(chunk);
+      }
+    }
+    if (chunked) await this.toClient(LAST_CHUNK);
+    // An answer shorter than its length leaves the client waiting: its connection closes.
+    return length === undefined || relayed === length;
+  }
+
+  async toClient(bytes: Uint8Array): Promise<void> {
+    this.session.ctx.metrics.countBytes(0, bytes.length);
+    const meter = this.meter;
+    if (meter) safely(() => meter.bytes(0, bytes.length));
+    await writeClient(this.session, bytes);
+  }
+
+  served(clean: boolean): AttemptOutcome<boolean> {
+    const outcome: Outcome = { ok: true, latencyMs: this.latencyMs };
+    this.release(outcome);
+    const meter = this.meter;
+    if (meter) safely(() => meter.finish(outcome));
+    this.session.ctx.metrics.request(RequestKind.http, RequestOutcome.relayed, this.status);
+    return { kind: "served", value: this.keepAlive && clean, status: this.status };
+  }
+
+  /** As the forward exchange's (exchange.ts `failed`): what follows a failed phase. */
+  failed(caught: unknown): AttemptOutcome<boolean> {
+    const session = this.session;
+    let error = caught;
+    if (session.idleFired && this.phase >= Phase.relay) {
+      error = new UpstreamIdleError("Transfer idle", { timedOut: true, cause: caught });
+    }
+    const latencyMs = this.latencyMs;
+    const meter = this.meter;
+    if (this.interrupted) {
+      const outcome: Outcome = { ok: true, latencyMs };
+      this.release(outcome);
+      if (meter) safely(() => meter.finish(outcome));
+      session.ctx.metrics.request(RequestKind.http, RequestOutcome.broken, 0);
+      return { kind: "served", value: false, status: this.status };
+    }
+    const failure = describeFailure(error);
+    if (failure.internal) {
+      session.ctx.logger.error("Browser-grade exchange failed", { error });
+    }
+    const outcome: Outcome = { ok: false, phase: failure.phase, latencyMs };
+    this.release(outcome);
+    const began = this.phase >= Phase.begun;
+    const head = this.plan.head;
+    const note = failureNote(
+      failure,
+      error,
+      {
+        protocol: RequestKind.http,
+        line: `${head.method} ${head.target}`,
+        upstream: this.allocation.upstream,
+      },
+      began ? { status: this.status, proxyStatus: "" } : NOTHING_ANSWERED,
+    );
+    if (meter) safely(() => meter.finish(outcome, note));
+    const answerable = this.phase < Phase.relay && !session.client.closed;
+    const retryable = answerable && !this.spent &&
+      !(failure.phase === FailurePhase.firstByte && failure.timedOut) &&
+      failure.phase !== FailurePhase.client;
+    const result: AttemptFailed = {
+      kind: "failed",
+      failure,
+      error,
+      note,
+      began,
+      status: this.status,
+      elapsedMs: Date.now() - this.startedMs,
+      then: !answerable
+        ? AfterFailure.end
+        : !retryable || session.cancelled
+        ? AfterFailure.answer
+        : AfterFailure.retry,
+    };
+    return result;
+  }
+
+  release(outcome: Outcome): void {
+    if (this.released) return;
+    this.released = true;
+    try {
+      this.allocation.release(outcome);
+    } catch (error) {
+      this.session.ctx.logger.error("Allocation release failed", { error });
+    }
+  }
+
+  settle(): void {
+    const session = this.session;
+    if (!this.released) this.release({ ok: false, phase: FailurePhase.client });
+    session.idleWatch = false;
+    session.attach(undefined);
+    // A body not read to its end (a failure, the client gone): its stream is let go.
+    this.transfer.body?.cancel().catch(() => {});
+  }
+}
+
+const NO_TOKENS: ReadonlySet<string> = new Set();
+
+/** The engine's answer fields as the capture takes them. */
+function fieldsOf(headers: Headers): HeaderField[] {
+  const fields: HeaderField[] = [];
+  for (const [name, value] of headers) fields.push({ name, lower: name, value });
+  return fields;
+}
+
+async function writeClient(session: HttpSession, bytes: Uint8Array): Promise<void> {
+  try {
+    await session.client.write(bytes);
+  } catch (error) {
+    throw new ClientGoneError("Client closed the connection", { cause: error });
+  }
+}
+
+async function readClient(session: HttpSession, buffer: Uint8Array): Promise<Uint8Array> {
+  let count: number | null;
+  try {
+    count = await session.client.read(buffer);
+  } catch (error) {
+    throw new ClientGoneError("Client connection failed mid-request", { cause: error });
+  }
+  if (count === null) throw new ClientGoneError("Client closed the connection mid-request");
+  return buffer.subarray(0, count);
+}
