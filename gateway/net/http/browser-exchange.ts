@@ -27,25 +27,16 @@ import {
   UpstreamHandshakeError,
   UpstreamIdleError,
 } from "../../../shared/proxy-protocol/errors.ts";
-import { type Allocation, FailurePhase, type Outcome } from "../../../shared/routing/contract.ts";
+import type { Allocation, Outcome } from "../../../shared/routing/contract.ts";
 import { RequestKind, RequestOutcome } from "../../base/metrics.ts";
 import { safely, type TransferMeter } from "../../base/transfer-hooks.ts";
-import {
-  AfterFailure,
-  type AttemptFailed,
-  type AttemptOutcome,
-  NOTHING_ANSWERED,
-} from "../session/attempts.ts";
+import type { AttemptOutcome } from "../session/attempts.ts";
 import type { AttachedUpstream, HttpSession } from "../session/contract.ts";
-import {
-  ClientBodyError,
-  ClientGoneError,
-  describeFailure,
-  failureNote,
-} from "../session/failures.ts";
+import { ClientBodyError, ClientGoneError } from "../session/failures.ts";
 import { connectTimeoutFor } from "../session/limits.ts";
 import type { EngineResponse, Persona } from "../tls/impersonation.ts";
 import { CONTINUE_100 } from "./answers.ts";
+import { AllocationHold, attemptFailed, readClient, writeClient } from "./attempt-end.ts";
 import { ChunkedError, ChunkedScanner } from "./chunked.ts";
 import type { ForwardPlan } from "./exchange.ts";
 import { connectionTokens, isHopByHop, latin1Encode } from "./heads.ts";
@@ -139,7 +130,7 @@ class BrowserExchange {
   status = 0;
   meter: TransferMeter | undefined;
   interrupted = false;
-  released = false;
+  readonly hold: AllocationHold;
   keepAlive = false;
   /** The connect timeout passed before the answer's head. */
   timedOut = false;
@@ -151,6 +142,7 @@ class BrowserExchange {
     this.plan = plan;
     this.persona = plan.persona!;
     this.allocation = allocation;
+    this.hold = new AllocationHold(session, allocation);
     this.connectTimeoutMs = connectTimeoutFor(session.ctx.limits, plan.client);
   }
 
@@ -434,82 +426,32 @@ class BrowserExchange {
 
   served(clean: boolean): AttemptOutcome<boolean> {
     const outcome: Outcome = { ok: true, latencyMs: this.latencyMs };
-    this.release(outcome);
+    this.hold.release(outcome);
     const meter = this.meter;
     if (meter) safely(() => meter.finish(outcome));
     this.session.ctx.metrics.request(RequestKind.http, RequestOutcome.relayed, this.status);
     return { kind: "served", value: this.keepAlive && clean, status: this.status };
   }
 
-  /** As the forward exchange's (exchange.ts `failed`): what follows a failed phase. */
+  /** A phase failed (or the interrupt action stopped the answer): what follows. */
   failed(caught: unknown): AttemptOutcome<boolean> {
-    const session = this.session;
-    let error = caught;
-    if (session.idleFired && this.phase >= Phase.relay) {
-      error = new UpstreamIdleError("Transfer idle", { timedOut: true, cause: caught });
-    }
-    const latencyMs = this.latencyMs;
-    const meter = this.meter;
-    if (this.interrupted) {
-      const outcome: Outcome = { ok: true, latencyMs };
-      this.release(outcome);
-      if (meter) safely(() => meter.finish(outcome));
-      session.ctx.metrics.request(RequestKind.http, RequestOutcome.broken, 0);
-      return { kind: "served", value: false, status: this.status };
-    }
-    const failure = describeFailure(error);
-    if (failure.internal) {
-      session.ctx.logger.error("Browser-grade exchange failed", { error });
-    }
-    const outcome: Outcome = { ok: false, phase: failure.phase, latencyMs };
-    this.release(outcome);
-    const began = this.phase >= Phase.begun;
-    const head = this.plan.head;
-    const note = failureNote(
-      failure,
-      error,
-      {
-        protocol: RequestKind.http,
-        line: `${head.method} ${head.target}`,
-        upstream: this.allocation.upstream,
-      },
-      began ? { status: this.status, proxyStatus: "" } : NOTHING_ANSWERED,
-    );
-    if (meter) safely(() => meter.finish(outcome, note));
-    const answerable = this.phase < Phase.relay && !session.client.closed;
-    const retryable = answerable && !this.spent &&
-      !(failure.phase === FailurePhase.firstByte && failure.timedOut) &&
-      failure.phase !== FailurePhase.client;
-    const result: AttemptFailed = {
-      kind: "failed",
-      failure,
-      error,
-      note,
-      began,
+    return attemptFailed(this.session, {
+      head: this.plan.head,
+      hold: this.hold,
+      startedMs: this.startedMs,
+      latencyMs: this.latencyMs,
       status: this.status,
-      elapsedMs: Date.now() - this.startedMs,
-      then: !answerable
-        ? AfterFailure.end
-        : !retryable || session.cancelled
-        ? AfterFailure.answer
-        : AfterFailure.retry,
-    };
-    return result;
-  }
-
-  release(outcome: Outcome): void {
-    if (this.released) return;
-    this.released = true;
-    try {
-      this.allocation.release(outcome);
-    } catch (error) {
-      this.session.ctx.logger.error("Allocation release failed", { error });
-    }
+      meter: this.meter,
+      interrupted: this.interrupted,
+      began: this.phase >= Phase.begun,
+      relaying: this.phase >= Phase.relay,
+      spent: this.spent,
+    }, caught);
   }
 
   settle(): void {
     const session = this.session;
-    if (!this.released) this.release({ ok: false, phase: FailurePhase.client });
+    this.hold.settle();
     session.idleWatch = false;
     session.attach(undefined);
     // A body not read to its end (a failure, the client gone): its stream is let go.
@@ -524,23 +466,4 @@ function fieldsOf(headers: Headers): HeaderField[] {
   const fields: HeaderField[] = [];
   for (const [name, value] of headers) fields.push({ name, lower: name, value });
   return fields;
-}
-
-async function writeClient(session: HttpSession, bytes: Uint8Array): Promise<void> {
-  try {
-    await session.client.write(bytes);
-  } catch (error) {
-    throw new ClientGoneError("Client closed the connection", { cause: error });
-  }
-}
-
-async function readClient(session: HttpSession, buffer: Uint8Array): Promise<Uint8Array> {
-  let count: number | null;
-  try {
-    count = await session.client.read(buffer);
-  } catch (error) {
-    throw new ClientGoneError("Client connection failed mid-request", { cause: error });
-  }
-  if (count === null) throw new ClientGoneError("Client closed the connection mid-request");
-  return buffer.subarray(0, count);
 }

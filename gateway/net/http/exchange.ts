@@ -35,7 +35,6 @@ import {
 } from "../../../shared/proxy-protocol/errors.ts";
 import {
   type Allocation,
-  FailurePhase,
   type MaybePromise,
   type Outcome,
 } from "../../../shared/routing/contract.ts";
@@ -46,24 +45,13 @@ import type { Persona } from "../tls/impersonation.ts";
 import type { Leg } from "../io/leg.ts";
 import { upstreamPoolKey } from "../io/upstream-pool.ts";
 import { RequestKind, RequestOutcome } from "../../base/metrics.ts";
-import {
-  AfterFailure,
-  type AttemptFailed,
-  type AttemptOutcome,
-  type AttemptPlan,
-  type AttemptServed,
-  NOTHING_ANSWERED,
-} from "../session/attempts.ts";
+import type { AttemptOutcome, AttemptPlan, AttemptServed } from "../session/attempts.ts";
 import type { HttpSession } from "../session/contract.ts";
-import {
-  ClientBodyError,
-  ClientGoneError,
-  describeFailure,
-  failureNote,
-} from "../session/failures.ts";
+import { ClientBodyError } from "../session/failures.ts";
 import { safely, type TransferMeter } from "../../base/transfer-hooks.ts";
 import { connectTimeoutFor } from "../session/limits.ts";
 import { CONTINUE_100 } from "./answers.ts";
+import { AllocationHold, attemptFailed, readClient, writeClient } from "./attempt-end.ts";
 import { ChunkedError, ChunkedScanner } from "./chunked.ts";
 import {
   connectionTokens,
@@ -148,7 +136,7 @@ class Exchange {
   meter: TransferMeter | undefined;
   /** Stopped by the interrupt traffic action: policy, not the upstream's failure. */
   interrupted = false;
-  released = false;
+  readonly hold: AllocationHold;
   /**
    * The request goes in origin form through a tunnel of its own: a SOCKS upstream's, or any
    * upstream's to an intercepted request's target.
@@ -174,6 +162,7 @@ class Exchange {
     this.session = session;
     this.plan = plan;
     this.allocation = allocation;
+    this.hold = new AllocationHold(session, allocation);
     this.connectTimeoutMs = connectTimeoutFor(session.ctx.limits, plan.client);
   }
 
@@ -494,7 +483,7 @@ class Exchange {
       !session.cancelled;
     this.keepIn = reusable ? this.poolKey : undefined;
     const outcome: Outcome = { ok: true, latencyMs: this.latencyMs };
-    this.release(outcome);
+    this.hold.release(outcome);
     const meter = this.meter;
     if (meter) safely(() => meter.finish(outcome));
     session.ctx.metrics.request(RequestKind.http, RequestOutcome.relayed, response.status);
@@ -503,78 +492,25 @@ class Exchange {
 
   /** A phase failed (or the interrupt action stopped the answer): what follows. */
   failed(caught: unknown): AttemptOutcome<boolean> {
-    const session = this.session;
-    const ctx = session.ctx;
-    let error = caught;
-    if (session.idleFired && this.phase >= Phase.relay) {
-      error = new UpstreamIdleError("Transfer idle", { timedOut: true, cause: caught });
-    }
-    const latencyMs = this.latencyMs;
-    const meter = this.meter;
-    if (this.interrupted) {
-      const outcome: Outcome = { ok: true, latencyMs };
-      this.release(outcome);
-      if (meter) safely(() => meter.finish(outcome));
-      ctx.metrics.request(RequestKind.http, RequestOutcome.broken, 0);
-      // The client got the upstream's status, and its connection closes.
-      return { kind: "served", value: false, status: this.status };
-    }
-    const failure = describeFailure(error);
-    const outcome: Outcome = { ok: false, phase: failure.phase, latencyMs };
-    this.release(outcome);
-    const began = this.phase >= Phase.begun;
-    const head = this.plan.head;
-    // Once the upstream answered, the client got its status; before, the request's final
-    // answer is filled in by the retry loop.
-    const note = failureNote(
-      failure,
-      error,
-      {
-        protocol: RequestKind.http,
-        line: `${head.method} ${head.target}`,
-        upstream: this.allocation.upstream,
-      },
-      began ? { status: this.status, proxyStatus: "" } : NOTHING_ANSWERED,
-    );
-    if (meter) safely(() => meter.finish(outcome, note));
-    const answerable = this.phase < Phase.relay && !session.client.closed;
-    const spent = this.plan.framing.kind !== BodyKind.none && this.phase >= Phase.request;
-    // Retrying waits out another deadline: a proxy that timed out answering is not retried.
-    const retryable = answerable && !spent &&
-      !(failure.phase === FailurePhase.firstByte && failure.timedOut) &&
-      failure.phase !== FailurePhase.client;
-    const result: AttemptFailed = {
-      kind: "failed",
-      failure,
-      error,
-      note,
-      began,
+    return attemptFailed(this.session, {
+      head: this.plan.head,
+      hold: this.hold,
+      startedMs: this.startedMs,
+      latencyMs: this.latencyMs,
       status: this.status,
-      elapsedMs: Date.now() - this.startedMs,
-      then: !answerable
-        ? AfterFailure.end
-        : !retryable || session.cancelled
-        ? AfterFailure.answer
-        : AfterFailure.retry,
-    };
-    return result;
-  }
-
-  release(outcome: Outcome): void {
-    if (this.released) return;
-    this.released = true;
-    try {
-      this.allocation.release(outcome);
-    } catch (error) {
-      this.session.ctx.logger.error("Allocation release failed", { error });
-    }
+      meter: this.meter,
+      interrupted: this.interrupted,
+      began: this.phase >= Phase.begun,
+      relaying: this.phase >= Phase.relay,
+      spent: this.plan.framing.kind !== BodyKind.none && this.phase >= Phase.request,
+    }, caught);
   }
 
   /** Phase 6, on every path. */
   settle(): void {
     const session = this.session;
     // Every path above releases; this one is for a throw inside them.
-    if (!this.released) this.release({ ok: false, phase: FailurePhase.client });
+    this.hold.settle();
     session.idleWatch = false;
     session.attach(undefined);
     const leg = this.leg;
@@ -598,25 +534,6 @@ async function writeUpstream(leg: Leg, bytes: Uint8Array): Promise<void> {
       cause: error,
     });
   }
-}
-
-async function writeClient(session: HttpSession, bytes: Uint8Array): Promise<void> {
-  try {
-    await session.client.write(bytes);
-  } catch (error) {
-    throw new ClientGoneError("Client closed the connection", { cause: error });
-  }
-}
-
-async function readClient(session: HttpSession, buffer: Uint8Array): Promise<Uint8Array> {
-  let count: number | null;
-  try {
-    count = await session.client.read(buffer);
-  } catch (error) {
-    throw new ClientGoneError("Client connection failed mid-request", { cause: error });
-  }
-  if (count === null) throw new ClientGoneError("Client closed the connection mid-request");
-  return buffer.subarray(0, count);
 }
 
 /**
