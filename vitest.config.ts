@@ -3,8 +3,9 @@ import { configDefaults, defineConfig } from "vitest/config";
 export default defineConfig({
   test: {
     include: ["tests/**/*.test.ts", "e2e/**/*.test.ts"],
-    // Long and timing-sensitive: `npm run test:chaos` (vitest.chaos.config.ts).
-    exclude: [...configDefaults.exclude, "e2e/chaos/**"],
+    // Long and timing-sensitive: `npm run test:chaos` (vitest.chaos.config.ts); minutes of load:
+    // `npm run test:load` (vitest.load.config.ts).
+    exclude: [...configDefaults.exclude, "e2e/chaos/**", "e2e/load/**"],
     testTimeout: 60_000,
     hookTimeout: 120_000,
     // The dashboard's expect.poll waits on pages that update from a live cluster; on a busy

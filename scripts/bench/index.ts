@@ -31,6 +31,7 @@ import { metricsSuite } from "./metrics.ts";
 import { producersSuite } from "./producers.ts";
 import { providersSuite } from "./providers.ts";
 import { scalingSuite } from "./scaling.ts";
+import { singleInstanceSuite } from "./single-instance.ts";
 import { startSuite } from "./start.ts";
 import { telemetrySuite } from "./telemetry.ts";
 import { throughputSuite } from "./throughput.ts";
@@ -58,6 +59,7 @@ export const SUITES: readonly Suite[] = [
   feedSuite,
   throughputSuite,
   tunnelOpsSuite,
+  singleInstanceSuite,
   memorySuite,
   churnSuite,
   geoSuite,

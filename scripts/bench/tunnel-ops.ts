@@ -47,6 +47,7 @@ import { waitUntil } from "../../testkit/wait.ts";
 import type { LoadOptions, LoadReport } from "../loadgen/index.ts";
 import { runLoadInChild, Scenario } from "../loadgen/index.ts";
 import { ROOT } from "../gateway-command.ts";
+import { JS_FRAME_FLAGS, perfProfile, pin } from "./cpu-profile.ts";
 import { startDenoService, startGateway, startRoutedGateway } from "./services.ts";
 import type { Service } from "../../testkit/upstreams/daemon.ts";
 import {
@@ -67,7 +68,7 @@ const ALL_CPUS = `0-${cpus().length - 1}`;
 
 // Deno takes V8 flags from DENO_V8_FLAGS comma-separated; BENCH_TUNNEL_OPS_V8_FLAGS adds more to
 // every target (`--prof`, say, for V8's own tick profile).
-const V8_FLAGS = ["--trace-gc-nvp,--perf-basic-prof", process.env.BENCH_TUNNEL_OPS_V8_FLAGS]
+const V8_FLAGS = [`--trace-gc-nvp,${JS_FRAME_FLAGS}`, process.env.BENCH_TUNNEL_OPS_V8_FLAGS]
   .filter((flags) => flags !== undefined && flags !== "").join(",");
 
 interface Target {
@@ -229,11 +230,6 @@ async function measure(target: Target, shared: readonly number[], options: LoadO
   } satisfies Point;
 }
 
-/** Sets the CPUs every thread of `pid` may run on (`taskset` list syntax: "0", "0-1"). */
-async function pin(pid: number, cpus: string): Promise<void> {
-  await run$("taskset", ["-a", "-p", "-c", cpus, String(pid)]);
-}
-
 /**
  * System calls by name over one load, counted by `strace -c -f` on every thread of `pid`;
  * `requests` is what the load generator sent meanwhile (no warm-up, so all of it counts).
@@ -268,79 +264,6 @@ async function straceCounts(
     return { calls, requests: report.requests + report.retries };
   } finally {
     if (child.exitCode === null) child.kill("SIGKILL");
-    await rm(dir, { recursive: true, force: true });
-  }
-}
-
-interface Profile {
-  samples: number;
-  areas: Map<string, number>;
-  selfTop: [string, number][];
-  folded: string;
-}
-
-/** Which part of the process a frame's code lives in. */
-function areaOf(dso: string): string {
-  if (dso.includes("kernel")) return "kernel";
-  if (/perf-\d+\.map/.test(dso)) return "JavaScript (JIT)";
-  if (/\/deno$/.test(dso)) return "deno binary (runtime, V8, GC)";
-  if (/libc[.-]/.test(dso)) return "libc";
-  return "other";
-}
-
-/** `perf record -g` of `pid` over one load; the samples folded as a flame graph takes them. */
-async function perfProfile(pid: number, options: LoadOptions, seconds: number): Promise<Profile> {
-  const dir = await mkdtemp(join(tmpdir(), "ox-tunnel-ops-perf-"));
-  const data = join(dir, "perf.data");
-  try {
-    const load = runLoadInChild({ ...options, warmupMs: 500, durationMs: seconds * 1000 + 500 });
-    await new Promise((resolve) => setTimeout(resolve, 500));
-    await run$("perf", [
-      "record",
-      "-e",
-      "cpu-clock",
-      "-F",
-      "499",
-      "-g",
-      "-o",
-      data,
-      "-p",
-      String(pid),
-      "--",
-      "sleep",
-      String(seconds),
-    ]);
-    await load;
-    const { stdout } = await run$("perf", ["script", "-i", data], { maxBuffer: 512 * 1024 * 1024 });
-    const stacks = new Map<string, number>();
-    const self = new Map<string, number>();
-    const areas = new Map<string, number>();
-    let samples = 0;
-    for (const block of stdout.split("\n\n")) {
-      const frames = block.split("\n").slice(1).map((line) => line.trim()).filter(Boolean).map(
-        (line) => {
-          // "<address> <symbol> (<dso>)"
-          const match = /^[0-9a-f]+\s+(.*?)\s+\(([^)]*)\)$/.exec(line);
-          return match ? { symbol: match[1].replace(/\+0x[0-9a-f]+$/, ""), dso: match[2] } : {
-            symbol: line,
-            dso: "",
-          };
-        },
-      );
-      if (frames.length === 0) continue;
-      samples++;
-      const top = frames[0];
-      const name = top.symbol === "[unknown]" ? `[unknown] ${top.dso}` : top.symbol;
-      self.set(name, (self.get(name) ?? 0) + 1);
-      const area = areaOf(top.dso);
-      areas.set(area, (areas.get(area) ?? 0) + 1);
-      const key = frames.map((f) => f.symbol.replaceAll(";", ":")).reverse().join(";");
-      stacks.set(key, (stacks.get(key) ?? 0) + 1);
-    }
-    const selfTop = [...self].sort((a, b) => b[1] - a[1]).slice(0, 25);
-    const folded = [...stacks].map(([stack, count]) => `${stack} ${count}`).join("\n");
-    return { samples, areas, selfTop, folded };
-  } finally {
     await rm(dir, { recursive: true, force: true });
   }
 }

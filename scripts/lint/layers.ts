@@ -135,7 +135,13 @@ export const STACKS: readonly Stack[] = [
     layers: [
       {
         name: "tooling",
-        paths: ["scripts", "drizzle.config.ts", "vitest.config.ts", "vitest.chaos.config.ts"],
+        paths: [
+          "scripts",
+          "drizzle.config.ts",
+          "vitest.config.ts",
+          "vitest.chaos.config.ts",
+          "vitest.load.config.ts",
+        ],
         about: "Build, start, migrate, lint and docs scripts.",
       },
       {
