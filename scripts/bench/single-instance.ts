@@ -19,10 +19,10 @@
  *   counted window, divided by the tunnels completed in it; the control process's CPU in the same
  *   window, and the shared upstream's and origin's.
  *
- * Then a profile of each gateway over one load (perf, as tunnel-ops takes it): the top frames and
- * the JavaScript functions on the stack in more of the single instance's samples than the feed
- * gateway's, printed on standard error, the folded stacks written to BENCH_SINGLE_INSTANCE_OUT
- * (default: a temp folder). BENCH_SINGLE_INSTANCE_SECONDS (5 s a point),
+ * Then a profile of each target over one load (perf, as tunnel-ops takes it): its samples by area
+ * (kernel, the deno binary, JIT-compiled JavaScript, libc), each also as its part of the target's
+ * CPU per tunnel, and the top frames, printed on standard error; the folded stacks written to
+ * BENCH_SINGLE_INSTANCE_OUT (default: a temp folder). BENCH_SINGLE_INSTANCE_SECONDS (5 s a point),
  * BENCH_SINGLE_INSTANCE_PROFILE_SECONDS (5; 0 skips the profiles), BENCH_THROUGHPUT_CONCURRENCY
  * (32).
  */
@@ -101,25 +101,6 @@ async function measure(
 function rotate<T>(items: readonly T[], by: number): T[] {
   const k = by % items.length;
   return [...items.slice(k), ...items.slice(0, k)];
-}
-
-/** JavaScript functions by the share of samples whose stack holds them (each once a sample). */
-function inclusiveShares(profile: Profile): Map<string, number> {
-  const counts = new Map<string, number>();
-  for (const line of profile.folded.split("\n")) {
-    const cut = line.lastIndexOf(" ");
-    if (cut < 0) continue;
-    const count = Number(line.slice(cut + 1));
-    const seen = new Set<string>();
-    for (const frame of line.slice(0, cut).split(";")) {
-      if (!frame.startsWith("JS:") || seen.has(frame)) continue;
-      seen.add(frame);
-      counts.set(frame, (counts.get(frame) ?? 0) + count);
-    }
-  }
-  const shares = new Map<string, number>();
-  for (const [frame, count] of counts) shares.set(frame, count / profile.samples);
-  return shares;
 }
 
 async function run(context: SuiteContext): Promise<Row[]> {
@@ -227,43 +208,33 @@ async function run(context: SuiteContext): Promise<Row[]> {
     if (profileSeconds > 0) {
       const out = process.env.BENCH_SINGLE_INSTANCE_OUT ??
         await mkdtemp(join(tmpdir(), "ox-single-instance-"));
-      const profiles = new Map<TargetKey, Profile>();
-      for (const target of targets.filter((t) => t.key !== "relay")) {
+      const lines: string[] = [];
+      for (const target of targets) {
         const profile = await perfProfile(
           target.pids[0],
           options(target, profileSeconds, 0),
           profileSeconds,
         );
-        profiles.set(target.key, profile);
         const path = join(out, `single-instance-${target.key}.folded`);
         await writeFile(path, `${profile.folded}\n`);
-        const share = (n: number) => `${((100 * n) / profile.samples).toFixed(1)}%`;
-        context.log(
-          `single-instance profile, ${target.label}: ${profile.samples} samples; folded stacks ` +
-            `in ${path}\n  by area: ${
-              [...profile.areas].sort((a, b) => b[1] - a[1]).map(([a, n]) => `${a} ${share(n)}`)
-                .join(", ")
-            }\n  top frames by self time:\n${
-              profile.selfTop.slice(0, 12).map(([name, n]) =>
-                `    ${share(n).padStart(6)}  ${name}`
-              )
-                .join("\n")
-            }`,
-        );
-      }
-      const single = inclusiveShares(profiles.get("single")!);
-      const feed = inclusiveShares(profiles.get("feed")!);
-      const more = [...single].map(([frame, share]) =>
-        [frame, share - (feed.get(frame) ?? 0)] as const
-      )
-        .filter(([, extra]) => extra > 0.003).sort((a, b) => b[1] - a[1]).slice(0, 15);
-      context.log(
-        `single-instance: JavaScript on the stack in more of the single instance's samples than ` +
-          `the feed gateway's (share of samples, single instance minus feed):\n${
-            more.map(([frame, extra]) =>
-              `    +${(extra * 100).toFixed(1).padStart(4)}%  ${frame.slice(0, 140)}`
+        // Each area's share of the samples, applied to the target's median CPU per tunnel.
+        const perTunnel = median((points.get(target.key) ?? []).map(cpuPerTunnel));
+        const share = (n: number) => n / profile.samples;
+        lines.push(
+          `  ${target.label} (${profile.samples} samples, ${path}): ${
+            [...profile.areas].sort((a, b) => b[1] - a[1]).map(([area, n]) =>
+              `${area} ${(100 * share(n)).toFixed(1)}% ≈ ${(share(n) * perTunnel).toFixed(0)} µs`
+            ).join(", ")
+          }\n${
+            profile.selfTop.slice(0, 8).map(([name, n]) =>
+              `      ${(100 * share(n)).toFixed(1).padStart(5)}%  ${name}`
             ).join("\n")
           }`,
+        );
+      }
+      context.log(
+        `single-instance profiles, new tunnels on one core, by area (share of samples, and of ` +
+          `the target's CPU per tunnel), then the top frames by self time:\n${lines.join("\n")}`,
       );
     }
     return rows(targets, points, { seconds, concurrency });
