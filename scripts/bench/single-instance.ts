@@ -33,7 +33,7 @@ import { Cluster } from "../../testkit/cluster.ts";
 import { createRoutedProject } from "../../testkit/routing.ts";
 import type { LoadOptions, LoadReport } from "../loadgen/index.ts";
 import { runLoadInChild, Scenario } from "../loadgen/index.ts";
-import { JS_FRAME_FLAGS, perfProfile, pin, type Profile } from "./cpu-profile.ts";
+import { JS_FRAME_FLAGS, perfProfile, pin } from "./cpu-profile.ts";
 import { startDenoService, startRoutedGateway } from "./services.ts";
 import {
   cpuMillisOf,
