@@ -59,7 +59,13 @@ import {
   encodeUpstreamRequestHead,
   joinHeadAndBody,
 } from "./heads.ts";
-import { BodyKind, type ForwardTarget, type RequestFraming, type RequestHead } from "./parse.ts";
+import {
+  BodyKind,
+  type ForwardTarget,
+  NO_TOKENS,
+  type RequestFraming,
+  type RequestHead,
+} from "./parse.ts";
 import {
   ResponseBody,
   type ResponseFraming,
@@ -155,6 +161,8 @@ class Exchange {
   bodyFraming: ResponseFraming | undefined;
   /** The client's connection serves another request after this answer. */
   keepAlive = false;
+  /** The names the answer's Connection fields list (read once, for its head and the pool). */
+  answerListed: ReadonlySet<string> = NO_TOKENS;
   /** Where the leg goes back once the answer ended cleanly (undefined: it closes). */
   keepIn: string | undefined;
 
@@ -450,12 +458,15 @@ class Exchange {
     this.keepAlive = this.plan.clientKeeps && bodyFraming.kind !== ResponseBody.close &&
       !dechunk;
     this.bodyFraming = bodyFraming;
+    const listed = connectionTokens(response.headers);
+    this.answerListed = listed;
     const responseHead = encodeClientResponseHead(
       response,
       head.version,
       this.keepAlive,
       session.scratch,
       dechunk,
+      listed,
     );
     session.idleWatch = true;
     this.phase = Phase.relay;
@@ -479,7 +490,7 @@ class Exchange {
     // persistent HTTP/1.1 connection the upstream did not ask to close.
     const reusable = clean && this.bodyFraming!.kind !== ResponseBody.close &&
       response.version === "1.1" && this.plan.head.version === "1.1" &&
-      !connectionTokens(response.headers).has("close") && !leg.closed &&
+      !this.answerListed.has("close") && !leg.closed &&
       !session.cancelled;
     this.keepIn = reusable ? this.poolKey : undefined;
     const outcome: Outcome = { ok: true, latencyMs: this.latencyMs };

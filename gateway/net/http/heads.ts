@@ -147,8 +147,8 @@ export function encodeClientResponseHead(
   keepAlive: boolean,
   into?: Uint8Array,
   dechunked = false,
+  listed: ReadonlySet<string> = connectionTokens(head.headers),
 ): Uint8Array {
-  const listed = connectionTokens(head.headers);
   const reason = head.reason === "" ? "" : ` ${head.reason}`;
   let text = `HTTP/1.1 ${head.status}${reason}\r\n`;
   for (const field of head.headers) {

@@ -238,7 +238,8 @@ export function headerValue(head: RequestHead, lower: string): string | null {
   return null;
 }
 
-const NO_TOKENS: ReadonlySet<string> = new Set();
+/** No token: what a message without the field gets, shared. */
+export const NO_TOKENS: ReadonlySet<string> = new Set();
 
 /**
  * The comma-separated tokens of every value of a header (name in lower case), lower case. Most

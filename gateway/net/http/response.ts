@@ -103,6 +103,20 @@ export interface ResponseFraming {
   lengthBytes: number;
 }
 
+const NO_BODY: ResponseFraming = Object.freeze({ kind: ResponseBody.none, lengthBytes: 0 });
+
+/** 1 to 15 digits alone: their number; -1 for anything else (read the long way). */
+function plainLength(text: string): number {
+  if (text.length === 0 || text.length > 15) return -1;
+  let value = 0;
+  for (let index = 0; index < text.length; index++) {
+    const digit = text.charCodeAt(index) - 48;
+    if (digit < 0 || digit > 9) return -1;
+    value = value * 10 + digit;
+  }
+  return value;
+}
+
 export function responseFraming(head: ResponseHead, requestMethod: string): ResponseFraming {
   const status = head.status;
   if (requestMethod === "HEAD" || status < 200 || status === 204 || status === 304) {
@@ -115,6 +129,12 @@ export function responseFraming(head: ResponseHead, requestMethod: string): Resp
     return { kind: chunked ? ResponseBody.chunked : ResponseBody.close, lengthBytes: 0 };
   }
   const lengths = headerValues(head.headers, "content-length");
+  // One plain number, as nearly every answer has: read without splitting.
+  if (lengths.length === 1) {
+    const length = plainLength(lengths[0]);
+    if (length === 0) return NO_BODY;
+    if (length > 0) return { kind: ResponseBody.length, lengthBytes: length };
+  }
   if (lengths.length === 0) return { kind: ResponseBody.close, lengthBytes: 0 };
   let length: number | undefined;
   for (const part of lengths.join(",").split(",")) {
