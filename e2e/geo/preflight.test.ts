@@ -156,13 +156,17 @@ describe("preflight", () => {
     const exits = answers.map(exitOf);
     expect(new Set(exits)).toEqual(new Set([exitIn("US", moved), exitIn("GB", kept)]));
     const throughMoved = exits.filter((exit) => exit === exitIn("US", moved)).length;
-    // One echo through each slot: every later request through it took the cached verdict.
-    expect(echo.requests.get(exitIn("US", moved))).toBe(1);
+    // One echo through each slot, every later request through it taking the cached verdict;
+    // the moved slot's once more at most: a worker that judged its sighting meanwhile moved the
+    // exit, and a moved exit's cached verdicts are dropped (a slow machine's timing).
+    const movedEchoes = echo.requests.get(exitIn("US", moved)) ?? 0;
+    expect(movedEchoes).toBeGreaterThanOrEqual(1);
+    expect(movedEchoes).toBeLessThanOrEqual(2);
     expect(echo.requests.get(exitIn("GB", kept))).toBe(1);
     expect(await gateway.metric('octoprox_gateway_preflight_checks_total{result="mismatch"}'))
       .toBe(throughMoved);
     expect(await gateway.metric("octoprox_gateway_preflight_cache_hits_total"))
-      .toBeGreaterThanOrEqual(answers.length - 2);
+      .toBeGreaterThanOrEqual(answers.length - 1 - movedEchoes);
     // The gateway's log is written in the background: the line is waited for.
     const logged = await cluster.logged(gateway, "Preflight: exit location mismatch");
     expect(logged).toMatchObject({
