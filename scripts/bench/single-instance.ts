@@ -41,6 +41,7 @@ import {
   formatNumber,
   median,
   pairedMedian,
+  rotate,
   type Row,
   type Suite,
   type SuiteContext,
@@ -96,11 +97,6 @@ async function measure(
     controlCpuMs: b.controlCpuMs - a.controlCpuMs,
     sharedCpuMs: b.sharedCpuMs - a.sharedCpuMs,
   };
-}
-
-function rotate<T>(items: readonly T[], by: number): T[] {
-  const k = by % items.length;
-  return [...items.slice(k), ...items.slice(0, k)];
 }
 
 async function run(context: SuiteContext): Promise<Row[]> {

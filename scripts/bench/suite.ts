@@ -61,6 +61,12 @@ export function passes(row: Row): boolean | undefined {
   }
 }
 
+/** `items` turned left by `by` places: the order the targets of a run take (it rotates per run). */
+export function rotate<T>(items: readonly T[], by: number): T[] {
+  const k = by % items.length;
+  return [...items.slice(k), ...items.slice(0, k)];
+}
+
 export function median(values: readonly number[]): number {
   if (values.length === 0) return Number.NaN;
   const sorted = [...values].sort((a, b) => a - b);

@@ -81,6 +81,7 @@ import {
   machineCpuMillis,
   median,
   pairedMedian,
+  rotate,
   type Row,
   type Suite,
   type SuiteContext,
@@ -143,11 +144,6 @@ const LABELS: Record<string, string> = {
 };
 /** Variants of another target: measured at saturation only. */
 const SATURATION_ONLY = new Set(["gateway-rate", "relay-dial"]);
-
-function rotate<T>(items: readonly T[], by: number): T[] {
-  const k = by % items.length;
-  return [...items.slice(k), ...items.slice(0, k)];
-}
 
 async function measure(
   target: Target,

@@ -53,6 +53,7 @@ import {
   formatNumber,
   median,
   pairedMedian,
+  rotate,
   type Row,
   type Suite,
   type SuiteContext,
@@ -217,11 +218,6 @@ async function mitmdumpVersion(): Promise<string> {
   child.stdout.setEncoding("utf8").on("data", (chunk: string) => (text += chunk));
   await new Promise((resolve) => child.once("exit", resolve));
   return /Mitmproxy:\s*(\S+)/.exec(text)?.[1] ?? "?";
-}
-
-function rotate<T>(items: readonly T[], by: number): T[] {
-  const k = by % items.length;
-  return [...items.slice(k), ...items.slice(0, k)];
 }
 
 async function run(context: SuiteContext): Promise<Row[]> {

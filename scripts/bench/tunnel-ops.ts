@@ -56,6 +56,7 @@ import {
   formatNumber,
   machineCpuMillis,
   median,
+  rotate,
   type Row,
   type Suite,
   type SuiteContext,
@@ -283,11 +284,6 @@ async function exportRevision(revision: string): Promise<string> {
   ], { cwd: ROOT });
   await symlink(join(ROOT, "node_modules"), join(dir, "node_modules"));
   return dir;
-}
-
-function rotate<T>(items: readonly T[], by: number): T[] {
-  const k = by % items.length;
-  return [...items.slice(k), ...items.slice(0, k)];
 }
 
 const PLAIN = ["connect", "http"] as const;

@@ -47,6 +47,23 @@ export class AllocationHold {
   }
 }
 
+/**
+ * The answer was relayed: the allocation released and the meter finished as a success, the
+ * request counted with the status the client got.
+ */
+export function attemptServed(
+  session: HttpSession,
+  hold: AllocationHold,
+  meter: TransferMeter | undefined,
+  latencyMs: number | undefined,
+  status: number,
+): void {
+  const outcome: Outcome = { ok: true, latencyMs };
+  hold.release(outcome);
+  if (meter) safely(() => meter.finish(outcome));
+  session.ctx.metrics.request(RequestKind.http, RequestOutcome.relayed, status);
+}
+
 /** Where a failed attempt was, as the rule needs it. */
 export interface FailedAttemptState {
   head: RequestHead;

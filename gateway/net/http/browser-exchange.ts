@@ -27,8 +27,7 @@ import {
   UpstreamHandshakeError,
   UpstreamIdleError,
 } from "../../../shared/proxy-protocol/errors.ts";
-import type { Allocation, Outcome } from "../../../shared/routing/contract.ts";
-import { RequestKind, RequestOutcome } from "../../base/metrics.ts";
+import type { Allocation } from "../../../shared/routing/contract.ts";
 import { safely, type TransferMeter } from "../../base/transfer-hooks.ts";
 import type { AttemptOutcome } from "../session/attempts.ts";
 import type { AttachedUpstream, HttpSession } from "../session/contract.ts";
@@ -36,11 +35,17 @@ import { ClientBodyError, ClientGoneError } from "../session/failures.ts";
 import { connectTimeoutFor } from "../session/limits.ts";
 import type { EngineResponse, Persona } from "../tls/impersonation.ts";
 import { CONTINUE_100 } from "./answers.ts";
-import { AllocationHold, attemptFailed, readClient, writeClient } from "./attempt-end.ts";
+import {
+  AllocationHold,
+  attemptFailed,
+  attemptServed,
+  readClient,
+  writeClient,
+} from "./attempt-end.ts";
 import { ChunkedError, ChunkedScanner } from "./chunked.ts";
 import type { ForwardPlan } from "./exchange.ts";
 import { connectionTokens, isHopByHop, latin1Encode } from "./heads.ts";
-import { BodyKind, type HeaderField } from "./parse.ts";
+import { BodyKind, type HeaderField, NO_TOKENS } from "./parse.ts";
 
 /** The client's fields the engine must not be handed: it writes its own. */
 const ENGINE_WRITES: ReadonlySet<string> = new Set([
@@ -425,11 +430,7 @@ class BrowserExchange {
   }
 
   served(clean: boolean): AttemptOutcome<boolean> {
-    const outcome: Outcome = { ok: true, latencyMs: this.latencyMs };
-    this.hold.release(outcome);
-    const meter = this.meter;
-    if (meter) safely(() => meter.finish(outcome));
-    this.session.ctx.metrics.request(RequestKind.http, RequestOutcome.relayed, this.status);
+    attemptServed(this.session, this.hold, this.meter, this.latencyMs, this.status);
     return { kind: "served", value: this.keepAlive && clean, status: this.status };
   }
 
@@ -458,8 +459,6 @@ class BrowserExchange {
     this.transfer.body?.cancel().catch(() => {});
   }
 }
-
-const NO_TOKENS: ReadonlySet<string> = new Set();
 
 /** The engine's answer fields as the capture takes them. */
 function fieldsOf(headers: Headers): HeaderField[] {

@@ -33,25 +33,26 @@ import {
   UpstreamHandshakeError,
   UpstreamIdleError,
 } from "../../../shared/proxy-protocol/errors.ts";
-import {
-  type Allocation,
-  type MaybePromise,
-  type Outcome,
-} from "../../../shared/routing/contract.ts";
+import { type Allocation, type MaybePromise } from "../../../shared/routing/contract.ts";
 import { dialUpstream } from "../io/dial.ts";
 import { startTargetTls } from "../tls/target-tls.ts";
 import type { CaptureDraft } from "../tls/capture.ts";
 import type { Persona } from "../tls/impersonation.ts";
 import type { Leg } from "../io/leg.ts";
 import { upstreamPoolKey } from "../io/upstream-pool.ts";
-import { RequestKind, RequestOutcome } from "../../base/metrics.ts";
 import type { AttemptOutcome, AttemptPlan, AttemptServed } from "../session/attempts.ts";
 import type { HttpSession } from "../session/contract.ts";
 import { ClientBodyError } from "../session/failures.ts";
 import { safely, type TransferMeter } from "../../base/transfer-hooks.ts";
 import { connectTimeoutFor } from "../session/limits.ts";
 import { CONTINUE_100 } from "./answers.ts";
-import { AllocationHold, attemptFailed, readClient, writeClient } from "./attempt-end.ts";
+import {
+  AllocationHold,
+  attemptFailed,
+  attemptServed,
+  readClient,
+  writeClient,
+} from "./attempt-end.ts";
 import { ChunkedError, ChunkedScanner } from "./chunked.ts";
 import {
   connectionTokens,
@@ -493,11 +494,7 @@ class Exchange {
       !this.answerListed.has("close") && !leg.closed &&
       !session.cancelled;
     this.keepIn = reusable ? this.poolKey : undefined;
-    const outcome: Outcome = { ok: true, latencyMs: this.latencyMs };
-    this.hold.release(outcome);
-    const meter = this.meter;
-    if (meter) safely(() => meter.finish(outcome));
-    session.ctx.metrics.request(RequestKind.http, RequestOutcome.relayed, response.status);
+    attemptServed(session, this.hold, this.meter, this.latencyMs, response.status);
     return { kind: "served", value: this.keepAlive, status: this.status };
   }
 
