@@ -4,7 +4,7 @@
  *
  *   DENO_NO_UPDATE_CHECK=1 deno run --allow-net --allow-read scripts/bench/bare-tls-relay.ts \
  *     --upstream 127.0.0.1:3128 --target localhost:8443 --cert chain.pem --key key.pem \
- *     --target-ca origin-ca.pem [--port 0]
+ *     --target-ca origin-ca.pem [--port 0] [--engine node]
  *
  * It prints `{"port": N}` once listening. Clients speak TLS to it at once (no CONNECT first),
  * trusting the CA that signed `--cert` (a certificate for the target's name, signed by the
@@ -14,6 +14,11 @@
  * against `--target-ca`, ALPN http/1.1 as the gateway's `plain` mode offers), and from then on
  * passes the decrypted bytes both ways with explicit read and write loops over one reused buffer
  * per direction (no streams), until both directions ended.
+ *
+ * With `--engine node` the client's TLS is `node:tls` instead (a TLSSocket over a stream on a
+ * plain TCP connection, as the gateway terminates an intercepted tunnel, since Deno cannot start
+ * TLS as a server on a connection it holds nor pick a certificate per host on a listener it
+ * exposes): the floor for any interceptor on this runtime that mints a certificate per host.
  *
  * Deno's API is reached through the small interface below rather than the `Deno` global's own
  * types, as in bare-relay.ts, so this file also passes the Node type check of `scripts/`.
@@ -40,6 +45,9 @@ interface TlsListener extends AsyncIterable<TlsConn> {
 
 interface DenoApi {
   args: string[];
+  listen(options: { hostname: string; port: number }): AsyncIterable<TcpConn> & {
+    readonly addr: { port: number };
+  };
   readTextFileSync(path: string): string;
   listenTls(options: {
     hostname: string;
@@ -54,6 +62,10 @@ interface DenoApi {
     options: { hostname: string; caCerts?: string[]; alpnProtocols?: string[] },
   ): Promise<TlsConn>;
 }
+
+import { once } from "node:events";
+import { Duplex } from "node:stream";
+import { createSecureContext, TLSSocket } from "node:tls";
 
 const deno = (globalThis as unknown as { Deno: DenoApi }).Deno;
 
@@ -83,6 +95,9 @@ const CERT = deno.readTextFileSync(argument("--cert"));
 const KEY = deno.readTextFileSync(argument("--key"));
 const TARGET_CA = deno.readTextFileSync(argument("--target-ca"));
 const PORT = deno.args.includes("--port") ? Number(argument("--port")) : 0;
+const ENGINE = deno.args.includes("--engine") ? argument("--engine") : "deno";
+if (ENGINE !== "deno" && ENGINE !== "node") throw new Error("bare-tls-relay: --engine deno|node");
+const NODE_CONTEXT = createSecureContext({ cert: CERT, key: KEY });
 
 const CONNECT_HEAD = new TextEncoder().encode(
   `CONNECT ${TARGET_TEXT} HTTP/1.1\r\nHost: ${TARGET_TEXT}\r\n\r\n`,
@@ -136,21 +151,32 @@ async function pump(from: Conn, to: Conn): Promise<void> {
   await to.closeWrite().catch(() => {});
 }
 
+/** The CONNECT through the upstream and this relay's own TLS to the target. */
+async function openTarget(): Promise<{ tcp: TcpConn; target?: TlsConn }> {
+  const tcp = await deno.connect(UPSTREAM);
+  try {
+    tcp.setNoDelay(true);
+    await writeAll(tcp, CONNECT_HEAD);
+    await readConnectAnswer(tcp);
+    const target = await deno.startTls(tcp, {
+      hostname: TARGET.hostname,
+      caCerts: [TARGET_CA],
+      alpnProtocols: ["http/1.1"],
+    });
+    return { tcp, target };
+  } catch (error) {
+    closeQuietly(tcp);
+    throw error;
+  }
+}
+
 async function serve(client: TlsConn): Promise<void> {
   let tcp: TcpConn | undefined;
   let target: TlsConn | undefined;
   try {
     await client.handshake();
-    tcp = await deno.connect(UPSTREAM);
-    tcp.setNoDelay(true);
-    await writeAll(tcp, CONNECT_HEAD);
-    await readConnectAnswer(tcp);
-    target = await deno.startTls(tcp, {
-      hostname: TARGET.hostname,
-      caCerts: [TARGET_CA],
-      alpnProtocols: ["http/1.1"],
-    });
-    const onward = target;
+    ({ tcp, target } = await openTarget());
+    const onward = target!;
     const both = [pump(client, onward), pump(onward, client)].map((direction) =>
       direction.catch(() => {
         // One side failed: end both.
@@ -167,12 +193,80 @@ async function serve(client: TlsConn): Promise<void> {
   }
 }
 
-const listener = deno.listenTls({
-  hostname: "127.0.0.1",
-  port: PORT,
-  cert: CERT,
-  key: KEY,
-  alpnProtocols: ["http/1.1"],
-});
-console.log(JSON.stringify({ port: listener.addr.port, target: TARGET_TEXT }));
-for await (const conn of listener) void serve(conn);
+/**
+ * `--engine node`: the client's TLS by `node:tls` over the TCP connection, the decrypted bytes
+ * passed on as they come (the socket paused while a write to the target is under way).
+ */
+async function serveNode(client: TcpConn): Promise<void> {
+  let target: TlsConn | undefined;
+  let tcp: TcpConn | undefined;
+  let reading = false;
+  const buffer = new Uint8Array(BUFFER_BYTES + 1024);
+  const duplex: Duplex = new Duplex({
+    read() {
+      if (reading) return;
+      reading = true;
+      client.read(buffer).then((n) => {
+        reading = false;
+        duplex.push(n === null ? null : buffer.slice(0, n));
+      }, (error) => duplex.destroy(error));
+    },
+    write(chunk: Uint8Array, _encoding, done) {
+      writeAll(client, chunk).then(() => done(), done);
+    },
+    final(done) {
+      client.closeWrite().then(() => done(), () => done());
+    },
+  });
+  const socket = new TLSSocket(duplex, {
+    isServer: true,
+    secureContext: NODE_CONTEXT,
+    ALPNProtocols: ["http/1.1"],
+  });
+  socket.on("error", () => {});
+  try {
+    await once(socket, "secure");
+    ({ tcp, target } = await openTarget());
+    const onward = target!;
+    const upward = new Promise<void>((resolve) => {
+      socket.on("data", (chunk: Uint8Array) => {
+        socket.pause();
+        writeAll(onward, chunk).then(() => socket.resume(), () => socket.destroy());
+      });
+      socket.once("end", () => onward.closeWrite().catch(() => {}).then(resolve));
+      socket.once("close", () => resolve());
+    });
+    const downward = (async () => {
+      const bytes = new Uint8Array(BUFFER_BYTES);
+      for (;;) {
+        const n = await onward.read(bytes);
+        if (n === null) break;
+        if (!socket.write(bytes.slice(0, n))) await once(socket, "drain");
+      }
+      socket.end();
+    })().catch(() => socket.destroy());
+    await Promise.all([upward, downward]);
+  } catch {
+    // As serve's.
+  } finally {
+    closeQuietly(target ?? tcp);
+    socket.destroy();
+    closeQuietly(client);
+  }
+}
+
+if (ENGINE === "node") {
+  const listener = deno.listen({ hostname: "127.0.0.1", port: PORT });
+  console.log(JSON.stringify({ port: listener.addr.port, target: TARGET_TEXT }));
+  for await (const conn of listener) void serveNode(conn);
+} else {
+  const listener = deno.listenTls({
+    hostname: "127.0.0.1",
+    port: PORT,
+    cert: CERT,
+    key: KEY,
+    alpnProtocols: ["http/1.1"],
+  });
+  console.log(JSON.stringify({ port: listener.addr.port, target: TARGET_TEXT }));
+  for await (const conn of listener) void serve(conn);
+}

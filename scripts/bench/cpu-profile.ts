@@ -40,15 +40,28 @@ function areaOf(dso: string): string {
 }
 
 /** `perf record -g` of `pid` over one load; the samples folded as a flame graph takes them. */
-export async function perfProfile(
+export function perfProfile(pid: number, options: LoadOptions, seconds: number): Promise<Profile> {
+  return perfProfileOf(
+    pid,
+    (durationMs) => runLoadInChild({ ...options, warmupMs: 500, durationMs }),
+    seconds,
+  );
+}
+
+/**
+ * `perf record -g` of `pid` for `seconds` while `startLoad` runs a load of its own: it warms up
+ * for half a second, then measures for the duration it is given (the recording starts half a
+ * second in and ends half a second before the load does).
+ */
+export async function perfProfileOf(
   pid: number,
-  options: LoadOptions,
+  startLoad: (durationMs: number) => Promise<unknown>,
   seconds: number,
 ): Promise<Profile> {
   const dir = await mkdtemp(join(tmpdir(), "ox-bench-perf-"));
   const data = join(dir, "perf.data");
   try {
-    const load = runLoadInChild({ ...options, warmupMs: 500, durationMs: seconds * 1000 + 500 });
+    const load = startLoad(seconds * 1000 + 500);
     await new Promise((resolve) => setTimeout(resolve, 500));
     await run$("perf", [
       "record",

@@ -30,10 +30,15 @@
  * window, divided by the requests answered in it, and the requests a second. Targets alternate
  * within a run (the order rotates between runs); the ratios are taken within each run, then the
  * median over --runs.
+ *
+ * BENCH_TLS_INTERCEPT_PROFILE_SECONDS (0: none) adds a `perf record -g` profile of each target
+ * after the runs (JavaScript frames named: the Deno targets run with V8's --perf-basic-prof), its
+ * samples by area and top frames in the log, its folded stacks in BENCH_TLS_INTERCEPT_OUT (a
+ * temporary folder unless set).
  */
 import { spawn } from "node:child_process";
 import { existsSync } from "node:fs";
-import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
 import { loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -60,6 +65,7 @@ import {
 } from "./suite.ts";
 import type { TlsLoadOptions, TlsLoadReport } from "./tls-load.ts";
 import { runReportingChild } from "../loadgen/child.ts";
+import { JS_FRAME_FLAGS, perfProfileOf } from "./cpu-profile.ts";
 
 const LOAD_SCRIPT = fileURLToPath(new URL("./tls-load.ts", import.meta.url));
 /** The origin's name: its certificate's, the CONNECT's authority, SNI and Host. */
@@ -68,7 +74,7 @@ const ORIGIN_HOST = "localhost";
 const RELAY_BUDGET = 1.3;
 const MITMPROXY_BUDGET = 0.33;
 
-type TargetKey = "gateway" | "browser" | "relay" | "mitmproxy";
+type TargetKey = "gateway" | "browser" | "relay" | "relay-node" | "mitmproxy";
 
 /** The second project's login: `match_ua` interception. */
 const BROWSER_LOGIN = { username: "bench-browser", password: "bench-browser-pass" };
@@ -223,6 +229,8 @@ async function mitmdumpVersion(): Promise<string> {
 async function run(context: SuiteContext): Promise<Row[]> {
   const seconds = envPositive("BENCH_TLS_INTERCEPT_SECONDS") ?? 5;
   const connections = envPositive("BENCH_TLS_INTERCEPT_CONNECTIONS", true) ?? 16;
+  const profileSeconds = Number(process.env.BENCH_TLS_INTERCEPT_PROFILE_SECONDS ?? 0);
+  const profiled: number[] = [];
   const stops: (() => Promise<void>)[] = [];
   const dir = await mkdtemp(join(tmpdir(), "ox-tls-intercept-bench-"));
   stops.push(() => rm(dir, { recursive: true, force: true }));
@@ -258,33 +266,41 @@ async function run(context: SuiteContext): Promise<Row[]> {
     const bed = await feedBed();
     stops.push(() => bed.close());
     await bed.lead();
-    const gateway = await startGateway(bed, { OCTOPROX_UPSTREAM_CA_FILE: originCaFile });
+    const v8: Record<string, string> = profileSeconds > 0 ? { DENO_V8_FLAGS: JS_FRAME_FLAGS } : {};
+    const gateway = await startGateway(bed, { OCTOPROX_UPSTREAM_CA_FILE: originCaFile, ...v8 });
     stops.push(() => gateway.stop());
+    profiled.push(...gateway.pids);
     await publishInterceptingFeed(bed, upstream.port);
     await gateway.waitForProxy();
 
     // The bare relay, with a certificate for the origin's name from the same install CA.
     const installCa = testMitmCa();
     const leaf = await (await loadCa(installCa)).mint(ORIGIN_HOST);
-    const relay = await startDenoService(
-      "tls-relay",
+    const relayArgs = [
+      "--upstream",
+      `127.0.0.1:${upstream.port}`,
+      "--target",
+      `${ORIGIN_HOST}:${origin.port}`,
+      "--cert",
+      await file("relay-chain.pem", leaf.chainPem),
+      "--key",
+      await file("relay-key.pem", leaf.keyPem),
+      "--target-ca",
+      originCaFile,
+    ];
+    const relay = await startDenoService("tls-relay", "bare-tls-relay.ts", relayArgs, v8, readable);
+    stops.push(() => relay.stop());
+    profiled.push(...relay.pids);
+    // The same relay with node:tls towards clients: the floor of a per-host certificate here.
+    const nodeRelay = await startDenoService(
+      "tls-relay-node",
       "bare-tls-relay.ts",
-      [
-        "--upstream",
-        `127.0.0.1:${upstream.port}`,
-        "--target",
-        `${ORIGIN_HOST}:${origin.port}`,
-        "--cert",
-        await file("relay-chain.pem", leaf.chainPem),
-        "--key",
-        await file("relay-key.pem", leaf.keyPem),
-        "--target-ca",
-        originCaFile,
-      ],
-      {},
+      [...relayArgs, "--engine", "node"],
+      v8,
       readable,
     );
-    stops.push(() => relay.stop());
+    stops.push(() => nodeRelay.stop());
+    profiled.push(...nodeRelay.pids);
 
     const version = await mitmdumpVersion();
     const mitm = await startMitmproxy(upstream.port, originCaFile, join(dir, "mitmproxy"));
@@ -316,6 +332,13 @@ async function run(context: SuiteContext): Promise<Row[]> {
         label: "bare TLS relay (Deno)",
         service: relay,
         connectTo: { host: "127.0.0.1", port: relay.port },
+        caFile: installCa.certPath,
+      },
+      {
+        key: "relay-node",
+        label: "bare TLS relay, node:tls to clients (Deno)",
+        service: nodeRelay,
+        connectTo: { host: "127.0.0.1", port: nodeRelay.port },
         caFile: installCa.certPath,
       },
       {
@@ -366,9 +389,38 @@ async function run(context: SuiteContext): Promise<Row[]> {
         );
       }
     }
+    if (profileSeconds > 0) {
+      const out = process.env.BENCH_TLS_INTERCEPT_OUT ??
+        await mkdtemp(join(tmpdir(), "ox-tls-intercept-"));
+      await mkdir(out, { recursive: true });
+      // mitmproxy is Python: perf sees its interpreter, not its code.
+      for (const target of targets.filter((t) => t.key !== "mitmproxy")) {
+        const profile = await perfProfileOf(
+          target.service.pids[0],
+          (durationMs) => runLoad({ ...options(target, durationMs / 1000, 0.5) }),
+          profileSeconds,
+        );
+        const path = join(out, `tls-intercept-${target.key}.folded`);
+        await writeFile(path, `${profile.folded}\n`);
+        const perRequest = median((points.get(target.key) ?? []).map(cpuPerRequest));
+        const share = (n: number) => n / profile.samples;
+        context.log(
+          `tls-intercept profile, ${target.label} (${profile.samples} samples, ${path}): ${
+            [...profile.areas].sort((a, b) => b[1] - a[1]).map(([area, n]) =>
+              `${area} ${(100 * share(n)).toFixed(1)}% ≈ ${(share(n) * perRequest).toFixed(0)} µs`
+            ).join(", ")
+          }\n${
+            profile.selfTop.map(([name, n]) =>
+              `      ${(100 * share(n)).toFixed(1).padStart(5)}%  ${name}`
+            ).join("\n")
+          }`,
+        );
+      }
+    }
     return rows(targets, points, { seconds, connections });
   } finally {
     for (const stop of stops.reverse()) await stop().catch(() => {});
+    for (const pid of profiled) await rm(`/tmp/perf-${pid}.map`, { force: true });
   }
 }
 
@@ -427,6 +479,9 @@ function rows(
   };
   ratio("gateway", "relay", RELAY_BUDGET);
   ratio("gateway", "mitmproxy", MITMPROXY_BUDGET);
+  // No budget: what the gateway costs over the floor its per-host certificates impose.
+  ratio("gateway", "relay-node");
+  ratio("relay-node", "relay");
   // The browser-grade mode beside them: reported, no budget.
   ratio("browser", "gateway");
   ratio("browser", "mitmproxy");
