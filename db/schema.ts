@@ -3,6 +3,7 @@
  * proxy status as a column, and the metrics history with its running totals and flush records.
  * Migrations are generated from this file by drizzle-kit (`npm run db:generate`) and committed.
  */
+import type { BlockRule, RetryPolicy } from "../shared/blocking/rules.ts";
 import { sql } from "drizzle-orm";
 import {
   bigint,
@@ -102,6 +103,12 @@ export const projects = pgTable("projects", {
   tlsMitmBrowser: text("tls_mitm_browser"),
   /** Hosts and `.suffixes` whose tunnels stay raw, as shared/tls/bypass.ts reads them. */
   tlsMitmBypass: jsonb("tls_mitm_bypass").$type<string[]>().notNull().default([]),
+  /** Rules judging the target's answers, in order (shared/blocking/rules.ts reads them). */
+  blockRules: jsonb("block_rules").$type<BlockRule[]>().notNull().default([]),
+  /** How a judged answer is retried on another exit; null: the defaults. */
+  retry: jsonb("retry").$type<RetryPolicy>(),
+  /** How much of a body the rules' markers are looked for in; null: the default (8 KiB). */
+  blockBodyBytes: integer("block_body_bytes"),
   createdAt: createdAt(),
   updatedAt: updatedAt(),
 }, (t) => [

@@ -38,6 +38,11 @@ export const STREAM_CAPS = {
   failures: 100,
   /** Interception captures per project (the Inspector's): about the last thousand exchanges. */
   mitmRequests: 1_000,
+  /**
+   * Cool-downs after block verdicts (exit × site), read by every gateway: a gateway starting
+   * reads those in force among the last this many.
+   */
+  cooldowns: 10_000,
 } as const;
 
 export type RedisKeys = ReturnType<typeof redisKeys>;
@@ -51,6 +56,8 @@ export function redisKeys(prefix: string) {
     changesStream: `${p}stream:changes`,
     runtimeStream: `${p}stream:runtime`,
     feedStream: `${p}stream:feed`,
+    /** Exits cooled down per site after block verdicts (gateway/blocking/cooldowns.ts). */
+    cooldownsStream: `${p}stream:cooldowns`,
 
     // Work streams: an entry is the work itself.
     jobStream: (kind: JobKind) => `${p}jobs:${kind}:stream`,

@@ -235,6 +235,8 @@ export interface FeedProjectSpec {
   maxConnections?: number;
   /** traffic_quota as gateways see it (none unless said). */
   trafficQuota?: { action: string; limit_status: number };
+  /** The project's response judging as the feed carries it (none unless said). */
+  blocking?: FeedProject["blocking"];
 }
 
 /** A project entry of the global section as the compile writes it (password digested). */
@@ -257,5 +259,6 @@ export async function feedProject(bed: FeedBed, spec: FeedProjectSpec): Promise<
     allowed_cidrs: spec.allowedCidrs ?? [],
     passwordless_cidrs: spec.passwordlessCidrs ?? [],
     sequence: null,
+    blocking: spec.blocking ?? null,
   };
 }

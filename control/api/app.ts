@@ -31,6 +31,7 @@ import { metricsRoutes } from "./routes/metrics.ts";
 import { mitmCaptureRoutes } from "./routes/mitm-captures.ts";
 import { geoExitRoutes } from "./routes/geo-exits.ts";
 import { projectRoutes } from "./routes/projects.ts";
+import { blockRuleRoutes } from "./routes/block-rules.ts";
 import { caCertificateRoutes } from "./routes/ca-certificate.ts";
 import { proxyRoutes } from "./routes/proxies.ts";
 import { ECHO_PATH, publicRoutes } from "./routes/public.ts";
@@ -56,6 +57,7 @@ export function apiRoutes(deps: ApiDeps): Route[] {
     // Before the projects': their `/projects/:id` would take `ca-certificate` for an id.
     ...caCertificateRoutes(deps),
     ...projectRoutes(deps),
+    ...blockRuleRoutes(),
     ...distributionKeyRoutes(deps),
     ...extractionRoutes(extraction),
     ...credentialRoutes(deps),

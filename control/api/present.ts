@@ -99,6 +99,9 @@ export function presentProject(
     tls_mitm_mode: row.tlsMitmMode as TlsMitmMode,
     tls_mitm_browser: row.tlsMitmBrowser as TlsMitmBrowser | null,
     tls_mitm_bypass: row.tlsMitmBypass,
+    block_rules: row.blockRules,
+    retry: row.retry,
+    block_body_bytes: row.blockBodyBytes,
     created_at: row.createdAt,
     updated_at: row.updatedAt,
   };

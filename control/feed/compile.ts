@@ -146,6 +146,9 @@ export async function compile(
       tlsMitmMode: projects.tlsMitmMode,
       tlsMitmBrowser: projects.tlsMitmBrowser,
       tlsMitmBypass: projects.tlsMitmBypass,
+      blockRules: projects.blockRules,
+      retry: projects.retry,
+      blockBodyBytes: projects.blockBodyBytes,
     }).from(projects).where(only === undefined ? undefined : eq(projects.id, only))
       .orderBy(asc(projects.id));
     const connectorRows = await tx.select({
@@ -277,6 +280,12 @@ export async function compile(
         mode: row.tlsMitmMode,
         browser: row.tlsMitmBrowser,
         bypass: [...row.tlsMitmBypass],
+      },
+      // Every rule off: nothing for gateways to judge.
+      blocking: row.blockRules.every((rule) => rule.mode === "off") ? null : {
+        rules: row.blockRules,
+        retry: row.retry,
+        body_bytes: row.blockBodyBytes,
       },
     };
   }));

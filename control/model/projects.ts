@@ -15,6 +15,7 @@ import { TrafficConfigSchema } from "./connectors.ts";
 import { parseCidr } from "../../shared/net/ip.ts";
 import { conflictRuleField, locationSourcesField } from "./location.ts";
 import { tlsMitmBrowserField, tlsMitmBypassField, tlsMitmModeField } from "./tls-mitm.ts";
+import { blockBodyBytesField, blockRulesField, retryField } from "./block-rules.ts";
 
 const username = v.pipe(
   v.string("must be text"),
@@ -124,6 +125,10 @@ const fields = {
   tls_mitm_mode: tlsMitmModeField,
   tls_mitm_browser: tlsMitmBrowserField,
   tls_mitm_bypass: tlsMitmBypassField,
+  /** Judging the target's answers (block-rules.ts). */
+  block_rules: blockRulesField,
+  retry: retryField,
+  block_body_bytes: blockBodyBytesField,
 };
 
 const serverFields = {
@@ -156,6 +161,9 @@ export const CreateProjectBody = v.strictObject({
   tls_mitm_mode: v.optional(fields.tls_mitm_mode),
   tls_mitm_browser: v.optional(fields.tls_mitm_browser),
   tls_mitm_bypass: v.optional(fields.tls_mitm_bypass),
+  block_rules: v.optional(fields.block_rules),
+  retry: v.optional(fields.retry),
+  block_body_bytes: v.optional(fields.block_body_bytes),
   ...serverFields,
 });
 
@@ -188,6 +196,9 @@ export const PROJECT_FIELD_NAMES = {
   tls_mitm_mode: "tlsMitmMode",
   tls_mitm_browser: "tlsMitmBrowser",
   tls_mitm_bypass: "tlsMitmBypass",
+  block_rules: "blockRules",
+  retry: "retry",
+  block_body_bytes: "blockBodyBytes",
 } as const;
 
 /** The forms `GET /projects/ca-certificate` answers in. */

@@ -2,6 +2,7 @@
  * Projects: the one way their rows change. Names and proxy usernames are unique regardless of
  * case; the unique indexes enforce it and a clash answers DuplicateError naming the field.
  */
+import type { BlockRule, RetryPolicy } from "../../shared/blocking/rules.ts";
 import { and, asc, eq, ne, sql } from "drizzle-orm";
 import type { Tx } from "../../db/client.ts";
 import {
@@ -58,6 +59,10 @@ export interface ProjectFields {
   /** The browser `override_ua` presents; null under every other mode. */
   tlsMitmBrowser: string | null;
   tlsMitmBypass: string[];
+  /** Judging the target's answers (shared/blocking/rules.ts). */
+  blockRules: BlockRule[];
+  retry: RetryPolicy | null;
+  blockBodyBytes: number | null;
 }
 
 export type NewProject = Pick<ProjectFields, "name" | "username"> & Partial<ProjectFields>;
@@ -131,6 +136,9 @@ export function projectDefaults(
     tlsMitmMode: "off",
     tlsMitmBrowser: null,
     tlsMitmBypass: [],
+    blockRules: [],
+    retry: null,
+    blockBodyBytes: null,
   };
 }
 

@@ -13,6 +13,7 @@
  * every interval from the start, so the System page lists the gateway; the stop withdraws it once
  * the listeners closed, before the core stops.
  */
+import type { CooldownBook } from "../base/cooldown-book.ts";
 import type {
   GatewayFeedSnapshot,
   GatewayIsolateSnapshot,
@@ -77,6 +78,8 @@ export interface RoutingCore {
   /** Reasons, besides a missing first feed, the gateway is unready (e.g. none). */
   unready?(): string[];
   hooks?: TransferHooks;
+  /** Exits cooled down per site after block verdicts; none: verdicts cool nothing down. */
+  cooldowns?: CooldownBook;
   /** Where the heartbeat writes the process's keys; none: the gateway is not listed. */
   instances?: InstanceStore;
   /** The feed follower's state, for the heartbeat snapshot. */
@@ -129,6 +132,7 @@ export class GatewayProcess {
       guard: core.guard,
       admissionSteps: core.admissionSteps,
       hooks: core.hooks,
+      cooldowns: core.cooldowns,
       logger,
       metrics: this.metrics,
       budget: options.budget ?? new ConnectionBudget(settings.maxClientConnections),

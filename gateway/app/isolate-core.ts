@@ -5,6 +5,7 @@
  * belongs here; what runs once per process (the feed follower) is the routing core's
  * (routing-core.ts).
  */
+import { Cooldowns } from "../blocking/cooldowns.ts";
 import type { Redis } from "ioredis";
 import { deriveFeedKeys } from "../../shared/feed/codec.ts";
 import { LoopLagTimer } from "../../shared/loop-lag.ts";
@@ -54,6 +55,8 @@ export interface IsolateCore {
    */
   admissionSteps: readonly AdmissionStep[];
   hooks?: TransferHooks;
+  /** Exits cooled down per site after block verdicts, synced with every gateway. */
+  cooldowns: Cooldowns;
   /** This isolate's request metering (its own batch writer), also its hooks. */
   metering: RequestMetering;
   /** Counts requests through rate-limited connectors into their proxies' windows. */
@@ -136,7 +139,9 @@ export async function buildIsolateCore(
     lagging: (lateMs, meanMs) =>
       logger.warn("Event loop lagging", { isolate, late_ms: lateMs, mean_ms: meanMs }),
   });
+  const cooldowns = new Cooldowns({ redis, keys, logger });
   writers.metering.start();
+  cooldowns.start();
   writers.failureLog.start();
   writers.captures.start();
   writers.poolEvidence.start();
@@ -145,18 +150,32 @@ export async function buildIsolateCore(
   loopLag.start();
   // A client handed in is its owner's to close.
   const ownRedis = options.redis === undefined ? redis : undefined;
-  const stopping: IsolateStop = { isolate, router, writers, preflight, loopLag, logger, ownRedis };
+  const stopping: IsolateStop = {
+    isolate,
+    router,
+    writers,
+    preflight,
+    cooldowns,
+    loopLag,
+    logger,
+    ownRedis,
+  };
   return {
     router,
     serving: preflight.router,
     guard,
     admissionSteps: admissionSteps(settings, router, writers.requestRate),
     hooks: writers.metering,
+    cooldowns,
     metering: writers.metering,
     rateLimiter: writers.rateLimiter,
     failureLog: writers.failureLog,
     loopLag,
-    samples: () => [...isolateSamples(isolate, router, writers, loopLag), ...preflight.samples()],
+    samples: () => [
+      ...isolateSamples(isolate, router, writers, loopLag),
+      ...preflight.samples(),
+      ...cooldowns.samples(),
+    ],
     state: () => isolateState(isolate, writers, loopLag),
     owed: () => owedAtStop(writers, {}),
     stop: () => stopIsolate(stopping),
@@ -193,6 +212,7 @@ interface IsolateStop {
   router: CoreRouter;
   writers: IsolateWriters;
   preflight: Preflight;
+  cooldowns: Cooldowns;
   loopLag: LoopLagTimer;
   logger: Logger;
   /** The isolate's own Redis client, disconnected at the end; none when it was handed in. */
@@ -218,6 +238,7 @@ async function stopIsolate(s: IsolateStop): Promise<void> {
       writers.poolEvidence.close(),
       writers.poolHolds?.stop(),
       s.preflight.close(),
+      s.cooldowns.close(),
     ]);
   } finally {
     s.ownRedis?.disconnect();

@@ -83,6 +83,7 @@ async function init(message: Extract<ToWorker, { type: "init" }>): Promise<void>
     guard: core.guard,
     admissionSteps: core.admissionSteps,
     hooks: core.hooks,
+    cooldowns: core.cooldowns,
     logger,
     metrics,
     budget: new ConnectionBudget(settings.maxClientConnections, message.budget),

@@ -24,6 +24,7 @@ import { admissionSteps } from "../net/session/admission-steps.ts";
 import { ClientSession } from "../net/session/client-session.ts";
 import type { NetContext } from "../net/session/contract.ts";
 import type { TransferHooks } from "../base/transfer-hooks.ts";
+import type { CooldownBook } from "../base/cooldown-book.ts";
 import type { NetLimits } from "../net/session/limits.ts";
 import { Socks5Session } from "../net/tunnel/socks5-session.ts";
 import type { Logger } from "../base/log.ts";
@@ -47,6 +48,8 @@ export interface ProxyListenerOptions extends NetLimits {
   logger: Logger;
   metrics: GatewayMetrics;
   hooks?: TransferHooks;
+  /** Exits cooled down per site after block verdicts (the isolate's book). */
+  cooldowns?: CooldownBook;
   /** What clients speak on this port (default HTTP). */
   protocol?: ListenerProtocol;
   /** The process's connection budget, shared with its other listeners (default: its own). */
@@ -66,6 +69,7 @@ export interface IsolateListenerParts {
   guard: DestinationGuard;
   admissionSteps?: readonly AdmissionStep[];
   hooks?: TransferHooks;
+  cooldowns?: CooldownBook;
   logger: Logger;
   metrics: GatewayMetrics;
   /** One OCTOPROX_MAX_CLIENT_CONNECTIONS for both listeners (and every isolate's). */
@@ -169,6 +173,7 @@ export class ProxyListener {
       tunnelStart: new BufferPool(TUNNEL_START_BUFFER_BYTES),
       upstreams: new UpstreamPool(),
       mitm: options.interceptor,
+      cooldowns: options.cooldowns,
       limits: {
         maxHeaderBytes: options.maxHeaderBytes,
         clientIdleTimeoutMs: options.clientIdleTimeoutMs,

@@ -81,6 +81,7 @@ export async function buildRoutingCore(
     guard: isolate.guard,
     admissionSteps: isolate.admissionSteps,
     hooks: isolate.hooks,
+    cooldowns: isolate.cooldowns,
     firstApplied: feed.firstApplied,
     instances: redisInstanceStore(redis, keys, instance, settings.redisRequestTimeoutMs),
     feedState: () => feedState(follower.stats()),

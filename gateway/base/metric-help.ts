@@ -29,6 +29,14 @@ export const METRIC_HELP: Readonly<Record<string, string>> = {
   octoprox_gateway_requests_total: "Requests by kind, outcome and the status answered.",
   octoprox_gateway_upstream_failures_total: "Failed upstream attempts by phase.",
   octoprox_gateway_retries_total: "Attempts retried on another proxy.",
+  octoprox_gateway_block_verdicts_total:
+    "Answers a project's block rules judged, by verdict and by the rule's mode (on: acted on; shadow: recorded only).",
+  octoprox_gateway_cooldowns_held:
+    "Exit and site pairs cooled down after block verdicts, held by this gateway now.",
+  octoprox_gateway_cooldowns_total:
+    "Cool-downs set by this gateway's verdicts, learned from other gateways, and dropped unwritten while Redis was away.",
+  octoprox_gateway_block_retries_total:
+    "Requests sent again through another exit after a block or rate-limit verdict.",
   octoprox_gateway_relay_bytes_total: "Bytes relayed, by direction.",
   octoprox_gateway_request_duration_seconds:
     "Requests from their head to their end (answer relayed, tunnel closed), by kind.",

@@ -114,6 +114,8 @@ export interface MetricsSnapshot {
   connectionsRejected: number;
   tunnelsOpen: number;
   retries: number;
+  verdicts: [string, number][];
+  verdictRetries: number;
   toUpstreamBytes: number;
   toClientBytes: number;
   requests: [string, number][];
@@ -148,6 +150,10 @@ export class GatewayMetrics {
   connectionsRejected = 0;
   tunnelsOpen = 0;
   retries = 0;
+  /** Requests sent again after a block or rate-limit verdict. */
+  verdictRetries = 0;
+  /** Judged answers by verdict and mode label set. */
+  readonly #verdicts = new Map<string, number>();
   toUpstreamBytes = 0;
   toClientBytes = 0;
   /** Counts by kind and outcome, then by status: no label string is built per request. */
@@ -186,6 +192,12 @@ export class GatewayMetrics {
     return samples;
   }
 
+  /** An answer a rule matched: acted on (`shadow` false) or only recorded. */
+  verdict(verdict: string, shadow: boolean): void {
+    const key = `verdict="${verdict}",mode="${shadow ? "shadow" : "on"}"`;
+    this.#verdicts.set(key, (this.#verdicts.get(key) ?? 0) + 1);
+  }
+
   upstreamFailure(phase: string): void {
     const key = `phase="${phase}"`;
     this.#failures.set(key, (this.#failures.get(key) ?? 0) + 1);
@@ -219,6 +231,8 @@ export class GatewayMetrics {
       connectionsRejected: this.connectionsRejected,
       tunnelsOpen: this.tunnelsOpen,
       retries: this.retries,
+      verdicts: [...this.#verdicts],
+      verdictRetries: this.verdictRetries,
       toUpstreamBytes: this.toUpstreamBytes,
       toClientBytes: this.toClientBytes,
       requests: this.#requestSamples(),
@@ -284,6 +298,14 @@ export class GatewayMetrics {
     );
     metric("octoprox_gateway_retries_total", "counter", [
       ["", sum((m) => m.retries, this.retries)],
+    ]);
+    metric(
+      "octoprox_gateway_block_verdicts_total",
+      "counter",
+      merge(this.#verdicts, (m) => m.verdicts ?? []),
+    );
+    metric("octoprox_gateway_block_retries_total", "counter", [
+      ["", sum((m) => m.verdictRetries ?? 0, this.verdictRetries)],
     ]);
     metric("octoprox_gateway_relay_bytes_total", "counter", [
       ['direction="to_upstream"', sum((m) => m.toUpstreamBytes, this.toUpstreamBytes)],

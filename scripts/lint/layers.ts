@@ -113,13 +113,14 @@ export const STACKS: readonly Stack[] = [
         name: "policy",
         paths: [
           "gateway/access",
+          "gateway/blocking",
           "gateway/limits",
           "gateway/metering",
           "gateway/feed",
           "gateway/geo",
         ],
         about: "Admission steps and what follows the cluster: client access, limits, " +
-          "metering, the routing feed, the IP databases.",
+          "metering, the routing feed, the IP databases, the cool-downs block verdicts set.",
       },
       {
         name: "app",

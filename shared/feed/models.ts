@@ -61,6 +61,17 @@ export const FeedInterceptionSchema = v.object({
 });
 export type FeedInterception = v.InferOutput<typeof FeedInterceptionSchema>;
 
+/** A project's response judging (shared/blocking/rules.ts); null when it has no rule. */
+export const FeedBlockingSchema = v.object({
+  /** The rules as stored; the gateway reads each again and skips one it cannot. */
+  rules: v.array(v.unknown()),
+  /** Null: the defaults. */
+  retry: v.nullable(v.unknown()),
+  /** Null: 8 KiB. */
+  body_bytes: v.nullable(v.number()),
+});
+export type FeedBlocking = v.InferOutput<typeof FeedBlockingSchema>;
+
 export const FeedProjectSchema = v.object({
   id: v.string(),
   name: v.string(),
@@ -99,6 +110,8 @@ export const FeedProjectSchema = v.object({
    * is absent (feeds of earlier releases, fixtures).
    */
   tls_mitm: v.optional(v.nullable(FeedInterceptionSchema)),
+  /** The project's response judging; null or absent when it has no rule. */
+  blocking: v.optional(v.nullable(FeedBlockingSchema)),
 });
 export type FeedProject = v.InferOutput<typeof FeedProjectSchema>;
 

@@ -9,6 +9,7 @@ import type { FeedRateLimit } from "../feed/models.ts";
 import { RefusalKind } from "../failure-kinds.ts";
 import type { IpAddress } from "../net/ip.ts";
 import type { DestinationResolution } from "../settings.ts";
+import type { CompiledBlocking } from "../blocking/rules.ts";
 
 /** The options a client put in its username: `<user>[-cc-..][-st-..][-city-..][-sessid-..][-sesstime-..]`. */
 export interface UsernameOptions {
@@ -46,6 +47,8 @@ export interface Client {
   maxRetries?: number;
   /** The project's TLS interception; absent when it is off (tunnels stay raw). */
   interception?: Interception;
+  /** The project's response judging; absent when it has no rule on or in shadow. */
+  blocking?: CompiledBlocking;
 }
 
 /** The modes a gateway intercepts with. */

@@ -72,7 +72,7 @@ import {
   type ProxyEntry,
   type RoutingSnapshot,
   type SequenceEntry,
-  withInterception,
+  withProjectPolicies,
 } from "./snapshot.ts";
 import { random } from "./strategies/random.ts";
 import { roundRobin } from "./strategies/round-robin.ts";
@@ -325,12 +325,16 @@ export class CoreRouter implements Router {
     const project = snapshot.projectsByUsername.get(parsed.options.user);
     if (project === undefined) return { ok: false, refusal: unauthenticated };
     // ParsedUsername and the contract's UsernameOptions are one shape; this assignment keeps them so.
-    const client: Client = withInterception({
-      projectId: project.id,
-      options: parsed.options,
-      connectTimeoutMs: project.connectTimeoutMs,
-      maxRetries: project.maxRetries,
-    }, project.interception);
+    const client: Client = withProjectPolicies(
+      {
+        projectId: project.id,
+        options: parsed.options,
+        connectTimeoutMs: project.connectTimeoutMs,
+        maxRetries: project.maxRetries,
+      },
+      project.interception,
+      project.blocking,
+    );
     const digest = project.passwordDigest;
     const known = this.passwords.get(digest);
     if (known !== undefined && timingSafeEqual(known, credentials.password)) {

@@ -15,6 +15,15 @@
  * registry every process uses; one whose rows are rendered per request (dynamic sessions) serves
  * every place its templates can write, within its declared countries.
  */
+import {
+  type BlockRule,
+  compileBlocking,
+  type CompiledBlocking,
+  readBlockRule,
+  readRetryPolicy,
+  type RetryPolicy,
+  type RuleIssue,
+} from "../blocking/rules.ts";
 import { normaliseHost } from "../net/host.ts";
 import type {
   ConnectorSection,
@@ -406,6 +415,8 @@ export interface ProjectEntry {
    * tunnels stay raw (mode off, or a mode this gateway does not serve).
    */
   readonly interception: Interception | undefined;
+  /** Its response judging, compiled once; undefined when it has no rule on or in shadow. */
+  readonly blocking: CompiledBlocking | undefined;
   readonly project: FeedProject;
 }
 
@@ -594,18 +605,23 @@ function indexProjects(update: FeedSections, dispatch: Dispatch, log: CoreLog | 
       ? Math.min(project.max_retries, MAX_RETRIES_LIMIT)
       : undefined;
     const interception = interceptionOf(project, log);
+    const blocking = blockingOf(project, log);
     // Built once: every password-less request of the project shares it (nothing changes it).
     const byAddress: AuthResult | undefined = blocks.passwordless.length === 0
       ? undefined
       : Object.freeze({
         ok: true,
         client: Object.freeze(
-          withInterception({
-            projectId: project.id,
-            options: Object.freeze({ user: project.username }),
-            connectTimeoutMs,
-            maxRetries,
-          }, interception),
+          withProjectPolicies(
+            {
+              projectId: project.id,
+              options: Object.freeze({ user: project.username }),
+              connectTimeoutMs,
+              maxRetries,
+            },
+            interception,
+            blocking,
+          ),
         ),
       });
     const entry: ProjectEntry = {
@@ -623,6 +639,7 @@ function indexProjects(update: FeedSections, dispatch: Dispatch, log: CoreLog | 
       slot: dispatch.projectSlots.assign(project.id),
       sequence: sequenceEntry(project.sequence),
       interception,
+      blocking,
       project,
     };
     if (byAddress !== undefined) {
@@ -689,10 +706,49 @@ function interceptionOf(project: FeedProject, log: CoreLog | undefined): Interce
   });
 }
 
-/** The client with its project's interception, when there is one (absent otherwise). */
-export function withInterception(client: Client, interception: Interception | undefined): Client {
+/** The client with its project's interception and judging, those it has (absent otherwise). */
+export function withProjectPolicies(
+  client: Client,
+  interception: Interception | undefined,
+  blocking: CompiledBlocking | undefined,
+): Client {
   if (interception !== undefined) client.interception = interception;
+  if (blocking !== undefined) client.blocking = blocking;
   return client;
+}
+
+/**
+ * A project's rules as the gateway applies them, read again here (a rule a later release wrote
+ * that this one cannot read is skipped and logged; the rest apply). Undefined without a rule on
+ * or in shadow.
+ */
+function blockingOf(project: FeedProject, log: CoreLog | undefined): CompiledBlocking | undefined {
+  const feed = project.blocking;
+  if (feed === null || feed === undefined) return undefined;
+  const rules: BlockRule[] = [];
+  feed.rules.forEach((raw, index) => {
+    const issues: RuleIssue[] = [];
+    const rule = readBlockRule(raw, `[${index}]`, issues);
+    if (rule !== undefined) rules.push(rule);
+    else {
+      log?.warn("A project's block rule is not read here: it is skipped", {
+        project: project.id,
+        rule: index,
+        issue: issues[0] === undefined ? "" : `${issues[0].path}: ${issues[0].message}`,
+      });
+    }
+  });
+  let retry: RetryPolicy | null = null;
+  if (feed.retry !== null) {
+    const issues: RuleIssue[] = [];
+    retry = readRetryPolicy(feed.retry, issues) ?? null;
+    if (retry === null) {
+      log?.warn("A project's retry policy is not read here: the defaults apply", {
+        project: project.id,
+      });
+    }
+  }
+  return compileBlocking(rules, retry, feed.body_bytes);
 }
 
 /** A project's sequence as the router reads it; undefined when it has none. */

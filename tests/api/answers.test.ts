@@ -228,6 +228,7 @@ describe("each declared answer is what the route answers", () => {
     await call("GET", "/api/v1/system/stats/history");
     // The harness has no CA: the answer says so, still the declared answer.
     await call("GET", "/api/v1/system/tls-ca");
+    await call("GET", "/api/v1/block-rules/presets");
   });
 
   test("the provider catalogue and a custom descriptor's life", async () => {

@@ -428,7 +428,7 @@ describe("the feed and the routing preview", () => {
       on_unavailable: "reject",
       exhausted: false,
     });
-    expect(Object.keys(entry).slice(-2)).toEqual(["sequence", "tls_mitm"]);
+    expect(Object.keys(entry).slice(-3)).toEqual(["sequence", "tls_mitm", "blocking"]);
     expect(global.projects.find((p) => p.id === plain.projectId)!.sequence).toBeNull();
   });
 

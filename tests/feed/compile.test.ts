@@ -127,10 +127,12 @@ describe("compile", () => {
       "passwordless_cidrs",
       "sequence",
       "tls_mitm",
+      "blocking",
     ]);
     expect(shop.sequence).toBeNull();
     // Interception off: nothing for gateways to apply.
     expect(shop.tls_mitm).toBeNull();
+    expect(shop.blocking).toBeNull();
     expect(shop.password_digest).toBe(await passwordDigest(bed.feedKeys, "pw-shop-1"));
     // The password itself is never in the feed.
     expect(compiled.sections.get("global")!.json).not.toContain("pw-shop-1");

@@ -1,8 +1,35 @@
 /** A project as the API answers it (control/api/present.ts's presentProject). */
+import { PRESET_NAMES, RULE_MODES, VERDICTS } from "../../../shared/blocking/rules.ts";
 import * as v from "valibot";
 import { cidrList } from "../../model/projects.ts";
 import { TLS_MITM_BROWSERS, TLS_MITM_MODES } from "../../model/tls-mitm.ts";
 import { count, id, timestamp, TrafficConfigAnswer, TrafficUsageAnswer } from "./common.ts";
+
+const HeaderConditionAnswer = v.strictObject({
+  name: v.string(),
+  value: v.optional(v.string()),
+  pattern: v.optional(v.string()),
+});
+
+/** A block rule as stored: a preset by name, or conditions of the operator's own. */
+const BlockRuleAnswer = v.strictObject({
+  name: v.string(),
+  mode: v.picklist(RULE_MODES),
+  preset: v.optional(v.picklist(PRESET_NAMES)),
+  status: v.optional(v.array(v.number())),
+  header: v.optional(HeaderConditionAnswer),
+  body_contains: v.optional(v.array(v.string())),
+  domains: v.optional(v.array(v.string())),
+  verdict: v.picklist(VERDICTS),
+  cool_down_seconds: v.number(),
+});
+
+const RetryAnswer = v.strictObject({
+  attempts: v.number(),
+  methods: v.array(v.string()),
+  max_total_seconds: v.number(),
+  rebind_sticky: v.boolean(),
+});
 
 export const ProjectAnswer = v.strictObject({
   id,
@@ -28,15 +55,33 @@ export const ProjectAnswer = v.strictObject({
   max_connections: v.nullable(count),
   allowed_cidrs: cidrList,
   passwordless_cidrs: cidrList,
-  /** off (raw tunnels), plain; match_ua and override_ua are refused in this build. */
+  /** off (raw tunnels), plain, match_ua, override_ua. */
   tls_mitm_mode: v.picklist(TLS_MITM_MODES),
   /** The browser override_ua presents; null under every other mode. */
   tls_mitm_browser: v.nullable(v.picklist(TLS_MITM_BROWSERS)),
   /** Hosts, `.suffixes` and IP addresses whose tunnels stay raw. */
   tls_mitm_bypass: v.array(v.string()),
+  /** Rules judging the target's answers, in order. */
+  block_rules: v.array(BlockRuleAnswer),
+  /** How a judged answer is retried on another exit; null: the defaults. */
+  retry: v.nullable(RetryAnswer),
+  /** How much of a body the markers are looked for in; null: 8 KiB. */
+  block_body_bytes: v.nullable(count),
   created_at: timestamp,
   updated_at: timestamp,
 });
 export type Project = v.InferOutput<typeof ProjectAnswer>;
+
+/** A shipped rule, as `GET /api/v1/block-rules/presets` answers it. */
+export const PresetAnswer = v.strictObject({
+  name: v.picklist(PRESET_NAMES),
+  about: v.string(),
+  status: v.optional(v.array(v.number())),
+  header: v.optional(HeaderConditionAnswer),
+  body_contains: v.optional(v.array(v.string())),
+  verdict: v.picklist(VERDICTS),
+  cool_down_seconds: count,
+});
+export const PresetListAnswer = v.array(PresetAnswer);
 
 export const ProjectListAnswer = v.array(ProjectAnswer);

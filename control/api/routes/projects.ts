@@ -48,13 +48,27 @@ const LIMITS_NOTE = "`traffic_quota` (a traffic_config of connectors, its `limit
   "is a 422, a block another project lists a 400.";
 
 const TLS_MITM_NOTE = "`tls_mitm_mode` (`off`, the default: tunnels stay raw; `plain`: the " +
-  "gateway opens them with the install's CA) keeps `tls_mitm_browser` only under a mode that " +
+  "gateway opens them with the install's CA; `match_ua` and `override_ua`: a browser's TLS " +
+  "and HTTP/2 fingerprint towards the target) keeps `tls_mitm_browser` only under a mode that " +
   "uses one (`override_ua`) and clears it otherwise; a write lacking a browser the mode needs is " +
-  "a 422 naming `tls_mitm_browser`. `match_ua` and `override_ua` (browser-grade fingerprints) " +
-  "are a 422 naming `tls_mitm_mode` with the reason: this build cannot serve them. " +
+  "a 422 naming `tls_mitm_browser`, and `safari` is a 422 with the reason (the engine has no " +
+  "Safari fingerprint). " +
   "`tls_mitm_bypass`: at most 1000 host names, `.suffixes` (every name under one) and IP " +
   "addresses whose tunnels stay raw; lower-cased, IDNA ASCII, deduplicated; a port or a " +
   "wildcard is a 422 naming its index.";
+
+const BLOCKING_NOTE = "`block_rules` judge the target's answers, in order: each names " +
+  "`status` (codes), `header` (`{name}` present, `{name, value}` equal without case, or " +
+  "`{name, pattern}` a regular expression), `body_contains` (markers looked for in the first " +
+  "`block_body_bytes` of the body, 8192 unless set, at most 65536) and `domains` (host names and " +
+  "`.suffixes`; none: every host), all of which must hold, and gives a `verdict` (`ok`, " +
+  "`blocked`, `rate_limited`) and a `cool_down_seconds` for the exit on that site; `mode` `on` " +
+  'acts, `shadow` only records, `off` skips. `{"preset": name}` uses a shipped rule (GET ' +
+  "/api/v1/block-rules/presets). `retry` (`attempts`, `methods`, `max_total_seconds`, " +
+  "`rebind_sticky`; null: 3 attempts of GET and HEAD within 30 s, sticky sessions kept) says " +
+  "how a blocked answer is sent again through another exit. A rule that does not parse (an " +
+  "invalid regular expression, a header name that is no token, a domain that is no host) is a " +
+  "422 naming its place, such as `body.block_rules.2.header.pattern`.";
 
 export function projectRoutes(deps: ApiDeps): Route[] {
   /** Projects as answered: each with its quota's usage. */
@@ -104,7 +118,7 @@ export function projectRoutes(deps: ApiDeps): Route[] {
       summary: "Create a project",
       description: "Name and proxy username are unique regardless of case (400 naming the " +
         "field). Without `password`, one is generated. `strategy` defaults to the install's " +
-        `OCTOPROX_DEFAULT_STRATEGY. ${LIMITS_NOTE} ${TLS_MITM_NOTE}`,
+        `OCTOPROX_DEFAULT_STRATEGY. ${LIMITS_NOTE} ${TLS_MITM_NOTE} ${BLOCKING_NOTE}`,
       access: UserRole.editor,
       body: CreateProjectBody,
       responses: {
@@ -142,7 +156,7 @@ export function projectRoutes(deps: ApiDeps): Route[] {
       summary: "Edit a project",
       description: `${LIMITS_NOTE} An edit of what decides the quota's block (a quota set or ` +
         "cleared, its bytes, period, reset day or action) asks for a decision; one of its price, " +
-        `currency or warning line asks for none. ${TLS_MITM_NOTE} The rule holds on the project ` +
+        `currency or warning line asks for none. ${TLS_MITM_NOTE} ${BLOCKING_NOTE} The rule holds on the project ` +
         "as the edit would leave it: a mode changed alone keeps or clears the stored browser.",
       access: UserRole.editor,
       body: UpdateProjectBody,

@@ -41,6 +41,14 @@ export function proxyStatusValue(token: string, details: string): string {
   return `octoprox; error=${safeToken}; details=${sfString(details)}`;
 }
 
+/**
+ * The `Proxy-Status` value of a target's answer a block rule judged and the client got after
+ * all: its status, and the verdict and rule in `details`.
+ */
+export function verdictProxyStatus(status: number, verdict: string, rule: string): string {
+  return `octoprox; received-status=${status}; details=${sfString(`${verdict} by rule ${rule}`)}`;
+}
+
 export interface AnswerOptions {
   /** Keep the client's connection for another request (otherwise `Connection: close`). */
   keepAlive: boolean;

@@ -33,19 +33,31 @@ import {
   UpstreamHandshakeError,
   UpstreamIdleError,
 } from "../../../shared/proxy-protocol/errors.ts";
-import { type Allocation, type MaybePromise } from "../../../shared/routing/contract.ts";
+import {
+  type Allocation,
+  type MaybePromise,
+  type Outcome,
+} from "../../../shared/routing/contract.ts";
+import { type Finding, judge, needsBody } from "../../../shared/blocking/judge.ts";
+import { type CompiledRule, RETRY_BODY_MAX_BYTES } from "../../../shared/blocking/rules.ts";
 import { dialUpstream } from "../io/dial.ts";
 import { startTargetTls } from "../tls/target-tls.ts";
 import type { CaptureDraft } from "../tls/capture.ts";
 import type { Persona } from "../tls/impersonation.ts";
 import type { Leg } from "../io/leg.ts";
 import { upstreamPoolKey } from "../io/upstream-pool.ts";
-import type { AttemptOutcome, AttemptPlan, AttemptServed } from "../session/attempts.ts";
+import type {
+  AttemptJudged,
+  AttemptOutcome,
+  AttemptPlan,
+  AttemptServed,
+} from "../session/attempts.ts";
+import { bodyPrefixText } from "./body-prefix.ts";
 import type { HttpSession } from "../session/contract.ts";
 import { ClientBodyError } from "../session/failures.ts";
 import { safely, type TransferMeter } from "../../base/transfer-hooks.ts";
 import { connectTimeoutFor } from "../session/limits.ts";
-import { CONTINUE_100 } from "./answers.ts";
+import { CONTINUE_100, verdictProxyStatus } from "./answers.ts";
 import {
   AllocationHold,
   attemptFailed,
@@ -93,6 +105,24 @@ export interface ForwardPlan extends AttemptPlan {
    * (browser-exchange.ts runs its attempts instead of this module).
    */
   persona?: Persona;
+  /** The project's block rules for the target's host: each answer is judged before it is sent. */
+  judging?: Judging;
+}
+
+/** What judging a forwarded request's answers takes (forward.ts builds it). */
+export interface Judging {
+  rules: readonly CompiledRule[];
+  readsBody: boolean;
+  /** How much of a body the markers are looked for in. */
+  bodyBytes: number;
+  /** The target's site: what a verdict cools its exit down for. */
+  site: string;
+  /**
+   * The request's body is kept for a resend (a method with a body the project retries): the
+   * bytes as the client sent them, undefined once past RETRY_BODY_MAX_BYTES.
+   */
+  keptBody?: Uint8Array[] | undefined;
+  keptBytes: number;
 }
 
 /** Where an exchange is: each phase starts where the last ended. */
@@ -166,6 +196,12 @@ class Exchange {
   answerListed: ReadonlySet<string> = NO_TOKENS;
   /** Where the leg goes back once the answer ended cleanly (undefined: it closes). */
   keepIn: string | undefined;
+  /** Bytes read from the upstream before the answer began (its head, a judged body's prefix). */
+  receivedBytes = 0;
+  /** The verdict a block rule gave the answer (acted on), if any. */
+  verdict: Finding | undefined;
+  /** The answer is held for the retry loop: settled by its deliver or drop, not by run. */
+  held = false;
 
   constructor(session: HttpSession, plan: ForwardPlan, allocation: Allocation) {
     this.session = session;
@@ -195,6 +231,119 @@ class Exchange {
           if (!this.dropStaleLeg(reused, error)) throw error;
         }
       }
+      if (this.plan.judging !== undefined) {
+        const judged = await this.judge(this.plan.judging, answer);
+        if (judged !== undefined) return judged;
+      }
+      this.begin(answer.response);
+      const clean = await this.relayAnswer(answer);
+      return this.served(answer.response, clean);
+    } catch (error) {
+      return this.failed(error);
+    } finally {
+      if (!this.held) this.settle();
+    }
+  }
+
+  /**
+   * Between phases 3 and 4: the answer judged by the project's rules (its body's first bytes
+   * read into `answer.leftover` when a rule looks there). A `blocked` or `rate_limited` verdict
+   * cools the exit down for the site and holds the answer for the retry loop.
+   */
+  async judge(judging: Judging, answer: AnswerHead): Promise<AttemptJudged<boolean> | undefined> {
+    const { response } = answer;
+    const metrics = this.session.ctx.metrics;
+    let body: string | undefined;
+    if (judging.readsBody && needsBody(judging.rules, response.status, response.headers)) {
+      const framing = responseFraming(response, this.plan.head.method);
+      answer.leftover = await this.readBodyPrefix(answer.leftover, framing, judging.bodyBytes);
+      body = bodyPrefixText(answer.leftover, framing, response.headers, judging.bodyBytes);
+    }
+    const judgement = judge(judging.rules, response.status, response.headers, body);
+    if (judgement.shadows !== undefined) {
+      for (const finding of judgement.shadows) metrics.verdict(finding.verdict, true);
+    }
+    const acted = judgement.acted;
+    if (acted === undefined) return undefined;
+    metrics.verdict(acted.verdict, false);
+    if (acted.verdict === "ok") return undefined;
+    this.verdict = acted;
+    // A body not kept (too large, or a method not retried) cannot go again: no other exit.
+    if (this.plan.framing.kind !== BodyKind.none && judging.keptBody === undefined) {
+      this.plan.verdictAttempts = this.plan.turn;
+    }
+    const proxyId = this.allocation.upstream.proxyId;
+    this.session.ctx.cooldowns?.coolDown(judging.site, proxyId, acted.coolDownMs);
+    this.held = true;
+    return {
+      kind: "judged",
+      finding: acted,
+      status: response.status,
+      deliver: () => this.deliver(answer),
+      drop: () => this.drop(answer.response),
+    };
+  }
+
+  /**
+   * Reads the body's first bytes, up to `limit` of them (or its end), after what came with the
+   * head; they go to the client later as if just read. Under the connect timeout, as the head.
+   */
+  async readBodyPrefix(
+    leftover: Uint8Array,
+    framing: ResponseFraming,
+    limit: number,
+  ): Promise<Uint8Array> {
+    if (framing.kind === ResponseBody.none) return leftover;
+    const want = framing.kind === ResponseBody.length
+      ? Math.min(framing.lengthBytes, limit)
+      : limit;
+    const scanner = framing.kind === ResponseBody.chunked
+      ? new ChunkedScanner({ lenient: true })
+      : undefined;
+    const ended = (bytes: Uint8Array) => {
+      if (scanner === undefined) return false;
+      try {
+        return scanner.push(bytes) >= 0;
+      } catch {
+        return true;
+      }
+    };
+    // Copied out of the pooled buffer, which the reads below reuse.
+    const parts: Uint8Array[] = [leftover.slice()];
+    let total = leftover.length;
+    if (total >= want || ended(leftover)) return parts[0];
+    const leg = this.leg!;
+    const buffer = this.buffer!;
+    leg.setDeadline(this.connectTimeoutMs);
+    try {
+      while (total < want) {
+        let count: number | null;
+        try {
+          count = await leg.read(buffer);
+        } catch (error) {
+          throw new UpstreamIdleError("Upstream connection failed mid-answer", {
+            timedOut: leg.timedOut,
+            cause: error,
+          });
+        }
+        if (count === null) break;
+        const piece = buffer.slice(0, count);
+        this.receivedBytes += count;
+        parts.push(piece);
+        total += count;
+        if (ended(piece)) break;
+      }
+    } finally {
+      leg.clearDeadline();
+    }
+    return joinParts(parts);
+  }
+
+  /** The held answer goes to the client after all (no other exit served). */
+  async deliver(answer: AnswerHead): Promise<AttemptOutcome<boolean>> {
+    // Attached again: cancelling the session and idle checks reach it while it is relayed.
+    this.session.attach(this.leg);
+    try {
       this.begin(answer.response);
       const clean = await this.relayAnswer(answer);
       return this.served(answer.response, clean);
@@ -202,6 +351,29 @@ class Exchange {
       return this.failed(error);
     } finally {
       this.settle();
+    }
+  }
+
+  /**
+   * The held answer is not the client's: what was read of it is metered (the exit carried it),
+   * the allocation ends as a success (the proxy worked; the site refused it), the leg closes.
+   * The session may be on another attempt by now: its attached leg is left alone.
+   */
+  drop(response: ResponseHead): void {
+    try {
+      this.begin(response);
+      const meter = this.meter;
+      const received = this.receivedBytes;
+      if (meter !== undefined && received > 0) safely(() => meter.bytes(0, received));
+      const outcome: Outcome = { ok: true, latencyMs: this.latencyMs };
+      this.hold.release(outcome);
+      if (meter !== undefined) safely(() => meter.finish(outcome));
+    } finally {
+      this.keepIn = undefined;
+      this.hold.settle();
+      this.leg?.close();
+      if (this.buffer) this.session.ctx.pool.give(this.buffer);
+      this.buffer = undefined;
     }
   }
 
@@ -336,9 +508,25 @@ class Exchange {
     requestHead: Uint8Array,
   ): Promise<void> {
     const session = this.session;
-    if (this.plan.expectsContinue) await writeClient(session, CONTINUE_100);
+    const judging = this.plan.judging;
+    const resend = (this.plan.turn ?? 1) > 1 && judging?.keptBody !== undefined;
+    if (resend) {
+      // The body a judged attempt sent, as the client sent it, read again ahead of what follows.
+      const after = session.takePending();
+      session.setPending(joinParts([...judging!.keptBody!, after]));
+    } else if (this.plan.expectsContinue) await writeClient(session, CONTINUE_100);
     session.idleWatch = true;
-    this.sentBytes += await sendRequestBody(session, leg, framing, requestHead, this.buffer!);
+    const keep = judging !== undefined && judging.keptBody !== undefined && !resend
+      ? judging
+      : undefined;
+    this.sentBytes += await sendRequestBody(
+      session,
+      leg,
+      framing,
+      requestHead,
+      this.buffer!,
+      keep,
+    );
   }
 
   /**
@@ -374,6 +562,7 @@ class Exchange {
           );
         }
         if (count > 0) this.answerStarted = true;
+        this.receivedBytes += count;
         chunk = buffer.subarray(0, count);
       }
       const parsed = reader.push(chunk);
@@ -468,6 +657,7 @@ class Exchange {
       session.scratch,
       dechunk,
       listed,
+      this.plan.judging === undefined ? "" : this.judgedFields(response.status),
     );
     session.idleWatch = true;
     this.phase = Phase.relay;
@@ -481,6 +671,21 @@ class Exchange {
       this.meter,
       dechunk,
     );
+  }
+
+  /**
+   * The fields a judged request's answer gains: the attempts made once more than one was, and
+   * the verdict of an answer a rule blocked (delivered: no other exit served).
+   */
+  judgedFields(status: number): string {
+    const turn = this.plan.turn ?? 1;
+    const verdict = this.verdict;
+    if (turn === 1 && verdict === undefined) return "";
+    let fields = `X-Octoprox-Attempts: ${turn}\r\n`;
+    if (verdict !== undefined) {
+      fields += `Proxy-Status: ${verdictProxyStatus(status, verdict.verdict, verdict.rule)}\r\n`;
+    }
+    return fields;
   }
 
   /** The answer was relayed: the outcome, and whether the leg goes back to the pool. */
@@ -554,6 +759,7 @@ async function sendRequestBody(
   framing: RequestFraming,
   requestHead: Uint8Array,
   buffer: Uint8Array,
+  keep?: Judging,
 ): Promise<number> {
   const scanner = framing.kind === BodyKind.chunked
     ? new ChunkedScanner({ maxTrailerBytes: session.ctx.limits.maxHeaderBytes })
@@ -578,6 +784,12 @@ async function sendRequestBody(
       remaining -= take;
     }
     const body = chunk.subarray(0, take);
+    if (keep?.keptBody !== undefined) {
+      keep.keptBytes += body.length;
+      // Past the bound the body is not kept: the request is not sent again.
+      if (keep.keptBytes > RETRY_BODY_MAX_BYTES) keep.keptBody = undefined;
+      else keep.keptBody.push(body.slice());
+    }
     let out = body;
     if (prefix) {
       out = joinHeadAndBody(prefix, body, session.scratch);
@@ -678,4 +890,16 @@ async function sendResponse(
     }
     chunk = buffer.subarray(0, count);
   }
+}
+
+function joinParts(parts: readonly Uint8Array[]): Uint8Array {
+  let total = 0;
+  for (const part of parts) total += part.length;
+  const joined = new Uint8Array(total);
+  let offset = 0;
+  for (const part of parts) {
+    joined.set(part, offset);
+    offset += part.length;
+  }
+  return joined;
 }

@@ -14,6 +14,9 @@
  * `Expect: 100-continue` is answered by the gateway itself once an upstream is connected (and
  * not sent on); any other expectation gets 417.
  */
+import { rulesForHost } from "../../../shared/blocking/judge.ts";
+import type { CompiledBlocking } from "../../../shared/blocking/rules.ts";
+import { siteOf } from "../../../shared/blocking/domain.ts";
 import { FailurePhase } from "../../../shared/routing/contract.ts";
 import { RequestKind, RequestOutcome } from "../../base/metrics.ts";
 import { type Tried, tryUpstreams } from "../session/attempts.ts";
@@ -131,6 +134,9 @@ async function forwardRequest(
       headerValue(head, "user-agent"),
     );
   }
+  if (client.blocking !== undefined && plan.persona === undefined) {
+    judgeAnswers(plan, client.blocking, hasBody);
+  }
   const tried = await tryUpstreams(
     session,
     plan,
@@ -158,6 +164,35 @@ async function forwardRequest(
         method,
       });
       return keepAfterRefusal && !session.client.closed;
+  }
+}
+
+/**
+ * The plan's judging, when a rule of the project applies to the target's host: its answers are
+ * judged, and one blocked goes again through another exit while the project's retry budget lasts
+ * (a method it retries; a body only when kept whole; a sticky session only when it may move).
+ */
+function judgeAnswers(plan: ForwardPlan, blocking: CompiledBlocking, hasBody: boolean): void {
+  const rules = rulesForHost(blocking, plan.target.host);
+  if (rules === undefined) return;
+  const retry = blocking.retry;
+  const sticky = plan.client.options.sessionId !== undefined;
+  const retried = blocking.retriedMethods.has(plan.head.method) &&
+    (!sticky || retry.rebind_sticky);
+  const site = siteOf(plan.target.host);
+  plan.judging = {
+    rules,
+    readsBody: blocking.readsBody,
+    bodyBytes: blocking.bodyBytes,
+    site,
+    keptBody: hasBody && retried ? [] : undefined,
+    keptBytes: 0,
+  };
+  // A sticky session that may not move keeps its exit, cooled down or not.
+  if (!sticky || retry.rebind_sticky) plan.site = site;
+  if (retried && retry.attempts > 1) {
+    plan.verdictAttempts = retry.attempts;
+    plan.verdictDeadlineMs = Date.now() + retry.max_total_seconds * 1000;
   }
 }
 

@@ -148,6 +148,8 @@ export function encodeClientResponseHead(
   into?: Uint8Array,
   dechunked = false,
   listed: ReadonlySet<string> = connectionTokens(head.headers),
+  /** Whole header lines the gateway adds (each ending CRLF). */
+  added = "",
 ): Uint8Array {
   const reason = head.reason === "" ? "" : ` ${head.reason}`;
   let text = `HTTP/1.1 ${head.status}${reason}\r\n`;
@@ -165,6 +167,7 @@ export function encodeClientResponseHead(
     }
     text += `${field.name}: ${field.value}\r\n`;
   }
+  text += added;
   if (!keepAlive) text += "Connection: close\r\n";
   else if (clientVersion === "1.0") text += "Connection: keep-alive\r\n";
   text += "\r\n";

@@ -17,11 +17,13 @@ import {
   type Client,
   FailurePhase,
   isRefusal,
+  type MaybePromise,
   NOTHING_TRIED,
   type Refusal,
   type Target,
 } from "../../../shared/routing/contract.ts";
 import type { TunnelSession } from "./contract.ts";
+import type { Finding } from "../../../shared/blocking/judge.ts";
 import type { Failure } from "./failures.ts";
 import {
   type FailedAttempt,
@@ -64,7 +66,24 @@ export interface AttemptFailed {
   then: AfterFailure;
 }
 
-export type AttemptOutcome<T> = AttemptServed<T> | AttemptFailed;
+/**
+ * An attempt whose answer a block rule judged `blocked` or `rate_limited`: the answer is held
+ * (its head and first body bytes read, nothing sent to the client) until the retry loop either
+ * delivers it (no other exit, or the retry budget spent) or drops it (another exit served).
+ * Exactly one of the two is called, once.
+ */
+export interface AttemptJudged<T> {
+  kind: "judged";
+  finding: Finding;
+  /** The target's status. */
+  status: number;
+  /** Sends the held answer to the client, as a served attempt (or a failed one). */
+  deliver(): Promise<AttemptOutcome<T>>;
+  /** Closes the held answer's connection; its bytes are metered, nothing reaches the client. */
+  drop(): void;
+}
+
+export type AttemptOutcome<T> = AttemptServed<T> | AttemptFailed | AttemptJudged<T>;
 
 /** What every attempt plan carries: whom for, where to, how many proxies at most. */
 export interface AttemptPlan {
@@ -80,6 +99,16 @@ export interface AttemptPlan {
   attempts: number;
   /** How the log names a failed attempt: `Forward`, `CONNECT`. */
   label: string;
+  /**
+   * The target's site when its project judges answers: the exits cooled down for it are passed
+   * over (while another is left). Absent: none is.
+   */
+  site?: string;
+  /** Retries after block verdicts: exits tried in all, and no attempt starts after the deadline. */
+  verdictAttempts?: number;
+  verdictDeadlineMs?: number;
+  /** Which attempt is under way (1 the first), set by the loop before each. */
+  turn?: number;
 }
 
 /** One attempt through the allocated upstream; releases the allocation whenever it fails. */
@@ -112,56 +141,118 @@ export async function tryUpstreams<S extends TunnelSession, P extends AttemptPla
 ): Promise<Tried<T>> {
   const ctx = session.ctx;
   const attempts = plan.attempts;
+  const verdictAttempts = plan.verdictAttempts ?? 1;
+  const rounds = verdictAttempts > attempts ? verdictAttempts : attempts;
   // Built only for a second attempt: most requests are served by their first.
   let exclude: Set<string> | undefined;
   let last: AttemptFailed | undefined;
   // The attempts that failed before a transfer began (built on failure only).
   let failed: FailedAttempt[] | undefined;
-  for (let index = 0; index < attempts; index++) {
-    let acquired = ctx.router.acquire(plan.client, plan.target, exclude ?? NOTHING_TRIED);
-    if (acquired instanceof Promise) acquired = await acquired;
-    if (isRefusal(acquired)) {
-      if (last !== undefined) break;
-      return { kind: "refused", refusal: acquired };
-    }
-    if (index + 1 < attempts) (exclude ??= new Set()).add(acquired.upstream.proxyId);
-    if (index > 0) ctx.metrics.retries++;
-    const outcome = await attempt(session, plan, acquired);
-    if (outcome.kind === "served") {
-      if (failed !== undefined) {
-        reportFailedAttempts(ctx.hooks, failed, { status: outcome.status, proxyStatus: "" });
+  // A judged answer held while another exit is tried: delivered if none serves.
+  let held: AttemptJudged<T> | undefined;
+  try {
+    for (let index = 0; index < rounds; index++) {
+      let acquired = acquire(session, plan, exclude);
+      if (acquired instanceof Promise) acquired = await acquired;
+      if (isRefusal(acquired)) {
+        if (last !== undefined || held !== undefined) break;
+        return { kind: "refused", refusal: acquired };
       }
-      return outcome;
+      if (index + 1 < rounds) (exclude ??= new Set()).add(acquired.upstream.proxyId);
+      if (index > 0) ctx.metrics.retries++;
+      plan.turn = index + 1;
+      const outcome = await attempt(session, plan, acquired);
+      if (outcome.kind === "judged") {
+        held?.drop();
+        held = outcome;
+        // Read again: an attempt that cannot be sent again (its body not kept) lowers it.
+        const more = index + 1 < (plan.verdictAttempts ?? 1) && !session.cancelled &&
+          !session.client.closed &&
+          (plan.verdictDeadlineMs === undefined || Date.now() < plan.verdictDeadlineMs);
+        if (!more) break;
+        ctx.metrics.verdictRetries++;
+        continue;
+      }
+      if (outcome.kind === "served") {
+        if (held !== undefined) {
+          const dropped = held;
+          held = undefined;
+          dropped.drop();
+        }
+        if (failed !== undefined) {
+          reportFailedAttempts(ctx.hooks, failed, { status: outcome.status, proxyStatus: "" });
+        }
+        return outcome;
+      }
+      last = outcome;
+      const failure = outcome.failure;
+      if (failure.phase !== FailurePhase.client) ctx.metrics.upstreamFailure(failure.phase);
+      // The message, not the error: it is scrubbed of the proxy's credentials and URL queries.
+      const fields = {
+        kind: outcome.note.kind,
+        phase: failure.phase,
+        failure: outcome.note.message,
+      };
+      if (failure.internal) ctx.logger.error(`${plan.label} attempt failed`, fields);
+      else ctx.logger.debug(`${plan.label} attempt failed`, fields);
+      if (!outcome.began) {
+        (failed ??= []).push({
+          client: plan.client,
+          target: plan.target,
+          upstream: acquired.upstream,
+          elapsedMs: outcome.elapsedMs,
+          note: outcome.note,
+        });
+      }
+      if (outcome.then === AfterFailure.end) {
+        // A transfer that began told its own meter; the client got the upstream's answer.
+        reportFailedAttempts(
+          ctx.hooks,
+          failed,
+          outcome.began ? { status: outcome.status, proxyStatus: "" } : NOTHING_ANSWERED,
+        );
+        return ENDED;
+      }
+      if (outcome.then === AfterFailure.answer || index + 1 >= attempts) break;
     }
-    last = outcome;
-    const failure = outcome.failure;
-    if (failure.phase !== FailurePhase.client) ctx.metrics.upstreamFailure(failure.phase);
-    // The message, not the error: it is scrubbed of the proxy's credentials and URL queries.
-    const fields = { kind: outcome.note.kind, phase: failure.phase, failure: outcome.note.message };
-    if (failure.internal) ctx.logger.error(`${plan.label} attempt failed`, fields);
-    else ctx.logger.debug(`${plan.label} attempt failed`, fields);
-    if (!outcome.began) {
-      (failed ??= []).push({
-        client: plan.client,
-        target: plan.target,
-        upstream: acquired.upstream,
-        elapsedMs: outcome.elapsedMs,
-        note: outcome.note,
-      });
+    if (held !== undefined) {
+      // The last judged answer is the client's: no exit after it served.
+      const delivering = held;
+      held = undefined;
+      reportFailedAttempts(ctx.hooks, failed, { status: delivering.status, proxyStatus: "" });
+      const delivered = await delivering.deliver();
+      // A delivery is never judged again.
+      return delivered.kind === "judged" ? ENDED : delivered;
     }
-    if (outcome.then === AfterFailure.end) {
-      // A transfer that began told its own meter; the client got the upstream's answer.
-      reportFailedAttempts(
-        ctx.hooks,
-        failed,
-        outcome.began ? { status: outcome.status, proxyStatus: "" } : NOTHING_ANSWERED,
-      );
-      return ENDED;
-    }
-    if (outcome.then === AfterFailure.answer) break;
+    reportFailedAttempts(ctx.hooks, failed, last!.failure.answer);
+    return last!;
+  } finally {
+    // A throw past the paths above: the held answer's connection still closes.
+    held?.drop();
   }
-  reportFailedAttempts(ctx.hooks, failed, last!.failure.answer);
-  return last!;
+}
+
+/**
+ * The router's choice for the next attempt: the exits cooled down for the target's site are
+ * passed over too, unless that leaves none, when they are tried after all (a cooled exit is
+ * better than no answer).
+ */
+function acquire(
+  session: TunnelSession,
+  plan: AttemptPlan,
+  exclude: ReadonlySet<string> | undefined,
+): MaybePromise<Allocation | Refusal> {
+  const router = session.ctx.router;
+  const cooled = plan.site === undefined ? undefined : session.ctx.cooldowns?.cooled(plan.site);
+  if (cooled === undefined) {
+    return router.acquire(plan.client, plan.target, exclude ?? NOTHING_TRIED);
+  }
+  const passOver = new Set(cooled);
+  if (exclude !== undefined) { for (const id of exclude) passOver.add(id); }
+  const first = router.acquire(plan.client, plan.target, passOver);
+  const fallBack = (result: Allocation | Refusal) =>
+    isRefusal(result) ? router.acquire(plan.client, plan.target, exclude ?? NOTHING_TRIED) : result;
+  return first instanceof Promise ? first.then(fallBack) : fallBack(first);
 }
 
 /**

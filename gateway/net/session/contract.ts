@@ -26,6 +26,7 @@ import type { ClientHello } from "../tls/client-hello.ts";
 import type { TlsFingerprints } from "../tls/fingerprints.ts";
 import type { ClientAddress } from "../../base/admission.ts";
 import type { TransferHooks } from "../../base/transfer-hooks.ts";
+import type { CooldownBook } from "../../base/cooldown-book.ts";
 import type { NetLimits } from "./limits.ts";
 
 /** What every session of a listener shares: the core, admission, limits, counters, buffers. */
@@ -52,6 +53,11 @@ export interface NetContext {
    * builds a listener without a CA.
    */
   mitm: Interceptor | undefined;
+  /**
+   * The exits cooled down per site after block verdicts (shared by every gateway); undefined
+   * where a test builds a listener without one (verdicts then cool nothing down).
+   */
+  cooldowns: CooldownBook | undefined;
 }
 
 /**

@@ -7,6 +7,7 @@
  * tunnel is up and relays both ways until it ends. Once the client heard that, a failure only
  * ends the tunnel.
  */
+import { siteOf } from "../../../shared/blocking/domain.ts";
 import { UpstreamIdleError } from "../../../shared/proxy-protocol/errors.ts";
 import {
   type Allocation,
@@ -69,6 +70,15 @@ export function dialTunnel(
     label: "CONNECT",
     protocol,
   };
+  // A project that judges answers: the exits a site blocked lately are passed over for it (a
+  // sticky session keeps its exit unless the project lets it move).
+  const blocking = client.blocking;
+  if (
+    blocking !== undefined &&
+    (client.options.sessionId === undefined || blocking.retry.rebind_sticky)
+  ) {
+    plan.site = siteOf(target.host);
+  }
   return tryUpstreams(session, plan, dialAttempt);
 }
 
