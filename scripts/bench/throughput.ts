@@ -49,6 +49,12 @@
  * relay-dial), for the latency added: each target's p50 and p99 less the same run's direct
  * baseline's, then the median. Before the runs every target serves a short pass, uncounted.
  *
+ * The **gateway, 50 block rules with body markers** target (keep-alive HTTP only) is the same
+ * gateway process through a third project whose 50 rules each look in the body for two markers
+ * the origin's answer does not hold: every answer's first bytes are read, decoded and looked
+ * through, and let go. Its CPU per request less the plain project's is judging's cost (at most
+ * 10 µs a judged answer).
+ *
  * The **gateway, rate limit on** target is the same gateway process through a second project
  * whose request-rate limit (BENCH_RATE_LIMIT, 50,000 a second, its burst the same) stays above
  * the load: every request spends a leased token, a lease every 100 ms of the rate goes to Redis.
@@ -87,6 +93,22 @@ import {
   type SuiteContext,
 } from "./suite.ts";
 
+/** The third project's login: every answer judged by JUDGED_RULES. */
+const JUDGED_LOGIN = { username: "bench-judged", password: "bench-judged-pass" };
+
+/**
+ * 50 rules that each look in the body (no status or header condition, so every answer's first
+ * bytes are read and every rule's markers looked for), none matching the origin's answer: the
+ * worst case of judging a good answer.
+ */
+const JUDGED_RULES = Array.from({ length: 50 }, (_, index) => ({
+  name: `marker-${index}`,
+  mode: "on",
+  body_contains: [`captcha-marker-${index}`, `<title>blocked ${index}</title>`],
+  verdict: "blocked",
+  cool_down_seconds: 60,
+}));
+
 /** The second project's login, the one with a rate limit. */
 const RATE_LOGIN = { username: "bench-rate", password: "bench-rate-pass" };
 
@@ -123,6 +145,7 @@ interface Point {
 const TARGET_KEYS = [
   "gateway",
   "gateway-rate",
+  "gateway-judged",
   "relay",
   "relay-dial",
   "squid",
@@ -134,6 +157,7 @@ const TARGET_KEYS = [
 const LABELS: Record<string, string> = {
   gateway: "gateway",
   "gateway-rate": "gateway, rate limit on",
+  "gateway-judged": "gateway, 50 block rules with body markers",
   relay: "bare relay",
   "relay-dial": "bare relay, new upstream connection per request",
   squid: "Squid",
@@ -251,7 +275,10 @@ async function run(context: SuiteContext): Promise<Row[]> {
       }
     };
     let gatewayStatusPort: number | undefined;
-    if (wanted.includes("gateway") || wanted.includes("gateway-rate")) {
+    if (
+      wanted.includes("gateway") || wanted.includes("gateway-rate") ||
+      wanted.includes("gateway-judged")
+    ) {
       const bed = await feedBed();
       stops.push(() => bed.close());
       await bed.lead();
@@ -274,6 +301,11 @@ async function run(context: SuiteContext): Promise<Row[]> {
             ...RATE_LOGIN,
             rateLimit: { requests_per_second: limit, burst: limit },
           },
+          {
+            id: "bench-judged",
+            ...JUDGED_LOGIN,
+            blocking: { rules: JUDGED_RULES, retry: null, body_bytes: null },
+          },
         ],
         connectors: [
           {
@@ -285,6 +317,11 @@ async function run(context: SuiteContext): Promise<Row[]> {
             id: "upstream-rate",
             projectId: "bench-rate",
             proxies: [httpProxyRow("shared-upstream-rate", "127.0.0.1", upstream.port)],
+          },
+          {
+            id: "upstream-judged",
+            projectId: "bench-judged",
+            proxies: [httpProxyRow("shared-upstream-judged", "127.0.0.1", upstream.port)],
           },
         ],
       });
@@ -300,6 +337,10 @@ async function run(context: SuiteContext): Promise<Row[]> {
       }
       if (wanted.includes("gateway-rate")) {
         add("gateway-rate", gateway, ["http", "connect"], { authorization: basic(RATE_LOGIN) });
+      }
+      // Only forwarded answers are judged: keep-alive HTTP alone.
+      if (wanted.includes("gateway-judged")) {
+        add("gateway-judged", gateway, ["http"], { authorization: basic(JUDGED_LOGIN) });
       }
     }
     const starters: Record<string, () => Promise<Service>> = {
@@ -437,6 +478,16 @@ async function run(context: SuiteContext): Promise<Row[]> {
         )
       } times`;
     }
+    // Proof the judged project's answers were judged and none blocked.
+    let judgedCounts: string | undefined;
+    if (gatewayStatusPort !== undefined && wanted.includes("gateway-judged")) {
+      const text = await (await fetch(`http://127.0.0.1:${gatewayStatusPort}/metrics`)).text();
+      const blocked = seriesValue(
+        text,
+        'octoprox_gateway_block_verdicts_total{verdict="blocked",mode="on"}',
+      ) ?? 0;
+      judgedCounts = `blocked verdicts over the suite: ${formatNumber(blocked, 0)}`;
+    }
     const suiteSeconds = (performance.now() - began) / 1000;
     return rows(targets, points, pointKey, {
       seconds,
@@ -445,6 +496,7 @@ async function run(context: SuiteContext): Promise<Row[]> {
       rateSeconds,
       suiteSeconds,
       limiterCounts,
+      judgedCounts,
     });
   } finally {
     for (const stop of stops.reverse()) await stop().catch(() => {});
@@ -462,6 +514,7 @@ function rows(
     rateSeconds: number;
     suiteSeconds: number;
     limiterCounts?: string;
+    judgedCounts?: string;
   },
 ): Row[] {
   const out: Row[] = [];
@@ -585,6 +638,27 @@ function rows(
         budget: { op: "<=", limit: 10 },
         detail: "the same gateway process, the same run's two points, then the median" +
           (setup.limiterCounts ? `; over the whole suite ${setup.limiterCounts}` : ""),
+      });
+    }
+    // Judging's cost: the same process's CPU per request, 50 rules with markers less none.
+    const judged = saturated(group, "gateway-judged");
+    if (plain && judged) {
+      const { value, runs } = pairedMedian(
+        judged,
+        plain,
+        (a, b) => cpuPerRequest(a) - cpuPerRequest(b),
+      );
+      out.push({
+        figure: `${name}: gateway CPU per judged answer, 50 rules with body markers less none`,
+        key: `${group}/gateway-judged/cpu-added`,
+        value,
+        runs,
+        unit: "µs",
+        digits: 1,
+        budget: { op: "<=", limit: 10 },
+        detail: "the same gateway process, the same run's two points, then the median; every " +
+          "answer's body read (64 bytes) and 100 markers looked for" +
+          (setup.judgedCounts ? `; ${setup.judgedCounts}` : ""),
       });
     }
     for (const other of ["relay", "squid", "tinyproxy", "proxy-chain", "dante"]) {

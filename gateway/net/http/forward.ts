@@ -116,6 +116,8 @@ async function forwardRequest(
     dialTarget: session.dialTarget ?? target,
     attempts: RETRYABLE_METHODS.has(method) && !hasBody ? attemptsFor(client) : 1,
     label: "Forward",
+    // Set before each attempt; here so the plan keeps one shape.
+    turn: 0,
     head,
     framing,
     clientKeeps,

@@ -69,6 +69,8 @@ export function dialTunnel(
     attempts: attemptsFor(client),
     label: "CONNECT",
     protocol,
+    // Set before each attempt; here so the plan keeps one shape.
+    turn: 0,
   };
   // A project that judges answers: the exits a site blocked lately are passed over for it (a
   // sticky session keeps its exit unless the project lets it move).
