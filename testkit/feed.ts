@@ -237,6 +237,8 @@ export interface FeedProjectSpec {
   trafficQuota?: { action: string; limit_status: number };
   /** The project's response judging as the feed carries it (none unless said). */
   blocking?: FeedProject["blocking"];
+  /** The project's TLS interception as the feed carries it (off unless said). */
+  tlsMitm?: FeedProject["tls_mitm"];
 }
 
 /** A project entry of the global section as the compile writes it (password digested). */
@@ -260,5 +262,6 @@ export async function feedProject(bed: FeedBed, spec: FeedProjectSpec): Promise<
     passwordless_cidrs: spec.passwordlessCidrs ?? [],
     sequence: null,
     blocking: spec.blocking ?? null,
+    tls_mitm: spec.tlsMitm ?? null,
   };
 }

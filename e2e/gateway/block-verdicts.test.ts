@@ -12,10 +12,19 @@
  * - when every exit is blocked the retry budget ends with the last blocked answer, its verdict
  *   in `Proxy-Status` (its gzip body judged after decoding).
  *
+ * - the same inside HTTPS under `plain` interception: curl, and Chromium loading a page.
+ *
  * Requests start on either exit (round robin over two): each check sends until the case it
  * asserts happened, at most twice, since the second request starts on the other exit.
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
+import { createServer as createHttpsServer } from "node:https";
+import { createHash, X509Certificate } from "node:crypto";
+import { writeFile } from "node:fs/promises";
+import { join } from "node:path";
+import { chromium } from "playwright-core";
+import { testCertificate } from "../../testkit/certs.ts";
+import { testMitmCa } from "../../testkit/mitm-ca.ts";
 import { gzipSync } from "node:zlib";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
@@ -76,6 +85,32 @@ let proxyPort: number;
 const origins: Server[] = [];
 const ports = new Map<string, number>();
 const seen: Seen[] = [];
+
+/** The HTTPS origin: `localhost` bans exit A, `127.0.0.1` nobody (both names are its certificate's). */
+let tlsPort = 0;
+const TLS_BANS: Record<string, readonly string[]> = { localhost: [EXIT_A], "127.0.0.1": [] };
+
+async function serveTls(): Promise<void> {
+  const certificate = await testCertificate();
+  const server = createHttpsServer(
+    { cert: certificate.cert, key: certificate.key },
+    (request, response) => {
+      const exit = (request.socket.remoteAddress ?? "").replace(/^::ffff:/, "");
+      const host = (request.headers.host ?? "").replace(/:\d+$/, "");
+      seen.push({ site: `tls:${host}`, exit, method: request.method ?? "", body: "" });
+      if ((TLS_BANS[host] ?? []).includes(exit)) {
+        response.writeHead(403, { "content-type": "text/html" });
+        response.end(CAPTCHA);
+        return;
+      }
+      response.writeHead(200, { "content-type": "text/html" });
+      response.end(`<html><head><title>loaded</title></head><body>via ${exit}</body></html>`);
+    },
+  );
+  origins.push(server);
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  tlsPort = (server.address() as { port: number }).port;
+}
 
 function serve(site: string): Promise<void> {
   const server = createServer((request: IncomingMessage, response: ServerResponse) => {
@@ -143,8 +178,14 @@ async function via(
     target,
   ]);
   expect(result.code, result.stderr).toBe(0);
-  const split = result.stdout.indexOf("\r\n\r\n");
-  const head = result.stdout.slice(0, split).split("\r\n");
+  // The last head: a CONNECT's answer (HTTPS through the proxy) comes before the target's.
+  let rest = result.stdout;
+  let split = rest.indexOf("\r\n\r\n");
+  while (rest.slice(split + 4).startsWith("HTTP/")) {
+    rest = rest.slice(split + 4);
+    split = rest.indexOf("\r\n\r\n");
+  }
+  const head = rest.slice(0, split).split("\r\n");
   const headers = new Map<string, string>();
   for (const line of head.slice(1)) {
     const colon = line.indexOf(":");
@@ -153,11 +194,12 @@ async function via(
   return {
     status: Number(head[0].split(" ")[1]),
     headers,
-    body: result.stdout.slice(split + 4),
+    body: rest.slice(split + 4),
   };
 }
 
 const JUDGE = "judge:judge-pass";
+const JUDGE_TLS = "judgetls:judgetls-pass";
 const POSTING = "posting:posting-pass";
 
 beforeAll(async () => {
@@ -166,7 +208,10 @@ beforeAll(async () => {
     startFaultProxy({ mode: FaultMode.pass, bindAddress: EXIT_A }),
     startFaultProxy({ mode: FaultMode.pass, bindAddress: EXIT_B }),
   ]);
-  await Promise.all(Object.keys(BANS).map(serve));
+  await Promise.all([...Object.keys(BANS).map(serve), serveTls()]);
+  // The gateway trusts the origin's CA for its own TLS towards it.
+  const originCa = join(testMitmCa().dir, "origin-ca.pem");
+  await writeFile(originCa, (await testCertificate()).ca);
   const exits = (prefix: string) => [
     { id: `${prefix}-a`, scheme: "http" as const, host: exitA.host, port: exitA.port },
     { id: `${prefix}-b`, scheme: "http" as const, host: exitB.host, port: exitB.port },
@@ -194,12 +239,28 @@ beforeAll(async () => {
           body_bytes: null,
         },
       },
+      {
+        id: "judgetls",
+        username: "judgetls",
+        password: "judgetls-pass",
+        blocking: { rules: RULES, retry: null, body_bytes: null },
+        tlsMitm: { mode: "plain", browser: null, bypass: [] },
+      },
+      {
+        id: "judgechromium",
+        username: "judgechromium",
+        password: "judgechromium-pass",
+        blocking: { rules: RULES, retry: null, body_bytes: null },
+        tlsMitm: { mode: "plain", browser: null, bypass: [] },
+      },
     ],
     connectors: [
       { id: "c-judge", projectId: "judge", proxies: exits("judge") },
       { id: "c-posting", projectId: "posting", proxies: exits("posting") },
+      { id: "c-judgetls", projectId: "judgetls", proxies: exits("judgetls") },
+      { id: "c-judgechromium", projectId: "judgechromium", proxies: exits("judgechromium") },
     ],
-  }));
+  }, { OCTOPROX_UPSTREAM_CA_FILE: originCa }));
 }, 60_000);
 
 afterAll(async () => {
@@ -305,5 +366,68 @@ describe("the retry budget", () => {
       'octoprox; received-status=403; details="blocked by rule captcha"',
     );
     expect(seenAt(WALL).map((s) => s.exit).sort()).toEqual([EXIT_A, EXIT_B]);
+  });
+});
+
+describe("inside HTTPS, under plain interception", () => {
+  const tlsUrl = (host: string) => `https://${host}:${tlsPort}/page`;
+
+  it("a blocked answer goes again through another exit (curl)", async () => {
+    const answers: Answer[] = [];
+    while (answers.length < 2 && seenAt("tls:localhost", EXIT_A).length === 0) {
+      answers.push(
+        await via(proxyPort, JUDGE_TLS, tlsUrl("localhost"), ["--cacert", testMitmCa().certPath]),
+      );
+    }
+    expect(seenAt("tls:localhost", EXIT_A)).toHaveLength(1);
+    const retried = answers[answers.length - 1];
+    expect(retried.status).toBe(200);
+    expect(retried.body).toContain(`via ${EXIT_B}`);
+    expect(retried.headers.get("x-octoprox-attempts")).toBe("2");
+    // Cooled down for localhost only: 127.0.0.1 is another site, and both exits serve it.
+    for (let i = 0; i < 4; i++) {
+      const answer = await via(proxyPort, JUDGE_TLS, tlsUrl("localhost"), [
+        "--cacert",
+        testMitmCa().certPath,
+      ]);
+      expect(answer.headers.has("x-octoprox-attempts")).toBe(false);
+      await via(proxyPort, JUDGE_TLS, tlsUrl("127.0.0.1"), ["--cacert", testMitmCa().certPath]);
+    }
+    expect(seenAt("tls:localhost", EXIT_A)).toHaveLength(1);
+    expect(seenAt("tls:127.0.0.1", EXIT_A).length).toBeGreaterThan(0);
+  });
+
+  it("Chromium loads the page though one exit is blocked", async () => {
+    const spki = createHash("sha256")
+      .update(
+        new X509Certificate(testMitmCa().certPem).publicKey.export({ type: "spki", format: "der" }),
+      )
+      .digest("base64");
+    const browser = await chromium.launch({
+      executablePath: process.env.OCTOPROX_TEST_CHROMIUM ?? "/usr/bin/chromium",
+      // As root (CI), chromium's sandbox cannot start.
+      args: ["--no-sandbox", `--ignore-certificate-errors-spki-list=${spki}`],
+      proxy: {
+        server: `http://127.0.0.1:${proxyPort}`,
+        username: "judgechromium",
+        password: "judgechromium-pass",
+      },
+    });
+    const before = seen.length;
+    try {
+      // Two loads, each in a context of its own: one of the requests starts on exit A.
+      for (let load = 0; load < 2; load++) {
+        const context = await browser.newContext();
+        const page = await context.newPage();
+        const response = await page.goto(tlsUrl("localhost"));
+        expect(response?.status()).toBe(200);
+        expect(await page.title()).toBe("loaded");
+        await context.close();
+      }
+    } finally {
+      await browser.close();
+    }
+    const mine = seen.slice(before).filter((s) => s.site === "tls:localhost");
+    expect(mine.filter((s) => s.exit === EXIT_A)).toHaveLength(1);
   });
 });
