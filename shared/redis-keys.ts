@@ -47,6 +47,18 @@ export const STREAM_CAPS = {
 
 export type RedisKeys = ReturnType<typeof redisKeys>;
 
+/** Days a project's per-site judging counts are kept (today and the six before it). */
+export const DOMAIN_COUNTS_DAYS = 7;
+
+/** The counts a site's field names carry, per connector (docs/blocking.md, "What it cost"). */
+export const DOMAIN_COUNTS = ["ok", "blocked", "rate_limited", "retries", "blocked_bytes"] as const;
+export type DomainCount = (typeof DOMAIN_COUNTS)[number];
+
+/** The UTC day a count falls in, as its key names it. */
+export function countDay(atMs: number): string {
+  return new Date(atMs).toISOString().slice(0, 10);
+}
+
 export function redisKeys(prefix: string) {
   const p = prefix;
   return {
@@ -182,6 +194,12 @@ export function redisKeys(prefix: string) {
     // Failure log and interception captures, per project.
     failures: (projectId: string, kind: string) => `${p}failures:${projectId}:${kind}`,
     mitmRequests: (projectId: string) => `${p}mitm:requests:${projectId}`,
+    /**
+     * What judging found for a project on one UTC day (`YYYY-MM-DD`), by site: a hash whose
+     * fields are `<site>\t<connector id>\t<count>` and `<site>\t\tshadow:<rule>:<verdict>`
+     * (gateway/blocking/domain-counts.ts), kept DOMAIN_COUNTS_DAYS.
+     */
+    domainCounts: (projectId: string, day: string) => `${p}domains:${projectId}:${day}`,
 
     /**
      * Every key a project owns: its own, and patterns (SCAN MATCH) for the families keyed under

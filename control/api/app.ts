@@ -32,6 +32,7 @@ import { mitmCaptureRoutes } from "./routes/mitm-captures.ts";
 import { geoExitRoutes } from "./routes/geo-exits.ts";
 import { projectRoutes } from "./routes/projects.ts";
 import { blockRuleRoutes } from "./routes/block-rules.ts";
+import { domainRoutes } from "./routes/domains.ts";
 import { caCertificateRoutes } from "./routes/ca-certificate.ts";
 import { proxyRoutes } from "./routes/proxies.ts";
 import { ECHO_PATH, publicRoutes } from "./routes/public.ts";
@@ -58,6 +59,7 @@ export function apiRoutes(deps: ApiDeps): Route[] {
     ...caCertificateRoutes(deps),
     ...projectRoutes(deps),
     ...blockRuleRoutes(),
+    ...domainRoutes(deps),
     ...distributionKeyRoutes(deps),
     ...extractionRoutes(extraction),
     ...credentialRoutes(deps),

@@ -14,6 +14,7 @@ import { registerExits } from "./commands/exits.ts";
 import { registerExtract } from "./commands/extract.ts";
 import { registerGeo } from "./commands/geo.ts";
 import { registerInspect } from "./commands/inspect.ts";
+import { registerDomains } from "./commands/domains.ts";
 import { registerProjects } from "./commands/projects.ts";
 import { registerProxies } from "./commands/proxies.ts";
 import { registerStatus } from "./commands/status.ts";
@@ -52,6 +53,7 @@ export function buildProgram(): Command {
   registerProxies(program);
   registerUsage(program);
   registerInspect(program);
+  registerDomains(program);
   registerTokens(program);
   registerDistributionKeys(program);
   registerExtract(program);

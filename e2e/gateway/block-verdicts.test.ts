@@ -40,6 +40,7 @@ import {
 } from "../../testkit/gateway/feed-gateway.ts";
 import { curl } from "../../testkit/clients/curl.ts";
 import { waitUntil } from "../../testkit/wait.ts";
+import { countDay } from "../../shared/redis-keys.ts";
 
 const EXIT_A = "127.0.0.2";
 const EXIT_B = "127.0.0.3";
@@ -291,6 +292,20 @@ describe("a blocked answer", () => {
     )
       .toBe(1);
     expect(await gateway.metric("octoprox_gateway_block_retries_total")).toBe(1);
+  });
+
+  it("is counted for its site: blocked, sent again, the bytes its attempt carried", async () => {
+    const key = bed.keys.domainCounts("judge", countDay(Date.now()));
+    const field = (count: string) => `${SHOP}\tc-judge\t${count}`;
+    await waitUntil(async () => Number(await bed.redis.hget(key, field("retries"))) === 1, {
+      timeoutMs: 10_000,
+      message: "the gateway to write the site's counts",
+    });
+    const counts = await bed.redis.hgetall(key);
+    expect(Number(counts[field("blocked")])).toBe(1);
+    expect(Number(counts[field("ok")])).toBeGreaterThanOrEqual(1);
+    // The request sent, and the captcha page's head and body read before it was dropped.
+    expect(Number(counts[field("blocked_bytes")])).toBeGreaterThan(CAPTCHA.length);
   });
 
   it("cools that exit down for that site only: it is passed over there and serves others", async () => {

@@ -14,6 +14,7 @@
  * the listeners closed, before the core stops.
  */
 import type { CooldownBook } from "../base/cooldown-book.ts";
+import type { DomainTally } from "../base/domain-tally.ts";
 import type {
   GatewayFeedSnapshot,
   GatewayIsolateSnapshot,
@@ -80,6 +81,8 @@ export interface RoutingCore {
   hooks?: TransferHooks;
   /** Exits cooled down per site after block verdicts; none: verdicts cool nothing down. */
   cooldowns?: CooldownBook;
+  /** What judging found per project and site; none: not counted. */
+  domains?: DomainTally;
   /** Where the heartbeat writes the process's keys; none: the gateway is not listed. */
   instances?: InstanceStore;
   /** The feed follower's state, for the heartbeat snapshot. */
@@ -133,6 +136,7 @@ export class GatewayProcess {
       admissionSteps: core.admissionSteps,
       hooks: core.hooks,
       cooldowns: core.cooldowns,
+      domains: core.domains,
       logger,
       metrics: this.metrics,
       budget: options.budget ?? new ConnectionBudget(settings.maxClientConnections),

@@ -5,6 +5,7 @@
  * belongs here; what runs once per process (the feed follower) is the routing core's
  * (routing-core.ts).
  */
+import { DomainCounts } from "../blocking/domain-counts.ts";
 import { Cooldowns } from "../blocking/cooldowns.ts";
 import type { Redis } from "ioredis";
 import { deriveFeedKeys } from "../../shared/feed/codec.ts";
@@ -57,6 +58,8 @@ export interface IsolateCore {
   hooks?: TransferHooks;
   /** Exits cooled down per site after block verdicts, synced with every gateway. */
   cooldowns: Cooldowns;
+  /** What judging found per project and site, written to Redis. */
+  domains: DomainCounts;
   /** This isolate's request metering (its own batch writer), also its hooks. */
   metering: RequestMetering;
   /** Counts requests through rate-limited connectors into their proxies' windows. */
@@ -140,8 +143,15 @@ export async function buildIsolateCore(
       logger.warn("Event loop lagging", { isolate, late_ms: lateMs, mean_ms: meanMs }),
   });
   const cooldowns = new Cooldowns({ redis, keys, logger });
+  const domains = new DomainCounts({
+    redis,
+    keys,
+    logger,
+    writeTimeoutMs: settings.redisRequestTimeoutMs,
+  });
   writers.metering.start();
   cooldowns.start();
+  domains.start();
   writers.failureLog.start();
   writers.captures.start();
   writers.poolEvidence.start();
@@ -156,6 +166,7 @@ export async function buildIsolateCore(
     writers,
     preflight,
     cooldowns,
+    domains,
     loopLag,
     logger,
     ownRedis,
@@ -167,6 +178,7 @@ export async function buildIsolateCore(
     admissionSteps: admissionSteps(settings, router, writers.requestRate),
     hooks: writers.metering,
     cooldowns,
+    domains,
     metering: writers.metering,
     rateLimiter: writers.rateLimiter,
     failureLog: writers.failureLog,
@@ -175,6 +187,7 @@ export async function buildIsolateCore(
       ...isolateSamples(isolate, router, writers, loopLag),
       ...preflight.samples(),
       ...cooldowns.samples(),
+      ...domains.samples(),
     ],
     state: () => isolateState(isolate, writers, loopLag),
     owed: () => owedAtStop(writers, {}),
@@ -213,6 +226,7 @@ interface IsolateStop {
   writers: IsolateWriters;
   preflight: Preflight;
   cooldowns: Cooldowns;
+  domains: DomainCounts;
   loopLag: LoopLagTimer;
   logger: Logger;
   /** The isolate's own Redis client, disconnected at the end; none when it was handed in. */
@@ -239,6 +253,7 @@ async function stopIsolate(s: IsolateStop): Promise<void> {
       writers.poolHolds?.stop(),
       s.preflight.close(),
       s.cooldowns.close(),
+      s.domains.close(),
     ]);
   } finally {
     s.ownRedis?.disconnect();

@@ -84,6 +84,7 @@ async function init(message: Extract<ToWorker, { type: "init" }>): Promise<void>
     admissionSteps: core.admissionSteps,
     hooks: core.hooks,
     cooldowns: core.cooldowns,
+    domains: core.domains,
     logger,
     metrics,
     budget: new ConnectionBudget(settings.maxClientConnections, message.budget),

@@ -25,6 +25,7 @@ import { ClientSession } from "../net/session/client-session.ts";
 import type { NetContext } from "../net/session/contract.ts";
 import type { TransferHooks } from "../base/transfer-hooks.ts";
 import type { CooldownBook } from "../base/cooldown-book.ts";
+import type { DomainTally } from "../base/domain-tally.ts";
 import type { NetLimits } from "../net/session/limits.ts";
 import { Socks5Session } from "../net/tunnel/socks5-session.ts";
 import type { Logger } from "../base/log.ts";
@@ -50,6 +51,8 @@ export interface ProxyListenerOptions extends NetLimits {
   hooks?: TransferHooks;
   /** Exits cooled down per site after block verdicts (the isolate's book). */
   cooldowns?: CooldownBook;
+  /** What judging found per project and site (the isolate's counts). */
+  domains?: DomainTally;
   /** What clients speak on this port (default HTTP). */
   protocol?: ListenerProtocol;
   /** The process's connection budget, shared with its other listeners (default: its own). */
@@ -70,6 +73,7 @@ export interface IsolateListenerParts {
   admissionSteps?: readonly AdmissionStep[];
   hooks?: TransferHooks;
   cooldowns?: CooldownBook;
+  domains?: DomainTally;
   logger: Logger;
   metrics: GatewayMetrics;
   /** One OCTOPROX_MAX_CLIENT_CONNECTIONS for both listeners (and every isolate's). */
@@ -174,6 +178,7 @@ export class ProxyListener {
       upstreams: new UpstreamPool(),
       mitm: options.interceptor,
       cooldowns: options.cooldowns,
+      domains: options.domains,
       limits: {
         maxHeaderBytes: options.maxHeaderBytes,
         clientIdleTimeoutMs: options.clientIdleTimeoutMs,

@@ -82,6 +82,7 @@ export async function buildRoutingCore(
     admissionSteps: isolate.admissionSteps,
     hooks: isolate.hooks,
     cooldowns: isolate.cooldowns,
+    domains: isolate.domains,
     firstApplied: feed.firstApplied,
     instances: redisInstanceStore(redis, keys, instance, settings.redisRequestTimeoutMs),
     feedState: () => feedState(follower.stats()),

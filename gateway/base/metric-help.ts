@@ -35,6 +35,8 @@ export const METRIC_HELP: Readonly<Record<string, string>> = {
     "Exit and site pairs cooled down after block verdicts, held by this gateway now.",
   octoprox_gateway_cooldowns_total:
     "Cool-downs set by this gateway's verdicts, learned from other gateways, and dropped unwritten while Redis was away.",
+  octoprox_gateway_domain_counts_total:
+    "Per-site judging counts written to Redis, and those dropped over the bound while Redis was away.",
   octoprox_gateway_block_retries_total:
     "Requests sent again through another exit after a block or rate-limit verdict.",
   octoprox_gateway_relay_bytes_total: "Bytes relayed, by direction.",

@@ -224,6 +224,7 @@ describe("each declared answer is what the route answers", () => {
       sampleCapture({ status: 502, proxyStatus: "destination_unavailable", firstByteMs: null }),
     ]);
     await call("GET", `${base}/mitm/requests?count=1`);
+    await call("GET", `${base}/domains?days=7`);
     await call("GET", "/api/v1/system/stats");
     await call("GET", "/api/v1/system/stats/history");
     // The harness has no CA: the answer says so, still the declared answer.

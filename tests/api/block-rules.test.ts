@@ -6,12 +6,18 @@
  * all off).
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type ApiHarness, startHarness } from "../../testkit/api-harness.ts";
+import { execFile } from "node:child_process";
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { type ApiHarness, listen, startHarness } from "../../testkit/api-harness.ts";
+import { ROOT } from "../../testkit/processes.ts";
 import { compile } from "../../control/feed/compile.ts";
 import type { GlobalSection } from "../../shared/feed/models.ts";
 import { deriveFeedKeys } from "../../shared/feed/codec.ts";
 import { ProviderRegistry } from "../../shared/vendors/registry.ts";
 import { PRESET_NAMES } from "../../shared/blocking/rules.ts";
+import { DomainCounts } from "../../gateway/blocking/domain-counts.ts";
 
 let h: ApiHarness;
 
@@ -191,5 +197,143 @@ describe("block rules through the api", () => {
       block_rules: [{ preset: "captcha-page", mode: "off" }],
     });
     expect((await feedOf(off.body.id)).blocking).toBeNull();
+  });
+});
+
+describe("a project's sites", () => {
+  it("answers what the gateways counted, by connector, with the blocked attempts' spend", async () => {
+    const project = await create({
+      name: "Sites",
+      username: "sites",
+      block_rules: [{ preset: "captcha-page" }, { preset: "rate-limit-429", mode: "shadow" }],
+    });
+    const id = project.body.id;
+    const connector = async (name: string, traffic?: Record<string, unknown>) =>
+      (await h.request("POST", `/api/v1/projects/${id}/connectors`, {
+        token: h.tokens.editor,
+        body: { name, kind: "static", ...(traffic ? { traffic_config: traffic } : {}) },
+      })).body.id as string;
+    const cheap = await connector("cheap", {
+      limit_bytes: null,
+      period: "day",
+      price_per_gb: 2,
+      currency: "EUR",
+    });
+    const free = await connector("free");
+    // The gateway's own writer, on the api's Redis, as a gateway of this install counts.
+    const counts = new DomainCounts({
+      redis: h.deps.redis,
+      keys: h.deps.keys,
+      logger: { info() {}, warn() {} },
+      writeTimeoutMs: 2_000,
+    });
+    counts.judged(id, "shop.example", cheap, "blocked", 500_000_000);
+    counts.retried(id, "shop.example", cheap);
+    counts.judged(id, "shop.example", free, "ok", 0);
+    counts.judged(id, "shop.example", free, "ok", 0);
+    counts.judged(id, "shop.example", cheap, "rate_limited", 250_000_000);
+    counts.judged(id, "news.example", free, "ok", 0);
+    counts.shadow(id, "news.example", "rate-limit-429", "rate_limited");
+    await counts.publishNow();
+    await counts.close();
+
+    const answer = await h.request("GET", `/api/v1/projects/${id}/domains?days=7`, {
+      token: h.tokens.viewer,
+    });
+    expect(answer.status).toBe(200);
+    expect(answer.body.days).toBe(7);
+    expect(answer.body.sites.map((s: { site: string }) => s.site)).toEqual([
+      "shop.example",
+      "news.example",
+    ]);
+    const [shop, news] = answer.body.sites;
+    expect(shop).toMatchObject({
+      judged: 4,
+      ok: 2,
+      blocked: 1,
+      rate_limited: 1,
+      retries: 1,
+      blocked_bytes: 750_000_000,
+      shadow: [],
+    });
+    expect(shop.connectors).toEqual([
+      {
+        connector_id: cheap,
+        connector_name: "cheap",
+        ok: 0,
+        blocked: 1,
+        rate_limited: 1,
+        retries: 1,
+        blocked_bytes: 750_000_000,
+        blocked_spend: 1.5,
+        currency: "EUR",
+      },
+      {
+        connector_id: free,
+        connector_name: "free",
+        ok: 2,
+        blocked: 0,
+        rate_limited: 0,
+        retries: 0,
+        blocked_bytes: 0,
+        blocked_spend: null,
+        currency: null,
+      },
+    ]);
+    expect(news).toMatchObject({
+      judged: 1,
+      ok: 1,
+      shadow: [{ rule: "rate-limit-429", verdict: "rate_limited", count: 1 }],
+    });
+    const limited = await h.request("GET", `/api/v1/projects/${id}/domains?limit=1&days=9`, {
+      token: h.tokens.viewer,
+    });
+    expect(limited.status).toBe(422);
+    expect(limited.body.detail[0].field).toBe("query.days");
+
+    // The CLI prints the same: a row per site, the spend in the connector's currency.
+    const api = await listen(h.app);
+    const dir = await mkdtemp(join(tmpdir(), "ox-domains-cli-"));
+    try {
+      const base: Record<string, string> = {};
+      for (const [name, value] of Object.entries(process.env)) {
+        if (!name.startsWith("OCTOPROX_") && value !== undefined) base[name] = value;
+      }
+      const run = (args: string[]) =>
+        new Promise<{ code: number; stdout: string; stderr: string }>((resolve) => {
+          execFile(process.execPath, [join(ROOT, "control/cli/octoprox.js"), ...args], {
+            cwd: ROOT,
+            env: {
+              ...base,
+              NO_COLOR: "1",
+              XDG_CONFIG_HOME: dir,
+              OCTOPROX_URL: `http://127.0.0.1:${api.port}`,
+              OCTOPROX_TOKEN: h.tokens.viewer,
+            },
+            timeout: 60_000,
+          }, (error, stdout, stderr) =>
+            resolve({
+              code: error ? (typeof error.code === "number" ? error.code : 1) : 0,
+              stdout,
+              stderr,
+            }));
+        });
+      const printed = await run(["domains", "sites", "--days", "2"]);
+      expect(printed.code, printed.stderr).toBe(0);
+      const rows = printed.stdout.split("\n");
+      const shopRow = rows.find((row) => row.includes("shop.example"))!;
+      const cells = shopRow.split("│").map((cell) => cell.trim()).filter((cell) => cell !== "");
+      expect(cells).toEqual(["shop.example", "4", "1", "1", "1", "750.0 MB", "1.5000 EUR", "–"]);
+      expect(rows.find((row) => row.includes("news.example"))).toContain(
+        "rate-limit-429 rate_limited 1",
+      );
+      const json = await run(["domains", "sites", "--json"]);
+      expect(JSON.parse(json.stdout).sites).toHaveLength(2);
+      const bad = await run(["domains", "sites", "--days", "8"]);
+      expect(bad.code).toBe(2);
+    } finally {
+      await api.close();
+      await rm(dir, { recursive: true, force: true });
+    }
   });
 });

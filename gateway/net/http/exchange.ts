@@ -260,13 +260,20 @@ class Exchange {
       body = bodyPrefixText(answer.leftover, framing, response.headers, judging.bodyBytes);
     }
     const judgement = judge(judging.rules, response.status, response.headers, body);
+    const tally = this.session.ctx.domains;
+    const projectId = this.plan.client.projectId;
     if (judgement.shadows !== undefined) {
-      for (const finding of judgement.shadows) metrics.verdict(finding.verdict, true);
+      for (const finding of judgement.shadows) {
+        metrics.verdict(finding.verdict, true);
+        tally?.shadow(projectId, judging.site, finding.rule, finding.verdict);
+      }
     }
     const acted = judgement.acted;
-    if (acted === undefined) return undefined;
-    metrics.verdict(acted.verdict, false);
-    if (acted.verdict === "ok") return undefined;
+    if (acted !== undefined) metrics.verdict(acted.verdict, false);
+    if (acted === undefined || acted.verdict === "ok") {
+      tally?.judged(projectId, judging.site, this.allocation.upstream.connectorId, "ok", 0);
+      return undefined;
+    }
     this.verdict = acted;
     // A body not kept (too large, or a method not retried) cannot go again: no other exit.
     if (this.plan.framing.kind !== BodyKind.none && judging.keptBody === undefined) {
@@ -343,15 +350,41 @@ class Exchange {
   async deliver(answer: AnswerHead): Promise<AttemptOutcome<boolean>> {
     // Attached again: cancelling the session and idle checks reach it while it is relayed.
     this.session.attach(this.leg);
+    let relayed = 0;
     try {
       this.begin(answer.response);
+      // The blocked answer's bytes, for what its site cost (the meter's own count goes on).
+      const inner = this.meter;
+      this.meter = {
+        bytes(toUpstream, toClient) {
+          relayed += toUpstream + toClient;
+          inner?.bytes(toUpstream, toClient);
+        },
+        finish(outcome, failure) {
+          inner?.finish(outcome, failure);
+        },
+      };
       const clean = await this.relayAnswer(answer);
       return this.served(answer.response, clean);
     } catch (error) {
       return this.failed(error);
     } finally {
+      this.tallyBlocked(this.sentBytes + relayed, false);
       this.settle();
     }
+  }
+
+  /** A blocked answer's attempt, counted for its site: dropped ones were sent again. */
+  tallyBlocked(bytes: number, retried: boolean): void {
+    const tally = this.session.ctx.domains;
+    const judging = this.plan.judging;
+    const verdict = this.verdict;
+    if (tally === undefined || judging === undefined || verdict === undefined) return;
+    const { projectId } = this.plan.client;
+    const connectorId = this.allocation.upstream.connectorId;
+    const kind = verdict.verdict === "rate_limited" ? "rate_limited" : "blocked";
+    tally.judged(projectId, judging.site, connectorId, kind, bytes);
+    if (retried) tally.retried(projectId, judging.site, connectorId);
   }
 
   /**
@@ -368,6 +401,7 @@ class Exchange {
       const outcome: Outcome = { ok: true, latencyMs: this.latencyMs };
       this.hold.release(outcome);
       if (meter !== undefined) safely(() => meter.finish(outcome));
+      this.tallyBlocked(this.sentBytes + received, true);
     } finally {
       this.keepIn = undefined;
       this.hold.settle();

@@ -27,6 +27,7 @@ import type { TlsFingerprints } from "../tls/fingerprints.ts";
 import type { ClientAddress } from "../../base/admission.ts";
 import type { TransferHooks } from "../../base/transfer-hooks.ts";
 import type { CooldownBook } from "../../base/cooldown-book.ts";
+import type { DomainTally } from "../../base/domain-tally.ts";
 import type { NetLimits } from "./limits.ts";
 
 /** What every session of a listener shares: the core, admission, limits, counters, buffers. */
@@ -58,6 +59,8 @@ export interface NetContext {
    * where a test builds a listener without one (verdicts then cool nothing down).
    */
   cooldowns: CooldownBook | undefined;
+  /** What judging found, per project and site (undefined: not counted). */
+  domains: DomainTally | undefined;
 }
 
 /**

@@ -1,0 +1,33 @@
+/** What `GET /projects/{id}/domains` answers (control/metrics/domains.ts builds it). */
+import * as v from "valibot";
+import { count } from "./common.ts";
+
+const DomainConnectorAnswer = v.strictObject({
+  connector_id: v.string(),
+  connector_name: v.nullable(v.string()),
+  ok: count,
+  blocked: count,
+  rate_limited: count,
+  retries: count,
+  blocked_bytes: count,
+  blocked_spend: v.nullable(v.number()),
+  currency: v.nullable(v.string()),
+});
+
+export const DomainsAnswer = v.strictObject({
+  days: count,
+  from: v.string(),
+  to: v.string(),
+  sites: v.array(v.strictObject({
+    site: v.string(),
+    judged: count,
+    ok: count,
+    blocked: count,
+    rate_limited: count,
+    retries: count,
+    blocked_bytes: count,
+    connectors: v.array(DomainConnectorAnswer),
+    shadow: v.array(v.strictObject({ rule: v.string(), verdict: v.string(), count: count })),
+  })),
+  more: count,
+});

@@ -1,0 +1,96 @@
+/**
+ * `domains`: what a project's block rules found per site (GET …/domains): a row per site with
+ * the answers judged, blocked and rate-limited, the requests sent again, the bytes of the blocked
+ * attempts and what they cost, and the shadow rules' findings; `--days` over the last days.
+ * `--json`: the API's answer.
+ */
+import { type Command, InvalidArgumentError } from "commander";
+import type { DomainsPage, DomainView } from "../../metrics/domains.ts";
+import { connect, type JsonOption, leaf } from "../command.ts";
+import { emit, formatBytes, formatCount, line, pc, printTable } from "../output.ts";
+import { resolveProject } from "../resolve.ts";
+import { DOMAIN_COUNTS_DAYS } from "../../../shared/redis-keys.ts";
+
+function daysOf(text: string): number {
+  const value = Number(text);
+  if (!/^\d+$/.test(text.trim()) || value < 1 || value > DOMAIN_COUNTS_DAYS) {
+    throw new InvalidArgumentError(`must be a whole number from 1 to ${DOMAIN_COUNTS_DAYS}`);
+  }
+  return value;
+}
+
+/** The blocked attempts' cost, per currency (connectors may bill in several). */
+function spendText(site: DomainView): string {
+  const byCurrency = new Map<string, number>();
+  for (const connector of site.connectors) {
+    if (connector.blocked_spend === null || connector.currency === null) continue;
+    byCurrency.set(
+      connector.currency,
+      (byCurrency.get(connector.currency) ?? 0) + connector.blocked_spend,
+    );
+  }
+  if (byCurrency.size === 0) return "–";
+  return [...byCurrency].map(([currency, amount]) => `${amount.toFixed(4)} ${currency}`).join(
+    ", ",
+  );
+}
+
+function shadowText(site: DomainView): string {
+  if (site.shadow.length === 0) return "–";
+  return site.shadow.map((s) => `${s.rule} ${s.verdict} ${formatCount(s.count)}`).join(", ");
+}
+
+export function registerDomains(program: Command): void {
+  leaf(
+    program,
+    "domains <project>",
+    "Show what a project's block rules found per site: blocked answers, retries, their cost",
+    ["octoprox domains shop", "octoprox domains shop --days 7 --json"],
+  )
+    .option(
+      "-d, --days <n>",
+      `the last n UTC days, today included (1 to ${DOMAIN_COUNTS_DAYS})`,
+      daysOf,
+      1,
+    )
+    .addHelpText(
+      "after",
+      "A row per site (its registrable domain), the most blocked first: answers judged, blocked, " +
+        "rate-limited, requests sent again through another exit, the bytes the blocked attempts " +
+        "carried and their cost at the connectors' price per GB, and what rules in shadow mode " +
+        "would have given (docs/blocking.md).\n",
+    )
+    .action(async (projectRef: string, options: JsonOption & { days: number }) => {
+      const client = await connect();
+      const project = await resolveProject(client, projectRef);
+      const page = await client.request<DomainsPage>("GET", `/projects/${project.id}/domains`, {
+        query: { days: options.days, limit: 1000 },
+      });
+      emit({ json: options.json === true }, page, () => {
+        printTable(
+          [
+            "Site",
+            "Judged",
+            "Blocked",
+            "Rate-limited",
+            "Retries",
+            "Blocked bytes",
+            "Spend",
+            "Shadow",
+          ],
+          page.sites.map((site) => [
+            site.site,
+            formatCount(site.judged),
+            site.blocked > 0 ? pc.yellow(formatCount(site.blocked)) : formatCount(site.blocked),
+            formatCount(site.rate_limited),
+            formatCount(site.retries),
+            formatBytes(site.blocked_bytes),
+            spendText(site),
+            shadowText(site),
+          ]),
+          `Nothing judged for ${project.name} from ${page.from} to ${page.to}.`,
+        );
+        if (page.more > 0) line(pc.dim(`${formatCount(page.more)} more sites not shown.`));
+      });
+    });
+}
