@@ -33,6 +33,12 @@ import {
   type InterceptionState,
   interceptionStateOf,
 } from "./project-interception.tsx";
+import {
+  blockingBodyOf,
+  BlockingFields,
+  type BlockingState,
+  blockingStateOf,
+} from "./project-blocking.tsx";
 
 interface FormState {
   name: string;
@@ -62,6 +68,7 @@ interface FormState {
   passwordless_cidrs: string;
   location: LocationState;
   interception: InterceptionState;
+  blocking: BlockingState;
 }
 
 const text = (value: unknown) => (value === null || value === undefined ? "" : String(value));
@@ -96,6 +103,7 @@ function stateOf(project: Project | undefined): FormState {
     passwordless_cidrs: (project?.passwordless_cidrs ?? []).join("\n"),
     location: locationStateOf(project),
     interception: interceptionStateOf(project),
+    blocking: blockingStateOf(project),
   };
 }
 
@@ -130,6 +138,7 @@ function bodyOf(state: FormState, creating: boolean): Record<string, unknown> {
     passwordless_cidrs: parseList(state.passwordless_cidrs),
     ...locationBodyOf(state.location),
     ...interceptionBodyOf(state.interception),
+    ...blockingBodyOf(state.blocking),
   };
   if (state.password !== "") body.password = state.password;
   for (
@@ -262,6 +271,12 @@ export function ProjectForm(
       <InterceptionFields
         state={state.interception}
         onChange={set("interception")}
+        error={error}
+        readOnly={readOnly}
+      />
+      <BlockingFields
+        state={state.blocking}
+        onChange={set("blocking")}
         error={error}
         readOnly={readOnly}
       />

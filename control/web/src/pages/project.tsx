@@ -11,6 +11,7 @@ import { DistributionKeys } from "./distribution-keys.tsx";
 import { ExitLocations } from "./exit-locations.tsx";
 import { Failures } from "./failures.tsx";
 import { Inspector } from "./inspector.tsx";
+import { Domains } from "./domains.tsx";
 import { Overview } from "./overview.tsx";
 import { ProjectSettings } from "./project-settings.tsx";
 import { Proxies } from "./proxies.tsx";
@@ -27,6 +28,7 @@ const TABS = [
   ["connect", "Connect"],
   ["failures", "Failures"],
   ["inspector", "Inspector"],
+  ["domains", "Domains"],
   ["sequence", "Sequence"],
   ["distribution-keys", "Distribution keys"],
   ["settings", "Settings"],
@@ -77,6 +79,8 @@ export function Project() {
         ? <Failures projectId={id} />
         : tab === "inspector"
         ? <Inspector project={project} />
+        : tab === "domains"
+        ? <Domains project={project} />
         : tab === "sequence"
         ? <Sequence projectId={id} />
         : tab === "distribution-keys"

@@ -1,0 +1,211 @@
+/**
+ * The project form's block verdicts (docs/blocking.md): the rules as JSON, a shipped preset added
+ * to them by name, the retry budget and how much of a body the markers are looked for in. The API
+ * reads the rules (shared/blocking/rules.ts) and names each one it refuses by its place
+ * (`body.block_rules.2.header.pattern`): shown under the rules with that place, nothing stored.
+ */
+import { PRESET_NAMES, PRESETS } from "../../../../shared/blocking/rules.ts";
+import type { Project } from "../../../api/answers/projects.ts";
+import type { ApiError } from "../api/client.ts";
+import { Checkbox, Field, FieldError, TextInput } from "../ui/forms.tsx";
+
+export interface BlockingState {
+  /** The rules as JSON, as typed. */
+  rules: string;
+  /** Blank: the default (retry null when every retry field is blank and rebind unticked). */
+  attempts: string;
+  methods: string;
+  max_total_seconds: string;
+  rebind_sticky: boolean;
+  body_bytes: string;
+}
+
+export function blockingStateOf(project: Project | undefined): BlockingState {
+  const retry = project?.retry;
+  const rules = project?.block_rules ?? [];
+  return {
+    rules: rules.length === 0 ? "[]" : JSON.stringify(rules, null, 2),
+    attempts: retry ? String(retry.attempts) : "",
+    methods: retry ? retry.methods.join(", ") : "",
+    max_total_seconds: retry ? String(retry.max_total_seconds) : "",
+    rebind_sticky: retry?.rebind_sticky ?? false,
+    body_bytes: project?.block_body_bytes === null || project?.block_body_bytes === undefined
+      ? ""
+      : String(project.block_body_bytes),
+  };
+}
+
+/** The rules as parsed, or the text itself (the API then says what is wrong with it). */
+function rulesOf(text: string): unknown {
+  if (text.trim() === "") return [];
+  try {
+    return JSON.parse(text);
+  } catch {
+    return text;
+  }
+}
+
+const numberOr = (text: string) => (text.trim() === "" ? undefined : Number(text.trim()));
+
+export function blockingBodyOf(state: BlockingState): Record<string, unknown> {
+  const retryGiven = state.attempts.trim() !== "" || state.methods.trim() !== "" ||
+    state.max_total_seconds.trim() !== "" || state.rebind_sticky;
+  const methods = state.methods.split(/[\s,]+/).filter((method) => method !== "");
+  return {
+    block_rules: rulesOf(state.rules),
+    retry: retryGiven
+      ? {
+        ...(numberOr(state.attempts) === undefined ? {} : { attempts: numberOr(state.attempts) }),
+        ...(methods.length === 0 ? {} : { methods }),
+        ...(numberOr(state.max_total_seconds) === undefined
+          ? {}
+          : { max_total_seconds: numberOr(state.max_total_seconds) }),
+        rebind_sticky: state.rebind_sticky,
+      }
+      : null,
+    block_body_bytes: numberOr(state.body_bytes) ?? null,
+  };
+}
+
+const RULES_HINT = "A JSON list, in order: the first rule on that matches gives the verdict. A " +
+  'rule is {"preset": name} or {"name", "status": [codes], "header": {"name", "value" or ' +
+  '"pattern"}, "body_contains": [markers], "domains": [hosts or .suffixes], "verdict": ' +
+  '"blocked" | "rate_limited" | "ok", "cool_down_seconds"}; "mode": "shadow" records only, ' +
+  '"off" skips';
+
+export function BlockingFields(
+  { state, onChange, error, readOnly }: {
+    state: BlockingState;
+    onChange: (state: BlockingState) => void;
+    error?: ApiError;
+    readOnly: boolean;
+  },
+) {
+  const change = (patch: Partial<BlockingState>) => onChange({ ...state, ...patch });
+  const parsed = rulesOf(state.rules);
+  const notJson = typeof parsed === "string";
+  const refused = (error?.issues ?? []).filter((issue) =>
+    issue.field.startsWith("body.block_rules")
+  );
+  const addPreset = (name: string) => {
+    const list = Array.isArray(parsed) ? parsed : [];
+    change({ rules: JSON.stringify([...list, { preset: name }], null, 2) });
+  };
+
+  return (
+    <fieldset aria-label="Block verdicts">
+      <legend>Block verdicts</legend>
+      <div class={`field${refused.length > 0 ? " invalid" : ""}`} data-field="block_rules">
+        <label style={{ display: "contents" }}>
+          <span class="label">Rules</span>
+          <TextInput
+            name="block_rules"
+            value={state.rules}
+            onInput={(rules) => change({ rules })}
+            disabled={readOnly}
+            multiline
+          />
+        </label>
+        <span class="hint">{RULES_HINT}</span>
+        {notJson
+          ? (
+            <span class="field-error" role="alert" data-testid="block-rules-json">
+              Not valid JSON yet: the API will refuse it as it is.
+            </span>
+          )
+          : null}
+        {refused.length > 0
+          ? (
+            <ul class="field-error" role="alert" data-testid="block-rules-refused">
+              {refused.map((issue) => (
+                <li key={issue.field + issue.message}>
+                  <code>{issue.field.replace(/^body\./, "")}</code> {issue.message}
+                </li>
+              ))}
+            </ul>
+          )
+          : null}
+      </div>
+      <label class="field">
+        <span class="label">Add a shipped rule</span>
+        <select
+          name="block_preset"
+          value=""
+          disabled={readOnly || notJson}
+          onChange={(event) => {
+            const name = (event.currentTarget as HTMLSelectElement).value;
+            if (name !== "") addPreset(name);
+          }}
+        >
+          <option value="">choose a preset…</option>
+          {PRESET_NAMES.map((name) => (
+            <option value={name} key={name}>{name}: {PRESETS[name].about}</option>
+          ))}
+        </select>
+      </label>
+      <Field
+        label="Retry: exits tried in all"
+        field="retry.attempts"
+        error={error}
+        hint="1 to 10; blank: 3"
+      >
+        <TextInput
+          name="retry_attempts"
+          value={state.attempts}
+          onInput={(attempts) => change({ attempts })}
+          disabled={readOnly}
+          type="number"
+        />
+      </Field>
+      <Field
+        label="Retry: methods"
+        field="retry.methods"
+        error={error}
+        hint="Blank: GET, HEAD. A method with a body (POST) is sent again whole up to 64 KiB"
+      >
+        <TextInput
+          name="retry_methods"
+          value={state.methods}
+          onInput={(methods) => change({ methods })}
+          disabled={readOnly}
+        />
+      </Field>
+      <Field
+        label="Retry: seconds in all"
+        field="retry.max_total_seconds"
+        error={error}
+        hint="No attempt starts after this long; blank: 30"
+      >
+        <TextInput
+          name="retry_max_total_seconds"
+          value={state.max_total_seconds}
+          onInput={(max_total_seconds) => change({ max_total_seconds })}
+          disabled={readOnly}
+          type="number"
+        />
+      </Field>
+      <Checkbox
+        name="retry_rebind_sticky"
+        checked={state.rebind_sticky}
+        onChange={(rebind_sticky) => change({ rebind_sticky })}
+        disabled={readOnly}
+        label="A blocked sticky session moves to another exit"
+      />
+      <FieldError error={error} field="retry" exact />
+      <Field
+        label="Body bytes judged"
+        field="block_body_bytes"
+        error={error}
+        hint="How much of a body the markers are looked for in: 1 to 65536; blank: 8192"
+      >
+        <TextInput
+          name="block_body_bytes"
+          value={state.body_bytes}
+          onInput={(body_bytes) => change({ body_bytes })}
+          disabled={readOnly}
+          type="number"
+        />
+      </Field>
+    </fieldset>
+  );
+}

@@ -1,0 +1,156 @@
+/**
+ * Block verdicts in the dashboard, in a real browser (Debian's chromium) against the admin API and
+ * its served build: the project form adds a shipped rule by name and saves the retry budget; a rule
+ * the API refuses is listed with its place and the API's words, and nothing is stored; the Domains
+ * tab shows what the gateways counted per site (written here by the gateway's own writer), with
+ * the blocked attempts' spend, and a site's connectors beneath it.
+ */
+import type { Browser, Page } from "playwright-core";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { ensureWebBuild } from "../../scripts/build-web.ts";
+import { launchBrowser, signedIn } from "../../testkit/browser.ts";
+import { type ApiHarness, listen, startHarness } from "../../testkit/api-harness.ts";
+import { DomainCounts } from "../../gateway/blocking/domain-counts.ts";
+
+let h: ApiHarness;
+let api: { port: number; close(): Promise<void> };
+let browser: Browser;
+const pages: Page[] = [];
+
+beforeAll(async () => {
+  await ensureWebBuild();
+  browser = await launchBrowser();
+  h = await startHarness();
+  api = await listen(h.app);
+}, 180_000);
+
+afterAll(async () => {
+  for (const page of pages) await page.context().close().catch(() => {});
+  await browser?.close();
+  await api?.close();
+  await h?.close();
+});
+
+async function asEditor(): Promise<Page> {
+  const page = await signedIn(browser, `http://127.0.0.1:${api.port}`, {
+    username: "editor",
+    password: "password-editor",
+  });
+  pages.push(page);
+  return page;
+}
+
+const stored = async (id: string) =>
+  (await h.request("GET", `/api/v1/projects/${id}`, { token: h.tokens.viewer })).body;
+
+describe("the project form's block verdicts", () => {
+  it("adds a shipped rule, saves the retry budget, and lists a refused rule by its place", async () => {
+    const made = await h.request("POST", "/api/v1/projects", {
+      token: h.tokens.editor,
+      body: { name: "Judged", username: "judged" },
+    });
+    const page = await asEditor();
+    await page.goto(`/projects/${made.body.id}/settings`);
+    const form = page.getByRole("form", { name: "Project" });
+    const fields = form.getByRole("group", { name: "Block verdicts" });
+    const rules = fields.locator('textarea[name="block_rules"]');
+    await expect.poll(() => rules.inputValue()).toBe("[]");
+
+    // A rule the API cannot read: listed with its place, nothing stored.
+    await rules.fill(
+      JSON.stringify([{
+        name: "waf",
+        header: { name: "x-waf", pattern: "([" },
+        verdict: "blocked",
+      }]),
+    );
+    await form.getByRole("button", { name: "Save changes" }).click();
+    const refused = fields.getByTestId("block-rules-refused");
+    await expect.poll(() => refused.textContent()).toContain("block_rules.0.header.pattern");
+    expect(await refused.textContent()).toContain("is not a valid regular expression");
+    expect((await stored(made.body.id)).block_rules).toEqual([]);
+
+    // Text that is not JSON is said at once.
+    await rules.fill("[{");
+    await expect.poll(() => fields.getByTestId("block-rules-json").count()).toBe(1);
+
+    // A preset added by name, a retry budget, saved.
+    await rules.fill("[]");
+    await fields.locator('select[name="block_preset"]').selectOption("cloudflare-challenge");
+    await expect.poll(() => rules.inputValue()).toContain('"preset": "cloudflare-challenge"');
+    await fields.locator('input[name="retry_attempts"]').fill("4");
+    await fields.locator('input[name="retry_methods"]').fill("GET, POST");
+    await form.getByRole("button", { name: "Save changes" }).click();
+    await form.getByRole("status").waitFor();
+    const saved = await stored(made.body.id);
+    expect(saved.block_rules).toEqual([{
+      name: "cloudflare-challenge",
+      mode: "on",
+      preset: "cloudflare-challenge",
+      verdict: "blocked",
+      cool_down_seconds: 600,
+    }]);
+    expect(saved.retry).toEqual({
+      attempts: 4,
+      methods: ["GET", "POST"],
+      max_total_seconds: 30,
+      rebind_sticky: false,
+    });
+  });
+});
+
+describe("the Domains tab", () => {
+  it("shows each site's counts, the most blocked first, and its connectors", async () => {
+    const made = await h.request("POST", "/api/v1/projects", {
+      token: h.tokens.editor,
+      body: { name: "Sites", username: "sitesdash", block_rules: [{ preset: "captcha-page" }] },
+    });
+    const id = made.body.id;
+    const connector = await h.request("POST", `/api/v1/projects/${id}/connectors`, {
+      token: h.tokens.editor,
+      body: {
+        name: "datacenter",
+        kind: "static",
+        traffic_config: { limit_bytes: null, period: "day", price_per_gb: 4, currency: "USD" },
+      },
+    });
+    const counts = new DomainCounts({
+      redis: h.deps.redis,
+      keys: h.deps.keys,
+      logger: { info() {}, warn() {} },
+      writeTimeoutMs: 2_000,
+    });
+    counts.judged(id, "news.example", connector.body.id, "ok", 0);
+    counts.judged(id, "shop.example", connector.body.id, "blocked", 250_000_000);
+    counts.retried(id, "shop.example", connector.body.id);
+    counts.judged(id, "shop.example", connector.body.id, "ok", 0);
+    await counts.close();
+
+    const page = await asEditor();
+    await page.goto(`/projects/${id}/domains`);
+    expect(await page.getByTestId("block-rules-summary").textContent()).toContain("captcha-page");
+    const table = page.getByRole("table", { name: "Sites" });
+    const rows = table.locator(":scope > tbody > tr");
+    await expect.poll(() => rows.count()).toBe(2);
+    const cells = async (index: number) =>
+      (await rows.nth(index).locator("td").allTextContents()).map((text) => text.trim());
+    expect(await cells(0)).toEqual([
+      "shop.example",
+      "2",
+      "1",
+      "0",
+      "1",
+      "250 MB",
+      "1.0000 USD",
+      "–",
+    ]);
+    expect((await cells(1))[0]).toBe("news.example");
+
+    await rows.nth(0).getByRole("button", { name: "shop.example" }).click();
+    const connectors = page.getByRole("table", { name: "Connectors on shop.example" });
+    await expect.poll(() => connectors.locator("tbody tr").count()).toBe(1);
+    expect(
+      (await connectors.locator("tbody tr td").allTextContents()).map((text) => text.trim()),
+    ).toEqual(["datacenter", "1", "1", "0", "1", "250 MB", "1.0000 USD"]);
+  });
+});
