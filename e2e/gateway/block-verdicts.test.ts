@@ -201,6 +201,7 @@ async function via(
 
 const JUDGE = "judge:judge-pass";
 const JUDGE_TLS = "judgetls:judgetls-pass";
+const JUDGE_BROWSER = "judgebrowser:judgebrowser-pass";
 const POSTING = "posting:posting-pass";
 
 beforeAll(async () => {
@@ -248,6 +249,13 @@ beforeAll(async () => {
         tlsMitm: { mode: "plain", browser: null, bypass: [] },
       },
       {
+        id: "judgebrowser",
+        username: "judgebrowser",
+        password: "judgebrowser-pass",
+        blocking: { rules: RULES, retry: null, body_bytes: null },
+        tlsMitm: { mode: "override_ua", browser: "chrome", bypass: [] },
+      },
+      {
         id: "judgechromium",
         username: "judgechromium",
         password: "judgechromium-pass",
@@ -260,6 +268,7 @@ beforeAll(async () => {
       { id: "c-posting", projectId: "posting", proxies: exits("posting") },
       { id: "c-judgetls", projectId: "judgetls", proxies: exits("judgetls") },
       { id: "c-judgechromium", projectId: "judgechromium", proxies: exits("judgechromium") },
+      { id: "c-judgebrowser", projectId: "judgebrowser", proxies: exits("judgebrowser") },
     ],
   }, { OCTOPROX_UPSTREAM_CA_FILE: originCa }));
 }, 60_000);
@@ -410,6 +419,26 @@ describe("inside HTTPS, under plain interception", () => {
     }
     expect(seenAt("tls:localhost", EXIT_A)).toHaveLength(1);
     expect(seenAt("tls:127.0.0.1", EXIT_A).length).toBeGreaterThan(0);
+  });
+
+  it("a blocked answer of the browser-grade engine goes again through another exit", async () => {
+    const before = seen.length;
+    const answers: Answer[] = [];
+    const throughA = () =>
+      seen.slice(before).filter((s) => s.site === "tls:localhost" && s.exit === EXIT_A);
+    while (answers.length < 2 && throughA().length === 0) {
+      answers.push(
+        await via(proxyPort, JUDGE_BROWSER, tlsUrl("localhost"), [
+          "--cacert",
+          testMitmCa().certPath,
+        ]),
+      );
+    }
+    expect(throughA()).toHaveLength(1);
+    const retried = answers[answers.length - 1];
+    expect(retried.status).toBe(200);
+    expect(retried.body).toContain(`via ${EXIT_B}`);
+    expect(retried.headers.get("x-octoprox-attempts")).toBe("2");
   });
 
   it("Chromium loads the page though one exit is blocked", async () => {

@@ -16,6 +16,10 @@
  * - A failure before the answer began goes to another exit as the forward exchange's do: the
  *   exit refused, failed its handshake or timed out; a target whose certificate fails is
  *   answered 502 naming why, on no other exit.
+ * - A project's block rules judge the answer before it is sent (docs/blocking.md): its first
+ *   bytes, decoded by the engine, are read when a rule looks there and sent before the rest; a
+ *   blocked answer is held for the retry loop as the forward exchange holds one. A body is not
+ *   kept here: a blocked request with one goes to no other exit.
  */
 import {
   HandshakeFailure,
@@ -29,7 +33,10 @@ import {
 } from "../../../shared/proxy-protocol/errors.ts";
 import type { Allocation } from "../../../shared/routing/contract.ts";
 import { safely, type TransferMeter } from "../../base/transfer-hooks.ts";
-import type { AttemptOutcome } from "../session/attempts.ts";
+import type { AttemptJudged, AttemptOutcome } from "../session/attempts.ts";
+import { type Finding, judge, needsBody } from "../../../shared/blocking/judge.ts";
+import type { ForwardPlan, Judging } from "./forward-plan.ts";
+import { applyJudgement, judgedFields, tallyBlocked } from "./judging.ts";
 import type { AttachedUpstream, HttpSession } from "../session/contract.ts";
 import { ClientBodyError, ClientGoneError } from "../session/failures.ts";
 import { connectTimeoutFor } from "../session/limits.ts";
@@ -43,7 +50,6 @@ import {
   writeClient,
 } from "./attempt-end.ts";
 import { ChunkedError, ChunkedScanner } from "./chunked.ts";
-import type { ForwardPlan } from "./exchange.ts";
 import { connectionTokens, isHopByHop, latin1Encode } from "./heads.ts";
 import { BodyKind, type HeaderField, NO_TOKENS } from "./parse.ts";
 
@@ -84,6 +90,7 @@ const TIMEOUTS: ReadonlySet<string> = new Set([
 const BODY_BUFFER_BYTES = 16 * 1024;
 
 const CRLF = latin1Encode("\r\n");
+const PREFIX_DECODER = new TextDecoder("utf-8", { fatal: false });
 const LAST_CHUNK = latin1Encode("0\r\n\r\n");
 
 /** Where an exchange is: each phase starts where the last ended. */
@@ -141,6 +148,18 @@ class BrowserExchange {
   timedOut = false;
   /** The client's body is read into this (its own: the engine pulls while the answer relays). */
   #bodyBuffer: Uint8Array | undefined;
+  /** Bytes written to the client (the head, the body as framed). */
+  relayedBytes = 0;
+  /** The answer's reader, once judging read its first bytes. */
+  reader: ReadableStreamDefaultReader<Uint8Array> | undefined;
+  /** The body's first chunks judging read, sent before the rest; `prefixEnded`: the whole body. */
+  prefix: Uint8Array[] = [];
+  prefixBytes = 0;
+  prefixEnded = false;
+  /** The verdict a block rule gave the answer (acted on), if any. */
+  verdict: Finding | undefined;
+  /** The answer is held for the retry loop: settled by its deliver or drop, not by run. */
+  held = false;
 
   constructor(session: HttpSession, plan: ForwardPlan, allocation: Allocation) {
     this.session = session;
@@ -156,13 +175,137 @@ class BrowserExchange {
     session.attach(this.transfer);
     try {
       const response = await this.send();
+      if (this.plan.judging !== undefined) {
+        const judged = await this.judge(this.plan.judging, response);
+        if (judged !== undefined) return judged;
+      }
       this.begin(response);
       const clean = await this.relay(response);
       return this.served(clean);
     } catch (error) {
       return this.failed(error);
     } finally {
+      if (!this.held) this.settle();
+    }
+  }
+
+  /**
+   * The answer judged by the project's rules, its first bytes read (as the engine decoded them)
+   * when a rule looks there; a blocked one is held for the retry loop.
+   */
+  async judge(
+    judging: Judging,
+    response: EngineResponse,
+  ): Promise<AttemptJudged<boolean> | undefined> {
+    const headers = fieldsOf(response.headers);
+    let body: string | undefined;
+    if (
+      judging.readsBody && response.body !== null &&
+      needsBody(judging.rules, response.status, headers)
+    ) {
+      body = await this.readPrefix(response.body, judging.bodyBytes);
+    }
+    const judgement = judge(judging.rules, response.status, headers, body);
+    const acted = applyJudgement(
+      this.session,
+      this.plan,
+      judging,
+      this.allocation.upstream,
+      judgement,
+    );
+    if (acted === undefined) return undefined;
+    this.verdict = acted;
+    this.held = true;
+    return {
+      kind: "judged",
+      finding: acted,
+      status: response.status,
+      deliver: () => this.deliver(response),
+      drop: () => this.drop(response),
+    };
+  }
+
+  /** Reads the body's first `limit` bytes (or all of it); its text, lowered, for the markers. */
+  async readPrefix(stream: ReadableStream<Uint8Array>, limit: number): Promise<string> {
+    const reader = stream.getReader();
+    this.reader = reader;
+    this.transfer.body = reader;
+    const timer = setTimeout(() => this.transfer.close(), this.connectTimeoutMs);
+    try {
+      while (this.prefixBytes < limit) {
+        let read: ReadableStreamReadResult<Uint8Array>;
+        try {
+          read = await reader.read();
+        } catch (error) {
+          throw new UpstreamIdleError("Upstream connection failed mid-answer", { cause: error });
+        }
+        if (read.done) {
+          this.prefixEnded = true;
+          break;
+        }
+        this.prefix.push(read.value);
+        this.prefixBytes += read.value.length;
+        this.transfer.moved();
+      }
+    } finally {
+      clearTimeout(timer);
+    }
+    const joined = new Uint8Array(this.prefixBytes);
+    let offset = 0;
+    for (const chunk of this.prefix) {
+      joined.set(chunk, offset);
+      offset += chunk.length;
+    }
+    return PREFIX_DECODER.decode(joined).toLowerCase();
+  }
+
+  /** The held answer goes to the client after all (no other exit served). */
+  async deliver(response: EngineResponse): Promise<AttemptOutcome<boolean>> {
+    this.session.attach(this.transfer);
+    try {
+      this.begin(response);
+      const clean = await this.relay(response);
+      return this.served(clean);
+    } catch (error) {
+      return this.failed(error);
+    } finally {
+      tallyBlocked(
+        this.session,
+        this.plan,
+        this.allocation.upstream,
+        this.verdict,
+        this.sentBytes + this.relayedBytes,
+        false,
+      );
       this.settle();
+    }
+  }
+
+  /**
+   * The held answer is not the client's: what was read of it is metered, the allocation ends as
+   * a success (the site refused the exit; the proxy worked), the engine's transfer is let go. The
+   * session may be on another attempt: its attached upstream is left alone.
+   */
+  drop(response: EngineResponse): void {
+    try {
+      this.begin(response);
+      const meter = this.meter;
+      const read = this.prefixBytes;
+      if (meter !== undefined && read > 0) safely(() => meter.bytes(0, read));
+      const outcome = { ok: true, latencyMs: this.latencyMs };
+      this.hold.release(outcome);
+      if (meter !== undefined) safely(() => meter.finish(outcome));
+      tallyBlocked(
+        this.session,
+        this.plan,
+        this.allocation.upstream,
+        this.verdict,
+        this.sentBytes + read,
+        true,
+      );
+    } finally {
+      this.hold.settle();
+      this.transfer.close();
     }
   }
 
@@ -381,6 +524,7 @@ class BrowserExchange {
     } else if (head.method === "HEAD" && length !== undefined) {
       text += `content-length: ${length}\r\n`;
     }
+    if (this.plan.judging !== undefined) text += judgedFields(this.plan, this.verdict, status);
     if (!this.keepAlive) text += "connection: close\r\n";
     else if (head.version === "1.0") text += "connection: keep-alive\r\n";
     text += "\r\n";
@@ -388,13 +532,28 @@ class BrowserExchange {
     this.phase = Phase.relay;
     await this.toClient(latin1Encode(text, session.scratch));
     if (bodiless || response.body === null) {
-      await response.body?.cancel().catch(() => {});
+      if (this.reader !== undefined) await this.reader.cancel().catch(() => {});
+      else await response.body?.cancel().catch(() => {});
       return true;
     }
-    const reader = response.body.getReader();
+    const reader = this.reader ?? response.body.getReader();
     this.transfer.body = reader;
     let relayed = 0;
-    for (;;) {
+    const send = async (chunk: Uint8Array) => {
+      relayed += chunk.length;
+      if (chunked) {
+        await this.toClient(latin1Encode(`${chunk.length.toString(16)}\r\n`));
+        await this.toClient(chunk);
+        await this.toClient(CRLF);
+      } else {
+        await this.toClient(chunk);
+      }
+    };
+    // What judging read first, then the rest.
+    const prefix = this.prefix;
+    this.prefix = [];
+    for (const chunk of prefix) if (chunk.length > 0) await send(chunk);
+    while (!this.prefixEnded) {
       let read: ReadableStreamReadResult<Uint8Array>;
       try {
         read = await reader.read();
@@ -408,14 +567,7 @@ class BrowserExchange {
       const chunk = read.value;
       if (chunk.length === 0) continue;
       this.transfer.moved();
-      relayed += chunk.length;
-      if (chunked) {
-        await this.toClient(latin1Encode(`${chunk.length.toString(16)}\r\n`));
-        await this.toClient(chunk);
-        await this.toClient(CRLF);
-      } else {
-        await this.toClient(chunk);
-      }
+      await send(chunk);
     }
     if (chunked) await this.toClient(LAST_CHUNK);
     // An answer shorter than its length leaves the client waiting: its connection closes.
@@ -423,6 +575,7 @@ class BrowserExchange {
   }
 
   async toClient(bytes: Uint8Array): Promise<void> {
+    this.relayedBytes += bytes.length;
     this.session.ctx.metrics.countBytes(0, bytes.length);
     const meter = this.meter;
     if (meter) safely(() => meter.bytes(0, bytes.length));

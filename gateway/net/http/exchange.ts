@@ -39,25 +39,20 @@ import {
   type Outcome,
 } from "../../../shared/routing/contract.ts";
 import { type Finding, judge, needsBody } from "../../../shared/blocking/judge.ts";
-import { type CompiledRule, RETRY_BODY_MAX_BYTES } from "../../../shared/blocking/rules.ts";
+import { RETRY_BODY_MAX_BYTES } from "../../../shared/blocking/rules.ts";
 import { dialUpstream } from "../io/dial.ts";
+import type { ForwardPlan, Judging } from "./forward-plan.ts";
 import { startTargetTls } from "../tls/target-tls.ts";
-import type { CaptureDraft } from "../tls/capture.ts";
-import type { Persona } from "../tls/impersonation.ts";
 import type { Leg } from "../io/leg.ts";
 import { upstreamPoolKey } from "../io/upstream-pool.ts";
-import type {
-  AttemptJudged,
-  AttemptOutcome,
-  AttemptPlan,
-  AttemptServed,
-} from "../session/attempts.ts";
+import type { AttemptJudged, AttemptOutcome, AttemptServed } from "../session/attempts.ts";
 import { bodyPrefixText } from "./body-prefix.ts";
 import type { HttpSession } from "../session/contract.ts";
 import { ClientBodyError } from "../session/failures.ts";
 import { safely, type TransferMeter } from "../../base/transfer-hooks.ts";
 import { connectTimeoutFor } from "../session/limits.ts";
-import { CONTINUE_100, verdictProxyStatus } from "./answers.ts";
+import { CONTINUE_100 } from "./answers.ts";
+import { applyJudgement, judgedFields, tallyBlocked } from "./judging.ts";
 import {
   AllocationHold,
   attemptFailed,
@@ -72,13 +67,7 @@ import {
   encodeUpstreamRequestHead,
   joinHeadAndBody,
 } from "./heads.ts";
-import {
-  BodyKind,
-  type ForwardTarget,
-  NO_TOKENS,
-  type RequestFraming,
-  type RequestHead,
-} from "./parse.ts";
+import { BodyKind, NO_TOKENS, type RequestFraming } from "./parse.ts";
 import {
   ResponseBody,
   type ResponseFraming,
@@ -89,41 +78,6 @@ import {
 
 /** Methods sent again after a failure that consumed nothing (without a body only). */
 export const RETRYABLE_METHODS: ReadonlySet<string> = new Set(["GET", "HEAD"]);
-
-/** A forwarded request, as every attempt at it needs it. */
-export interface ForwardPlan extends AttemptPlan {
-  head: RequestHead;
-  target: ForwardTarget;
-  framing: RequestFraming;
-  /** The client asked to keep its connection (its Connection fields and version). */
-  clientKeeps: boolean;
-  expectsContinue: boolean;
-  /** Inside an intercepted tunnel: what the Inspector's capture of the request collects. */
-  capture?: CaptureDraft;
-  /**
-   * Inside an intercepted tunnel of a browser-grade project: the browser it goes out as
-   * (browser-exchange.ts runs its attempts instead of this module).
-   */
-  persona?: Persona;
-  /** The project's block rules for the target's host: each answer is judged before it is sent. */
-  judging?: Judging;
-}
-
-/** What judging a forwarded request's answers takes (forward.ts builds it). */
-export interface Judging {
-  rules: readonly CompiledRule[];
-  readsBody: boolean;
-  /** How much of a body the markers are looked for in. */
-  bodyBytes: number;
-  /** The target's site: what a verdict cools its exit down for. */
-  site: string;
-  /**
-   * The request's body is kept for a resend (a method with a body the project retries): the
-   * bytes as the client sent them, undefined once past RETRY_BODY_MAX_BYTES.
-   */
-  keptBody?: Uint8Array[] | undefined;
-  keptBytes: number;
-}
 
 /** Where an exchange is: each phase starts where the last ended. */
 const Phase = {
@@ -252,7 +206,6 @@ class Exchange {
    */
   async judge(judging: Judging, answer: AnswerHead): Promise<AttemptJudged<boolean> | undefined> {
     const { response } = answer;
-    const metrics = this.session.ctx.metrics;
     let body: string | undefined;
     if (judging.readsBody && needsBody(judging.rules, response.status, response.headers)) {
       const framing = responseFraming(response, this.plan.head.method);
@@ -260,27 +213,15 @@ class Exchange {
       body = bodyPrefixText(answer.leftover, framing, response.headers, judging.bodyBytes);
     }
     const judgement = judge(judging.rules, response.status, response.headers, body);
-    const tally = this.session.ctx.domains;
-    const projectId = this.plan.client.projectId;
-    if (judgement.shadows !== undefined) {
-      for (const finding of judgement.shadows) {
-        metrics.verdict(finding.verdict, true);
-        tally?.shadow(projectId, judging.site, finding.rule, finding.verdict);
-      }
-    }
-    const acted = judgement.acted;
-    if (acted !== undefined) metrics.verdict(acted.verdict, false);
-    if (acted === undefined || acted.verdict === "ok") {
-      tally?.judged(projectId, judging.site, this.allocation.upstream.connectorId, "ok", 0);
-      return undefined;
-    }
+    const acted = applyJudgement(
+      this.session,
+      this.plan,
+      judging,
+      this.allocation.upstream,
+      judgement,
+    );
+    if (acted === undefined) return undefined;
     this.verdict = acted;
-    // A body not kept (too large, or a method not retried) cannot go again: no other exit.
-    if (this.plan.framing.kind !== BodyKind.none && judging.keptBody === undefined) {
-      this.plan.verdictAttempts = this.plan.turn;
-    }
-    const proxyId = this.allocation.upstream.proxyId;
-    this.session.ctx.cooldowns?.coolDown(judging.site, proxyId, acted.coolDownMs);
     this.held = true;
     return {
       kind: "judged",
@@ -374,17 +315,8 @@ class Exchange {
     }
   }
 
-  /** A blocked answer's attempt, counted for its site: dropped ones were sent again. */
   tallyBlocked(bytes: number, retried: boolean): void {
-    const tally = this.session.ctx.domains;
-    const judging = this.plan.judging;
-    const verdict = this.verdict;
-    if (tally === undefined || judging === undefined || verdict === undefined) return;
-    const { projectId } = this.plan.client;
-    const connectorId = this.allocation.upstream.connectorId;
-    const kind = verdict.verdict === "rate_limited" ? "rate_limited" : "blocked";
-    tally.judged(projectId, judging.site, connectorId, kind, bytes);
-    if (retried) tally.retried(projectId, judging.site, connectorId);
+    tallyBlocked(this.session, this.plan, this.allocation.upstream, this.verdict, bytes, retried);
   }
 
   /**
@@ -691,7 +623,7 @@ class Exchange {
       session.scratch,
       dechunk,
       listed,
-      this.plan.judging === undefined ? "" : this.judgedFields(response.status),
+      this.plan.judging === undefined ? "" : judgedFields(this.plan, this.verdict, response.status),
     );
     session.idleWatch = true;
     this.phase = Phase.relay;
@@ -705,21 +637,6 @@ class Exchange {
       this.meter,
       dechunk,
     );
-  }
-
-  /**
-   * The fields a judged request's answer gains: the attempts made once more than one was, and
-   * the verdict of an answer a rule blocked (delivered: no other exit served).
-   */
-  judgedFields(status: number): string {
-    const turn = this.plan.turn ?? 1;
-    const verdict = this.verdict;
-    if (turn === 1 && verdict === undefined) return "";
-    let fields = `X-Octoprox-Attempts: ${turn}\r\n`;
-    if (verdict !== undefined) {
-      fields += `Proxy-Status: ${verdictProxyStatus(status, verdict.verdict, verdict.rule)}\r\n`;
-    }
-    return fields;
   }
 
   /** The answer was relayed: the outcome, and whether the leg goes back to the pool. */

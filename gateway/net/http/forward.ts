@@ -24,7 +24,8 @@ import { safely } from "../../base/transfer-hooks.ts";
 import { CaptureDraft } from "../tls/capture.ts";
 import type { HttpSession, InnerTunnel } from "../session/contract.ts";
 import { attemptsFor } from "../session/limits.ts";
-import { exchange, type ForwardPlan, RETRYABLE_METHODS } from "./exchange.ts";
+import { exchange, RETRYABLE_METHODS } from "./exchange.ts";
+import type { ForwardPlan } from "./forward-plan.ts";
 import { browserExchange } from "./browser-exchange.ts";
 import { personaFor } from "../tls/impersonation.ts";
 import {
@@ -136,7 +137,7 @@ async function forwardRequest(
       headerValue(head, "user-agent"),
     );
   }
-  if (client.blocking !== undefined && plan.persona === undefined) {
+  if (client.blocking !== undefined) {
     judgeAnswers(plan, client.blocking, hasBody);
   }
   const tried = await tryUpstreams(
@@ -187,7 +188,8 @@ function judgeAnswers(plan: ForwardPlan, blocking: CompiledBlocking, hasBody: bo
     readsBody: blocking.readsBody,
     bodyBytes: blocking.bodyBytes,
     site,
-    keptBody: hasBody && retried ? [] : undefined,
+    // The browser-grade engine streams the body as it comes: kept by the gateway's own wire only.
+    keptBody: hasBody && retried && plan.persona === undefined ? [] : undefined,
     keptBytes: 0,
   };
   // A sticky session that may not move keeps its exit, cooled down or not.
