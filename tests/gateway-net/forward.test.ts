@@ -2,6 +2,7 @@
  * Plain HTTP through the gateway's socket layer (a real Deno process, the fixture router):
  * tinyproxy and the fault proxy upstream, curl and raw sockets as clients.
  */
+import { UPSTREAM_POOL_UNRETRIED_IDLE_MS } from "../../gateway/net/io/pool-bounds.ts";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
   FaultMode,
@@ -478,6 +479,31 @@ describe("HTTP forward: keep-alive upstream connections", () => {
       const third = await get(connection, "/after-close");
       expect(third.body.toString()).toBe(`conn ${before + 1} req 0`);
       expect(upstream.connections).toBe(before + 2);
+    } finally {
+      connection.destroy();
+    }
+  });
+
+  it("sends a POST on a pooled connection only when it was used lately", async () => {
+    const connection = await RawConnection.open(viaPool.proxyPort);
+    try {
+      expect((await get(connection, "/warm")).status).toBe(200);
+      const before = upstream.connections;
+      // Idle past UPSTREAM_POOL_UNRETRIED_IDLE_MS: an upstream closing it as the POST goes out
+      // would leave the POST unanswerable, so a new connection carries it.
+      await new Promise((resolve) => setTimeout(resolve, UPSTREAM_POOL_UNRETRIED_IDLE_MS + 200));
+      const post = (path: string) => {
+        connection.write(
+          `POST http://127.0.0.1:9${path} HTTP/1.1\r\nHost: x\r\n` +
+            `Proxy-Authorization: ${PROXY_AUTH}\r\nContent-Length: 3\r\n\r\nabc`,
+        );
+        return connection.readResponse();
+      };
+      expect((await post("/late-post")).status).toBe(200);
+      expect(upstream.connections).toBe(before + 1);
+      // Used a moment ago, the connection it went on carries the next POST.
+      expect((await post("/next-post")).status).toBe(200);
+      expect(upstream.connections).toBe(before + 1);
     } finally {
       connection.destroy();
     }

@@ -44,7 +44,7 @@ import { dialUpstream } from "../io/dial.ts";
 import type { ForwardPlan, Judging } from "./forward-plan.ts";
 import { startTargetTls } from "../tls/target-tls.ts";
 import type { Leg } from "../io/leg.ts";
-import { upstreamPoolKey } from "../io/upstream-pool.ts";
+import { UPSTREAM_POOL_UNRETRIED_IDLE_MS, upstreamPoolKey } from "../io/upstream-pool.ts";
 import type { AttemptJudged, AttemptOutcome, AttemptServed } from "../session/attempts.ts";
 import { bodyPrefixText } from "./body-prefix.ts";
 import type { HttpSession } from "../session/contract.ts";
@@ -412,7 +412,12 @@ class Exchange {
   takeOrDialLeg(): MaybePromise<boolean> {
     const poolKey = this.poolKey;
     this.phase = Phase.leg;
-    const pooled = poolKey !== undefined ? this.session.ctx.upstreams.take(poolKey) : undefined;
+    // A request that cannot be sent again takes only a leg used lately (io/upstream-pool.ts).
+    const pooled = poolKey === undefined
+      ? undefined
+      : this.staleResend
+      ? this.session.ctx.upstreams.take(poolKey)
+      : this.session.ctx.upstreams.take(poolKey, UPSTREAM_POOL_UNRETRIED_IDLE_MS);
     if (pooled === undefined) return this.dialLeg();
     this.useLeg(pooled);
     return true;

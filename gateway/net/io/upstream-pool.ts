@@ -6,14 +6,21 @@
  * idle timeouts). An idle leg keeps one read pending: the upstream closing it (or sending
  * anything unasked) takes it out of the pool at once, so a taken leg was open a moment ago.
  * The upstream may still close it as we send: GET and HEAD are then retried once on a fresh
- * connection (gateway/net/http/forward.ts), other methods are not.
+ * connection (gateway/net/http/forward.ts), other methods are not. So a request that cannot be
+ * sent again takes only a leg used within UPSTREAM_POOL_UNRETRIED_IDLE_MS, well inside the
+ * shortest common upstream idle timeout (Node's 5 s), where that race does not fall.
  */
 import type { Leg } from "./leg.ts";
 
 export { upstreamPoolKey } from "./upstream-key.ts";
 
-export const UPSTREAM_POOL_MAX_IDLE = 32;
-export const UPSTREAM_POOL_IDLE_MS = 30_000;
+import {
+  UPSTREAM_POOL_IDLE_MS,
+  UPSTREAM_POOL_MAX_IDLE,
+  UPSTREAM_POOL_UNRETRIED_IDLE_MS,
+} from "./pool-bounds.ts";
+
+export { UPSTREAM_POOL_IDLE_MS, UPSTREAM_POOL_MAX_IDLE, UPSTREAM_POOL_UNRETRIED_IDLE_MS };
 const SWEEP_INTERVAL_MS = 5_000;
 
 export interface UpstreamPoolOptions {
@@ -47,16 +54,23 @@ export class UpstreamPool {
     return count;
   }
 
-  /** The most recently used open idle leg for `key`, or undefined. */
-  take(key: string): Leg | undefined {
+  /**
+   * The most recently used open idle leg for `key`, or undefined; with `maxIdleMs`, only one idle
+   * for less than that (an older one is left for a request that may be sent again).
+   */
+  take(key: string, maxIdleMs = this.#idleMs): Leg | undefined {
     const entries = this.#idle.get(key);
     if (!entries) return undefined;
     const now = Date.now();
     let found: Leg | undefined;
     while (entries.length > 0) {
-      const entry = entries.pop()!;
+      const entry = entries[entries.length - 1];
+      const idleMs = now - entry.sinceMs;
+      const usable = !entry.leg.closed && !entry.leg.parkedDone && idleMs < this.#idleMs;
+      if (usable && idleMs >= maxIdleMs) break;
+      entries.pop();
       entry.gone = true;
-      if (!entry.leg.closed && !entry.leg.parkedDone && now - entry.sinceMs < this.#idleMs) {
+      if (usable) {
         found = entry.leg;
         break;
       }
