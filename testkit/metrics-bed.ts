@@ -221,8 +221,16 @@ export async function totalsOf(database: Database, kind: "proxy" | "project", id
   return rows[0] ? counts(rows[0]) : undefined;
 }
 
-/** A stream entry id at a given time, as Redis would give the producer's XADD. */
-export function entryId(atMs = Date.now(), sequence = 0): string {
+/** The next default sequence: ids made in one millisecond (or at one offset) stay distinct. */
+let nextSequence = 100;
+
+/**
+ * A stream entry id at a given time, as Redis would give the producer's XADD. Without a
+ * sequence, each call takes the next of this process, so two tests' ids never coincide: a test
+ * that ends with `entryId(Date.now() + 7)` and the next test's `entryId()` may fall in the same
+ * millisecond on a fast machine, and one flush id recorded twice reads as a redelivery.
+ */
+export function entryId(atMs = Date.now(), sequence = nextSequence++): string {
   return `${atMs}-${sequence}`;
 }
 
