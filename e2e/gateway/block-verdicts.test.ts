@@ -249,6 +249,12 @@ beforeAll(async () => {
         tlsMitm: { mode: "plain", browser: null, bypass: [] },
       },
       {
+        id: "shadowing",
+        username: "shadowing",
+        password: "shadowing-pass",
+        blocking: { rules: [{ ...RULES[0], mode: "shadow" }], retry: null, body_bytes: null },
+      },
+      {
         id: "judgebrowser",
         username: "judgebrowser",
         password: "judgebrowser-pass",
@@ -269,6 +275,7 @@ beforeAll(async () => {
       { id: "c-judgetls", projectId: "judgetls", proxies: exits("judgetls") },
       { id: "c-judgechromium", projectId: "judgechromium", proxies: exits("judgechromium") },
       { id: "c-judgebrowser", projectId: "judgebrowser", proxies: exits("judgebrowser") },
+      { id: "c-shadowing", projectId: "shadowing", proxies: exits("shadowing") },
     ],
   }, { OCTOPROX_UPSTREAM_CA_FILE: originCa }));
 }, 60_000);
@@ -375,6 +382,32 @@ describe("a request with a body", () => {
     const sent = seenAt(FORM, undefined, "POST").slice(before);
     expect(sent.map((s) => s.body)).toEqual(sent.map(() => "order=42&qty=3"));
     expect(sent.filter((s) => s.exit === EXIT_A)).toHaveLength(1);
+  });
+});
+
+describe("a rule in shadow mode", () => {
+  it("records what it would have done, and lets the answer go as it came", async () => {
+    const shadowed = 'octoprox_gateway_block_verdicts_total{verdict="blocked",mode="shadow"}';
+    const before = await gateway.metric(shadowed);
+    const answer = await via(proxyPort, "shadowing:shadowing-pass", url(FORM));
+    // Whichever exit it took: FORM bans A only, so a 403 came through A and a 200 through B.
+    if (answer.status === 403) {
+      expect(answer.body).toContain("g-recaptcha");
+      expect(await gateway.metric(shadowed)).toBe(before + 1);
+    } else {
+      expect(answer.status).toBe(200);
+    }
+    expect(answer.headers.has("x-octoprox-attempts")).toBe(false);
+    expect(answer.headers.has("proxy-status")).toBe(false);
+    // A second request takes the other exit: one of the two met the ban, and nothing retried it.
+    const second = await via(proxyPort, "shadowing:shadowing-pass", url(FORM));
+    expect([answer.status, second.status].sort()).toEqual([200, 403]);
+    expect(await gateway.metric(shadowed)).toBe(before + 1);
+    const key = bed.keys.domainCounts("shadowing", countDay(Date.now()));
+    await waitUntil(
+      async () => Number(await bed.redis.hget(key, `${FORM}\t\tshadow:captcha:blocked`)) === 1,
+      { timeoutMs: 10_000, message: "the shadow finding counted for the site" },
+    );
   });
 });
 
