@@ -31,3 +31,22 @@ export const DomainsAnswer = v.strictObject({
   })),
   more: count,
 });
+
+export type DomainsPageAnswer = v.InferOutput<typeof DomainsAnswer>;
+export type DomainSiteAnswer = DomainsPageAnswer["sites"][number];
+
+/** A site's spend on blocked attempts, per currency (connectors may bill in several): "–" none. */
+export function blockedSpendText(site: DomainSiteAnswer): string {
+  const byCurrency = new Map<string, number>();
+  for (const connector of site.connectors) {
+    if (connector.blocked_spend === null || connector.currency === null) continue;
+    byCurrency.set(
+      connector.currency,
+      (byCurrency.get(connector.currency) ?? 0) + connector.blocked_spend,
+    );
+  }
+  if (byCurrency.size === 0) return "–";
+  return [...byCurrency].map(([currency, amount]) => `${amount.toFixed(4)} ${currency}`).join(
+    ", ",
+  );
+}

@@ -5,7 +5,11 @@
  * `--json`: the API's answer.
  */
 import { type Command, InvalidArgumentError } from "commander";
-import type { DomainsPage, DomainView } from "../../metrics/domains.ts";
+import {
+  blockedSpendText,
+  type DomainSiteAnswer,
+  type DomainsPageAnswer,
+} from "../../api/answers/domains.ts";
 import { connect, type JsonOption, leaf } from "../command.ts";
 import { emit, formatBytes, formatCount, line, pc, printTable } from "../output.ts";
 import { resolveProject } from "../resolve.ts";
@@ -19,23 +23,7 @@ function daysOf(text: string): number {
   return value;
 }
 
-/** The blocked attempts' cost, per currency (connectors may bill in several). */
-function spendText(site: DomainView): string {
-  const byCurrency = new Map<string, number>();
-  for (const connector of site.connectors) {
-    if (connector.blocked_spend === null || connector.currency === null) continue;
-    byCurrency.set(
-      connector.currency,
-      (byCurrency.get(connector.currency) ?? 0) + connector.blocked_spend,
-    );
-  }
-  if (byCurrency.size === 0) return "–";
-  return [...byCurrency].map(([currency, amount]) => `${amount.toFixed(4)} ${currency}`).join(
-    ", ",
-  );
-}
-
-function shadowText(site: DomainView): string {
+function shadowText(site: DomainSiteAnswer): string {
   if (site.shadow.length === 0) return "–";
   return site.shadow.map((s) => `${s.rule} ${s.verdict} ${formatCount(s.count)}`).join(", ");
 }
@@ -63,9 +51,13 @@ export function registerDomains(program: Command): void {
     .action(async (projectRef: string, options: JsonOption & { days: number }) => {
       const client = await connect();
       const project = await resolveProject(client, projectRef);
-      const page = await client.request<DomainsPage>("GET", `/projects/${project.id}/domains`, {
-        query: { days: options.days, limit: 1000 },
-      });
+      const page = await client.request<DomainsPageAnswer>(
+        "GET",
+        `/projects/${project.id}/domains`,
+        {
+          query: { days: options.days, limit: 1000 },
+        },
+      );
       emit({ json: options.json === true }, page, () => {
         printTable(
           [
@@ -85,7 +77,7 @@ export function registerDomains(program: Command): void {
             formatCount(site.rate_limited),
             formatCount(site.retries),
             formatBytes(site.blocked_bytes),
-            spendText(site),
+            blockedSpendText(site),
             shadowText(site),
           ]),
           `Nothing judged for ${project.name} from ${page.from} to ${page.to}.`,

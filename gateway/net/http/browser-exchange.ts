@@ -179,14 +179,19 @@ class BrowserExchange {
         const judged = await this.judge(this.plan.judging, response);
         if (judged !== undefined) return judged;
       }
-      this.begin(response);
-      const clean = await this.relay(response);
-      return this.served(clean);
+      return await this.answer(response);
     } catch (error) {
       return this.failed(error);
     } finally {
       if (!this.held) this.settle();
     }
+  }
+
+  /** The answer to the client: the meter begins, the answer is relayed, the attempt served. */
+  async answer(response: EngineResponse): Promise<AttemptOutcome<boolean>> {
+    this.begin(response);
+    const clean = await this.relay(response);
+    return this.served(clean);
   }
 
   /**
@@ -263,9 +268,7 @@ class BrowserExchange {
   async deliver(response: EngineResponse): Promise<AttemptOutcome<boolean>> {
     this.session.attach(this.transfer);
     try {
-      this.begin(response);
-      const clean = await this.relay(response);
-      return this.served(clean);
+      return await this.answer(response);
     } catch (error) {
       return this.failed(error);
     } finally {

@@ -7,7 +7,11 @@
 import { Fragment } from "preact";
 import { useState } from "preact/hooks";
 import type { Project } from "../../../api/answers/projects.ts";
-import type { DomainsPage, DomainView } from "../../../metrics/domains.ts";
+import {
+  blockedSpendText,
+  type DomainSiteAnswer,
+  type DomainsPageAnswer,
+} from "../../../api/answers/domains.ts";
 import { formatBytes, formatCount } from "../ui/format.ts";
 import { Select } from "../ui/forms.tsx";
 import { ErrorNote } from "../ui/status.tsx";
@@ -20,22 +24,7 @@ const RANGES = [
 
 const REFRESH_MS = 10_000;
 
-function spendOf(site: DomainView): string {
-  const byCurrency = new Map<string, number>();
-  for (const connector of site.connectors) {
-    if (connector.blocked_spend === null || connector.currency === null) continue;
-    byCurrency.set(
-      connector.currency,
-      (byCurrency.get(connector.currency) ?? 0) + connector.blocked_spend,
-    );
-  }
-  if (byCurrency.size === 0) return "–";
-  return [...byCurrency].map(([currency, amount]) => `${amount.toFixed(4)} ${currency}`).join(
-    ", ",
-  );
-}
-
-function shadowOf(site: DomainView): string {
+function shadowOf(site: DomainSiteAnswer): string {
   if (site.shadow.length === 0) return "–";
   return site.shadow.map((s) => `${s.rule}: ${s.verdict} ${formatCount(s.count)}`).join(", ");
 }
@@ -66,7 +55,7 @@ function RulesSummary({ project }: { project: Project }) {
 export function Domains({ project }: { project: Project }) {
   const [days, setDays] = useState("1");
   const [open, setOpen] = useState<string | null>(null);
-  const page = useApi<DomainsPage>(`/projects/${project.id}/domains`, { days }, REFRESH_MS);
+  const page = useApi<DomainsPageAnswer>(`/projects/${project.id}/domains`, { days }, REFRESH_MS);
   const data = page.data;
 
   return (
@@ -116,7 +105,7 @@ export function Domains({ project }: { project: Project }) {
                     <td>{formatCount(site.rate_limited)}</td>
                     <td>{formatCount(site.retries)}</td>
                     <td>{formatBytes(site.blocked_bytes)}</td>
-                    <td>{spendOf(site)}</td>
+                    <td>{blockedSpendText(site)}</td>
                     <td>{shadowOf(site)}</td>
                   </tr>
                   {open === site.site
