@@ -4,6 +4,7 @@
  * Migrations are generated from this file by drizzle-kit (`npm run db:generate`) and committed.
  */
 import type { BlockRule, RetryPolicy } from "../shared/blocking/rules.ts";
+import type { DomainRule } from "../shared/routing/domain-rules.ts";
 import { sql } from "drizzle-orm";
 import {
   bigint,
@@ -109,6 +110,8 @@ export const projects = pgTable("projects", {
   retry: jsonb("retry").$type<RetryPolicy>(),
   /** How much of a body the rules' markers are looked for in; null: the default (8 KiB). */
   blockBodyBytes: integer("block_body_bytes"),
+  /** Per-domain routing rules, in order (shared/routing/domain-rules.ts reads them). */
+  domainRules: jsonb("domain_rules").$type<DomainRule[]>().notNull().default([]),
   createdAt: createdAt(),
   updatedAt: updatedAt(),
 }, (t) => [

@@ -41,6 +41,8 @@ export const RefusalKind = {
    * `reject`, a sticky session's under `retry`, or every attempt's under `retry`.
    */
   preflightMismatch: "preflight_mismatch",
+  /** A per-domain rule of the project refuses the target's host. */
+  domainRefused: "domain_refused",
 } as const;
 export type RefusalKind = (typeof RefusalKind)[keyof typeof RefusalKind];
 

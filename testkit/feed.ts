@@ -239,6 +239,8 @@ export interface FeedProjectSpec {
   blocking?: FeedProject["blocking"];
   /** The project's TLS interception as the feed carries it (off unless said). */
   tlsMitm?: FeedProject["tls_mitm"];
+  /** The project's per-domain routing rules as the feed carries them (none unless said). */
+  domainRules?: FeedProject["domain_rules"];
 }
 
 /** A project entry of the global section as the compile writes it (password digested). */
@@ -263,5 +265,6 @@ export async function feedProject(bed: FeedBed, spec: FeedProjectSpec): Promise<
     sequence: null,
     blocking: spec.blocking ?? null,
     tls_mitm: spec.tlsMitm ?? null,
+    domain_rules: spec.domainRules ?? null,
   };
 }

@@ -102,6 +102,7 @@ export function presentProject(
     block_rules: row.blockRules,
     retry: row.retry,
     block_body_bytes: row.blockBodyBytes,
+    domain_rules: row.domainRules,
     created_at: row.createdAt,
     updated_at: row.updatedAt,
   };

@@ -149,6 +149,7 @@ export async function compile(
       blockRules: projects.blockRules,
       retry: projects.retry,
       blockBodyBytes: projects.blockBodyBytes,
+      domainRules: projects.domainRules,
     }).from(projects).where(only === undefined ? undefined : eq(projects.id, only))
       .orderBy(asc(projects.id));
     const connectorRows = await tx.select({
@@ -287,6 +288,7 @@ export async function compile(
         retry: row.retry,
         body_bytes: row.blockBodyBytes,
       },
+      domain_rules: row.domainRules.length === 0 ? null : row.domainRules,
     };
   }));
   const global: GlobalSection = {

@@ -24,6 +24,7 @@ import {
 } from "../../shared/routing/contract.ts";
 import {
   connectorVerdict,
+  inDomainRule,
   Ineligible,
   inSequence,
   quarantineEndMs,
@@ -35,6 +36,7 @@ import {
   type RoutingSnapshot,
 } from "../../shared/routing/snapshot.ts";
 import { normaliseHost } from "../../shared/net/host.ts";
+import { domainRuleFor } from "../../shared/routing/domain-rules.ts";
 
 export type PreviewDeps = ProjectRoutingDeps;
 
@@ -150,8 +152,11 @@ export async function previewRouting(
   const previewConnectors: PreviewConnector[] = [];
   const candidates: PreviewProxy[] = [];
   for (const connector of snapshot.connectorsByProject.get(projectId) ?? []) {
-    // A sequence's other connectors are out of it before any test, as in the router.
-    const verdict = inSequence(project, connector)
+    // A domain rule's and a sequence's other connectors are out before any test, as in the
+    // router.
+    const verdict = !inDomainRule(project, connector, host)
+      ? Ineligible.notInDomainRule
+      : inSequence(project, connector)
       ? connectorVerdict(snapshot, connector, options, host, nowMs)
       : Ineligible.outOfSequence;
     const place = connector.rowsFor(options);
@@ -346,6 +351,14 @@ function describe(
         : `The connector is ${at + 1} of ${sequence?.length} in the project's sequence`;
       return `${place}; only its current one (${sequence?.position} of ${sequence?.length}) ` +
         "serves";
+    }
+    case Ineligible.notInDomainRule: {
+      const rule = project.domainRules === undefined
+        ? undefined
+        : domainRuleFor(project.domainRules, host);
+      return `The project's domain rule for ${host} (${
+        rule?.domains.join(", ") ?? "?"
+      }) names other connectors`;
     }
   }
 }

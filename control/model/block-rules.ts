@@ -5,7 +5,8 @@
  *
  * - `block_rules`: the ordered rules (a preset by name, or conditions of the operator's own);
  * - `retry`: how a judged answer is retried on another exit (null: the defaults);
- * - `block_body_bytes`: how much of a body the rules' markers are looked for in (null: 8 KiB).
+ * - `block_body_bytes`: how much of a body the rules' markers are looked for in (null: 8 KiB);
+ * - `domain_rules`: per-domain routing (shared/routing/domain-rules.ts), read the same way.
  */
 import * as v from "valibot";
 import {
@@ -15,6 +16,7 @@ import {
   readRetryPolicy,
   type RuleIssue,
 } from "../../shared/blocking/rules.ts";
+import { readDomainRules } from "../../shared/routing/domain-rules.ts";
 
 /** valibot's path items for a reader's `[2].header.pattern`. */
 function pathOf(input: unknown, path: string) {
@@ -59,5 +61,8 @@ export const blockBodyBytesField = v.nullable(
     }),
   ),
 );
+
+/** A project's per-domain routing rules (shared/routing/domain-rules.ts reads them). */
+export const domainRulesField = v.pipe(v.unknown(), reading(readDomainRules));
 
 export { BLOCK_RULE_LIMITS };

@@ -15,7 +15,12 @@ import { TrafficConfigSchema } from "./connectors.ts";
 import { parseCidr } from "../../shared/net/ip.ts";
 import { conflictRuleField, locationSourcesField } from "./location.ts";
 import { tlsMitmBrowserField, tlsMitmBypassField, tlsMitmModeField } from "./tls-mitm.ts";
-import { blockBodyBytesField, blockRulesField, retryField } from "./block-rules.ts";
+import {
+  blockBodyBytesField,
+  blockRulesField,
+  domainRulesField,
+  retryField,
+} from "./block-rules.ts";
 
 const username = v.pipe(
   v.string("must be text"),
@@ -129,6 +134,8 @@ const fields = {
   block_rules: blockRulesField,
   retry: retryField,
   block_body_bytes: blockBodyBytesField,
+  /** Per-domain routing: connectors named for some hosts, or a refusal. */
+  domain_rules: domainRulesField,
 };
 
 const serverFields = {
@@ -164,6 +171,7 @@ export const CreateProjectBody = v.strictObject({
   block_rules: v.optional(fields.block_rules),
   retry: v.optional(fields.retry),
   block_body_bytes: v.optional(fields.block_body_bytes),
+  domain_rules: v.optional(fields.domain_rules),
   ...serverFields,
 });
 
@@ -199,6 +207,7 @@ export const PROJECT_FIELD_NAMES = {
   block_rules: "blockRules",
   retry: "retry",
   block_body_bytes: "blockBodyBytes",
+  domain_rules: "domainRules",
 } as const;
 
 /** The forms `GET /projects/ca-certificate` answers in. */

@@ -2,10 +2,12 @@
  * Projects: the one way their rows change. Names and proxy usernames are unique regardless of
  * case; the unique indexes enforce it and a clash answers DuplicateError naming the field.
  */
+import type { DomainRule } from "../../shared/routing/domain-rules.ts";
 import type { BlockRule, RetryPolicy } from "../../shared/blocking/rules.ts";
 import { and, asc, eq, ne, sql } from "drizzle-orm";
 import type { Tx } from "../../db/client.ts";
 import {
+  connectors,
   geoSettings,
   type ProjectRateLimit,
   projects,
@@ -63,6 +65,8 @@ export interface ProjectFields {
   blockRules: BlockRule[];
   retry: RetryPolicy | null;
   blockBodyBytes: number | null;
+  /** Per-domain routing rules (shared/routing/domain-rules.ts). */
+  domainRules: DomainRule[];
 }
 
 export type NewProject = Pick<ProjectFields, "name" | "username"> & Partial<ProjectFields>;
@@ -139,7 +143,36 @@ export function projectDefaults(
     blockRules: [],
     retry: null,
     blockBodyBytes: null,
+    domainRules: [],
   };
+}
+
+/**
+ * Every connector a per-domain rule names is one of the project's: one that is not is a 422
+ * naming its place (`body.domain_rules.0.connectors.1`).
+ */
+export async function checkDomainRuleConnectors(
+  tx: Tx,
+  projectId: string | undefined,
+  rules: readonly DomainRule[],
+): Promise<void> {
+  const named = rules.flatMap((rule) => rule.connectors ?? []);
+  if (named.length === 0) return;
+  const own = projectId === undefined ? [] : await tx.select({ id: connectors.id })
+    .from(connectors).where(eq(connectors.projectId, projectId));
+  const ids = new Set(own.map((row) => row.id));
+  const issues: FieldIssue[] = [];
+  rules.forEach((rule, index) => {
+    (rule.connectors ?? []).forEach((id, at) => {
+      if (!ids.has(id)) {
+        issues.push({
+          field: `body.domain_rules.${index}.connectors.${at}`,
+          message: `is not a connector of this project: ${id}`,
+        });
+      }
+    });
+  });
+  if (issues.length > 0) throw new ValidationError(issues);
 }
 
 /** The transaction lock of writes that set password-less blocks. */
@@ -245,6 +278,8 @@ export function createProject(deps: ServiceDeps, input: NewProject): Promise<Pro
     const preflight = await inheritedSourcesIssue(tx, project);
     if (preflight) throw new ValidationError([preflight]);
     await checkPasswordlessBlocks(tx, undefined, project.passwordlessCidrs);
+    // A new project has no connector yet for a rule to name.
+    await checkDomainRuleConnectors(tx, undefined, project.domainRules);
     const [row] = await tx.insert(projects).values(project).returning();
     return { result: row, change: projectChange(row.id) };
   });
@@ -277,6 +312,9 @@ export async function updateProject(
     }
     if (changes.passwordlessCidrs !== undefined) {
       await checkPasswordlessBlocks(tx, id, next.passwordlessCidrs);
+    }
+    if (changes.domainRules !== undefined) {
+      await checkDomainRuleConnectors(tx, id, next.domainRules);
     }
     const [row] = await tx.update(projects).set({ ...changes, updatedAt: sql`now()` })
       .where(eq(projects.id, id)).returning();

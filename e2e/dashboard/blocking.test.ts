@@ -96,6 +96,20 @@ describe("the project form's block verdicts", () => {
       max_total_seconds: 30,
       rebind_sticky: false,
     });
+
+    // Per-domain routing: a direct rule is refused with its place, a refusal rule saved.
+    const domainRules = fields.locator('textarea[name="domain_rules"]');
+    await domainRules.fill(JSON.stringify([{ domains: ["news.example"], action: "direct" }]));
+    await form.getByRole("button", { name: "Save changes" }).click();
+    const domainRefused = fields.getByTestId("domain-rules-refused");
+    await expect.poll(() => domainRefused.textContent()).toContain("domain_rules.0.action");
+    await domainRules.fill(
+      JSON.stringify([{ domains: [".wall.example"], action: "refuse", reason: "Not here" }]),
+    );
+    await form.getByRole("button", { name: "Save changes" }).click();
+    await expect.poll(async () => (await stored(made.body.id)).domain_rules).toEqual([
+      { domains: [".wall.example"], action: "refuse", reason: "Not here" },
+    ]);
   });
 });
 

@@ -249,6 +249,15 @@ beforeAll(async () => {
         tlsMitm: { mode: "plain", browser: null, bypass: [] },
       },
       {
+        id: "ruled",
+        username: "ruled",
+        password: "ruled-pass",
+        domainRules: [
+          { domains: [WALL], action: "refuse", reason: "This project does not scrape the wall" },
+          { domains: [SHOP], action: "connectors", connectors: ["c-ruled-b"] },
+        ],
+      },
+      {
         id: "shadowing",
         username: "shadowing",
         password: "shadowing-pass",
@@ -276,6 +285,8 @@ beforeAll(async () => {
       { id: "c-judgechromium", projectId: "judgechromium", proxies: exits("judgechromium") },
       { id: "c-judgebrowser", projectId: "judgebrowser", proxies: exits("judgebrowser") },
       { id: "c-shadowing", projectId: "shadowing", proxies: exits("shadowing") },
+      { id: "c-ruled-a", projectId: "ruled", proxies: [exits("ruled")[0]] },
+      { id: "c-ruled-b", projectId: "ruled", proxies: [exits("ruled")[1]] },
     ],
   }, { OCTOPROX_UPSTREAM_CA_FILE: originCa }));
 }, 60_000);
@@ -382,6 +393,41 @@ describe("a request with a body", () => {
     const sent = seenAt(FORM, undefined, "POST").slice(before);
     expect(sent.map((s) => s.body)).toEqual(sent.map(() => "order=42&qty=3"));
     expect(sent.filter((s) => s.exit === EXIT_A)).toHaveLength(1);
+  });
+});
+
+describe("per-domain routing rules", () => {
+  it("refuse one site, send another through the connectors they name, and leave the rest", async () => {
+    const wallBefore = seenAt(WALL).length;
+    const refused = await via(proxyPort, "ruled:ruled-pass", url(WALL));
+    expect(refused.status).toBe(403);
+    expect(refused.body).toContain("This project does not scrape the wall");
+    expect(refused.headers.get("proxy-status")).toContain("error=http_request_denied");
+    expect(seenAt(WALL)).toHaveLength(wallBefore);
+
+    const shopBefore = seenAt(SHOP).length;
+    for (let i = 0; i < 4; i++) {
+      expect((await via(proxyPort, "ruled:ruled-pass", url(SHOP))).status).toBe(200);
+    }
+    expect(seenAt(SHOP).slice(shopBefore).map((s) => s.exit)).toEqual([
+      EXIT_B,
+      EXIT_B,
+      EXIT_B,
+      EXIT_B,
+    ]);
+
+    const newsBefore = seenAt(NEWS).length;
+    for (let i = 0; i < 4; i++) {
+      expect((await via(proxyPort, "ruled:ruled-pass", url(NEWS))).status).toBe(200);
+    }
+    expect(new Set(seenAt(NEWS).slice(newsBefore).map((s) => s.exit))).toEqual(
+      new Set([EXIT_A, EXIT_B]),
+    );
+    expect(
+      await gateway.metric(
+        'octoprox_gateway_requests_total{kind="http",outcome="refused",status="403"}',
+      ),
+    ).toBeGreaterThanOrEqual(1);
   });
 });
 

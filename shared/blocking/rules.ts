@@ -331,6 +331,8 @@ export function readBlockRule(
     }
     preset = PRESETS[presetName as PresetName];
     for (const key of Object.keys(raw)) {
+      // The verdict a rule is answered with: taken back when it is the preset's own.
+      if (key === "verdict" && raw.verdict === preset.verdict) continue;
       if (RULE_FIELDS.has(key) && !PRESET_OWN.has(key)) {
         issues.push({
           path: `${at}.${key}`,

@@ -112,6 +112,11 @@ export const FeedProjectSchema = v.object({
   tls_mitm: v.optional(v.nullable(FeedInterceptionSchema)),
   /** The project's response judging; null or absent when it has no rule. */
   blocking: v.optional(v.nullable(FeedBlockingSchema)),
+  /**
+   * Its per-domain routing rules as stored (shared/routing/domain-rules.ts); the gateway reads
+   * them again. Absent or empty: none.
+   */
+  domain_rules: v.optional(v.nullable(v.array(v.unknown()))),
 });
 export type FeedProject = v.InferOutput<typeof FeedProjectSchema>;
 

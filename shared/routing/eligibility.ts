@@ -12,6 +12,7 @@
  * A project with a connector sequence routes through its current connector alone: the others
  * are out of its sequence before any test (`inSequence`), and the router judges only that one.
  */
+import { domainRuleFor } from "./domain-rules.ts";
 import type { UsernameOptions } from "./contract.ts";
 import type {
   ConnectorIndex,
@@ -35,6 +36,8 @@ export const Ineligible = {
   trafficBlocked: "traffic_blocked",
   /** The project routes by a sequence, and this is not its current connector (or none is). */
   outOfSequence: "out_of_sequence",
+  /** A per-domain rule of the project names other connectors for the target's host. */
+  notInDomainRule: "not_in_domain_rule",
 } as const;
 export type Ineligible = (typeof Ineligible)[keyof typeof Ineligible];
 
@@ -59,6 +62,21 @@ export function connectorVerdict(
  * Whether the project's routing lets the connector serve at all: every connector of a project
  * without a sequence; with one, only its current connector (none once it is exhausted).
  */
+/**
+ * Whether the project's per-domain rules let the connector serve `host`: yes without a rule for
+ * it; under a `connectors` rule, only the connectors it names (a `refuse` rule is the router's).
+ */
+export function inDomainRule(
+  project: ProjectEntry,
+  connector: ConnectorIndex,
+  host: string,
+): boolean {
+  const rules = project.domainRules;
+  if (rules === undefined || host === "") return true;
+  const rule = domainRuleFor(rules, host);
+  return rule === undefined || rule.action !== "connectors" || rule.connectors.has(connector.id);
+}
+
 export function inSequence(project: ProjectEntry, connector: ConnectorIndex): boolean {
   const sequence = project.sequence;
   return sequence === undefined || sequence.currentId === connector.id;

@@ -182,6 +182,26 @@ export function prohibitedDestination(host: string, address: string, kind: strin
   };
 }
 
+/** A per-domain rule of the project refuses the host: its reason, or a sentence naming the host. */
+export function domainRefused(host: string, reason: string | undefined): Refusal {
+  return {
+    status: 403,
+    proxyStatus: "http_request_denied",
+    reason: reason ?? `This project does not serve ${host}`,
+    rejection: RejectionReason.domainRefused,
+  };
+}
+
+/** No connector a per-domain rule names for the host can serve the request now. */
+export function domainRuleUnserved(host: string): Refusal {
+  return {
+    status: 503,
+    proxyStatus: "destination_unavailable",
+    reason: `No connector this project's domain rule names for ${host} can serve it now`,
+    rejection: RejectionReason.noProxyAvailable,
+  };
+}
+
 /**
  * The gateway resolves destinations (OCTOPROX_DESTINATION_RESOLUTION=gateway) and this name
  * gave no address: there is nothing checked to send the upstream, so nothing is sent. RFC 9209's
@@ -252,6 +272,8 @@ function sequenceStopText(
     }
     case Ineligible.domainFiltered:
       return "does not serve this domain";
+    case Ineligible.notInDomainRule:
+      return "is not among the connectors the project's domain rule names";
     case Ineligible.noHealthyProxy:
       return "has no healthy proxy";
     default:

@@ -14,6 +14,7 @@
  * request (what runs through them finishes). When that connector cannot serve, or the sequence
  * is exhausted, the request is refused with 503 and the reason; no other connector stands in.
  */
+import { domainRuleFor } from "./domain-rules.ts";
 import { normaliseHost } from "../net/host.ts";
 import type { Strategy } from "../roles.ts";
 import type { FeedSections } from "../feed/models.ts";
@@ -53,6 +54,8 @@ import {
   allQuarantined,
   allTried,
   badOptions,
+  domainRefused,
+  domainRuleUnserved,
   feedStale,
   notReady,
   noUpstream,
@@ -398,10 +401,19 @@ export class CoreRouter implements Router {
     }
     const host = normaliseHost(target.host);
 
+    // A per-domain rule comes first: a refusal, or the connectors it names (sequence or not).
+    const rule = project.domainRules === undefined
+      ? undefined
+      : domainRuleFor(project.domainRules, host);
+    if (rule?.action === "refuse") return domainRefused(host, rule.reason);
+    const sequence = rule === undefined ? project.sequence : undefined;
+    let connectors = snapshot.connectorsByProject.get(project.id) ?? NO_CONNECTORS;
+    if (rule !== undefined) {
+      connectors = connectors.filter((connector) => rule.connectors.has(connector.id));
+      if (connectors.length === 0) return domainRuleUnserved(host);
+    }
     // A sequence routes through its current connector alone (on_unavailable reject: the only
     // answer so far, and the one a gateway gives to a value it does not know).
-    const sequence = project.sequence;
-    let connectors = snapshot.connectorsByProject.get(project.id) ?? NO_CONNECTORS;
     if (sequence !== undefined) {
       if (sequence.exhausted) return sequenceExhausted;
       const current = sequenceConnector(snapshot, project);

@@ -16,6 +16,12 @@
  * every place its templates can write, within its declared countries.
  */
 import {
+  type CompiledDomainRule,
+  compileDomainRules,
+  type DomainRuleIssue,
+  readDomainRules,
+} from "./domain-rules.ts";
+import {
   type BlockRule,
   compileBlocking,
   type CompiledBlocking,
@@ -417,6 +423,8 @@ export interface ProjectEntry {
   readonly interception: Interception | undefined;
   /** Its response judging, compiled once; undefined when it has no rule on or in shadow. */
   readonly blocking: CompiledBlocking | undefined;
+  /** Its per-domain routing rules, compiled once; undefined when it has none. */
+  readonly domainRules: readonly CompiledDomainRule[] | undefined;
   readonly project: FeedProject;
 }
 
@@ -606,6 +614,7 @@ function indexProjects(update: FeedSections, dispatch: Dispatch, log: CoreLog | 
       : undefined;
     const interception = interceptionOf(project, log);
     const blocking = blockingOf(project, log);
+    const domainRules = domainRulesOf(project, log);
     // Built once: every password-less request of the project shares it (nothing changes it).
     const byAddress: AuthResult | undefined = blocks.passwordless.length === 0
       ? undefined
@@ -640,6 +649,7 @@ function indexProjects(update: FeedSections, dispatch: Dispatch, log: CoreLog | 
       sequence: sequenceEntry(project.sequence),
       interception,
       blocking,
+      domainRules,
       project,
     };
     if (byAddress !== undefined) {
@@ -715,6 +725,37 @@ export function withProjectPolicies(
   if (interception !== undefined) client.interception = interception;
   if (blocking !== undefined) client.blocking = blocking;
   return client;
+}
+
+/**
+ * A project's per-domain routing rules as the router applies them, read again here (a list a
+ * later release wrote that this one cannot read is dropped whole and logged: a rule left out
+ * would route its hosts as if it were absent, which a refusal rule must not).
+ */
+function domainRulesOf(
+  project: FeedProject,
+  log: CoreLog | undefined,
+): readonly CompiledDomainRule[] | undefined {
+  const feed = project.domain_rules;
+  if (feed === null || feed === undefined || feed.length === 0) return undefined;
+  const issues: DomainRuleIssue[] = [];
+  const rules = readDomainRules(feed, issues);
+  if (rules === undefined) {
+    log?.warn("A project's domain rules are not read here: its hosts are refused", {
+      project: project.id,
+      issue: issues[0] === undefined ? "" : `${issues[0].path}: ${issues[0].message}`,
+    });
+    // Fail closed: every host refused, rather than routed past rules that could not be read.
+    return [{
+      action: "refuse",
+      hosts: [],
+      globs: [/^/],
+      connectors: new Set(),
+      reason: "This project's domain rules cannot be read by this gateway",
+      domains: ["*"],
+    }];
+  }
+  return compileDomainRules(rules);
 }
 
 /**

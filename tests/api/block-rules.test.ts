@@ -95,6 +95,13 @@ describe("block rules through the api", () => {
       token: h.tokens.viewer,
     });
     expect(read.body.block_rules).toEqual(made.body.block_rules);
+    // What the api answers it takes back unchanged (a form, an exported file).
+    const again = await edit(made.body.id, {
+      block_rules: read.body.block_rules,
+      retry: read.body.retry,
+    });
+    expect(again.status).toBe(200);
+    expect(again.body.block_rules).toEqual(made.body.block_rules);
   });
 
   it("refuses a rule that does not parse with its place, and changes nothing", async () => {
@@ -335,5 +342,64 @@ describe("a project's sites", () => {
       await api.close();
       await rm(dir, { recursive: true, force: true });
     }
+  });
+});
+
+describe("per-domain routing rules", () => {
+  it("are read when written: patterns, actions, the project's own connectors; direct refused", async () => {
+    const project = await create({ name: "Ruled", username: "ruled" });
+    const id = project.body.id;
+    const connector = (await h.request("POST", `/api/v1/projects/${id}/connectors`, {
+      token: h.tokens.editor,
+      body: { name: "main", kind: "static" },
+    })).body.id as string;
+    const saved = await edit(id, {
+      domain_rules: [
+        { domains: ["Shop.Example.", "*.cdn.*"], action: "connectors", connectors: [connector] },
+        { domains: [".wall.example"], action: "refuse", reason: " Not here " },
+      ],
+    });
+    expect(saved.status).toBe(200);
+    expect(saved.body.domain_rules).toEqual([
+      { domains: ["shop.example", "*.cdn.*"], action: "connectors", connectors: [connector] },
+      { domains: [".wall.example"], action: "refuse", reason: "Not here" },
+    ]);
+    const bad = await edit(id, {
+      domain_rules: [
+        { domains: ["a b.example"], action: "refuse" },
+        { domains: ["news.example"], action: "direct" },
+        { domains: ["x.example"], action: "connectors" },
+        { domains: [], action: "refuse" },
+        { domains: ["*"], action: "refuse" },
+      ],
+    });
+    expect(bad.status).toBe(422);
+    const fields = bad.body.detail.map((d: { field: string }) => d.field);
+    expect(fields).toEqual(expect.arrayContaining([
+      "body.domain_rules.0.domains.0",
+      "body.domain_rules.1.action",
+      "body.domain_rules.2.connectors",
+      "body.domain_rules.3.domains",
+      "body.domain_rules.4.domains.0",
+    ]));
+    expect(
+      bad.body.detail.find((d: { field: string }) => d.field === "body.domain_rules.1.action")
+        .message,
+    ).toMatch(/^cannot be direct: sending a site through no upstream is not built/);
+    // Another project's connector, or none at all, is refused by its place.
+    const foreign = await edit(id, {
+      domain_rules: [{
+        domains: ["a.example"],
+        action: "connectors",
+        connectors: [connector, "nope"],
+      }],
+    });
+    expect(foreign.status).toBe(422);
+    expect(foreign.body.detail).toEqual([{
+      field: "body.domain_rules.0.connectors.1",
+      message: "is not a connector of this project: nope",
+    }]);
+    const read = await h.request("GET", `/api/v1/projects/${id}`, { token: h.tokens.viewer });
+    expect(read.body.domain_rules).toEqual(saved.body.domain_rules);
   });
 });

@@ -132,6 +132,43 @@ describe("routing preview", () => {
     expectNoSecrets(answer.text);
   });
 
+  test("a per-domain rule: the connectors it names, or its refusal with its reason", async () => {
+    const edited = await h.request("PATCH", `/api/v1/projects/${projectId}`, {
+      token: h.tokens.editor,
+      body: {
+        domain_rules: [
+          { domains: ["*.shop.*"], action: "connectors", connectors: [connector.usa] },
+          { domains: [".wall.example"], action: "refuse", reason: "Not through this project" },
+        ],
+      },
+    });
+    expect(edited.status).toBe(200);
+    try {
+      const shop = await preview({ username: "preview-cc-de", target: "www.shop.example:443" });
+      expect(byName(shop, "germany")).toMatchObject({
+        eligible: false,
+        code: "not_in_domain_rule",
+        reason: "The project's domain rule for www.shop.example (*.shop.*) names other connectors",
+      });
+      // The usa connector, the one named, serves no DE: nothing is left for the request.
+      expect(byName(shop, "usa")).toMatchObject({ eligible: false, code: "place_not_served" });
+      expect(shop.body.refusal).toMatchObject({ status: 502 });
+      const wall = await preview({ username: "preview-cc-de", target: "a.wall.example:443" });
+      expect(wall.body.refusal).toMatchObject({
+        status: 403,
+        reason: "Not through this project",
+      });
+      const other = await preview({ username: "preview-cc-de", target: "example.com:443" });
+      expect(other.body.refusal).toBeNull();
+      expect(byName(other, "germany").eligible).toBe(true);
+    } finally {
+      await h.request("PATCH", `/api/v1/projects/${projectId}`, {
+        token: h.tokens.editor,
+        body: { domain_rules: [] },
+      });
+    }
+  });
+
   test("a deny list and a place nothing serves answer the gateway's refusal", async () => {
     const denied = await preview({ username: "preview-cc-us", target: "www.Blocked.example:80" });
     expect(denied.status).toBe(200);

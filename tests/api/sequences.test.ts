@@ -428,7 +428,12 @@ describe("the feed and the routing preview", () => {
       on_unavailable: "reject",
       exhausted: false,
     });
-    expect(Object.keys(entry).slice(-3)).toEqual(["sequence", "tls_mitm", "blocking"]);
+    expect(Object.keys(entry).slice(-4)).toEqual([
+      "sequence",
+      "tls_mitm",
+      "blocking",
+      "domain_rules",
+    ]);
     expect(global.projects.find((p) => p.id === plain.projectId)!.sequence).toBeNull();
   });
 

@@ -128,11 +128,13 @@ describe("compile", () => {
       "sequence",
       "tls_mitm",
       "blocking",
+      "domain_rules",
     ]);
     expect(shop.sequence).toBeNull();
     // Interception off: nothing for gateways to apply.
     expect(shop.tls_mitm).toBeNull();
     expect(shop.blocking).toBeNull();
+    expect(shop.domain_rules).toBeNull();
     expect(shop.password_digest).toBe(await passwordDigest(bed.feedKeys, "pw-shop-1"));
     // The password itself is never in the feed.
     expect(compiled.sections.get("global")!.json).not.toContain("pw-shop-1");

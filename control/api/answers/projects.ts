@@ -1,4 +1,5 @@
 /** A project as the API answers it (control/api/present.ts's presentProject). */
+import { DOMAIN_RULE_ACTIONS } from "../../../shared/routing/domain-rules.ts";
 import { PRESET_NAMES, RULE_MODES, VERDICTS } from "../../../shared/blocking/rules.ts";
 import * as v from "valibot";
 import { cidrList } from "../../model/projects.ts";
@@ -67,6 +68,13 @@ export const ProjectAnswer = v.strictObject({
   retry: v.nullable(RetryAnswer),
   /** How much of a body the markers are looked for in; null: 8 KiB. */
   block_body_bytes: v.nullable(count),
+  /** Per-domain routing rules, in order. */
+  domain_rules: v.array(v.strictObject({
+    domains: v.array(v.string()),
+    action: v.picklist(DOMAIN_RULE_ACTIONS),
+    connectors: v.optional(v.array(v.string())),
+    reason: v.optional(v.string()),
+  })),
   created_at: timestamp,
   updated_at: timestamp,
 });

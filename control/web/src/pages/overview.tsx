@@ -31,6 +31,7 @@ const EXCLUDED: Record<NonNullable<SplitRow["excluded_reason"]>, string> = {
   no_healthy_proxy: "no healthy proxy",
   traffic_blocked: "traffic limit reached",
   out_of_sequence: "not current in sequence",
+  not_in_domain_rule: "not named by a domain rule",
   all_proxies_quarantined: "all proxies resting",
   no_usable_proxy: "no usable proxy",
   not_in_routing: "not in routing",

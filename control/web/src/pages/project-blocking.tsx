@@ -18,6 +18,8 @@ export interface BlockingState {
   max_total_seconds: string;
   rebind_sticky: boolean;
   body_bytes: string;
+  /** The per-domain routing rules as JSON, as typed. */
+  domain_rules: string;
 }
 
 export function blockingStateOf(project: Project | undefined): BlockingState {
@@ -32,6 +34,9 @@ export function blockingStateOf(project: Project | undefined): BlockingState {
     body_bytes: project?.block_body_bytes === null || project?.block_body_bytes === undefined
       ? ""
       : String(project.block_body_bytes),
+    domain_rules: (project?.domain_rules ?? []).length === 0
+      ? "[]"
+      : JSON.stringify(project?.domain_rules, null, 2),
   };
 }
 
@@ -64,6 +69,7 @@ export function blockingBodyOf(state: BlockingState): Record<string, unknown> {
       }
       : null,
     block_body_bytes: numberOr(state.body_bytes) ?? null,
+    domain_rules: rulesOf(state.domain_rules),
   };
 }
 
@@ -72,6 +78,10 @@ const RULES_HINT = "A JSON list, in order: the first rule on that matches gives 
   '"pattern"}, "body_contains": [markers], "domains": [hosts or .suffixes], "verdict": ' +
   '"blocked" | "rate_limited" | "ok", "cool_down_seconds"}; "mode": "shadow" records only, ' +
   '"off" skips';
+
+const DOMAIN_RULES_HINT = 'A JSON list, in order: {"domains": [host, .suffix or glob with *], ' +
+  '"action": "connectors", "connectors": [connector ids]} sends those hosts through those ' +
+  'connectors only; {"domains": [...], "action": "refuse", "reason": "..."} answers them 403';
 
 export function BlockingFields(
   { state, onChange, error, readOnly }: {
@@ -86,6 +96,9 @@ export function BlockingFields(
   const notJson = typeof parsed === "string";
   const refused = (error?.issues ?? []).filter((issue) =>
     issue.field.startsWith("body.block_rules")
+  );
+  const domainRefused = (error?.issues ?? []).filter((issue) =>
+    issue.field.startsWith("body.domain_rules")
   );
   const addPreset = (name: string) => {
     const list = Array.isArray(parsed) ? parsed : [];
@@ -192,6 +205,33 @@ export function BlockingFields(
         label="A blocked sticky session moves to another exit"
       />
       <FieldError error={error} field="retry" exact />
+      <div
+        class={`field${domainRefused.length > 0 ? " invalid" : ""}`}
+        data-field="domain_rules"
+      >
+        <label style={{ display: "contents" }}>
+          <span class="label">Per-domain routing</span>
+          <TextInput
+            name="domain_rules"
+            value={state.domain_rules}
+            onInput={(domain_rules) => change({ domain_rules })}
+            disabled={readOnly}
+            multiline
+          />
+        </label>
+        <span class="hint">{DOMAIN_RULES_HINT}</span>
+        {domainRefused.length > 0
+          ? (
+            <ul class="field-error" role="alert" data-testid="domain-rules-refused">
+              {domainRefused.map((issue) => (
+                <li key={issue.field + issue.message}>
+                  <code>{issue.field.replace(/^body\./, "")}</code> {issue.message}
+                </li>
+              ))}
+            </ul>
+          )
+          : null}
+      </div>
       <Field
         label="Body bytes judged"
         field="block_body_bytes"

@@ -1,0 +1,1 @@
+ALTER TABLE "projects" ADD COLUMN "domain_rules" jsonb DEFAULT '[]'::jsonb NOT NULL;
