@@ -356,9 +356,10 @@ function describe(
       const rule = project.domainRules === undefined
         ? undefined
         : domainRuleFor(project.domainRules, host);
-      return `The project's domain rule for ${host} (${
-        rule?.domains.join(", ") ?? "?"
-      }) names other connectors`;
+      const patterns = rule?.domains.join(", ") ?? "?";
+      return rule?.action === "direct"
+        ? `The project's domain rule for ${host} (${patterns}) sends it direct, through no upstream`
+        : `The project's domain rule for ${host} (${patterns}) names other connectors`;
     }
   }
 }

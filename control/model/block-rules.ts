@@ -16,7 +16,12 @@ import {
   readRetryPolicy,
   type RuleIssue,
 } from "../../shared/blocking/rules.ts";
-import { readDomainRules } from "../../shared/routing/domain-rules.ts";
+import {
+  DIRECT_ADMINS_ONLY,
+  type DomainRule,
+  readDomainRules,
+} from "../../shared/routing/domain-rules.ts";
+import { ForbiddenError } from "../../shared/errors.ts";
 
 /** valibot's path items for a reader's `[2].header.pattern`. */
 function pathOf(input: unknown, path: string) {
@@ -64,5 +69,30 @@ export const blockBodyBytesField = v.nullable(
 
 /** A project's per-domain routing rules (shared/routing/domain-rules.ts reads them). */
 export const domainRulesField = v.pipe(v.unknown(), reading(readDomainRules));
+
+/** Rules in one key order (Postgres' jsonb keeps its own), for telling two lists apart. */
+function canonical(rules: readonly DomainRule[]): string {
+  return JSON.stringify(
+    rules.map((rule) => [rule.domains, rule.action, rule.connectors ?? null, rule.reason ?? null]),
+  );
+}
+
+/**
+ * A write of `direct` rules by a role below admin (docs/routing.md, "Per-domain rules"): a
+ * ForbiddenError naming the first such rule, unless the rules are the ones already stored (an
+ * editor saving a project's other fields keeps its admin's rules).
+ */
+export function checkDirectRules(
+  rules: readonly DomainRule[] | undefined,
+  stored: readonly DomainRule[] | undefined,
+  admin: boolean,
+  field = "body.domain_rules",
+): void {
+  if (admin || rules === undefined) return;
+  const index = rules.findIndex((rule) => rule.action === "direct");
+  if (index < 0) return;
+  if (stored !== undefined && canonical(stored) === canonical(rules)) return;
+  throw new ForbiddenError(`${DIRECT_ADMINS_ONLY} (${field}.${index}.action)`);
+}
 
 export { BLOCK_RULE_LIMITS };

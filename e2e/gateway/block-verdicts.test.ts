@@ -255,6 +255,7 @@ beforeAll(async () => {
         domainRules: [
           { domains: [WALL], action: "refuse", reason: "This project does not scrape the wall" },
           { domains: [SHOP], action: "connectors", connectors: ["c-ruled-b"] },
+          { domains: [NEWS], action: "direct" },
         ],
       },
       {
@@ -397,7 +398,7 @@ describe("a request with a body", () => {
 });
 
 describe("per-domain routing rules", () => {
-  it("refuse one site, send another through the connectors they name, and leave the rest", async () => {
+  it("refuse one site, send one direct, another through the connectors named, leave the rest", async () => {
     const wallBefore = seenAt(WALL).length;
     const refused = await via(proxyPort, "ruled:ruled-pass", url(WALL));
     expect(refused.status).toBe(403);
@@ -416,11 +417,22 @@ describe("per-domain routing rules", () => {
       EXIT_B,
     ]);
 
+    // Direct: the gateway's own connection, through neither exit.
     const newsBefore = seenAt(NEWS).length;
-    for (let i = 0; i < 4; i++) {
-      expect((await via(proxyPort, "ruled:ruled-pass", url(NEWS))).status).toBe(200);
+    for (let i = 0; i < 2; i++) {
+      const direct = await via(proxyPort, "ruled:ruled-pass", url(NEWS));
+      expect(direct.status).toBe(200);
+      expect(direct.body).not.toContain(EXIT_A);
+      expect(direct.body).not.toContain(EXIT_B);
     }
-    expect(new Set(seenAt(NEWS).slice(newsBefore).map((s) => s.exit))).toEqual(
+    const directExits = seenAt(NEWS).slice(newsBefore).map((s) => s.exit);
+    expect(directExits).toHaveLength(2);
+    for (const exit of directExits) expect([EXIT_A, EXIT_B]).not.toContain(exit);
+
+    // No rule for the form: both exits serve it (A's answers are its ban, not judged here).
+    const formBefore = seenAt(FORM).length;
+    for (let i = 0; i < 4; i++) await via(proxyPort, "ruled:ruled-pass", url(FORM));
+    expect(new Set(seenAt(FORM).slice(formBefore).map((s) => s.exit))).toEqual(
       new Set([EXIT_A, EXIT_B]),
     );
     expect(

@@ -125,7 +125,8 @@ export class PreflightRouter implements Router {
       if (acquired instanceof Promise) acquired = await acquired;
       if (isRefusal(acquired)) return last === undefined ? acquired : mismatchRefusal(last);
       const snapshot = core.snapshot;
-      if (snapshot === undefined) return acquired;
+      // A per-domain rule's direct attempt has no exit of ours to check: the gateway is it.
+      if (snapshot === undefined || acquired.upstream.direct === true) return acquired;
       let verdict: Verdict;
       try {
         const checked = checker.check({

@@ -123,7 +123,15 @@ export interface UpstreamChoice {
    * null for none.
    */
   rateLimit?: FeedRateLimit | null;
+  /**
+   * No upstream: the gateway connects to the target itself (a per-domain rule's `direct`); host
+   * and port are the target's. Counted under DIRECT_ID as proxy and connector.
+   */
+  direct?: true;
 }
+
+/** The proxy and connector id a direct attempt is counted under. */
+export const DIRECT_ID = "direct";
 
 /** The phase an attempt failed in, as the error catalogue names them. */
 export const FailurePhase = {

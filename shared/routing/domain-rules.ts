@@ -1,12 +1,13 @@
 /**
  * A project's per-domain routing rules (docs/routing.md, "Per-domain rules"): an ordered list,
  * each naming host patterns and what requests to them get: `connectors` (only those connectors
- * of the project serve them) or `refuse` (a 403 naming the rule's reason). The first rule whose
- * pattern takes the target's host applies; none: the project's routing as usual.
+ * of the project serve them), `direct` (the gateway connects to the target itself, through no
+ * upstream: admins only, and only to an address the destination guard checked) or `refuse` (a
+ * 403 naming the rule's reason). The first rule whose pattern takes the target's host applies;
+ * none: the project's routing as usual.
  *
  * A pattern is a host name (that name only), a `.suffix` (every name under it, not the bare
  * name), or a glob whose `*` stands for any run of characters (`*.shop.*`, `cdn-*.example`).
- * `direct` (no upstream at all) is refused with the reason until it is built.
  *
  * One reading for the api, a configuration file and the gateway (which reads the feed's rules
  * again and skips one it cannot). Runs unchanged on Node and Deno.
@@ -25,10 +26,8 @@ export const DOMAIN_RULE_LIMITS = {
   patternChars: 253,
 } as const;
 
-/** Why `direct` is refused in this build. */
-export const DIRECT_UNAVAILABLE =
-  "sending a site through no upstream is not built in this release: name the connectors that " +
-  "may serve it (action connectors), or refuse it";
+/** Why a non-admin's write of a `direct` rule is refused. */
+export const DIRECT_ADMINS_ONLY = "only an admin may send a site through no upstream (direct)";
 
 /** A rule as stored, carried in the feed and answered by the api. */
 export interface DomainRule {
@@ -120,8 +119,6 @@ export function readDomainRules(
         path: `${at}.action`,
         message: `must be one of ${DOMAIN_RULE_ACTIONS.join(", ")}`,
       });
-    } else if (action === "direct") {
-      issues.push({ path: `${at}.action`, message: `cannot be direct: ${DIRECT_UNAVAILABLE}` });
     }
     const rule: DomainRule = { domains: [...new Set(domains)], action: action as DomainRuleAction };
     if (action === "connectors") {
@@ -157,7 +154,7 @@ export function readDomainRules(
 
 /** A rule as the router applies it: its patterns split by kind, its connectors as a set. */
 export interface CompiledDomainRule {
-  action: "connectors" | "refuse";
+  action: DomainRuleAction;
   /** Host names and `.suffixes` (matched as the bypass list is). */
   hosts: readonly string[];
   globs: readonly RegExp[];
@@ -178,7 +175,7 @@ export function compileDomainRules(
 ): readonly CompiledDomainRule[] | undefined {
   const compiled: CompiledDomainRule[] = [];
   for (const rule of rules) {
-    if (rule.action !== "connectors" && rule.action !== "refuse") continue;
+    if (!(DOMAIN_RULE_ACTIONS as readonly string[]).includes(rule.action)) continue;
     compiled.push({
       action: rule.action,
       hosts: Object.freeze(rule.domains.filter((pattern) => !pattern.includes("*"))),

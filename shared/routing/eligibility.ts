@@ -64,7 +64,8 @@ export function connectorVerdict(
  */
 /**
  * Whether the project's per-domain rules let the connector serve `host`: yes without a rule for
- * it; under a `connectors` rule, only the connectors it names (a `refuse` rule is the router's).
+ * it; under a `connectors` rule, only the connectors it names; under `direct`, none (a `refuse`
+ * rule is the router's).
  */
 export function inDomainRule(
   project: ProjectEntry,
@@ -74,7 +75,9 @@ export function inDomainRule(
   const rules = project.domainRules;
   if (rules === undefined || host === "") return true;
   const rule = domainRuleFor(rules, host);
-  return rule === undefined || rule.action !== "connectors" || rule.connectors.has(connector.id);
+  if (rule === undefined || rule.action === "refuse") return true;
+  // `direct`: no connector serves the host at all.
+  return rule.action === "connectors" && rule.connectors.has(connector.id);
 }
 
 export function inSequence(project: ProjectEntry, connector: ConnectorIndex): boolean {

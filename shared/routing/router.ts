@@ -26,6 +26,7 @@ import {
   type Allocation,
   type AuthResult,
   type Client,
+  DIRECT_ID,
   type MaybePromise,
   NOTHING_TRIED,
   type Refusal,
@@ -406,6 +407,7 @@ export class CoreRouter implements Router {
       ? undefined
       : domainRuleFor(project.domainRules, host);
     if (rule?.action === "refuse") return domainRefused(host, rule.reason);
+    if (rule?.action === "direct") return directAllocation(target);
     const sequence = rule === undefined ? project.sequence : undefined;
     let connectors = snapshot.connectorsByProject.get(project.id) ?? NO_CONNECTORS;
     if (rule !== undefined) {
@@ -744,4 +746,26 @@ function passwordlessClient(
   const match = snapshot.passwordless.match(clientIp);
   if (match === undefined || match.values.length !== 1) return undefined;
   return match.values[0].access.byAddress;
+}
+
+/**
+ * A per-domain rule's `direct`: the gateway connects to the target itself. Nothing of the
+ * routing's counts is held (no proxy, no connector): the allocation's commit and release do
+ * nothing.
+ */
+function directAllocation(target: Target): Allocation {
+  return {
+    upstream: {
+      proxyId: DIRECT_ID,
+      connectorId: DIRECT_ID,
+      scheme: "http",
+      host: target.host,
+      port: target.port,
+      username: null,
+      password: null,
+      direct: true,
+    },
+    commit() {},
+    release() {},
+  };
 }

@@ -346,7 +346,7 @@ describe("a project's sites", () => {
 });
 
 describe("per-domain routing rules", () => {
-  it("are read when written: patterns, actions, the project's own connectors; direct refused", async () => {
+  it("are read when written: patterns, actions, the project's own connectors", async () => {
     const project = await create({ name: "Ruled", username: "ruled" });
     const id = project.body.id;
     const connector = (await h.request("POST", `/api/v1/projects/${id}/connectors`, {
@@ -367,7 +367,7 @@ describe("per-domain routing rules", () => {
     const bad = await edit(id, {
       domain_rules: [
         { domains: ["a b.example"], action: "refuse" },
-        { domains: ["news.example"], action: "direct" },
+        { domains: ["news.example"], action: "sideways" },
         { domains: ["x.example"], action: "connectors" },
         { domains: [], action: "refuse" },
         { domains: ["*"], action: "refuse" },
@@ -385,7 +385,7 @@ describe("per-domain routing rules", () => {
     expect(
       bad.body.detail.find((d: { field: string }) => d.field === "body.domain_rules.1.action")
         .message,
-    ).toMatch(/^cannot be direct: sending a site through no upstream is not built/);
+    ).toBe("must be one of connectors, refuse, direct");
     // Another project's connector, or none at all, is refused by its place.
     const foreign = await edit(id, {
       domain_rules: [{
@@ -401,5 +401,42 @@ describe("per-domain routing rules", () => {
     }]);
     const read = await h.request("GET", `/api/v1/projects/${id}`, { token: h.tokens.viewer });
     expect(read.body.domain_rules).toEqual(saved.body.domain_rules);
+  });
+
+  it("take direct from an admin only; an editor saving the project keeps an admin's", async () => {
+    const project = await create({ name: "Direct", username: "directrules" });
+    const id = project.body.id;
+    const rules = [{ domains: ["news.example"], action: "direct" }];
+    const byEditor = await edit(id, { domain_rules: rules });
+    expect(byEditor.status).toBe(403);
+    expect(byEditor.body.error).toBe(
+      "only an admin may send a site through no upstream (direct) (body.domain_rules.0.action)",
+    );
+    const byAdmin = await h.request("PATCH", `/api/v1/projects/${id}`, {
+      token: h.tokens.admin,
+      body: { domain_rules: rules },
+    });
+    expect(byAdmin.status).toBe(200);
+    expect(byAdmin.body.domain_rules).toEqual(rules);
+    // The stored rules sent back with another field, as the dashboard's form does: taken.
+    const kept = await edit(id, { description: "edited", domain_rules: rules });
+    expect(kept.status).toBe(200);
+    // A configuration file an editor applies may not add one either.
+    const filed = await h.request("POST", "/api/v1/config/apply", {
+      token: h.tokens.editor,
+      body: {
+        config: {
+          version: 1,
+          projects: [{
+            name: "Filed direct",
+            username: "fileddirect",
+            password: "filed-direct-1",
+            domain_rules: rules,
+          }],
+        },
+      },
+    });
+    expect(filed.status).toBe(403);
+    expect(filed.body.error).toContain("config.projects.0.domain_rules.0.action");
   });
 });

@@ -134,11 +134,12 @@ describe("routing preview", () => {
 
   test("a per-domain rule: the connectors it names, or its refusal with its reason", async () => {
     const edited = await h.request("PATCH", `/api/v1/projects/${projectId}`, {
-      token: h.tokens.editor,
+      token: h.tokens.admin,
       body: {
         domain_rules: [
           { domains: ["*.shop.*"], action: "connectors", connectors: [connector.usa] },
           { domains: [".wall.example"], action: "refuse", reason: "Not through this project" },
+          { domains: ["direct.example"], action: "direct" },
         ],
       },
     });
@@ -158,12 +159,20 @@ describe("routing preview", () => {
         status: 403,
         reason: "Not through this project",
       });
+      const direct = await preview({ username: "preview-cc-de", target: "direct.example:443" });
+      expect(direct.body.refusal).toBeNull();
+      expect(byName(direct, "germany")).toMatchObject({
+        eligible: false,
+        code: "not_in_domain_rule",
+        reason: "The project's domain rule for direct.example (direct.example) sends it direct, " +
+          "through no upstream",
+      });
       const other = await preview({ username: "preview-cc-de", target: "example.com:443" });
       expect(other.body.refusal).toBeNull();
       expect(byName(other, "germany").eligible).toBe(true);
     } finally {
       await h.request("PATCH", `/api/v1/projects/${projectId}`, {
-        token: h.tokens.editor,
+        token: h.tokens.admin,
         body: { domain_rules: [] },
       });
     }

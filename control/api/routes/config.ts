@@ -1,4 +1,7 @@
 /** Configuration as code: export, diff, apply and the reload of the api's own file. */
+import { hasRole } from "../auth.ts";
+import { checkDirectRules } from "../../model/block-rules.ts";
+import type { DomainRule } from "../../../shared/routing/domain-rules.ts";
 import * as v from "valibot";
 import { UserRole } from "../../../shared/roles.ts";
 import { ValidationError } from "../../../shared/errors.ts";
@@ -37,6 +40,31 @@ function documentOf(input: unknown) {
   const checked = checkConfig(input, "config");
   if (!checked.ok) throw new ValidationError(checked.issues);
   return checked.config;
+}
+
+/** A file's `direct` rules are an admin's to write, as the api's (a project's stored ones pass). */
+async function checkDocumentDirectRules(
+  deps: ApiDeps,
+  document: ReturnType<typeof documentOf>,
+  admin: boolean,
+): Promise<void> {
+  if (admin) return;
+  const withDirect = document.projects.filter((project) =>
+    (project.domain_rules as DomainRule[] | undefined)?.some((rule) => rule.action === "direct")
+  );
+  if (withDirect.length === 0) return;
+  const rows = await deps.database.sql<{ name: string; domain_rules: DomainRule[] }[]>`
+    select name, domain_rules from projects`;
+  const stored = new Map(rows.map((row) => [row.name.toLowerCase(), row.domain_rules]));
+  for (const project of withDirect) {
+    const index = document.projects.indexOf(project);
+    checkDirectRules(
+      project.domain_rules as DomainRule[],
+      stored.get(String(project.name).toLowerCase()),
+      false,
+      `config.projects.${index}.domain_rules`,
+    );
+  }
 }
 
 export function configRoutes(deps: ApiDeps): Route[] {
@@ -87,8 +115,10 @@ export function configRoutes(deps: ApiDeps): Route[] {
         200: "`{fingerprint, changes, unchanged}`: the fingerprint after the apply",
         409: "The configuration changed since `base_fingerprint`; nothing applied",
       },
-      async handler({ c, body }) {
-        const outcome = await applyConfig(deps, documentOf(body.config), {
+      async handler({ c, body, principal }) {
+        const document = documentOf(body.config);
+        await checkDocumentDirectRules(deps, document, hasRole(principal, UserRole.admin));
+        const outcome = await applyConfig(deps, document, {
           prune: body.prune,
           baseFingerprint: body.base_fingerprint,
         });

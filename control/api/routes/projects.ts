@@ -1,4 +1,6 @@
 /** Projects. */
+import { checkDirectRules } from "../../model/block-rules.ts";
+import type { DomainRule } from "../../../shared/routing/domain-rules.ts";
 import type * as v from "valibot";
 import { UserRole } from "../../../shared/roles.ts";
 import { errorText } from "../../../shared/errors.ts";
@@ -125,7 +127,12 @@ export function projectRoutes(deps: ApiDeps): Route[] {
         201: answer("The project", ProjectAnswer),
         400: "The name or username is taken",
       },
-      async handler({ c, body }) {
+      async handler({ c, body, principal }) {
+        checkDirectRules(
+          body.domain_rules as DomainRule[] | undefined,
+          undefined,
+          hasRole(principal, UserRole.admin),
+        );
         // The fields a create requires, as the create body's schema guarantees them.
         const required = { name: body.name, username: body.username };
         const row = await createProject(deps, { ...projectFields(body), ...required });
@@ -164,7 +171,11 @@ export function projectRoutes(deps: ApiDeps): Route[] {
         200: answer("The project", ProjectAnswer),
         400: "The name or username is taken",
       },
-      async handler({ c, body, params }) {
+      async handler({ c, body, params, principal }) {
+        if (body.domain_rules !== undefined && !hasRole(principal, UserRole.admin)) {
+          const stored = (await getProject(deps, params.id)).domainRules;
+          checkDirectRules(body.domain_rules as DomainRule[], stored, false);
+        }
         const { row, previous } = await updateProject(deps, params.id, projectFields(body));
         if (changesDecision(previous.trafficQuota, row.trafficQuota)) await askDecision(row.id);
         const [answer] = await present([row], true);

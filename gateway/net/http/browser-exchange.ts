@@ -319,6 +319,12 @@ class BrowserExchange {
     if (engine === undefined) {
       throw new ImpersonationUnavailableError("This gateway intercepts no tunnel");
     }
+    if (this.allocation.upstream.direct === true) {
+      // The engine resolves names itself: what it connects to would not be what the guard saw.
+      throw new UpstreamConnectError(
+        "A direct request is not sent through the browser-grade engine: use plain interception",
+      );
+    }
     const client = await engine.client(this.allocation.upstream, persona.engine);
     const headers = this.requestHeaders();
     plan.capture?.attemptFields(this.allocation.upstream, headers);

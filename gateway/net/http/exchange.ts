@@ -351,7 +351,9 @@ class Exchange {
     const upstream = this.allocation.upstream;
     const targetTls = this.plan.target.tls === true;
     this.targetTls = targetTls;
-    this.tunnel = targetTls || upstream.scheme === "socks4" || upstream.scheme === "socks5";
+    // A direct attempt (no upstream) speaks to the target as a tunnel's would: origin form.
+    this.tunnel = targetTls || upstream.scheme === "socks4" || upstream.scheme === "socks5" ||
+      upstream.direct === true;
     // HTTP(S) proxies: a keep-alive connection of the pool when one is idle (SOCKS: a tunnel);
     // an intercepted request's: a TLS connection to its target through the same upstream.
     this.poolKey = targetTls

@@ -19,6 +19,7 @@ import {
 import type { UpstreamProxy } from "../../../shared/proxy-protocol/types.ts";
 import type { Target, UpstreamChoice } from "../../../shared/routing/contract.ts";
 import { watchDeadline } from "./deadlines.ts";
+import { parseIp } from "../../../shared/net/ip.ts";
 import { Leg, tuneTcp } from "./leg.ts";
 
 export interface DialRequest {
@@ -65,6 +66,7 @@ function dialHost(host: string): string {
 const HANDSHAKE_BUFFER_BYTES = 4096;
 
 export async function dialUpstream(request: DialRequest): Promise<UpstreamLink> {
+  if (request.upstream.direct === true) return await dialDirect(request);
   const { upstream, signal } = request;
   const controller = new AbortController();
   let leg: Leg | undefined;
@@ -186,5 +188,56 @@ async function runHandshake(
     }
     // The leftover is a view of our buffer: copy it out.
     if (step.done) return step.leftover.length > 0 ? step.leftover.slice() : EMPTY_BYTES;
+  }
+}
+
+/**
+ * A per-domain rule's `direct`: the gateway's own connection to the target, no upstream. Only
+ * to an IP address, which the destination guard checked: a literal target, or the address the
+ * gateway pinned a name to (OCTOPROX_DESTINATION_RESOLUTION=gateway). A name the gateway did not
+ * resolve is refused: whatever it resolved to now would not be what the guard saw.
+ */
+async function dialDirect(request: DialRequest): Promise<UpstreamLink> {
+  const { target, signal } = request;
+  if (parseIp(target.host) === undefined) {
+    throw new UpstreamConnectError(
+      "A direct request to a name needs the gateway to resolve destinations " +
+        "(OCTOPROX_DESTINATION_RESOLUTION=gateway), so the address it connects to is checked",
+    );
+  }
+  const controller = new AbortController();
+  let expired = false;
+  const deadline = watchDeadline(request.timeoutMs, () => {
+    expired = true;
+    controller.abort();
+  });
+  const abort = () => controller.abort();
+  signal?.addEventListener("abort", abort, { once: true });
+  try {
+    if (signal?.aborted) throw new UpstreamConnectError("Attempt cancelled");
+    let conn: Deno.TcpConn;
+    try {
+      conn = await Deno.connect({
+        hostname: dialHost(target.host),
+        port: target.port,
+        signal: controller.signal,
+      });
+    } catch (error) {
+      if (expired) {
+        throw new UpstreamConnectError("Connection to the target timed out", {
+          timedOut: true,
+          cause: error,
+        });
+      }
+      if (error instanceof Deno.errors.ConnectionRefused) {
+        throw new UpstreamRefusedError("The target refused the connection", { cause: error });
+      }
+      throw new UpstreamConnectError("Could not connect to the target", { cause: error });
+    }
+    tuneTcp(conn);
+    return { leg: new Leg(conn), leftover: EMPTY_BYTES };
+  } finally {
+    deadline.cancel();
+    signal?.removeEventListener("abort", abort);
   }
 }

@@ -81,7 +81,8 @@ const RULES_HINT = "A JSON list, in order: the first rule on that matches gives 
 
 const DOMAIN_RULES_HINT = 'A JSON list, in order: {"domains": [host, .suffix or glob with *], ' +
   '"action": "connectors", "connectors": [connector ids]} sends those hosts through those ' +
-  'connectors only; {"domains": [...], "action": "refuse", "reason": "..."} answers them 403';
+  'connectors only; {"domains": [...], "action": "refuse", "reason": "..."} answers them 403; ' +
+  '"action": "direct" sends them through no upstream (admins only)';
 
 export function BlockingFields(
   { state, onChange, error, readOnly }: {
