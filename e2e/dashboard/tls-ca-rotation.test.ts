@@ -102,8 +102,12 @@ beforeAll(async () => {
   project = await createRoutedProject(cluster, [tinyproxy.url], {
     project: { tls_mitm_mode: "plain" },
   });
+  // The origin's own answer: curl exits 0 on the gateway's refusal too (a proxy not checked yet).
   await cluster.until(
-    async () => (await through(during, rotated.record.previous_cert_path)).code === 0,
+    async () => {
+      const result = await through(during, rotated.record.previous_cert_path);
+      return result.code === 0 && result.body.startsWith("{");
+    },
     { timeoutMs: 30_000, message: "an intercepted request through the gateway" },
   );
   // The download, as a client fetches it during the overlap.
@@ -222,7 +226,10 @@ describe("after the overlap", () => {
     after = await cluster.startGateway({
       env: gatewayEnv(new Date(Date.now() - 1000).toISOString()),
     });
-    await cluster.until(async () => (await through(after, files.certPath)).code === 0, {
+    await cluster.until(async () => {
+      const result = await through(after, files.certPath);
+      return result.code === 0 && result.body.startsWith("{");
+    }, {
       timeoutMs: 30_000,
       message: "the later gateway to route",
     });
