@@ -97,12 +97,13 @@ describe("the project form's block verdicts", () => {
       rebind_sticky: false,
     });
 
-    // Per-domain routing: a direct rule is refused with its place, a refusal rule saved.
+    // Per-domain routing: a pattern that does not parse is refused with its place, a refusal
+    // rule saved.
     const domainRules = fields.locator('textarea[name="domain_rules"]');
-    await domainRules.fill(JSON.stringify([{ domains: ["news.example"], action: "direct" }]));
+    await domainRules.fill(JSON.stringify([{ domains: ["a b.example"], action: "refuse" }]));
     await form.getByRole("button", { name: "Save changes" }).click();
     const domainRefused = fields.getByTestId("domain-rules-refused");
-    await expect.poll(() => domainRefused.textContent()).toContain("domain_rules.0.action");
+    await expect.poll(() => domainRefused.textContent()).toContain("domain_rules.0.domains.0");
     await domainRules.fill(
       JSON.stringify([{ domains: [".wall.example"], action: "refuse", reason: "Not here" }]),
     );
