@@ -102,7 +102,10 @@ function worker(consumer: string, logger = captureLogger("worker").logger): Sigh
 async function feed(loop: SightingIngest, values: string[]): Promise<void> {
   const stream = h.deps.keys.sightingsStream;
   const before = loop.snapshot().keys_done;
-  for (const value of values) await h.deps.redis.xadd(stream, "*", SIGHTING_FIELD, value);
+  // In one transaction: the worker's loop reads them in one batch, not some before the rest.
+  const appending = h.deps.redis.multi();
+  for (const value of values) appending.xadd(stream, "*", SIGHTING_FIELD, value);
+  await appending.exec();
   await waitUntil(
     async () => (await h.deps.redis.xlen(stream)) === 0 && loop.snapshot().keys_done > before,
     { message: "the sightings to be handled and completed" },
