@@ -15,12 +15,8 @@ import { TrafficConfigSchema } from "./connectors.ts";
 import { parseCidr } from "../../shared/net/ip.ts";
 import { conflictRuleField, locationSourcesField } from "./location.ts";
 import { tlsMitmBrowserField, tlsMitmBypassField, tlsMitmModeField } from "./tls-mitm.ts";
-import {
-  blockBodyBytesField,
-  blockRulesField,
-  domainRulesField,
-  retryField,
-} from "./block-rules.ts";
+import { blockBodyBytesField, blockRulesField, retryField } from "./block-rules.ts";
+import { domainRulesField } from "./domain-rules.ts";
 
 const username = v.pipe(
   v.string("must be text"),

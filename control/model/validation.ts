@@ -70,3 +70,37 @@ export function parseJsonObject(text: string): Record<string, unknown> {
   }
   return value as Record<string, unknown>;
 }
+
+/** valibot's path items for a reader's `[2].header.pattern`. */
+function pathOf(input: unknown, path: string) {
+  const keys = path.replace(/\[(\d+)\]/g, ".$1").split(".").filter((key) => key !== "");
+  return keys.map((key) => ({
+    type: "unknown" as const,
+    origin: "value" as const,
+    input,
+    key,
+    value: undefined,
+  }));
+}
+
+/**
+ * A field read by one of shared/'s readers (block rules, retry, domain rules), which say each
+ * refusal's place below the field as `[2].header.pattern`: each becomes an issue at that path.
+ */
+export function readerField<T>(
+  read: (raw: unknown, issues: { path: string; message: string }[]) => T | undefined,
+) {
+  return v.rawTransform<unknown, T>(({ dataset, addIssue, NEVER }) => {
+    const issues: { path: string; message: string }[] = [];
+    const value = read(dataset.value, issues);
+    if (value !== undefined && issues.length === 0) return value;
+    for (const issue of issues) {
+      const path = pathOf(dataset.value, issue.path);
+      addIssue({
+        message: issue.message,
+        ...(path.length === 0 ? {} : { path: path as [typeof path[0], ...typeof path] }),
+      });
+    }
+    return NEVER;
+  });
+}

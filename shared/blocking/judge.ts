@@ -35,14 +35,7 @@ export function rulesForHost(
   host: string,
 ): readonly CompiledRule[] | undefined {
   const all = blocking.rules;
-  let scoped = true;
-  for (const rule of all) {
-    if (rule.domains !== undefined) {
-      scoped = false;
-      break;
-    }
-  }
-  if (scoped) return all;
+  if (!blocking.scoped) return all;
   const applying = all.filter((rule) =>
     rule.domains === undefined || isBypassed(rule.domains, host)
   );

@@ -497,6 +497,8 @@ export interface CompiledBlocking {
   rules: readonly CompiledRule[];
   /** Whether any rule looks in the body (else no body byte is held). */
   readsBody: boolean;
+  /** Whether any rule is scoped to domains (else every rule applies to every host). */
+  scoped: boolean;
   bodyBytes: number;
   retry: Readonly<RetryPolicy>;
   /** retry.methods as a set. */
@@ -551,6 +553,7 @@ export function compileBlocking(
   return Object.freeze({
     rules: Object.freeze(compiled),
     readsBody: compiled.some((rule) => rule.markers !== undefined),
+    scoped: compiled.some((rule) => rule.domains !== undefined),
     bodyBytes: Math.min(bodyBytes ?? DEFAULT_BODY_BYTES, BLOCK_RULE_LIMITS.bodyBytesMax),
     retry: policy,
     retriedMethods: new Set(policy.methods),

@@ -58,6 +58,19 @@ export function base64Encode(bytes: Uint8Array): string {
   return out;
 }
 
+/** The parts one after the other, in a buffer of their own. */
+export function concatParts(parts: readonly Uint8Array[]): Uint8Array<ArrayBuffer> {
+  let length = 0;
+  for (const part of parts) length += part.length;
+  const joined = new Uint8Array(length);
+  let offset = 0;
+  for (const part of parts) {
+    joined.set(part, offset);
+    offset += part.length;
+  }
+  return joined;
+}
+
 export function concatBytes(first: Uint8Array, second: Uint8Array): Uint8Array {
   if (first.length === 0) return second;
   if (second.length === 0) return first;

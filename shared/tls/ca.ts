@@ -21,10 +21,10 @@ import * as x509 from "@peculiar/x509";
 import { MitmCaError } from "../errors.ts";
 import { normaliseHost } from "../net/host.ts";
 import { parseIPv4, parseIPv6 } from "../net/ip.ts";
+import { concatParts } from "../proxy-protocol/bytes.ts";
 import {
   type Bytes,
   children,
-  concat,
   ecdsaSignatureDer,
   readElement,
   Tag,
@@ -394,7 +394,7 @@ export async function loadCa(files: CaPem, options: LoadCaOptions = {}): Promise
     leafKind,
     leafSpki,
     leafKeyPem,
-    leafExtensions: concat(leafExtensions.map((extension) => bytesOf(extension.rawData))),
+    leafExtensions: concatParts(leafExtensions.map((extension) => bytesOf(extension.rawData))),
   });
 }
 

@@ -6,6 +6,7 @@
  * (`npm run bench -- tls-ca`). What varies per host (serial, validity, subject, subjectAltName)
  * is small enough to write here, and the parts are concatenated around one signature.
  */
+import { concatParts } from "../proxy-protocol/bytes.ts";
 
 /** Bytes over an ArrayBuffer, the type web crypto takes (never a SharedArrayBuffer). */
 export type Bytes = Uint8Array<ArrayBuffer>;
@@ -28,18 +29,6 @@ export const Tag = {
   ipAddress: 0x87,
 } as const;
 
-export function concat(parts: readonly Uint8Array[]): Bytes {
-  let length = 0;
-  for (const part of parts) length += part.length;
-  const out = new Uint8Array(length);
-  let offset = 0;
-  for (const part of parts) {
-    out.set(part, offset);
-    offset += part.length;
-  }
-  return out;
-}
-
 /** One TLV: `tag`, the definite length of the parts, the parts. */
 export function tlv(tag: number, ...parts: readonly Uint8Array[]): Bytes {
   let length = 0;
@@ -51,7 +40,7 @@ export function tlv(tag: number, ...parts: readonly Uint8Array[]): Bytes {
     : length < 0x10000
     ? [tag, 0x82, length >> 8, length & 0xff]
     : [tag, 0x83, length >> 16, (length >> 8) & 0xff, length & 0xff];
-  return concat([new Uint8Array(head), ...parts]);
+  return concatParts([new Uint8Array(head), ...parts]);
 }
 
 /** A non-negative INTEGER from its big-endian magnitude: minimal, with a 0 before a high bit. */

@@ -1,6 +1,6 @@
 /** Configuration as code: export, diff, apply and the reload of the api's own file. */
 import { hasRole } from "../auth.ts";
-import { checkDirectRules } from "../../model/block-rules.ts";
+import { checkDirectRules } from "../../model/domain-rules.ts";
 import type { DomainRule } from "../../../shared/routing/domain-rules.ts";
 import * as v from "valibot";
 import { UserRole } from "../../../shared/roles.ts";

@@ -1,5 +1,5 @@
 /** Projects. */
-import { checkDirectRules } from "../../model/block-rules.ts";
+import { checkDirectRules } from "../../model/domain-rules.ts";
 import type { DomainRule } from "../../../shared/routing/domain-rules.ts";
 import type * as v from "valibot";
 import { UserRole } from "../../../shared/roles.ts";

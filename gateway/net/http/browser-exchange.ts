@@ -21,6 +21,7 @@
  *   blocked answer is held for the retry loop as the forward exchange holds one. A body is not
  *   kept here: a blocked request with one goes to no other exit.
  */
+import { concatParts } from "../../../shared/proxy-protocol/bytes.ts";
 import {
   HandshakeFailure,
   HandshakeProtocol,
@@ -255,13 +256,7 @@ class BrowserExchange {
     } finally {
       clearTimeout(timer);
     }
-    const joined = new Uint8Array(this.prefixBytes);
-    let offset = 0;
-    for (const chunk of this.prefix) {
-      joined.set(chunk, offset);
-      offset += chunk.length;
-    }
-    return PREFIX_DECODER.decode(joined).toLowerCase();
+    return PREFIX_DECODER.decode(concatParts(this.prefix)).toLowerCase();
   }
 
   /** The held answer goes to the client after all (no other exit served). */

@@ -23,7 +23,7 @@
  * and nothing of the request was spent; our own answer while nothing final reached it; nothing
  * once the answer began.
  */
-import { EMPTY_BYTES } from "../../../shared/proxy-protocol/bytes.ts";
+import { concatParts, EMPTY_BYTES } from "../../../shared/proxy-protocol/bytes.ts";
 import { formatAuthority } from "../../../shared/proxy-protocol/address.ts";
 import { basicProxyAuthorization } from "../../../shared/proxy-protocol/http-request.ts";
 import {
@@ -284,7 +284,7 @@ class Exchange {
     } finally {
       leg.clearDeadline();
     }
-    return joinParts(parts);
+    return concatParts(parts);
   }
 
   /** The held answer goes to the client after all (no other exit served). */
@@ -486,7 +486,7 @@ class Exchange {
     if (resend) {
       // The body a judged attempt sent, as the client sent it, read again ahead of what follows.
       const after = session.takePending();
-      session.setPending(joinParts([...judging!.keptBody!, after]));
+      session.setPending(concatParts([...judging!.keptBody!, after]));
     } else if (this.plan.expectsContinue) await writeClient(session, CONTINUE_100);
     session.idleWatch = true;
     const keep = judging !== undefined && judging.keptBody !== undefined && !resend
@@ -848,16 +848,4 @@ async function sendResponse(
     }
     chunk = buffer.subarray(0, count);
   }
-}
-
-function joinParts(parts: readonly Uint8Array[]): Uint8Array {
-  let total = 0;
-  for (const part of parts) total += part.length;
-  const joined = new Uint8Array(total);
-  let offset = 0;
-  for (const part of parts) {
-    joined.set(part, offset);
-    offset += part.length;
-  }
-  return joined;
 }

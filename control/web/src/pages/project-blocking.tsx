@@ -6,6 +6,7 @@
  */
 import { PRESET_NAMES, PRESETS } from "../../../../shared/blocking/rules.ts";
 import type { Project } from "../../../api/answers/projects.ts";
+import type { ComponentChildren } from "preact";
 import type { ApiError } from "../api/client.ts";
 import { Checkbox, Field, FieldError, TextInput } from "../ui/forms.tsx";
 
@@ -95,12 +96,6 @@ export function BlockingFields(
   const change = (patch: Partial<BlockingState>) => onChange({ ...state, ...patch });
   const parsed = rulesOf(state.rules);
   const notJson = typeof parsed === "string";
-  const refused = (error?.issues ?? []).filter((issue) =>
-    issue.field.startsWith("body.block_rules")
-  );
-  const domainRefused = (error?.issues ?? []).filter((issue) =>
-    issue.field.startsWith("body.domain_rules")
-  );
   const addPreset = (name: string) => {
     const list = Array.isArray(parsed) ? parsed : [];
     change({ rules: JSON.stringify([...list, { preset: name }], null, 2) });
@@ -109,18 +104,15 @@ export function BlockingFields(
   return (
     <fieldset aria-label="Block verdicts">
       <legend>Block verdicts</legend>
-      <div class={`field${refused.length > 0 ? " invalid" : ""}`} data-field="block_rules">
-        <label style={{ display: "contents" }}>
-          <span class="label">Rules</span>
-          <TextInput
-            name="block_rules"
-            value={state.rules}
-            onInput={(rules) => change({ rules })}
-            disabled={readOnly}
-            multiline
-          />
-        </label>
-        <span class="hint">{RULES_HINT}</span>
+      <JsonListField
+        name="block_rules"
+        label="Rules"
+        hint={RULES_HINT}
+        value={state.rules}
+        onInput={(rules) => change({ rules })}
+        error={error}
+        readOnly={readOnly}
+      >
         {notJson
           ? (
             <span class="field-error" role="alert" data-testid="block-rules-json">
@@ -128,18 +120,7 @@ export function BlockingFields(
             </span>
           )
           : null}
-        {refused.length > 0
-          ? (
-            <ul class="field-error" role="alert" data-testid="block-rules-refused">
-              {refused.map((issue) => (
-                <li key={issue.field + issue.message}>
-                  <code>{issue.field.replace(/^body\./, "")}</code> {issue.message}
-                </li>
-              ))}
-            </ul>
-          )
-          : null}
-      </div>
+      </JsonListField>
       <label class="field">
         <span class="label">Add a shipped rule</span>
         <select
@@ -206,33 +187,15 @@ export function BlockingFields(
         label="A blocked sticky session moves to another exit"
       />
       <FieldError error={error} field="retry" exact />
-      <div
-        class={`field${domainRefused.length > 0 ? " invalid" : ""}`}
-        data-field="domain_rules"
-      >
-        <label style={{ display: "contents" }}>
-          <span class="label">Per-domain routing</span>
-          <TextInput
-            name="domain_rules"
-            value={state.domain_rules}
-            onInput={(domain_rules) => change({ domain_rules })}
-            disabled={readOnly}
-            multiline
-          />
-        </label>
-        <span class="hint">{DOMAIN_RULES_HINT}</span>
-        {domainRefused.length > 0
-          ? (
-            <ul class="field-error" role="alert" data-testid="domain-rules-refused">
-              {domainRefused.map((issue) => (
-                <li key={issue.field + issue.message}>
-                  <code>{issue.field.replace(/^body\./, "")}</code> {issue.message}
-                </li>
-              ))}
-            </ul>
-          )
-          : null}
-      </div>
+      <JsonListField
+        name="domain_rules"
+        label="Per-domain routing"
+        hint={DOMAIN_RULES_HINT}
+        value={state.domain_rules}
+        onInput={(domain_rules) => change({ domain_rules })}
+        error={error}
+        readOnly={readOnly}
+      />
       <Field
         label="Body bytes judged"
         field="block_body_bytes"
@@ -248,5 +211,47 @@ export function BlockingFields(
         />
       </Field>
     </fieldset>
+  );
+}
+
+/**
+ * A list field typed as JSON, with each refusal the API named below it listed with its place
+ * (`block_rules.0.header.pattern`), in a list whose data-testid is the name, `-` for `_`, and
+ * `-refused`.
+ */
+function JsonListField(
+  { name, label, hint, value, onInput, error, readOnly, children }: {
+    name: string;
+    label: string;
+    hint: string;
+    value: string;
+    onInput: (value: string) => void;
+    error?: ApiError;
+    readOnly: boolean;
+    children?: ComponentChildren;
+  },
+) {
+  const refused = (error?.issues ?? []).filter((issue) => issue.field.startsWith(`body.${name}`));
+  return (
+    <div class={`field${refused.length > 0 ? " invalid" : ""}`} data-field={name}>
+      {/* The label takes no box of its own: its parts are the field's, as Field lays them. */}
+      <label style={{ display: "contents" }}>
+        <span class="label">{label}</span>
+        <TextInput name={name} value={value} onInput={onInput} disabled={readOnly} multiline />
+      </label>
+      <span class="hint">{hint}</span>
+      {children}
+      {refused.length > 0
+        ? (
+          <ul class="field-error" role="alert" data-testid={`${name.replaceAll("_", "-")}-refused`}>
+            {refused.map((issue) => (
+              <li key={issue.field + issue.message}>
+                <code>{issue.field.replace(/^body\./, "")}</code> {issue.message}
+              </li>
+            ))}
+          </ul>
+        )
+        : null}
+    </div>
   );
 }
