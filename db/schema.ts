@@ -4,6 +4,7 @@
  * Migrations are generated from this file by drizzle-kit (`npm run db:generate`) and committed.
  */
 import type { BlockRule, RetryPolicy } from "../shared/blocking/rules.ts";
+import type { EscalationPolicy } from "../shared/blocking/escalation.ts";
 import type { DomainRule } from "../shared/routing/domain-rules.ts";
 import { sql } from "drizzle-orm";
 import {
@@ -110,6 +111,8 @@ export const projects = pgTable("projects", {
   retry: jsonb("retry").$type<RetryPolicy>(),
   /** How much of a body the rules' markers are looked for in; null: the default (8 KiB). */
   blockBodyBytes: integer("block_body_bytes"),
+  /** Cost-aware escalation between connector tiers (shared/blocking/escalation.ts); null: none. */
+  escalation: jsonb("escalation").$type<EscalationPolicy>(),
   /** Per-domain routing rules, in order (shared/routing/domain-rules.ts reads them). */
   domainRules: jsonb("domain_rules").$type<DomainRule[]>().notNull().default([]),
   createdAt: createdAt(),
@@ -200,6 +203,8 @@ export const connectors = pgTable("connectors", {
   rateLimitConfig: jsonb("rate_limit_config").$type<RateLimitConfig>(),
   trafficConfig: jsonb("traffic_config").$type<TrafficConfig>(),
   trafficResetAt: timestamp("traffic_reset_at", { withTimezone: true }),
+  /** Its escalation tier, above its price's rank (shared/routing/tiers.ts); null: by price. */
+  tier: integer("tier"),
   pendingDeletion: boolean("pending_deletion").notNull().default(false),
   lastError: text("last_error"),
   consecutiveErrors: integer("consecutive_errors").notNull().default(0),
@@ -214,6 +219,7 @@ export const connectors = pgTable("connectors", {
   uniqueIndex("connectors_project_name_key").on(t.projectId, sql`lower(${t.name})`),
   index("connectors_credential_id_idx").on(t.credentialId),
   check("connectors_weight_check", sql`${t.weight} between 1 and 100`),
+  check("connectors_tier_check", sql`${t.tier} between 0 and 99`),
   check(
     "connectors_kind_check",
     sql`${t.kind} in ('static', 'vendor', 'provider_api', 'cloud')`,

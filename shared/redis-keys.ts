@@ -200,6 +200,12 @@ export function redisKeys(prefix: string) {
      * (gateway/blocking/domain-counts.ts), kept DOMAIN_COUNTS_DAYS.
      */
     domainCounts: (projectId: string, day: string) => `${p}domains:${projectId}:${day}`,
+    /**
+     * A project's escalation state, by site: a hash of JSON records (shared/lua/
+     * escalation_report.lua), and the version raised whenever a tier or a probe time changes.
+     */
+    escalation: (projectId: string) => `${p}escalation:${projectId}`,
+    escalationVersion: (projectId: string) => `${p}escalation:${projectId}:version`,
 
     /**
      * Every key a project owns: its own, and patterns (SCAN MATCH) for the families keyed under
@@ -207,8 +213,15 @@ export function redisKeys(prefix: string) {
      * a key family added per project belongs here too.
      */
     projectOwned: (projectId: string) => ({
-      keys: [`${p}rate:project:${projectId}`, `${p}mitm:requests:${projectId}`],
-      patterns: ["sticky", "preflight", "demand", "extract:idem", "failures"].map((family) =>
+      keys: [
+        `${p}rate:project:${projectId}`,
+        `${p}mitm:requests:${projectId}`,
+        `${p}escalation:${projectId}`,
+        `${p}escalation:${projectId}:version`,
+      ],
+      patterns: ["sticky", "preflight", "demand", "extract:idem", "failures", "domains"].map((
+        family,
+      ) =>
         // The prefix is the operator's: any glob character in it is matched as itself.
         `${p.replace(/[*?[\]\\]/g, "\\$&")}${family}:${projectId}:*`
       ),

@@ -23,7 +23,9 @@ import {
 import type { RedisKeys } from "../shared/redis-keys.ts";
 
 /** The Node side of "each runtime reads the file": node:fs here, a text import under Deno. */
-export function loadScriptNode(name: "metering_apply" | "rate_window"): Promise<LuaScript> {
+export function loadScriptNode(
+  name: "metering_apply" | "rate_window" | "escalation_report",
+): Promise<LuaScript> {
   const url = new URL(`../shared/lua/${name}.lua`, import.meta.url);
   return registerScript(name, readFileSync(url, "utf8"));
 }

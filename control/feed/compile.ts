@@ -149,6 +149,7 @@ export async function compile(
       blockRules: projects.blockRules,
       retry: projects.retry,
       blockBodyBytes: projects.blockBodyBytes,
+      escalation: projects.escalation,
       domainRules: projects.domainRules,
     }).from(projects).where(only === undefined ? undefined : eq(projects.id, only))
       .orderBy(asc(projects.id));
@@ -161,6 +162,7 @@ export async function compile(
       provider: connectors.provider,
       enabled: connectors.enabled,
       weight: connectors.weight,
+      tier: connectors.tier,
       countries: connectors.countries,
       domainAllow: connectors.domainAllow,
       domainDeny: connectors.domainDeny,
@@ -287,6 +289,7 @@ export async function compile(
         rules: row.blockRules,
         retry: row.retry,
         body_bytes: row.blockBodyBytes,
+        ...(row.escalation === null ? {} : { escalation: row.escalation }),
       },
       domain_rules: row.domainRules.length === 0 ? null : row.domainRules,
     };
@@ -500,6 +503,7 @@ interface ConnectorRow {
   provider: string;
   enabled: boolean;
   weight: number;
+  tier: number | null;
   countries: string[];
   domainAllow: string[];
   domainDeny: string[];
@@ -542,6 +546,9 @@ function feedConnector(row: ConnectorRow): FeedConnector {
     traffic: row.traffic?.limit_bytes
       ? { action: row.traffic.action, limit_status: row.traffic.limit_status }
       : null,
+    // What ranks it for escalation, only when set (a connector without either is unchanged).
+    ...(row.tier === null ? {} : { tier: row.tier }),
+    ...(row.traffic?.price_per_gb == null ? {} : { price_per_gb: row.traffic.price_per_gb }),
   };
 }
 

@@ -5,6 +5,11 @@
  * bytes the blocked attempts carried and what they cost at their connector's `price_per_gb`, by
  * connector, and what rules in shadow mode would have given there. Sites are ordered by the
  * answers they blocked, then by the answers judged.
+ *
+ * Where the project escalates between connector tiers, each site also shows where it stands
+ * (the state escalation keeps in Redis, shared/lua/escalation_report.lua), its tiers named by
+ * their connectors as the gateways rank them (shared/routing/tiers.ts); a site escalated but not
+ * judged in the days asked is listed too.
  */
 import type { Redis } from "ioredis";
 import type { Database } from "../../db/client.ts";
@@ -17,6 +22,7 @@ import {
 } from "../../shared/redis-keys.ts";
 import type { TrafficConfig } from "../../db/schema.ts";
 import { redisDeadline } from "../core/redis.ts";
+import { connectorTiers } from "../../shared/routing/tiers.ts";
 
 const GB = 1_000_000_000;
 
@@ -40,6 +46,30 @@ export interface DomainShadowView {
   count: number;
 }
 
+/** Where a site stands under escalation (docs/blocking.md, "Escalation"). */
+export interface DomainEscalationView {
+  /** 0: the cheapest tier. */
+  tier: number;
+  /** The tier's connectors by name (those gone are left out). */
+  tier_connectors: string[];
+  /** Since when the site is on its tier (ISO 8601). */
+  since: string;
+  /** What moved it there last: `up` after blocks, `down` after good probes; null: never moved. */
+  moved: "up" | "down" | null;
+  /** The run that moved it (blocks, or good probes). */
+  after: number;
+  /** The tier it left, by its connectors' names. */
+  from_connectors: string[];
+  /** Blocks in a row on its tier now. */
+  blocks: number;
+  /** Good probes in a row on the tier below now. */
+  probes: number;
+  /** When its requests start probing the tier below (ISO 8601); null: on the cheapest. */
+  next_probe_at: string | null;
+  /** The line an operator reads: "shop.example: residential since 14:03 UTC after 3 blocks on …". */
+  summary: string;
+}
+
 export interface DomainView {
   site: string;
   judged: number;
@@ -50,6 +80,8 @@ export interface DomainView {
   blocked_bytes: number;
   connectors: DomainConnectorView[];
   shadow: DomainShadowView[];
+  /** Null: the project does not escalate, or the site is on the cheapest tier unmoved. */
+  escalation: DomainEscalationView | null;
 }
 
 export interface DomainsPage {
@@ -82,8 +114,9 @@ export async function projectDomains(
     { length: options.days },
     (_, back) => countDay(now - (options.days - 1 - back) * 86_400_000),
   );
-  const hashes = await redisDeadline(stores.deadlineMs, async () => {
+  const [escalated, ...hashes] = await redisDeadline(stores.deadlineMs, async () => {
     const pipeline = stores.redis.pipeline();
+    pipeline.hgetall(stores.keys.escalation(projectId));
     for (const day of days) pipeline.hgetall(stores.keys.domainCounts(projectId, day));
     const replies = await pipeline.exec();
     return (replies ?? []).map(([error, value]) => {
@@ -107,6 +140,7 @@ export async function projectDomains(
         blocked_bytes: 0,
         connectors: [],
         shadow: [],
+        escalation: null,
       };
       sites.set(site, view);
     }
@@ -153,6 +187,13 @@ export async function projectDomains(
   const ids = new Set<string>();
   for (const connectors of perConnector.values()) for (const id of connectors.keys()) ids.add(id);
   const known = await connectorPrices(stores.database, [...ids]);
+  if (Object.keys(escalated ?? {}).length > 0) {
+    const tiers = await projectTiers(stores.database, projectId);
+    for (const [site, text] of Object.entries(escalated)) {
+      const view = escalationView(site, text, tiers, now);
+      if (view !== null) siteOf(site).escalation = view;
+    }
+  }
   for (const [site, view] of sites) {
     view.judged = view.ok + view.blocked + view.rate_limited;
     view.connectors = [...(perConnector.get(site)?.values() ?? [])].map((connector) => {
@@ -196,4 +237,71 @@ async function connectorPrices(
   } catch (error) {
     throw translatePostgresError(error);
   }
+}
+
+/** The project's connector names by tier, as the gateways rank them. */
+async function projectTiers(database: Database, projectId: string): Promise<string[][]> {
+  try {
+    const rows = await database.sql<
+      { id: string; name: string; tier: number | null; traffic_config: TrafficConfig | null }[]
+    >`select id::text as id, name, tier, traffic_config from connectors
+      where project_id = ${projectId} order by created_at, id`;
+    return connectorTiers(rows, (row) => ({
+      id: row.id,
+      tier: row.tier,
+      price_per_gb: row.traffic_config?.price_per_gb ?? null,
+    })).map((tier) => tier.map((row) => row.name));
+  } catch (error) {
+    throw translatePostgresError(error);
+  }
+}
+
+const clock = (atMs: number) => new Date(atMs).toISOString().slice(11, 16);
+
+/** A site's stored state as the api shows it; null when it cannot be read. */
+function escalationView(
+  site: string,
+  text: string,
+  tiers: readonly string[][],
+  nowMs: number,
+): DomainEscalationView | null {
+  let state: Record<string, unknown>;
+  try {
+    state = JSON.parse(text) as Record<string, unknown>;
+  } catch {
+    return null;
+  }
+  const tier = Number(state.t);
+  if (!Number.isInteger(tier) || tier < 0) return null;
+  const at = Math.min(tier, Math.max(0, tiers.length - 1));
+  const nameOf = (rank: number) => tiers[rank]?.join(" + ") || `tier ${rank}`;
+  const sinceMs = Number(state.s) || 0;
+  const moved = state.w === "up" || state.w === "down" ? state.w : null;
+  const after = Number(state.c) || 0;
+  const from = Number.isInteger(state.f) ? Number(state.f) : undefined;
+  const probeAtMs = Number(state.n) || 0;
+  let summary = `${site}: ${nameOf(at)}`;
+  if (moved !== null) {
+    summary += ` since ${clock(sinceMs)} UTC after ${after} ` +
+      (moved === "up" ? "blocks" : "good probes") +
+      (from === undefined ? "" : ` on ${nameOf(moved === "up" ? from : at)}`);
+  }
+  if (at > 0 && probeAtMs > 0) {
+    const minutes = Math.ceil((probeAtMs - nowMs) / 60_000);
+    summary += minutes > 0
+      ? `; next probe down in ${minutes} min`
+      : `; probing ${nameOf(at - 1)} now`;
+  }
+  return {
+    tier: at,
+    tier_connectors: tiers[at] ?? [],
+    since: new Date(sinceMs).toISOString(),
+    moved,
+    after,
+    from_connectors: from === undefined ? [] : tiers[from] ?? [],
+    blocks: Number(state.b) || 0,
+    probes: Number(state.p) || 0,
+    next_probe_at: at > 0 && probeAtMs > 0 ? new Date(probeAtMs).toISOString() : null,
+    summary,
+  };
 }

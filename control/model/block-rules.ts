@@ -5,15 +5,21 @@
  *
  * - `block_rules`: the ordered rules (a preset by name, or conditions of the operator's own);
  * - `retry`: how a judged answer is retried on another exit (null: the defaults);
- * - `block_body_bytes`: how much of a body the rules' markers are looked for in (null: 8 KiB).
+ * - `block_body_bytes`: how much of a body the rules' markers are looked for in (null: 8 KiB);
+ * - `escalation`: cost-aware escalation between the project's connector tiers (null: none).
  */
 import * as v from "valibot";
 import { bodyBytesIssue, readBlockRules, readRetryPolicy } from "../../shared/blocking/rules.ts";
+import { readEscalationPolicy } from "../../shared/blocking/escalation.ts";
 import { readerField } from "./validation.ts";
 
 export const blockRulesField = v.pipe(v.unknown(), readerField(readBlockRules));
 
 export const retryField = v.nullable(v.pipe(v.unknown(), readerField(readRetryPolicy)));
+
+export const escalationField = v.nullable(
+  v.pipe(v.unknown(), readerField(readEscalationPolicy)),
+);
 
 export const blockBodyBytesField = v.nullable(
   v.pipe(

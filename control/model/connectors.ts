@@ -211,6 +211,8 @@ export const CONNECTOR_FIELDS = {
   credential_id: v.nullable(uuidField),
   enabled: booleanField,
   weight: integerField(1, 100),
+  /** Its escalation tier, ranked above price (shared/routing/tiers.ts); null: by price. */
+  tier: v.nullable(integerField(0, 99)),
   countries,
   domain_allow: domainList,
   domain_deny: domainList,
@@ -250,6 +252,7 @@ export const CONNECTOR_FIELD_NAMES = {
   credential_id: "credentialId",
   enabled: "enabled",
   weight: "weight",
+  tier: "tier",
   countries: "countries",
   domain_allow: "domainAllow",
   domain_deny: "domainDeny",

@@ -15,7 +15,12 @@ import { TrafficConfigSchema } from "./connectors.ts";
 import { parseCidr } from "../../shared/net/ip.ts";
 import { conflictRuleField, locationSourcesField } from "./location.ts";
 import { tlsMitmBrowserField, tlsMitmBypassField, tlsMitmModeField } from "./tls-mitm.ts";
-import { blockBodyBytesField, blockRulesField, retryField } from "./block-rules.ts";
+import {
+  blockBodyBytesField,
+  blockRulesField,
+  escalationField,
+  retryField,
+} from "./block-rules.ts";
 import { domainRulesField } from "./domain-rules.ts";
 
 const username = v.pipe(
@@ -130,6 +135,8 @@ const fields = {
   block_rules: blockRulesField,
   retry: retryField,
   block_body_bytes: blockBodyBytesField,
+  /** Cost-aware escalation between connector tiers; null: none (block-rules.ts). */
+  escalation: escalationField,
   /** Per-domain routing: connectors named for some hosts, or a refusal. */
   domain_rules: domainRulesField,
 };
@@ -167,6 +174,7 @@ export const CreateProjectBody = v.strictObject({
   block_rules: v.optional(fields.block_rules),
   retry: v.optional(fields.retry),
   block_body_bytes: v.optional(fields.block_body_bytes),
+  escalation: v.optional(fields.escalation),
   domain_rules: v.optional(fields.domain_rules),
   ...serverFields,
 });
@@ -203,6 +211,7 @@ export const PROJECT_FIELD_NAMES = {
   block_rules: "blockRules",
   retry: "retry",
   block_body_bytes: "blockBodyBytes",
+  escalation: "escalation",
   domain_rules: "domainRules",
 } as const;
 

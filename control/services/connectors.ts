@@ -55,6 +55,8 @@ export interface ConnectorFields {
   credentialId: string | null;
   enabled: boolean;
   weight: number;
+  /** Its escalation tier (shared/routing/tiers.ts); null: ranked by price alone. */
+  tier: number | null;
   countries: string[];
   domainAllow: string[];
   domainDeny: string[];
@@ -83,6 +85,7 @@ export const CONNECTOR_DEFAULTS: Readonly<Omit<ConnectorFields, "name" | "kind">
   credentialId: null,
   enabled: true,
   weight: 1,
+  tier: null,
   countries: [],
   domainAllow: [],
   domainDeny: [],

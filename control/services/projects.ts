@@ -4,6 +4,7 @@
  */
 import type { DomainRule } from "../../shared/routing/domain-rules.ts";
 import type { BlockRule, RetryPolicy } from "../../shared/blocking/rules.ts";
+import type { EscalationPolicy } from "../../shared/blocking/escalation.ts";
 import { and, asc, eq, ne, sql } from "drizzle-orm";
 import type { Tx } from "../../db/client.ts";
 import {
@@ -11,8 +12,10 @@ import {
   geoSettings,
   type ProjectRateLimit,
   projects,
+  projectSequences,
   type TrafficConfig,
 } from "../../db/schema.ts";
+import { SEQUENCE_OR_ESCALATION } from "./sequences.ts";
 import { DEFAULT_POLICY, LocationSource } from "../../shared/geo/attribute.ts";
 import { formatCidr, openToAnyone, parseCidrs } from "../../shared/net/cidr-set.ts";
 import {
@@ -65,6 +68,8 @@ export interface ProjectFields {
   blockRules: BlockRule[];
   retry: RetryPolicy | null;
   blockBodyBytes: number | null;
+  /** Cost-aware escalation between connector tiers (shared/blocking/escalation.ts); null: none. */
+  escalation: EscalationPolicy | null;
   /** Per-domain routing rules (shared/routing/domain-rules.ts). */
   domainRules: DomainRule[];
 }
@@ -73,6 +78,9 @@ export type NewProject = Pick<ProjectFields, "name" | "username"> & Partial<Proj
 export type ProjectPatch = Partial<ProjectFields>;
 
 const projectChange = (id: string) => ({ kind: ChangeKind.project, ref: id });
+
+export const ESCALATION_NEEDS_RULES =
+  "needs a block rule that is on: escalation moves a site after block verdicts, and no rule gives one";
 
 export const OPEN_TO_ANYONE =
   "must not let every address use the project without a password (such as 0.0.0.0/0 or ::/0): " +
@@ -99,6 +107,9 @@ export function projectIssues(project: ProjectFields): FieldIssue[] {
     if (preflight) issues.push(preflight);
   }
   issues.push(...tlsMitmIssues(project));
+  if (project.escalation !== null && project.blockRules.every((rule) => rule.mode !== "on")) {
+    issues.push({ field: "body.escalation", message: ESCALATION_NEEDS_RULES });
+  }
   return issues;
 }
 
@@ -143,6 +154,7 @@ export function projectDefaults(
     blockRules: [],
     retry: null,
     blockBodyBytes: null,
+    escalation: null,
     domainRules: [],
   };
 }
@@ -315,6 +327,13 @@ export async function updateProject(
     }
     if (changes.domainRules !== undefined) {
       await checkDomainRuleConnectors(tx, id, next.domainRules);
+    }
+    if (changes.escalation != null) {
+      const [sequence] = await tx.select({ id: projectSequences.projectId })
+        .from(projectSequences).where(eq(projectSequences.projectId, id));
+      if (sequence !== undefined) {
+        throw new ValidationError([{ field: "body.escalation", message: SEQUENCE_OR_ESCALATION }]);
+      }
     }
     const [row] = await tx.update(projects).set({ ...changes, updatedAt: sql`now()` })
       .where(eq(projects.id, id)).returning();

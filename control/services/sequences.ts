@@ -20,13 +20,18 @@
  */
 import { and, eq, inArray, isNotNull, isNull, sql } from "drizzle-orm";
 import type { Tx } from "../../db/client.ts";
-import { connectors, projectSequences } from "../../db/schema.ts";
+import { connectors, projects, projectSequences } from "../../db/schema.ts";
 import { NotFoundError, ValidationError } from "../../shared/errors.ts";
 import { ChangeKind, type SequenceOnEnd, type SequenceOnUnavailable } from "../../shared/roles.ts";
 import { requireProject } from "./scope.ts";
 import { read, type ServiceDeps, write } from "../core/store.ts";
 
 export type SequenceRow = typeof projectSequences.$inferSelect;
+
+/** Why a project takes a sequence or escalation, not both (each decides which connector serves). */
+export const SEQUENCE_OR_ESCALATION =
+  "a project routes by its connector sequence or by escalation between tiers, not both: " +
+  "clear the one before setting the other";
 
 /** What the sequence functions touch: the store and the change log. */
 export type SequenceDeps = Pick<ServiceDeps, "database" | "changes">;
@@ -124,6 +129,9 @@ export async function setSequence(
   if (new Set(ids).size !== ids.length) throw issue("must name each connector once");
   return await write(deps, async (tx) => {
     await requireProject(tx, projectId, { lock: true });
+    const [escalated] = await tx.select({ id: projects.id }).from(projects)
+      .where(and(eq(projects.id, projectId), isNotNull(projects.escalation)));
+    if (escalated !== undefined) throw issue(SEQUENCE_OR_ESCALATION);
     // Held until the commit, so a connector deleted meanwhile waits and then drops itself
     // from the sequence this writes (or this finds it gone).
     const found = await tx.select({

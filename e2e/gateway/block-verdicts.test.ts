@@ -12,7 +12,9 @@
  * - when every exit is blocked the retry budget ends with the last blocked answer, its verdict
  *   in `Proxy-Status` (its gzip body judged after decoding).
  *
- * - the same inside HTTPS under `plain` interception: curl, and Chromium loading a page.
+ * - the same inside HTTPS under `plain` interception: curl, and Chromium loading a page;
+ * - escalation: a site that blocks the cheap static tier (exit A) is moved to the dearer one
+ *   (exit B) after two blocks, and back down after good probes once it lets A in again.
  *
  * Requests start on either exit (round robin over two): each check sends until the case it
  * asserts happened, at most twice, since the second request starts on the other exit.
@@ -49,12 +51,15 @@ const SHOP = "127.0.0.1";
 const NEWS = "127.0.0.5";
 const FORM = "127.0.0.6";
 const WALL = "127.0.0.7";
+/** The site escalation moves: it bans exit A until the test lifts the ban. */
+const TIERED = "127.0.0.8";
 
 const CAPTCHA = "<html><head><title>Verify you are human</title></head>" +
   '<body><div class="g-recaptcha" data-sitekey="x"></div></body></html>';
 
 /** Which exits each site bans. */
 const BANS: Record<string, readonly string[]> = {
+  [TIERED]: [EXIT_A],
   [SHOP]: [EXIT_A],
   [NEWS]: [],
   [FORM]: [EXIT_A],
@@ -278,8 +283,23 @@ beforeAll(async () => {
         blocking: { rules: RULES, retry: null, body_bytes: null },
         tlsMitm: { mode: "plain", browser: null, bypass: [] },
       },
+      {
+        id: "escalate",
+        username: "escalate",
+        password: "escalate-pass",
+        blocking: {
+          // No cool-down: a probe of the cheap tier may go through the exit it blocked.
+          rules: [{ ...RULES[0], cool_down_seconds: 0 }],
+          retry: null,
+          body_bytes: null,
+          escalation: { up_after_blocks: 2, probe_after_seconds: 1, down_after_probes: 2 },
+        },
+      },
     ],
     connectors: [
+      // The cheap static tier leaves from A, the dear one (priced per GB) from B.
+      { id: "c-esc-static", projectId: "escalate", proxies: [exits("esc")[0]] },
+      { id: "c-esc-resi", projectId: "escalate", pricePerGb: 8, proxies: [exits("esc")[1]] },
       { id: "c-judge", projectId: "judge", proxies: exits("judge") },
       { id: "c-posting", projectId: "posting", proxies: exits("posting") },
       { id: "c-judgetls", projectId: "judgetls", proxies: exits("judgetls") },
@@ -564,5 +584,51 @@ describe("inside HTTPS, under plain interception", () => {
     }
     const mine = seen.slice(before).filter((s) => s.site === "tls:localhost");
     expect(mine.filter((s) => s.exit === EXIT_A)).toHaveLength(1);
+  });
+});
+
+describe("escalation between connector tiers", () => {
+  const ESCALATE = "escalate:escalate-pass";
+  const state = async () => {
+    const text = await bed.redis.hget(bed.keys.escalation("escalate"), TIERED);
+    return text === null ? undefined : JSON.parse(text) as { t: number; w?: string };
+  };
+
+  it("moves a site from the cheap static tier to the dearer one after blocks, and back down after good probes", async () => {
+    // Each request starts on the cheap tier, is blocked through A and served by B's tier.
+    for (let sent = 1; sent <= 2; sent++) {
+      const answer = await via(proxyPort, ESCALATE, url(TIERED));
+      expect(answer.status).toBe(200);
+      expect(answer.body).toBe(`hello from ${TIERED} via ${EXIT_B}\n`);
+      expect(answer.headers.get("x-octoprox-attempts")).toBe("2");
+      expect(seenAt(TIERED, EXIT_A)).toHaveLength(sent);
+    }
+    await waitUntil(async () => (await state())?.t === 1, {
+      message: "two blocks in a row to move the site up a tier",
+    });
+    expect(await state()).toMatchObject({ t: 1, w: "up" });
+    // Served by the dear tier at once now: A is not asked again, and no retry is needed.
+    await waitUntil(async () => {
+      const answer = await via(proxyPort, ESCALATE, url(TIERED));
+      return answer.status === 200 && !answer.headers.has("x-octoprox-attempts");
+    }, { message: "the gateway to read the site's new tier" });
+    expect(seenAt(TIERED, EXIT_A)).toHaveLength(2);
+    // Another site of the project stays on the cheap tier meanwhile.
+    expect((await via(proxyPort, ESCALATE, url(NEWS))).body).toBe(
+      `hello from ${NEWS} via ${EXIT_A}\n`,
+    );
+    expect(await gateway.metric('octoprox_gateway_escalations_total{direction="up"}')).toBe(1);
+
+    // The site lets A in again: after probe_after_seconds requests probe the cheap tier, and
+    // two good probes bring the site back down.
+    BANS[TIERED] = [];
+    await waitUntil(async () => {
+      const answer = await via(proxyPort, ESCALATE, url(TIERED));
+      expect(answer.status).toBe(200);
+      return (await state())?.t === 0;
+    }, { timeoutMs: 20_000, intervalMs: 200, message: "good probes to move the site back down" });
+    expect(await state()).toMatchObject({ t: 0, w: "down" });
+    expect(seenAt(TIERED, EXIT_A).length).toBeGreaterThanOrEqual(4);
+    expect(await gateway.metric('octoprox_gateway_escalations_total{direction="down"}')).toBe(1);
   });
 });

@@ -15,6 +15,7 @@
  */
 import type { CooldownBook } from "../base/cooldown-book.ts";
 import type { DomainTally } from "../base/domain-tally.ts";
+import type { EscalationReports } from "../base/escalation-reports.ts";
 import type {
   GatewayFeedSnapshot,
   GatewayIsolateSnapshot,
@@ -83,6 +84,8 @@ export interface RoutingCore {
   cooldowns?: CooldownBook;
   /** What judging found per project and site; none: not counted. */
   domains?: DomainTally;
+  /** Where judged answers of escalated projects are told; none: no escalation. */
+  escalations?: EscalationReports;
   /** Where the heartbeat writes the process's keys; none: the gateway is not listed. */
   instances?: InstanceStore;
   /** The feed follower's state, for the heartbeat snapshot. */
@@ -137,6 +140,7 @@ export class GatewayProcess {
       hooks: core.hooks,
       cooldowns: core.cooldowns,
       domains: core.domains,
+      escalations: core.escalations,
       logger,
       metrics: this.metrics,
       budget: options.budget ?? new ConnectionBudget(settings.maxClientConnections),

@@ -7,6 +7,8 @@
  */
 import { DomainCounts } from "../blocking/domain-counts.ts";
 import { Cooldowns } from "../blocking/cooldowns.ts";
+import { Escalations } from "../blocking/escalations.ts";
+import { loadEscalationScript } from "../blocking/lua.ts";
 import type { Redis } from "ioredis";
 import { deriveFeedKeys } from "../../shared/feed/codec.ts";
 import { LoopLagTimer } from "../../shared/loop-lag.ts";
@@ -60,6 +62,8 @@ export interface IsolateCore {
   cooldowns: Cooldowns;
   /** What judging found per project and site, written to Redis. */
   domains: DomainCounts;
+  /** Where each site of an escalated project stands, shared through Redis. */
+  escalations: Escalations;
   /** This isolate's request metering (its own batch writer), also its hooks. */
   metering: RequestMetering;
   /** Counts requests through rate-limited connectors into their proxies' windows. */
@@ -149,9 +153,18 @@ export async function buildIsolateCore(
     logger,
     writeTimeoutMs: settings.redisRequestTimeoutMs,
   });
+  const escalations = new Escalations({
+    redis,
+    keys,
+    logger,
+    script: await loadEscalationScript(),
+    tiers: router,
+  });
+  router.useEscalations(escalations);
   writers.metering.start();
   cooldowns.start();
   domains.start();
+  escalations.start();
   writers.failureLog.start();
   writers.captures.start();
   writers.poolEvidence.start();
@@ -167,6 +180,7 @@ export async function buildIsolateCore(
     preflight,
     cooldowns,
     domains,
+    escalations,
     loopLag,
     logger,
     ownRedis,
@@ -179,6 +193,7 @@ export async function buildIsolateCore(
     hooks: writers.metering,
     cooldowns,
     domains,
+    escalations,
     metering: writers.metering,
     rateLimiter: writers.rateLimiter,
     failureLog: writers.failureLog,
@@ -188,6 +203,7 @@ export async function buildIsolateCore(
       ...preflight.samples(),
       ...cooldowns.samples(),
       ...domains.samples(),
+      ...escalations.samples(),
     ],
     state: () => isolateState(isolate, writers, loopLag),
     owed: () => owedAtStop(writers, {}),
@@ -227,6 +243,7 @@ interface IsolateStop {
   preflight: Preflight;
   cooldowns: Cooldowns;
   domains: DomainCounts;
+  escalations: Escalations;
   loopLag: LoopLagTimer;
   logger: Logger;
   /** The isolate's own Redis client, disconnected at the end; none when it was handed in. */
@@ -254,6 +271,7 @@ async function stopIsolate(s: IsolateStop): Promise<void> {
       s.preflight.close(),
       s.cooldowns.close(),
       s.domains.close(),
+      s.escalations.close(),
     ]);
   } finally {
     s.ownRedis?.disconnect();

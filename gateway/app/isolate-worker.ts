@@ -85,6 +85,7 @@ async function init(message: Extract<ToWorker, { type: "init" }>): Promise<void>
     hooks: core.hooks,
     cooldowns: core.cooldowns,
     domains: core.domains,
+    escalations: core.escalations,
     logger,
     metrics,
     budget: new ConnectionBudget(settings.maxClientConnections, message.budget),

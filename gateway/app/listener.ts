@@ -26,6 +26,7 @@ import type { NetContext } from "../net/session/contract.ts";
 import type { TransferHooks } from "../base/transfer-hooks.ts";
 import type { CooldownBook } from "../base/cooldown-book.ts";
 import type { DomainTally } from "../base/domain-tally.ts";
+import type { EscalationReports } from "../base/escalation-reports.ts";
 import type { NetLimits } from "../net/session/limits.ts";
 import { Socks5Session } from "../net/tunnel/socks5-session.ts";
 import type { Logger } from "../base/log.ts";
@@ -53,6 +54,8 @@ export interface ProxyListenerOptions extends NetLimits {
   cooldowns?: CooldownBook;
   /** What judging found per project and site (the isolate's counts). */
   domains?: DomainTally;
+  /** Where judged answers of escalated projects are told (the isolate's book). */
+  escalations?: EscalationReports;
   /** What clients speak on this port (default HTTP). */
   protocol?: ListenerProtocol;
   /** The process's connection budget, shared with its other listeners (default: its own). */
@@ -74,6 +77,7 @@ export interface IsolateListenerParts {
   hooks?: TransferHooks;
   cooldowns?: CooldownBook;
   domains?: DomainTally;
+  escalations?: EscalationReports;
   logger: Logger;
   metrics: GatewayMetrics;
   /** One OCTOPROX_MAX_CLIENT_CONNECTIONS for both listeners (and every isolate's). */
@@ -179,6 +183,7 @@ export class ProxyListener {
       mitm: options.interceptor,
       cooldowns: options.cooldowns,
       domains: options.domains,
+      escalations: options.escalations,
       limits: {
         maxHeaderBytes: options.maxHeaderBytes,
         clientIdleTimeoutMs: options.clientIdleTimeoutMs,

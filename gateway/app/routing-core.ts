@@ -83,6 +83,7 @@ export async function buildRoutingCore(
     hooks: isolate.hooks,
     cooldowns: isolate.cooldowns,
     domains: isolate.domains,
+    escalations: isolate.escalations,
     firstApplied: feed.firstApplied,
     instances: redisInstanceStore(redis, keys, instance, settings.redisRequestTimeoutMs),
     feedState: () => feedState(follower.stats()),

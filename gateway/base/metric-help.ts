@@ -37,6 +37,12 @@ export const METRIC_HELP: Readonly<Record<string, string>> = {
     "Cool-downs set by this gateway's verdicts, learned from other gateways, and dropped unwritten while Redis was away.",
   octoprox_gateway_domain_counts_total:
     "Per-site judging counts written to Redis, and those dropped over the bound while Redis was away.",
+  octoprox_gateway_escalations_total:
+    "Sites moved between connector tiers by this gateway's reports of judged answers, by direction (up after a run of blocks, down after a run of good probes).",
+  octoprox_gateway_escalation_probes_failed_total:
+    "Probes of a cheaper tier that met a block, which keeps the site on its tier for another probe_after_seconds.",
+  octoprox_gateway_escalated_sites:
+    "Sites of escalated projects served above their cheapest tier, as this gateway last read them.",
   octoprox_gateway_block_retries_total:
     "Requests sent again through another exit after a block or rate-limit verdict.",
   octoprox_gateway_relay_bytes_total: "Bytes relayed, by direction.",

@@ -13,6 +13,7 @@
  * Runs unchanged on Node and Deno.
  */
 import { readBypassEntry } from "../tls/bypass.ts";
+import type { EscalationPolicy } from "./escalation.ts";
 
 export const VERDICTS = ["ok", "blocked", "rate_limited"] as const;
 export type Verdict = (typeof VERDICTS)[number];
@@ -503,6 +504,8 @@ export interface CompiledBlocking {
   retry: Readonly<RetryPolicy>;
   /** retry.methods as a set. */
   retriedMethods: ReadonlySet<string>;
+  /** Cost-aware escalation between the project's connector tiers; undefined: none. */
+  escalation?: Readonly<EscalationPolicy>;
 }
 
 /**
@@ -514,6 +517,7 @@ export function compileBlocking(
   rules: readonly BlockRule[],
   retry: RetryPolicy | null,
   bodyBytes: number | null,
+  escalation: EscalationPolicy | null = null,
 ): CompiledBlocking | undefined {
   const compiled: CompiledRule[] = [];
   for (const rule of rules) {
@@ -557,5 +561,6 @@ export function compileBlocking(
     bodyBytes: Math.min(bodyBytes ?? DEFAULT_BODY_BYTES, BLOCK_RULE_LIMITS.bodyBytesMax),
     retry: policy,
     retriedMethods: new Set(policy.methods),
+    ...(escalation === null ? {} : { escalation: Object.freeze({ ...escalation }) }),
   });
 }

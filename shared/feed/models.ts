@@ -69,6 +69,8 @@ export const FeedBlockingSchema = v.object({
   retry: v.nullable(v.unknown()),
   /** Null: 8 KiB. */
   body_bytes: v.nullable(v.number()),
+  /** Cost-aware escalation (shared/blocking/escalation.ts); null or absent: none. */
+  escalation: v.optional(v.nullable(v.unknown())),
 });
 export type FeedBlocking = v.InferOutput<typeof FeedBlockingSchema>;
 
@@ -194,6 +196,12 @@ export const FeedConnectorSchema = v.object({
     action: v.string(),
     limit_status: v.number(),
   })),
+  /**
+   * What ranks it for escalation (shared/routing/tiers.ts): its explicit tier and its price per
+   * GB; null or absent: none.
+   */
+  tier: v.optional(v.nullable(v.number())),
+  price_per_gb: v.optional(v.nullable(v.number())),
 });
 export type FeedConnector = v.InferOutput<typeof FeedConnectorSchema>;
 /** A connector's rate limit, applied per proxy (the gateway's rate limiter). */

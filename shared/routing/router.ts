@@ -15,6 +15,10 @@
  * is exhausted, the request is refused with 503 and the reason; no other connector stands in.
  */
 import { domainRuleFor } from "./domain-rules.ts";
+import { siteOf } from "../blocking/domain.ts";
+import type { EscalationPolicy } from "../blocking/escalation.ts";
+import type { EscalationTiers, EscalationView } from "./escalation-contract.ts";
+import { connectorTiers } from "./tiers.ts";
 import { normaliseHost } from "../net/host.ts";
 import type { Strategy } from "../roles.ts";
 import type { FeedSections } from "../feed/models.ts";
@@ -27,6 +31,7 @@ import {
   type AuthResult,
   type Client,
   DIRECT_ID,
+  isRefusal,
   type MaybePromise,
   NOTHING_TRIED,
   type Refusal,
@@ -140,7 +145,30 @@ interface HeldStrategy {
   strategy: RoutingStrategy;
 }
 
-export class CoreRouter implements Router {
+/** A project's connectors in tiers, and each one's tier. */
+interface Tiers {
+  tiers: readonly (readonly ConnectorIndex[])[];
+  byId: ReadonlyMap<string, number>;
+}
+
+/** Tiers by the project's connector list (one per snapshot build that changed connectors). */
+const TIERS = new WeakMap<readonly ConnectorIndex[], Tiers>();
+
+function tiersOf(connectors: readonly ConnectorIndex[]): Tiers {
+  let known = TIERS.get(connectors);
+  if (known === undefined) {
+    const tiers = connectorTiers(connectors, (index) => index.connector);
+    const byId = new Map<string, number>();
+    tiers.forEach((tier, rank) => {
+      for (const connector of tier) byId.set(connector.id, rank);
+    });
+    known = { tiers, byId };
+    TIERS.set(connectors, known);
+  }
+  return known;
+}
+
+export class CoreRouter implements Router, EscalationTiers {
   readonly dispatch: Dispatch;
   /** The strategies' background writes: the gateway's stop awaits `drain()`. */
   readonly held: HeldTasks;
@@ -168,6 +196,8 @@ export class CoreRouter implements Router {
   private readonly localQuarantines = new Map<string, number>();
   /** Requests waiting for a country group; undefined when nothing asks workers for one. */
   private readonly provisioning: ProvisionWaits | undefined;
+  /** Where each escalated site stands (the gateway's escalation book); undefined: no tiers. */
+  private escalations: EscalationView | undefined;
 
   constructor(options: RouterOptions) {
     this.verifyPassword = options.verifyPassword;
@@ -188,6 +218,38 @@ export class CoreRouter implements Router {
         waitMs: options.provisionWaitMs,
         nowMs: this.nowMs,
       });
+  }
+
+  /** The book escalation reads sites' tiers from (set once it is built: it asks this router). */
+  useEscalations(view: EscalationView): void {
+    this.escalations = view;
+  }
+
+  escalation(
+    projectId: string,
+  ): { policy: Readonly<EscalationPolicy>; tiers: number } | undefined {
+    const snapshot = this.current;
+    const policy = snapshot?.projectsById.get(projectId)?.blocking?.escalation;
+    if (snapshot === undefined || policy === undefined) return undefined;
+    const tiers = tiersOf(snapshot.connectorsByProject.get(projectId) ?? NO_CONNECTORS);
+    return tiers.tiers.length > 1 ? { policy, tiers: tiers.tiers.length } : undefined;
+  }
+
+  tierOf(projectId: string, connectorId: string): number | undefined {
+    const connectors = this.current?.connectorsByProject.get(projectId);
+    return connectors === undefined ? undefined : tiersOf(connectors).byId.get(connectorId);
+  }
+
+  escalatedProjects(): string[] {
+    const snapshot = this.current;
+    if (snapshot === undefined) return [];
+    const ids: string[] = [];
+    for (const [id, project] of snapshot.projectsById) {
+      if (project.blocking?.escalation !== undefined && this.escalation(id) !== undefined) {
+        ids.push(id);
+      }
+    }
+    return ids;
   }
 
   /** Ends the waits for country groups (the gateway stops). */
@@ -409,9 +471,10 @@ export class CoreRouter implements Router {
     if (rule?.action === "refuse") return domainRefused(host, rule.reason);
     if (rule?.action === "direct") return directAllocation(target);
     const sequence = rule === undefined ? project.sequence : undefined;
-    let connectors = snapshot.connectorsByProject.get(project.id) ?? NO_CONNECTORS;
+    const all = snapshot.connectorsByProject.get(project.id) ?? NO_CONNECTORS;
+    let connectors = all;
     if (rule !== undefined) {
-      connectors = connectors.filter((connector) => rule.connectors.has(connector.id));
+      connectors = all.filter((connector) => rule.connectors.has(connector.id));
       if (connectors.length === 0) return domainRuleUnserved(host);
     }
     // A sequence routes through its current connector alone (on_unavailable reject: the only
@@ -425,6 +488,121 @@ export class CoreRouter implements Router {
       connectors = [current];
     }
 
+    // Escalation: the site's tier first, then those above it, then those below (a tier that
+    // cannot serve hands the request on). A sticky session that may not move is not tiered.
+    const blocking = project.blocking;
+    if (
+      blocking?.escalation !== undefined && sequence === undefined &&
+      this.escalations !== undefined &&
+      (options.sessionId === undefined || blocking.retry.rebind_sticky)
+    ) {
+      const tiers = tiersOf(all);
+      if (tiers.tiers.length > 1) {
+        const level = this.escalations.level(project.id, siteOf(host));
+        const top = tiers.tiers.length - 1;
+        const at = level === undefined ? 0 : Math.min(level.tier, top);
+        const first = level?.probing === true && at > 0 ? at - 1 : at;
+        const order: number[] = [];
+        for (let tier = first; tier <= top; tier++) order.push(tier);
+        for (let tier = first - 1; tier >= 0; tier--) order.push(tier);
+        const inTier = (tier: number) =>
+          rule === undefined
+            ? tiers.tiers[tier]
+            : tiers.tiers[tier].filter((connector) => rule.connectors.has(connector.id));
+        return this.serveTiers(snapshot, project, client, target, exclude, mayProvision, host, {
+          order,
+          inTier,
+          nowMs,
+        });
+      }
+    }
+    return this.serve(
+      snapshot,
+      project,
+      client,
+      target,
+      exclude,
+      mayProvision,
+      host,
+      connectors,
+      sequence,
+      nowMs,
+    );
+  }
+
+  /**
+   * Tries the tiers in order until one serves (the first refusal answers when none does). An
+   * empty tier (a domain rule narrows each) is passed.
+   */
+  private serveTiers(
+    snapshot: RoutingSnapshot,
+    project: ProjectEntry,
+    client: Client,
+    target: Target,
+    exclude: ReadonlySet<string>,
+    mayProvision: boolean,
+    host: string,
+    tiers: {
+      order: readonly number[];
+      inTier: (tier: number) => readonly ConnectorIndex[];
+      nowMs: number;
+    },
+    from = 0,
+    refused?: Refusal,
+  ): MaybePromise<Allocation | Refusal> {
+    for (let step = from; step < tiers.order.length; step++) {
+      const connectors = tiers.inTier(tiers.order[step]);
+      if (connectors.length === 0) continue;
+      const result = this.serve(
+        snapshot,
+        project,
+        client,
+        target,
+        exclude,
+        mayProvision,
+        host,
+        connectors,
+        undefined,
+        tiers.nowMs,
+      );
+      if (result instanceof Promise) {
+        return result.then((settled) =>
+          isRefusal(settled)
+            ? this.serveTiers(
+              snapshot,
+              project,
+              client,
+              target,
+              exclude,
+              mayProvision,
+              host,
+              tiers,
+              step + 1,
+              refused ?? settled,
+            )
+            : settled
+        );
+      }
+      if (!isRefusal(result)) return result;
+      refused ??= result;
+    }
+    return refused ?? domainRuleUnserved(host);
+  }
+
+  /** Serves the request from these connectors (a sequence's current one, or a tier's). */
+  private serve(
+    snapshot: RoutingSnapshot,
+    project: ProjectEntry,
+    client: Client,
+    target: Target,
+    exclude: ReadonlySet<string>,
+    mayProvision: boolean,
+    host: string,
+    connectors: readonly ConnectorIndex[],
+    sequence: SequenceEntry | undefined,
+    nowMs: number,
+  ): MaybePromise<Allocation | Refusal> {
+    const options = client.options;
     let choices: PlaceRows[] | undefined;
     let domainExcluded = false;
     let down = false;

@@ -30,6 +30,7 @@ import {
   type RetryPolicy,
   type RuleIssue,
 } from "../blocking/rules.ts";
+import { type EscalationPolicy, readEscalationPolicy } from "../blocking/escalation.ts";
 import { normaliseHost } from "../net/host.ts";
 import type {
   ConnectorSection,
@@ -789,7 +790,17 @@ function blockingOf(project: FeedProject, log: CoreLog | undefined): CompiledBlo
       });
     }
   }
-  return compileBlocking(rules, retry, feed.body_bytes);
+  let escalation: EscalationPolicy | null = null;
+  if (feed.escalation !== null && feed.escalation !== undefined) {
+    const issues: RuleIssue[] = [];
+    escalation = readEscalationPolicy(feed.escalation, issues) ?? null;
+    if (escalation === null) {
+      log?.warn("A project's escalation is not read here: its connectors are not tiered", {
+        project: project.id,
+      });
+    }
+  }
+  return compileBlocking(rules, retry, feed.body_bytes, escalation);
 }
 
 /** A project's sequence as the router reads it; undefined when it has none. */

@@ -37,6 +37,9 @@ export interface FeedConnectorSpec {
   rateLimit?: FeedRateLimit | null;
   /** What a client hears while the connector is blocked, and what the block does. */
   traffic?: FeedConnector["traffic"];
+  /** What ranks it for escalation (none unless said). */
+  tier?: number;
+  pricePerGb?: number;
   proxies: FeedProxySpec[];
 }
 
@@ -70,6 +73,8 @@ export async function publishFeed(
         countries: connector.countries ?? [],
         rate_limit: connector.rateLimit ?? null,
         traffic: connector.traffic ?? null,
+        ...(connector.tier === undefined ? {} : { tier: connector.tier }),
+        ...(connector.pricePerGb === undefined ? {} : { price_per_gb: connector.pricePerGb }),
       }),
       proxies: connector.proxies.map((proxy) => ({
         id: proxy.id,

@@ -18,6 +18,10 @@ import { deriveFeedKeys } from "../../shared/feed/codec.ts";
 import { ProviderRegistry } from "../../shared/vendors/registry.ts";
 import { PRESET_NAMES } from "../../shared/blocking/rules.ts";
 import { DomainCounts } from "../../gateway/blocking/domain-counts.ts";
+import { runScript } from "../../shared/lua/loader.ts";
+import { loadScriptNode } from "../../testkit/metering.ts";
+import { ESCALATION_NEEDS_RULES } from "../../control/services/projects.ts";
+import { SEQUENCE_OR_ESCALATION } from "../../control/services/sequences.ts";
 
 let h: ApiHarness;
 
@@ -330,7 +334,17 @@ describe("a project's sites", () => {
       const rows = printed.stdout.split("\n");
       const shopRow = rows.find((row) => row.includes("shop.example"))!;
       const cells = shopRow.split("│").map((cell) => cell.trim()).filter((cell) => cell !== "");
-      expect(cells).toEqual(["shop.example", "4", "1", "1", "1", "750.0 MB", "1.5000 EUR", "–"]);
+      expect(cells).toEqual([
+        "shop.example",
+        "4",
+        "1",
+        "1",
+        "1",
+        "750.0 MB",
+        "1.5000 EUR",
+        "–",
+        "–",
+      ]);
       expect(rows.find((row) => row.includes("news.example"))).toContain(
         "rate-limit-429 rate_limited 1",
       );
@@ -342,6 +356,149 @@ describe("a project's sites", () => {
       await api.close();
       await rm(dir, { recursive: true, force: true });
     }
+  });
+});
+
+describe("escalation between connector tiers", () => {
+  const connector = async (projectId: string, body: Record<string, unknown>) =>
+    await h.request("POST", `/api/v1/projects/${projectId}/connectors`, {
+      token: h.tokens.editor,
+      body: { kind: "static", ...body },
+    });
+  const priced = (price: number) => ({ limit_bytes: null, price_per_gb: price, currency: "USD" });
+
+  it("is checked when written, reaches the feed, and refuses a sequence beside it", async () => {
+    const bare = await create({ name: "No verdicts", username: "noverdicts", escalation: {} });
+    expect(bare.status).toBe(422);
+    expect(bare.body.detail).toEqual([{
+      field: "body.escalation",
+      message: ESCALATION_NEEDS_RULES,
+    }]);
+    const wrong = await create({
+      name: "Wrong escalation",
+      username: "wrongesc",
+      block_rules: [{ preset: "captcha-page" }],
+      escalation: { up_after_blocks: 0, probe_after_seconds: 10 ** 9, sideways: true },
+    });
+    expect(wrong.status).toBe(422);
+    expect(wrong.body.detail.map((d: { field: string }) => d.field).sort()).toEqual([
+      "body.escalation.probe_after_seconds",
+      "body.escalation.sideways",
+      "body.escalation.up_after_blocks",
+    ]);
+    const made = await create({
+      name: "Escalated",
+      username: "escalated",
+      block_rules: [{ preset: "captcha-page" }],
+      escalation: { up_after_blocks: 2 },
+    });
+    expect(made.status).toBe(201);
+    const id = made.body.id;
+    expect(made.body.escalation).toEqual({
+      up_after_blocks: 2,
+      probe_after_seconds: 600,
+      down_after_probes: 3,
+    });
+    // Every rule off: nothing would ever move a site.
+    const off = await edit(id, { block_rules: [{ preset: "captcha-page", mode: "off" }] });
+    expect(off.status).toBe(422);
+    expect(off.body.detail[0].field).toBe("body.escalation");
+
+    const cheap = await connector(id, { name: "dc", traffic_config: priced(0.5) });
+    const dear = await connector(id, { name: "resi", traffic_config: priced(8), tier: 1 });
+    expect(dear.body.tier).toBe(1);
+    const badTier = await connector(id, { name: "odd", tier: 100 });
+    expect(badTier.status).toBe(422);
+    expect(badTier.body.detail[0].field).toBe("body.tier");
+
+    const keys = await deriveFeedKeys("block-rules-test-secret-0123456789abcdef");
+    const compiled = await compile(h.deps.database, {
+      keys,
+      defaultStrategy: "round_robin",
+      providers: new ProviderRegistry(),
+      projectId: id,
+    });
+    const global = JSON.parse(compiled.sections.get("global")!.json) as GlobalSection;
+    expect(global.projects[0].blocking?.escalation).toEqual(made.body.escalation);
+    const fed = (connectorId: string) =>
+      JSON.parse(compiled.sections.get(`connector:${connectorId}`)!.json).connector;
+    expect(fed(cheap.body.id)).toMatchObject({ price_per_gb: 0.5 });
+    expect(fed(cheap.body.id).tier).toBeUndefined();
+    expect(fed(dear.body.id)).toMatchObject({ price_per_gb: 8, tier: 1 });
+
+    const sequence = await h.request("PUT", `/api/v1/projects/${id}/sequence`, {
+      token: h.tokens.editor,
+      body: { connector_ids: [cheap.body.id, dear.body.id] },
+    });
+    expect(sequence.status).toBe(422);
+    expect(sequence.body.detail[0].message).toBe(SEQUENCE_OR_ESCALATION);
+    expect((await edit(id, { escalation: null })).status).toBe(200);
+    expect(
+      (await h.request("PUT", `/api/v1/projects/${id}/sequence`, {
+        token: h.tokens.editor,
+        body: { connector_ids: [cheap.body.id, dear.body.id] },
+      })).status,
+    ).toBe(200);
+    const again = await edit(id, { escalation: {} });
+    expect(again.status).toBe(422);
+    expect(again.body.detail).toEqual([{
+      field: "body.escalation",
+      message: SEQUENCE_OR_ESCALATION,
+    }]);
+  });
+
+  it("shows where each site stands, by its tier's connectors", async () => {
+    const made = await create({
+      name: "Tiered sites",
+      username: "tieredsites",
+      block_rules: [{ preset: "captcha-page" }],
+      escalation: { up_after_blocks: 2, probe_after_seconds: 600 },
+    });
+    const id = made.body.id;
+    await connector(id, { name: "resi", traffic_config: priced(8) });
+    await connector(id, { name: "dc", traffic_config: priced(0.5) });
+    // The gateways' script, on the api's Redis: two blocks on the cheapest tier move the site.
+    const nowMs = Date.now();
+    await runScript(
+      h.deps.redis,
+      await loadScriptNode("escalation_report"),
+      [h.deps.keys.escalation(id), h.deps.keys.escalationVersion(id)],
+      [
+        String(nowMs),
+        "2",
+        "3",
+        "600000",
+        "1",
+        "3600",
+        "100",
+        "shop.example",
+        "0",
+        "0",
+        "2",
+        "1",
+        "0",
+      ],
+    );
+    const answer = await h.request("GET", `/api/v1/projects/${id}/domains`, {
+      token: h.tokens.viewer,
+    });
+    expect(answer.status).toBe(200);
+    const [site] = answer.body.sites;
+    const clock = new Date(nowMs).toISOString().slice(11, 16);
+    expect(site).toMatchObject({
+      site: "shop.example",
+      judged: 0,
+      escalation: {
+        tier: 1,
+        tier_connectors: ["resi"],
+        moved: "up",
+        after: 2,
+        from_connectors: ["dc"],
+        next_probe_at: new Date(nowMs + 600_000).toISOString(),
+        summary: `shop.example: resi since ${clock} UTC after 2 blocks on dc; ` +
+          "next probe down in 10 min",
+      },
+    });
   });
 });
 

@@ -25,6 +25,7 @@ export const ConnectorAnswer = v.strictObject({
   credential_id: v.nullable(id),
   enabled: CONNECTOR_FIELDS.enabled,
   weight: CONNECTOR_FIELDS.weight,
+  tier: CONNECTOR_FIELDS.tier,
   countries: v.array(v.string()),
   domain_allow: v.array(v.string()),
   domain_deny: v.array(v.string()),

@@ -28,6 +28,19 @@ export const DomainsAnswer = v.strictObject({
     blocked_bytes: count,
     connectors: v.array(DomainConnectorAnswer),
     shadow: v.array(v.strictObject({ rule: v.string(), verdict: v.string(), count: count })),
+    /** Where the site stands under escalation; null: not escalated, or unmoved on the cheapest. */
+    escalation: v.nullable(v.strictObject({
+      tier: count,
+      tier_connectors: v.array(v.string()),
+      since: v.string(),
+      moved: v.nullable(v.picklist(["up", "down"])),
+      after: count,
+      from_connectors: v.array(v.string()),
+      blocks: count,
+      probes: count,
+      next_probe_at: v.nullable(v.string()),
+      summary: v.string(),
+    })),
   })),
   more: count,
 });

@@ -68,6 +68,12 @@ export const ProjectAnswer = v.strictObject({
   retry: v.nullable(RetryAnswer),
   /** How much of a body the markers are looked for in; null: 8 KiB. */
   block_body_bytes: v.nullable(count),
+  /** Cost-aware escalation between connector tiers; null: none. */
+  escalation: v.nullable(v.strictObject({
+    up_after_blocks: count,
+    probe_after_seconds: count,
+    down_after_probes: count,
+  })),
   /** Per-domain routing rules, in order. */
   domain_rules: v.array(v.strictObject({
     domains: v.array(v.string()),

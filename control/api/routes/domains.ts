@@ -30,7 +30,10 @@ export function domainRoutes(deps: ApiDeps): Route[] {
         "`rate_limited`), the requests sent again through another exit (`retries`), the bytes " +
         "the blocked attempts carried both ways (`blocked_bytes`), each by connector with " +
         "`blocked_spend` at the connector's `price_per_gb` (null without one), and what rules in " +
-        "shadow mode would have given (`shadow`). A site is the target's registrable domain. " +
+        "shadow mode would have given (`shadow`), and, where the project escalates between " +
+        "connector tiers, where the site stands (`escalation`: its tier by connector names, " +
+        "since when, what moved it, when it next probes the tier below, and a `summary` line). " +
+        "A site is the target's registrable domain. " +
         "Sites with the most blocked answers first; `limit` (1-1000, 100) of them, `more` says " +
         "how many were left out. Needs Redis (503 without it).",
       access: UserRole.viewer,

@@ -1,7 +1,8 @@
 /**
  * `domains`: what a project's block rules found per site (GET …/domains): a row per site with
  * the answers judged, blocked and rate-limited, the requests sent again, the bytes of the blocked
- * attempts and what they cost, and the shadow rules' findings; `--days` over the last days.
+ * attempts and what they cost, the shadow rules' findings and the tier an escalated site is
+ * served from (with its escalation line below the table); `--days` over the last days.
  * `--json`: the API's answer.
  */
 import { type Command, InvalidArgumentError } from "commander";
@@ -69,6 +70,7 @@ export function registerDomains(program: Command): void {
             "Blocked bytes",
             "Spend",
             "Shadow",
+            "Tier",
           ],
           page.sites.map((site) => [
             site.site,
@@ -79,10 +81,17 @@ export function registerDomains(program: Command): void {
             formatBytes(site.blocked_bytes),
             blockedSpendText(site),
             shadowText(site),
+            site.escalation === null
+              ? "–"
+              : site.escalation.tier_connectors.join(" + ") || `tier ${site.escalation.tier}`,
           ]),
           `Nothing judged for ${project.name} from ${page.from} to ${page.to}.`,
         );
         if (page.more > 0) line(pc.dim(`${formatCount(page.more)} more sites not shown.`));
+        // Where the project escalates: a line per site that moved, as the dashboard shows it.
+        for (const site of page.sites) {
+          if (site.escalation !== null) line(site.escalation.summary);
+        }
       });
     });
 }

@@ -1,8 +1,8 @@
 /**
  * What the two exchanges (exchange.ts, the gateway's own wire; browser-exchange.ts, the
  * browser-grade engine's) share once an answer is judged (docs/blocking.md): the counts on
- * /metrics and per site, the cool-down of a blocked exit, and the one rule that a request whose
- * body was not kept goes to no other exit.
+ * /metrics and per site, escalation's report, the cool-down of a blocked exit, and the one rule
+ * that a request whose body was not kept goes to no other exit.
  */
 import type { Finding, Judgement } from "../../../shared/blocking/judge.ts";
 import type { UpstreamChoice } from "../../../shared/routing/contract.ts";
@@ -22,7 +22,7 @@ export function applyJudgement(
   upstream: UpstreamChoice,
   judgement: Judgement,
 ): Finding | undefined {
-  const { metrics, domains, cooldowns } = session.ctx;
+  const { metrics, domains, cooldowns, escalations } = session.ctx;
   const projectId = plan.client.projectId;
   if (judgement.shadows !== undefined) {
     for (const finding of judgement.shadows) {
@@ -32,6 +32,10 @@ export function applyJudgement(
   }
   const acted = judgement.acted;
   if (acted !== undefined) metrics.verdict(acted.verdict, false);
+  if (plan.client.blocking?.escalation !== undefined) {
+    const ok = acted === undefined || acted.verdict === "ok";
+    escalations?.judged(projectId, judging.site, upstream.connectorId, ok);
+  }
   if (acted === undefined || acted.verdict === "ok") {
     domains?.judged(projectId, judging.site, upstream.connectorId, "ok", 0);
     return undefined;

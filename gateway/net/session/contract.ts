@@ -28,6 +28,7 @@ import type { ClientAddress } from "../../base/admission.ts";
 import type { TransferHooks } from "../../base/transfer-hooks.ts";
 import type { CooldownBook } from "../../base/cooldown-book.ts";
 import type { DomainTally } from "../../base/domain-tally.ts";
+import type { EscalationReports } from "../../base/escalation-reports.ts";
 import type { NetLimits } from "./limits.ts";
 
 /** What every session of a listener shares: the core, admission, limits, counters, buffers. */
@@ -61,6 +62,8 @@ export interface NetContext {
   cooldowns: CooldownBook | undefined;
   /** What judging found, per project and site (undefined: not counted). */
   domains: DomainTally | undefined;
+  /** Where judged answers of escalated projects are told (undefined: no escalation). */
+  escalations: EscalationReports | undefined;
 }
 
 /**

@@ -108,6 +108,8 @@ interface FormState {
   config_json: string;
   enabled: boolean;
   weight: string;
+  /** Blank: ranked for escalation by price alone. */
+  tier: string;
   countries: string;
   domain_allow: string;
   domain_deny: string;
@@ -158,6 +160,7 @@ function stateOf(
       : configText(STARTER_PROVIDER_API_CONFIG),
     enabled: connector?.enabled ?? true,
     weight: text(connector?.weight ?? 1),
+    tier: connector?.tier === null || connector?.tier === undefined ? "" : text(connector.tier),
     countries: (connector?.countries ?? []).join(", "),
     domain_allow: (connector?.domain_allow ?? []).join("\n"),
     domain_deny: (connector?.domain_deny ?? []).join("\n"),
@@ -243,6 +246,7 @@ function bodyOf(state: FormState, creating: boolean, vendor: VendorContext): Rec
     credential_id: state.credential_id === "" ? null : state.credential_id,
     enabled: state.enabled,
     weight: optionalNumber(state.weight) ?? state.weight,
+    tier: optionalNumber(state.tier),
     countries: parseList(state.countries),
     domain_allow: parseList(state.domain_allow),
     domain_deny: parseList(state.domain_deny),
@@ -637,6 +641,14 @@ export function ConnectorForm(
           }
         >
           {input("weight", { type: "number" })}
+        </Field>
+        <Field
+          label="Escalation tier"
+          field="tier"
+          error={error}
+          hint="0 to 99, for projects that escalate sites between tiers: connectors rank by tier, then by price per GB, cheapest first. Blank: by price alone"
+        >
+          {input("tier", { type: "number" })}
         </Field>
         <Field
           label="Countries"

@@ -1,7 +1,8 @@
 /**
  * What a project's block rules found per site (GET …/domains, docs/blocking.md): a row per site,
  * the most blocked first, with the answers judged, blocked and rate-limited, the requests sent
- * again, the blocked attempts' bytes and cost, and the shadow rules' findings; a row opens its
+ * again, the blocked attempts' bytes and cost, the shadow rules' findings and, where the project
+ * escalates, the tier the site is served from; a row opens its escalation line and its
  * connectors beneath it. The project's rules are summed up above, with a link to edit them.
  */
 import { Fragment } from "preact";
@@ -27,6 +28,12 @@ const REFRESH_MS = 10_000;
 function shadowOf(site: DomainSiteAnswer): string {
   if (site.shadow.length === 0) return "–";
   return site.shadow.map((s) => `${s.rule}: ${s.verdict} ${formatCount(s.count)}`).join(", ");
+}
+
+function tierOf(site: DomainSiteAnswer): string {
+  const escalation = site.escalation;
+  if (escalation === null) return "–";
+  return escalation.tier_connectors.join(" + ") || `tier ${escalation.tier}`;
 }
 
 function RulesSummary({ project }: { project: Project }) {
@@ -84,6 +91,7 @@ export function Domains({ project }: { project: Project }) {
                 <th>Blocked bytes</th>
                 <th>Spend on blocked</th>
                 <th>Shadow rules</th>
+                <th>Tier</th>
               </tr>
             </thead>
             <tbody>
@@ -107,11 +115,15 @@ export function Domains({ project }: { project: Project }) {
                     <td>{formatBytes(site.blocked_bytes)}</td>
                     <td>{blockedSpendText(site)}</td>
                     <td>{shadowOf(site)}</td>
+                    <td title={site.escalation?.summary}>{tierOf(site)}</td>
                   </tr>
                   {open === site.site
                     ? (
                       <tr class="details">
-                        <td colSpan={8}>
+                        <td colSpan={9}>
+                          {site.escalation === null
+                            ? null
+                            : <p data-testid="escalation-summary">{site.escalation.summary}</p>}
                           <table class="data" aria-label={`Connectors on ${site.site}`}>
                             <thead>
                               <tr>

@@ -1,6 +1,7 @@
 /**
  * The project form's block verdicts (docs/blocking.md): the rules as JSON, a shipped preset added
- * to them by name, the retry budget and how much of a body the markers are looked for in. The API
+ * to them by name, the retry budget, how much of a body the markers are looked for in, the
+ * per-domain routing rules and escalation between connector tiers. The API
  * reads the rules (shared/blocking/rules.ts) and names each one it refuses by its place
  * (`body.block_rules.2.header.pattern`): shown under the rules with that place, nothing stored.
  */
@@ -21,6 +22,11 @@ export interface BlockingState {
   body_bytes: string;
   /** The per-domain routing rules as JSON, as typed. */
   domain_rules: string;
+  /** Escalation between connector tiers (unticked: null); blank fields: the defaults. */
+  escalate: boolean;
+  up_after_blocks: string;
+  probe_after_seconds: string;
+  down_after_probes: string;
 }
 
 export function blockingStateOf(project: Project | undefined): BlockingState {
@@ -38,6 +44,10 @@ export function blockingStateOf(project: Project | undefined): BlockingState {
     domain_rules: (project?.domain_rules ?? []).length === 0
       ? "[]"
       : JSON.stringify(project?.domain_rules, null, 2),
+    escalate: (project?.escalation ?? null) !== null,
+    up_after_blocks: project?.escalation ? String(project.escalation.up_after_blocks) : "",
+    probe_after_seconds: project?.escalation ? String(project.escalation.probe_after_seconds) : "",
+    down_after_probes: project?.escalation ? String(project.escalation.down_after_probes) : "",
   };
 }
 
@@ -71,6 +81,13 @@ export function blockingBodyOf(state: BlockingState): Record<string, unknown> {
       : null,
     block_body_bytes: numberOr(state.body_bytes) ?? null,
     domain_rules: rulesOf(state.domain_rules),
+    escalation: state.escalate
+      ? Object.fromEntries(
+        (["up_after_blocks", "probe_after_seconds", "down_after_probes"] as const)
+          .filter((name) => numberOr(state[name]) !== undefined)
+          .map((name) => [name, numberOr(state[name])]),
+      )
+      : null,
   };
 }
 
@@ -210,6 +227,62 @@ export function BlockingFields(
           type="number"
         />
       </Field>
+      <Checkbox
+        name="escalate"
+        checked={state.escalate}
+        onChange={(escalate) => change({ escalate })}
+        disabled={readOnly}
+        label="Escalate sites between connector tiers (cheapest first, by tier then price per GB)"
+      />
+      <FieldError error={error} field="escalation" exact />
+      {state.escalate
+        ? (
+          <>
+            <Field
+              label="Escalation: blocks before a tier up"
+              field="escalation.up_after_blocks"
+              error={error}
+              hint="Block verdicts in a row on a site's tier: 1 to 1000; blank: 3"
+            >
+              <TextInput
+                name="escalation_up_after_blocks"
+                value={state.up_after_blocks}
+                onInput={(up_after_blocks) => change({ up_after_blocks })}
+                disabled={readOnly}
+                type="number"
+              />
+            </Field>
+            <Field
+              label="Escalation: seconds before probing down"
+              field="escalation.probe_after_seconds"
+              error={error}
+              hint="Time on a tier (or after a failed probe) before requests try the one below; blank: 600"
+            >
+              <TextInput
+                name="escalation_probe_after_seconds"
+                value={state.probe_after_seconds}
+                onInput={(probe_after_seconds) => change({ probe_after_seconds })}
+                disabled={readOnly}
+                type="number"
+              />
+            </Field>
+            <Field
+              label="Escalation: good probes before a tier down"
+              field="escalation.down_after_probes"
+              error={error}
+              hint="Good answers in a row on the tier below: 1 to 1000; blank: 3"
+            >
+              <TextInput
+                name="escalation_down_after_probes"
+                value={state.down_after_probes}
+                onInput={(down_after_probes) => change({ down_after_probes })}
+                disabled={readOnly}
+                type="number"
+              />
+            </Field>
+          </>
+        )
+        : null}
     </fieldset>
   );
 }
