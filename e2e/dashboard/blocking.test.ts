@@ -3,7 +3,8 @@
  * its served build: the project form adds a shipped rule by name and saves the retry budget; a rule
  * the API refuses is listed with its place and the API's words, and nothing is stored; the Domains
  * tab shows what the gateways counted per site (written here by the gateway's own writer), with
- * the blocked attempts' spend, and a site's connectors beneath it.
+ * the blocked attempts' spend, the tier an escalated site is served from, and a site's escalation
+ * line and connectors beneath it; the form sets escalation's thresholds.
  */
 import type { Browser, Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -11,6 +12,8 @@ import { ensureWebBuild } from "../../scripts/build-web.ts";
 import { launchBrowser, signedIn } from "../../testkit/browser.ts";
 import { type ApiHarness, listen, startHarness } from "../../testkit/api-harness.ts";
 import { DomainCounts } from "../../gateway/blocking/domain-counts.ts";
+import { runScript } from "../../shared/lua/loader.ts";
+import { loadScriptNode } from "../../testkit/metering.ts";
 
 let h: ApiHarness;
 let api: { port: number; close(): Promise<void> };
@@ -111,6 +114,24 @@ describe("the project form's block verdicts", () => {
     await expect.poll(async () => (await stored(made.body.id)).domain_rules).toEqual([
       { domains: [".wall.example"], action: "refuse", reason: "Not here" },
     ]);
+
+    // Escalation between tiers: a threshold out of bounds is refused beside its field.
+    await fields.getByLabel(/Escalate sites between connector tiers/).check();
+    const upAfter = fields.locator('input[name="escalation_up_after_blocks"]');
+    await upAfter.fill("0");
+    await form.getByRole("button", { name: "Save changes" }).click();
+    await expect.poll(() =>
+      fields.locator('[data-field="escalation.up_after_blocks"]').textContent()
+    )
+      .toContain("must be a whole number, 1-1000");
+    expect((await stored(made.body.id)).escalation).toBeNull();
+    await upAfter.fill("2");
+    await form.getByRole("button", { name: "Save changes" }).click();
+    await expect.poll(async () => (await stored(made.body.id)).escalation).toEqual({
+      up_after_blocks: 2,
+      probe_after_seconds: 600,
+      down_after_probes: 3,
+    });
   });
 });
 
@@ -118,7 +139,12 @@ describe("the Domains tab", () => {
   it("shows each site's counts, the most blocked first, and its connectors", async () => {
     const made = await h.request("POST", "/api/v1/projects", {
       token: h.tokens.editor,
-      body: { name: "Sites", username: "sitesdash", block_rules: [{ preset: "captcha-page" }] },
+      body: {
+        name: "Sites",
+        username: "sitesdash",
+        block_rules: [{ preset: "captcha-page" }],
+        escalation: {},
+      },
     });
     const id = made.body.id;
     const connector = await h.request("POST", `/api/v1/projects/${id}/connectors`, {
@@ -140,6 +166,35 @@ describe("the Domains tab", () => {
     counts.retried(id, "shop.example", connector.body.id);
     counts.judged(id, "shop.example", connector.body.id, "ok", 0);
     await counts.close();
+    // A dearer connector, and the gateways' script moving shop.example up to it.
+    await h.request("POST", `/api/v1/projects/${id}/connectors`, {
+      token: h.tokens.editor,
+      body: {
+        name: "residential",
+        kind: "static",
+        traffic_config: { limit_bytes: null, period: "day", price_per_gb: 8, currency: "USD" },
+      },
+    });
+    await runScript(
+      h.deps.redis,
+      await loadScriptNode("escalation_report"),
+      [h.deps.keys.escalation(id), h.deps.keys.escalationVersion(id)],
+      [
+        String(Date.now()),
+        "3",
+        "3",
+        "600000",
+        "1",
+        "3600",
+        "100",
+        "shop.example",
+        "0",
+        "0",
+        "3",
+        "1",
+        "0",
+      ],
+    );
 
     const page = await asEditor();
     await page.goto(`/projects/${id}/domains`);
@@ -158,10 +213,15 @@ describe("the Domains tab", () => {
       "250 MB",
       "1.0000 USD",
       "–",
+      "residential",
     ]);
     expect((await cells(1))[0]).toBe("news.example");
+    expect((await cells(1))[8]).toBe("–");
 
     await rows.nth(0).getByRole("button", { name: "shop.example" }).click();
+    expect(await page.getByTestId("escalation-summary").textContent()).toMatch(
+      /^shop\.example: residential since \d\d:\d\d UTC after 3 blocks on datacenter; next probe down in 10 min$/,
+    );
     const connectors = page.getByRole("table", { name: "Connectors on shop.example" });
     await expect.poll(() => connectors.locator("tbody tr").count()).toBe(1);
     expect(

@@ -646,7 +646,7 @@ export function ConnectorForm(
           label="Escalation tier"
           field="tier"
           error={error}
-          hint="0 to 99, for projects that escalate sites between tiers: connectors rank by tier, then by price per GB, cheapest first. Blank: by price alone"
+          hint="0 to 99, for projects that escalate sites between tiers: connectors rank by tier, then by their traffic price, cheapest first. Blank: by price alone"
         >
           {input("tier", { type: "number" })}
         </Field>
