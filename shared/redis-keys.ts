@@ -51,7 +51,14 @@ export type RedisKeys = ReturnType<typeof redisKeys>;
 export const DOMAIN_COUNTS_DAYS = 7;
 
 /** The counts a site's field names carry, per connector (docs/blocking.md, "What it cost"). */
-export const DOMAIN_COUNTS = ["ok", "blocked", "rate_limited", "retries", "blocked_bytes"] as const;
+export const DOMAIN_COUNTS = [
+  "ok",
+  "blocked",
+  "rate_limited",
+  "retries",
+  "blocked_bytes",
+  "ok_bytes",
+] as const;
 export type DomainCount = (typeof DOMAIN_COUNTS)[number];
 
 /** The UTC day a count falls in, as its key names it. */

@@ -2,9 +2,10 @@
  * A project's judging per site (docs/blocking.md, "What it cost"), as gateways count it into one
  * Redis hash per project and UTC day (gateway/blocking/domain-counts.ts): over the last `days`
  * days, each site's answers judged good, blocked and rate-limited, the requests sent again, the
- * bytes the blocked attempts carried and what they cost at their connector's `price_per_gb`, by
- * connector, and what rules in shadow mode would have given there. Sites are ordered by the
- * answers they blocked, then by the answers judged.
+ * bytes the blocked attempts carried and what they cost at their connector's `price_per_gb`, the
+ * bytes of the good answers and what every answer cost per good one, by connector, and what rules
+ * in shadow mode would have given there. Sites are ordered by the answers they blocked, then by
+ * the answers judged.
  *
  * Where the project escalates between connector tiers, each site also shows where it stands
  * (the state escalation keeps in Redis, shared/lua/escalation_report.lua), its tiers named by
@@ -35,9 +36,26 @@ export interface DomainConnectorView {
   rate_limited: number;
   retries: number;
   blocked_bytes: number;
+  /** Bytes both ways of the good answers that went on to clients. */
+  ok_bytes: number;
   /** blocked_bytes at the connector's price_per_gb; null without a price. */
   blocked_spend: number | null;
+  /** Every judged byte (good and blocked) at the price; null without one. */
+  spend: number | null;
+  /** spend over the good answers; null without a price or a good answer. */
+  cost_per_success: number | null;
   currency: string | null;
+}
+
+/** A site's spend in one currency (its connectors may bill in several). */
+export interface DomainSpendView {
+  currency: string;
+  /** Every judged byte through its priced connectors. */
+  total: number;
+  /** The blocked attempts' part. */
+  blocked: number;
+  /** total over the site's good answers (through any connector); null without one. */
+  per_success: number | null;
 }
 
 export interface DomainShadowView {
@@ -78,6 +96,9 @@ export interface DomainView {
   rate_limited: number;
   retries: number;
   blocked_bytes: number;
+  ok_bytes: number;
+  /** Per currency: what the site cost, its blocked part, and the cost per good answer. */
+  spend: DomainSpendView[];
   connectors: DomainConnectorView[];
   shadow: DomainShadowView[];
   /** Null: the project does not escalate, or the site is on the cheapest tier unmoved. */
@@ -138,6 +159,8 @@ export async function projectDomains(
         rate_limited: 0,
         retries: 0,
         blocked_bytes: 0,
+        ok_bytes: 0,
+        spend: [],
         connectors: [],
         shadow: [],
         escalation: null,
@@ -176,7 +199,10 @@ export async function projectDomains(
           rate_limited: 0,
           retries: 0,
           blocked_bytes: 0,
+          ok_bytes: 0,
           blocked_spend: null,
+          spend: null,
+          cost_per_success: null,
           currency: null,
         };
         connectors.set(connectorId, connector);
@@ -199,13 +225,31 @@ export async function projectDomains(
     view.connectors = [...(perConnector.get(site)?.values() ?? [])].map((connector) => {
       const row = known.get(connector.connector_id);
       const price = row?.traffic?.price_per_gb ?? null;
+      const spend = price === null
+        ? null
+        : ((connector.ok_bytes + connector.blocked_bytes) / GB) * price;
       return {
         ...connector,
         connector_name: row?.name ?? null,
         blocked_spend: price === null ? null : (connector.blocked_bytes / GB) * price,
+        spend,
+        cost_per_success: spend === null || connector.ok === 0 ? null : spend / connector.ok,
         currency: price === null ? null : row?.traffic?.currency ?? null,
       };
     }).sort((a, b) => b.blocked - a.blocked || a.connector_id.localeCompare(b.connector_id));
+    const byCurrency = new Map<string, DomainSpendView>();
+    for (const connector of view.connectors) {
+      if (connector.spend === null || connector.currency === null) continue;
+      const known = byCurrency.get(connector.currency) ??
+        { currency: connector.currency, total: 0, blocked: 0, per_success: null };
+      known.total += connector.spend;
+      known.blocked += connector.blocked_spend ?? 0;
+      byCurrency.set(connector.currency, known);
+    }
+    view.spend = [...byCurrency.values()].map((entry) => ({
+      ...entry,
+      per_success: view.ok === 0 ? null : entry.total / view.ok,
+    }));
     view.shadow = [...(shadows.get(site)?.values() ?? [])].sort((a, b) =>
       b.count - a.count || a.rule.localeCompare(b.rule)
     );

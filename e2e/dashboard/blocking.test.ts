@@ -212,11 +212,12 @@ describe("the Domains tab", () => {
       "1",
       "250 MB",
       "1.0000 USD",
+      "1.000000 USD",
       "–",
       "residential",
     ]);
     expect((await cells(1))[0]).toBe("news.example");
-    expect((await cells(1))[8]).toBe("–");
+    expect((await cells(1))[9]).toBe("–");
 
     await rows.nth(0).getByRole("button", { name: "shop.example" }).click();
     expect(await page.getByTestId("escalation-summary").textContent()).toMatch(
@@ -226,6 +227,6 @@ describe("the Domains tab", () => {
     await expect.poll(() => connectors.locator("tbody tr").count()).toBe(1);
     expect(
       (await connectors.locator("tbody tr td").allTextContents()).map((text) => text.trim()),
-    ).toEqual(["datacenter", "1", "1", "0", "1", "250 MB", "1.0000 USD"]);
+    ).toEqual(["datacenter", "1", "1", "0", "1", "250 MB", "1.0000 USD", "1.000000 USD"]);
   });
 });

@@ -342,7 +342,7 @@ describe("a blocked answer", () => {
     expect(await gateway.metric("octoprox_gateway_block_retries_total")).toBe(1);
   });
 
-  it("is counted for its site: blocked, sent again, the bytes its attempt carried", async () => {
+  it("is counted for its site: blocked, sent again, the bytes its attempt and the good ones carried", async () => {
     const key = bed.keys.domainCounts("judge", countDay(Date.now()));
     const field = (count: string) => `${SHOP}\tc-judge\t${count}`;
     await waitUntil(async () => Number(await bed.redis.hget(key, field("retries"))) === 1, {
@@ -354,6 +354,12 @@ describe("a blocked answer", () => {
     expect(Number(counts[field("ok")])).toBeGreaterThanOrEqual(1);
     // The request sent, and the captcha page's head and body read before it was dropped.
     expect(Number(counts[field("blocked_bytes")])).toBeGreaterThan(CAPTCHA.length);
+    // The good answers' bytes both ways (written once each answer ended): at least each body.
+    const good = `hello from ${SHOP} via ${EXIT_B}\n`.length;
+    await waitUntil(async () => {
+      const now = await bed.redis.hgetall(key);
+      return Number(now[field("ok_bytes")]) >= Number(now[field("ok")]) * good;
+    }, { message: "the good answers' bytes to be counted" });
   });
 
   it("cools that exit down for that site only: it is passed over there and serves others", async () => {

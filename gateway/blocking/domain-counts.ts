@@ -64,6 +64,10 @@ export class DomainCounts extends HeldWriteLoop implements DomainTally {
     }
   }
 
+  goodBytes(projectId: string, site: string, connectorId: string, bytes: number): void {
+    this.#add(projectId, `${site}\t${connectorId}\tok_bytes`, bytes);
+  }
+
   retried(projectId: string, site: string, connectorId: string): void {
     this.#add(projectId, `${site}\t${connectorId}\tretries`, 1);
   }

@@ -243,6 +243,9 @@ describe("a project's sites", () => {
     counts.judged(id, "shop.example", free, "ok", 0);
     counts.judged(id, "shop.example", free, "ok", 0);
     counts.judged(id, "shop.example", cheap, "rate_limited", 250_000_000);
+    counts.judged(id, "shop.example", cheap, "ok", 0);
+    counts.goodBytes(id, "shop.example", cheap, 250_000_000);
+    counts.goodBytes(id, "shop.example", free, 4_000);
     counts.judged(id, "news.example", free, "ok", 0);
     counts.shadow(id, "news.example", "rate-limit-429", "rate_limited");
     await counts.publishNow();
@@ -259,24 +262,30 @@ describe("a project's sites", () => {
     ]);
     const [shop, news] = answer.body.sites;
     expect(shop).toMatchObject({
-      judged: 4,
-      ok: 2,
+      judged: 5,
+      ok: 3,
       blocked: 1,
       rate_limited: 1,
       retries: 1,
       blocked_bytes: 750_000_000,
+      ok_bytes: 250_004_000,
       shadow: [],
     });
+    // Every judged byte through the priced connector, and that over the site's good answers.
+    expect(shop.spend).toEqual([{ currency: "EUR", total: 2, blocked: 1.5, per_success: 2 / 3 }]);
     expect(shop.connectors).toEqual([
       {
         connector_id: cheap,
         connector_name: "cheap",
-        ok: 0,
+        ok: 1,
         blocked: 1,
         rate_limited: 1,
         retries: 1,
         blocked_bytes: 750_000_000,
+        ok_bytes: 250_000_000,
         blocked_spend: 1.5,
+        spend: 2,
+        cost_per_success: 2,
         currency: "EUR",
       },
       {
@@ -287,7 +296,10 @@ describe("a project's sites", () => {
         rate_limited: 0,
         retries: 0,
         blocked_bytes: 0,
+        ok_bytes: 4_000,
         blocked_spend: null,
+        spend: null,
+        cost_per_success: null,
         currency: null,
       },
     ]);
@@ -336,12 +348,13 @@ describe("a project's sites", () => {
       const cells = shopRow.split("│").map((cell) => cell.trim()).filter((cell) => cell !== "");
       expect(cells).toEqual([
         "shop.example",
-        "4",
+        "5",
         "1",
         "1",
         "1",
         "750.0 MB",
         "1.5000 EUR",
+        "0.666667 EUR",
         "–",
         "–",
       ]);

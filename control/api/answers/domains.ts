@@ -10,7 +10,10 @@ const DomainConnectorAnswer = v.strictObject({
   rate_limited: count,
   retries: count,
   blocked_bytes: count,
+  ok_bytes: count,
   blocked_spend: v.nullable(v.number()),
+  spend: v.nullable(v.number()),
+  cost_per_success: v.nullable(v.number()),
   currency: v.nullable(v.string()),
 });
 
@@ -26,6 +29,14 @@ export const DomainsAnswer = v.strictObject({
     rate_limited: count,
     retries: count,
     blocked_bytes: count,
+    ok_bytes: count,
+    /** Per currency: every judged byte's cost, the blocked part, and the cost per good answer. */
+    spend: v.array(v.strictObject({
+      currency: v.string(),
+      total: v.number(),
+      blocked: v.number(),
+      per_success: v.nullable(v.number()),
+    })),
     connectors: v.array(DomainConnectorAnswer),
     shadow: v.array(v.strictObject({ rule: v.string(), verdict: v.string(), count: count })),
     /** Where the site stands under escalation; null: not escalated, or unmoved on the cheapest. */
@@ -50,16 +61,13 @@ export type DomainSiteAnswer = DomainsPageAnswer["sites"][number];
 
 /** A site's spend on blocked attempts, per currency (connectors may bill in several): "–" none. */
 export function blockedSpendText(site: DomainSiteAnswer): string {
-  const byCurrency = new Map<string, number>();
-  for (const connector of site.connectors) {
-    if (connector.blocked_spend === null || connector.currency === null) continue;
-    byCurrency.set(
-      connector.currency,
-      (byCurrency.get(connector.currency) ?? 0) + connector.blocked_spend,
-    );
-  }
-  if (byCurrency.size === 0) return "–";
-  return [...byCurrency].map(([currency, amount]) => `${amount.toFixed(4)} ${currency}`).join(
-    ", ",
-  );
+  if (site.spend.length === 0) return "–";
+  return site.spend.map((entry) => `${entry.blocked.toFixed(4)} ${entry.currency}`).join(", ");
+}
+
+/** A site's cost per good answer, per currency: "–" without a price or a good answer. */
+export function costPerSuccessText(site: DomainSiteAnswer): string {
+  const priced = site.spend.filter((entry) => entry.per_success !== null);
+  if (priced.length === 0) return "–";
+  return priced.map((entry) => `${entry.per_success!.toFixed(6)} ${entry.currency}`).join(", ");
 }

@@ -1,13 +1,14 @@
 /**
  * `domains`: what a project's block rules found per site (GET …/domains): a row per site with
  * the answers judged, blocked and rate-limited, the requests sent again, the bytes of the blocked
- * attempts and what they cost, the shadow rules' findings and the tier an escalated site is
+ * attempts and what they cost, what every answer cost per good one, the shadow rules' findings and the tier an escalated site is
  * served from (with its escalation line below the table); `--days` over the last days.
  * `--json`: the API's answer.
  */
 import { type Command, InvalidArgumentError } from "commander";
 import {
   blockedSpendText,
+  costPerSuccessText,
   type DomainSiteAnswer,
   type DomainsPageAnswer,
 } from "../../api/answers/domains.ts";
@@ -69,6 +70,7 @@ export function registerDomains(program: Command): void {
             "Retries",
             "Blocked bytes",
             "Spend",
+            "Per good",
             "Shadow",
             "Tier",
           ],
@@ -80,6 +82,7 @@ export function registerDomains(program: Command): void {
             formatCount(site.retries),
             formatBytes(site.blocked_bytes),
             blockedSpendText(site),
+            costPerSuccessText(site),
             shadowText(site),
             site.escalation === null
               ? "–"

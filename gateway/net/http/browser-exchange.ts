@@ -37,7 +37,7 @@ import { safely, type TransferMeter } from "../../base/transfer-hooks.ts";
 import type { AttemptJudged, AttemptOutcome } from "../session/attempts.ts";
 import { type Finding, judge, needsBody } from "../../../shared/blocking/judge.ts";
 import type { ForwardPlan, Judging } from "./forward-plan.ts";
-import { applyJudgement, judgedFields, tallyBlocked } from "./judging.ts";
+import { applyJudgement, judgedFields, tallyBlocked, tallyGood } from "./judging.ts";
 import type { AttachedUpstream, HttpSession } from "../session/contract.ts";
 import { ClientBodyError, ClientGoneError } from "../session/failures.ts";
 import { connectTimeoutFor } from "../session/limits.ts";
@@ -174,16 +174,27 @@ class BrowserExchange {
   async run(): Promise<AttemptOutcome<boolean>> {
     const session = this.session;
     session.attach(this.transfer);
+    // A judged answer that goes on: its bytes count for what its site's good answers cost.
+    let judgedGood = false;
     try {
       const response = await this.send();
       if (this.plan.judging !== undefined) {
         const judged = await this.judge(this.plan.judging, response);
         if (judged !== undefined) return judged;
+        judgedGood = true;
       }
       return await this.answer(response);
     } catch (error) {
       return this.failed(error);
     } finally {
+      if (judgedGood) {
+        tallyGood(
+          this.session,
+          this.plan,
+          this.allocation.upstream,
+          this.sentBytes + this.relayedBytes,
+        );
+      }
       if (!this.held) this.settle();
     }
   }

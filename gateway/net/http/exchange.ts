@@ -52,7 +52,7 @@ import { ClientBodyError } from "../session/failures.ts";
 import { safely, type TransferMeter } from "../../base/transfer-hooks.ts";
 import { connectTimeoutFor } from "../session/limits.ts";
 import { CONTINUE_100 } from "./answers.ts";
-import { applyJudgement, judgedFields, tallyBlocked } from "./judging.ts";
+import { applyJudgement, judgedFields, tallyBlocked, tallyGood } from "./judging.ts";
 import {
   AllocationHold,
   attemptFailed,
@@ -170,6 +170,8 @@ class Exchange {
    * every await is a step of the runtime's, and this runs once per request.
    */
   async run(): Promise<AttemptOutcome<boolean>> {
+    // A judged answer that goes on: the bytes it carried, for what its site's good answers cost.
+    let relayed: { bytes: number } | undefined;
     try {
       const requestHead = this.prepare();
       let answer: AnswerHead;
@@ -190,13 +192,33 @@ class Exchange {
         if (judged !== undefined) return judged;
       }
       this.begin(answer.response);
+      if (this.plan.judging !== undefined) relayed = this.countRelayed();
       const clean = await this.relayAnswer(answer);
       return this.served(answer.response, clean);
     } catch (error) {
       return this.failed(error);
     } finally {
+      if (relayed !== undefined) {
+        tallyGood(this.session, this.plan, this.allocation.upstream, this.sentBytes + relayed.bytes);
+      }
       if (!this.held) this.settle();
     }
+  }
+
+  /** Counts the bytes the meter is told of from now on (its own count goes on). */
+  countRelayed(): { bytes: number } {
+    const counted = { bytes: 0 };
+    const inner = this.meter;
+    this.meter = {
+      bytes(toUpstream, toClient) {
+        counted.bytes += toUpstream + toClient;
+        inner?.bytes(toUpstream, toClient);
+      },
+      finish(outcome, failure) {
+        inner?.finish(outcome, failure);
+      },
+    };
+    return counted;
   }
 
   /**
@@ -291,26 +313,17 @@ class Exchange {
   async deliver(answer: AnswerHead): Promise<AttemptOutcome<boolean>> {
     // Attached again: cancelling the session and idle checks reach it while it is relayed.
     this.session.attach(this.leg);
-    let relayed = 0;
+    let relayed: { bytes: number } | undefined;
     try {
       this.begin(answer.response);
-      // The blocked answer's bytes, for what its site cost (the meter's own count goes on).
-      const inner = this.meter;
-      this.meter = {
-        bytes(toUpstream, toClient) {
-          relayed += toUpstream + toClient;
-          inner?.bytes(toUpstream, toClient);
-        },
-        finish(outcome, failure) {
-          inner?.finish(outcome, failure);
-        },
-      };
+      // The blocked answer's bytes, for what its site cost.
+      relayed = this.countRelayed();
       const clean = await this.relayAnswer(answer);
       return this.served(answer.response, clean);
     } catch (error) {
       return this.failed(error);
     } finally {
-      this.tallyBlocked(this.sentBytes + relayed, false);
+      this.tallyBlocked(this.sentBytes + (relayed?.bytes ?? 0), false);
       this.settle();
     }
   }

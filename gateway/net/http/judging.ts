@@ -66,6 +66,18 @@ export function tallyBlocked(
   if (retried) tally.retried(projectId, judging.site, upstream.connectorId);
 }
 
+/** A judged answer that went on to the client: the bytes its attempt carried both ways. */
+export function tallyGood(
+  session: HttpSession,
+  plan: ForwardPlan,
+  upstream: UpstreamChoice,
+  bytes: number,
+): void {
+  const judging = plan.judging;
+  if (judging === undefined || bytes <= 0) return;
+  session.ctx.domains?.goodBytes(plan.client.projectId, judging.site, upstream.connectorId, bytes);
+}
+
 /**
  * The fields a judged request's answer gains: the attempts made once more than one was, and the
  * verdict of an answer a rule blocked (delivered: no other exit served). Whole lines, CRLF each.

@@ -1,7 +1,7 @@
 /**
  * What a project's block rules found per site (GET …/domains, docs/blocking.md): a row per site,
  * the most blocked first, with the answers judged, blocked and rate-limited, the requests sent
- * again, the blocked attempts' bytes and cost, the shadow rules' findings and, where the project
+ * again, the blocked attempts' bytes and cost, the cost per good answer, the shadow rules' findings and, where the project
  * escalates, the tier the site is served from; a row opens its escalation line and its
  * connectors beneath it. The project's rules are summed up above, with a link to edit them.
  */
@@ -10,6 +10,7 @@ import { useState } from "preact/hooks";
 import type { Project } from "../../../api/answers/projects.ts";
 import {
   blockedSpendText,
+  costPerSuccessText,
   type DomainSiteAnswer,
   type DomainsPageAnswer,
 } from "../../../api/answers/domains.ts";
@@ -90,6 +91,7 @@ export function Domains({ project }: { project: Project }) {
                 <th>Retries</th>
                 <th>Blocked bytes</th>
                 <th>Spend on blocked</th>
+                <th>Cost per good answer</th>
                 <th>Shadow rules</th>
                 <th>Tier</th>
               </tr>
@@ -114,13 +116,14 @@ export function Domains({ project }: { project: Project }) {
                     <td>{formatCount(site.retries)}</td>
                     <td>{formatBytes(site.blocked_bytes)}</td>
                     <td>{blockedSpendText(site)}</td>
+                    <td>{costPerSuccessText(site)}</td>
                     <td>{shadowOf(site)}</td>
                     <td title={site.escalation?.summary}>{tierOf(site)}</td>
                   </tr>
                   {open === site.site
                     ? (
                       <tr class="details">
-                        <td colSpan={9}>
+                        <td colSpan={10}>
                           {site.escalation === null
                             ? null
                             : <p data-testid="escalation-summary">{site.escalation.summary}</p>}
@@ -134,6 +137,7 @@ export function Domains({ project }: { project: Project }) {
                                 <th>Retries</th>
                                 <th>Blocked bytes</th>
                                 <th>Spend on blocked</th>
+                                <th>Cost per good answer</th>
                               </tr>
                             </thead>
                             <tbody>
@@ -149,6 +153,13 @@ export function Domains({ project }: { project: Project }) {
                                     {connector.blocked_spend === null
                                       ? "–"
                                       : `${connector.blocked_spend.toFixed(4)} ${
+                                        connector.currency ?? ""
+                                      }`}
+                                  </td>
+                                  <td>
+                                    {connector.cost_per_success === null
+                                      ? "–"
+                                      : `${connector.cost_per_success.toFixed(6)} ${
                                         connector.currency ?? ""
                                       }`}
                                   </td>
