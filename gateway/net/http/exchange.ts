@@ -199,7 +199,12 @@ class Exchange {
       return this.failed(error);
     } finally {
       if (relayed !== undefined) {
-        tallyGood(this.session, this.plan, this.allocation.upstream, this.sentBytes + relayed.bytes);
+        tallyGood(
+          this.session,
+          this.plan,
+          this.allocation.upstream,
+          this.sentBytes + relayed.bytes,
+        );
       }
       if (!this.held) this.settle();
     }
