@@ -13,6 +13,7 @@ import {
   boolean,
   check,
   customType,
+  date,
   doublePrecision,
   index,
   integer,
@@ -395,6 +396,24 @@ export const metricTotals = pgTable("metric_totals", {
 ]);
 
 /** One row per committed metrics flush, named by its job entry's id; a redelivery finds it. */
+/**
+ * What judging found per project, UTC day and site: a copy of the gateways' per-site counts in
+ * Redis (kept there seven days; docs/blocking.md), one row per count the Redis hash holds, kept
+ * here for the project's metrics_retention_days. `connector` is the connector's id, or '' for a
+ * shadow rule's count; `count` names it as the hash does (`blocked`, `ok_bytes`,
+ * `shadow:<rule>:<verdict>`).
+ */
+export const domainMetrics = pgTable("domain_metrics", {
+  projectId: uuid("project_id").notNull().references(() => projects.id, { onDelete: "cascade" }),
+  day: date("day", { mode: "string" }).notNull(),
+  site: text("site").notNull(),
+  connector: text("connector").notNull(),
+  count: text("count").notNull(),
+  value: bigint("value", { mode: "number" }).notNull(),
+}, (t) => [
+  primaryKey({ columns: [t.projectId, t.day, t.site, t.connector, t.count] }),
+]);
+
 export const metricFlushes = pgTable("metric_flushes", {
   flushId: text("flush_id").primaryKey(),
   committedAt: timestamp("committed_at", { withTimezone: true }).notNull().defaultNow(),

@@ -523,6 +523,11 @@ const gatewayFields = {
     "Client connections per gateway process",
   ),
   OCTOPROX_MAX_HEADER_BYTES: field(integer(32_768, 1024, 1_048_576), "Largest request head"),
+  // Site names as label values are unbounded: only the most judged few, and none unless asked.
+  OCTOPROX_METRICS_TOP_SITES: field(
+    integer(0, 0, 100),
+    "Sites named on /metrics' per-site verdict counts (the most judged of each isolate); 0: none",
+  ),
   OCTOPROX_CLIENT_IDLE_TIMEOUT: field(
     seconds(60, 1, 86_400),
     "Idle client connections are closed after this",
@@ -737,6 +742,8 @@ export const GatewaySettingsSchema = v.pipe(
     trustedProxies: e.OCTOPROX_TRUSTED_PROXIES,
     maxClientConnections: e.OCTOPROX_MAX_CLIENT_CONNECTIONS,
     maxHeaderBytes: e.OCTOPROX_MAX_HEADER_BYTES,
+    /** Sites named on /metrics' per-site verdict counts; 0: none. */
+    metricsTopSites: e.OCTOPROX_METRICS_TOP_SITES,
     clientIdleTimeoutMs: e.OCTOPROX_CLIENT_IDLE_TIMEOUT,
     connectTimeoutMs: e.OCTOPROX_CONNECT_TIMEOUT,
     /** 1 (default): one isolate; 0: one per core (the process resolves it); n: n isolates. */

@@ -64,6 +64,7 @@ const ORDER_COLUMNS: Readonly<Record<string, string>> = {
   project_sequences: "project_id",
   geo_files: "checksum",
   connector_exit_ips: "connector_id, ip",
+  domain_metrics: "project_id, day, site, connector, count",
 };
 
 export function backupOrderColumn(table: string): string {
@@ -71,13 +72,15 @@ export function backupOrderColumn(table: string): string {
 }
 
 /**
- * The history tables a backup with history holds (metric_totals is recomputed instead), and
- * what was seen of exits: the raw observations and each connector's exits.
+ * The history tables a backup with history holds (metric_totals is recomputed instead), what
+ * was seen of exits (the raw observations and each connector's exits), and the per-site judging
+ * counts.
  */
 export const BACKUP_HISTORY_TABLES: readonly string[] = [
   ...HISTORY_TABLES.map((t) => t.name),
   "ip_observations",
   "connector_exit_ips",
+  "domain_metrics",
 ];
 
 /**
@@ -343,7 +346,9 @@ export async function importBackup(
 
 /** Tables with serial ids: theirs go on after the restored ones (1 for an empty table). */
 async function restartSequences(tx: postgres.Sql): Promise<void> {
-  const serial = BACKUP_HISTORY_TABLES.filter((table) => table !== "connector_exit_ips");
+  const serial = BACKUP_HISTORY_TABLES.filter((table) =>
+    table !== "connector_exit_ips" && table !== "domain_metrics"
+  );
   for (const table of [...serial, "provider_audit_log"]) {
     await tx.unsafe(
       `select setval(pg_get_serial_sequence('${table}', 'id'),

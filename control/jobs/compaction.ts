@@ -12,7 +12,8 @@
  * latency is a sum, so the average stays weighted by requests. Two passes whose scans lock in
  * different orders can deadlock: Postgres aborts one, whose entry is delivered again.
  *
- * Then the retentions: each project's rows past its metrics_retention_days (0 keeps them),
+ * Then the retentions: each project's rows past its metrics_retention_days (0 keeps them; its
+ * per-site judging counts by their UTC day too),
  * the running totals of entities that are gone, metric_flushes rows older than a day, and the
  * raw observations and exit IPs past the install's geo retentions (control/geo/
  * observation-retention.ts).
@@ -151,6 +152,10 @@ export class CompactionJob implements Job {
           );
           outcome.expired += result.count;
         }
+        const day = new Date(nowMs - project.retention * DAY_MS).toISOString().slice(0, 10);
+        const sites = await sql`
+          delete from domain_metrics where project_id = ${project.id} and day < ${day}::date`;
+        outcome.expired += sites.count;
       }
     }
     signal?.throwIfAborted();

@@ -11,6 +11,9 @@
  *    time and writes each page's windows into the history and the totals.
  * 4. Clear: the staging hash is deleted.
  *
+ * Then the per-site judging counts of today and yesterday are copied from Redis into
+ * domain_metrics (control/metrics/domain-history.ts: a copy again changes nothing).
+ *
  * A give-up (the delivery after the last) clears a committed flush, and hands an uncommitted
  * one's staged counts back to the live windows for the next flush; with Postgres unreadable it
  * raises and is given up again at the next reclaim. A flush that took nothing records nothing.
@@ -28,6 +31,7 @@ import {
   flushRecorded,
 } from "../metrics/history-writer.ts";
 import { FlushStaging, type TakeStats } from "../metrics/staging.ts";
+import { copyDomainCounts } from "../metrics/domain-history.ts";
 import type { Job, WorkBatch } from "../core/job.ts";
 
 export interface MetricsFlushOptions {
@@ -60,6 +64,8 @@ export class MetricsFlushJob implements Job {
 
   async run(batch: WorkBatch, signal: AbortSignal): Promise<void> {
     for (const flushId of batch.ids) await this.flush(flushId, signal);
+    // The per-site judging counts too: copied whole each time, so any delivery may do it.
+    await copyDomainCounts(this.#o);
   }
 
   /** One delivery of one flush. Raises (leaving the entry pending) when a store fails. */

@@ -15,9 +15,11 @@
 import type { Redis } from "ioredis";
 import type { Database } from "../../db/client.ts";
 import { translatePostgresError } from "../../db/errors.ts";
+import { storedDomainCounts } from "./domain-history.ts";
 import {
   countDay,
   DOMAIN_COUNTS,
+  DOMAIN_COUNTS_DAYS,
   type DomainCount,
   type RedisKeys,
 } from "../../shared/redis-keys.ts";
@@ -135,15 +137,27 @@ export async function projectDomains(
     { length: options.days },
     (_, back) => countDay(now - (options.days - 1 - back) * 86_400_000),
   );
-  const [escalated, ...hashes] = await redisDeadline(stores.deadlineMs, async () => {
+  // Redis keeps the last week; Postgres keeps a copy (a flush behind) and what is older. The
+  // larger of the two per count wins: fresher in Redis, kept in Postgres if Redis lost it.
+  const recent = days.slice(-DOMAIN_COUNTS_DAYS);
+  const [escalated, ...fresh] = await redisDeadline(stores.deadlineMs, async () => {
     const pipeline = stores.redis.pipeline();
     pipeline.hgetall(stores.keys.escalation(projectId));
-    for (const day of days) pipeline.hgetall(stores.keys.domainCounts(projectId, day));
+    for (const day of recent) pipeline.hgetall(stores.keys.domainCounts(projectId, day));
     const replies = await pipeline.exec();
     return (replies ?? []).map(([error, value]) => {
       if (error) throw error;
       return value as Record<string, string>;
     });
+  });
+  const stored = await storedDomainCounts(stores.database, projectId, days);
+  const hashes = days.map((day) => {
+    const merged = { ...stored.get(day) };
+    const index = recent.indexOf(day);
+    for (const [field, text] of Object.entries(index < 0 ? {} : fresh[index] ?? {})) {
+      if (!(Number(merged[field]) >= Number(text))) merged[field] = text;
+    }
+    return merged;
   });
   const sites = new Map<string, DomainView>();
   const perConnector = new Map<string, Map<string, DomainConnectorView>>();

@@ -309,7 +309,7 @@ beforeAll(async () => {
       { id: "c-ruled-a", projectId: "ruled", proxies: [exits("ruled")[0]] },
       { id: "c-ruled-b", projectId: "ruled", proxies: [exits("ruled")[1]] },
     ],
-  }, { OCTOPROX_UPSTREAM_CA_FILE: originCa }));
+  }, { OCTOPROX_UPSTREAM_CA_FILE: originCa, OCTOPROX_METRICS_TOP_SITES: "3" }));
 }, 60_000);
 
 afterAll(async () => {
@@ -340,6 +340,12 @@ describe("a blocked answer", () => {
     )
       .toBe(1);
     expect(await gateway.metric("octoprox_gateway_block_retries_total")).toBe(1);
+    // The site by name, among the gateway's three most judged (OCTOPROX_METRICS_TOP_SITES).
+    expect(
+      await gateway.metric(
+        `octoprox_gateway_site_verdicts_total{project="judge",site="${SHOP}",verdict="blocked"}`,
+      ),
+    ).toBe(1);
   });
 
   it("is counted for its site: blocked, sent again, the bytes its attempt and the good ones carried", async () => {

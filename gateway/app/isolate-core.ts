@@ -152,6 +152,7 @@ export async function buildIsolateCore(
     keys,
     logger,
     writeTimeoutMs: settings.redisRequestTimeoutMs,
+    topSites: settings.metricsTopSites,
   });
   const escalations = new Escalations({
     redis,

@@ -37,6 +37,8 @@ export const METRIC_HELP: Readonly<Record<string, string>> = {
     "Cool-downs set by this gateway's verdicts, learned from other gateways, and dropped unwritten while Redis was away.",
   octoprox_gateway_domain_counts_total:
     "Per-site judging counts written to Redis, and those dropped over the bound while Redis was away.",
+  octoprox_gateway_site_verdicts_total:
+    "Answers judged on the most judged sites of this gateway since it started (OCTOPROX_METRICS_TOP_SITES of them per isolate), by project, site and verdict.",
   octoprox_gateway_escalations_total:
     "Sites moved between connector tiers by this gateway's reports of judged answers, by direction (up after a run of blocks, down after a run of good probes).",
   octoprox_gateway_escalation_probes_failed_total:

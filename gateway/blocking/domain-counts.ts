@@ -18,6 +18,9 @@ export const DOMAIN_COUNTS_INTERVAL_MS = 2_000;
 /** Fields held between writes at most (project, site, connector and count). */
 const MAX_FIELDS = 50_000;
 
+/** Sites (project × site) whose verdicts are kept for /metrics' top sites, at most. */
+const MAX_RANKED = 10_000;
+
 export interface DomainCountsOptions {
   redis: Pick<Redis, "pipeline">;
   keys: Pick<RedisKeys, "domainCounts">;
@@ -28,6 +31,8 @@ export interface DomainCountsOptions {
   };
   /** Each write's deadline (OCTOPROX_REDIS_REQUEST_TIMEOUT). */
   writeTimeoutMs: number;
+  /** Sites named on /metrics (the most judged here); 0 or absent: none. */
+  topSites?: number;
   intervalMs?: number;
   nowMs?: () => number;
 }
@@ -41,6 +46,8 @@ export class DomainCounts extends HeldWriteLoop implements DomainTally {
   #written = 0;
   #dropped = 0;
   #failing = false;
+  /** By `project\tsite`: the verdicts judged here since start, for /metrics' top sites. */
+  readonly #ranked = new Map<string, { ok: number; blocked: number; rate_limited: number }>();
 
   constructor(options: DomainCountsOptions) {
     super({
@@ -59,6 +66,7 @@ export class DomainCounts extends HeldWriteLoop implements DomainTally {
     bytes: number,
   ): void {
     this.#add(projectId, `${site}\t${connectorId}\t${verdict}`, 1);
+    if (this.#o.topSites) this.#rank(projectId, site, verdict);
     if (verdict !== "ok" && bytes > 0) {
       this.#add(projectId, `${site}\t${connectorId}\tblocked_bytes`, bytes);
     }
@@ -146,11 +154,46 @@ export class DomainCounts extends HeldWriteLoop implements DomainTally {
     } else this.#dropped++;
   }
 
+  #rank(projectId: string, site: string, verdict: "ok" | "blocked" | "rate_limited"): void {
+    const key = `${projectId}\t${site}`;
+    let counts = this.#ranked.get(key);
+    if (counts === undefined) {
+      // Past the bound the newest sites are not ranked: the most judged were met long before.
+      if (this.#ranked.size >= MAX_RANKED) return;
+      this.#ranked.set(key, counts = { ok: 0, blocked: 0, rate_limited: 0 });
+    }
+    counts[verdict]++;
+  }
+
   samples(): MetricSample[] {
     const name = "octoprox_gateway_domain_counts_total";
-    return [
+    const samples = [
       counterSample(name, this.#written, 'result="written"'),
       counterSample(name, this.#dropped, 'result="dropped"'),
     ];
+    const top = this.#o.topSites ?? 0;
+    if (top === 0 || this.#ranked.size === 0) return samples;
+    const judged = (c: { ok: number; blocked: number; rate_limited: number }) =>
+      c.ok + c.blocked + c.rate_limited;
+    const ranked = [...this.#ranked].sort((a, b) => judged(b[1]) - judged(a[1])).slice(0, top);
+    for (const [key, counts] of ranked) {
+      const tab = key.indexOf("\t");
+      const labels = `project="${key.slice(0, tab)}",site="${labelValue(key.slice(tab + 1))}"`;
+      for (const verdict of ["ok", "blocked", "rate_limited"] as const) {
+        samples.push(
+          counterSample(
+            "octoprox_gateway_site_verdicts_total",
+            counts[verdict],
+            `${labels},verdict="${verdict}"`,
+          ),
+        );
+      }
+    }
+    return samples;
   }
+}
+
+/** A site as a label value: host characters pass, anything else (never in a site) is dropped. */
+function labelValue(site: string): string {
+  return site.replace(/[^a-z0-9.:_-]/gi, "");
 }

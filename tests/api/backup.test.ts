@@ -119,6 +119,8 @@ beforeAll(async () => {
   await sql`insert into tunnel_device_metrics (project_id, device_id, protocol, bucket_start,
       bucket_seconds, requests)
     values (${projectId}, gen_random_uuid(), 'wireguard', '2025-01-01T10:00:00Z', 60, 5)`;
+  await sql`insert into domain_metrics (project_id, day, site, connector, count, value)
+    values (${projectId}, '2025-01-01', 'shop.example', ${connectorId}, 'blocked', 3)`;
 
   // An admin's IP database (its file's bytes go with it), the attribution settings, and what
   // was seen of exits.
@@ -275,6 +277,7 @@ describe("export then import", () => {
         failure_metrics: 1,
         ip_observations: 1,
         connector_exit_ips: 1,
+        domain_metrics: 1,
       },
     });
     expect(await snapshot()).toEqual(before);

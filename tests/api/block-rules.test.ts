@@ -19,6 +19,9 @@ import { ProviderRegistry } from "../../shared/vendors/registry.ts";
 import { PRESET_NAMES } from "../../shared/blocking/rules.ts";
 import { DomainCounts } from "../../gateway/blocking/domain-counts.ts";
 import { runScript } from "../../shared/lua/loader.ts";
+import { copyDomainCounts } from "../../control/metrics/domain-history.ts";
+import { CompactionJob } from "../../control/jobs/compaction.ts";
+import { countDay } from "../../shared/redis-keys.ts";
 import { loadScriptNode } from "../../testkit/metering.ts";
 import { ESCALATION_NEEDS_RULES } from "../../control/services/projects.ts";
 import { SEQUENCE_OR_ESCALATION } from "../../control/services/sequences.ts";
@@ -308,7 +311,7 @@ describe("a project's sites", () => {
       ok: 1,
       shadow: [{ rule: "rate-limit-429", verdict: "rate_limited", count: 1 }],
     });
-    const limited = await h.request("GET", `/api/v1/projects/${id}/domains?limit=1&days=9`, {
+    const limited = await h.request("GET", `/api/v1/projects/${id}/domains?limit=1&days=91`, {
       token: h.tokens.viewer,
     });
     expect(limited.status).toBe(422);
@@ -363,12 +366,64 @@ describe("a project's sites", () => {
       );
       const json = await run(["domains", "sites", "--json"]);
       expect(JSON.parse(json.stdout).sites).toHaveLength(2);
-      const bad = await run(["domains", "sites", "--days", "8"]);
+      const bad = await run(["domains", "sites", "--days", "91"]);
       expect(bad.code).toBe(2);
     } finally {
       await api.close();
       await rm(dir, { recursive: true, force: true });
     }
+  });
+});
+
+describe("the per-site history in Postgres", () => {
+  it("keeps the counts past Redis's week and past Redis losing them, for the project's retention", async () => {
+    const made = await create({
+      name: "Kept sites",
+      username: "keptsites",
+      block_rules: [{ preset: "captcha-page" }],
+    });
+    const id = made.body.id;
+    const stores = { redis: h.deps.redis, keys: h.deps.keys, database: h.deps.database };
+    const writer = (nowMs: number) =>
+      new DomainCounts({
+        redis: h.deps.redis,
+        keys: h.deps.keys,
+        logger: { info() {}, warn() {} },
+        writeTimeoutMs: 2_000,
+        nowMs: () => nowMs,
+      });
+    const now = Date.now();
+    const long = now - 20 * 86_400_000;
+    // Twenty days ago, copied by that day's flushes (twice: a copy again changes nothing).
+    const old = writer(long);
+    old.judged(id, "old.example", "c1", "blocked", 1_000);
+    await old.close();
+    expect(await copyDomainCounts(stores, long)).toBeGreaterThanOrEqual(2);
+    await copyDomainCounts(stores, long);
+    // Today: counted, copied, then lost by Redis and counted afresh (fewer than before).
+    const today = writer(now);
+    for (let i = 0; i < 3; i++) today.judged(id, "shop.example", "c1", "ok", 0);
+    await today.close();
+    await copyDomainCounts(stores, now);
+    await h.deps.redis.del(h.deps.keys.domainCounts(id, countDay(now)));
+    const again = writer(now);
+    again.judged(id, "shop.example", "c1", "ok", 0);
+    await again.close();
+    await copyDomainCounts(stores, now);
+
+    const sites = async (days: number) =>
+      (await h.request("GET", `/api/v1/projects/${id}/domains?days=${days}`, {
+        token: h.tokens.viewer,
+      })).body.sites as { site: string; ok: number; blocked: number }[];
+    expect(await sites(1)).toMatchObject([{ site: "shop.example", ok: 3 }]);
+    expect(await sites(30)).toMatchObject([
+      { site: "old.example", blocked: 1 },
+      { site: "shop.example", ok: 3 },
+    ]);
+    // Past the project's retention, compaction removes the day's counts.
+    expect((await edit(id, { metrics_retention_days: 10 })).status).toBe(200);
+    await new CompactionJob({ database: h.deps.database, logger: h.deps.logger }).compact();
+    expect((await sites(30)).map((site) => site.site)).toEqual(["shop.example"]);
   });
 });
 

@@ -4,9 +4,8 @@
  * Redis: without it, 503.
  */
 import { UserRole } from "../../../shared/roles.ts";
-import { DOMAIN_COUNTS_DAYS } from "../../../shared/redis-keys.ts";
 import { projectDomains } from "../../metrics/domains.ts";
-import { DomainsQuery } from "../../model/domains.ts";
+import { DOMAIN_HISTORY_DAYS_MAX, DomainsQuery } from "../../model/domains.ts";
 import { getProject } from "../../services/projects.ts";
 import { DomainsAnswer } from "../answers/domains.ts";
 import type { ApiDeps } from "../deps.ts";
@@ -26,16 +25,19 @@ export function domainRoutes(deps: ApiDeps): Route[] {
       tag: "projects",
       summary: "What a project's block rules found, per site",
       description: "Over the last `days` UTC days (1, today, to " +
-        `${DOMAIN_COUNTS_DAYS}): each site's judged answers (\`ok\`, \`blocked\`, ` +
-        "`rate_limited`), the requests sent again through another exit (`retries`), the bytes " +
-        "the blocked attempts carried both ways (`blocked_bytes`), each by connector with " +
-        "`blocked_spend` at the connector's `price_per_gb` (null without one), and what rules in " +
+        `${DOMAIN_HISTORY_DAYS_MAX}; days past the last seven are read from the history in ` +
+        "Postgres, kept for the project's `metrics_retention_days`): each site's judged " +
+        "answers (`ok`, `blocked`, `rate_limited`), the requests sent again through another " +
+        "exit (`retries`), the bytes the blocked attempts and the good answers carried both ways " +
+        "(`blocked_bytes`, `ok_bytes`), each by connector with `blocked_spend`, `spend` and " +
+        "`cost_per_success` at the connector's `price_per_gb` (null without one), the site's " +
+        "`spend` per currency (its total, blocked part and cost per good answer), what rules in " +
         "shadow mode would have given (`shadow`), and, where the project escalates between " +
         "connector tiers, where the site stands (`escalation`: its tier by connector names, " +
         "since when, what moved it, when it next probes the tier below, and a `summary` line). " +
         "A site is the target's registrable domain. " +
         "Sites with the most blocked answers first; `limit` (1-1000, 100) of them, `more` says " +
-        "how many were left out. Needs Redis (503 without it).",
+        "how many were left out. Needs Redis and Postgres (503 without either).",
       access: UserRole.viewer,
       query: DomainsQuery,
       responses: { 200: answer("The project's sites", DomainsAnswer) },

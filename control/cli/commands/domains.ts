@@ -15,12 +15,12 @@ import {
 import { connect, type JsonOption, leaf } from "../command.ts";
 import { emit, formatBytes, formatCount, line, pc, printTable } from "../output.ts";
 import { resolveProject } from "../resolve.ts";
-import { DOMAIN_COUNTS_DAYS } from "../../../shared/redis-keys.ts";
+import { DOMAIN_HISTORY_DAYS_MAX } from "../../model/domains.ts";
 
 function daysOf(text: string): number {
   const value = Number(text);
-  if (!/^\d+$/.test(text.trim()) || value < 1 || value > DOMAIN_COUNTS_DAYS) {
-    throw new InvalidArgumentError(`must be a whole number from 1 to ${DOMAIN_COUNTS_DAYS}`);
+  if (!/^\d+$/.test(text.trim()) || value < 1 || value > DOMAIN_HISTORY_DAYS_MAX) {
+    throw new InvalidArgumentError(`must be a whole number from 1 to ${DOMAIN_HISTORY_DAYS_MAX}`);
   }
   return value;
 }
@@ -39,7 +39,7 @@ export function registerDomains(program: Command): void {
   )
     .option(
       "-d, --days <n>",
-      `the last n UTC days, today included (1 to ${DOMAIN_COUNTS_DAYS})`,
+      `the last n UTC days, today included (1 to ${DOMAIN_HISTORY_DAYS_MAX})`,
       daysOf,
       1,
     )
