@@ -75,7 +75,10 @@ export function redisKeys(prefix: string) {
     changesStream: `${p}stream:changes`,
     runtimeStream: `${p}stream:runtime`,
     feedStream: `${p}stream:feed`,
-    /** Exits cooled down per site after block verdicts (gateway/blocking/cooldowns.ts). */
+    /**
+     * Exits cooled down per site after block verdicts (gateway/blocking/cooldowns.ts): entries
+     * of `s` site, `p` proxy id, `u` until (epoch ms) and `j` the project whose verdict it was.
+     */
     cooldownsStream: `${p}stream:cooldowns`,
 
     // Work streams: an entry is the work itself.

@@ -22,6 +22,7 @@ import {
   DOMAIN_COUNTS_DAYS,
   type DomainCount,
   type RedisKeys,
+  STREAM_CAPS,
 } from "../../shared/redis-keys.ts";
 import type { TrafficConfig } from "../../db/schema.ts";
 import { redisDeadline } from "../core/redis.ts";
@@ -103,6 +104,8 @@ export interface DomainView {
   spend: DomainSpendView[];
   connectors: DomainConnectorView[];
   shadow: DomainShadowView[];
+  /** Exits cooled down for the site now after the project's verdicts (docs/blocking.md). */
+  cooldowns: number;
   /** Null: the project does not escalate, or the site is on the cheapest tier unmoved. */
   escalation: DomainEscalationView | null;
 }
@@ -140,16 +143,17 @@ export async function projectDomains(
   // Redis keeps the last week; Postgres keeps a copy (a flush behind) and what is older. The
   // larger of the two per count wins: fresher in Redis, kept in Postgres if Redis lost it.
   const recent = days.slice(-DOMAIN_COUNTS_DAYS);
-  const [escalated, ...fresh] = await redisDeadline(stores.deadlineMs, async () => {
+  const [cooldowns, escalated, ...fresh] = await redisDeadline(stores.deadlineMs, async () => {
     const pipeline = stores.redis.pipeline();
+    pipeline.xrevrange(stores.keys.cooldownsStream, "+", "-", "COUNT", STREAM_CAPS.cooldowns);
     pipeline.hgetall(stores.keys.escalation(projectId));
     for (const day of recent) pipeline.hgetall(stores.keys.domainCounts(projectId, day));
     const replies = await pipeline.exec();
     return (replies ?? []).map(([error, value]) => {
       if (error) throw error;
-      return value as Record<string, string>;
+      return value;
     });
-  });
+  }) as [[string, string[]][], Record<string, string>, ...Record<string, string>[]];
   const stored = await storedDomainCounts(stores.database, projectId, days);
   const hashes = days.map((day) => {
     const merged = { ...stored.get(day) };
@@ -177,6 +181,7 @@ export async function projectDomains(
         spend: [],
         connectors: [],
         shadow: [],
+        cooldowns: 0,
         escalation: null,
       };
       sites.set(site, view);
@@ -227,6 +232,9 @@ export async function projectDomains(
   const ids = new Set<string>();
   for (const connectors of perConnector.values()) for (const id of connectors.keys()) ids.add(id);
   const known = await connectorPrices(stores.database, [...ids]);
+  for (const [site, exits] of cooledExits(cooldowns ?? [], projectId, now)) {
+    siteOf(site).cooldowns = exits;
+  }
   if (Object.keys(escalated ?? {}).length > 0) {
     const tiers = await projectTiers(stores.database, projectId);
     for (const [site, text] of Object.entries(escalated)) {
@@ -362,4 +370,32 @@ function escalationView(
     next_probe_at: at > 0 && probeAtMs > 0 ? new Date(probeAtMs).toISOString() : null,
     summary,
   };
+}
+
+/** The project's exits cooled down now, by site, from the gateways' stream (newest first). */
+function cooledExits(
+  entries: readonly [string, string[]][],
+  projectId: string,
+  nowMs: number,
+): Map<string, number> {
+  const bySite = new Map<string, Set<string>>();
+  for (const [, fields] of entries) {
+    let site: string | undefined;
+    let proxyId: string | undefined;
+    let untilMs = 0;
+    let project: string | undefined;
+    for (let index = 0; index + 1 < fields.length; index += 2) {
+      const value = fields[index + 1];
+      if (fields[index] === "s") site = value;
+      else if (fields[index] === "p") proxyId = value;
+      else if (fields[index] === "u") untilMs = Number(value);
+      else if (fields[index] === "j") project = value;
+    }
+    if (project !== projectId || site === undefined || proxyId === undefined) continue;
+    if (!(untilMs > nowMs)) continue;
+    let exits = bySite.get(site);
+    if (exits === undefined) bySite.set(site, exits = new Set());
+    exits.add(proxyId);
+  }
+  return new Map([...bySite].map(([site, exits]) => [site, exits.size]));
 }

@@ -4,7 +4,8 @@
  * the API refuses is listed with its place and the API's words, and nothing is stored; the Domains
  * tab shows what the gateways counted per site (written here by the gateway's own writer), with
  * the blocked attempts' spend, the tier an escalated site is served from, and a site's escalation
- * line and connectors beneath it; the form sets escalation's thresholds.
+ * line and connectors beneath it, and the overview sums today's verdicts up; the form sets
+ * escalation's thresholds.
  */
 import type { Browser, Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -214,10 +215,11 @@ describe("the Domains tab", () => {
       "1.0000 USD",
       "1.000000 USD",
       "–",
+      "0",
       "residential",
     ]);
     expect((await cells(1))[0]).toBe("news.example");
-    expect((await cells(1))[9]).toBe("–");
+    expect((await cells(1))[10]).toBe("–");
 
     await rows.nth(0).getByRole("button", { name: "shop.example" }).click();
     expect(await page.getByTestId("escalation-summary").textContent()).toMatch(
@@ -228,5 +230,17 @@ describe("the Domains tab", () => {
     expect(
       (await connectors.locator("tbody tr td").allTextContents()).map((text) => text.trim()),
     ).toEqual(["datacenter", "1", "1", "0", "1", "250 MB", "1.0000 USD", "1.000000 USD"]);
+
+    // The overview sums today's verdicts up and names the most blocked sites.
+    await page.goto(`/projects/${id}`);
+    const verdicts = page.getByRole("region", { name: "Block verdicts today" });
+    const tile = (label: string) =>
+      verdicts.locator(`[data-tile="${label}"] .tile-value`).textContent();
+    await expect.poll(() => tile("Blocked today")).toBe("1");
+    expect(await tile("Judged today")).toBe("3");
+    expect(await tile("Retries today")).toBe("1");
+    expect(await tile("Spend on blocked today")).toBe("1.00 USD");
+    expect(await tile("Sites escalated")).toBe("1");
+    expect(await verdicts.getByTestId("most-blocked").textContent()).toContain("shop.example (1)");
   });
 });

@@ -8,6 +8,9 @@
 export interface CooldownBook {
   /** The exits (proxy ids) cooled down for `site` now; undefined when none is. */
   cooled(site: string): ReadonlySet<string> | undefined;
-  /** `proxyId` is passed over for `site` for `durationMs`, from now. */
-  coolDown(site: string, proxyId: string, durationMs: number): void;
+  /**
+   * `proxyId` is passed over for `site` for `durationMs`, from now (`projectId`, whose verdict
+   * it was: what the api's per-site page counts it under).
+   */
+  coolDown(site: string, proxyId: string, durationMs: number, projectId: string): void;
 }

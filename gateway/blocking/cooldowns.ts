@@ -13,7 +13,6 @@ import { type CycleResult, Loop } from "../../shared/async/loop.ts";
 import { errorText } from "../../shared/errors.ts";
 import { type RedisKeys, STREAM_CAPS } from "../../shared/redis-keys.ts";
 import type { CooldownBook } from "../base/cooldown-book.ts";
-import type { Logger } from "../base/log.ts";
 import { counterSample, gaugeSample, type MetricSample } from "../base/metrics.ts";
 
 /** How often the stream is written and read. */
@@ -29,12 +28,17 @@ interface Pending {
   site: string;
   proxyId: string;
   untilMs: number;
+  projectId: string;
 }
 
 export interface CooldownSyncOptions {
   redis: Redis;
   keys: RedisKeys;
-  logger: Logger;
+  /** The gateway's logger's shape (base/log.ts), the two levels used. */
+  logger: {
+    info(msg: string, fields?: Record<string, unknown>): void;
+    warn(msg: string, fields?: Record<string, unknown>): void;
+  };
   /** The clock (tests move it). */
   nowMs?: () => number;
 }
@@ -42,7 +46,7 @@ export interface CooldownSyncOptions {
 export class Cooldowns extends Loop implements CooldownBook {
   readonly #redis: Redis;
   readonly #key: string;
-  readonly #logger: Logger;
+  readonly #logger: CooldownSyncOptions["logger"];
   readonly #now: () => number;
   /** By site: each cooled exit and when its cool-down ends (epoch ms). */
   readonly #sites = new Map<string, Map<string, number>>();
@@ -80,7 +84,7 @@ export class Cooldowns extends Loop implements CooldownBook {
     return live;
   }
 
-  coolDown(site: string, proxyId: string, durationMs: number): void {
+  coolDown(site: string, proxyId: string, durationMs: number, projectId: string): void {
     if (durationMs <= 0) return;
     const untilMs = this.#now() + durationMs;
     if (!this.#apply(site, proxyId, untilMs)) return;
@@ -89,7 +93,7 @@ export class Cooldowns extends Loop implements CooldownBook {
       this.#pending.shift();
       this.dropped++;
     }
-    this.#pending.push({ site, proxyId, untilMs });
+    this.#pending.push({ site, proxyId, untilMs, projectId });
   }
 
   /** How many cool-downs are held (expired ones go as they are met). */
@@ -160,7 +164,7 @@ export class Cooldowns extends Loop implements CooldownBook {
     if (batch.length === 0) return false;
     this.#pending = [];
     const pipeline = this.#redis.pipeline();
-    for (const { site, proxyId, untilMs } of batch) {
+    for (const { site, proxyId, untilMs, projectId } of batch) {
       pipeline.xadd(
         this.#key,
         "MAXLEN",
@@ -173,6 +177,8 @@ export class Cooldowns extends Loop implements CooldownBook {
         proxyId,
         "u",
         String(untilMs),
+        "j",
+        projectId,
       );
     }
     try {

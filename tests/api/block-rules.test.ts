@@ -18,6 +18,8 @@ import { deriveFeedKeys } from "../../shared/feed/codec.ts";
 import { ProviderRegistry } from "../../shared/vendors/registry.ts";
 import { PRESET_NAMES } from "../../shared/blocking/rules.ts";
 import { DomainCounts } from "../../gateway/blocking/domain-counts.ts";
+import { Cooldowns } from "../../gateway/blocking/cooldowns.ts";
+import { waitUntil } from "../../testkit/wait.ts";
 import { runScript } from "../../shared/lua/loader.ts";
 import { copyDomainCounts } from "../../control/metrics/domain-history.ts";
 import { CompactionJob } from "../../control/jobs/compaction.ts";
@@ -253,6 +255,20 @@ describe("a project's sites", () => {
     counts.shadow(id, "news.example", "rate-limit-429", "rate_limited");
     await counts.publishNow();
     await counts.close();
+    // The gateways' cool-downs: one exit of this project on shop.example, one of another project.
+    const book = new Cooldowns({
+      redis: h.deps.redis,
+      keys: h.deps.keys,
+      logger: { info() {}, warn() {} },
+    });
+    book.coolDown("shop.example", "exit-1", 600_000, id);
+    book.coolDown("shop.example", "exit-1", 900_000, id);
+    book.coolDown("shop.example", "exit-2", 600_000, "another-project");
+    book.start();
+    await waitUntil(async () => (await h.deps.redis.xlen(h.deps.keys.cooldownsStream)) >= 3, {
+      message: "the cool-downs to be written",
+    });
+    await book.close();
 
     const answer = await h.request("GET", `/api/v1/projects/${id}/domains?days=7`, {
       token: h.tokens.viewer,
@@ -265,6 +281,7 @@ describe("a project's sites", () => {
     ]);
     const [shop, news] = answer.body.sites;
     expect(shop).toMatchObject({
+      cooldowns: 1,
       judged: 5,
       ok: 3,
       blocked: 1,
@@ -359,6 +376,7 @@ describe("a project's sites", () => {
         "1.5000 EUR",
         "0.666667 EUR",
         "–",
+        "1",
         "–",
       ]);
       expect(rows.find((row) => row.includes("news.example"))).toContain(

@@ -39,6 +39,8 @@ export const DomainsAnswer = v.strictObject({
     })),
     connectors: v.array(DomainConnectorAnswer),
     shadow: v.array(v.strictObject({ rule: v.string(), verdict: v.string(), count: count })),
+    /** Exits cooled down for the site now after the project's verdicts. */
+    cooldowns: count,
     /** Where the site stands under escalation; null: not escalated, or unmoved on the cheapest. */
     escalation: v.nullable(v.strictObject({
       tier: count,

@@ -72,6 +72,7 @@ export function registerDomains(program: Command): void {
             "Spend",
             "Per good",
             "Shadow",
+            "Cooled exits",
             "Tier",
           ],
           page.sites.map((site) => [
@@ -84,6 +85,7 @@ export function registerDomains(program: Command): void {
             blockedSpendText(site),
             costPerSuccessText(site),
             shadowText(site),
+            formatCount(site.cooldowns),
             site.escalation === null
               ? "–"
               : site.escalation.tier_connectors.join(" + ") || `tier ${site.escalation.tier}`,

@@ -44,7 +44,7 @@ export function applyJudgement(
   if (plan.framing.kind !== BodyKind.none && judging.keptBody === undefined) {
     plan.verdictAttempts = plan.turn;
   }
-  cooldowns?.coolDown(judging.site, upstream.proxyId, acted.coolDownMs);
+  cooldowns?.coolDown(judging.site, upstream.proxyId, acted.coolDownMs, projectId);
   return acted;
 }
 

@@ -93,6 +93,7 @@ export function Domains({ project }: { project: Project }) {
                 <th>Spend on blocked</th>
                 <th>Cost per good answer</th>
                 <th>Shadow rules</th>
+                <th>Cooled exits</th>
                 <th>Tier</th>
               </tr>
             </thead>
@@ -118,12 +119,13 @@ export function Domains({ project }: { project: Project }) {
                     <td>{blockedSpendText(site)}</td>
                     <td>{costPerSuccessText(site)}</td>
                     <td>{shadowOf(site)}</td>
+                    <td>{formatCount(site.cooldowns)}</td>
                     <td title={site.escalation?.summary}>{tierOf(site)}</td>
                   </tr>
                   {open === site.site
                     ? (
                       <tr class="details">
-                        <td colSpan={10}>
+                        <td colSpan={11}>
                           {site.escalation === null
                             ? null
                             : <p data-testid="escalation-summary">{site.escalation.summary}</p>}

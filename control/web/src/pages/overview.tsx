@@ -1,7 +1,9 @@
 /**
  * A project at a glance over a chosen range: requests a second, success rate, bytes and latency
  * as charts; the pool by status and what rests in quarantine now; the traffic split across
- * connectors with their spend; the top failures; the exits by the country they were seen in.
+ * connectors with their spend; the top failures; what block rules found today (verdicts, retries,
+ * the blocked attempts' spend, cooled exits, escalated sites, the most blocked sites), when they
+ * found anything; the exits by the country they were seen in.
  * Refreshed every 15 s.
  */
 import { useMemo, useState } from "preact/hooks";
@@ -12,6 +14,7 @@ import type {
   Split,
   SplitRow,
 } from "../../../api/answers/metrics.ts";
+import type { DomainsPageAnswer } from "../../../api/answers/domains.ts";
 import { formatBytes, formatCount, formatMs, formatPercent } from "../ui/format.ts";
 import { Select } from "../ui/forms.tsx";
 import { ErrorNote } from "../ui/status.tsx";
@@ -44,6 +47,8 @@ export function Overview({ projectId }: { projectId: string }) {
   const history = useApi<Series>(`${base}/metrics/history`, { range }, REFRESH_MS);
   const split = useApi<Split>(`${base}/metrics/connectors`, { range }, REFRESH_MS);
   const failures = useApi<FailureReport>(`${base}/failures`, { range }, REFRESH_MS);
+  const domains = useApi<DomainsPageAnswer>(`${base}/domains`, { limit: "1000" }, REFRESH_MS);
+  const verdicts = useMemo(() => verdictsToday(domains.data), [domains.data]);
 
   const usage = metrics.data?.usage;
   const pool = metrics.data?.pool;
@@ -93,6 +98,25 @@ export function Overview({ projectId }: { projectId: string }) {
         ))}
         <Tile label="Quarantined now" value={formatCount(pool?.quarantined)} />
       </div>
+      {verdicts === null ? null : (
+        <section aria-label="Block verdicts today">
+          <div class="tiles">
+            <Tile label="Judged today" value={formatCount(verdicts.judged)} />
+            <Tile label="Blocked today" value={formatCount(verdicts.blocked)} />
+            <Tile label="Rate-limited today" value={formatCount(verdicts.rateLimited)} />
+            <Tile label="Retries today" value={formatCount(verdicts.retries)} />
+            <Tile label="Spend on blocked today" value={verdicts.blockedSpend} />
+            <Tile label="Cooled exits now" value={formatCount(verdicts.cooldowns)} />
+            <Tile label="Sites escalated" value={formatCount(verdicts.escalated)} />
+          </div>
+          {verdicts.mostBlocked.length === 0 ? null : (
+            <p class="muted" data-testid="most-blocked">
+              Most blocked: {verdicts.mostBlocked.join(", ")}.{" "}
+              <a href={`${base}/domains`}>Domains</a>
+            </p>
+          )}
+        </section>
+      )}
       <UsageCharts series={history.data} />
       <div class="two-columns">
         <section>
@@ -156,6 +180,32 @@ export function Overview({ projectId }: { projectId: string }) {
       <ExitCountries projectId={projectId} refreshMs={REFRESH_MS} />
     </section>
   );
+}
+
+/** Today's verdicts summed over the sites; null when nothing was judged or escalated. */
+function verdictsToday(page: DomainsPageAnswer | undefined) {
+  if (page === undefined || page.sites.length === 0) return null;
+  const sum = (pick: (site: DomainsPageAnswer["sites"][number]) => number) =>
+    page.sites.reduce((total, site) => total + pick(site), 0);
+  const byCurrency = new Map<string, number>();
+  for (const site of page.sites) {
+    for (const entry of site.spend) {
+      byCurrency.set(entry.currency, (byCurrency.get(entry.currency) ?? 0) + entry.blocked);
+    }
+  }
+  return {
+    judged: sum((site) => site.judged),
+    blocked: sum((site) => site.blocked),
+    rateLimited: sum((site) => site.rate_limited),
+    retries: sum((site) => site.retries),
+    cooldowns: sum((site) => site.cooldowns),
+    escalated: page.sites.filter((site) => (site.escalation?.tier ?? 0) > 0).length,
+    blockedSpend: byCurrency.size === 0
+      ? "–"
+      : [...byCurrency].map(([currency, amount]) => `${amount.toFixed(2)} ${currency}`).join(", "),
+    mostBlocked: page.sites.filter((site) => site.blocked + site.rate_limited > 0).slice(0, 3)
+      .map((site) => `${site.site} (${formatCount(site.blocked + site.rate_limited)})`),
+  };
 }
 
 function Tile({ label, value }: { label: string; value: string }) {
