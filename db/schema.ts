@@ -414,6 +414,17 @@ export const domainMetrics = pgTable("domain_metrics", {
   primaryKey({ columns: [t.projectId, t.day, t.site, t.connector, t.count] }),
 ]);
 
+/**
+ * Change entries written in their write's transaction (control/core/outbox.ts): the writer
+ * deletes its row once it announced it; the relay announces what is left, in id order.
+ */
+export const changeOutbox = pgTable("change_outbox", {
+  id: bigserial("id", { mode: "number" }).primaryKey(),
+  kind: text("kind").notNull(),
+  ref: text("ref").notNull(),
+  createdAt: timestamp("created_at", { withTimezone: true }).notNull().defaultNow(),
+});
+
 export const metricFlushes = pgTable("metric_flushes", {
   flushId: text("flush_id").primaryKey(),
   committedAt: timestamp("committed_at", { withTimezone: true }).notNull().defaultNow(),

@@ -86,8 +86,9 @@ export const BACKUP_HISTORY_TABLES: readonly string[] = [
 /**
  * Everything an import empties: the tables a backup holds, parents first (TRUNCATE locks them
  * in this order, the order every writer takes them in), and the totals it recomputes.
- * metric_flushes (which flushes this install's Redis already committed) and system_metrics
- * (this install's own readings of its stores) are not the backup's and stay.
+ * metric_flushes (which flushes this install's Redis already committed), system_metrics
+ * (this install's own readings of its stores) and change_outbox (this install's announcements
+ * not made yet) are not the backup's and stay.
  */
 const REPLACED_TABLES = [...DEFINITION_TABLES, ...BACKUP_HISTORY_TABLES, "metric_totals"];
 

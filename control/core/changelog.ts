@@ -64,19 +64,22 @@ export class ChangeLog {
 
   /**
    * Announces committed changes. Waits at most one deadline; never throws. With entries already
-   * kept, the new ones join them rather than overtaking, and the retry sends them all.
+   * kept, the new ones join them rather than overtaking, and the retry sends them all. True when
+   * Redis took them now (false: kept for the retry).
    */
-  async append(...entries: ChangeEntry[]): Promise<void> {
-    if (entries.length === 0) return;
+  async append(...entries: ChangeEntry[]): Promise<boolean> {
+    if (entries.length === 0) return true;
     if (this.#kept.size > 0 || this.#closed) {
       this.#keep(entries);
-      return;
+      return false;
     }
     try {
       await this.#send(entries);
+      return true;
     } catch (error) {
       this.#keep(entries);
       this.#noteFailure(error);
+      return false;
     }
   }
 

@@ -1,11 +1,15 @@
 /**
  * How a service touches Postgres: every write in one transaction, its driver errors read as
  * catalogue errors (a unique index as DuplicateError, an outage as StoreUnavailableError), and
- * its change entry appended only after the commit, once, and only when a row changed.
+ * its change entry, when a row changed, written to the outbox in the write's own transaction and
+ * announced right after the commit (control/core/outbox.ts: the relay announces what a writer
+ * could not).
  */
 import type { Database, Tx } from "../../db/client.ts";
 import { translatePostgresError } from "../../db/errors.ts";
 import type { ChangeEntry } from "./changelog.ts";
+import { faultPoint } from "./faults.ts";
+import { recordChange, settleChange } from "./outbox.ts";
 import type { ControlDeps } from "./deps.ts";
 
 /**
@@ -29,13 +33,22 @@ export async function write<T>(
   work: (tx: Tx) => Promise<WriteOutcome<T>>,
 ): Promise<T> {
   let outcome: WriteOutcome<T>;
+  let outboxId: number | undefined;
   try {
-    outcome = await deps.database.transaction(work);
+    outcome = await deps.database.transaction(async (tx) => {
+      const done = await work(tx);
+      if (done.change) outboxId = await recordChange(tx, done.change);
+      return done;
+    });
   } catch (error) {
     throw translatePostgresError(error);
   }
-  // The change log waits at most one request deadline and never throws.
-  if (outcome.change) await deps.changes.append(outcome.change);
+  if (outcome.change && outboxId !== undefined) {
+    faultPoint("after_commit");
+    // The change log waits at most one request deadline and never throws; an entry it kept
+    // for its retry keeps its row too, which the relay announces if the process goes first.
+    if (await deps.changes.append(outcome.change)) settleChange(deps.database, outboxId);
+  }
   return outcome.result;
 }
 

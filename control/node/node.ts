@@ -49,6 +49,7 @@ import { probeRoutes } from "../api/probes.ts";
 import { Telemetry } from "./telemetry/telemetry.ts";
 import { EchoRuntime } from "../roles/echo.ts";
 import { ObservationRecorder } from "../geo/observation-recorder.ts";
+import { OutboxRelay } from "../core/outbox.ts";
 
 export interface NodeOptions {
   settings: ControlSettings;
@@ -88,6 +89,8 @@ export class Node {
   readonly providers = new ProviderRegistry();
   /** Where the exits this process learns go, appended to their stream (api and worker roles). */
   readonly observations: ObservationRecorder;
+  /** Announces the change entries their writers could not (api and worker processes). */
+  readonly outbox: OutboxRelay;
   readonly process: ProcessInfo;
   readonly runtimes: readonly RoleRuntime[];
 
@@ -146,6 +149,13 @@ export class Node {
       instance: this.instance,
       intervalMs: settings.geoObservationPublishIntervalMs,
       sendTimeoutMs: settings.redisRequestTimeoutMs,
+    });
+    this.outbox = new OutboxRelay({
+      database: this.database,
+      redis: this.redis,
+      keys: this.keys,
+      logger: this.logger,
+      deadlineMs: settings.redisRequestTimeoutMs,
     });
     this.runtimes = ROLE_RUNTIMES[settings.role].map((name) => this.#buildRuntime(name));
     this.#tasks = new TaskSet(this.logger);
@@ -297,6 +307,7 @@ export class Node {
       // Only the api and the worker learn exits; a controller records none.
       if (this.runtimes.some((r) => r.name === "api" || r.name === "worker")) {
         this.#tasks.start(this.observations);
+        this.#tasks.start(this.outbox);
       }
       this.#tasks.start(this.#lag);
       this.#tasks.start(this.#heartbeat);

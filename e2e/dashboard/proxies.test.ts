@@ -156,7 +156,10 @@ describe("the proxies page", () => {
       await cluster.until(async () => {
         await page.getByRole("button", { name: "Next" }).waitFor();
         const shown = await page.locator(".page-of").textContent();
-        if (shown?.includes(`(${HEALTHY_LINES} proxies)`)) return true;
+        // The count and the rows of one answer (a refresh may land between the two reads).
+        const badges = await page.locator('table[aria-label="Proxies"] tbody .badge.status')
+          .count();
+        if (shown?.includes(`(${HEALTHY_LINES} proxies)`) && badges === HEALTHY_LINES) return true;
         // The list refreshes itself every 15 s; a filter change asks at once.
         await page.getByLabel("Status").selectOption("");
         await page.getByLabel("Status").selectOption("healthy");

@@ -40,6 +40,7 @@ import { tlsInterceptSuite } from "./tls-intercept.ts";
 import { trafficSuite } from "./traffic.ts";
 import { tunnelOpsSuite } from "./tunnel-ops.ts";
 import { webSuite } from "./web.ts";
+import { writesSuite } from "./writes.ts";
 import { passes, type Row, type Suite } from "./suite.ts";
 import { type Line, table } from "./table.ts";
 import { describeMachine } from "../measured/machine.ts";
@@ -73,6 +74,7 @@ export const SUITES: readonly Suite[] = [
   metricsSuite,
   telemetrySuite,
   trafficSuite,
+  writesSuite,
   providersSuite,
   extractSuite,
   webSuite,

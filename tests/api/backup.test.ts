@@ -369,7 +369,12 @@ describe("export then import", () => {
       where table_schema = 'public' order by table_name`;
     const held = new Set([...backupTables(true), "metric_totals"]);
     const others = rows.map((r) => r.name).filter((name) => !held.has(name));
-    expect(others.sort()).toEqual(["metric_flushes", "octoprox_migrations", "system_metrics"]);
+    expect(others.sort()).toEqual([
+      "change_outbox",
+      "metric_flushes",
+      "octoprox_migrations",
+      "system_metrics",
+    ]);
   });
 });
 

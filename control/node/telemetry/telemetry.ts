@@ -26,6 +26,7 @@ import { ProcessTelemetry } from "./process.ts";
 import { StreamTelemetry } from "./streams.ts";
 import { ObservationIngestTelemetry, ObservationRecorderTelemetry } from "./observations.ts";
 import { SightingIngestTelemetry } from "./sightings.ts";
+import { OutboxTelemetry } from "./outbox.ts";
 
 const LINT_REFUSED_DEFAULTS = [
   "nodejs_active_handles_total",
@@ -72,6 +73,7 @@ export class Telemetry {
     if (options.runtimes.includes("api")) new ExtractionTelemetry(this.#registry, read);
     if (options.runtimes.includes("api") || options.runtimes.includes("worker")) {
       new ObservationRecorderTelemetry(this.#registry, read);
+      new OutboxTelemetry(this.#registry, read);
     }
     if (options.runtimes.includes("worker")) {
       new ObservationIngestTelemetry(this.#registry, read);

@@ -232,7 +232,7 @@ export function BlockingFields(
         checked={state.escalate}
         onChange={(escalate) => change({ escalate })}
         disabled={readOnly}
-        label="Escalate sites between connector tiers (cheapest first, by tier then price per GB)"
+        label="Escalate sites between connector tiers (cheapest first: by tier, then by traffic price)"
       />
       <FieldError error={error} field="escalation" exact />
       {state.escalate
