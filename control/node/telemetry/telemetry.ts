@@ -93,6 +93,11 @@ export class Telemetry {
     }
   }
 
+  /** The names of the families this process exports (the dashboards' and rules' check). */
+  families(): string[] {
+    return this.#registry.getMetricsAsArray().map((metric) => metric.name);
+  }
+
   /** The text exposition of every family, as of this call. */
   async render(): Promise<MetricsText> {
     // The registry asks every family for its values within this call, before its first await,
