@@ -46,6 +46,22 @@ export const users = pgTable("users", {
   check("users_role_check", sql`${t.role} in ('admin', 'editor', 'viewer')`),
 ]);
 
+/**
+ * A user's pending invitation (control/services/invites.ts): the SHA-256 of its one-time token
+ * (the link holds the token itself), and when it ends. Setting the password through it deletes
+ * the user's invitations; a reinvite replaces them.
+ */
+export const userInvites = pgTable("user_invites", {
+  id: id(),
+  userId: uuid("user_id").notNull().references(() => users.id, { onDelete: "cascade" }),
+  tokenHash: text("token_hash").notNull(),
+  expiresAt: timestamp("expires_at", { withTimezone: true }).notNull(),
+  createdAt: createdAt(),
+}, (t) => [
+  uniqueIndex("user_invites_token_hash_key").on(t.tokenHash),
+  index("user_invites_user_id_idx").on(t.userId),
+]);
+
 export const apiTokens = pgTable("api_tokens", {
   id: id(),
   userId: uuid("user_id").notNull().references(() => users.id, { onDelete: "cascade" }),

@@ -78,6 +78,9 @@ afterAll(async () => {
   await rm(dataDir, { recursive: true, force: true });
 });
 
+/** The banner's last line: once it is out, every line of the banner is (they may come in parts). */
+const BANNER_END = /^\s+Stop\s+Ctrl-C$/;
+
 describe("npm start", () => {
   it("brings up a single instance from nothing and stops it all on Ctrl-C", async () => {
     const start = startScript();
@@ -103,8 +106,8 @@ describe("npm start", () => {
 
     // The banner comes once the process is ready; it names the address and, this first
     // time, the admin's password.
-    await waitUntil(() => start.stdout.some((line) => line.includes("Octoprox is running")), {
-      message: "the banner",
+    await waitUntil(() => start.stdout.some((line) => BANNER_END.test(line)), {
+      message: "the whole banner",
     });
     const output = start.stdout.join("\n");
     expect(output).toContain(`http://127.0.0.1:${ports.api}/`);
@@ -152,8 +155,8 @@ describe("npm start", () => {
       async () => (await readyStatus(`http://127.0.0.1:${ports.api}`)) === 200,
       { timeoutMs: 60_000, intervalMs: 250, message: "/ready after a second npm start" },
     );
-    await waitUntil(() => again.stdout.some((line) => line.includes("Octoprox is running")), {
-      message: "the banner",
+    await waitUntil(() => again.stdout.some((line) => BANNER_END.test(line)), {
+      message: "the whole banner",
     });
     expect(again.stdout.join("\n")).not.toContain(secrets.admin_password);
     expect((await login(secrets.admin_password)).status).toBe(200);
@@ -184,8 +187,8 @@ describe("npm start", () => {
       async () => (await readyStatus(`http://127.0.0.1:${ports.api}`)) === 200,
       { timeoutMs: 60_000, intervalMs: 250, message: "/ready after a rotation" },
     );
-    await waitUntil(() => third.stdout.some((line) => line.includes("Octoprox is running")), {
-      message: "the banner",
+    await waitUntil(() => third.stdout.some((line) => BANNER_END.test(line)), {
+      message: "the whole banner",
     });
     const banner = third.stdout.join("\n");
     expect(banner).toContain(

@@ -42,6 +42,7 @@ import {
  */
 export const DEFINITION_TABLES = [
   "users",
+  "user_invites",
   "api_tokens",
   "projects",
   "distribution_keys",

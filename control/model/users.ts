@@ -46,6 +46,23 @@ export const CreateUserBody = v.strictObject({
   is_active: v.optional(booleanField),
 });
 
+/** An invitation: the user without a password; the link sets it. */
+export const InviteUserBody = v.strictObject({
+  username,
+  role,
+  email: v.optional(email),
+});
+
+/** The set-password screen's body: the link's token and the new password. */
+export const SetPasswordBody = v.strictObject({
+  token: v.pipe(
+    v.string("must be text"),
+    v.minLength(1, "is required"),
+    v.maxLength(256, "must be at most 256 characters"),
+  ),
+  password,
+});
+
 export const UpdateUserBody = v.strictObject({
   username: v.optional(username),
   password: v.optional(password),

@@ -3,7 +3,8 @@
  * system (a control process of role all, a real gateway, a tinyproxy upstream). Failing traffic
  * through the gateway shows on a project's Failures tab with its example after a flush; the
  * System page lists the running processes with their heartbeat and the leader, and tells a
- * viewer or an editor it is for admins; an admin creates a user who then signs in; an API token
+ * viewer or an editor it is for admins; an admin creates a user who then signs in, and invites
+ * one who chooses a password through the link (once) and signs in; an API token
  * is shown once, works as a Bearer token, and stops working once revoked.
  */
 import type { Browser, Page } from "playwright-core";
@@ -240,6 +241,47 @@ describe("users", () => {
     await row.getByRole("button", { name: "Delete" }).click();
     await row.getByRole("button", { name: "Delete newviewer for good" }).click();
     await expect.poll(() => row.count()).toBe(0);
+  });
+});
+
+describe("invitations", () => {
+  it("invites a user who chooses a password through the link once, then signs in", async () => {
+    const page = await as(cluster.adminLogin);
+    await page.getByRole("link", { name: "Users" }).click();
+    await page.getByRole("button", { name: "New user" }).click();
+    const form = page.getByRole("form", { name: "New user" });
+    await form.getByLabel("Username").fill("invitee");
+    await form.getByLabel(/^Invite:/).check();
+    expect(await form.getByLabel("Password").count()).toBe(0);
+    await form.getByRole("button", { name: "Invite user" }).click();
+    const url = await page.getByTestId("invite-url").textContent();
+    expect(url).toMatch(/\/set-password\?token=/);
+
+    // The link, in a browser nobody signed in to.
+    const context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+    try {
+      const guest = await context.newPage();
+      await guest.goto(url!);
+      const screen = guest.getByRole("form", { name: "Set your password" });
+      await screen.getByLabel("New password", { exact: true }).fill("invitee-pass-1");
+      await screen.getByLabel("New password again").fill("invitee-pass-1");
+      await screen.getByRole("button", { name: "Set password" }).click();
+      await expect.poll(() => screen.getByRole("status").textContent()).toContain(
+        "Your password is set",
+      );
+      // The same link again: said so, and nothing changes.
+      await guest.goto(url!);
+      await screen.getByLabel("New password", { exact: true }).fill("other-pass-22");
+      await screen.getByLabel("New password again").fill("other-pass-22");
+      await screen.getByRole("button", { name: "Set password" }).click();
+      await expect.poll(() => screen.getByRole("alert").last().textContent()).toContain(
+        "was used already",
+      );
+    } finally {
+      await context.close();
+    }
+    const invitee = await as({ username: "invitee", password: "invitee-pass-1" });
+    await expect.poll(() => invitee.locator("[data-role]").textContent()).toBe("viewer");
   });
 });
 

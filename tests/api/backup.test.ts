@@ -256,6 +256,7 @@ describe("export then import", () => {
       schema_version: await schemaVersion(),
       restored: {
         users: 3,
+        user_invites: 0,
         api_tokens: 1,
         projects: 1,
         distribution_keys: 1,
@@ -341,6 +342,7 @@ describe("export then import", () => {
     expect(imported.status, imported.text).toBe(200);
     expect(Object.keys(imported.body.restored)).toEqual([
       "users",
+      "user_invites",
       "api_tokens",
       "projects",
       "distribution_keys",
@@ -461,6 +463,7 @@ describe("refusals change nothing", () => {
     // Users and projects would land before the proxy whose connector does not exist.
     const lines = [
       JSON.stringify({ table: "users", rows: 0 }),
+      JSON.stringify({ table: "user_invites", rows: 0 }),
       JSON.stringify({ table: "api_tokens", rows: 0 }),
       JSON.stringify({ table: "projects", rows: 1 }),
       JSON.stringify({

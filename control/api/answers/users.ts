@@ -17,6 +17,18 @@ export type UserRecord = v.InferOutput<typeof UserAnswer>;
 
 export const UserListAnswer = v.array(UserAnswer);
 
+/** An invitation's link (shown once) and its end. */
+export const InvitationAnswer = v.strictObject({
+  invite_url: v.string(),
+  expires_at: timestamp,
+});
+
+export const InvitedUserAnswer = v.strictObject({
+  user: UserAnswer,
+  invite_url: v.string(),
+  expires_at: timestamp,
+});
+
 /** GET /auth/me: the user, and how the caller authenticated. */
 export const MeAnswer = v.strictObject({
   ...UserAnswer.entries,

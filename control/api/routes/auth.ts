@@ -7,6 +7,8 @@ import type { ApiDeps } from "../deps.ts";
 import { answer, defineRoute, type Route } from "../registry.ts";
 import { LoginAnswer, MeAnswer } from "../answers/users.ts";
 import { LoginBody } from "../../model/auth.ts";
+import { SetPasswordBody } from "../../model/users.ts";
+import { acceptInvitation } from "../../services/invites.ts";
 import { presentUser } from "../present.ts";
 
 const V1 = "/api/v1";
@@ -37,6 +39,21 @@ export function authRoutes(deps: ApiDeps): Route[] {
           token_type: "bearer" as const,
           expires_in: expiresInSeconds,
         });
+      },
+    }),
+    defineRoute({
+      method: "post",
+      path: `${V1}/auth/set-password`,
+      tag: "auth",
+      summary: "Set your password through an invitation link",
+      description: "`token` is the link's; it works once, until it ends. A link used already, " +
+        "never issued or past its end is a 422 on `body.token` saying which, and nothing changes.",
+      access: "public",
+      body: SetPasswordBody,
+      responses: { 204: "The password is set: sign in with it" },
+      async handler({ c, body }) {
+        await acceptInvitation(deps, body.token, body.password);
+        return c.body(null, 204);
       },
     }),
     defineRoute({

@@ -11,13 +11,71 @@ import {
 import type { ApiDeps } from "../deps.ts";
 import { presentUser } from "../present.ts";
 import { answer, defineRoute, type Route } from "../registry.ts";
-import { UserAnswer, UserListAnswer } from "../answers/users.ts";
-import { CreateUserBody, UpdateMeBody, UpdateUserBody } from "../../model/users.ts";
+import {
+  InvitationAnswer,
+  InvitedUserAnswer,
+  UserAnswer,
+  UserListAnswer,
+} from "../answers/users.ts";
+import { CreateUserBody, InviteUserBody, UpdateMeBody, UpdateUserBody } from "../../model/users.ts";
+import { INVITE_TTL_DAYS, inviteUser, reinviteUser } from "../../services/invites.ts";
+import type { Context } from "hono";
 
 const USERS = "/api/v1/users";
 
+/** The dashboard's set-password screen for a token: under OCTOPROX_PUBLIC_URL, else this api. */
+function inviteUrl(deps: ApiDeps, c: Context, token: string): string {
+  const base = deps.settings.publicUrl ?? new URL(c.req.url).origin;
+  return `${base.replace(/\/$/, "")}/set-password?token=${encodeURIComponent(token)}`;
+}
+
+const INVITE_NOTE = `The link opens the dashboard's set-password screen and works once, for ` +
+  `${INVITE_TTL_DAYS} days; only its digest is stored, so it is shown here alone.`;
+
 export function userRoutes(deps: ApiDeps): Route[] {
   return [
+    defineRoute({
+      method: "post",
+      path: `${USERS}/invite`,
+      tag: "users",
+      summary: "Invite a user",
+      description: "Makes the user with no password anyone knows, and answers `invite_url`, " +
+        `where its owner sets one. ${INVITE_NOTE}`,
+      access: UserRole.admin,
+      body: InviteUserBody,
+      responses: {
+        201: answer("The user and its link", InvitedUserAnswer),
+        400: "The username is taken",
+      },
+      async handler({ c, body }) {
+        const { user, invitation } = await inviteUser(deps, {
+          username: body.username,
+          role: body.role,
+          email: body.email,
+        });
+        return c.json({
+          user: presentUser(user),
+          invite_url: inviteUrl(deps, c, invitation.token),
+          expires_at: invitation.expiresAt,
+        }, 201);
+      },
+    }),
+    defineRoute({
+      method: "post",
+      path: `${USERS}/:id/reinvite`,
+      tag: "users",
+      summary: "Send a user a new invitation",
+      description: `A new \`invite_url\`; the user's earlier links stop working. ${INVITE_NOTE}`,
+      access: UserRole.admin,
+      responses: { 200: answer("The new link", InvitationAnswer) },
+      async handler({ c, params }) {
+        const invitation = await reinviteUser(deps, params.id);
+        return c.json({
+          invite_url: inviteUrl(deps, c, invitation.token),
+          expires_at: invitation.expiresAt,
+        });
+      },
+    }),
     // /users/me before /users/:id, which would otherwise take "me" as an id.
     defineRoute({
       method: "get",

@@ -1,13 +1,15 @@
 /**
- * The dashboard: sign-in until a user is signed in, then the pages under one layout (the
- * account, its role, the theme, sign-out). Every page reads the same /api/v1 a script uses.
+ * The dashboard: an invitation's set-password screen at its link; sign-in until a user is
+ * signed in, then the pages under one layout (the account, its role, the theme, sign-out). Every
+ * page reads the same /api/v1 a script uses.
  */
 import { useState } from "preact/hooks";
-import { LocationProvider, Route, Router } from "preact-iso";
+import { LocationProvider, Route, Router, useLocation } from "preact-iso";
 import { Project } from "./pages/project.tsx";
 import { Projects } from "./pages/projects.tsx";
 import { Providers } from "./pages/providers.tsx";
 import { SignIn } from "./pages/sign-in.tsx";
+import { SetPassword } from "./pages/set-password.tsx";
 import { System } from "./pages/system.tsx";
 import { Tokens } from "./pages/tokens.tsx";
 import { Users } from "./pages/users.tsx";
@@ -28,6 +30,9 @@ export function App() {
 
 function Shell() {
   const session = useSession();
+  const { path } = useLocation();
+  // An invitation's link: its screen, whoever is signed in (or nobody).
+  if (path === "/set-password") return <SetPassword />;
   if (session.loading) return <p class="muted">Loading…</p>;
   if (!session.user) return <SignIn />;
   return (

@@ -9,7 +9,7 @@ import { USER_ROLES } from "../../../../shared/roles.ts";
 import { api, type ApiError } from "../api/client.ts";
 import type { UserRecord } from "../../../api/answers/users.ts";
 import { useSession } from "../session.tsx";
-import { Field, FormError, Select, TextInput } from "../ui/forms.tsx";
+import { Checkbox, Field, FormError, Select, TextInput } from "../ui/forms.tsx";
 import { ErrorNote } from "../ui/status.tsx";
 import { Time } from "../ui/time.tsx";
 import { useApi } from "../ui/use-api.ts";
@@ -22,6 +22,8 @@ export function Users() {
   const [creating, setCreating] = useState(false);
   const [rowError, setRowError] = useState<{ id: string; error: ApiError } | undefined>();
   const [confirming, setConfirming] = useState<string | undefined>();
+  /** The invitation link made last (shown once: only its digest is stored). */
+  const [link, setLink] = useState<{ username: string; url: string } | undefined>();
 
   if (users.error?.status === 403) {
     return (
@@ -57,14 +59,21 @@ export function Users() {
       {creating
         ? (
           <NewUser
-            onCreated={() => {
+            onCreated={(invited) => {
               setCreating(false);
+              setLink(invited);
               users.reload();
             }}
             onCancel={() => setCreating(false)}
           />
         )
         : null}
+      {link === undefined ? null : (
+        <p class="card" role="status">
+          Invitation for {link.username}, shown this once (it works once, for 7 days):{" "}
+          <code data-testid="invite-url">{link.url}</code>
+        </p>
+      )}
       <table class="data" aria-label="Users">
         <thead>
           <tr>
@@ -108,6 +117,24 @@ export function Users() {
                     <Time value={user.created_at} />
                   </td>
                   <td class="row-actions">
+                    <button
+                      type="button"
+                      class="secondary"
+                      onClick={async () => {
+                        setRowError(undefined);
+                        try {
+                          const made = await api<{ invite_url: string }>(
+                            "POST",
+                            `/users/${user.id}/reinvite`,
+                          );
+                          setLink({ username: user.username, url: made.invite_url });
+                        } catch (failure) {
+                          setRowError({ id: user.id, error: failure as ApiError });
+                        }
+                      }}
+                    >
+                      New invitation
+                    </button>
                     <button
                       type="button"
                       class="secondary"
@@ -170,8 +197,15 @@ export function Users() {
   );
 }
 
-function NewUser({ onCreated, onCancel }: { onCreated: () => void; onCancel: () => void }) {
+function NewUser(
+  { onCreated, onCancel }: {
+    /** With the invitation's link when the user was invited. */
+    onCreated: (invited?: { username: string; url: string }) => void;
+    onCancel: () => void;
+  },
+) {
   const [state, setState] = useState({ username: "", password: "", role: "viewer", email: "" });
+  const [invite, setInvite] = useState(false);
   const [error, setError] = useState<ApiError | undefined>();
   const [busy, setBusy] = useState(false);
   const set = (key: keyof typeof state) => (value: string) =>
@@ -181,9 +215,15 @@ function NewUser({ onCreated, onCancel }: { onCreated: () => void; onCancel: () 
     setBusy(true);
     setError(undefined);
     try {
-      await api("POST", "/users", {
-        body: { ...state, email: state.email.trim() === "" ? null : state.email },
-      });
+      const email = state.email.trim() === "" ? null : state.email;
+      if (invite) {
+        const made = await api<{ invite_url: string }>("POST", "/users/invite", {
+          body: { username: state.username, role: state.role, email },
+        });
+        onCreated({ username: state.username, url: made.invite_url });
+        return;
+      }
+      await api("POST", "/users", { body: { ...state, email } });
       onCreated();
     } catch (failure) {
       setError(failure as ApiError);
@@ -199,14 +239,18 @@ function NewUser({ onCreated, onCancel }: { onCreated: () => void; onCancel: () 
         <Field label="Username" field="username" error={error}>
           <TextInput name="username" value={state.username} onInput={set("username")} />
         </Field>
-        <Field label="Password" field="password" error={error} hint="At least 8 characters">
-          <TextInput
-            name="password"
-            type="password"
-            value={state.password}
-            onInput={set("password")}
-          />
-        </Field>
+        {invite
+          ? null
+          : (
+            <Field label="Password" field="password" error={error} hint="At least 8 characters">
+              <TextInput
+                name="password"
+                type="password"
+                value={state.password}
+                onInput={set("password")}
+              />
+            </Field>
+          )}
         <Field label="Role" field="role" error={error}>
           <Select name="role" value={state.role} onChange={set("role")} options={ROLE_OPTIONS} />
         </Field>
@@ -214,8 +258,16 @@ function NewUser({ onCreated, onCancel }: { onCreated: () => void; onCancel: () 
           <TextInput name="email" type="email" value={state.email} onInput={set("email")} />
         </Field>
       </div>
+      <Checkbox
+        name="invite"
+        checked={invite}
+        onChange={setInvite}
+        label="Invite: make a one-time link the user signs up through"
+      />
       <div class="actions">
-        <button type="submit" disabled={busy}>{busy ? "Creating…" : "Create user"}</button>
+        <button type="submit" disabled={busy}>
+          {busy ? "Creating…" : invite ? "Invite user" : "Create user"}
+        </button>
         <button type="button" class="secondary" onClick={onCancel}>Cancel</button>
       </div>
     </form>
