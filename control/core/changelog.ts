@@ -34,6 +34,37 @@ export interface ChangeLogOptions {
 
 const entryKey = (entry: ChangeEntry) => `${entry.kind}\u0000${entry.ref}`;
 
+/**
+ * Appends entries to the change stream in their order, in one pipeline under the deadline;
+ * raises when Redis did not take every one. The change log's and the outbox relay's one way.
+ */
+export async function appendChanges(
+  redis: Redis,
+  keys: RedisKeys,
+  deadlineMs: number,
+  entries: readonly { kind: string; ref: string }[],
+): Promise<void> {
+  await redisDeadline(deadlineMs, async () => {
+    const pipeline = redis.pipeline();
+    for (const entry of entries) {
+      pipeline.xadd(
+        keys.changesStream,
+        "MAXLEN",
+        "~",
+        STREAM_CAPS.changes,
+        "*",
+        "kind",
+        entry.kind,
+        "ref",
+        entry.ref,
+      );
+    }
+    const replies = await pipeline.exec();
+    const failed = replies?.find(([error]) => error !== null);
+    if (!replies || failed) throw failed?.[0] ?? new Error("Pipeline returned nothing");
+  });
+}
+
 export class ChangeLog {
   readonly #options: Required<ChangeLogOptions>;
   readonly #kept = new Map<string, ChangeEntry>();
@@ -104,25 +135,7 @@ export class ChangeLog {
 
   async #send(entries: readonly ChangeEntry[]): Promise<void> {
     const { redis, keys, deadlineMs } = this.#options;
-    await redisDeadline(deadlineMs, async () => {
-      const pipeline = redis.pipeline();
-      for (const entry of entries) {
-        pipeline.xadd(
-          keys.changesStream,
-          "MAXLEN",
-          "~",
-          STREAM_CAPS.changes,
-          "*",
-          "kind",
-          entry.kind,
-          "ref",
-          entry.ref,
-        );
-      }
-      const replies = await pipeline.exec();
-      const failed = replies?.find(([error]) => error !== null);
-      if (!replies || failed) throw failed?.[0] ?? new Error("Pipeline returned nothing");
-    });
+    await appendChanges(redis, keys, deadlineMs, entries);
     this.#appended += entries.length;
   }
 

@@ -18,10 +18,10 @@ import { type Database, reservedTransaction, type Tx } from "../../db/client.ts"
 import { changeOutbox } from "../../db/schema.ts";
 import { type CycleResult, Loop, type LoopSnapshot } from "../../shared/async/loop.ts";
 import { errorText } from "../../shared/errors.ts";
-import { type RedisKeys, STREAM_CAPS } from "../../shared/redis-keys.ts";
+import type { RedisKeys } from "../../shared/redis-keys.ts";
 import type { ChangeKind } from "../../shared/roles.ts";
 import type { Logger } from "./logging.ts";
-import { redisDeadline } from "./redis.ts";
+import { appendChanges } from "./changelog.ts";
 
 /** The advisory lock only one relay holds at a time. */
 const RELAY_LOCK = "octoprox:outbox_relay";
@@ -129,25 +129,7 @@ export class OutboxRelay extends Loop<Logger> {
       this.#pending = state.pending - rows.length;
       this.#lagSeconds = state.oldest_s ?? 0;
       if (rows.length === 0) return 0;
-      await redisDeadline(deadlineMs, async () => {
-        const pipeline = redis.pipeline();
-        for (const row of rows) {
-          pipeline.xadd(
-            keys.changesStream,
-            "MAXLEN",
-            "~",
-            STREAM_CAPS.changes,
-            "*",
-            "kind",
-            row.kind,
-            "ref",
-            row.ref,
-          );
-        }
-        const replies = await pipeline.exec();
-        const failed = replies?.find(([error]) => error !== null);
-        if (!replies || failed) throw failed?.[0] ?? new Error("Pipeline returned nothing");
-      });
+      await appendChanges(redis, keys, deadlineMs, rows);
       await tx`delete from change_outbox where id = any(${rows.map((row) => row.id)}::bigint[])`;
       return rows.length;
     });

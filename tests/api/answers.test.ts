@@ -103,6 +103,10 @@ describe("each declared answer is what the route answers", () => {
     });
     await call("GET", `/api/v1/users/${user.body.id}`);
     await call("PATCH", `/api/v1/users/${user.body.id}`, { body: { email: null } });
+    const invited = await call("POST", "/api/v1/users/invite", {
+      body: { username: "answers-invitee", role: "viewer" },
+    });
+    await call("POST", `/api/v1/users/${invited.body.user.id}/reinvite`);
   });
 
   test("projects, keys, credentials, connectors, proxies and the sequence", async () => {

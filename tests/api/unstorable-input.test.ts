@@ -121,6 +121,13 @@ const EXAMPLES: Record<string, () => Record<string, unknown>> = {
     email: "probe@example.com",
   }),
   "PATCH /api/v1/users/:id": () => ({ email: "someone@example.com", is_active: true }),
+  "POST /api/v1/users/invite": () => ({
+    username: "probe-invitee",
+    role: "viewer",
+    email: "invitee@example.com",
+  }),
+  // A token no invitation has: the field checks run before it is looked for.
+  "POST /api/v1/auth/set-password": () => ({ token: "probe-token", password: "password-probe" }),
   "POST /api/v1/projects": () => ({ name: "Probe", username: "probe", description: "A probe" }),
   "PATCH /api/v1/projects/:id": () => ({
     description: "Edited",
@@ -205,6 +212,8 @@ const EXAMPLES: Record<string, () => Record<string, unknown>> = {
  */
 const REFUSED_AFTER_READING: Record<string, number> = {
   "POST /api/v1/geo/databases/from-url": 422,
+  // No invitation has the example's token: refused on body.token once the body was read.
+  "POST /api/v1/auth/set-password": 422,
 };
 
 function configDocument() {
