@@ -27,6 +27,8 @@ import {
 import type { TrafficConfig } from "../../db/schema.ts";
 import { redisDeadline } from "../core/redis.ts";
 import { connectorTiers } from "../../shared/routing/tiers.ts";
+import { readEscalationState } from "../../shared/blocking/escalation.ts";
+import { readCooldownEntry } from "../../shared/blocking/cooldown-entry.ts";
 
 const GB = 1_000_000_000;
 
@@ -331,21 +333,11 @@ function escalationView(
   tiers: readonly string[][],
   nowMs: number,
 ): DomainEscalationView | null {
-  let state: Record<string, unknown>;
-  try {
-    state = JSON.parse(text) as Record<string, unknown>;
-  } catch {
-    return null;
-  }
-  const tier = Number(state.t);
-  if (!Number.isInteger(tier) || tier < 0) return null;
-  const at = Math.min(tier, Math.max(0, tiers.length - 1));
+  const state = readEscalationState(text);
+  if (state === undefined) return null;
+  const at = Math.min(state.tier, Math.max(0, tiers.length - 1));
   const nameOf = (rank: number) => tiers[rank]?.join(" + ") || `tier ${rank}`;
-  const sinceMs = Number(state.s) || 0;
-  const moved = state.w === "up" || state.w === "down" ? state.w : null;
-  const after = Number(state.c) || 0;
-  const from = Number.isInteger(state.f) ? Number(state.f) : undefined;
-  const probeAtMs = Number(state.n) || 0;
+  const { sinceMs, moved, after, fromTier: from, probeAtMs } = state;
   let summary = `${site}: ${nameOf(at)}`;
   if (moved !== null) {
     summary += ` since ${clock(sinceMs)} UTC after ${after} ` +
@@ -365,8 +357,8 @@ function escalationView(
     moved,
     after,
     from_connectors: from === undefined ? [] : tiers[from] ?? [],
-    blocks: Number(state.b) || 0,
-    probes: Number(state.p) || 0,
+    blocks: state.blocks,
+    probes: state.probes,
     next_probe_at: at > 0 && probeAtMs > 0 ? new Date(probeAtMs).toISOString() : null,
     summary,
   };
@@ -380,19 +372,9 @@ function cooledExits(
 ): Map<string, number> {
   const bySite = new Map<string, Set<string>>();
   for (const [, fields] of entries) {
-    let site: string | undefined;
-    let proxyId: string | undefined;
-    let untilMs = 0;
-    let project: string | undefined;
-    for (let index = 0; index + 1 < fields.length; index += 2) {
-      const value = fields[index + 1];
-      if (fields[index] === "s") site = value;
-      else if (fields[index] === "p") proxyId = value;
-      else if (fields[index] === "u") untilMs = Number(value);
-      else if (fields[index] === "j") project = value;
-    }
-    if (project !== projectId || site === undefined || proxyId === undefined) continue;
-    if (!(untilMs > nowMs)) continue;
+    const entry = readCooldownEntry(fields);
+    if (entry?.projectId !== projectId || !(entry.untilMs > nowMs)) continue;
+    const { site, proxyId } = entry;
     let exits = bySite.get(site);
     if (exits === undefined) bySite.set(site, exits = new Set());
     exits.add(proxyId);

@@ -12,6 +12,11 @@ import type { Redis } from "ioredis";
 import { type CycleResult, Loop } from "../../shared/async/loop.ts";
 import { errorText } from "../../shared/errors.ts";
 import { type RedisKeys, STREAM_CAPS } from "../../shared/redis-keys.ts";
+import {
+  type CooldownEntry,
+  cooldownFields,
+  readCooldownEntry,
+} from "../../shared/blocking/cooldown-entry.ts";
 import type { CooldownBook } from "../base/cooldown-book.ts";
 import { counterSample, gaugeSample, type MetricSample } from "../base/metrics.ts";
 
@@ -23,13 +28,6 @@ const MAX_HELD = 100_000;
 const MAX_PENDING = 10_000;
 /** Entries read per XREAD. */
 const READ_COUNT = 1_000;
-
-interface Pending {
-  site: string;
-  proxyId: string;
-  untilMs: number;
-  projectId: string;
-}
 
 export interface CooldownSyncOptions {
   redis: Redis;
@@ -51,7 +49,7 @@ export class Cooldowns extends Loop implements CooldownBook {
   /** By site: each cooled exit and when its cool-down ends (epoch ms). */
   readonly #sites = new Map<string, Map<string, number>>();
   #held = 0;
-  #pending: Pending[] = [];
+  #pending: CooldownEntry[] = [];
   /** The stream's last entry read ("0": from its start). */
   #lastId = "0";
   #failing = false;
@@ -164,21 +162,14 @@ export class Cooldowns extends Loop implements CooldownBook {
     if (batch.length === 0) return false;
     this.#pending = [];
     const pipeline = this.#redis.pipeline();
-    for (const { site, proxyId, untilMs, projectId } of batch) {
+    for (const entry of batch) {
       pipeline.xadd(
         this.#key,
         "MAXLEN",
         "~",
         STREAM_CAPS.cooldowns,
         "*",
-        "s",
-        site,
-        "p",
-        proxyId,
-        "u",
-        String(untilMs),
-        "j",
-        projectId,
+        ...cooldownFields(entry),
       );
     }
     try {
@@ -211,17 +202,9 @@ export class Cooldowns extends Loop implements CooldownBook {
       const now = this.#now();
       for (const [id, fields] of entries) {
         this.#lastId = id;
-        let site: string | undefined;
-        let proxyId: string | undefined;
-        let untilMs = 0;
-        for (let index = 0; index + 1 < fields.length; index += 2) {
-          const value = fields[index + 1];
-          if (fields[index] === "s") site = value;
-          else if (fields[index] === "p") proxyId = value;
-          else if (fields[index] === "u") untilMs = Number(value);
-        }
-        if (site === undefined || proxyId === undefined || !(untilMs > now)) continue;
-        if (this.#apply(site, proxyId, untilMs)) this.learned++;
+        const read = readCooldownEntry(fields);
+        if (read === undefined || !(read.untilMs > now)) continue;
+        if (this.#apply(read.site, read.proxyId, read.untilMs)) this.learned++;
       }
       if (entries.length < READ_COUNT) return any;
     }

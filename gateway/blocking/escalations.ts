@@ -13,7 +13,7 @@
  */
 import type { Redis } from "ioredis";
 import { type CycleResult, Loop } from "../../shared/async/loop.ts";
-import type { EscalationLevel } from "../../shared/blocking/escalation.ts";
+import { type EscalationLevel, readEscalationState } from "../../shared/blocking/escalation.ts";
 import { errorText } from "../../shared/errors.ts";
 import { type LuaScript, runScript } from "../../shared/lua/loader.ts";
 import type { RedisKeys } from "../../shared/redis-keys.ts";
@@ -46,12 +46,6 @@ function merged(earlier: Run, later: Run): Run {
     sawBlock: earlier.sawBlock || later.sawBlock,
     oksAfter: later.sawBlock ? later.oksAfter : earlier.oksAfter + later.oksAfter,
   };
-}
-
-/** A site's state as the script stores it (the fields the gateway reads). */
-interface StoredState {
-  t?: unknown;
-  n?: unknown;
 }
 
 interface Held {
@@ -108,8 +102,9 @@ export class Escalations extends Loop implements EscalationView {
   /** A judged answer of an escalated project, through `connectorId` (a block: not `ok`). */
   judged(projectId: string, site: string, connectorId: string, ok: boolean): void {
     try {
+      // The caller judged the project escalated; one with a single tier is skipped at the write.
       const tier = this.#o.tiers.tierOf(projectId, connectorId);
-      if (tier === undefined || this.#o.tiers.escalation(projectId) === undefined) return;
+      if (tier === undefined) return;
       let runs = this.#pending.get(projectId);
       if (runs === undefined) this.#pending.set(projectId, runs = new Map());
       const key = `${site}\t${tier}`;
@@ -254,8 +249,10 @@ export class Escalations extends Loop implements EscalationView {
         : await this.#o.redis.hgetall(this.#o.keys.escalation(projectId));
       const sites = new Map<string, Held>();
       for (const [site, text] of Object.entries(hash)) {
-        const held = heldOf(text);
-        if (held !== undefined && (held.tier > 0 || held.probeAtMs > 0)) sites.set(site, held);
+        const state = readEscalationState(text);
+        if (state !== undefined && (state.tier > 0 || state.probeAtMs > 0)) {
+          sites.set(site, { tier: state.tier, probeAtMs: state.probeAtMs });
+        }
       }
       this.#levels.set(projectId, sites);
       this.#versions.set(projectId, version);
@@ -273,17 +270,5 @@ export class Escalations extends Loop implements EscalationView {
       counterSample("octoprox_gateway_escalation_probes_failed_total", this.failedProbes),
       gaugeSample("octoprox_gateway_escalated_sites", this.escalatedSites, "max"),
     ];
-  }
-}
-
-function heldOf(text: string): Held | undefined {
-  try {
-    const state = JSON.parse(text) as StoredState;
-    const tier = Number(state.t);
-    const probeAtMs = Number(state.n);
-    if (!Number.isInteger(tier) || tier < 0 || !Number.isFinite(probeAtMs)) return undefined;
-    return { tier, probeAtMs };
-  } catch {
-    return undefined;
   }
 }

@@ -94,3 +94,45 @@ export function readEscalationPolicy(
     down_after_probes: (raw.down_after_probes ?? DEFAULT_ESCALATION.down_after_probes) as number,
   };
 }
+
+/**
+ * A site's state as shared/lua/escalation_report.lua stores it (one JSON record per site in the
+ * project's hash), read the one way the gateways and the api read it.
+ */
+export interface EscalationState {
+  tier: number;
+  /** Since when the site is on its tier (epoch ms). */
+  sinceMs: number;
+  /** Blocks in a row on its tier; good probes in a row on the tier below. */
+  blocks: number;
+  probes: number;
+  /** When its requests may probe the tier below (epoch ms; 0: never). */
+  probeAtMs: number;
+  /** What moved it last, the run that did and the tier it left; null and undefined: never. */
+  moved: "up" | "down" | null;
+  after: number;
+  fromTier: number | undefined;
+}
+
+/** A stored record; undefined when it is not one (the site then counts as on tier 0). */
+export function readEscalationState(text: string): EscalationState | undefined {
+  let state: Record<string, unknown>;
+  try {
+    state = JSON.parse(text) as Record<string, unknown>;
+  } catch {
+    return undefined;
+  }
+  const tier = Number(state.t);
+  const probeAtMs = Number(state.n ?? 0);
+  if (!Number.isInteger(tier) || tier < 0 || !Number.isFinite(probeAtMs)) return undefined;
+  return {
+    tier,
+    sinceMs: Number(state.s) || 0,
+    blocks: Number(state.b) || 0,
+    probes: Number(state.p) || 0,
+    probeAtMs,
+    moved: state.w === "up" || state.w === "down" ? state.w : null,
+    after: Number(state.c) || 0,
+    fromTier: Number.isInteger(state.f) ? Number(state.f) : undefined,
+  };
+}
