@@ -4,6 +4,7 @@
  */
 import postgres from "postgres";
 import { drizzle, type PostgresJsDatabase } from "drizzle-orm/postgres-js";
+import { currentActor } from "./actor.ts";
 import { isPostgresUnavailable } from "./errors.ts";
 import * as schema from "./schema.ts";
 
@@ -15,7 +16,7 @@ export interface Database {
   readonly sql: postgres.Sql;
   readonly db: Db;
   /** One transaction (drizzleTransaction): the only way the control plane opens one. */
-  transaction<T>(work: (tx: Tx) => Promise<T>, mode?: string): Promise<T>;
+  transaction<T>(work: (tx: Tx) => Promise<T>, mode?: string, last?: LastStatement<T>): Promise<T>;
   close(): Promise<void>;
 }
 
@@ -43,7 +44,7 @@ export function createDatabase(url: string, options: DatabaseOptions = {}): Data
   return {
     sql,
     db,
-    transaction: (work, mode) => drizzleTransaction(sql, work, mode),
+    transaction: (work, mode, last) => drizzleTransaction(sql, work, mode, last),
     close() {
       closed ??= sql.end({ timeout: 5 }).catch(() => {});
       return closed;
@@ -53,6 +54,30 @@ export function createDatabase(url: string, options: DatabaseOptions = {}): Data
 
 /** The mode of a transaction that reads one consistent snapshot and writes nothing. */
 export const READ_SNAPSHOT = "isolation level repeatable read read only";
+
+/**
+ * A last statement of a transaction (the outbox's insert): SQL text whose values are literals
+ * (sqlLiteral), sent with the COMMIT as one simple-protocol message, one round trip and one
+ * message for both; `took` gets its rows. Undefined: none.
+ */
+export type LastStatement<T> = (
+  result: T,
+) => { sql: string; took?: (rows: readonly postgres.Row[]) => void } | undefined;
+
+/**
+ * A string as an SQL literal, for the few statements sent as text with the BEGIN or the COMMIT
+ * (an escape string: its meaning does not hang on standard_conforming_strings).
+ */
+export function sqlLiteral(value: string): string {
+  if (value.includes("\u0000")) throw new Error("An SQL literal cannot hold a NUL character");
+  return `E'${value.replaceAll("\\", "\\\\").replaceAll("'", "''")}'`;
+}
+
+/** The rows of a simple-protocol message's first statement. */
+function firstRows(answer: unknown): readonly postgres.Row[] {
+  const results = answer as readonly unknown[];
+  return (Array.isArray(results[0]) ? results[0] : results) as readonly postgres.Row[];
+}
 
 /** The error a query on a transaction's lost connection fails with, as the driver names it. */
 function connectionClosed(): Error {
@@ -104,6 +129,7 @@ export async function reservedTransaction<T>(
   sql: postgres.Sql,
   work: (tx: postgres.ReservedSql) => Promise<T>,
   mode = "",
+  last?: LastStatement<T>,
 ): Promise<T> {
   const reserved = await sql.reserve();
   let lost = false;
@@ -122,9 +148,20 @@ export async function reservedTransaction<T>(
     reserved.release();
   };
   try {
-    await reserved.unsafe(`begin ${mode}`, [], { onexecute: watch } as never);
+    // The writer, for the audit triggers, named in the BEGIN's own message: no round trip.
+    const actor = mode.includes("read only") ? undefined : currentActor();
+    const naming = actor === undefined
+      ? ""
+      : `; select set_config('octoprox.actor', ${sqlLiteral(JSON.stringify(actor))}, true)`;
+    await reserved.unsafe(`begin ${mode}${naming}`, [], { onexecute: watch } as never).simple();
     const result = await work(tx);
-    await tx.unsafe("commit");
+    const statement = last?.(result);
+    if (statement === undefined) await tx.unsafe("commit");
+    else {
+      // Sent whether or not its rows are wanted (an optional call would skip its argument).
+      const answer = await tx.unsafe(`${statement.sql}; commit`).simple();
+      statement.took?.(firstRows(answer));
+    }
     release();
     return result;
   } catch (error) {
@@ -141,11 +178,17 @@ export function drizzleTransaction<T>(
   sql: postgres.Sql,
   work: (tx: Tx) => Promise<T>,
   mode = "",
+  last?: LastStatement<T>,
 ): Promise<T> {
-  return reservedTransaction(sql, (tx) => {
-    // drizzle reads the client's type parsers from `options`, which a reserved connection
-    // shares with its pool (already set up by the pool's own drizzle instance).
-    Object.assign(tx, { options: sql.options });
-    return work(drizzle(tx as unknown as postgres.Sql) as unknown as Tx);
-  }, mode);
+  return reservedTransaction(
+    sql,
+    (tx) => {
+      // drizzle reads the client's type parsers from `options`, which a reserved connection
+      // shares with its pool (already set up by the pool's own drizzle instance).
+      Object.assign(tx, { options: sql.options });
+      return work(drizzle(tx as unknown as postgres.Sql) as unknown as Tx);
+    },
+    mode,
+    last,
+  );
 }

@@ -83,6 +83,11 @@ const UNIQUE_MESSAGES: Readonly<Record<string, { field: string; message: string 
     field: "name",
     message: "An IP database with this name already exists",
   },
+  alert_rules_name_key: { field: "name", message: "An alert rule with this name already exists" },
+  alert_channels_name_key: {
+    field: "name",
+    message: "An alert channel with this name already exists",
+  },
   proxies_identity_key: {
     field: "url",
     message: "This proxy (scheme, host, port and username) already exists in this connector",

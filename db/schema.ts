@@ -441,6 +441,45 @@ export const changeOutbox = pgTable("change_outbox", {
   createdAt: timestamp("created_at", { withTimezone: true }).notNull().defaultNow(),
 });
 
+/**
+ * The admin audit log (docs/audit.md): one row per entity a write changed, inserted by the
+ * `octoprox_audit` triggers in the write's own transaction (migration 0016) from who the
+ * transaction says is writing (db/actor.ts). A bulk proxy write is one row with its count.
+ */
+export const auditLog = pgTable("audit_log", {
+  id: bigserial("id", { mode: "number" }).primaryKey(),
+  at: timestamp("at", { withTimezone: true }).notNull().defaultNow(),
+  /** The writing transaction: the rows of one write share it. */
+  tx: bigint("tx", { mode: "number" }).notNull(),
+  /** `user`, `token` or `system` (the api's own configuration file). */
+  actorKind: text("actor_kind").notNull(),
+  actorId: text("actor_id"),
+  actorName: text("actor_name"),
+  /** The user a token acts for (a user's own write: the same user). */
+  userName: text("user_name"),
+  /** The client address the request came from. */
+  address: text("address"),
+  /** `dashboard`, `cli`, `api` or `config` (the api's configuration file). */
+  via: text("via").notNull(),
+  /** The route that wrote (`PATCH /api/v1/projects/:id`), or what the system did. */
+  request: text("request"),
+  entity: text("entity").notNull(),
+  entityId: text("entity_id"),
+  entityName: text("entity_name"),
+  /** create, update, delete, or an operation's own name (lift, import). */
+  action: text("action").notNull(),
+  /** Rows the entry stands for: 1, or a bulk write's count. */
+  count: integer("count").notNull().default(1),
+  /** The fields that changed, before and after; secrets masked. */
+  before: jsonb("before").$type<Record<string, unknown>>(),
+  after: jsonb("after").$type<Record<string, unknown>>(),
+}, (t) => [
+  index("audit_log_at_idx").on(t.at),
+  index("audit_log_entity_idx").on(t.entity, t.entityId, t.id),
+  index("audit_log_actor_idx").on(t.actorName, t.id),
+  index("audit_log_tx_idx").on(t.tx),
+]);
+
 export const metricFlushes = pgTable("metric_flushes", {
   flushId: text("flush_id").primaryKey(),
   committedAt: timestamp("committed_at", { withTimezone: true }).notNull().defaultNow(),
@@ -702,4 +741,122 @@ export const connectorExitIps = pgTable("connector_exit_ips", {
   primaryKey({ columns: [t.connectorId, t.ip] }),
   index("connector_exit_ips_project_idx").on(t.projectId, t.lastSeenAt),
   index("connector_exit_ips_last_seen_idx").on(t.lastSeenAt),
+]);
+
+/**
+ * Alerting (docs/alerts.md): where alerts go. A webhook's signing secret is sealed
+ * (control/core/seal.ts) under a key drawn from OCTOPROX_INTERNAL_SECRET, bound to the channel.
+ */
+export const alertChannels = pgTable("alert_channels", {
+  id: uuid("id").primaryKey().defaultRandom(),
+  name: text("name").notNull(),
+  /** `webhook` (the one type this release delivers to). */
+  type: text("type").notNull(),
+  /** `json` (our own body, signed) or `slack` (`{text, blocks}`, signed too). */
+  format: text("format").notNull().default("json"),
+  url: text("url").notNull(),
+  /** The admin's explicit leave to reach a private, loopback or link-local address. */
+  allowPrivateAddress: boolean("allow_private_address").notNull().default(false),
+  secretSealed: text("secret_sealed").notNull(),
+  createdAt: createdAt(),
+  updatedAt: timestamp("updated_at", { withTimezone: true }).notNull().defaultNow(),
+}, (t) => [
+  uniqueIndex("alert_channels_name_key").on(sql`lower(${t.name})`),
+]);
+
+/** What to watch: a condition the system already knows, its scope, threshold and severity. */
+export const alertRules = pgTable("alert_rules", {
+  id: uuid("id").primaryKey().defaultRandom(),
+  name: text("name").notNull(),
+  kind: text("kind").notNull(),
+  /** Scope: one project (and its connectors), one connector, or neither (everything). */
+  projectId: uuid("project_id").references(() => projects.id, { onDelete: "cascade" }),
+  connectorId: uuid("connector_id").references(() => connectors.id, { onDelete: "cascade" }),
+  threshold: doublePrecision("threshold"),
+  severity: text("severity").notNull(),
+  /** No new event for the same rule and subject within this long of the last one fired. */
+  quietPeriodSeconds: integer("quiet_period_seconds").notNull(),
+  createdAt: createdAt(),
+  updatedAt: timestamp("updated_at", { withTimezone: true }).notNull().defaultNow(),
+}, (t) => [
+  uniqueIndex("alert_rules_name_key").on(sql`lower(${t.name})`),
+  check("alert_rules_severity_check", sql`${t.severity} in ('info', 'warning', 'critical')`),
+]);
+
+/** The channels a rule delivers to. */
+export const alertRuleChannels = pgTable("alert_rule_channels", {
+  ruleId: uuid("rule_id").notNull().references(() => alertRules.id, { onDelete: "cascade" }),
+  channelId: uuid("channel_id").notNull().references(() => alertChannels.id, {
+    onDelete: "cascade",
+  }),
+}, (t) => [
+  primaryKey({ columns: [t.ruleId, t.channelId] }),
+  index("alert_rule_channels_channel_idx").on(t.channelId),
+]);
+
+/**
+ * A condition that fired, and when it resolved. At most one open event per rule and subject
+ * (the partial unique index): however many processes see a condition, one insert wins.
+ */
+export const alertEvents = pgTable("alert_events", {
+  id: bigserial("id", { mode: "number" }).primaryKey(),
+  ruleId: uuid("rule_id").notNull().references(() => alertRules.id, { onDelete: "cascade" }),
+  /** What fired: `connector:<id>`, `project:<id>`, `job:<kind>`, `tls_ca`. */
+  subject: text("subject").notNull(),
+  severity: text("severity").notNull(),
+  message: text("message").notNull(),
+  details: jsonb("details").$type<Record<string, unknown>>().notNull().default({}),
+  firedAt: timestamp("fired_at", { withTimezone: true }).notNull().defaultNow(),
+  resolvedAt: timestamp("resolved_at", { withTimezone: true }),
+}, (t) => [
+  uniqueIndex("alert_events_open_key").on(t.ruleId, t.subject).where(
+    sql`${t.resolvedAt} is null`,
+  ),
+  index("alert_events_rule_subject_idx").on(t.ruleId, t.subject, t.firedAt),
+  index("alert_events_fired_idx").on(t.firedAt),
+]);
+
+/**
+ * One message owed to one channel: an event's firing or resolving, or a test. Claimed with
+ * `for update skip locked` by any process's delivery loop, retried with back-off for a day.
+ */
+export const alertDeliveries = pgTable("alert_deliveries", {
+  id: bigserial("id", { mode: "number" }).primaryKey(),
+  /** Null for a test delivery. */
+  eventId: bigint("event_id", { mode: "number" }).references(() => alertEvents.id, {
+    onDelete: "cascade",
+  }),
+  channelId: uuid("channel_id").notNull().references(() => alertChannels.id, {
+    onDelete: "cascade",
+  }),
+  /** `fired`, `resolved` or `test`. */
+  action: text("action").notNull(),
+  /** What is sent (no secret in it). */
+  payload: jsonb("payload").$type<Record<string, unknown>>().notNull(),
+  /** `pending`, `delivered` or `failed` (gave up). */
+  state: text("state").notNull().default("pending"),
+  attempts: integer("attempts").notNull().default(0),
+  nextAttemptAt: timestamp("next_attempt_at", { withTimezone: true }).notNull().defaultNow(),
+  createdAt: createdAt(),
+  finishedAt: timestamp("finished_at", { withTimezone: true }),
+}, (t) => [
+  index("alert_deliveries_due_idx").on(t.nextAttemptAt).where(sql`${t.state} = 'pending'`),
+  index("alert_deliveries_created_idx").on(t.createdAt),
+  index("alert_deliveries_event_idx").on(t.eventId),
+  index("alert_deliveries_channel_idx").on(t.channelId),
+]);
+
+/** Each try of a delivery: when, how long, the answer's status or the error. */
+export const alertDeliveryTries = pgTable("alert_delivery_tries", {
+  id: bigserial("id", { mode: "number" }).primaryKey(),
+  deliveryId: bigint("delivery_id", { mode: "number" }).notNull().references(
+    () => alertDeliveries.id,
+    { onDelete: "cascade" },
+  ),
+  at: timestamp("at", { withTimezone: true }).notNull().defaultNow(),
+  durationMs: integer("duration_ms").notNull(),
+  statusCode: integer("status_code"),
+  error: text("error"),
+}, (t) => [
+  index("alert_delivery_tries_delivery_idx").on(t.deliveryId, t.id),
 ]);

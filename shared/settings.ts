@@ -404,6 +404,10 @@ const controlFields = {
     integer(90, 0, 36_500),
     "Days system readings are kept (0: forever)",
   ),
+  OCTOPROX_AUDIT_RETENTION_DAYS: field(
+    integer(365, 0, 36_500),
+    "Days the audit log keeps its entries (0: forever); the compaction job removes older ones",
+  ),
   OCTOPROX_INDEX_HYGIENE_INTERVAL: field(seconds(60, 1), "Redis index hygiene"),
   OCTOPROX_CONTROLLER_LEASE_TTL: field(seconds(30, 1, 3600), "The controller lease's lifetime"),
   OCTOPROX_CONTROLLER_LEASE_REFRESH: field(
@@ -442,6 +446,26 @@ const controlFields = {
   OCTOPROX_EGRESS_CA_FILE: field(
     v.optional(v.pipe(trimmed, v.minLength(1, "must be a file path"))),
     "A PEM file of CAs descriptor calls trust instead of the system's (an internal CA)",
+  ),
+  // Each api process evaluates every alert rule this often; one insert wins however many do.
+  OCTOPROX_ALERT_EVALUATION_INTERVAL: field(
+    seconds(30, 0.05, 3600),
+    "How often each api process evaluates the alert rules (docs/alerts.md)",
+  ),
+  // Doubling from here to an hour, for a day at most: a receiver down for a night still gets it.
+  OCTOPROX_ALERT_RETRY_BASE_DELAY: field(
+    seconds(30, 0.05, 3600),
+    "The wait before an alert delivery's second try; each further one doubles it, up to an hour",
+  ),
+  // Unset: email channels are refused (422 on body.type). Credentials ride in the URL.
+  OCTOPROX_SMTP_URL: field(
+    v.optional(urlWithSchemes(["smtp", "smtps"], "SMTP")),
+    "Where alert emails are sent (`smtp://user:pass@host:587`, STARTTLS when offered; " +
+      "`smtps://` for TLS from the start); unset: no email channels",
+  ),
+  OCTOPROX_SMTP_FROM: field(
+    text("Octoprox <octoprox@localhost>"),
+    "The From of alert emails",
   ),
   OCTOPROX_IP_REFRESH_INTERVAL: field(
     seconds(3600, 60, 86_400),
@@ -682,6 +706,7 @@ export const ControlSettingsSchema = v.pipe(
     compactionIntervalMs: e.OCTOPROX_COMPACTION_INTERVAL,
     systemMetricsIntervalMs: e.OCTOPROX_SYSTEM_METRICS_INTERVAL,
     systemMetricsRetentionDays: e.OCTOPROX_SYSTEM_METRICS_RETENTION_DAYS,
+    auditRetentionDays: e.OCTOPROX_AUDIT_RETENTION_DAYS,
     indexHygieneIntervalMs: e.OCTOPROX_INDEX_HYGIENE_INTERVAL,
     controllerLeaseTtlMs: e.OCTOPROX_CONTROLLER_LEASE_TTL,
     controllerLeaseRefreshMs: e.OCTOPROX_CONTROLLER_LEASE_REFRESH,
@@ -692,6 +717,11 @@ export const ControlSettingsSchema = v.pipe(
     stopGraceMs: e.OCTOPROX_STOP_GRACE,
     geoObservationPublishIntervalMs: e.OCTOPROX_GEO_OBSERVATION_PUBLISH_INTERVAL,
     egressAllowLoopback: e.OCTOPROX_EGRESS_ALLOW_LOOPBACK,
+    alertEvaluationIntervalMs: e.OCTOPROX_ALERT_EVALUATION_INTERVAL,
+    alertRetryBaseDelayMs: e.OCTOPROX_ALERT_RETRY_BASE_DELAY,
+    /** Holds the SMTP login: never logged. */
+    smtpUrl: e.OCTOPROX_SMTP_URL,
+    smtpFrom: e.OCTOPROX_SMTP_FROM,
     /** The TLS interception CA's certificate file; undefined: the api has none to answer. */
     tlsMitmCaCertPath: e.OCTOPROX_TLS_MITM_CA_CERT_PATH,
     /** After a rotation: the previous CA's certificate, handed out too until the overlap ends. */

@@ -12,12 +12,14 @@ import { Extraction } from "../provider-api/extraction/extraction.ts";
 import "./context.ts";
 import { presentedKey } from "./distribution-auth.ts";
 import { callerIp } from "../core/echo.ts";
+import { withWriterSlot } from "../../db/actor.ts";
 import type { ApiDeps } from "./deps.ts";
 import { errorResponse, notFoundResponse } from "./errors.ts";
 import { buildOpenApiDocument } from "./openapi.ts";
 import { mountWeb } from "./web-static.ts";
 import { defineRoute, mountRoutes, type Route } from "./registry.ts";
 import { authRoutes } from "./routes/auth.ts";
+import { alertRoutes } from "./routes/alerts.ts";
 import { configRoutes } from "./routes/config.ts";
 import { backupRoutes } from "./routes/backup.ts";
 import { providerRoutes } from "./routes/providers.ts";
@@ -30,6 +32,7 @@ import { internalGeoRoutes } from "./internal-geo.ts";
 import { metricsRoutes } from "./routes/metrics.ts";
 import { mitmCaptureRoutes } from "./routes/mitm-captures.ts";
 import { geoExitRoutes } from "./routes/geo-exits.ts";
+import { auditRoutes } from "./routes/audit.ts";
 import { projectRoutes } from "./routes/projects.ts";
 import { blockRuleRoutes } from "./routes/block-rules.ts";
 import { domainRoutes } from "./routes/domains.ts";
@@ -75,6 +78,8 @@ export function apiRoutes(deps: ApiDeps): Route[] {
     ...geoRoutes(deps),
     ...configRoutes(deps),
     ...backupRoutes(deps),
+    ...alertRoutes(deps),
+    ...auditRoutes(deps),
   ];
   let document: Record<string, unknown> | undefined;
   routes.push(defineRoute({
@@ -118,7 +123,8 @@ export function createApp(appDeps: ApiDeps): Hono {
     c.header("X-Request-ID", requestId);
     const startedMs = performance.now();
     await requestContext.run({ requestId }, async () => {
-      await next();
+      // Authentication names the writer of the request's transactions (db/actor.ts).
+      await withWriterSlot(next);
       // The echo is health-check traffic, hundreds a second while checks run: a line each would
       // cost the process more than answering it.
       logger[c.req.path === ECHO_PATH ? "debug" : "info"]({

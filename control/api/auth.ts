@@ -9,6 +9,8 @@ import { ForbiddenError, UnauthorizedError } from "../../shared/errors.ts";
 import { UserRole } from "../../shared/roles.ts";
 import type { ControlSettings } from "../../shared/settings.ts";
 import { requestContext } from "../core/logging.ts";
+import { callerIp } from "../core/echo.ts";
+import { type Actor, nameWriter } from "../../db/actor.ts";
 import type { ServiceDeps } from "../core/store.ts";
 import { isApiToken, resolveToken } from "../services/tokens.ts";
 import { isDistributionKey } from "../provider-api/extraction/distribution-keys.ts";
@@ -92,9 +94,11 @@ export async function authenticate(deps: ServiceDeps, c: Context<AppEnv>): Promi
     throw new UnauthorizedError("A distribution key calls a project's extraction API only");
   }
   let principal: Principal | undefined;
+  let tokenName: string | undefined;
   if (isApiToken(bearer)) {
     const found = await resolveToken(deps, bearer);
     if (found) principal = toPrincipal(found.user, found.tokenId);
+    tokenName = found?.tokenName;
   } else {
     const userId = await verifyAccessToken(deps.settings, bearer);
     const user = userId === undefined ? undefined : await activeUser(deps, userId);
@@ -108,7 +112,26 @@ export async function authenticate(deps: ServiceDeps, c: Context<AppEnv>): Promi
     context.userId = principal.userId;
     context.username = principal.username;
   }
+  // The writes of the rest of the request name their writer to the audit log.
+  nameWriter(writerOf(principal, tokenName, c));
   return principal;
+}
+
+/** The header the CLI and the dashboard name themselves in (the audit's `via`). */
+export const CLIENT_HEADER = "x-octoprox-client";
+
+function writerOf(principal: Principal, tokenName: string | undefined, c: Context<AppEnv>): Actor {
+  const client = c.req.header(CLIENT_HEADER);
+  const token = principal.tokenId !== undefined;
+  return {
+    kind: token ? "token" : "user",
+    id: principal.tokenId ?? principal.userId,
+    name: token ? tokenName ?? principal.tokenId ?? "" : principal.username,
+    user: principal.username,
+    address: callerIp(c),
+    via: client === "cli" || client === "dashboard" ? client : "api",
+    request: `${c.req.method} ${c.req.routePath}`,
+  };
 }
 
 function toPrincipal(user: UserRow, tokenId?: string): Principal {

@@ -149,6 +149,8 @@ const SINGULAR: Readonly<Record<string, string>> = {
   "distribution-keys": "Distribution key",
   extract: "Lease",
   databases: "IP database",
+  rules: "Alert rule",
+  channels: "Alert channel",
 };
 
 /** The entity a path parameter names: the collection before it (`/projects/:id` → Project). */

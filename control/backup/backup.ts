@@ -27,7 +27,10 @@ import { ChangeKind } from "../../shared/roles.ts";
 import { recomputeTotals } from "../metrics/history-writer.ts";
 import { HISTORY_TABLES } from "../metrics/tiers.ts";
 import { type BackupEnvelope, openBackup, sealBackup } from "./envelope.ts";
-import type { ServiceDeps } from "../core/store.ts";
+import { announce, type ServiceDeps } from "../core/store.ts";
+import { recordChange } from "../core/outbox.ts";
+import { asActor, currentActor } from "../../db/actor.ts";
+import { recordAuditNote } from "../audit/note.ts";
 import {
   clearProjectState,
   droppedFrom,
@@ -58,11 +61,20 @@ export const DEFINITION_TABLES = [
   "geo_settings",
   "geo_files",
   "geo_databases",
+  // Alerting's channels and rules, after the projects and connectors a rule names. A channel's
+  // signing secret is sealed under the internal secret: restored into an install with another,
+  // it no longer opens (its deliveries say so) and the channel is made again.
+  "alert_channels",
+  "alert_rules",
+  "alert_rule_channels",
+  // Who changed what: restored with the definitions it tells of (the import adds its own entry).
+  "audit_log",
 ] as const;
 
 /** What a table's rows are read in order of: its key (`id` unless named here). */
 const ORDER_COLUMNS: Readonly<Record<string, string>> = {
   project_sequences: "project_id",
+  alert_rule_channels: "rule_id, channel_id",
   geo_files: "checksum",
   connector_exit_ips: "connector_id, ip",
   domain_metrics: "project_id, day, site, connector, count",
@@ -91,7 +103,17 @@ export const BACKUP_HISTORY_TABLES: readonly string[] = [
  * (this install's own readings of its stores) and change_outbox (this install's announcements
  * not made yet) are not the backup's and stay.
  */
-const REPLACED_TABLES = [...DEFINITION_TABLES, ...BACKUP_HISTORY_TABLES, "metric_totals"];
+const REPLACED_TABLES = [
+  ...DEFINITION_TABLES,
+  ...BACKUP_HISTORY_TABLES,
+  "metric_totals",
+  // Alerting's events and deliveries are this install's own record of what it told whom, never
+  // the backup's: a restore that replayed pending ones would notify of another time. They go
+  // with the rules and channels they refer to.
+  "alert_events",
+  "alert_deliveries",
+  "alert_delivery_tries",
+];
 
 /** Bodies up to this: the import route's bound, and what an export must stay within. */
 export const MAX_BACKUP_BYTES = 512_000_000;
@@ -307,26 +329,49 @@ export async function importBackup(
 
   let table = "";
   let dropped = EMPTY_FOOTPRINT;
-  try {
-    await reservedTransaction(deps.database.sql, async (tx) => {
-      const before = await readInstallFootprint(tx);
-      await tx.unsafe(`truncate ${REPLACED_TABLES.join(", ")}`);
-      for (const section of sections) {
-        table = section.table;
-        for (const { start, end } of section.batches) {
-          // Rows are one a line and JSON escapes every newline inside a value.
-          const batch = `[${contents.toString("utf8", start, end).replaceAll("\n", ",")}]`;
-          await tx.unsafe(
-            `insert into ${table} select * from jsonb_populate_recordset(null::${table}, $1::jsonb)`,
-            [batch],
-          );
+  let outboxId: number | undefined;
+  const restored = Object.fromEntries(sections.map((s) => [s.table, s.rows]));
+  // The import is one audit entry (below), not an entry for each row it writes.
+  const actor = currentActor();
+  const importing = () =>
+    reservedTransaction(
+      deps.database.sql,
+      async (tx) => {
+        const before = await readInstallFootprint(tx);
+        await tx.unsafe(`truncate ${REPLACED_TABLES.join(", ")}`);
+        for (const section of sections) {
+          table = section.table;
+          for (const { start, end } of section.batches) {
+            // Rows are one a line and JSON escapes every newline inside a value.
+            const batch = `[${contents.toString("utf8", start, end).replaceAll("\n", ",")}]`;
+            await tx.unsafe(
+              `insert into ${table} select * from jsonb_populate_recordset(null::${table}, $1::jsonb)`,
+              [batch],
+            );
+          }
         }
-      }
-      table = "";
-      await restartSequences(tx);
-      await recomputeTotals(tx);
-      dropped = droppedFrom(before, await readInstallFootprint(tx));
-    });
+        table = "";
+        await restartSequences(tx);
+        await recomputeTotals(tx);
+        dropped = droppedFrom(before, await readInstallFootprint(tx));
+        await recordAuditNote(tx, {
+          entity: "backup",
+          action: "import",
+          after: {
+            created_at: header.created_at,
+            include_history: header.include_history,
+            restored,
+          },
+        });
+      },
+      "",
+      () =>
+        recordChange({ kind: ChangeKind.all, ref: "*" }, (id) => {
+          outboxId = id;
+        }),
+    );
+  try {
+    await (actor === undefined ? importing() : asActor({ ...actor, summary: true }, importing));
   } catch (error) {
     const code = doesNotFit(error);
     if (code !== undefined && table !== "") {
@@ -340,9 +385,8 @@ export async function importBackup(
   }
   // After the commit: controllers compile everything again and gateways follow; what the
   // projects, connectors and proxies the backup did not hold left in Redis goes.
-  await deps.changes.append({ kind: ChangeKind.all, ref: "*" });
+  if (outboxId !== undefined) await announce(deps, { kind: ChangeKind.all, ref: "*" }, outboxId);
   await clearProjectState(deps, dropped);
-  const restored = Object.fromEntries(sections.map((s) => [s.table, s.rows]));
   return { schemaVersion: version, restored };
 }
 
@@ -351,7 +395,7 @@ async function restartSequences(tx: postgres.Sql): Promise<void> {
   const serial = BACKUP_HISTORY_TABLES.filter((table) =>
     table !== "connector_exit_ips" && table !== "domain_metrics"
   );
-  for (const table of [...serial, "provider_audit_log"]) {
+  for (const table of [...serial, "provider_audit_log", "audit_log"]) {
     await tx.unsafe(
       `select setval(pg_get_serial_sequence('${table}', 'id'),
          coalesce((select max(id) from ${table}), 0) + 1, false)`,

@@ -58,7 +58,12 @@ export class Client {
 
   /** The raw answer of a successful request (its body not read yet): a download. */
   async send(method: string, path: string, options: RequestOptions = {}): Promise<Response> {
-    const headers: Record<string, string> = { accept: "application/json", ...options.headers };
+    // The audit log says a write came from the CLI (x-octoprox-client).
+    const headers: Record<string, string> = {
+      accept: "application/json",
+      "x-octoprox-client": "cli",
+      ...options.headers,
+    };
     if (this.#token) headers.authorization = `Bearer ${this.#token}`;
     let body: BodyInit | undefined;
     if (options.stream) {

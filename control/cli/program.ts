@@ -15,6 +15,8 @@ import { registerExtract } from "./commands/extract.ts";
 import { registerGeo } from "./commands/geo.ts";
 import { registerInspect } from "./commands/inspect.ts";
 import { registerDomains } from "./commands/domains.ts";
+import { registerAudit } from "./commands/audit.ts";
+import { registerAlerts } from "./commands/alerts.ts";
 import { registerProjects } from "./commands/projects.ts";
 import { registerProxies } from "./commands/proxies.ts";
 import { registerStatus } from "./commands/status.ts";
@@ -54,6 +56,8 @@ export function buildProgram(): Command {
   registerUsage(program);
   registerInspect(program);
   registerDomains(program);
+  registerAudit(program);
+  registerAlerts(program);
   registerTokens(program);
   registerDistributionKeys(program);
   registerExtract(program);

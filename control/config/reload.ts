@@ -10,6 +10,7 @@ import { dirname } from "node:path";
 import { errorText, ValidationError } from "../../shared/errors.ts";
 import type { ControlDeps } from "../core/deps.ts";
 import { applyConfig, type ConfigOutcome } from "./apply.ts";
+import { asActor } from "../../db/actor.ts";
 import { parseConfigFile } from "./file.ts";
 
 export interface ReloadOutcome extends ConfigOutcome {
@@ -41,7 +42,17 @@ export function reloadConfigFile(
       throw new ValidationError(read.issues);
     }
     try {
-      const outcome = await applyConfig(deps, read.config, { prune: deps.settings.configPrune });
+      const apply = () => applyConfig(deps, read.config, { prune: deps.settings.configPrune });
+      // Asked through the api, the caller is the writer; at start or on SIGHUP, the file is.
+      const outcome = reason === "api" ? await apply() : await asActor({
+        kind: "system",
+        id: null,
+        name: "configuration file",
+        user: null,
+        address: null,
+        via: "config",
+        request: `${reason === "start" ? "start" : "SIGHUP"}: ${file}`,
+      }, apply);
       deps.logger.info(
         { file, reason, changes: outcome.changes.length, fingerprint: outcome.fingerprint },
         outcome.changes.length === 0

@@ -14,8 +14,7 @@
  * at least once, in commit order. The controller's hourly reconcile stays as the last cover.
  */
 import type { Redis } from "ioredis";
-import { type Database, reservedTransaction, type Tx } from "../../db/client.ts";
-import { changeOutbox } from "../../db/schema.ts";
+import { type Database, reservedTransaction, sqlLiteral } from "../../db/client.ts";
 import { type CycleResult, Loop, type LoopSnapshot } from "../../shared/async/loop.ts";
 import { errorText } from "../../shared/errors.ts";
 import type { RedisKeys } from "../../shared/redis-keys.ts";
@@ -31,14 +30,19 @@ export const RELAY_GRACE_MS = 500;
 /** Rows a relay pass takes at most. */
 const RELAY_BATCH = 1_000;
 
-/** Inserts the change entry in the write's transaction; answers its row's id. */
-export async function recordChange(
-  tx: Tx,
+/**
+ * The insert of the change entry, the write's last statement (sent with its COMMIT, values as
+ * literals); `took` gets its row's id.
+ */
+export function recordChange(
   change: { kind: ChangeKind; ref: string },
-): Promise<number> {
-  const [row] = await tx.insert(changeOutbox).values({ kind: change.kind, ref: change.ref })
-    .returning({ id: changeOutbox.id });
-  return row.id;
+  took: (id: number) => void,
+): { sql: string; took: (rows: readonly { id?: unknown }[]) => void } {
+  return {
+    sql: `insert into change_outbox (kind, ref) values (${sqlLiteral(change.kind)}, ` +
+      `${sqlLiteral(change.ref)}) returning id`,
+    took: (rows) => took(Number(rows[0]?.id)),
+  };
 }
 
 /** Announced rows waiting for their delete, by database: deleted together, every few ms. */

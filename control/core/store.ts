@@ -35,21 +35,35 @@ export async function write<T>(
   let outcome: WriteOutcome<T>;
   let outboxId: number | undefined;
   try {
-    outcome = await deps.database.transaction(async (tx) => {
-      const done = await work(tx);
-      if (done.change) outboxId = await recordChange(tx, done.change);
-      return done;
-    });
+    outcome = await deps.database.transaction(
+      work,
+      "",
+      (done) =>
+        done.change
+          ? recordChange(done.change, (id) => {
+            outboxId = id;
+          })
+          : undefined,
+    );
   } catch (error) {
     throw translatePostgresError(error);
   }
-  if (outcome.change && outboxId !== undefined) {
-    faultPoint("after_commit");
-    // The change log waits at most one request deadline and never throws; an entry it kept
-    // for its retry keeps its row too, which the relay announces if the process goes first.
-    if (await deps.changes.append(outcome.change)) settleChange(deps.database, outboxId);
-  }
+  if (outcome.change && outboxId !== undefined) await announce(deps, outcome.change, outboxId);
   return outcome.result;
+}
+
+/**
+ * Announces a committed change whose outbox row is `outboxId`, and settles the row. The change
+ * log waits at most one request deadline and never throws; an entry it kept for its retry keeps
+ * its row too, which the relay announces if the process goes first.
+ */
+export async function announce(
+  deps: Pick<ServiceDeps, "database" | "changes">,
+  change: ChangeEntry,
+  outboxId: number,
+): Promise<void> {
+  faultPoint("after_commit");
+  if (await deps.changes.append(change)) settleChange(deps.database, outboxId);
 }
 
 /** Runs a read, its driver errors read as catalogue errors. */

@@ -13,11 +13,16 @@
  * - No redirects, a deadline over the whole call, and a bounded answer.
  *
  * `allowLoopback` (OCTOPROX_EGRESS_ALLOW_LOOPBACK, for tests) admits 127.0.0.0/8 and ::1 only.
+ * Alert webhooks (control/alerts/) go through the same guard with two leaves of their own: plain
+ * HTTP (`allowHttp`), and `allowPrivate`, an admin's explicit per-channel leave to reach loopback,
+ * private, shared and link-local addresses (metadata, unspecified, multicast and reserved ones
+ * stay refused).
  * Error messages name the host and path, never the query: it may hold an API key.
  */
 import { normaliseHost } from "../../shared/net/host.ts";
 import { lookup as dnsLookup } from "node:dns/promises";
 import type { IncomingHttpHeaders, IncomingMessage } from "node:http";
+import http from "node:http";
 import https from "node:https";
 import type { LookupFunction } from "node:net";
 import { EgressRefusedError, VendorCallError } from "../../shared/errors.ts";
@@ -43,7 +48,21 @@ export interface EgressOptions {
   allowLoopback?: boolean;
   /** A CA to trust instead of the system's store (tests); production leaves it unset. */
   ca?: string;
+  /** Admit plain http:// (alert webhooks; descriptor calls stay HTTPS only). */
+  allowHttp?: boolean;
+  /** An admin's explicit leave: loopback, private, shared and link-local addresses admitted. */
+  allowPrivate?: boolean;
 }
+
+/** What an admin's `allowPrivate` admits; metadata, unspecified and the rest stay refused. */
+const PRIVATE_KINDS: ReadonlySet<string> = new Set([
+  "loopback",
+  "private",
+  "shared (carrier-grade NAT)",
+  "link-local",
+]);
+
+type AddressLeave = Pick<EgressOptions, "allowLoopback" | "allowPrivate">;
 
 export interface EgressAnswer {
   status: number;
@@ -57,11 +76,12 @@ export function shownUrl(url: URL): string {
 }
 
 /** Why an address may not be reached, or undefined when it may. */
-function addressRefusal(address: string, allowLoopback: boolean): string | undefined {
+function addressRefusal(address: string, leave: AddressLeave): string | undefined {
   const ip = parseIp(address);
   if (ip === undefined) return `${address} is not an IP address`;
   const kind = prohibitedKind(ip);
-  if (kind === undefined || (allowLoopback && kind === "loopback")) return undefined;
+  if (kind === undefined || (leave.allowLoopback && kind === "loopback")) return undefined;
+  if (leave.allowPrivate && PRIVATE_KINDS.has(kind)) return undefined;
   return `${address} is a ${kind} address`;
 }
 
@@ -78,7 +98,7 @@ export function checkEgressHost(
   const name = normaliseHost(host);
   if (name === "") return "the host is empty";
   if (parseIp(name) !== undefined) {
-    const refusal = addressRefusal(name, options.allowLoopback ?? false);
+    const refusal = addressRefusal(name, options);
     return refusal === undefined ? undefined : `${host}: ${refusal}`;
   }
   if (METADATA_NAMES.has(name)) return `${host} is a cloud metadata service`;
@@ -91,8 +111,8 @@ export function checkEgressHost(
   return undefined;
 }
 
-/** The URL as the guard takes it; refuses what is not plain HTTPS. */
-function parseTarget(text: string): URL {
+/** The URL as the guard takes it; refuses what is not plain HTTPS (or HTTP, when allowed). */
+function parseTarget(text: string, allowHttp = false): URL {
   let url: URL;
   try {
     url = new URL(text);
@@ -100,7 +120,7 @@ function parseTarget(text: string): URL {
     throw new EgressRefusedError("", "a vendor call's URL is not a valid URL", { cause: error });
   }
   const host = normaliseHost(url.hostname);
-  if (url.protocol !== "https:") {
+  if (url.protocol !== "https:" && !(allowHttp && url.protocol === "http:")) {
     throw new EgressRefusedError(
       host,
       `vendor calls use HTTPS only: ${url.protocol}//${shownUrl(url)} was refused`,
@@ -118,7 +138,7 @@ function parseTarget(text: string): URL {
 /** Resolves the host once and vets every address; answers the one to connect to. */
 async function vettedAddress(
   url: URL,
-  allowLoopback: boolean,
+  leave: AddressLeave,
 ): Promise<{ address: string; family: 4 | 6 }> {
   const host = normaliseHost(url.hostname);
   if (METADATA_NAMES.has(host)) {
@@ -136,7 +156,7 @@ async function vettedAddress(
     throw new VendorCallError(`${shownUrl(url)}: ${host} does not resolve`);
   }
   for (const { address } of addresses) {
-    const refusal = addressRefusal(address, allowLoopback);
+    const refusal = addressRefusal(address, leave);
     if (refusal !== undefined) {
       const via = address === host ? "" : ` (${host} resolves to it)`;
       throw new EgressRefusedError(host, `${shownUrl(url)} was refused: ${refusal}${via}`);
@@ -144,6 +164,35 @@ async function vettedAddress(
   }
   const chosen = addresses[0];
   return { address: chosen.address, family: chosen.family === 6 ? 6 : 4 };
+}
+
+/** How long a save waits for a name's addresses before leaving them to the call itself. */
+const VET_LOOKUP_TIMEOUT_MS = 5_000;
+
+/**
+ * Refuses a target the guard would refuse, before anything is sent: its scheme, credentials in
+ * it, a metadata name, or an address (every one its host resolves to) outside what the leave
+ * admits. A host that does not resolve now, or not within a few seconds, passes: the call checks
+ * again when it is made.
+ */
+export async function vetTarget(
+  target: string,
+  options: Pick<EgressOptions, "allowHttp" | "allowLoopback" | "allowPrivate"> = {},
+): Promise<void> {
+  const url = parseTarget(target, options.allowHttp);
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  try {
+    await Promise.race([
+      vettedAddress(url, options),
+      new Promise<void>((resolve) => {
+        timer = setTimeout(resolve, VET_LOOKUP_TIMEOUT_MS);
+      }),
+    ]);
+  } catch (error) {
+    if (error instanceof EgressRefusedError) throw error;
+  } finally {
+    clearTimeout(timer);
+  }
 }
 
 /** A socket lookup that answers the vetted address, whatever name it is asked for. */
@@ -207,7 +256,7 @@ export async function egressRequest(
   target: string,
   options: EgressOptions = {},
 ): Promise<EgressAnswer> {
-  const url = parseTarget(target);
+  const url = parseTarget(target, options.allowHttp);
   const host = normaliseHost(url.hostname);
   const timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
   const maxBytes = options.maxBytes ?? DEFAULT_MAX_BYTES;
@@ -236,7 +285,7 @@ export async function egressRequest(
   };
   try {
     const pin = await Promise.race([
-      vettedAddress(url, options.allowLoopback ?? false),
+      vettedAddress(url, options),
       new Promise<never>((_resolve, reject) => {
         if (controller.signal.aborted) reject(controller.signal.reason);
         controller.signal.addEventListener("abort", () => reject(controller.signal.reason), {
@@ -246,10 +295,11 @@ export async function egressRequest(
     ]);
     const body = options.body === undefined ? undefined : Buffer.from(options.body, "utf8");
     const response = await new Promise<IncomingMessage>((resolve, reject) => {
-      const request = https.request({
-        protocol: "https:",
+      const plain = url.protocol === "http:";
+      const request = (plain ? http : https).request({
+        protocol: url.protocol,
         host,
-        port: url.port === "" ? 443 : Number(url.port),
+        port: url.port === "" ? (plain ? 80 : 443) : Number(url.port),
         path: `${url.pathname}${url.search}`,
         method: options.method ?? "GET",
         headers: {

@@ -20,7 +20,7 @@ import type { GeoFormat } from "../../shared/geo/contract.ts";
 import { checkEgressHost } from "../egress/guard.ts";
 import { read, type ServiceDeps, write } from "../core/store.ts";
 import { type DownloadAuth, fillDownloadUrl } from "../model/geo.ts";
-import { announceGeo } from "./announce.ts";
+import { askReattribution, geoChange } from "./announce.ts";
 import { type CheckedFile, checkFile } from "./files.ts";
 import { shippedFile } from "./shipped.ts";
 
@@ -129,9 +129,9 @@ export async function addUploaded(
       origin: DatabaseOrigin.upload,
       ...fileFields(checked),
     }).returning();
-    return { result: created, change: null };
+    return { result: created, change: geoChange(created.id) };
   });
-  await announceGeo(deps, { ref: row.id, judged: row.enabled });
+  if (row.enabled) await askReattribution(deps);
   return row;
 }
 
@@ -157,9 +157,9 @@ export async function replaceUploadedFile(
     await storeFile(tx, checked, bytes);
     const [updated] = await tx.update(geoDatabases).set(fileFields(checked))
       .where(eq(geoDatabases.id, id)).returning();
-    return { result: updated, change: null };
+    return { result: updated, change: moved ? geoChange(id) : null };
   });
-  if (moved) await announceGeo(deps, { ref: row.id, judged: row.enabled });
+  if (moved && row.enabled) await askReattribution(deps);
   return row;
 }
 
@@ -196,9 +196,9 @@ export async function addFromUrl(
       updateIntervalHours: input.updateIntervalHours,
       ...fileFields(first.checked),
     }).returning();
-    return { result: created, change: null };
+    return { result: created, change: geoChange(created.id) };
   });
-  await announceGeo(deps, { ref: row.id, judged: row.enabled });
+  if (row.enabled) await askReattribution(deps);
   return row;
 }
 
@@ -261,9 +261,9 @@ export async function patchDatabase(
     if (!moved) return { result: held, change: null };
     const [updated] = await tx.update(geoDatabases).set({ ...next, updatedAt: sql`now()` })
       .where(eq(geoDatabases.id, id)).returning();
-    return { result: updated, change: null };
+    return { result: updated, change: geoChange(id) };
   });
-  if (moved) await announceGeo(deps, { ref: id, judged });
+  if (judged) await askReattribution(deps);
   return row;
 }
 
@@ -272,7 +272,7 @@ export async function deleteDatabase(deps: ServiceDeps, id: string): Promise<voi
   const deleted = await write(deps, async (tx) => {
     const [row] = await tx.delete(geoDatabases).where(eq(geoDatabases.id, id)).returning();
     if (row === undefined) throw new NotFoundError("IP database");
-    return { result: row, change: null };
+    return { result: row, change: geoChange(id) };
   });
-  await announceGeo(deps, { ref: id, judged: deleted.enabled && deleted.checksum !== null });
+  if (deleted.enabled && deleted.checksum !== null) await askReattribution(deps);
 }

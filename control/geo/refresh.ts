@@ -10,7 +10,7 @@ import { geoDatabases, geoFiles } from "../../db/schema.ts";
 import { ConflictError, errorText, ValidationError } from "../../shared/errors.ts";
 import { type GeoFormat, GeoFormatError } from "../../shared/geo/contract.ts";
 import { read, type ServiceDeps, write } from "../core/store.ts";
-import { announceGeo } from "./announce.ts";
+import { askReattribution, geoChange } from "./announce.ts";
 import {
   DatabaseOrigin,
   fileFields,
@@ -104,10 +104,10 @@ export async function refreshDatabase(
     if (moved) await storeFile(tx, checked, bytes);
     const [next] = await tx.update(geoDatabases).set(fileFields(checked))
       .where(eq(geoDatabases.id, row.id)).returning();
-    return { result: next, change: null };
+    return { result: next, change: moved ? geoChange(row.id) : null };
   });
   if (updated === undefined) return { outcome: "failed", row };
-  if (moved) await announceGeo(deps, { ref: row.id, judged: updated.enabled });
+  if (moved && updated.enabled) await askReattribution(deps);
   return { outcome: moved ? "updated" : "unchanged", row: updated };
 }
 

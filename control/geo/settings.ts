@@ -12,7 +12,7 @@ import {
   policyOf,
 } from "../../shared/geo/attribute.ts";
 import { read, type ServiceDeps, write } from "../core/store.ts";
-import { announceGeo } from "./announce.ts";
+import { askReattribution, geoChange } from "./announce.ts";
 
 export interface GeoSettings {
   locationSources: LocationSource[];
@@ -90,9 +90,8 @@ export async function updateGeoSettings(
     const [row] = await tx.insert(geoSettings).values({ id: 1, ...values })
       .onConflictDoUpdate({ target: geoSettings.id, set: values })
       .returning();
-    return { result: settingsOf(row), change: null };
+    return { result: settingsOf(row), change: geoChange("settings") };
   });
-  // The change entry is announceGeo's to append, with the run it owes.
-  if (moved) await announceGeo(deps, { ref: "settings", judged });
+  if (judged) await askReattribution(deps);
   return result;
 }

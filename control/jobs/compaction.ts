@@ -34,10 +34,13 @@ import {
 } from "../metrics/tiers.ts";
 import type { Job, WorkBatch } from "../core/job.ts";
 import { expireObservations } from "../geo/observation-retention.ts";
+import { pruneAuditLog } from "../audit/log.ts";
 
 export interface CompactionOptions {
   database: Database;
   logger: Logger;
+  /** Days the audit log keeps its entries (OCTOPROX_AUDIT_RETENTION_DAYS; 0: forever). */
+  auditRetentionDays?: number;
   now?: () => number;
 }
 
@@ -55,6 +58,8 @@ export interface CompactionOutcome {
   observationsExpired: number;
   /** Exit IPs last seen before exit_ip_retention_days, when it is set. */
   exitIpsExpired: number;
+  /** Audit entries past OCTOPROX_AUDIT_RETENTION_DAYS. */
+  auditExpired: number;
 }
 
 /** The statement folding one table's rows of one project and tier ($1 project, $2 cutoff). */
@@ -99,8 +104,11 @@ export class CompactionJob implements Job {
     const folded = Object.values(outcome.folded).reduce((a, b) => a + b, 0);
     if (folded + outcome.expired + outcome.totalsRemoved + outcome.flushRecordsRemoved > 0) {
       this.#o.logger.info({ ...outcome }, "Metrics history compacted");
-    } else if (outcome.observationsExpired + outcome.exitIpsExpired > 0) {
-      this.#o.logger.info({ ...outcome }, "Observations past their retention removed");
+    } else if (outcome.observationsExpired + outcome.exitIpsExpired + outcome.auditExpired > 0) {
+      this.#o.logger.info(
+        { ...outcome },
+        "Observations or audit entries past their retention removed",
+      );
     }
   }
 
@@ -122,6 +130,7 @@ export class CompactionJob implements Job {
       flushRecordsRemoved: 0,
       observationsExpired: 0,
       exitIpsExpired: 0,
+      auditExpired: 0,
     };
     const projects = await sql<{ id: string; retention: number }[]>`
       select id::text, metrics_retention_days as retention from projects order by id`;
@@ -173,6 +182,8 @@ export class CompactionJob implements Job {
     const geo = await expireObservations(this.#o.database, nowMs, signal);
     outcome.observationsExpired = geo.observationsExpired;
     outcome.exitIpsExpired = geo.exitIpsExpired;
+    const auditDays = this.#o.auditRetentionDays ?? 0;
+    if (auditDays > 0) outcome.auditExpired = await pruneAuditLog(this.#o.database, auditDays);
     return outcome;
   }
 }

@@ -204,6 +204,7 @@ export function buildJobs(
           new CompactionJob({
             database: deps.database,
             logger: deps.logger.child({ job: kind }),
+            auditRetentionDays: deps.settings.auditRetentionDays,
           }),
         );
         break;

@@ -13,6 +13,9 @@ import { HttpServer } from "../core/http-server.ts";
 import { echoFastGets } from "../api/routes/public.ts";
 import { GeoDefinitions } from "../geo/definitions.ts";
 import { EchoPlaces } from "../geo/echo-places.ts";
+import { AlertDeliverer, deliveryPollMs } from "../alerts/deliverer.ts";
+import { AlertEvaluator } from "../alerts/evaluator.ts";
+import type { Loop } from "../../shared/async/loop.ts";
 import { BaseRuntime, type RuntimeName } from "./runtime.ts";
 
 export interface ApiRuntimeOptions {
@@ -28,6 +31,9 @@ export class ApiRuntime extends BaseRuntime {
   readonly #deps: ApiDeps;
   readonly #extraction: Extraction;
   readonly #announce: (line: string) => void;
+  /** Alerting runs in every api process: one insert wins however many see a condition. */
+  readonly #alertEvaluator: AlertEvaluator;
+  readonly #alertDeliverer: AlertDeliverer;
   #server: HttpServer | undefined;
 
   constructor(options: ApiRuntimeOptions) {
@@ -44,6 +50,22 @@ export class ApiRuntime extends BaseRuntime {
       new EchoPlaces({ source: geo, logger: options.deps.logger.child({ part: "echo" }) });
     this.#deps = { ...options.deps, extraction: this.#extraction, geo, echoPlaces };
     this.#announce = options.announce ?? ((line) => process.stdout.write(`${line}\n`));
+    const { settings, logger } = options.deps;
+    this.#alertDeliverer = new AlertDeliverer({
+      database: options.deps.database,
+      settings,
+      logger,
+      pollMs: deliveryPollMs(settings.alertRetryBaseDelayMs),
+    });
+    this.#alertEvaluator = new AlertEvaluator({
+      deps: options.deps,
+      intervalMs: settings.alertEvaluationIntervalMs,
+      onOwed: () => this.#alertDeliverer.wake(),
+    });
+  }
+
+  protected override loops(): Loop[] {
+    return [this.#alertEvaluator, this.#alertDeliverer];
   }
 
   /** The address the API answers on, once started. */

@@ -88,7 +88,7 @@ export function revokeToken(
 export async function resolveToken(
   deps: ServiceDeps,
   token: string,
-): Promise<{ user: UserRow; tokenId: string } | undefined> {
+): Promise<{ user: UserRow; tokenId: string; tokenName: string } | undefined> {
   const [found] = await read(
     deps,
     (db) =>
@@ -112,5 +112,5 @@ export async function resolveToken(
         ),
     );
   }
-  return { user: found.user, tokenId: found.token.id };
+  return { user: found.user, tokenId: found.token.id, tokenName: found.token.name };
 }

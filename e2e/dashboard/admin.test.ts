@@ -5,7 +5,8 @@
  * System page lists the running processes with their heartbeat and the leader, and tells a
  * viewer or an editor it is for admins; an admin creates a user who then signs in, and invites
  * one who chooses a password through the link (once) and signs in; an API token
- * is shown once, works as a Bearer token, and stops working once revoked.
+ * is shown once, works as a Bearer token, and stops working once revoked; the audit page shows
+ * a change made in the dashboard with its fields before and after.
  */
 import type { Browser, Page } from "playwright-core";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
@@ -241,6 +242,43 @@ describe("users", () => {
     await row.getByRole("button", { name: "Delete" }).click();
     await row.getByRole("button", { name: "Delete newviewer for good" }).click();
     await expect.poll(() => row.count()).toBe(0);
+  });
+});
+
+describe("the audit page", () => {
+  it("shows a change made in the dashboard, by whom and how, and its fields before and after", async () => {
+    const page = await as(cluster.adminLogin);
+    const made = await cluster.request("POST", "/api/v1/users", {
+      username: "audited",
+      password: "audited-password-1",
+      role: "viewer",
+    });
+    expect(made.status).toBe(201);
+    await page.getByRole("link", { name: "Users" }).click();
+    const row = page.locator('tr[data-user="audited"]');
+    await row.waitFor();
+    await row.locator("select").selectOption("editor");
+    await expect.poll(async () =>
+      (await cluster.request("GET", "/api/v1/users")).body.find((u: { username: string }) =>
+        u.username === "audited"
+      ).role
+    ).toBe("editor");
+
+    await page.getByRole("link", { name: "Audit" }).click();
+    await page.getByRole("combobox", { name: "Entity" }).selectOption("user");
+    const entry = page.locator("tr[data-audit]").filter({ hasText: "dashboard" }).first();
+    await entry.waitFor();
+    expect(await entry.textContent()).toContain('role: "viewer" → "editor"');
+    expect(await entry.textContent()).toContain("audited");
+    await entry.getByRole("button", { name: "Details" }).click();
+    const after = page.getByLabel("After");
+    await expect.poll(() => after.textContent()).toContain('"role": "editor"');
+    // The user's creation, through the api by the same admin: the hash is masked.
+    const created = page.locator("tr[data-audit]").filter({ hasText: "create" }).first();
+    await created.getByRole("button", { name: "Details" }).click();
+    await expect.poll(() => page.getByLabel("After").last().textContent()).toContain(
+      '"password_hash": "********"',
+    );
   });
 });
 

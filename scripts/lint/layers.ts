@@ -75,6 +75,8 @@ export const STACKS: readonly Stack[] = [
           "control/upstream",
           "control/egress",
           "control/geo",
+          "control/alerts",
+          "control/audit",
         ],
         about: "One folder per feature: what it does, with no knowledge of HTTP, of jobs " +
           "or of the process that runs it.",

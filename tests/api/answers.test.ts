@@ -18,6 +18,9 @@ import {
 import { ingestObservations } from "../../control/geo/observation-ingest.ts";
 import type { Observation } from "../../shared/geo/observation-wire.ts";
 import { sampleCapture, writeCaptures } from "../../testkit/mitm-captures.ts";
+import { AlertDeliverer } from "../../control/alerts/deliverer.ts";
+import { AlertEvaluator } from "../../control/alerts/evaluator.ts";
+import { JobKind } from "../../shared/roles.ts";
 
 let h: ApiHarness;
 let routes: Route[];
@@ -291,6 +294,45 @@ describe("each declared answer is what the route answers", () => {
     await call("GET", `/api/v1/geo/exits?project_id=${projectId}`);
     await call("GET", "/api/v1/geo/exits/ips");
     await call("GET", "/api/v1/geo/accuracy");
+  });
+
+  test("the audit log", async () => {
+    const page = await call("GET", "/api/v1/audit?limit=1");
+    expect(page.body.items).toHaveLength(1);
+    await call("GET", `/api/v1/audit?cursor=${page.body.next_cursor}&entity=project`);
+  });
+
+  test("alerting: rules, channels, a test delivery, events and the delivery log", async () => {
+    const channel = await call("POST", "/api/v1/alerts/channels", {
+      body: { name: "answers", url: "http://127.0.0.1:9/hook", allow_private_address: true },
+    });
+    await call("PATCH", `/api/v1/alerts/channels/${channel.body.id}`, {
+      body: { format: "slack" },
+    });
+    await call("GET", "/api/v1/alerts/channels");
+    const rule = await call("POST", "/api/v1/alerts/rules", {
+      body: { name: "answers", kind: "job_backlog", threshold: 1, channel_ids: [channel.body.id] },
+    });
+    await call("PATCH", `/api/v1/alerts/rules/${rule.body.id}`, { body: { severity: "info" } });
+    await call("GET", `/api/v1/alerts/rules/${rule.body.id}`);
+    await call("GET", "/api/v1/alerts/rules");
+    await call("POST", `/api/v1/alerts/channels/${channel.body.id}/test`);
+    const stream = h.deps.keys.jobStream(JobKind.health);
+    for (let i = 0; i < 2; i++) await h.deps.redis.xadd(stream, "*", "key", `k${i}`);
+    await new AlertEvaluator({ deps: h.deps, intervalMs: 60_000 }).evaluate();
+    await h.deps.redis.del(stream);
+    // Tried once (nothing listens on port 9): each delivery has a try with its error.
+    await new AlertDeliverer({
+      database: h.deps.database,
+      settings: h.deps.settings,
+      logger: h.deps.logger,
+      pollMs: 50,
+    }).deliverDue();
+    const events = await call("GET", "/api/v1/alerts/events");
+    expect(events.body.some((e: { subject: string }) => e.subject === "job:health")).toBe(true);
+    const log = await call("GET", "/api/v1/alerts/deliveries");
+    expect(log.body.length).toBeGreaterThan(1);
+    for (const delivery of log.body) expect(delivery.tries).toHaveLength(1);
   });
 
   test("every declared answer was checked", () => {

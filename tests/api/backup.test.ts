@@ -87,6 +87,21 @@ beforeAll(async () => {
     body: { descriptor: CUSTOM_DESCRIPTOR },
   });
   expect(descriptor.status, descriptor.text).toBe(201);
+  const channel = await h.request("POST", "/api/v1/alerts/channels", {
+    token: h.tokens.admin,
+    body: { name: "ops", url: "http://127.0.0.1:9/hook", allow_private_address: true },
+  });
+  expect(channel.status, channel.text).toBe(201);
+  const rule = await h.request("POST", "/api/v1/alerts/rules", {
+    token: h.tokens.admin,
+    body: {
+      name: "limit",
+      kind: "traffic_limit",
+      connector_id: connectorId,
+      channel_ids: [channel.body.id],
+    },
+  });
+  expect(rule.status, rule.text).toBe(201);
 
   // History of every table, as flushes and compaction leave it (minute and hour rows).
   const sql = h.deps.database.sql;
@@ -188,6 +203,16 @@ function importBackup(backup: unknown, passphrase = PASSPHRASE, token = h.tokens
 /** Changes the install, so an import has something to put back. */
 async function changeThings(): Promise<void> {
   await h.deps.database.sql`update config_revision set revision = revision + 1`;
+  // Alerting: the rule is edited, another channel comes, and an event fires (not the backup's).
+  await h.deps.database.sql`
+    insert into alert_events (rule_id, subject, severity, message)
+    select id, 'connector:x', 'warning', 'fired' from alert_rules`;
+  await h.deps.database.sql`update alert_rules set severity = 'critical'`;
+  const channel = await h.request("POST", "/api/v1/alerts/channels", {
+    token: h.tokens.admin,
+    body: { name: `later ${Date.now()}`, url: "http://127.0.0.1:9/x", allow_private_address: true },
+  });
+  expect(channel.status, channel.text).toBe(201);
   const interception = await h.request("PATCH", `/api/v1/projects/${projectId}`, {
     token: h.tokens.admin,
     body: { tls_mitm_mode: "off", tls_mitm_bypass: [] },
@@ -270,6 +295,10 @@ describe("export then import", () => {
         geo_settings: 1,
         geo_files: 1,
         geo_databases: 1,
+        alert_channels: 1,
+        alert_rules: 1,
+        alert_rule_channels: 1,
+        audit_log: before.audit_log.length,
         proxy_metrics: 4,
         project_metrics: 2,
         connector_metrics: 1,
@@ -281,7 +310,20 @@ describe("export then import", () => {
         domain_metrics: 1,
       },
     });
-    expect(await snapshot()).toEqual(before);
+    // Every row as it was, and the audit log with the import's own entry after the backup's.
+    const restoredState = await snapshot();
+    const importEntry = JSON.parse(restoredState.audit_log.pop()!);
+    expect(restoredState).toEqual(before);
+    expect(importEntry).toMatchObject({
+      actor_name: "admin",
+      via: "api",
+      entity: "backup",
+      action: "import",
+      after: {
+        include_history: true,
+        restored: { proxies: 2, audit_log: before.audit_log.length },
+      },
+    });
     expect((await h.changes()).slice(entriesBefore)).toEqual([{ kind: "all", ref: "*" }]);
 
     // The totals are the history's sums, per proxy and per project.
@@ -356,12 +398,23 @@ describe("export then import", () => {
       "geo_settings",
       "geo_files",
       "geo_databases",
+      "alert_channels",
+      "alert_rules",
+      "alert_rule_channels",
+      "audit_log",
     ]);
     const after = await snapshot();
+    // The audit log: the backup's entries, then the import's own.
+    expect(after.audit_log.slice(0, -1)).toEqual(before.audit_log);
+    after.audit_log = before.audit_log;
     for (const table of backupTables(false)) expect(after[table]).toEqual(before[table]);
     expect(after.proxy_metrics).toEqual([]);
     expect(after.ip_observations).toEqual([]);
     const [{ n }] = await h.deps.database.sql`select count(*)::int as n from metric_totals`;
+    // What the install told whom is its own: the import empties it.
+    const [{ events }] = await h.deps.database.sql`
+      select count(*)::int as events from alert_events`;
+    expect(events).toBe(0);
     expect(n).toBe(0);
   });
 
@@ -372,6 +425,9 @@ describe("export then import", () => {
     const held = new Set([...backupTables(true), "metric_totals"]);
     const others = rows.map((r) => r.name).filter((name) => !held.has(name));
     expect(others.sort()).toEqual([
+      "alert_deliveries",
+      "alert_delivery_tries",
+      "alert_events",
       "change_outbox",
       "metric_flushes",
       "octoprox_migrations",
@@ -481,6 +537,10 @@ describe("refusals change nothing", () => {
       JSON.stringify({ table: "geo_settings", rows: 0 }),
       JSON.stringify({ table: "geo_files", rows: 0 }),
       JSON.stringify({ table: "geo_databases", rows: 0 }),
+      JSON.stringify({ table: "alert_channels", rows: 0 }),
+      JSON.stringify({ table: "alert_rules", rows: 0 }),
+      JSON.stringify({ table: "alert_rule_channels", rows: 0 }),
+      JSON.stringify({ table: "audit_log", rows: 0 }),
     ];
     const crafted = await sealBackup(PASSPHRASE, {
       schemaVersion: await schemaVersion(),

@@ -21,6 +21,8 @@ let userId: string;
 let distributionKey: string;
 let backup: Record<string, unknown>;
 let databaseId: string;
+let ruleId: string;
+let channelId: string;
 
 const PASSPHRASE = "correct horse battery staple";
 
@@ -71,6 +73,12 @@ beforeAll(async () => {
     }),
     201,
   ).id;
+  channelId = await post("/api/v1/alerts/channels", {
+    name: "Fixture channel",
+    url: "http://127.0.0.1:9/hook",
+    allow_private_address: true,
+  });
+  ruleId = await post("/api/v1/alerts/rules", { name: "Fixture rule", kind: "traffic_limit" });
   backup = json<Record<string, unknown>>(
     await h.request("POST", "/api/v1/backup/export", {
       token: h.tokens.admin,
@@ -204,6 +212,23 @@ const EXAMPLES: Record<string, () => Record<string, unknown>> = {
   "PATCH /api/v1/geo/databases/:id": () => ({ name: "exits", enabled: true, position: 1 }),
   "POST /api/v1/geo/lookup": () => ({ ip: "198.51.100.7" }),
   "POST /api/v1/geo/reattribute": () => ({ project_id: projectId }),
+  "POST /api/v1/alerts/rules": () => ({
+    name: "Probe rule",
+    kind: "healthy_share",
+    threshold: 50,
+    project_id: projectId,
+    severity: "critical",
+    quiet_period_seconds: 600,
+    channel_ids: [channelId],
+  }),
+  "PATCH /api/v1/alerts/rules/:id": () => ({ name: "Fixture rule", quiet_period_seconds: 60 }),
+  "POST /api/v1/alerts/channels": () => ({
+    name: "Probe channel",
+    url: "http://127.0.0.1:9/probe",
+    format: "slack",
+    allow_private_address: true,
+  }),
+  "PATCH /api/v1/alerts/channels/:id": () => ({ name: "Fixture channel", format: "json" }),
 };
 
 /**
@@ -245,6 +270,10 @@ function pathOf(route: Route): string {
       ? userId
       : route.path.startsWith("/api/v1/geo/")
       ? databaseId
+      : route.path.startsWith("/api/v1/alerts/rules")
+      ? ruleId
+      : route.path.startsWith("/api/v1/alerts/channels")
+      ? channelId
       : projectId,
     cid: route.path.includes("/credentials/") ? credentialId : connectorId,
     pid: route.path.includes("/providers/") ? "probe-vendor" : proxyId,

@@ -108,6 +108,7 @@ const OUR_LABELS = new Set([
   "project",
   "mode",
   "outcome",
+  "severity",
 ]);
 
 async function expectWellFormed(scraped: Scraped, role: string): Promise<void> {
@@ -171,6 +172,13 @@ describe("/metrics of each role", () => {
 
       const worker = role === "worker" || role === "all";
       expect(scraped.types.has("octoprox_job_batches_total")).toBe(worker);
+      // Alerting runs in every api: each severity and each outcome listed from the first scrape.
+      const api = role === "api" || role === "all";
+      expect(scraped.types.has("octoprox_alerts_firing")).toBe(api);
+      if (api) {
+        expect(value(scraped, "octoprox_alerts_firing", { severity: "critical" })).toBe(0);
+        expect(value(scraped, "octoprox_alert_deliveries_total", { outcome: "given_up" })).toBe(0);
+      }
       expect(scraped.types.has("octoprox_controller_lease_held")).toBe(controller);
       if (worker) {
         const kinds = samplesOf(scraped.samples, "octoprox_job_batches_total")

@@ -9,6 +9,7 @@ import {
   uploadProxies,
 } from "../../services/proxies.ts";
 import type { ApiDeps } from "../deps.ts";
+import { recordAuditOperation } from "../../audit/note.ts";
 import { lastCheckView, readLastChecks } from "../../services/health-view.ts";
 import { liftQuarantine, quarantineView, readQuarantines } from "../../services/quarantines.ts";
 import type { ProxyRow } from "../../services/proxies.ts";
@@ -191,6 +192,13 @@ export function proxyRoutes(deps: ApiDeps): Route[] {
         const row = await getProxy(deps, params.id, params.pid);
         await liftQuarantine(deps, row.id);
         deps.logger.info({ project: params.id, proxy: row.id }, "Quarantine lifted");
+        await recordAuditOperation(deps.database, {
+          entity: "proxy",
+          action: "lift",
+          entityId: row.id,
+          entityName: row.host,
+          after: { quarantined: false },
+        });
         return c.json({ status: "ok" as const });
       },
     }),

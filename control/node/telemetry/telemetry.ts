@@ -27,6 +27,7 @@ import { StreamTelemetry } from "./streams.ts";
 import { ObservationIngestTelemetry, ObservationRecorderTelemetry } from "./observations.ts";
 import { SightingIngestTelemetry } from "./sightings.ts";
 import { OutboxTelemetry } from "./outbox.ts";
+import { AlertTelemetry } from "./alerts.ts";
 
 const LINT_REFUSED_DEFAULTS = [
   "nodejs_active_handles_total",
@@ -70,7 +71,10 @@ export class Telemetry {
           (scrape.snapshot.runtimes.worker as { fetch?: FetchMetricsSnapshot } | undefined)?.fetch,
       );
     }
-    if (options.runtimes.includes("api")) new ExtractionTelemetry(this.#registry, read);
+    if (options.runtimes.includes("api")) {
+      new ExtractionTelemetry(this.#registry, read);
+      new AlertTelemetry(this.#registry, read);
+    }
     if (options.runtimes.includes("api") || options.runtimes.includes("worker")) {
       new ObservationRecorderTelemetry(this.#registry, read);
       new OutboxTelemetry(this.#registry, read);

@@ -12,16 +12,13 @@
  * (control/provider-api/pool/last-known.ts): its credential's secrets among them, bound to the
  * connector's id.
  */
-import { createCipheriv, createDecipheriv, createHmac, hkdfSync, randomBytes } from "node:crypto";
+import { createHmac } from "node:crypto";
+import { deriveSealKey, openWith, sealWith } from "../../core/seal.ts";
 
 const LABEL = "octoprox/pool/credentials/v1";
 const DIGEST_LABEL = "octoprox/pool/key-digest/v1";
 const SETTINGS_LABEL = "octoprox/pool/connector-settings/v1";
 const SETTINGS_DIGEST_LABEL = "octoprox/pool/connector-settings-digest/v1";
-const SALT = "octoprox internal secret";
-const VERSION = 1;
-const NONCE_BYTES = 12;
-const TAG_BYTES = 16;
 
 export interface PoolCredentials {
   username: string | null;
@@ -36,9 +33,7 @@ export class CredentialSealer {
   readonly #settingsDigestKey: Buffer;
 
   constructor(internalSecret: string) {
-    if (internalSecret.length === 0) throw new Error("The internal secret must not be empty");
-    const derive = (label: string) =>
-      Buffer.from(hkdfSync("sha256", internalSecret, SALT, label, 32));
+    const derive = (label: string) => deriveSealKey(internalSecret, label);
     this.#key = derive(LABEL);
     this.#digestKey = derive(DIGEST_LABEL);
     this.#settingsKey = derive(SETTINGS_LABEL);
@@ -94,33 +89,5 @@ export class CredentialSealer {
   settingsDigest(connectorId: string, plain: string): string {
     return createHmac("sha256", this.#settingsDigestKey).update(connectorId).update("\0")
       .update(plain).digest("hex").slice(0, 32);
-  }
-}
-
-/** AES-256-GCM of `plain` under `key`, `boundTo` as associated data: version, nonce, body, tag. */
-function sealWith(key: Buffer, boundTo: string, plain: string): string {
-  const nonce = randomBytes(NONCE_BYTES);
-  const cipher = createCipheriv("aes-256-gcm", key, nonce);
-  cipher.setAAD(Buffer.from(boundTo, "utf8"));
-  const body = Buffer.concat([cipher.update(Buffer.from(plain, "utf8")), cipher.final()]);
-  return Buffer.concat([Buffer.of(VERSION), nonce, body, cipher.getAuthTag()]).toString("base64");
-}
-
-/** What `sealWith` sealed; throws naming `what`, never the text. */
-function openWith(key: Buffer, boundTo: string, sealed: string, what: string): string {
-  const bytes = Buffer.from(sealed, "base64");
-  if (bytes.length < 1 + NONCE_BYTES + TAG_BYTES || bytes[0] !== VERSION) {
-    throw new Error(`${what} (sealed) are not of a known form`);
-  }
-  try {
-    const decipher = createDecipheriv("aes-256-gcm", key, bytes.subarray(1, 1 + NONCE_BYTES));
-    decipher.setAAD(Buffer.from(boundTo, "utf8"));
-    decipher.setAuthTag(bytes.subarray(bytes.length - TAG_BYTES));
-    return Buffer.concat([
-      decipher.update(bytes.subarray(1 + NONCE_BYTES, bytes.length - TAG_BYTES)),
-      decipher.final(),
-    ]).toString("utf8");
-  } catch (error) {
-    throw new Error(`${what} do not open under this install's secret`, { cause: error });
   }
 }

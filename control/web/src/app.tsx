@@ -13,6 +13,8 @@ import { SetPassword } from "./pages/set-password.tsx";
 import { System } from "./pages/system.tsx";
 import { Tokens } from "./pages/tokens.tsx";
 import { Users } from "./pages/users.tsx";
+import { Audit } from "./pages/audit.tsx";
+import { Alerts } from "./pages/alerts.tsx";
 import { SessionProvider, useSession } from "./session.tsx";
 import { applyTheme, currentTheme, setTheme, type Theme } from "./theme.ts";
 
@@ -47,6 +49,8 @@ function Shell() {
           <Route path="/providers" component={Providers} />
           <Route path="/system" component={System} />
           <Route path="/users" component={Users} />
+          <Route path="/audit" component={Audit} />
+          <Route path="/alerts" component={Alerts} />
           <Route path="/tokens" component={Tokens} />
           <Route default component={NotFound} />
         </Router>
@@ -71,6 +75,8 @@ function TopBar() {
         <a href="/providers">Providers</a>
         {session.isAdmin ? <a href="/system">System</a> : null}
         {session.isAdmin ? <a href="/users">Users</a> : null}
+        {session.isAdmin ? <a href="/audit">Audit</a> : null}
+        {session.isAdmin ? <a href="/alerts">Alerts</a> : null}
         <a href="/tokens">API tokens</a>
       </nav>
       <div class="account">

@@ -76,7 +76,8 @@ export async function api<T = unknown>(
   path: string,
   options: RequestOptions = {},
 ): Promise<T> {
-  const headers: Record<string, string> = {};
+  // The audit log says a write came from the dashboard (x-octoprox-client).
+  const headers: Record<string, string> = { "x-octoprox-client": "dashboard" };
   const bearer = token();
   if (bearer) headers.authorization = `Bearer ${bearer}`;
   let body: BodyInit | undefined;
@@ -139,6 +140,7 @@ export function upload<T = unknown>(
     xhr.open("POST", urlOf(path, options.query));
     const bearer = token();
     if (bearer) xhr.setRequestHeader("authorization", `Bearer ${bearer}`);
+    xhr.setRequestHeader("x-octoprox-client", "dashboard");
     xhr.setRequestHeader("content-type", options.contentType);
     xhr.upload.onprogress = (event) => {
       if (event.lengthComputable) options.onProgress?.(event.loaded, event.total);

@@ -1,0 +1,34 @@
+/**
+ * A channel's signing secret at rest: sealed under a key of its own drawn from the install's
+ * internal secret, bound to the channel's id (a sealed value copied to another channel does not
+ * open). Restored into an install with another internal secret, it no longer opens: deliveries
+ * say so in their log, and a new channel gets a new secret.
+ */
+import { deriveSealKey, openWith, sealWith } from "../core/seal.ts";
+
+const LABEL = "octoprox/alerts/channel-secret/v1";
+
+const keys = new Map<string, Buffer>();
+
+function keyOf(internalSecret: string): Buffer {
+  let key = keys.get(internalSecret);
+  if (key === undefined) {
+    key = deriveSealKey(internalSecret, LABEL);
+    keys.set(internalSecret, key);
+  }
+  return key;
+}
+
+export function sealChannelSecret(internalSecret: string, channelId: string, secret: string) {
+  return sealWith(keyOf(internalSecret), channelId, secret);
+}
+
+/** The secret; throws (never naming it) when it does not open under this install's secret. */
+export function openChannelSecret(internalSecret: string, channelId: string, sealed: string) {
+  return openWith(
+    keyOf(internalSecret),
+    channelId,
+    sealed,
+    "The sealed bytes of the channel's secret",
+  );
+}
