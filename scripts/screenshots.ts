@@ -146,6 +146,25 @@ async function main(): Promise<void> {
     await page.goto("/tokens");
     await shoot(page, "tokens");
 
+    // Who changed what, and who is told.
+    await page.goto("/audit");
+    await page.locator("tr[data-audit]").first().waitFor();
+    await shoot(page, "audit");
+    const channel = await cluster.request("POST", "/api/v1/alerts/channels", {
+      name: "ops webhook",
+      url: "http://127.0.0.1:9/octoprox",
+      allow_private_address: true,
+    });
+    await cluster.request("POST", "/api/v1/alerts/rules", {
+      name: "Pools running dry",
+      kind: "pool_depleted",
+      severity: "critical",
+      channel_ids: [channel.body.id],
+    });
+    await page.goto("/alerts");
+    await page.locator('tr[data-rule="Pools running dry"]').waitFor();
+    await shoot(page, "alerts");
+
     // Issue 16's pages: a provider-API connector's pool, a sequence, distribution keys.
     const projectPath = `/api/v1/projects/${project.projectId}`;
     const credential = await cluster.request("POST", `${projectPath}/credentials`, {

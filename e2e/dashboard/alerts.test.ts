@@ -2,7 +2,7 @@
  * The Alerts page in a real browser against a control process of role all: an admin adds a
  * webhook channel to a receiver of the test's own (its signing secret shown once), presses Send
  * test and sees the delivery in the log with its try; a rule's threshold out of range is named
- * on the field, and a good one is listed.
+ * on the field, and a good one is listed; a rule is narrowed to one connector of a project.
  */
 import type { Browser, Page } from "playwright-core";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
@@ -88,5 +88,36 @@ describe("the Alerts page", () => {
     const rule = page.locator('tr[data-rule="backlog"]');
     await rule.waitFor();
     expect(await rule.textContent()).toContain("receiver");
+  });
+
+  it("scopes a rule to one connector of a project", async () => {
+    const project = await cluster.request("POST", "/api/v1/projects", {
+      name: "watched",
+      username: "watched",
+    });
+    expect(project.status).toBe(201);
+    const connector = await cluster.request(
+      "POST",
+      `/api/v1/projects/${project.body.id}/connectors`,
+      { name: "cheap pool", kind: "static" },
+    );
+    expect(connector.status).toBe(201);
+    page ??= await signedIn(browser, cluster.api.url, cluster.adminLogin);
+    await page.getByRole("link", { name: "Alerts" }).click();
+    await page.reload();
+    const form = page.getByRole("form", { name: "New rule" });
+    await form.getByLabel("Rule name").fill("quarantines");
+    await form.getByLabel("Watches").selectOption("quarantine_storm");
+    await form.getByLabel("Threshold (proxies)").fill("5");
+    await form.getByLabel(/^Project/).selectOption({ label: "watched" });
+    await form.getByLabel(/^Connector/).selectOption({ label: "cheap pool" });
+    await form.getByRole("button", { name: "Add rule" }).click();
+    await page.locator('tr[data-rule="quarantines"]').waitFor();
+    const rules = await cluster.request("GET", "/api/v1/alerts/rules");
+    expect(rules.body.find((r: { name: string }) => r.name === "quarantines")).toMatchObject({
+      project_id: null,
+      connector_id: connector.body.id,
+      threshold: 5,
+    });
   });
 });

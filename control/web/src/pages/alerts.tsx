@@ -14,6 +14,7 @@ import type {
   AlertRule,
 } from "../../../api/answers/alerts.ts";
 import type { Project } from "../../../api/answers/projects.ts";
+import type { ConnectorSummary } from "../../../api/answers/connectors.ts";
 import {
   ALERT_KIND_NAMES,
   ALERT_SEVERITIES,
@@ -342,6 +343,11 @@ function NewRule(
   const [kind, setKind] = useState<AlertKind>("traffic_limit");
   const [threshold, setThreshold] = useState("");
   const [projectId, setProjectId] = useState("");
+  const [connectorId, setConnectorId] = useState("");
+  // A project's connectors, to narrow the rule to one of them (the API takes one or the other).
+  const connectors = useApi<ConnectorSummary[]>(
+    projectId === "" ? null : `/projects/${projectId}/connectors`,
+  );
   const [severity, setSeverity] = useState("warning");
   const [quiet, setQuiet] = useState("3600");
   const [chosen, setChosen] = useState<string[]>([]);
@@ -361,7 +367,8 @@ function NewRule(
         channel_ids: chosen,
       };
       if (info.threshold) body.threshold = optionalNumber(threshold);
-      if (info.scoped && projectId !== "") body.project_id = projectId;
+      if (info.scoped && connectorId !== "") body.connector_id = connectorId;
+      else if (info.scoped && projectId !== "") body.project_id = projectId;
       await api("POST", "/alerts/rules", { body });
       setName("");
       onCreated();
@@ -404,10 +411,28 @@ function NewRule(
               <Select
                 name="project_id"
                 value={projectId}
-                onChange={setProjectId}
+                onChange={(value) => {
+                  setProjectId(value);
+                  setConnectorId("");
+                }}
                 options={[
                   ["", "Every project"],
                   ...(projects.data ?? []).map((p) => [p.id, p.name] as const),
+                ]}
+              />
+            </Field>
+          )
+          : null}
+        {info.scoped && projectId !== ""
+          ? (
+            <Field label="Connector" field="connector_id" error={error}>
+              <Select
+                name="connector_id"
+                value={connectorId}
+                onChange={setConnectorId}
+                options={[
+                  ["", "Every connector of the project"],
+                  ...(connectors.data ?? []).map((c) => [c.id, c.name] as const),
                 ]}
               />
             </Field>
