@@ -34,6 +34,9 @@ interface WriterSlot {
 
 const writing = new AsyncLocalStorage<WriterSlot>();
 
+/** The transaction-local setting the audit triggers read (migration 0016). */
+export const ACTOR_SETTING = "octoprox.actor";
+
 /** Runs `work` with an unnamed writer, named later by `nameWriter` (a request's middleware). */
 export function withWriterSlot<T>(work: () => T): T {
   return writing.run({ actor: undefined }, work);

@@ -4,7 +4,8 @@
  */
 import postgres from "postgres";
 import { drizzle, type PostgresJsDatabase } from "drizzle-orm/postgres-js";
-import { currentActor } from "./actor.ts";
+import { sql as sqlTemplate } from "drizzle-orm";
+import { type Actor, ACTOR_SETTING, currentActor } from "./actor.ts";
 import { isPostgresUnavailable } from "./errors.ts";
 import * as schema from "./schema.ts";
 
@@ -71,6 +72,16 @@ export type LastStatement<T> = (
 export function sqlLiteral(value: string): string {
   if (value.includes("\u0000")) throw new Error("An SQL literal cannot hold a NUL character");
   return `E'${value.replaceAll("\\", "\\\\").replaceAll("'", "''")}'`;
+}
+
+/**
+ * Names the writer from here to the end of a transaction whose writer only its own reads tell
+ * (an invitation's link names its user): the audit triggers read the setting at each statement.
+ */
+export async function nameTransactionWriter(tx: Tx, actor: Actor): Promise<void> {
+  await tx.execute(
+    sqlTemplate`select set_config(${ACTOR_SETTING}, ${JSON.stringify(actor)}, true)`,
+  );
 }
 
 /** The rows of a simple-protocol message's first statement. */
@@ -152,7 +163,7 @@ export async function reservedTransaction<T>(
     const actor = mode.includes("read only") ? undefined : currentActor();
     const naming = actor === undefined
       ? ""
-      : `; select set_config('octoprox.actor', ${sqlLiteral(JSON.stringify(actor))}, true)`;
+      : `; select set_config('${ACTOR_SETTING}', ${sqlLiteral(JSON.stringify(actor))}, true)`;
     await reserved.unsafe(`begin ${mode}${naming}`, [], { onexecute: watch } as never).simple();
     const result = await work(tx);
     const statement = last?.(result);

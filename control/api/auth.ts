@@ -120,7 +120,12 @@ export async function authenticate(deps: ServiceDeps, c: Context<AppEnv>): Promi
 /** The header the CLI and the dashboard name themselves in (the audit's `via`). */
 export const CLIENT_HEADER = "x-octoprox-client";
 
-function writerOf(principal: Principal, tokenName: string | undefined, c: Context<AppEnv>): Actor {
+/** The writer a request's transactions name to the audit log (db/actor.ts). */
+export function writerOf(
+  principal: Pick<Principal, "userId" | "username" | "tokenId">,
+  tokenName: string | undefined,
+  c: Context<AppEnv>,
+): Actor {
   const client = c.req.header(CLIENT_HEADER);
   const token = principal.tokenId !== undefined;
   return {

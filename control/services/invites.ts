@@ -12,6 +12,8 @@ import { NotFoundError, ValidationError } from "../../shared/errors.ts";
 import { ChangeKind, type UserRole } from "../../shared/roles.ts";
 import { write } from "../core/store.ts";
 import type { ServiceDeps } from "../core/store.ts";
+import type { Actor } from "../../db/actor.ts";
+import { nameTransactionWriter } from "../../db/client.ts";
 import { hashPassword } from "./passwords.ts";
 import { createUser, type UserRow } from "./users.ts";
 
@@ -73,17 +75,24 @@ export async function acceptInvitation(
   deps: ServiceDeps,
   token: string,
   password: string,
+  /** Who the link's user is as a writer (the audit log's): the request knows how it came. */
+  writer?: (user: { userId: string; username: string }) => Actor,
 ): Promise<{ userId: string; username: string }> {
   const passwordHash = await hashPassword(password);
   return await write(deps, async (tx) => {
-    const [invite] = await tx.select().from(userInvites)
+    const [found] = await tx.select({ invite: userInvites, username: users.username })
+      .from(userInvites).innerJoin(users, eq(users.id, userInvites.userId))
       .where(eq(userInvites.tokenHash, digestOf(token))).for("update");
+    const invite = found?.invite;
     if (!invite) throw new ValidationError([{ field: "body.token", message: INVITE_UNKNOWN }]);
     if (invite.expiresAt.getTime() <= Date.now()) {
       throw new ValidationError([{
         field: "body.token",
         message: `expired at ${invite.expiresAt.toISOString()}: ask an admin for a new invitation`,
       }]);
+    }
+    if (writer !== undefined) {
+      await nameTransactionWriter(tx, writer({ userId: invite.userId, username: found.username }));
     }
     const [user] = await tx.update(users).set({ passwordHash, updatedAt: sql`now()` })
       .where(eq(users.id, invite.userId)).returning({ id: users.id, username: users.username });

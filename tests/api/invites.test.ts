@@ -45,6 +45,17 @@ describe("an invitation", () => {
     expect(short.body.detail[0].field).toBe("body.password");
     expect((await setPassword(token, "first-password")).status).toBe(204);
     expect((await login("newcomer", "first-password")).status).toBe(200);
+    // The audit log names the link's user as the writer of its password.
+    const audit = await h.request("GET", "/api/v1/audit?entity=user&action=update&limit=1", {
+      token: h.tokens.admin,
+    });
+    expect(audit.body.items[0]).toMatchObject({
+      actor: { kind: "user", name: "newcomer", user: "newcomer" },
+      request: "POST /api/v1/auth/set-password",
+      entity_name: "newcomer",
+      before: { password_hash: "********" },
+      after: { password_hash: "********" },
+    });
 
     const again = await setPassword(token, "second-password");
     expect(again.status).toBe(422);

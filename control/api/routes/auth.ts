@@ -2,7 +2,7 @@
 import { UnauthorizedError } from "../../../shared/errors.ts";
 import { UserRole } from "../../../shared/roles.ts";
 import { getUser, verifyLogin } from "../../services/users.ts";
-import { issueAccessToken } from "../auth.ts";
+import { issueAccessToken, writerOf } from "../auth.ts";
 import type { ApiDeps } from "../deps.ts";
 import { answer, defineRoute, type Route } from "../registry.ts";
 import { LoginAnswer, MeAnswer } from "../answers/users.ts";
@@ -52,7 +52,13 @@ export function authRoutes(deps: ApiDeps): Route[] {
       body: SetPasswordBody,
       responses: { 204: "The password is set: sign in with it" },
       async handler({ c, body }) {
-        await acceptInvitation(deps, body.token, body.password);
+        // The link's user is the writer of its password (the audit log).
+        await acceptInvitation(
+          deps,
+          body.token,
+          body.password,
+          (user) => writerOf(user, undefined, c),
+        );
         return c.body(null, 204);
       },
     }),
