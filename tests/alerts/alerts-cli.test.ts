@@ -3,54 +3,22 @@
  * process on a real socket: a channel added prints its secret once, a rule names it by name,
  * a test delivery shows in the delivery log with its try, and both are removed.
  */
-import { execFile } from "node:child_process";
 import { chmod, mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { AlertDeliverer } from "../../control/alerts/deliverer.ts";
 import { type ApiHarness, listen, startHarness } from "../../testkit/api-harness.ts";
-import { ROOT } from "../../testkit/processes.ts";
+import { runCli } from "../../testkit/cli.ts";
 import { startWebhookReceiver, type WebhookReceiver } from "../../testkit/webhook-receiver.ts";
-
-const BIN = join(ROOT, "control/cli/octoprox.js");
 
 let h: ApiHarness;
 let api: { port: number; close(): Promise<void> };
 let receiver: WebhookReceiver;
 let dir: string;
 
-interface Run {
-  code: number;
-  stdout: string;
-  stderr: string;
-}
-
-function octoprox(args: string[]): Promise<Run> {
-  const env: Record<string, string> = {};
-  for (const [key, value] of Object.entries(process.env)) {
-    if (!key.startsWith("OCTOPROX_") && value !== undefined) env[key] = value;
-  }
-  Object.assign(env, {
-    NO_COLOR: "1",
-    XDG_CONFIG_HOME: dir,
-    OCTOPROX_URL: `http://127.0.0.1:${api.port}`,
-    OCTOPROX_TOKEN: h.tokens.admin,
-  });
-  return new Promise((resolve) => {
-    const child = execFile(process.execPath, [BIN, ...args], {
-      cwd: ROOT,
-      env,
-      timeout: 120_000,
-    }, (error, stdout, stderr) => {
-      resolve({
-        code: error ? (typeof error.code === "number" ? error.code : 1) : 0,
-        stdout,
-        stderr,
-      });
-    });
-    child.stdin?.end();
-  });
+function octoprox(args: string[]) {
+  return runCli({ port: api.port, token: h.tokens.admin, configHome: dir }, args);
 }
 
 beforeAll(async () => {

@@ -6,12 +6,11 @@
  * all off).
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { execFile } from "node:child_process";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { type ApiHarness, listen, startHarness } from "../../testkit/api-harness.ts";
-import { ROOT } from "../../testkit/processes.ts";
+import { runCli } from "../../testkit/cli.ts";
 import { compile } from "../../control/feed/compile.ts";
 import type { GlobalSection } from "../../shared/feed/models.ts";
 import { deriveFeedKeys } from "../../shared/feed/codec.ts";
@@ -338,29 +337,8 @@ describe("a project's sites", () => {
     const api = await listen(h.app);
     const dir = await mkdtemp(join(tmpdir(), "ox-domains-cli-"));
     try {
-      const base: Record<string, string> = {};
-      for (const [name, value] of Object.entries(process.env)) {
-        if (!name.startsWith("OCTOPROX_") && value !== undefined) base[name] = value;
-      }
       const run = (args: string[]) =>
-        new Promise<{ code: number; stdout: string; stderr: string }>((resolve) => {
-          execFile(process.execPath, [join(ROOT, "control/cli/octoprox.js"), ...args], {
-            cwd: ROOT,
-            env: {
-              ...base,
-              NO_COLOR: "1",
-              XDG_CONFIG_HOME: dir,
-              OCTOPROX_URL: `http://127.0.0.1:${api.port}`,
-              OCTOPROX_TOKEN: h.tokens.viewer,
-            },
-            timeout: 60_000,
-          }, (error, stdout, stderr) =>
-            resolve({
-              code: error ? (typeof error.code === "number" ? error.code : 1) : 0,
-              stdout,
-              stderr,
-            }));
-        });
+        runCli({ port: api.port, token: h.tokens.viewer, configHome: dir }, args, {}, 60_000);
       const printed = await run(["domains", "sites", "--days", "2"]);
       expect(printed.code, printed.stderr).toBe(0);
       const rows = printed.stdout.split("\n");

@@ -6,7 +6,7 @@
  * they come (a burst past a read's page whole, in order), says once when Redis is away and goes
  * on when it is back, and stops on Ctrl-C (SIGINT) with exit 0; a bad count is a usage error.
  */
-import { type ChildProcess, execFile, spawn } from "node:child_process";
+import { type ChildProcess, spawn } from "node:child_process";
 import { chmod, mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -16,10 +16,9 @@ import { type ApiHarness, listen, startHarness } from "../../testkit/api-harness
 import { sampleCapture, writeCaptures } from "../../testkit/mitm-captures.ts";
 import { freePort } from "../../testkit/ports.ts";
 import { ROOT } from "../../testkit/processes.ts";
+import { CLI_BIN, cliBaseEnv, runCli } from "../../testkit/cli.ts";
 import { waitUntil } from "../../testkit/wait.ts";
 import type { MitmCapture } from "../../shared/mitm-captures.ts";
-
-const BIN = join(ROOT, "control/cli/octoprox.js");
 
 let h: ApiHarness;
 let api: { port: number; close(): Promise<void> };
@@ -29,19 +28,10 @@ let projectId: string;
 let connectorId: string;
 let proxyId: string;
 
-interface Run {
-  code: number;
-  stdout: string;
-  stderr: string;
-}
-
+/** What a run as a viewer is given (the follow test spawns the bin itself). */
 function env(): Record<string, string> {
-  const base: Record<string, string> = {};
-  for (const [key, value] of Object.entries(process.env)) {
-    if (!key.startsWith("OCTOPROX_") && value !== undefined) base[key] = value;
-  }
   return {
-    ...base,
+    ...cliBaseEnv(),
     NO_COLOR: "1",
     XDG_CONFIG_HOME: dir,
     OCTOPROX_URL: `http://127.0.0.1:${api.port}`,
@@ -50,21 +40,8 @@ function env(): Record<string, string> {
 }
 
 /** `octoprox ...args` as a viewer, to its end. */
-function octoprox(args: string[]): Promise<Run> {
-  return new Promise((resolve) => {
-    const child = execFile(process.execPath, [BIN, ...args], {
-      cwd: ROOT,
-      env: env(),
-      timeout: 120_000,
-    }, (error, stdout, stderr) => {
-      resolve({
-        code: error ? (typeof error.code === "number" ? error.code : 1) : 0,
-        stdout,
-        stderr,
-      });
-    });
-    child.stdin?.end();
-  });
+function octoprox(args: string[]) {
+  return runCli({ port: api.port, token: h.tokens.viewer, configHome: dir }, args);
 }
 
 const write = (captures: MitmCapture[]) =>
@@ -167,7 +144,7 @@ describe("octoprox inspect", () => {
     await write([through({ path: "/before" })]);
     const child: ChildProcess = spawn(
       process.execPath,
-      [BIN, "inspect", "shop", "--count", "0", "--follow"],
+      [CLI_BIN, "inspect", "shop", "--count", "0", "--follow"],
       { cwd: ROOT, env: env(), stdio: ["ignore", "pipe", "pipe"] },
     );
     let stdout = "";

@@ -4,52 +4,20 @@
  * and a bypass list, changed by `update`, its list cleared; a browser-grade mode refused with
  * exit 1 and the API's reason; a flag value outside the vocabulary refused before any request.
  */
-import { execFile } from "node:child_process";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { ROOT } from "../../testkit/processes.ts";
+import { runCli } from "../../testkit/cli.ts";
 import { type ApiHarness, listen, startHarness } from "../../testkit/api-harness.ts";
-
-const BIN = join(ROOT, "control/cli/octoprox.js");
 
 let h: ApiHarness;
 let api: { port: number; close(): Promise<void> };
 let dir: string;
 
-interface Run {
-  code: number;
-  stdout: string;
-  stderr: string;
-}
-
 /** `octoprox ...args` as an editor, without a stored login. */
-function octoprox(args: string[]): Promise<Run> {
-  const env: Record<string, string> = {};
-  for (const [key, value] of Object.entries(process.env)) {
-    if (!key.startsWith("OCTOPROX_") && value !== undefined) env[key] = value;
-  }
-  return new Promise((resolve) => {
-    const child = execFile(process.execPath, [BIN, ...args], {
-      cwd: ROOT,
-      env: {
-        ...env,
-        NO_COLOR: "1",
-        XDG_CONFIG_HOME: dir,
-        OCTOPROX_URL: `http://127.0.0.1:${api.port}`,
-        OCTOPROX_TOKEN: h.tokens.editor,
-      },
-      timeout: 120_000,
-    }, (error, stdout, stderr) => {
-      resolve({
-        code: error ? (typeof error.code === "number" ? error.code : 1) : 0,
-        stdout,
-        stderr,
-      });
-    });
-    child.stdin?.end();
-  });
+function octoprox(args: string[]) {
+  return runCli({ port: api.port, token: h.tokens.editor, configHome: dir }, args);
 }
 
 async function json<T>(args: string[]): Promise<T> {

@@ -5,16 +5,13 @@
  * and no secret; a refused write and a read write nothing; a bulk upload is one entry with its
  * count; the page filters and pages by cursor.
  */
-import { execFile } from "node:child_process";
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { ROOT } from "../../testkit/processes.ts";
+import { runCli } from "../../testkit/cli.ts";
 import { type ApiHarness, listen, startHarness } from "../../testkit/api-harness.ts";
 import { reloadConfigFile } from "../../control/config/reload.ts";
-
-const BIN = join(ROOT, "control/cli/octoprox.js");
 
 let h: ApiHarness;
 let api: { port: number; close(): Promise<void> };
@@ -22,31 +19,7 @@ let dir: string;
 let ciToken: string;
 
 function octoprox(args: string[], env: Record<string, string> = {}) {
-  const base: Record<string, string> = {};
-  for (const [key, value] of Object.entries(process.env)) {
-    if (!key.startsWith("OCTOPROX_") && value !== undefined) base[key] = value;
-  }
-  return new Promise<{ code: number; stdout: string; stderr: string }>((resolve) => {
-    const child = execFile(process.execPath, [BIN, ...args], {
-      cwd: ROOT,
-      env: {
-        ...base,
-        NO_COLOR: "1",
-        XDG_CONFIG_HOME: dir,
-        OCTOPROX_URL: `http://127.0.0.1:${api.port}`,
-        OCTOPROX_TOKEN: ciToken,
-        ...env,
-      },
-      timeout: 120_000,
-    }, (error, stdout, stderr) => {
-      resolve({
-        code: error ? (typeof error.code === "number" ? error.code : 1) : 0,
-        stdout,
-        stderr,
-      });
-    });
-    child.stdin?.end();
-  });
+  return runCli({ port: api.port, token: ciToken, configHome: dir }, args, env);
 }
 
 // deno-lint-ignore no-explicit-any -- entries are read field by field; a wrong one fails.

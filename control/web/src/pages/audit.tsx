@@ -15,6 +15,7 @@ import { Field, Select, TextInput } from "../ui/forms.tsx";
 import { ErrorNote } from "../ui/status.tsx";
 import { Time } from "../ui/time.tsx";
 import { useCursorPages } from "../ui/use-cursor-pages.ts";
+import { LoadMore } from "../ui/load-more.tsx";
 
 const PAGE = 50;
 const PERIODS: readonly (readonly [string, string])[] = [
@@ -112,15 +113,7 @@ export function Audit() {
           </p>
         )
         : null}
-      <div class="actions">
-        {log.cursor
-          ? (
-            <button type="button" class="secondary" disabled={log.loading} onClick={log.more}>
-              {log.loading ? "Loading…" : "Load more"}
-            </button>
-          )
-          : null}
-      </div>
+      <LoadMore pages={log} />
     </section>
   );
 }

@@ -14,6 +14,7 @@ import { ErrorNote } from "../ui/status.tsx";
 import { Time } from "../ui/time.tsx";
 import { useApi } from "../ui/use-api.ts";
 import { useCursorPages } from "../ui/use-cursor-pages.ts";
+import { LoadMore } from "../ui/load-more.tsx";
 
 const RANGES = [
   ["1h", "1 hour"],
@@ -160,7 +161,7 @@ function Examples(
     connector_id: connectorId,
     limit: PAGE,
   });
-  const { items, cursor, error, loading } = examples;
+  const { items, error, loading } = examples;
 
   return (
     <section class="examples">
@@ -221,15 +222,7 @@ function Examples(
       {!loading && items.length === 0 && !error
         ? <p class="muted">No examples{kind ? " of this kind" : ""} kept.</p>
         : null}
-      <div class="actions">
-        {cursor
-          ? (
-            <button type="button" class="secondary" disabled={loading} onClick={examples.more}>
-              {loading ? "Loading…" : "Load more"}
-            </button>
-          )
-          : null}
-      </div>
+      <LoadMore pages={examples} />
     </section>
   );
 }

@@ -15,6 +15,7 @@ import { ErrorNote } from "../ui/status.tsx";
 import { Time } from "../ui/time.tsx";
 import { useApi } from "../ui/use-api.ts";
 import { useCursorPages } from "../ui/use-cursor-pages.ts";
+import { LoadMore } from "../ui/load-more.tsx";
 
 const PAGE = 50;
 
@@ -93,15 +94,7 @@ export function ObservationLog({ projectId }: { projectId: string }) {
       {!log.loading && log.items.length === 0 && !log.error
         ? <p class="muted">No observation kept{ip || connectorId || proxyId ? " of these" : ""}.</p>
         : null}
-      <div class="actions">
-        {log.cursor
-          ? (
-            <button type="button" class="secondary" disabled={log.loading} onClick={log.more}>
-              {log.loading ? "Loading…" : "Load more"}
-            </button>
-          )
-          : null}
-      </div>
+      <LoadMore pages={log} />
     </section>
   );
 }
