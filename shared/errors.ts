@@ -19,6 +19,8 @@ export const ErrorCode = {
   // Outbound calls a provider descriptor makes (control/egress/).
   egressRefused: "OX_EGRESS_REFUSED",
   vendorCall: "OX_VENDOR_CALL",
+  // A cloud's API (control/cloud/): refused, unreachable or too slow.
+  cloudCall: "OX_CLOUD_CALL",
   // A provider API's fetch answer (control/provider-api/).
   providerAnswer: "OX_PROVIDER_ANSWER",
   // Stores that did not answer.
@@ -213,6 +215,55 @@ export class VendorCallError extends OctoproxError {
     this.name = "VendorCallError";
     this.status = options?.status;
     this.retryAfterSeconds = options?.retryAfterSeconds;
+  }
+}
+
+/**
+ * How a cloud call failed, in a word the scale job acts on: `auth` (the credential was refused),
+ * `refused` (the request itself: a region, size or image the cloud does not take, a quota),
+ * `throttled` (asked to slow down), `unavailable` (no connection, a 5xx), `timeout` (no answer
+ * in time, or an instance that did not run in time), `lost` (an operation the cloud no longer
+ * knows).
+ */
+export type CloudFailure = "auth" | "refused" | "throttled" | "unavailable" | "timeout" | "lost";
+
+/**
+ * A cloud call that failed. The message names the cloud, the operation and the cloud's own
+ * error code and text (which never hold the credential or a start-up script), so it can be
+ * recorded on the connector and shown at the field it names.
+ */
+export class CloudCallError extends OctoproxError {
+  readonly provider: string;
+  readonly operation: string;
+  readonly failure: CloudFailure;
+  /** The HTTP status, when the cloud answered. */
+  readonly status: number | undefined;
+  /** The cloud's own error code (`InvalidAMIID.Malformed`, `ZONE_RESOURCE_POOL_EXHAUSTED`). */
+  readonly cloudCode: string | undefined;
+  /**
+   * The connector config field (`ami_id`, `zone`, `vm_size`) or credential field the cloud
+   * refused, when the refusal names one: where the api shows it.
+   */
+  readonly field: string | undefined;
+  constructor(
+    provider: string,
+    operation: string,
+    failure: CloudFailure,
+    message: string,
+    options?: { status?: number; cloudCode?: string; field?: string; cause?: unknown },
+  ) {
+    super(
+      ErrorCode.cloudCall,
+      `${provider} ${operation}: ${message}`,
+      options && "cause" in options ? { cause: options.cause } : {},
+    );
+    this.name = "CloudCallError";
+    this.provider = provider;
+    this.operation = operation;
+    this.failure = failure;
+    this.status = options?.status;
+    this.cloudCode = options?.cloudCode;
+    this.field = options?.field;
   }
 }
 

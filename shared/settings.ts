@@ -482,10 +482,53 @@ const controlFields = {
     seconds(3600, 60, 86_400),
     "IP database updates: downloads of databases due by their own interval (60 to 86400)",
   ),
-  // The periods of jobs that have no handler yet: refused until their job runs.
+  // Every cloud connector's scale run; one runs at once after a create, an edit, a deletion.
   OCTOPROX_SCALE_INTERVAL: field(
-    unavailable("no scale job runs yet"),
-    "Not available yet (no cloud scaling job runs): setting it stops the process",
+    seconds(30, 1, 3600),
+    "Each cloud connector's scale run: list, settle, scale, rotate, drain (docs/cloud.md)",
+  ),
+  // The wait after a scaling step before the next: the new instances' first checks come first.
+  OCTOPROX_SCALE_COOLDOWN: field(
+    seconds(180, 1, 3600),
+    "The wait after a cloud connector's scaling step before its next one",
+  ),
+  // Demand is counted per minute: the window is whole minutes, within what a demand hash lives.
+  OCTOPROX_SCALE_DEMAND_WINDOW: field(
+    integer(5, 1, 5),
+    "Minutes of demand a cloud connector's target is read over (1 to 5)",
+  ),
+  OCTOPROX_CLOUD_PROXY_PORT: field(
+    port(3128),
+    "The port cloud instances run their proxy (Squid) on; their security group must let it in",
+  ),
+  OCTOPROX_CLOUD_CREATE_TIMEOUT: field(
+    seconds(300, 1, 600),
+    "How long a cloud create waits for its instance to run with a public address",
+  ),
+  OCTOPROX_CLOUD_POLL_INTERVAL: field(
+    seconds(5, 0.05, 60),
+    "How often a cloud create or delete asks how its instance or operation stands",
+  ),
+  // Tests and compatible regions: each client talks to this base URL instead of the cloud's.
+  OCTOPROX_AWS_ENDPOINT: field(
+    v.optional(urlWithSchemes(["https", "http"], "HTTP")),
+    "The EC2 API's URL for every region (tests, compatible clouds); unset: AWS's own",
+  ),
+  OCTOPROX_GCP_ENDPOINT: field(
+    v.optional(urlWithSchemes(["https", "http"], "HTTP")),
+    "The Compute Engine API's base URL (tests); unset: https://compute.googleapis.com",
+  ),
+  OCTOPROX_GCP_TOKEN_URL: field(
+    v.optional(urlWithSchemes(["https", "http"], "HTTP")),
+    "Where GCP service account tokens are asked for (tests); unset: Google's own",
+  ),
+  OCTOPROX_AZURE_ENDPOINT: field(
+    v.optional(urlWithSchemes(["https", "http"], "HTTP")),
+    "The Azure Resource Manager URL (tests, sovereign clouds); unset: management.azure.com",
+  ),
+  OCTOPROX_AZURE_AUTHORITY: field(
+    v.optional(urlWithSchemes(["https"], "HTTPS")),
+    "The Microsoft Entra authority host (tests, sovereign clouds); unset: login.microsoftonline.com",
   ),
   OCTOPROX_TUNNEL_STATUS_INTERVAL: field(
     unavailable("no tunnel_last_seen job runs yet"),
@@ -699,6 +742,19 @@ export const ControlSettingsSchema = v.pipe(
     healthCheckIntervalMs: e.OCTOPROX_HEALTH_CHECK_INTERVAL,
     ipRefreshIntervalMs: e.OCTOPROX_IP_REFRESH_INTERVAL,
     poolIntervalMs: e.OCTOPROX_POOL_INTERVAL,
+    scaleIntervalMs: e.OCTOPROX_SCALE_INTERVAL,
+    scaleCooldownMs: e.OCTOPROX_SCALE_COOLDOWN,
+    scaleDemandWindowMinutes: e.OCTOPROX_SCALE_DEMAND_WINDOW,
+    cloud: {
+      proxyPort: e.OCTOPROX_CLOUD_PROXY_PORT,
+      createTimeoutMs: e.OCTOPROX_CLOUD_CREATE_TIMEOUT,
+      pollIntervalMs: e.OCTOPROX_CLOUD_POLL_INTERVAL,
+      awsEndpoint: e.OCTOPROX_AWS_ENDPOINT,
+      gcpEndpoint: e.OCTOPROX_GCP_ENDPOINT,
+      gcpTokenUrl: e.OCTOPROX_GCP_TOKEN_URL,
+      azureEndpoint: e.OCTOPROX_AZURE_ENDPOINT,
+      azureAuthority: e.OCTOPROX_AZURE_AUTHORITY,
+    },
     geoUpdaterIntervalMs: e.OCTOPROX_GEO_UPDATER_INTERVAL,
     healthCheckTimeoutMs: e.OCTOPROX_HEALTH_CHECK_TIMEOUT,
     healthCheckConcurrency: e.OCTOPROX_HEALTH_CHECK_CONCURRENCY,

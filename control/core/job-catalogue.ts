@@ -24,7 +24,6 @@ export interface JobSpec {
  * accepted and do nothing (shared/settings.ts refuses their variables until the handlers exist).
  */
 const SPEC_PERIOD_MS = {
-  scale: 30_000,
   tunnelLastSeen: 10_000,
 } as const;
 
@@ -81,7 +80,7 @@ export const JOB_CATALOGUE: Readonly<Record<JobKind, JobSpec>> = {
     kind: K.scale,
     batchSize: 1,
     concurrency: () => 4,
-    periodMs: () => SPEC_PERIOD_MS.scale,
+    periodMs: (s) => wholeSeconds(s.scaleIntervalMs),
     keyed: true,
   },
   [K.traffic]: {

@@ -16,6 +16,8 @@ import { type Service, spawnListening, stopChild as stopDaemon } from "./daemon.
 export const TINYPROXY_BIN = process.env.OCTOPROX_TINYPROXY_BIN ?? "/usr/bin/tinyproxy";
 
 export interface TinyproxyOptions {
+  /** The address to listen on (default 127.0.0.1): a cloud emulator's instance has its own. */
+  listenAddress?: string;
   /** Outgoing address (tinyproxy's `Bind`), e.g. 127.0.0.2. Default: the system's choice. */
   bindAddress?: string;
   /** Require these credentials (BasicAuth). No spaces. */
@@ -63,13 +65,13 @@ async function ensureBinary(): Promise<void> {
 
 function config(options: TinyproxyOptions, port: number, logPath: string): string {
   const lines = [
-    "Listen 127.0.0.1",
+    `Listen ${options.listenAddress ?? "127.0.0.1"}`,
     `Port ${port}`,
     // Idle connections outlive the gateway's pooled ones (UPSTREAM_POOL_IDLE_MS, 30 s), as a
     // vendor's do: at 30 s both ends let go at once, and a POST sent into that moment is a 502.
     "Timeout 120",
     `MaxClients ${options.maxClients ?? 512}`,
-    "Allow 127.0.0.1",
+    "Allow 127.0.0.0/8",
     `LogFile "${logPath}"`,
     `LogLevel ${options.logLevel ?? "Info"}`,
     "DisableViaHeader Yes",
@@ -124,6 +126,7 @@ export async function startTinyproxy(options: TinyproxyOptions = {}): Promise<Ti
   await writeFile(logPath, "");
   await chmod(logPath, 0o666);
   const configPath = join(dir, "tinyproxy.conf");
+  const host = options.listenAddress ?? "127.0.0.1";
   const startTimeoutMs = options.startTimeoutMs ?? 10_000;
 
   let child: ChildProcess | undefined;
@@ -154,7 +157,7 @@ export async function startTinyproxy(options: TinyproxyOptions = {}): Promise<Ti
           if (spawnFailure || started.exitCode !== null || started.signalCode !== null) {
             return "exited";
           }
-          return (await portAccepts("127.0.0.1", port, 500)) ? "up" : false;
+          return (await portAccepts(host, port, 500)) ? "up" : false;
         },
         { timeoutMs: startTimeoutMs, intervalMs: 20, message: `tinyproxy on port ${port}` },
       );
@@ -178,13 +181,13 @@ export async function startTinyproxy(options: TinyproxyOptions = {}): Promise<Ti
     : "";
   let closing: Promise<void> | undefined;
   return {
-    host: "127.0.0.1",
+    host,
     port,
     bindAddress: options.bindAddress,
-    url: `http://${credentials}127.0.0.1:${port}`,
+    url: `http://${credentials}${host}:${port}`,
     proxy: {
       scheme: "http",
-      host: "127.0.0.1",
+      host,
       port,
       ...(auth ? { username: auth.username, password: auth.password } : {}),
     },
