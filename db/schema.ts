@@ -225,6 +225,8 @@ export const connectors = pgTable("connectors", {
   pendingDeletion: boolean("pending_deletion").notNull().default(false),
   lastError: text("last_error"),
   consecutiveErrors: integer("consecutive_errors").notNull().default(0),
+  /** When the last error was recorded: a cloud connector backs off from it (2^errors minutes). */
+  lastErrorAt: timestamp("last_error_at", { withTimezone: true }),
   /**
    * A provider-API connector's run of Empty fetches reached its threshold at this time (the
    * routing sequences that stand on it moved on); cleared by its next fetch that finds proxies.
@@ -266,6 +268,12 @@ export const proxies = pgTable("proxies", {
   /** When the location was last judged: attribution writes only forward of it. */
   locationCheckedAt: timestamp("location_checked_at", { withTimezone: true }),
   metadata: jsonb("metadata").$type<Record<string, unknown>>().notNull().default({}),
+  /**
+   * A cloud instance's id as the cloud knows it (`aws-<instance id>`, `gcp-<name>`,
+   * `azure-<name>`): what a scale run matches listed instances by and terminates; null for
+   * every other kind.
+   */
+  instanceId: text("instance_id"),
   /** Moved only by add, drain, terminate and the health job's compare-and-set. */
   status: text("status").notNull().default("initializing"),
   statusChangedAt: timestamp("status_changed_at", { withTimezone: true }).notNull().defaultNow(),
@@ -282,6 +290,9 @@ export const proxies = pgTable("proxies", {
   ),
   index("proxies_project_created_idx").on(t.projectId, t.createdAt, t.id),
   index("proxies_connector_created_idx").on(t.connectorId, t.createdAt, t.id),
+  // One row per cloud instance: a creator's save is insert-or-skip on it.
+  uniqueIndex("proxies_instance_key").on(t.connectorId, t.instanceId)
+    .where(sql`${t.instanceId} is not null`),
   // The proxies list's sorts (and the pool's counts by status): each pages by index.
   index("proxies_project_status_idx").on(t.projectId, t.status, t.createdAt, t.id),
   index("proxies_project_country_idx").on(t.projectId, t.country, t.createdAt, t.id),

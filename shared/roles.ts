@@ -54,6 +54,7 @@ export const WORKER_JOB_KINDS: readonly JobKind[] = [
   JobKind.pool,
   JobKind.sync,
   JobKind.provision,
+  JobKind.scale,
   JobKind.traffic,
   JobKind.metricsFlush,
   JobKind.compaction,

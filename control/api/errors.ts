@@ -12,6 +12,7 @@ import type { ContentfulStatusCode } from "hono/utils/http-status";
 import { isPostgresUnavailable } from "../../db/errors.ts";
 import {
   BackupRefusedError,
+  CloudCallError,
   ConflictError,
   DuplicateError,
   EgressRefusedError,
@@ -101,6 +102,10 @@ export function errorResponse(error: unknown, c: Context<AppEnv>, logger: Logger
   if (error instanceof StaleError) return json(c, 409, { error: error.message });
   if (error instanceof IdempotencyConflictError) return json(c, 409, { error: error.message });
   if (error instanceof EgressRefusedError) return json(c, 422, { error: error.message });
+  // A cloud that did not answer, or failed itself, while a connector was checked against it.
+  if (error instanceof CloudCallError) {
+    return json(c, 502, { error: `The cloud did not answer the check: ${error.message}` });
+  }
   if (error instanceof VendorCallError) {
     return json(c, 502, { error: `The vendor did not answer as expected: ${error.message}` });
   }

@@ -44,7 +44,8 @@ export type ScriptName =
   | "extract_release"
   | "extract_renew"
   | "batch_append"
-  | "observation_hand_outs";
+  | "observation_hand_outs"
+  | "scale_hold";
 
 const defined = new WeakSet<Redis>();
 

@@ -75,6 +75,8 @@ export interface FeedBuilderSnapshot extends FollowerSnapshot {
    * What can be traffic-blocked (connectors with a limit, projects with a quota) and the blocks
    * the last published runtime section carried (epoch ms until, by id); null before a publish.
    */
+  /** Cloud instances of the last compile by cloud, then status; null before a compile. */
+  cloud_instances: Readonly<Record<string, Readonly<Record<string, number>>>> | null;
   traffic: {
     limited_connectors: readonly string[];
     limited_projects: readonly string[];
@@ -151,6 +153,7 @@ export class FeedBuilder extends BroadcastFollower {
       publish_problem: this.#publishProblem ?? null,
       head_digest: this.#lastPublish?.headDigest ?? null,
       sections: this.#latest ? this.#latest.sections.size + 1 : null,
+      cloud_instances: this.#latest?.cloudInstances ?? null,
       traffic: this.#latest && this.#lastRuntime
         ? {
           limited_connectors: this.#latest.limited.connectors,

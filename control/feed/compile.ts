@@ -91,6 +91,8 @@ export interface Compiled {
   projectIds: ReadonlySet<string>;
   /** Connectors with a traffic limit and projects with a quota: what can be traffic-blocked. */
   limited: { connectors: readonly string[]; projects: readonly string[] };
+  /** Cloud instances (rows of cloud connectors) by cloud, then status. */
+  cloudInstances: Readonly<Record<string, Readonly<Record<string, number>>>>;
 }
 
 export interface CompileOptions {
@@ -319,6 +321,7 @@ export async function compile(
   const credentialConfigs = new Map<string, Config>(
     read.credentialRows.map((row) => [row.id, row.config]),
   );
+  const cloudInstances: Record<string, Record<string, number>> = {};
   const byConnector = new Map<string, RawProxy[]>();
   for (const row of read.proxyRows) {
     let list = byConnector.get(row.connector_id);
@@ -385,6 +388,10 @@ export async function compile(
     // session's, not the row's, so only its country (the vendor's word, or the sources') does.
     const fixedExits = row.kind === "static" || row.kind === "cloud";
     const rows = byConnector.get(row.id) ?? [];
+    if (row.kind === "cloud") {
+      const counts = cloudInstances[row.provider] ??= {};
+      for (const p of rows) counts[p.status] = (counts[p.status] ?? 0) + 1;
+    }
     const feedProxies: FeedProxy[] = new Array(rows.length);
     for (let i = 0; i < rows.length; i++) {
       const p = rows[i];
@@ -448,6 +455,7 @@ export async function compile(
     connectorIds,
     projectIds,
     limited,
+    cloudInstances,
   };
 }
 

@@ -30,6 +30,8 @@ import { PoolOutage } from "../provider-api/pool/outage.ts";
 import { Attributor } from "../geo/attribution.ts";
 import { GeoDefinitions } from "../geo/definitions.ts";
 import { EnrichJob, ReattributeJob } from "./attribution.ts";
+import { ScaleJob } from "./scale.ts";
+import type { ScaleMetrics } from "../cloud/scale/metrics.ts";
 
 /**
  * What a worker's jobs are built from: the process's shared parts, and where the exits a job
@@ -45,6 +47,8 @@ export interface JobExtras {
   poolOutage?: PoolOutage;
   /** The worker's attributor, shared with its sighting ingest (one set of open databases). */
   attributor?: Attributor;
+  /** The scale job's counts, by cloud. */
+  scaleMetrics?: ScaleMetrics;
 }
 
 /**
@@ -173,6 +177,17 @@ export function buildJobs(
             deps,
             logger: deps.logger.child({ job: kind }),
             attributor: attributorOf(),
+          }),
+        );
+        break;
+      case K.scale:
+        jobs.push(
+          new ScaleJob({
+            deps,
+            redis: deps.redis,
+            keys: deps.keys,
+            logger: deps.logger.child({ job: kind }),
+            metrics: extras.scaleMetrics,
           }),
         );
         break;

@@ -102,8 +102,8 @@ export type CloudCredential =
 
 /** At most this many instances per connector: a scale run of this many stays cheap. */
 export const MAX_CLOUD_PROXIES = 1000;
-/** Rotation periods: from five minutes to a year. */
-const ROTATION_MIN_MINUTES = 5;
+/** Rotation periods: from a minute to a year. */
+const ROTATION_MIN_MINUTES = 1;
 const ROTATION_MAX_MINUTES = 525_600;
 
 const TAG_KEY = /^[A-Za-z0-9][A-Za-z0-9_.:/=+@-]{0,62}$/;
@@ -157,24 +157,37 @@ type Common = {
 };
 
 /** The cross-field rules, each at the field an edit would change. */
-function ranges<T extends v.GenericSchema<unknown, Common>>(schema: T) {
+function ranges<T extends v.StrictObjectSchema<v.ObjectEntries, undefined>>(schema: T) {
   return v.pipe(
     schema,
-    v.forward(
-      v.check(
-        (input: Common) => input.max_proxies >= input.min_proxies,
-        "must not be less than min_proxies",
-      ),
-      ["max_proxies" as never],
-    ),
-    v.forward(
-      v.check(
-        (input: Common) => input.max_rotation_period_minutes >= input.min_rotation_period_minutes,
-        "must not be less than min_rotation_period_minutes",
-      ),
-      ["max_rotation_period_minutes" as never],
-    ),
+    v.rawCheck(({ dataset, addIssue }) => {
+      if (!dataset.typed) return;
+      const input = dataset.value as unknown as Common;
+      if (input.max_proxies < input.min_proxies) {
+        addIssue({
+          message: "must not be less than min_proxies",
+          path: [issuePath(input, "max_proxies")],
+        });
+      }
+      if (input.max_rotation_period_minutes < input.min_rotation_period_minutes) {
+        addIssue({
+          message: "must not be less than min_rotation_period_minutes",
+          path: [issuePath(input, "max_rotation_period_minutes")],
+        });
+      }
+    }),
   );
+}
+
+/** A path item naming `key` of `input`, as valibot's issues carry them. */
+function issuePath(input: unknown, key: string) {
+  return {
+    type: "object" as const,
+    origin: "value" as const,
+    input: input as Record<string, unknown>,
+    key,
+    value: (input as Record<string, unknown>)[key],
+  };
 }
 
 const AWS_REGION = /^[a-z]{2}(-gov)?-[a-z]+-\d$/;
@@ -182,7 +195,11 @@ const AWS_REGION = /^[a-z]{2}(-gov)?-[a-z]+-\d$/;
 export const AwsConnectorConfig = ranges(v.strictObject({
   ...common,
   region: pattern(32, AWS_REGION, "must be an AWS region such as eu-west-1"),
-  instance_type: pattern(32, /^[a-z0-9-]+\.[a-z0-9]+$/, "must be an instance type such as t3.micro"),
+  instance_type: pattern(
+    32,
+    /^[a-z0-9-]+\.[a-z0-9]+$/,
+    "must be an instance type such as t3.micro",
+  ),
   ami_id: pattern(21, /^ami-[0-9a-f]{8,17}$/, "must be an image id such as ami-0123456789abcdef0"),
   security_group: v.optional(
     v.nullable(pattern(20, /^sg-[0-9a-f]{8,17}$/, "must be a security group id (sg-…)")),
@@ -201,7 +218,10 @@ export const GcpConnectorConfig = ranges(v.strictObject({
   ),
   zone: pattern(32, /^[a-z]+-[a-z]+\d+-[a-z]$/, "must be a zone such as europe-west1-b"),
   machine_type: pattern(40, /^[a-z0-9]+-[a-z0-9-]+$/, "must be a machine type such as e2-micro"),
-  network: v.optional(pattern(63, /^[a-z]([a-z0-9-]{0,61}[a-z0-9])?$/, "must be a network name"), "default"),
+  network: v.optional(
+    pattern(63, /^[a-z]([a-z0-9-]{0,61}[a-z0-9])?$/, "must be a network name"),
+    "default",
+  ),
 }));
 export type GcpConnector = v.InferOutput<typeof GcpConnectorConfig>;
 

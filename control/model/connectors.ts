@@ -3,7 +3,6 @@ import * as v from "valibot";
 import { COUNTRY_HINT, normaliseCountry } from "../../shared/countries.ts";
 import {
   CONNECTOR_KINDS,
-  ConnectorKind,
   TRAFFIC_ACTIONS,
   TRAFFIC_LIMIT_STATUSES,
   TRAFFIC_PERIODS,
@@ -13,18 +12,12 @@ import { booleanField, integerField, nameField, readOnly, uuidField } from "./co
 
 const MAX_LIST_ITEMS = 1000;
 
-const kind = v.pipe(
-  v.picklist(CONNECTOR_KINDS, `must be one of ${CONNECTOR_KINDS.join(", ")}`),
-  v.check(
-    (value) => value !== ConnectorKind.cloud,
-    "only static, vendor and provider_api connectors are available yet; cloud connectors " +
-      "arrive in a later release",
-  ),
-);
+const kind = v.picklist(CONNECTOR_KINDS, `must be one of ${CONNECTOR_KINDS.join(", ")}`);
 
 /**
  * A vendor connector's provider: a descriptor id from GET /api/v1/providers (a provider_api
- * connector's is `provider_api`, and may be left out).
+ * connector's is `provider_api`, and may be left out); a cloud connector's `aws`, `gcp` or
+ * `azure`.
  */
 const provider = v.pipe(
   v.string("must be text"),
@@ -35,7 +28,8 @@ const provider = v.pipe(
 
 /**
  * A vendor connector's config, checked against its descriptor by the connectors service; a
- * provider_api connector's, checked by its own schema (control/provider-api/config.ts).
+ * provider_api connector's, checked by its own schema (control/provider-api/config.ts); a cloud
+ * connector's, by its cloud's schema (control/model/cloud.ts).
  */
 const config = v.record(v.string(), v.unknown(), "must be an object of config fields");
 

@@ -8,6 +8,7 @@ import { randomBytes } from "node:crypto";
 import { Store } from "../../shared/errors.ts";
 import { FIRST_LANE_KINDS, JobKind, WORKER_JOB_KINDS } from "../../shared/roles.ts";
 import type { Loop } from "../../shared/async/loop.ts";
+import { ScaleMetrics } from "../cloud/scale/metrics.ts";
 import { buildJobs, type JobDeps, poolOutage } from "../jobs/handlers.ts";
 import { JobRunner } from "../jobs/runner.ts";
 import { describeHealthEcho, type HealthEcho, healthEcho } from "../jobs/health-echo.ts";
@@ -39,6 +40,8 @@ export class WorkerRuntime extends BaseRuntime {
   readonly attributor: Attributor;
   /** The pool job's fetch counts, when it takes pool runs. */
   readonly fetchMetrics: FetchMetrics | undefined;
+  /** The scale job's counts, when it takes scale runs. */
+  readonly scaleMetrics: ScaleMetrics | undefined;
   /** Which of its pools run on last-known settings while Postgres is away, when it takes pool runs. */
   readonly poolOutage: PoolOutage | undefined;
   readonly #jobs: readonly JobKind[];
@@ -53,6 +56,7 @@ export class WorkerRuntime extends BaseRuntime {
     this.#echo = taken.includes(JobKind.health) ? healthEcho(options.deps.settings) : undefined;
     this.fetchMetrics = taken.includes(JobKind.pool) ? new FetchMetrics() : undefined;
     this.poolOutage = taken.includes(JobKind.pool) ? poolOutage(options.deps) : undefined;
+    this.scaleMetrics = taken.includes(JobKind.scale) ? new ScaleMetrics() : undefined;
     // One attributor, so the jobs and the sighting ingest share one set of open databases.
     const attributor = new Attributor({
       deps: options.deps,
@@ -65,7 +69,12 @@ export class WorkerRuntime extends BaseRuntime {
       verdicts: options.deps,
     });
     this.attributor = attributor;
-    const extras = { fetchMetrics: this.fetchMetrics, poolOutage: this.poolOutage, attributor };
+    const extras = {
+      fetchMetrics: this.fetchMetrics,
+      poolOutage: this.poolOutage,
+      attributor,
+      scaleMetrics: this.scaleMetrics,
+    };
     this.runners = buildJobs(taken, options.deps, extras).flatMap(
       (job) =>
         [false, ...(FIRST_LANE_KINDS.includes(job.kind) ? [true] : [])].map((first) =>
@@ -121,6 +130,7 @@ export class WorkerRuntime extends BaseRuntime {
       consumer: this.consumer,
       ...(this.fetchMetrics === undefined ? {} : { fetch: this.fetchMetrics.snapshot() }),
       ...(this.poolOutage === undefined ? {} : { pool_settings: this.poolOutage.snapshot() }),
+      ...(this.scaleMetrics === undefined ? {} : { scale: this.scaleMetrics.snapshot() }),
       attribution: { ...this.attributor.counts },
     };
   }

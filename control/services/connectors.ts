@@ -4,13 +4,14 @@
  * config is checked against the descriptor here, with the descriptor's defaults stored);
  * `provider_api` is a provider's API that hands out short-lived proxies into the connector's
  * pool (its config checked by its own schema and stored with its defaults; its templates read
- * only its `provider_api` credential's keys and `{count}`). The row already stores kind, provider
- * and config for the cloud kind that follows.
+ * only its `provider_api` credential's keys and `{count}`); `cloud` is instances an AWS, GCP or
+ * Azure account runs for the connector, which the scale job creates, rotates and terminates (its
+ * config checked by its cloud's schema, and against the cloud itself before it is saved).
  * Cross-field rules (one domain list at a time, a credential of the same project and provider)
  * are checked on the copy about to be saved, so an edit of one field cannot break a rule another
  * field keeps.
  */
-import { and, asc, count, eq, sql } from "drizzle-orm";
+import { and, asc, count, eq, ne, sql } from "drizzle-orm";
 import type { Tx } from "../../db/client.ts";
 import {
   connectors,
@@ -29,7 +30,7 @@ import {
 import { callHost, CONNECTOR_CONFIG_KEYS } from "../../shared/vendors/descriptor.ts";
 import { checkConnectorConfig } from "../../shared/vendors/fields.ts";
 import type { ProviderRegistry } from "../../shared/vendors/registry.ts";
-import { ChangeKind, ConnectorKind, JobKind } from "../../shared/roles.ts";
+import { ChangeKind, ConnectorKind, JobKind, ProxyStatus } from "../../shared/roles.ts";
 import { fieldIssues } from "../model/validation.ts";
 import {
   credentialKeysRead,
@@ -39,9 +40,11 @@ import {
   readProviderApiConfig,
 } from "../provider-api/config.ts";
 import { refreshCustom } from "../vendors/catalogue.ts";
+import { CLOUD_CONNECTOR_SCHEMAS, CLOUD_PROVIDERS, isCloudProvider } from "../model/cloud.ts";
+import { verifyCloudConnector } from "../cloud/verify.ts";
 import { checkEgressHost } from "../egress/guard.ts";
 import { isMasked, maskSecrets } from "../model/secrets.ts";
-import { changedFields, definedOnly } from "./diff.ts";
+import { changedFields, definedOnly, sameValue } from "./diff.ts";
 import { missingIn, requireProject } from "./scope.ts";
 import { dropFromSequence } from "./sequences.ts";
 import { read, type ServiceDeps, write } from "../core/store.ts";
@@ -142,6 +145,56 @@ function providerApiConfig(deps: ServiceDeps, config: Record<string, unknown>) {
   return parsed.output;
 }
 
+/** A cloud connector's config, checked by its cloud's schema (defaults filled in). */
+function cloudConfig(provider: string, config: Record<string, unknown>): Record<string, unknown> {
+  if (!isCloudProvider(provider)) {
+    throw new ValidationError([{
+      field: "body.provider",
+      message: `a cloud connector's provider is one of ${CLOUD_PROVIDERS.join(", ")}`,
+    }]);
+  }
+  const parsed = v.safeParse(CLOUD_CONNECTOR_SCHEMAS[provider], config, { abortEarly: false });
+  if (!parsed.success) throw new ValidationError(configIssues(fieldIssues("", parsed.issues)));
+  return parsed.output;
+}
+
+/**
+ * A cloud connector about to be saved, checked against its cloud with its credential: outside
+ * the write's transaction (an outbound call). Nothing to check for other kinds.
+ */
+async function verifyWithCloud(
+  deps: ServiceDeps,
+  projectId: string,
+  kind: string,
+  provider: string,
+  credentialId: string | null | undefined,
+  config: Record<string, unknown>,
+): Promise<void> {
+  if (kind !== ConnectorKind.cloud || !isCloudProvider(provider)) return;
+  const stored = cloudConfig(provider, config);
+  if (credentialId === null || credentialId === undefined) {
+    throw new ValidationError([{
+      field: "body.credential_id",
+      message: `a cloud connector needs a ${provider} credential of this project`,
+    }]);
+  }
+  const [credential] = await read(
+    deps,
+    (db) =>
+      db.select({ provider: credentials.provider, config: credentials.config }).from(credentials)
+        .where(and(eq(credentials.id, credentialId), eq(credentials.projectId, projectId))),
+  );
+  // Refused with its own message by the write's validation.
+  if (!credential || credential.provider !== provider) return;
+  await verifyCloudConnector(
+    deps.settings,
+    provider,
+    credential.config,
+    stored,
+    "body.credential_id",
+  );
+}
+
 /**
  * A connector's provider and config: a vendor connector's checked against its descriptor
  * (stored with the descriptor's defaults), a provider_api connector's against its schema
@@ -156,6 +209,7 @@ async function providerConfig(
   /** An edit's stored config: a secret sent back as the mask keeps its stored value. */
   stored?: Record<string, unknown>,
 ): Promise<Record<string, unknown>> {
+  if (kind === ConnectorKind.cloud) return cloudConfig(provider, config);
   if (kind === ConnectorKind.providerApi) {
     if (provider !== PROVIDER_API) {
       throw new ValidationError([{
@@ -262,6 +316,12 @@ async function validateConnector(
       await checkProviderApiCredential(tx, projectId, connector.credentialId, connector.config);
     }
   }
+  if (connector.kind === ConnectorKind.cloud && connector.credentialId === null) {
+    throw new ValidationError([{
+      field: "body.credential_id",
+      message: `a cloud connector needs a ${connector.provider} credential of this project`,
+    }]);
+  }
   if (connector.kind === ConnectorKind.vendor && connector.credentialId === null) {
     throw new ValidationError([{
       field: "body.credential_id",
@@ -287,7 +347,9 @@ async function validateConnector(
     if (!credential) {
       throw new ConflictError("credential_id: no credential with this id in this project");
     }
-    if (connector.kind === ConnectorKind.vendor && credential.provider !== connector.provider) {
+    const ownProvider = connector.kind === ConnectorKind.vendor ||
+      connector.kind === ConnectorKind.cloud;
+    if (ownProvider && credential.provider !== connector.provider) {
       throw new ValidationError([{
         field: "body.credential_id",
         message: `the credential is for ${credential.provider}, not ${connector.provider}`,
@@ -298,6 +360,14 @@ async function validateConnector(
       throw new ValidationError([{
         field: "body.credential_id",
         message: `a ${PROVIDER_API} credential serves ${PROVIDER_API} connectors only`,
+      }]);
+    }
+    // A cloud account's keys launch instances, never log in to a proxy.
+    if (connector.kind === ConnectorKind.static && isCloudProvider(credential.provider)) {
+      throw new ValidationError([{
+        field: "body.credential_id",
+        message:
+          `a ${credential.provider} credential serves ${credential.provider} cloud connectors only`,
       }]);
     }
   }
@@ -360,6 +430,7 @@ export async function createConnector(
     name: input.name,
     kind: input.kind,
   };
+  await verifyWithCloud(deps, projectId, connector.kind, provider, connector.credentialId, config);
   const row = await write(deps, async (tx) => {
     await requireProject(tx, projectId, { lock: true });
     const stored = await providerConfig(deps, tx, connector.kind, provider, config);
@@ -388,6 +459,7 @@ export async function createConnector(
 async function askSync(deps: ServiceDeps, row: ConnectorRow): Promise<void> {
   if (row.kind === ConnectorKind.vendor) await deps.jobs.request(JobKind.sync, [row.id]);
   if (row.kind === ConnectorKind.providerApi) await deps.jobs.request(JobKind.pool, [row.id]);
+  if (row.kind === ConnectorKind.cloud) await deps.jobs.request(JobKind.scale, [row.id]);
 }
 
 export async function updateConnector(
@@ -398,11 +470,37 @@ export async function updateConnector(
 ): Promise<{ row: ConnectorRow; previous: ConnectorRow }> {
   let changed = false;
   let previous: ConnectorRow | undefined;
+  // A cloud connector's new config or credential is checked with the cloud first; the
+  // transaction then refuses to save over what another write changed meanwhile.
+  let checked: ConnectorRow | undefined;
+  if (patch.config !== undefined || patch.credentialId !== undefined) {
+    const current = await getConnector(deps, projectId, id);
+    if (current.kind === ConnectorKind.cloud) {
+      checked = current;
+      await verifyWithCloud(
+        deps,
+        projectId,
+        current.kind,
+        current.provider,
+        patch.credentialId === undefined ? current.credentialId : patch.credentialId,
+        patch.config ?? current.config,
+      );
+    }
+  }
   const row = await write(deps, async (tx) => {
     const [current] = await tx.select().from(connectors)
       .where(and(eq(connectors.projectId, projectId), eq(connectors.id, id))).for("update");
     if (!current) return missingIn(tx, projectId, "Connector");
     previous = current;
+    if (current.pendingDeletion) {
+      throw new ConflictError("The connector is being deleted: its instances are terminating");
+    }
+    if (
+      checked !== undefined &&
+      (!sameValue(checked.config, current.config) || checked.credentialId !== current.credentialId)
+    ) {
+      throw new ConflictError("The connector changed meanwhile; read it again and retry");
+    }
     const next = { ...current, ...definedOnly(patch) } as ConnectorRow;
     const touched = new Set(Object.keys(definedOnly(patch)));
     const config = patch.config === undefined ? undefined : await providerConfig(
@@ -432,25 +530,42 @@ export async function updateConnector(
 
 /**
  * Deletes a connector with its proxies and history (by cascade), in one transaction, and drops it
- * from its project's sequence in the same one (sequences.ts). Cloud connectors, when they
- * arrive, must terminate their instances first (pending deletion).
+ * from its project's sequence in the same one (sequences.ts). A cloud connector's instances must
+ * go first: its proxies are marked terminating, it is disabled and marked pending deletion, and
+ * the scale job terminates the instances, then deletes it (a second delete asks it again).
  */
 export async function deleteConnector(
   deps: ServiceDeps,
   projectId: string,
   id: string,
-): Promise<void> {
+): Promise<string> {
   const kind = await write(deps, async (tx) => {
-    const deleted = await tx.delete(connectors)
-      .where(and(eq(connectors.projectId, projectId), eq(connectors.id, id)))
-      .returning({ id: connectors.id, kind: connectors.kind });
-    if (deleted.length === 0) return missingIn(tx, projectId, "Connector");
+    const [current] = await tx.select({ kind: connectors.kind }).from(connectors)
+      .where(and(eq(connectors.projectId, projectId), eq(connectors.id, id))).for("update");
+    if (!current) return missingIn(tx, projectId, "Connector");
+    if (current.kind === ConnectorKind.cloud) {
+      await tx.update(proxies)
+        .set({
+          status: ProxyStatus.terminating,
+          statusChangedAt: sql`now()`,
+          updatedAt: sql`now()`,
+        })
+        .where(and(eq(proxies.connectorId, id), ne(proxies.status, ProxyStatus.terminating)));
+      await tx.update(connectors)
+        .set({ enabled: false, pendingDeletion: true, updatedAt: sql`now()` })
+        .where(eq(connectors.id, id));
+      await dropFromSequence(tx, projectId, [id]);
+      return { result: current.kind, change: connectorChange(id) };
+    }
+    await tx.delete(connectors).where(eq(connectors.id, id));
     await dropFromSequence(tx, projectId, [id]);
-    return { result: deleted[0].kind, change: connectorChange(id) };
+    return { result: current.kind, change: connectorChange(id) };
   });
   // A provider-API connector's pool lives in Redis: its key's next run finds it gone and purges
   // the pool (entries, ownership, fetch bookkeeping).
   if (kind === ConnectorKind.providerApi) await deps.jobs.request(JobKind.pool, [id]);
+  if (kind === ConnectorKind.cloud) await deps.jobs.request(JobKind.scale, [id]);
+  return kind;
 }
 
 /**
@@ -479,11 +594,14 @@ export async function recordConnectorError(
   deps: ServiceDeps,
   id: string,
   error: string | null,
+  /** When it happened (a cloud connector backs off from it); now by default. */
+  at?: Date,
 ): Promise<void> {
   await write(deps, async (tx) => {
     await tx.update(connectors).set(
-      error === null ? { lastError: null, consecutiveErrors: 0 } : {
+      error === null ? { lastError: null, lastErrorAt: null, consecutiveErrors: 0 } : {
         lastError: error.slice(0, 2000),
+        lastErrorAt: at ?? sql`now()`,
         consecutiveErrors: sql`${connectors.consecutiveErrors} + 1`,
       },
     ).where(

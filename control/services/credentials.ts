@@ -28,6 +28,12 @@ import {
 import { isMasked, maskSecrets } from "../model/secrets.ts";
 import { credentialKeysRead, PROVIDER_API, readProviderApiConfig } from "../provider-api/config.ts";
 import { refreshCustom } from "../vendors/catalogue.ts";
+import {
+  CLOUD_CREDENTIAL_SCHEMAS,
+  CLOUD_CREDENTIAL_SECRETS,
+  isCloudProvider,
+} from "../model/cloud.ts";
+import { verifyCloudConnector } from "../cloud/verify.ts";
 import { verifyCredential } from "../vendors/verify.ts";
 import { changedFields, sameValue } from "./diff.ts";
 import { missingIn, requireProject } from "./scope.ts";
@@ -51,6 +57,7 @@ export function secretFields(
 ): readonly string[] {
   if (provider === STATIC_PROVIDER) return ["password"];
   if (provider === PROVIDER_API) return Object.keys(config);
+  if (isCloudProvider(provider)) return CLOUD_CREDENTIAL_SECRETS[provider];
   const entry = registry.get(provider);
   if (entry === undefined) return Object.keys(config);
   return entry.descriptor.credential_fields.filter((f) => f.secret).map((f) => f.key);
@@ -114,9 +121,11 @@ async function checkedConfig(
   provider: string,
   config: CredentialConfig,
 ): Promise<CredentialConfig> {
-  if (provider === STATIC_PROVIDER || provider === PROVIDER_API) {
+  if (provider === STATIC_PROVIDER || provider === PROVIDER_API || isCloudProvider(provider)) {
     const parsed = provider === STATIC_PROVIDER
       ? v.safeParse(StaticConfig, config)
+      : isCloudProvider(provider)
+      ? v.safeParse(CLOUD_CREDENTIAL_SCHEMAS[provider], withoutNulls(config))
       : v.safeParse(ProviderApiCredentialConfig, withoutNulls(config));
     if (!parsed.success) {
       throw new ValidationError(parsed.issues.map((issue): FieldIssue => {
@@ -148,7 +157,9 @@ async function checkedConfig(
 
 /** The vendor's own check of a descriptor credential: an outbound call, so outside any transaction. */
 async function verified(deps: ServiceDeps, provider: string, config: CredentialConfig) {
-  if (provider === STATIC_PROVIDER || provider === PROVIDER_API) return;
+  if (provider === STATIC_PROVIDER || provider === PROVIDER_API || isCloudProvider(provider)) {
+    return;
+  }
   const entry = deps.providers.get(provider);
   if (entry !== undefined) await verifyCredential(deps, entry.descriptor, config);
 }
@@ -193,7 +204,10 @@ export async function updateCredential(
       if (!keepSecret) merged[key] = value;
     }
     config = await checkedConfig(deps, current.provider, merged);
-    if (!sameValue(config, current.config)) await verified(deps, current.provider, config);
+    if (!sameValue(config, current.config)) {
+      await verified(deps, current.provider, config);
+      if (isCloudProvider(current.provider)) await verifyUsers(deps, id, current.provider, config);
+    }
   }
   return write(deps, async (tx) => {
     const [current] = await tx.select().from(credentials)
@@ -211,6 +225,28 @@ export async function updateCredential(
       .where(eq(credentials.id, id)).returning();
     return { result: row, change: credentialChange(id) };
   });
+}
+
+/**
+ * A cloud credential changed: each connector using it is checked against the cloud with the new
+ * config, so a key that stops working is refused at its field, not found by the next scale run.
+ */
+async function verifyUsers(
+  deps: ServiceDeps,
+  id: string,
+  provider: string,
+  config: CredentialConfig,
+): Promise<void> {
+  const users = await read(
+    deps,
+    (db) =>
+      db.select({ config: connectors.config, pending: connectors.pendingDeletion })
+        .from(connectors).where(eq(connectors.credentialId, id)),
+  );
+  for (const user of users) {
+    if (user.pending) continue;
+    await verifyCloudConnector(deps.settings, provider, config, user.config, "body.config");
+  }
 }
 
 /**

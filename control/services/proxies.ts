@@ -5,7 +5,7 @@
  * and the health job. Every proxy write announces one change entry of kind `proxy` whose ref is
  * the connector whose proxies changed, since the routing feed is built per connector.
  */
-import { and, asc, count, desc, eq, ilike, type SQL, sql } from "drizzle-orm";
+import { and, asc, count, desc, eq, ilike, ne, type SQL, sql } from "drizzle-orm";
 import type { Tx } from "../../db/client.ts";
 import { connectors, proxies } from "../../db/schema.ts";
 import { ConflictError } from "../../shared/errors.ts";
@@ -214,23 +214,38 @@ export function updateProxy(
 /**
  * Deletes a proxy. A vendor connector's row is one of the slots its config asks for: its sync is
  * asked at once, so the slot comes back as the config says (delete the slot in the connector's
- * config to have one fewer).
+ * config to have one fewer). A cloud connector's row stands for an instance, which must go
+ * first: the row is marked terminating and a scale run asked for, also when it was terminating
+ * already (a second delete is how an admin retries a stalled termination).
  */
 export async function deleteProxy(deps: ServiceDeps, projectId: string, id: string) {
   const deleted = await write(deps, async (tx) => {
-    const [row] = await tx.delete(proxies)
-      .where(and(eq(proxies.projectId, projectId), eq(proxies.id, id)))
-      .returning({ connectorId: proxies.connectorId });
+    const [row] = await tx.select({ connectorId: proxies.connectorId, kind: connectors.kind })
+      .from(proxies).innerJoin(connectors, eq(connectors.id, proxies.connectorId))
+      .where(and(eq(proxies.projectId, projectId), eq(proxies.id, id))).for("update");
     if (!row) return missingIn(tx, projectId, "Proxy");
-    const [owner] = await tx.select({ kind: connectors.kind }).from(connectors)
-      .where(eq(connectors.id, row.connectorId));
-    return {
-      result: { connectorId: row.connectorId, kind: owner?.kind },
-      change: proxyChange(row.connectorId),
-    };
+    if (row.kind === ConnectorKind.cloud) {
+      const moved = await tx.update(proxies)
+        .set({
+          status: ProxyStatus.terminating,
+          statusChangedAt: sql`now()`,
+          updatedAt: sql`now()`,
+        })
+        .where(and(eq(proxies.id, id), ne(proxies.status, ProxyStatus.terminating)))
+        .returning({ id: proxies.id });
+      return {
+        result: row,
+        change: moved.length === 0 ? null : proxyChange(row.connectorId),
+      };
+    }
+    await tx.delete(proxies).where(eq(proxies.id, id));
+    return { result: row, change: proxyChange(row.connectorId) };
   });
   if (deleted.kind === ConnectorKind.vendor) {
     await deps.jobs.request(JobKind.sync, [deleted.connectorId]);
+  }
+  if (deleted.kind === ConnectorKind.cloud) {
+    await deps.jobs.request(JobKind.scale, [deleted.connectorId]);
   }
 }
 

@@ -77,6 +77,7 @@ export const STACKS: readonly Stack[] = [
           "control/geo",
           "control/alerts",
           "control/audit",
+          "control/cloud",
         ],
         about: "One folder per feature: what it does, with no knowledge of HTTP, of jobs " +
           "or of the process that runs it.",

@@ -21,6 +21,8 @@ import { sampleCapture, writeCaptures } from "../../testkit/mitm-captures.ts";
 import { AlertDeliverer } from "../../control/alerts/deliverer.ts";
 import { AlertEvaluator } from "../../control/alerts/evaluator.ts";
 import { JobKind } from "../../shared/roles.ts";
+import { startTestClouds, type TestClouds } from "../../testkit/clouds.ts";
+import { ScaleRun } from "../../control/jobs/scale-run.ts";
 
 let h: ApiHarness;
 let routes: Route[];
@@ -74,13 +76,17 @@ async function call(method: string, url: string, options: RequestOptions = {}): 
   return answer;
 }
 
+let clouds: TestClouds;
+
 beforeAll(async () => {
-  h = await startHarness();
+  clouds = await startTestClouds();
+  h = await startHarness({ env: clouds.env });
   routes = apiRoutes(h.deps);
 });
 
 afterAll(async () => {
   await h?.close();
+  await clouds?.close();
 });
 
 describe("each declared answer is what the route answers", () => {
@@ -333,6 +339,43 @@ describe("each declared answer is what the route answers", () => {
     const log = await call("GET", "/api/v1/alerts/deliveries");
     expect(log.body.length).toBeGreaterThan(1);
     for (const delivery of log.body) expect(delivery.tries).toHaveLength(1);
+  });
+
+  test("cloud connectors: the form's options and a connector's instances", async () => {
+    await call("GET", "/api/v1/connector-options");
+    const project = await call("POST", "/api/v1/projects", {
+      body: { name: "answers-cloud", username: "answerscloud" },
+    });
+    const aws = clouds.clouds.aws;
+    const credential = await call("POST", `/api/v1/projects/${project.body.id}/credentials`, {
+      body: { name: "aws", provider: "aws", config: aws.credential },
+    });
+    const connector = await call("POST", `/api/v1/projects/${project.body.id}/connectors`, {
+      body: {
+        name: "fleet",
+        kind: "cloud",
+        provider: "aws",
+        credential_id: credential.body.id,
+        config: aws.connectorConfig({ min_proxies: 1, max_proxies: 2 }),
+      },
+    });
+    await new ScaleRun({
+      deps: h.deps,
+      redis: h.deps.redis,
+      keys: h.deps.keys,
+      logger: h.deps.logger,
+    }).run(connector.body.id, AbortSignal.timeout(30_000));
+    const view = await call(
+      "GET",
+      `/api/v1/projects/${project.body.id}/connectors/${connector.body.id}/instances`,
+    );
+    expect(view.body.instances).toHaveLength(1);
+    const deleted = await h.request(
+      "DELETE",
+      `/api/v1/projects/${project.body.id}/connectors/${connector.body.id}`,
+      { token: h.tokens.admin },
+    );
+    expect(deleted.status).toBe(202);
   });
 
   test("every declared answer was checked", () => {

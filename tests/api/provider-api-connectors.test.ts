@@ -500,13 +500,13 @@ describe("creating a provider_api connector", () => {
     }]);
   });
 
-  test("cloud connectors are still refused", async () => {
+  test("a cloud connector without a cloud provider is refused at its provider", async () => {
     const answer = await h.request("POST", connectors, {
       token: h.tokens.editor,
       body: { name: "Cloud", kind: "cloud" },
     });
     expect(answer.status).toBe(422);
-    expect(answer.body.detail[0].field).toBe("body.kind");
+    expect(answer.body.detail[0].field).toBe("body.provider");
   });
 });
 

@@ -309,11 +309,11 @@ const cases: Case[] = [
     fields: ["body.provider"],
   },
   {
-    name: "connector: cloud kind later",
+    name: "connector: cloud kind without a cloud provider",
     method: "POST",
     path: connectors,
     body: { name: "c", kind: "cloud" },
-    fields: ["body.kind"],
+    fields: ["body.provider"],
   },
   {
     name: "connector: weight 0",

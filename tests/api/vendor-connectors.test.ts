@@ -354,8 +354,8 @@ describe("editing a vendor connector", () => {
   });
 });
 
-describe("what is still refused", () => {
-  test("cloud connectors are refused with a clear message", async () => {
+describe("what a vendor connector does not take", () => {
+  test("a cloud connector names a cloud, not a vendor", async () => {
     const answer = await h.request("POST", base, {
       token: h.tokens.editor,
       body: {
@@ -367,9 +367,8 @@ describe("what is still refused", () => {
     });
     expect(answer.status).toBe(422);
     expect(answer.body.detail).toEqual([{
-      field: "body.kind",
-      message: "only static, vendor and provider_api connectors are available yet; cloud " +
-        "connectors arrive in a later release",
+      field: "body.provider",
+      message: "a cloud connector's provider is one of aws, gcp, azure",
     }]);
     expect(await connectorNames()).not.toContain("A cloud");
   });

@@ -40,7 +40,6 @@ describe("settings at start", () => {
   });
 
   it.each([
-    ["OCTOPROX_SCALE_INTERVAL", "scale"],
     ["OCTOPROX_TUNNEL_STATUS_INTERVAL", "tunnel_last_seen"],
   ])("%s, whose %s job this release does not run, exits 2 naming it", async (name, job) => {
     // A valid period: the setting is refused for what it would not do, not for its value.
@@ -53,7 +52,8 @@ describe("settings at start", () => {
   });
 
   it("an unavailable setting left empty counts as unset", () => {
-    expect(parseControlSettings({ ...valid(), OCTOPROX_SCALE_INTERVAL: "" }).role).toBe("all");
+    expect(parseControlSettings({ ...valid(), OCTOPROX_TUNNEL_STATUS_INTERVAL: "" }).role)
+      .toBe("all");
   });
 
   it("the metrics jobs' intervals are still taken", () => {

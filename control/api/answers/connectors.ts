@@ -86,3 +86,53 @@ export const PoolAnswer = v.strictObject({
   depleted_at: nullableTimestamp,
 });
 export type PoolView = v.InferOutput<typeof PoolAnswer>;
+
+/** A cloud connector's instances and what its last scale run decided (services/cloud-instances.ts). */
+export const CloudInstancesAnswer = v.strictObject({
+  connector_id: id,
+  provider: v.string(),
+  enabled: v.boolean(),
+  pending_deletion: v.boolean(),
+  min_proxies: v.nullable(count),
+  max_proxies: v.nullable(count),
+  /** What the last scale run aimed at; null before the first run. */
+  target: v.nullable(count),
+  /** What held its step: at_target, backoff, traffic_blocked, cooldown, initializing, creating, no_traffic, watching, disabled; null when it stepped. */
+  hold: v.nullable(v.string()),
+  demand_level: v.nullable(v.picklist(["low", "medium", "high"])),
+  demand_per_minute: v.nullable(v.number()),
+  last_run_at: nullableTimestamp,
+  last_listing_at: nullableTimestamp,
+  last_scaled_at: nullableTimestamp,
+  last_error: v.nullable(v.string()),
+  consecutive_errors: count,
+  backoff_until: nullableTimestamp,
+  creating: v.array(v.strictObject({
+    name: v.string(),
+    purpose: v.string(),
+    started_at: timestamp,
+    stale: v.boolean(),
+  })),
+  instances: v.array(v.strictObject({
+    proxy_id: id,
+    instance_id: v.nullable(v.string()),
+    name: v.nullable(v.string()),
+    address: v.string(),
+    status: v.string(),
+    created_at: timestamp,
+    age_seconds: count,
+    rotates_at: nullableTimestamp,
+    quiet_checks: v.nullable(count),
+  })),
+});
+
+/** What a cloud connector's form offers (control/cloud/options.ts). */
+export const ConnectorOptionsAnswer = v.strictObject({
+  aws_regions: v.array(v.string()),
+  aws_instance_types: v.array(v.string()),
+  gcp_zones: v.array(v.string()),
+  gcp_machine_types: v.array(v.string()),
+  azure_locations: v.array(v.string()),
+  azure_vm_sizes: v.array(v.string()),
+  countries: v.array(v.string()),
+});

@@ -22,7 +22,15 @@ import { trafficUsageViews } from "../../traffic/usage-view.ts";
 import type { ApiDeps } from "../deps.ts";
 import { presentConnector } from "../present.ts";
 import { answer, defineRoute, type Route } from "../registry.ts";
-import { ConnectorAnswer, ConnectorListAnswer, PoolAnswer } from "../answers/connectors.ts";
+import {
+  CloudInstancesAnswer,
+  ConnectorAnswer,
+  ConnectorListAnswer,
+  ConnectorOptionsAnswer,
+  PoolAnswer,
+} from "../answers/connectors.ts";
+import { instancesView } from "../../services/cloud-instances.ts";
+import { connectorOptions } from "../../cloud/options.ts";
 import { AskedAnswer } from "../answers/common.ts";
 import {
   CONNECTOR_FIELD_NAMES,
@@ -113,7 +121,11 @@ export function connectorRoutes(deps: ApiDeps): Route[] {
         "pool: `config` holds `fetch`, `parser` and `pool`, stored with their defaults (422 " +
         "naming `body.config.<path>`); its templates read only `{credential.<key>}` of its " +
         "`provider_api` credential and `{count}`; `provider` is `provider_api` or left out; see " +
-        "docs/provider-api.md). `cloud` is refused (a later release). Countries " +
+        "docs/provider-api.md) and `cloud` (instances an `aws`, `gcp` or `azure` account runs, " +
+        "which the scale job creates between `min_proxies` and `max_proxies` of `config`, " +
+        "rotates and terminates; `credential_id` names a credential of that cloud; the " +
+        "connector is checked against the cloud before it is saved, a refusal answered 422 at " +
+        "the field the cloud named, a cloud that does not answer 502; see docs/cloud.md). Countries " +
         "are ISO 3166-1 alpha-2 (`uk` reads as GB), stored upper-cased, deduplicated and " +
         "sorted. `domain_allow` and `domain_deny` are mutually exclusive. `credential_id` must " +
         "name a credential of the same project (400 otherwise). `rate_limit_config` and " +
@@ -246,15 +258,51 @@ export function connectorRoutes(deps: ApiDeps): Route[] {
       },
     }),
     defineRoute({
+      method: "get",
+      path: `${CONNECTORS}/:cid/instances`,
+      tag: "connectors",
+      summary: "Read a cloud connector's instances and its scaling",
+      description: "Each instance's row (status, address, age, when it rotates, a draining " +
+        "one's quiet checks), the instances being created, and what the last scale run " +
+        "decided: its `target` and what held its step (`hold`), the demand, the last listing, " +
+        "the last error and the back-off it causes. 400 for a connector of another kind.",
+      access: UserRole.viewer,
+      responses: { 200: answer("The instances", CloudInstancesAnswer) },
+      async handler({ c, params }) {
+        return c.json(await instancesView(deps, params.id, params.cid));
+      },
+    }),
+    defineRoute({
       method: "delete",
       path: `${CONNECTORS}/:cid`,
       tag: "connectors",
       summary: "Delete a connector with its proxies",
+      description: "Any connector but a cloud one is deleted at once, with its proxies and " +
+        "history. A cloud connector's instances go first: its proxies are marked terminating, " +
+        "it is disabled and marked `pending_deletion`, and the scale job terminates the " +
+        "instances, then deletes it (202). Deleting it again asks the scale job again.",
       access: UserRole.editor,
-      responses: { 204: "Deleted, with its proxies, in one transaction" },
+      responses: {
+        202: "A cloud connector: pending deletion, its instances terminating",
+        204: "Deleted, with its proxies, in one transaction",
+      },
       async handler({ c, params }) {
-        await deleteConnector(deps, params.id, params.cid);
-        return c.body(null, 204);
+        const kind = await deleteConnector(deps, params.id, params.cid);
+        return kind === ConnectorKind.cloud ? c.body(null, 202) : c.body(null, 204);
+      },
+    }),
+    defineRoute({
+      method: "get",
+      path: "/api/v1/connector-options",
+      tag: "connectors",
+      summary: "What a cloud connector's form offers",
+      description: "Each cloud's common regions (GCP zones, Azure locations) and sizes, and " +
+        "the country codes a connector may declare: lists to choose from, not limits (the " +
+        "cloud's own check refuses what it does not know).",
+      access: UserRole.viewer,
+      responses: { 200: answer("The options", ConnectorOptionsAnswer) },
+      handler({ c }) {
+        return Promise.resolve(c.json(connectorOptions()));
       },
     }),
   ];

@@ -1,6 +1,7 @@
-/** `connectors list|get|create|delete`, under a project (`--project <name or id>`). */
+/** `connectors list|get|instances|pool|create|delete`, under a project (`--project <name or id>`). */
 import type { Command } from "commander";
-import type { Connector, PoolView } from "../../api/answers/connectors.ts";
+import type * as v from "valibot";
+import type { CloudInstancesAnswer, Connector, PoolView } from "../../api/answers/connectors.ts";
 import type { Credential } from "../../api/answers/credentials.ts";
 import {
   collectSet,
@@ -109,13 +110,33 @@ export function registerConnectors(program: Command): void {
       });
     });
 
+  leaf(connectors, "instances <connector>", "Show a cloud connector's instances and scaling", [
+    "octoprox connectors instances fleet --project shop",
+    "octoprox connectors instances fleet --project shop --json",
+  ])
+    .requiredOption("-p, --project <project>", "the project (name or id)")
+    .action(async (ref: string, options: ProjectOption) => {
+      const client = await connect();
+      const project = await resolveProject(client, options.project);
+      const { id } = await resolveConnector(client, project.id, ref);
+      const view = await client.request<CloudInstances>(
+        "GET",
+        `/projects/${project.id}/connectors/${id}/instances`,
+      );
+      emit(outputOf(options), view, () => printInstances(view));
+    });
+
   leaf(connectors, "create <name>", "Create a connector in a project", [
     "octoprox connectors create main --project shop",
     "octoprox connectors create eu --project shop --weight 2 --countries de,fr",
     "octoprox connectors create main --project shop --credential login --set enabled=false",
+    "octoprox connectors create fleet --project shop --kind cloud --provider aws " +
+    '--credential aws-main --set \'config={"instance_name":"fleet","region":"eu-west-1",' +
+    '"instance_type":"t3.micro","ami_id":"ami-0123456789abcdef0"}\'',
   ])
     .requiredOption("-p, --project <project>", "the project (name or id)")
     .option("--kind <kind>", "the connector kind", "static")
+    .option("--provider <provider>", "a vendor's descriptor id, or aws, gcp or azure for a cloud")
     .option("--weight <n>", "its share of the traffic against the others", wholeNumber)
     .option("--countries <codes>", "country codes, comma-separated")
     .option("--credential <credential>", "a credential of the project (name or id)")
@@ -125,6 +146,7 @@ export function registerConnectors(program: Command): void {
       name: string,
       options: ProjectOption & {
         kind: string;
+        provider?: string;
         weight?: number;
         countries?: string;
         credential?: string;
@@ -145,6 +167,7 @@ export function registerConnectors(program: Command): void {
       const body = {
         name,
         kind: options.kind,
+        provider: options.provider,
         weight: options.weight,
         countries: options.countries?.split(",").map((code) => code.trim()).filter(Boolean),
         credential_id: credentialId,
@@ -181,12 +204,86 @@ export function registerConnectors(program: Command): void {
         return;
       }
       await client.request("DELETE", `/projects/${project.id}/connectors/${connector.id}`);
+      const cloud = connector.kind === "cloud";
       emit(
         outputOf(options),
-        { deleted: connector },
-        () => line(`${pc.green("Deleted")} connector ${connector.name} of ${project.name}.`),
+        cloud ? { pending_deletion: connector } : { deleted: connector },
+        () =>
+          line(
+            cloud
+              ? `${pc.yellow("Deleting")} connector ${connector.name} of ${project.name}: ` +
+                "its instances are terminating; it goes once none is left " +
+                `(octoprox connectors instances ${connector.name} --project ${project.name}).`
+              : `${pc.green("Deleted")} connector ${connector.name} of ${project.name}.`,
+          ),
       );
     });
+}
+
+type CloudInstances = v.InferOutput<typeof CloudInstancesAnswer>;
+
+const HOLDS: Record<string, string> = {
+  at_target: "at its target",
+  backoff: "backing off after cloud errors",
+  traffic_blocked: "blocked by its traffic limit",
+  cooldown: "cooling down after its last step",
+  initializing: "an instance is initializing",
+  creating: "instances are being created",
+  no_traffic: "no traffic in the last minute",
+  watching: "watching a whole demand window before scaling down",
+  disabled: "disabled or being deleted: draining to zero",
+};
+
+function printInstances(view: CloudInstances): void {
+  printFields([
+    ["Cloud", view.provider],
+    [
+      "Instances",
+      `${view.instances.length} (min ${view.min_proxies ?? "–"}, max ${view.max_proxies ?? "–"})`,
+    ],
+    ["Target", view.target ?? "– (no run yet)"],
+    ["Holding", view.hold === null ? "–" : HOLDS[view.hold] ?? view.hold],
+    [
+      "Demand",
+      view.demand_per_minute === null
+        ? "–"
+        : `${view.demand_per_minute.toFixed(1)} a minute (${view.demand_level})`,
+    ],
+    ["Last run", view.last_run_at ?? "–"],
+    ["Last listing", view.last_listing_at ?? "–"],
+    ["Last step", view.last_scaled_at ?? "–"],
+    ["Last error", view.last_error ?? "–"],
+    ["Backing off until", view.backoff_until ?? "–"],
+    ["Pending deletion", view.pending_deletion],
+  ]);
+  line("");
+  printTable(
+    ["Name", "Status", "Address", "Age", "Rotates at", "Id"],
+    view.instances.map((instance) => [
+      instance.name ?? "–",
+      instance.status === "draining" && instance.quiet_checks !== null
+        ? `draining (${instance.quiet_checks} quiet)`
+        : instance.status,
+      instance.address,
+      formatAge(instance.age_seconds),
+      instance.rotates_at ?? "–",
+      instance.instance_id ?? "–",
+    ]),
+    "No instance.",
+  );
+  if (view.creating.length > 0) {
+    line("");
+    printTable(
+      ["Creating", "Purpose", "Since", "Stale"],
+      view.creating.map((entry) => [entry.name, entry.purpose, entry.started_at, entry.stale]),
+    );
+  }
+}
+
+function formatAge(seconds: number): string {
+  if (seconds < 120) return `${seconds} s`;
+  if (seconds < 7200) return `${Math.floor(seconds / 60)} min`;
+  return `${Math.floor(seconds / 3600)} h`;
 }
 
 function printConnector(connector: Connector): void {

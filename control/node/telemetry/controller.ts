@@ -9,6 +9,7 @@ import type { JobProducerSnapshot } from "../../jobs/producers.ts";
 import type { LeaseSnapshot } from "../../core/lease.ts";
 import { flag, type Sample, type Scrape, seconds, TelemetryPart } from "./family.ts";
 import { isFeedBuilder, isJobProducer, leads, leaseOf } from "./rows.ts";
+import { PROXY_STATUSES } from "../../../shared/roles.ts";
 
 function fromLease(
   scrape: Scrape,
@@ -80,9 +81,27 @@ function trafficSamples<Label extends "connector" | "project">(
   });
 }
 
+/** Cloud instances by cloud and state, every state of each cloud that has a connector. */
+function cloudInstanceSamples(scrape: Scrape): Sample<"cloud" | "state">[] {
+  const counts = leadingBuilder(scrape)?.cloud_instances;
+  if (!counts) return [];
+  return Object.entries(counts).flatMap(([cloud, byState]) =>
+    PROXY_STATUSES.map((state) =>
+      [{ cloud, state }, byState[state] ?? 0] as Sample<"cloud" | "state">
+    )
+  );
+}
+
 export class FeedTelemetry extends TelemetryPart {
   constructor(registry: Registry, read: () => Scrape) {
     super(registry, read);
+    this.gauge({
+      name: "octoprox_cloud_instances",
+      help: "Cloud instances (rows of cloud connectors) by cloud and state, as the last compile " +
+        "read them; clouds with a connector only (leading controller only).",
+      labelNames: ["cloud", "state"],
+      samples: cloudInstanceSamples,
+    });
     this.counter({
       name: "octoprox_feed_compiles_total",
       help: "Compiles of the routing feed from Postgres (leading controller only).",

@@ -22,6 +22,8 @@ import { LoopTelemetry } from "./loops.ts";
 import { FetchTelemetry } from "./fetches.ts";
 import type { FetchMetricsSnapshot } from "../../provider-api/fetch/metrics.ts";
 import { PoolTelemetry } from "./pools.ts";
+import { ScaleTelemetry } from "./scale.ts";
+import type { ScaleMetricsSnapshot } from "../../cloud/scale/metrics.ts";
 import { ProcessTelemetry } from "./process.ts";
 import { StreamTelemetry } from "./streams.ts";
 import { ObservationIngestTelemetry, ObservationRecorderTelemetry } from "./observations.ts";
@@ -69,6 +71,12 @@ export class Telemetry {
         read,
         (scrape) =>
           (scrape.snapshot.runtimes.worker as { fetch?: FetchMetricsSnapshot } | undefined)?.fetch,
+      );
+      new ScaleTelemetry(
+        this.#registry,
+        read,
+        (scrape) =>
+          (scrape.snapshot.runtimes.worker as { scale?: ScaleMetricsSnapshot } | undefined)?.scale,
       );
     }
     if (options.runtimes.includes("api")) {
