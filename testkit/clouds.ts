@@ -11,6 +11,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { CloudProvider } from "../control/model/cloud.ts";
 import { testCertificate } from "./certs.ts";
+import { InstanceAddresses } from "./upstreams/cloud-boot.ts";
 import {
   AWS_EMULATOR_IMAGE,
   type AwsEmulator,
@@ -34,6 +35,8 @@ export interface CloudView {
 
 export interface TestCloud {
   provider: CloudProvider;
+  /** Where its instances' public addresses come from (a /16 of 127/8 of its own). */
+  addressRange: string;
   /** The credential's config, as POST /credentials takes it. */
   credential: Record<string, unknown>;
   /** A connector config with `fields` over the defaults. */
@@ -71,9 +74,10 @@ const SSH_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOctoproxTestKeyOctoproxTes
 const count = (calls: Readonly<Record<string, number>>, names: readonly string[]) =>
   names.reduce((sum, name) => sum + (calls[name] ?? 0), 0);
 
-function awsCloud(emulator: AwsEmulator): TestCloud {
+function awsCloud(emulator: AwsEmulator, addressRange: string): TestCloud {
   return {
     provider: "aws",
+    addressRange,
     credential: { access_key: AWS_KEY.accessKey, secret_key: AWS_KEY.secretKey },
     connectorConfig: (fields = {}) => ({
       instance_name: "ox-aws",
@@ -104,9 +108,10 @@ function awsCloud(emulator: AwsEmulator): TestCloud {
   };
 }
 
-function gcpCloud(emulator: GcpEmulator): TestCloud {
+function gcpCloud(emulator: GcpEmulator, addressRange: string): TestCloud {
   return {
     provider: "gcp",
+    addressRange,
     credential: {
       service_account_json: emulator.serviceAccount(GCP_PROJECT),
       project_id: GCP_PROJECT,
@@ -139,9 +144,10 @@ function gcpCloud(emulator: GcpEmulator): TestCloud {
   };
 }
 
-function azureCloud(emulator: AzureEmulator): TestCloud {
+function azureCloud(emulator: AzureEmulator, addressRange: string): TestCloud {
   return {
     provider: "azure",
+    addressRange,
     credential: {
       subscription_id: AZURE.subscriptionId,
       tenant_id: AZURE.tenantId,
@@ -185,10 +191,18 @@ function azureCloud(emulator: AzureEmulator): TestCloud {
 }
 
 export async function startTestClouds(): Promise<TestClouds> {
+  // Three /16s in a row, drawn at random so parallel files rarely share one.
+  const base = 100 + Math.floor(Math.random() * 150);
+  const range = (i: number) => `127.${base + i}.0.0/16`;
   const [aws, gcp, azure] = await Promise.all([
-    startAwsEmulator({ keys: [AWS_KEY], tls: true }),
-    startGcpEmulator({ accounts: [GCP_PROJECT], tls: true }),
+    startAwsEmulator({ keys: [AWS_KEY], tls: true, addresses: new InstanceAddresses(base) }),
+    startGcpEmulator({
+      accounts: [GCP_PROJECT],
+      tls: true,
+      addresses: new InstanceAddresses(base + 1),
+    }),
     startAzureEmulator({
+      addresses: new InstanceAddresses(base + 2),
       subscriptionId: AZURE.subscriptionId,
       principals: [{
         tenantId: AZURE.tenantId,
@@ -208,7 +222,11 @@ export async function startTestClouds(): Promise<TestClouds> {
   await writeFile(caFile, (await testCertificate()).ca);
   let closing: Promise<void> | undefined;
   return {
-    clouds: { aws: awsCloud(aws), gcp: gcpCloud(gcp), azure: azureCloud(azure) },
+    clouds: {
+      aws: awsCloud(aws, range(0)),
+      gcp: gcpCloud(gcp, range(1)),
+      azure: azureCloud(azure, range(2)),
+    },
     env: {
       OCTOPROX_AWS_ENDPOINT: aws.url,
       OCTOPROX_GCP_ENDPOINT: gcp.url,

@@ -109,8 +109,8 @@ export function maskConnectorConfig(
   config: Record<string, unknown>,
   registry: ProviderRegistry,
 ): Record<string, unknown> {
-  // A provider_api config holds no secret: its secrets are its credential's.
-  if (provider === PROVIDER_API) return { ...config };
+  // A provider_api or cloud config holds no secret: its secrets are its credential's.
+  if (provider === PROVIDER_API || isCloudProvider(provider)) return { ...config };
   const entry = registry.get(provider);
   const secrets = entry === undefined
     ? Object.keys(config).filter((k) => !(CONNECTOR_CONFIG_KEYS as readonly string[]).includes(k))

@@ -218,7 +218,11 @@ export function updateProxy(
  * first: the row is marked terminating and a scale run asked for, also when it was terminating
  * already (a second delete is how an admin retries a stalled termination).
  */
-export async function deleteProxy(deps: ServiceDeps, projectId: string, id: string) {
+export async function deleteProxy(
+  deps: ServiceDeps,
+  projectId: string,
+  id: string,
+): Promise<string> {
   const deleted = await write(deps, async (tx) => {
     const [row] = await tx.select({ connectorId: proxies.connectorId, kind: connectors.kind })
       .from(proxies).innerJoin(connectors, eq(connectors.id, proxies.connectorId))
@@ -247,6 +251,7 @@ export async function deleteProxy(deps: ServiceDeps, projectId: string, id: stri
   if (deleted.kind === ConnectorKind.cloud) {
     await deps.jobs.request(JobKind.scale, [deleted.connectorId]);
   }
+  return deleted.kind;
 }
 
 /**

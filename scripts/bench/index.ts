@@ -29,6 +29,7 @@ import { preflightSuite } from "./preflight.ts";
 import { attributionSuite } from "./attribution.ts";
 import { metricsSuite } from "./metrics.ts";
 import { producersSuite } from "./producers.ts";
+import { scaleSuite } from "./scale.ts";
 import { providersSuite } from "./providers.ts";
 import { scalingSuite } from "./scaling.ts";
 import { singleInstanceSuite } from "./single-instance.ts";
@@ -70,6 +71,7 @@ export const SUITES: readonly Suite[] = [
   preflightSuite,
   scalingSuite,
   producersSuite,
+  scaleSuite,
   healthSuite,
   metricsSuite,
   telemetrySuite,

@@ -57,6 +57,8 @@ export interface AzureEmulatorOptions {
   bootDelayMs?: number;
   /** VMs per page of a VM list (100 unless told); more follow by `nextLink`. */
   listPageSize?: number;
+  /** Where VMs' public addresses come from; a random /16 of 127/8 unless told. */
+  addresses?: InstanceAddresses;
 }
 
 /** A VM as the test sees it. */
@@ -340,7 +342,7 @@ class Emulator {
   operationsLost = false;
   throttled = false;
   readonly #options: AzureEmulatorOptions;
-  readonly #addresses = new InstanceAddresses();
+  readonly #addresses: InstanceAddresses;
   readonly #tokens = new Map<string, { clientId: string; expiresAtMs: number }>();
   readonly #operations = new Map<string, Operation>();
   readonly #vms = new Map<string, VmRecord>();
@@ -352,6 +354,7 @@ class Emulator {
   #stopped = false;
 
   constructor(options: AzureEmulatorOptions) {
+    this.#addresses = options.addresses ?? new InstanceAddresses();
     this.#options = options;
   }
 

@@ -99,6 +99,8 @@ export interface GcpEmulatorOptions {
   maxPageSize?: number;
   /** Serve HTTPS with the test certificate (testkit/certs.ts): clients trust its CA. */
   tls?: boolean;
+  /** Where instances' public addresses come from; a random /16 of 127/8 unless told. */
+  addresses?: InstanceAddresses;
 }
 
 /** An instance as the test sees it. */
@@ -515,7 +517,7 @@ class Emulator {
   readonly tokens = new Map<string, { account: Account; expiresAtMs: number }>();
   readonly instanceMap = new Map<string, Instance>();
   readonly operations = new Map<string, Operation>();
-  readonly addresses = new InstanceAddresses();
+  readonly addresses: InstanceAddresses;
   readonly timers = new Set<ReturnType<typeof setTimeout>>();
   /** Boots held by slowCreates, deletes held by slowDeletes. */
   readonly heldBoots = new Set<Instance>();
@@ -533,6 +535,7 @@ class Emulator {
   readonly routes: Route[];
 
   constructor(options: GcpEmulatorOptions) {
+    this.addresses = options.addresses ?? new InstanceAddresses();
     for (const project of options.accounts ?? ["octoprox-test"]) {
       const account = makeAccount(project);
       this.accountsByProject.set(project, account);

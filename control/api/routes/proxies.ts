@@ -1,5 +1,5 @@
 /** Proxies of a project: paged listing, one at a time, and the upload of a list. */
-import { UserRole } from "../../../shared/roles.ts";
+import { ConnectorKind, UserRole } from "../../../shared/roles.ts";
 import {
   createProxy,
   deleteProxy,
@@ -207,11 +207,14 @@ export function proxyRoutes(deps: ApiDeps): Route[] {
       path: `${PROXIES}/:pid`,
       tag: "proxies",
       summary: "Delete a proxy",
+      description: "A cloud connector's proxy stands for an instance, which goes first: the " +
+        "row is marked terminating and the scale job terminates the instance, then deletes the " +
+        "row (202). Deleting it again asks the scale job again.",
       access: UserRole.editor,
-      responses: { 204: "Deleted" },
+      responses: { 202: "A cloud instance's row: terminating", 204: "Deleted" },
       async handler({ c, params }) {
-        await deleteProxy(deps, params.id, params.pid);
-        return c.body(null, 204);
+        const kind = await deleteProxy(deps, params.id, params.pid);
+        return c.body(null, kind === ConnectorKind.cloud ? 202 : 204);
       },
     }),
   ];

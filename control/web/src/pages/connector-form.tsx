@@ -5,8 +5,10 @@
  * limit. A vendor connector also names its provider (from the catalogue), a credential of that
  * provider, the proxy type, the session mode (types with dynamic sessions), the slots (session
  * pools, and port pools whose exits no vendor call lists) and the descriptor's own connector
- * fields. Values are kept as typed and sent as the API takes them; the API judges them, and its
- * message for a field is shown beside that field.
+ * fields. A cloud connector names its cloud, a credential of that cloud and where and how many
+ * instances run (cloud-fields.tsx). Values are kept as typed and sent as the API takes them;
+ * the API judges them (a cloud connector's also by its cloud), and its message for a field is
+ * shown beside that field.
  */
 import { useMemo, useRef } from "preact/hooks";
 import { ApiError } from "../api/client.ts";
@@ -40,6 +42,14 @@ import {
   secretsSet,
 } from "../ui/provider-fields.tsx";
 import { MODE_HELP, MODE_NAMES, rendersOf } from "../ui/providers.ts";
+import { CLOUD_KIND, CLOUD_NAMES, CLOUD_PROVIDERS, isCloudProvider } from "../ui/clouds.ts";
+import {
+  CloudConfigFields,
+  cloudConfigOf,
+  type CloudValues,
+  cloudValuesOf,
+  type ConnectorOptions,
+} from "./cloud-fields.tsx";
 import { useApi } from "../ui/use-api.ts";
 import { useForm } from "../ui/use-form.ts";
 import { formatBytes, formatPercent } from "../ui/format.ts";
@@ -49,6 +59,7 @@ const KINDS = [
   ["static", "static (proxies you list)"],
   ["vendor", "vendor (a provider's pool)"],
   ["provider_api", "provider_api (proxies with a lifetime, fetched from an API)"],
+  [CLOUD_KIND, "cloud (instances run on AWS, GCP or Azure)"],
 ] as const;
 
 /** The credential provider of provider_api connectors. */
@@ -106,6 +117,8 @@ interface FormState {
   values: FieldValues;
   /** A provider_api connector's config, as JSON typed in the editor. */
   config_json: string;
+  /** A cloud connector's config, as typed. */
+  cloud: CloudValues;
   enabled: boolean;
   weight: string;
   /** Blank: ranked for escalation by price alone. */
@@ -158,6 +171,7 @@ function stateOf(
     config_json: connector?.kind === PROVIDER_API
       ? configText(config)
       : configText(STARTER_PROVIDER_API_CONFIG),
+    cloud: cloudValuesOf(connector?.kind === CLOUD_KIND ? config : undefined),
     enabled: connector?.enabled ?? true,
     weight: text(connector?.weight ?? 1),
     tier: connector?.tier === null || connector?.tier === undefined ? "" : text(connector.tier),
@@ -281,9 +295,12 @@ function bodyOf(state: FormState, creating: boolean, vendor: VendorContext): Rec
     body.config = vendorConfig(state, creating, vendor);
   }
   if (state.kind === PROVIDER_API) body.config = parsedConfig(state.config_json);
+  if (state.kind === CLOUD_KIND) body.config = cloudConfigOf(state.provider, state.cloud);
   if (creating) {
     body.kind = state.kind;
-    if (state.kind === "vendor" && state.provider !== "") body.provider = state.provider;
+    if ((state.kind === "vendor" || state.kind === CLOUD_KIND) && state.provider !== "") {
+      body.provider = state.provider;
+    }
     if (body.credential_id === null) delete body.credential_id;
     if (body.rate_limit_config === null) delete body.rate_limit_config;
     if (body.traffic_config === null) delete body.traffic_config;
@@ -327,6 +344,7 @@ export function ConnectorForm(
     onSubmit,
     submitLabel,
     start,
+    lockedNote,
   }: {
     projectId: string;
     connector?: Connector;
@@ -341,6 +359,8 @@ export function ConnectorForm(
     submitLabel: string;
     /** A new connector's first values. */
     start?: ConnectorStart;
+    /** Why the form cannot be saved whatever the role (a connector being deleted). */
+    lockedNote?: string;
   },
 ) {
   const creating = connector === undefined;
@@ -359,6 +379,9 @@ export function ConnectorForm(
   );
   const isVendor = state.kind === "vendor";
   const isProviderApi = state.kind === PROVIDER_API;
+  const isCloud = state.kind === CLOUD_KIND;
+  const cloud = isCloud && isCloudProvider(state.provider) ? state.provider : undefined;
+  const options = useApi<ConnectorOptions>(isCloud ? "/connector-options" : null);
   const provider = isVendor ? providers.find((p) => p.id === state.provider) : undefined;
   const type = provider?.proxy_types.find((t) => t.id === state.proxy_type) ??
     provider?.proxy_types[0];
@@ -379,7 +402,7 @@ export function ConnectorForm(
   vendor.current = { provider, type, listed, setSecrets };
   const slotted = takesSlots(type, state.session_mode, listed) === true;
   const ownCredentials = credentials.filter((c) =>
-    isVendor
+    isVendor || isCloud
       ? c.provider === state.provider
       : c.provider === (isProviderApi ? PROVIDER_API : "static")
   );
@@ -391,10 +414,20 @@ export function ConnectorForm(
 
   const chooseKind = (kind: string) => {
     set("kind")(kind);
-    // A provider_api connector's templates read its credential: the first one is chosen.
+    // A cloud connector starts on the cloud a credential of the project is for, else AWS.
+    const cloudStart = credentials.find((c) => isCloudProvider(c.provider))?.provider ?? "aws";
+    if (kind === CLOUD_KIND) set("provider")(cloudStart);
+    else if (isCloudProvider(state.provider)) set("provider")("");
+    // A provider_api connector's templates read its credential, a cloud connector's launches
+    // its instances: the first one is chosen.
+    const first = kind === PROVIDER_API ? PROVIDER_API : kind === CLOUD_KIND ? cloudStart : "";
     set("credential_id")(
-      kind === PROVIDER_API ? credentials.find((c) => c.provider === PROVIDER_API)?.id ?? "" : "",
+      first === "" ? "" : credentials.find((c) => c.provider === first)?.id ?? "",
     );
+  };
+  const chooseCloud = (id: string) => {
+    set("provider")(id);
+    set("credential_id")(credentials.find((c) => c.provider === id)?.id ?? "");
   };
   const chooseProvider = (id: string) => {
     const chosen = providers.find((p) => p.id === id);
@@ -439,7 +472,8 @@ export function ConnectorForm(
           error={error}
           hint={creating
             ? "Static: proxies you add or upload. Vendor: a provider's pool, kept by its sync. " +
-              "provider_api: short-lived proxies fetched from a provider's API into a pool"
+              "provider_api: short-lived proxies fetched from a provider's API into a pool. " +
+              "Cloud: instances an account runs, scaled with the demand and rotated"
             : "Fixed once created"}
         >
           <Select
@@ -477,12 +511,48 @@ export function ConnectorForm(
             </Field>
           )
           : null}
+        {isCloud
+          ? (
+            <Field
+              label="Cloud"
+              field="provider"
+              error={error}
+              required
+              hint={creating
+                ? "Where its instances run; checked with the cloud before it is saved"
+                : "Fixed once created"}
+            >
+              <Select
+                name="cloud"
+                value={state.provider}
+                onChange={chooseCloud}
+                disabled={readOnly || !creating}
+                required
+                options={creating
+                  ? CLOUD_PROVIDERS.map((id) => [id, CLOUD_NAMES[id]] as const)
+                  : [[state.provider, cloud ? CLOUD_NAMES[cloud] : state.provider] as const]}
+              />
+            </Field>
+          )
+          : null}
         <Field
           label="Credential"
           field="credential_id"
           error={error}
-          required={isVendor}
-          hint={isProviderApi
+          required={isVendor || isCloud}
+          hint={isCloud
+            ? (ownCredentials.length === 0
+              ? (
+                <>
+                  This project has no {cloud ? CLOUD_NAMES[cloud] : state.provider} credential yet:
+                  {" "}
+                  <a href={`/projects/${projectId}/credentials?new=${state.provider}`}>
+                    create one
+                  </a>
+                </>
+              )
+              : "The account that launches, lists and terminates its instances")
+            : isProviderApi
             ? (ownCredentials.length === 0
               ? (
                 <>
@@ -513,9 +583,9 @@ export function ConnectorForm(
             value={state.credential_id}
             onChange={set("credential_id")}
             disabled={readOnly}
-            required={isVendor}
+            required={isVendor || isCloud}
             options={[
-              ["", isVendor ? "Choose a credential…" : "None"] as const,
+              ["", isVendor || isCloud ? "Choose a credential…" : "None"] as const,
               ...credentialOptions.map((credential) => [credential.id, credential.name] as const),
             ]}
           />
@@ -606,6 +676,18 @@ export function ConnectorForm(
           </fieldset>
         )
         : null}
+      {cloud
+        ? (
+          <CloudConfigFields
+            provider={cloud}
+            values={state.cloud}
+            onChange={set("cloud")}
+            error={error}
+            readOnly={readOnly}
+            options={options.data}
+          />
+        )
+        : null}
       {isProviderApi
         ? (
           <ProviderApiConfig
@@ -654,7 +736,10 @@ export function ConnectorForm(
           label="Countries"
           field="countries"
           error={error}
-          hint={countriesHint(isVendor ? type : undefined, state.session_mode)}
+          hint={isCloud
+            ? "Two-letter codes, comma-separated: where its instances run. One code: each " +
+              "instance is taken to be there; blank or more: each is located by its exit"
+            : countriesHint(isVendor ? type : undefined, state.session_mode)}
         >
           {input("countries")}
         </Field>
@@ -823,7 +908,9 @@ export function ConnectorForm(
           )
           : null}
       </fieldset>
-      {readOnly
+      {lockedNote
+        ? <p class="muted">{lockedNote}</p>
+        : readOnly
         ? <p class="muted">Your role can see this connector, not change it.</p>
         : (
           <div class="actions">

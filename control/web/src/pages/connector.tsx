@@ -1,7 +1,8 @@
 /**
  * One connector: its traffic usage with the reset, a vendor connector's provider, proxy type,
- * mode, sync errors and rows, every field (connector-form.tsx), and deleting it with its
- * proxies (typed confirmation).
+ * mode, sync errors and rows, a cloud connector's instances and scaling (cloud-instances.tsx),
+ * every field (connector-form.tsx), and deleting it with its proxies (typed confirmation; a
+ * cloud connector's instances terminate first, and the page follows it until it is gone).
  */
 import { useEffect, useState } from "preact/hooks";
 import { api, type ApiError } from "../api/client.ts";
@@ -19,6 +20,8 @@ import { TypedDelete } from "../ui/typed-delete.tsx";
 import { UsageBar } from "../ui/usage-bar.tsx";
 import { useApi } from "../ui/use-api.ts";
 import { ConnectorForm, PROVIDER_API } from "./connector-form.tsx";
+import { CLOUD_KIND, cloudName } from "../ui/clouds.ts";
+import { CloudInstancesPanel } from "./cloud-instances.tsx";
 
 /** How often a connector is read again; faster while a traffic decision is pending. */
 export const REFRESH_MS = 15_000;
@@ -59,10 +62,25 @@ export function ConnectorPage(
   const [connector, setConnector] = useState<Connector | undefined>();
   useEffect(() => setConnector(loaded.data), [loaded.data]);
   useEffect(() => {
-    const fast = connector?.traffic_usage?.pending || syncAwaited(connector);
+    const fast = connector?.traffic_usage?.pending || syncAwaited(connector) ||
+      connector?.pending_deletion;
     setRefreshMs(fast ? PENDING_REFRESH_MS : REFRESH_MS);
   }, [connector]);
 
+  // A cloud connector being deleted goes once its instances are terminated: the page says so.
+  if (loaded.error?.status === 404 && connector?.pending_deletion) {
+    return (
+      <section>
+        <p>
+          <a href={`/projects/${projectId}/connectors`}>← All connectors</a>
+        </p>
+        <h2>{connector.name}</h2>
+        <p class="ok-text" role="status" data-connector-gone>
+          Deleted: its instances are terminated and the connector is gone.
+        </p>
+      </section>
+    );
+  }
   if (loaded.error && !connector) return <ErrorNote error={loaded.error} />;
   if (!connector || (!providers.data && !providers.error)) return <p class="muted">Loading…</p>;
 
@@ -72,6 +90,7 @@ export function ConnectorPage(
     return stored;
   };
   const vendor = connector.kind === "vendor";
+  const cloud = connector.kind === CLOUD_KIND;
 
   return (
     <section>
@@ -83,12 +102,17 @@ export function ConnectorPage(
         <span class="muted">
           {connector.kind === PROVIDER_API
             ? `${connector.kind}, proxies in its pool (Redis only)`
+            : cloud
+            ? `${connector.kind} on ${cloudName(connector.provider)}, ${connector.proxy_count} ${
+              connector.proxy_count === 1 ? "instance" : "instances"
+            }`
             : `${connector.kind}, ${connector.proxy_count} ${
               connector.proxy_count === 1 ? "proxy" : "proxies"
             }`}
         </span>
+        {connector.pending_deletion ? <span class="badge danger">being deleted</span> : null}
       </header>
-      {connector.last_error
+      {connector.last_error && !cloud
         ? (
           <p class="form-error" data-last-error>
             Last sync error ({connector.consecutive_errors} in a row): {connector.last_error}
@@ -130,6 +154,19 @@ export function ConnectorPage(
         )
         : null}
       {connector.kind === PROVIDER_API ? <PoolPanel path={path} canEdit={session.canEdit} /> : null}
+      {cloud
+        ? (
+          <CloudInstancesPanel
+            path={path}
+            connector={connector}
+            credentials={credentials.data ?? []}
+            projectId={projectId}
+            onChange={loaded.reload}
+            refreshMs={REFRESH_MS}
+            movingRefreshMs={PENDING_REFRESH_MS}
+          />
+        )
+        : null}
       <ConnectorForm
         key={connector.id}
         projectId={projectId}
@@ -137,11 +174,22 @@ export function ConnectorPage(
         others={all.data ?? []}
         credentials={credentials.data ?? []}
         providers={providers.data ?? []}
-        readOnly={!session.canEdit}
+        readOnly={!session.canEdit || connector.pending_deletion}
         onSubmit={save}
         submitLabel="Save changes"
+        lockedNote={connector.pending_deletion
+          ? "Being deleted: it cannot be changed any more."
+          : undefined}
       />
-      {session.canEdit ? <DeleteConnector projectId={projectId} connector={connector} /> : null}
+      {session.canEdit
+        ? (
+          <DeleteConnector
+            projectId={projectId}
+            connector={connector}
+            onPending={loaded.reload}
+          />
+        )
+        : null}
     </section>
   );
 }
@@ -306,16 +354,59 @@ function VendorRows(
   );
 }
 
-function DeleteConnector({ projectId, connector }: { projectId: string; connector: Connector }) {
+function DeleteConnector(
+  { projectId, connector, onPending }: {
+    projectId: string;
+    connector: Connector;
+    /** A cloud connector's deletion was taken: it is pending until its instances are gone. */
+    onPending: () => void;
+  },
+) {
+  const path = `/projects/${projectId}/connectors/${connector.id}`;
+  const cloud = connector.kind === CLOUD_KIND;
+  const [asked, setAsked] = useState(false);
+  const [error, setError] = useState<ApiError | undefined>();
+  if (cloud && connector.pending_deletion) {
+    // Deleting again asks the scale job again (a run that failed, a cloud that was away).
+    const again = async () => {
+      setError(undefined);
+      setAsked(false);
+      try {
+        await api("DELETE", path);
+        setAsked(true);
+        onPending();
+      } catch (failure) {
+        setError(failure as ApiError);
+      }
+    };
+    return (
+      <section class="card danger-zone" aria-label="Delete connector">
+        <h3>Being deleted</h3>
+        <p>
+          Its instances are terminating; the connector goes once the scale job finds none left. If
+          it seems stuck (see the last error above), ask the scale job again.
+        </p>
+        <ErrorNote error={error} />
+        <button type="button" class="secondary" onClick={again}>Ask again</button>
+        {asked ? <span class="saved" role="status">Asked again</span> : null}
+      </section>
+    );
+  }
   return (
     <TypedDelete
       what="connector"
       name={connector.name}
-      path={`/projects/${projectId}/connectors/${connector.id}`}
+      path={path}
       then={`/projects/${projectId}/connectors`}
+      onDeleted={cloud ? onPending : undefined}
     >
       {connector.kind === PROVIDER_API
         ? "Its pool is purged with it by the next pool run."
+        : cloud
+        ? `Its ${connector.proxy_count} ${
+          connector.proxy_count === 1 ? "instance is" : "instances are"
+        } terminated first: it is disabled at once, the scale job terminates its instances, ` +
+          "and the connector goes once none is left."
         : `Its ${connector.proxy_count} ${
           connector.proxy_count === 1 ? "proxy goes" : "proxies go"
         } with it.`}

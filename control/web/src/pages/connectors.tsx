@@ -1,6 +1,6 @@
 /**
- * A project's connectors: the list (kind, a vendor connector's provider, proxy type and mode,
- * enabled, weight and the share of requests it gives, countries, proxies, traffic usage),
+ * A project's connectors: the list (kind, a vendor connector's provider, proxy type and mode, a
+ * cloud connector's cloud, enabled, weight and the share of requests it gives, countries, proxies, traffic usage),
  * enable and disable in one click, and a new connector (editors). One connector's page
  * (`/projects/:id/connectors/:cid`) is in connector.tsx.
  */
@@ -18,6 +18,7 @@ import { UsageBar } from "../ui/usage-bar.tsx";
 import { useApi } from "../ui/use-api.ts";
 import { ConnectorForm, PROVIDER_API } from "./connector-form.tsx";
 import { ConnectorPage, PENDING_REFRESH_MS, REFRESH_MS } from "./connector.tsx";
+import { CLOUD_KIND, cloudName, isCloudProvider } from "../ui/clouds.ts";
 
 export function Connectors(
   { projectId, connectorId }: { projectId: string; connectorId?: string },
@@ -95,7 +96,11 @@ function ConnectorList({ projectId }: { projectId: string }) {
                   start={startOn
                     ? (startOn.provider === PROVIDER_API
                       ? { kind: PROVIDER_API, credential_id: startOn.id }
-                      : { kind: "vendor", provider: startOn.provider, credential_id: startOn.id })
+                      : {
+                        kind: isCloudProvider(startOn.provider) ? CLOUD_KIND : "vendor",
+                        provider: startOn.provider,
+                        credential_id: startOn.id,
+                      })
                     : undefined}
                 />
               )
@@ -190,6 +195,9 @@ function VendorSummary(
   { connector, providers }: { connector: Connector; providers: readonly ProviderRecord[] },
 ) {
   if (connector.kind === PROVIDER_API) return <span class="muted">a provider's API, pooled</span>;
+  if (connector.kind === CLOUD_KIND) {
+    return <span data-cloud={connector.provider}>{cloudName(connector.provider)}</span>;
+  }
   if (connector.kind !== "vendor") return <span class="muted">–</span>;
   const provider = providers.find((p) => p.id === connector.provider);
   const type = typeOf(provider, connector.config);

@@ -1,8 +1,9 @@
 /**
- * A credential's form, for create and edit: its name, its provider (static, or a descriptor of
- * the catalogue; fixed once created), and the config that provider takes. A static credential
- * holds an optional default login for a list's proxies; a vendor's is drawn from its
- * descriptor's credential fields (provider-fields.tsx). The API judges the values: its message
+ * A credential's form, for create and edit: its name, its provider (static, a cloud, or a
+ * descriptor of the catalogue; fixed once created), and the config that provider takes. A static
+ * credential holds an optional default login for a list's proxies; a cloud's is its account's
+ * keys (ui/clouds.ts); a vendor's is drawn from its descriptor's credential fields
+ * (provider-fields.tsx). Secrets are masked inputs, and a blank one keeps what is stored. The API judges the values: its message
  * for `config.<key>` shows beside that field, and the vendor's refusal (`config`) above them.
  */
 import type { ApiError } from "../api/client.ts";
@@ -18,6 +19,12 @@ import {
   secretsSet,
 } from "../ui/provider-fields.tsx";
 import { useForm } from "../ui/use-form.ts";
+import {
+  CLOUD_CREDENTIAL_FIELDS,
+  CLOUD_NAMES,
+  CLOUD_PROVIDERS,
+  isCloudProvider,
+} from "../ui/clouds.ts";
 
 export const STATIC_PROVIDER = "static";
 /** A provider_api connector's credential: named secrets its templates read. */
@@ -43,6 +50,7 @@ export function credentialFields(
   config?: Readonly<Record<string, unknown>>,
 ): readonly ProviderField[] {
   if (provider === STATIC_PROVIDER) return STATIC_FIELDS;
+  if (isCloudProvider(provider)) return CLOUD_CREDENTIAL_FIELDS[provider];
   if (provider === PROVIDER_API_PROVIDER) {
     return Object.keys(config ?? {}).map((key) => ({
       key,
@@ -145,7 +153,8 @@ export function CredentialForm(
     set("values")(initialValues(credentialFields(id, providers)));
   };
   const isProviderApi = state.provider === PROVIDER_API_PROVIDER;
-  const known = state.provider === STATIC_PROVIDER || provider !== undefined;
+  const cloud = isCloudProvider(state.provider) ? state.provider : undefined;
+  const known = state.provider === STATIC_PROVIDER || cloud !== undefined || provider !== undefined;
 
   return (
     <form class="credential-form" onSubmit={submit} aria-label="Credential" noValidate>
@@ -167,7 +176,8 @@ export function CredentialForm(
           error={error}
           hint={creating
             ? "Static: a login for proxies you list. A vendor: its account, for vendor " +
-              "connectors. provider_api: secrets a provider_api connector's calls read"
+              "connectors. provider_api: secrets a provider_api connector's calls read. A " +
+              "cloud: the account cloud connectors run instances with"
             : "Fixed once created"}
         >
           <Select
@@ -179,9 +189,15 @@ export function CredentialForm(
               ? [
                 [STATIC_PROVIDER, "Static (proxies you list)"] as const,
                 [PROVIDER_API_PROVIDER, "provider_api (secrets for a provider's API)"] as const,
+                ...CLOUD_PROVIDERS.map((id) => [id, `${CLOUD_NAMES[id]}, cloud`] as const),
                 ...providers.map((p) => [p.id, p.name] as const),
               ]
-              : [[state.provider, provider?.name ?? state.provider] as const]}
+              : [
+                [
+                  state.provider,
+                  cloud ? CLOUD_NAMES[cloud] : provider?.name ?? state.provider,
+                ] as const,
+              ]}
           />
         </Field>
         {provider
@@ -200,10 +216,24 @@ export function CredentialForm(
             </p>
           )
           : null}
+        {cloud
+          ? (
+            <p class="muted provider-note">
+              The keys cloud connectors launch, list and terminate instances with. A connector using
+              it is checked with the cloud when it is saved, and again when these change.
+            </p>
+          )
+          : null}
       </fieldset>
       <fieldset data-field="config">
         <legend>
-          {provider ? `${provider.name} account` : isProviderApi ? "Secrets" : "Default login"}
+          {provider
+            ? `${provider.name} account`
+            : cloud
+            ? `${CLOUD_NAMES[cloud]} account`
+            : isProviderApi
+            ? "Secrets"
+            : "Default login"}
         </legend>
         <FieldError error={error} field="config" exact />
         {isProviderApi

@@ -12,6 +12,7 @@ import type { Credential } from "../../../api/answers/credentials.ts";
 import type { ProviderRecord } from "../../../api/answers/providers.ts";
 import { useSession } from "../session.tsx";
 import { providerName } from "../ui/providers.ts";
+import { cloudName, isCloudProvider } from "../ui/clouds.ts";
 import { ErrorNote } from "../ui/status.tsx";
 import { Time } from "../ui/time.tsx";
 import { TypedDelete } from "../ui/typed-delete.tsx";
@@ -58,7 +59,9 @@ function CredentialList({ projectId }: { projectId: string }) {
       </header>
       <p class="muted">
         A static credential is a default login for the proxies of a list; a vendor credential is the
-        account its vendor connectors use (see <a href="/providers">Providers</a>).
+        account its vendor connectors use (see{" "}
+        <a href="/providers">Providers</a>); a cloud credential (AWS, GCP, Azure) is the account
+        cloud connectors run instances with.
       </p>
       <ErrorNote error={loaded.error} />
       <ErrorNote error={providers.error} />
@@ -74,7 +77,7 @@ function CredentialList({ projectId }: { projectId: string }) {
                   onSubmit={create}
                   submitLabel="Create credential"
                   initialProvider={catalogue.some((p) => p.id === query.new) ||
-                      query.new === PROVIDER_API_PROVIDER
+                      query.new === PROVIDER_API_PROVIDER || isCloudProvider(query.new ?? "")
                     ? query.new
                     : undefined}
                 />
@@ -133,6 +136,8 @@ function CredentialRow(
       <td>
         {credential.provider === STATIC_PROVIDER
           ? "static"
+          : isCloudProvider(credential.provider)
+          ? cloudName(credential.provider)
           : providerName(providers, credential.provider)}
       </td>
       <td>
@@ -203,7 +208,11 @@ function CredentialPage({ projectId, credentialId }: { projectId: string; creden
       <header class="toolbar">
         <h2>{credential.name}</h2>
         <span class="muted">
-          {vendor ? providerName(providers.data, credential.provider) : "static"} credential
+          {isCloudProvider(credential.provider)
+            ? cloudName(credential.provider)
+            : vendor
+            ? providerName(providers.data, credential.provider)
+            : "static"} credential
         </span>
       </header>
       <p>

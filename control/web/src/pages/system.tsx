@@ -1,8 +1,10 @@
 /**
  * The system, for admins: every live process by role with its heartbeat's age (counted on in
  * the browser between reads), its loops with failure streaks marked, the controller leading, the
- * routing feed's head against each gateway, the work streams' backlog, the provider-API pools
- * running on last-known settings while Postgres is away, the IP databases with their versions and
+ * routing feed's head against each gateway, the cloud instances per cloud and status (from the
+ * leading controller's feed builder, as its last compile counted them: what /metrics answers
+ * as octoprox_cloud_instances), the work streams' backlog, the provider-API pools running on
+ * last-known settings while Postgres is away, the IP databases with their versions and
  * ages (system-geo.tsx), the TLS interception CA with its end (system-tls-ca.tsx), and the
  * storage figures with their trends. Read from GET /system/stats
  * every 5 s and its history every minute; another role gets the API's 403 in words.
@@ -22,6 +24,8 @@ import { Select } from "../ui/forms.tsx";
 import { ErrorNote } from "../ui/status.tsx";
 import { Time } from "../ui/time.tsx";
 import { useApi } from "../ui/use-api.ts";
+import { cloudName } from "../ui/clouds.ts";
+import { PROXY_STATUSES } from "../../../../shared/roles.ts";
 import { formatAge } from "../../../core/format-age.ts";
 import { IpDatabases } from "./system-geo.tsx";
 import { TlsCa } from "./system-tls-ca.tsx";
@@ -86,6 +90,7 @@ export function System() {
             <Leader stats={data} />
             <Processes stats={data} age={age} />
             <Feed stats={data} age={age} />
+            <CloudInstances stats={data} />
             <WorkStreams section={data.work_streams} />
             <PoolSettings section={data.pool_settings} />
             <IpDatabases />
@@ -399,6 +404,79 @@ function Feed(
           </>
         )
         : null}
+    </section>
+  );
+}
+
+/**
+ * The leading controller's feed builder's count of cloud instances, by cloud then status; null
+ * before its first compile, undefined when no leader reports one.
+ */
+function cloudCounts(
+  stats: SystemStats,
+): Record<string, Record<string, number>> | null | undefined {
+  const leader = leaderInstance(stats);
+  if (leader === null) return undefined;
+  const process = Object.values(stats.processes.data?.by_role ?? {}).flat()
+    .find((p) => p.instance === leader);
+  const loops = process?.snapshot?.loops;
+  if (!Array.isArray(loops)) return undefined;
+  const builder = (loops as Record<string, unknown>[]).find((loop) =>
+    loop.name === "feed_builder" && "cloud_instances" in loop
+  );
+  if (builder === undefined) return undefined;
+  const counts = builder.cloud_instances;
+  return counts !== null && typeof counts === "object"
+    ? counts as Record<string, Record<string, number>>
+    : null;
+}
+
+function CloudInstances({ stats }: { stats: SystemStats }) {
+  const counts = cloudCounts(stats);
+  const clouds = Object.entries(counts ?? {}).sort((a, b) => a[0].localeCompare(b[0]));
+  // Statuses any cloud has, in their usual order, then any other.
+  const seen = new Set(clouds.flatMap(([, byStatus]) => Object.keys(byStatus)));
+  const statuses = [
+    ...PROXY_STATUSES.filter((status) => seen.has(status)),
+    ...[...seen].filter((status) => !(PROXY_STATUSES as readonly string[]).includes(status)),
+  ];
+  return (
+    <section aria-label="Cloud instances">
+      <h3>Cloud instances</h3>
+      {counts === undefined
+        ? (
+          <p class="muted">
+            No leading controller reports them yet (they come from its feed builder).
+          </p>
+        )
+        : counts === null
+        ? <p class="muted">Not counted yet: the feed has not been compiled.</p>
+        : clouds.length === 0
+        ? <p class="muted" data-no-clouds>No cloud connector.</p>
+        : (
+          <table class="data" aria-label="Cloud instances by status">
+            <thead>
+              <tr>
+                <th>Cloud</th>
+                <th>Instances</th>
+                {statuses.map((status) => <th key={status}>{status}</th>)}
+              </tr>
+            </thead>
+            <tbody>
+              {clouds.map(([cloud, byStatus]) => (
+                <tr key={cloud} data-cloud={cloud}>
+                  <td>{cloudName(cloud)}</td>
+                  <td data-total>
+                    {formatCount(Object.values(byStatus).reduce((sum, n) => sum + n, 0))}
+                  </td>
+                  {statuses.map((status) => (
+                    <td key={status} data-status={status}>{formatCount(byStatus[status] ?? 0)}</td>
+                  ))}
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        )}
     </section>
   );
 }

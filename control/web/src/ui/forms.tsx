@@ -36,7 +36,20 @@ export function Field(
 }
 
 export function TextInput(
-  { value, onInput, disabled, placeholder, name, type = "text", multiline, required, min, max }: {
+  {
+    value,
+    onInput,
+    disabled,
+    placeholder,
+    name,
+    type = "text",
+    multiline,
+    required,
+    min,
+    max,
+    list,
+    rows = 3,
+  }: {
     value: string;
     onInput: (value: string) => void;
     disabled?: boolean;
@@ -48,6 +61,10 @@ export function TextInput(
     required?: boolean;
     min?: number;
     max?: number;
+    /** The id of a datalist whose values the input suggests (any value may still be typed). */
+    list?: string;
+    /** A multiline input's height. */
+    rows?: number;
   },
 ) {
   const handler = (event: Event) => onInput((event.currentTarget as HTMLInputElement).value);
@@ -60,7 +77,7 @@ export function TextInput(
         disabled={disabled}
         placeholder={placeholder}
         aria-required={required ? "true" : undefined}
-        rows={3}
+        rows={rows}
       />
     )
     : (
@@ -74,6 +91,7 @@ export function TextInput(
         aria-required={required ? "true" : undefined}
         min={min}
         max={max}
+        list={list}
         // A secret typed here is a vendor's, never the browser's saved login.
         autoComplete={type === "password" ? "new-password" : undefined}
       />

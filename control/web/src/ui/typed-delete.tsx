@@ -1,6 +1,7 @@
 /**
  * Deleting something that takes more with it: the button opens only once its name is typed
- * exactly; then the API's DELETE, and the page goes where it says. A refusal is shown in words.
+ * exactly; then the API's DELETE, and the page goes where it says (or hears it, for a deletion
+ * that takes a while). A refusal is shown in words.
  */
 import type { ComponentChildren } from "preact";
 import { useState } from "preact/hooks";
@@ -9,7 +10,7 @@ import { api, type ApiError } from "../api/client.ts";
 import { ErrorNote } from "./status.tsx";
 
 export function TypedDelete(
-  { what, name, path, then, children }: {
+  { what, name, path, then, onDeleted, children }: {
     /** "project", "connector": in the title, the button and the field's label. */
     what: string;
     /** What must be typed. */
@@ -18,6 +19,8 @@ export function TypedDelete(
     path: string;
     /** Where the page goes once deleted. */
     then: string;
+    /** Called instead of going to `then`: the API took the deletion (a 202 that takes a while). */
+    onDeleted?: () => void;
     /** What goes with it, in words. */
     children: ComponentChildren;
   },
@@ -29,7 +32,8 @@ export function TypedDelete(
     event.preventDefault();
     try {
       await api("DELETE", path);
-      route(then);
+      if (onDeleted) onDeleted();
+      else route(then);
     } catch (failure) {
       setError(failure as ApiError);
     }
