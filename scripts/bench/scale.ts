@@ -177,9 +177,10 @@ function countWork(database: Database, redis: Redis) {
       const batch = make(...args) as Batch;
       const exec = batch.exec.bind(batch);
       batch.exec = (...execArgs: unknown[]) => {
-        // Its commands go out together: one round trip for all of them.
+        // Its commands go out together: one round trip for all of them (a transaction's EXEC
+        // is queued by the exec itself).
         counts.redisTrips++;
-        batched += batch.length;
+        batched += batch.length + (method === "multi" ? 1 : 0);
         return exec(...execArgs);
       };
       return batch;

@@ -13,7 +13,11 @@ import { applyStatusChanges } from "../../control/services/proxy-status.ts";
 import { demandMinute } from "../../shared/metric-windows.ts";
 import { ProxyStatus } from "../../shared/roles.ts";
 import type { CloudProvider } from "../../control/model/cloud.ts";
-import { type ApiHarness, startHarness } from "../../testkit/api-harness.ts";
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { type ApiHarness, listen, startHarness } from "../../testkit/api-harness.ts";
+import { runCli } from "../../testkit/cli.ts";
 import { CLOUDS, startTestClouds, type TestCloud, type TestClouds } from "../../testkit/clouds.ts";
 import { freePort } from "../../testkit/ports.ts";
 import { waitUntil } from "../../testkit/wait.ts";
@@ -432,5 +436,84 @@ describe.each(CLOUDS)("on %s", (provider) => {
         h.deps.keys.scaleCreating(f.connectorId),
       ),
     ).toBe(0);
+  });
+
+  it("a connector whose listings fail stays pending deletion, logged at every run, until a listing works", async () => {
+    const f = await fleet(provider, { min_proxies: 1, max_proxies: 2 });
+    const t = Date.now();
+    await runAt(f, t);
+    expect(names(f)).toHaveLength(1);
+    const deleted = await h.request(
+      "DELETE",
+      `/api/v1/projects/${f.projectId}/connectors/${f.connectorId}`,
+      { token: h.tokens.editor },
+    );
+    expect(deleted.status).toBe(202);
+    f.cloud.failListings(true);
+    try {
+      const warnings = () =>
+        h.lines.filter((line) =>
+          line.msg === "Listing the connector's cloud instances failed" &&
+          line.connector === f.connectorId
+        ).length;
+      for (let run = 1; run <= 3; run++) {
+        const outcome = await runAt(f, t + run * 1000);
+        expect(outcome.deleted).toBe(false);
+        expect(warnings()).toBe(run);
+      }
+      // Its row's instance was terminated, but with no listing nothing says the cloud is empty.
+      expect(names(f)).toEqual([]);
+      const pending = await h.request(
+        "GET",
+        `/api/v1/projects/${f.projectId}/connectors/${f.connectorId}`,
+        { token: h.tokens.viewer },
+      );
+      expect(pending.body.pending_deletion).toBe(true);
+    } finally {
+      f.cloud.failListings(false);
+    }
+    expect((await runAt(f, t + 10_000)).deleted).toBe(true);
+  });
+});
+
+describe("octoprox connectors instances", () => {
+  it("shows the instances, the target and what holds the pool, as a table and as JSON", async () => {
+    const f = await fleet("aws", { min_proxies: 1, max_proxies: 3 });
+    await runAt(f, Date.now());
+    const api = await listen(h.app);
+    const dir = await mkdtemp(join(tmpdir(), "ox-cloud-cli-"));
+    try {
+      const project = (await h.request("GET", `/api/v1/projects/${f.projectId}`, {
+        token: h.tokens.viewer,
+      })).body.name as string;
+      const target = { port: api.port, token: h.tokens.viewer, configHome: dir };
+      const table = await runCli(target, [
+        "connectors",
+        "instances",
+        "fleet",
+        "--project",
+        project,
+      ]);
+      expect(table.code, table.stderr).toBe(0);
+      const [row] = await rows(f);
+      expect(table.stdout).toContain(row.host);
+      expect(table.stdout).toContain(row.name!);
+      expect(table.stdout).toMatch(/Target\s+1/);
+      const json = await runCli(target, [
+        "connectors",
+        "instances",
+        "fleet",
+        "--project",
+        project,
+        "--json",
+      ]);
+      expect(json.code, json.stderr).toBe(0);
+      const view = JSON.parse(json.stdout);
+      expect(view).toMatchObject({ provider: "aws", target: 1, min_proxies: 1, max_proxies: 3 });
+      expect(view.instances.map((i: { address: string }) => i.address)).toEqual([row.host]);
+    } finally {
+      await api.close();
+      await rm(dir, { recursive: true, force: true });
+    }
   });
 });

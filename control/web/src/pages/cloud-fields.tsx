@@ -201,6 +201,30 @@ export function CloudConfigFields(
     ![...shown].some((field) => issue.field === field || issue.field.startsWith(`${field}.`))
   );
   const lists = fields.filter((f) => f.options !== undefined);
+  const fieldOf = (field: CloudField) => (
+    <Field
+      key={field.key}
+      label={field.label}
+      field={`config.${field.key}`}
+      error={error}
+      required={field.required}
+      hint={field.hint ??
+        (field.options && options
+          ? `Suggested: ${options[field.options].length} common ones; any other the cloud knows`
+          : undefined)}
+    >
+      <TextInput
+        name={`cloud_${field.key}`}
+        value={values[field.key] ?? ""}
+        onInput={set(field.key)}
+        disabled={readOnly}
+        required={field.required}
+        placeholder={field.placeholder}
+        multiline={field.multiline}
+        list={field.options ? `cloud-options-${field.options}` : undefined}
+      />
+    </Field>
+  );
   return (
     <fieldset data-field="config" class="cloud-config">
       <legend>{CLOUD_NAMES[provider]}</legend>
@@ -219,34 +243,8 @@ export function CloudConfigFields(
       >
         {input("instance_name", { placeholder: "proxy" })}
       </Field>
-      <div class="grid">
-        {fields.map((field) => (
-          <Field
-            key={field.key}
-            label={field.label}
-            field={`config.${field.key}`}
-            error={error}
-            required={field.required}
-            hint={field.hint ??
-              (field.options && options
-                ? `Suggested: ${
-                  options[field.options].length
-                } common ones; any other the cloud knows`
-                : undefined)}
-          >
-            <TextInput
-              name={`cloud_${field.key}`}
-              value={values[field.key] ?? ""}
-              onInput={set(field.key)}
-              disabled={readOnly}
-              required={field.required}
-              placeholder={field.placeholder}
-              multiline={field.multiline}
-              list={field.options ? `cloud-options-${field.options}` : undefined}
-            />
-          </Field>
-        ))}
-      </div>
+      <div class="grid">{fields.filter((f) => !f.multiline).map(fieldOf)}</div>
+      {fields.filter((f) => f.multiline).map(fieldOf)}
       {lists.map((field) => (
         <datalist key={field.key} id={`cloud-options-${field.options}`}>
           {(options?.[field.options!] ?? []).map((value) => <option key={value} value={value} />)}

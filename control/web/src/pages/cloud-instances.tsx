@@ -96,7 +96,13 @@ export function CloudInstancesPanel(
         )
         : null}
       {error && error.status !== 404 ? <ErrorNote error={error} /> : null}
-      {current ? <Scaling view={current} /> : error ? null : <p class="muted">Loading…</p>}
+      {current
+        ? <Scaling view={current} />
+        : error?.status === 404 && connector.pending_deletion
+        ? <p class="muted" data-no-instances>No instance left: the connector goes in a moment.</p>
+        : error
+        ? null
+        : <p class="muted">Loading…</p>}
       {current && current.creating.length > 0 ? <Creating view={current} /> : null}
       {current ? <InstanceTable view={current} /> : null}
     </section>
