@@ -524,8 +524,7 @@ export class ScaleRun {
     }
     // A run that replaced the proxy drains the row before it clears its entry: a rotation
     // written after that finds the row drained and creates nothing.
-    const current = (await read(this.#o.deps, (db) => readInstanceRows(db, connector.id)))
-      .find((r) => r.id === row.id);
+    const [current] = await read(this.#o.deps, (db) => readInstanceRows(db, connector.id, row.id));
     if (current === undefined || !isActive(current)) {
       await clearEntries(redis, keys, connector.id, [name]);
       return false;

@@ -41,6 +41,8 @@ export function isActive(row: Pick<InstanceRow, "status">): boolean {
 export async function readInstanceRows(
   db: Database["db"],
   connectorId: string,
+  /** One row only (a rotation's re-read of its proxy). */
+  onlyId?: string,
 ): Promise<InstanceRow[]> {
   const rows = await db.select({
     id: proxies.id,
@@ -50,8 +52,10 @@ export async function readInstanceRows(
     host: proxies.host,
     createdAt: proxies.createdAt,
     statusChangedAt: proxies.statusChangedAt,
-  }).from(proxies).where(eq(proxies.connectorId, connectorId))
-    .orderBy(asc(proxies.createdAt), asc(proxies.id));
+  }).from(proxies).where(and(
+    eq(proxies.connectorId, connectorId),
+    onlyId === undefined ? undefined : eq(proxies.id, onlyId),
+  )).orderBy(asc(proxies.createdAt), asc(proxies.id));
   return rows.map((row) => ({ ...row, status: row.status as ProxyStatus }));
 }
 

@@ -34,7 +34,11 @@ let origin: Origin;
 const COUNTRY: Record<CloudProvider, string> = { aws: "DE", gcp: "FR", azure: "NL" };
 
 beforeAll(async () => {
-  [clouds, cluster, origin] = await Promise.all([startTestClouds(), Cluster.create(), startOrigin()]);
+  [clouds, cluster, origin] = await Promise.all([
+    startTestClouds(),
+    Cluster.create(),
+    startOrigin(),
+  ]);
   await cluster.start("all", {
     env: {
       ...clouds.env,
@@ -58,11 +62,14 @@ beforeAll(async () => {
   // Each cloud's addresses placed in a country of its own, as an operator's geofeed would.
   const geofeed = CLOUDS.map((p) => `${clouds.clouds[p].addressRange},${COUNTRY[p]},,,`)
     .join("\n");
-  const response = await fetch(`${cluster.api.url}/api/v1/geo/databases?name=clouds&format=geofeed`, {
-    method: "POST",
-    headers: { authorization: `Bearer ${await cluster.token()}`, "content-type": "text/csv" },
-    body: `# test clouds\n${geofeed}\n`,
-  });
+  const response = await fetch(
+    `${cluster.api.url}/api/v1/geo/databases?name=clouds&format=geofeed`,
+    {
+      method: "POST",
+      headers: { authorization: `Bearer ${await cluster.token()}`, "content-type": "text/csv" },
+      body: `# test clouds\n${geofeed}\n`,
+    },
+  );
   expect(response.status, await response.clone().text()).toBe(201);
 }, 120_000);
 
@@ -138,19 +145,16 @@ interface Row {
   country: string | null;
 }
 
+const projects = new Map<string, string>();
+
 async function rows(connectorId: string): Promise<Row[]> {
+  const projectId = projects.get(connectorId);
+  if (projectId === undefined) throw new Error(`unknown connector ${connectorId}`);
   const answer = await cluster.request(
     "GET",
-    `/api/v1/projects/${(await connectorProject(connectorId))}/proxies?connector_id=${connectorId}&limit=100`,
+    `/api/v1/projects/${projectId}/proxies?connector_id=${connectorId}&limit=100`,
   );
-  return ((answer.body.items ?? answer.body) as Row[]);
-}
-
-const projects = new Map<string, string>();
-async function connectorProject(connectorId: string): Promise<string> {
-  const known = projects.get(connectorId);
-  if (known) return known;
-  throw new Error(`unknown connector ${connectorId}`);
+  return (answer.body.items ?? answer.body) as Row[];
 }
 
 function remember(f: Fleet): Fleet {
@@ -175,7 +179,9 @@ class LightLoad {
     this.#loop = (async () => {
       while (!this.#stopped) {
         try {
-          const answer = await viaProxy(gateway.proxyPort, credentials, ipUrl(), { timeoutMs: 10_000 });
+          const answer = await viaProxy(gateway.proxyPort, credentials, ipUrl(), {
+            timeoutMs: 10_000,
+          });
           if (answer.status === 200) this.ok++;
           else this.failures.push(`${answer.status} ${answer.body.trim()}`);
         } catch (error) {
@@ -249,95 +255,111 @@ describe("cloud pools on AWS, GCP and Azure", () => {
     300_000,
   );
 
-  it.concurrent("rotation replaces each cloud's instance at its time, with no request failed", async () => {
-    const f = remember(
-      await fleet(CLOUDS, {
-        min_proxies: 1,
-        max_proxies: 1,
-        min_rotation_period_minutes: 1,
-        max_rotation_period_minutes: 1,
-      }),
-    );
-    const first = new Map<string, string>();
-    await cluster.until(async () => {
-      for (const id of f.connectorIds) {
-        const healthy = activeHealthy(await rows(id));
-        if (healthy.length !== 1) return false;
-        first.set(id, healthy[0].host);
-      }
-      return true;
-    }, { timeoutMs: 30_000, message: "each cloud's instance healthy" });
-    const load = new LightLoad(f.credentials, 200);
-    try {
+  it.concurrent(
+    "rotation replaces each cloud's instance at its time, with no request failed",
+    async () => {
+      const f = remember(
+        await fleet(CLOUDS, {
+          min_proxies: 1,
+          max_proxies: 1,
+          min_rotation_period_minutes: 1,
+          max_rotation_period_minutes: 1,
+        }),
+      );
+      const first = new Map<string, string>();
       await cluster.until(async () => {
         for (const id of f.connectorIds) {
-          const list = await rows(id);
-          if (list.length !== 1 || list[0].host === first.get(id) || list[0].status !== "healthy") {
-            return false;
-          }
+          const healthy = activeHealthy(await rows(id));
+          if (healthy.length !== 1) return false;
+          first.set(id, healthy[0].host);
         }
         return true;
-      }, { timeoutMs: 150_000, intervalMs: 250, message: "each instance replaced and gone" });
-    } finally {
-      await load.stop();
-    }
-    expect(load.failures).toEqual([]);
-    for (const [index, provider] of CLOUDS.entries()) {
-      const id = f.connectorIds[index];
-      expect(live(clouds.clouds[provider], id).map((i) => i.address)).not.toContain(first.get(id));
-    }
-  }, 200_000);
-
-  it.concurrent("new instances are checked and placed: -cc- reaches each cloud's pool, declared nowhere", async () => {
-    const f = remember(await fleet(CLOUDS, { min_proxies: 1, max_proxies: 1 }));
-    await cluster.until(async () => {
-      for (const id of f.connectorIds) {
-        const [row] = await rows(id);
-        if (row?.status !== "healthy" || row.country === null) return false;
+      }, { timeoutMs: 30_000, message: "each cloud's instance healthy" });
+      const load = new LightLoad(f.credentials, 200);
+      try {
+        await cluster.until(async () => {
+          for (const id of f.connectorIds) {
+            const list = await rows(id);
+            if (
+              list.length !== 1 || list[0].host === first.get(id) || list[0].status !== "healthy"
+            ) {
+              return false;
+            }
+          }
+          return true;
+        }, { timeoutMs: 150_000, intervalMs: 250, message: "each instance replaced and gone" });
+      } finally {
+        await load.stop();
       }
-      return true;
-    }, { timeoutMs: 40_000, message: "each cloud's instance healthy and placed" });
-    for (const [index, provider] of CLOUDS.entries()) {
-      const [row] = await rows(f.connectorIds[index]);
-      expect(row.country).toBe(COUNTRY[provider]);
-      await cluster.until(async () => {
-        const answer = await viaProxy(
-          gateway.proxyPort,
-          withOptions(f.credentials, `-cc-${COUNTRY[provider].toLowerCase()}`),
-          ipUrl(),
+      expect(load.failures).toEqual([]);
+      for (const [index, provider] of CLOUDS.entries()) {
+        const id = f.connectorIds[index];
+        expect(live(clouds.clouds[provider], id).map((i) => i.address)).not.toContain(
+          first.get(id),
         );
-        return answer.status === 200 && exitOf(answer) === row.host;
-      }, { timeoutMs: 10_000, message: `-cc-${COUNTRY[provider]} to reach ${provider}` });
-    }
-  }, 120_000);
+      }
+    },
+    200_000,
+  );
 
-  it.concurrent("a connector deleted with instances running ends with none in its cloud and no row", async () => {
-    const f = remember(await fleet(CLOUDS, { min_proxies: 2, max_proxies: 4 }));
-    await cluster.until(async () => {
-      for (const id of f.connectorIds) if ((await rows(id)).length !== 2) return false;
-      return true;
-    }, { timeoutMs: 40_000, message: "two instances on each cloud" });
-    for (const id of f.connectorIds) {
-      const deleted = await cluster.request(
-        "DELETE",
-        `/api/v1/projects/${f.projectId}/connectors/${id}`,
-      );
-      expect(deleted.status).toBe(202);
-    }
-    await cluster.until(async () => {
+  it.concurrent(
+    "new instances are checked and placed: -cc- reaches each cloud's pool, declared nowhere",
+    async () => {
+      const f = remember(await fleet(CLOUDS, { min_proxies: 1, max_proxies: 1 }));
+      await cluster.until(async () => {
+        for (const id of f.connectorIds) {
+          const [row] = await rows(id);
+          if (row?.status !== "healthy" || row.country === null) return false;
+        }
+        return true;
+      }, { timeoutMs: 40_000, message: "each cloud's instance healthy and placed" });
+      for (const [index, provider] of CLOUDS.entries()) {
+        const [row] = await rows(f.connectorIds[index]);
+        expect(row.country).toBe(COUNTRY[provider]);
+        await cluster.until(async () => {
+          const answer = await viaProxy(
+            gateway.proxyPort,
+            withOptions(f.credentials, `-cc-${COUNTRY[provider].toLowerCase()}`),
+            ipUrl(),
+          );
+          return answer.status === 200 && exitOf(answer) === row.host;
+        }, { timeoutMs: 10_000, message: `-cc-${COUNTRY[provider]} to reach ${provider}` });
+      }
+    },
+    120_000,
+  );
+
+  it.concurrent(
+    "a connector deleted with instances running ends with none in its cloud and no row",
+    async () => {
+      const f = remember(await fleet(CLOUDS, { min_proxies: 2, max_proxies: 4 }));
+      await cluster.until(async () => {
+        for (const id of f.connectorIds) if ((await rows(id)).length !== 2) return false;
+        return true;
+      }, { timeoutMs: 40_000, message: "two instances on each cloud" });
       for (const id of f.connectorIds) {
-        const answer = await cluster.request(
-          "GET",
+        const deleted = await cluster.request(
+          "DELETE",
           `/api/v1/projects/${f.projectId}/connectors/${id}`,
         );
-        if (answer.status !== 404) return false;
+        expect(deleted.status).toBe(202);
       }
-      return true;
-    }, { timeoutMs: 60_000, message: "the connectors gone" });
-    for (const [index, provider] of CLOUDS.entries()) {
-      expect(live(clouds.clouds[provider], f.connectorIds[index])).toEqual([]);
-    }
-    const left = await cluster.request("GET", `/api/v1/projects/${f.projectId}/proxies?limit=10`);
-    expect(left.body.items ?? left.body).toEqual([]);
-  }, 120_000);
+      await cluster.until(async () => {
+        for (const id of f.connectorIds) {
+          const answer = await cluster.request(
+            "GET",
+            `/api/v1/projects/${f.projectId}/connectors/${id}`,
+          );
+          if (answer.status !== 404) return false;
+        }
+        return true;
+      }, { timeoutMs: 60_000, message: "the connectors gone" });
+      for (const [index, provider] of CLOUDS.entries()) {
+        expect(live(clouds.clouds[provider], f.connectorIds[index])).toEqual([]);
+      }
+      const left = await cluster.request("GET", `/api/v1/projects/${f.projectId}/proxies?limit=10`);
+      expect(left.body.items ?? left.body).toEqual([]);
+    },
+    120_000,
+  );
 });

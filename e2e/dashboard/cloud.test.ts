@@ -6,7 +6,8 @@
  * from its form (the secret a masked input, kept when left blank on an edit), then a cloud
  * connector from the connector form: an AMI the cloud does not know is refused at its field,
  * nothing saved; the right one is saved. The connector page then shows the instance the scale
- * job made, with its address, the target and why the run held; the System page counts it. The
+ * job made, with its address, the target and why the run held; an edit saves the config whole;
+ * the System page counts it. The
  * deletion says the instances terminate first, shows the connector pending deletion, and ends
  * with it gone, its instance terminated.
  */
@@ -170,6 +171,21 @@ describe("a cloud connector in the dashboard", () => {
     expect(await panel.locator('[data-cloud="running"]').textContent()).toMatch(
       /^1 \(min 1, max 1\)/,
     );
+
+    // An edit sends the config whole, checked with the cloud again, and keeps the instance.
+    const saved = page.getByRole("form", { name: "Connector" });
+    await saved.getByLabel(/^Tags/).fill("team=growth\nenv=e2e");
+    await saved.getByRole("button", { name: "Save changes" }).click();
+    await page.getByRole("status").filter({ hasText: "Saved" }).waitFor();
+    const edited = await cluster.request(
+      "GET",
+      `/api/v1/projects/${projectId}/connectors/${connector.id}`,
+    );
+    expect(edited.body.config).toEqual({
+      ...connector.config,
+      tags: { team: "growth", env: "e2e" },
+    });
+    expect(await rows.locator("[data-address]").allTextContents()).toEqual([booted.address]);
 
     // The System page counts it under its cloud.
     await page.getByRole("link", { name: "System" }).click();
