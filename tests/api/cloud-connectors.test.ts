@@ -54,14 +54,26 @@ describe("cloud credentials", () => {
     const cases: [string, Record<string, unknown>, string][] = [
       ["aws", { access_key: "not a key", secret_key: "s" }, "body.config.access_key"],
       ["aws", { access_key: "AKIAOCTOPROXTEST0001" }, "body.config.secret_key"],
-      ["gcp", { service_account_json: "{}", project_id: "octoprox-test" }, "body.config.service_account_json"],
-      ["gcp", { service_account_json: "not json", project_id: "octoprox-test" }, "body.config.service_account_json"],
+      [
+        "gcp",
+        { service_account_json: "{}", project_id: "octoprox-test" },
+        "body.config.service_account_json",
+      ],
+      [
+        "gcp",
+        { service_account_json: "not json", project_id: "octoprox-test" },
+        "body.config.service_account_json",
+      ],
       [
         "azure",
         { subscription_id: "x", tenant_id: "x", client_id: "x", client_secret: "s" },
         "body.config.subscription_id",
       ],
-      ["aws", { access_key: "AKIAOCTOPROXTEST0001", secret_key: "s", region: "x" }, "body.config.region"],
+      [
+        "aws",
+        { access_key: "AKIAOCTOPROXTEST0001", secret_key: "s", region: "x" },
+        "body.config.region",
+      ],
     ];
     for (const [provider, config, field] of cases) {
       const answer = await h.request("POST", credentials(), {
@@ -75,7 +87,9 @@ describe("cloud credentials", () => {
   });
 
   test("secrets are answered masked", async () => {
-    const ids = await Promise.all(CLOUDS.map((provider) => credential(provider, `masked-${provider}`)));
+    const ids = await Promise.all(
+      CLOUDS.map((provider) => credential(provider, `masked-${provider}`)),
+    );
     const answers = await Promise.all(
       ids.map((id) => h.request("GET", `${credentials()}/${id}`, { token: h.tokens.viewer })),
     );
@@ -88,7 +102,9 @@ describe("cloud credentials", () => {
       project_id: "octoprox-test",
     });
     expect(answers[2].body.config).toMatchObject({ client_secret: "********" });
-    for (const answer of answers) expect(answer.text).not.toMatch(/PRIVATE KEY|secret-key|client-secret/);
+    for (const answer of answers) {
+      expect(answer.text).not.toMatch(/PRIVATE KEY|secret-key|client-secret/);
+    }
   });
 });
 
@@ -174,66 +190,69 @@ describe("cloud connectors", () => {
     expect(await stored("connectors")).toEqual([]);
   });
 
-  test.each(CLOUDS)("%s: the cloud's refusal is shown at the field it names, and nothing is stored", async (provider) => {
-    const cloud = clouds.clouds[provider];
-    const id = await credential(provider, `refusal-${provider}`);
-    const unknown: Record<string, [string, string]> = {
-      aws: ["ami_id", "ami-0fffffffffffffff0"],
-      gcp: ["machine_type", "n9-nonexistent-1"],
-      azure: ["vm_size", "Standard_Nope"],
-    };
-    const [field, value] = unknown[provider];
-    const answer = await h.request("POST", connectors(), {
-      token: h.tokens.editor,
-      body: {
-        name: `refused-${provider}`,
-        kind: "cloud",
-        provider,
-        credential_id: id,
-        config: cloud.connectorConfig({ [field]: value }),
-      },
-    });
-    expect(answer.status, JSON.stringify(answer.body)).toBe(422);
-    expect(answer.body.detail).toHaveLength(1);
-    expect(answer.body.detail[0].field).toBe(`body.config.${field}`);
-    expect(answer.body.detail[0].message).toMatch(/^the cloud refused it: /);
-    expect(await stored("connectors")).not.toContain(`refused-${provider}`);
+  test.each(CLOUDS)(
+    "%s: the cloud's refusal is shown at the field it names, and nothing is stored",
+    async (provider) => {
+      const cloud = clouds.clouds[provider];
+      const id = await credential(provider, `refusal-${provider}`);
+      const unknown: Record<string, [string, string]> = {
+        aws: ["ami_id", "ami-0fffffffffffffff0"],
+        gcp: ["machine_type", "n9-nonexistent-1"],
+        azure: ["vm_size", "Standard_Nope"],
+      };
+      const [field, value] = unknown[provider];
+      const answer = await h.request("POST", connectors(), {
+        token: h.tokens.editor,
+        body: {
+          name: `refused-${provider}`,
+          kind: "cloud",
+          provider,
+          credential_id: id,
+          config: cloud.connectorConfig({ [field]: value }),
+        },
+      });
+      expect(answer.status, JSON.stringify(answer.body)).toBe(422);
+      expect(answer.body.detail).toHaveLength(1);
+      expect(answer.body.detail[0].field).toBe(`body.config.${field}`);
+      expect(answer.body.detail[0].message).toMatch(/^the cloud refused it: /);
+      expect(await stored("connectors")).not.toContain(`refused-${provider}`);
 
-    // A wrong secret: the credential is refused, at the connector's credential_id.
-    const wrong = await h.request("POST", credentials(), {
-      token: h.tokens.editor,
-      body: {
-        name: `wrong-${provider}`,
-        provider,
-        config: provider === "aws"
-          ? { ...cloud.credential, secret_key: "not-the-secret" }
-          : provider === "azure"
-          ? { ...cloud.credential, client_secret: "not-the-secret" }
-          : {
-            ...cloud.credential,
-            service_account_json: JSON.stringify({
-              ...JSON.parse(cloud.credential.service_account_json as string),
-              client_email: "nobody@octoprox-test.iam.gserviceaccount.com",
-            }),
-          },
-      },
-    });
-    expect(wrong.status).toBe(201);
-    const refused = await h.request("POST", connectors(), {
-      token: h.tokens.editor,
-      body: {
-        name: `wrong-${provider}`,
-        kind: "cloud",
-        provider,
-        credential_id: wrong.body.id,
-        config: cloud.connectorConfig(),
-      },
-    });
-    expect(refused.status, JSON.stringify(refused.body)).toBe(422);
-    expect(refused.body.detail[0].field).toBe("body.credential_id");
-    expect(refused.body.detail[0].message).toMatch(/^the cloud refused the credential: /);
-    expect(refused.text).not.toContain("not-the-secret");
-  });
+      // A wrong secret: the credential is refused, at the connector's credential_id.
+      const wrong = await h.request("POST", credentials(), {
+        token: h.tokens.editor,
+        body: {
+          name: `wrong-${provider}`,
+          provider,
+          config: provider === "aws"
+            ? { ...cloud.credential, secret_key: "not-the-secret" }
+            : provider === "azure"
+            ? { ...cloud.credential, client_secret: "not-the-secret" }
+            : {
+              ...cloud.credential,
+              service_account_json: JSON.stringify({
+                ...JSON.parse(cloud.credential.service_account_json as string),
+                client_email: "nobody@octoprox-test.iam.gserviceaccount.com",
+              }),
+            },
+        },
+      });
+      expect(wrong.status).toBe(201);
+      const refused = await h.request("POST", connectors(), {
+        token: h.tokens.editor,
+        body: {
+          name: `wrong-${provider}`,
+          kind: "cloud",
+          provider,
+          credential_id: wrong.body.id,
+          config: cloud.connectorConfig(),
+        },
+      });
+      expect(refused.status, JSON.stringify(refused.body)).toBe(422);
+      expect(refused.body.detail[0].field).toBe("body.credential_id");
+      expect(refused.body.detail[0].message).toMatch(/^the cloud refused the credential: /);
+      expect(refused.text).not.toContain("not-the-secret");
+    },
+  );
 
   test("a connector the cloud takes is saved with its defaults; a credential change the cloud refuses is refused at its field and changes nothing", async () => {
     const id = await credential("aws", "saved-aws");

@@ -98,7 +98,10 @@ describe("OCTOPROX_WORKER_JOBS", () => {
   });
 
   it("refuses a kind no worker runs yet: the process exits 2 naming it", async () => {
-    const { exit, stderr } = await runWith({ ...valid(), OCTOPROX_WORKER_JOBS: "health,tunnel_last_seen" });
+    const { exit, stderr } = await runWith({
+      ...valid(),
+      OCTOPROX_WORKER_JOBS: "health,tunnel_last_seen",
+    });
     expect(exit.code).toBe(2);
     expect(stderr).toEqual([
       `octoprox: OCTOPROX_WORKER_JOBS names tunnel_last_seen, which no worker runs yet (a worker runs ${
