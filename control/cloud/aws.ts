@@ -14,6 +14,7 @@ import {
   DescribeImagesCommand,
   DescribeInstancesCommand,
   DescribeInstanceTypesCommand,
+  DescribeRegionsCommand,
   EC2Client,
   EC2ServiceException,
   type Instance,
@@ -114,14 +115,23 @@ interface AwsPlacement {
   key_pair_name: string | null;
 }
 
-export function awsClient(
+/** One SDK call under the call deadline, its failure mapped to a CloudCallError. */
+type Call = <T>(
+  operation: string,
+  send: (abortSignal: AbortSignal) => Promise<T>,
+  signal: AbortSignal,
+  context?: CallContext,
+  timeoutMs?: number,
+) => Promise<T>;
+
+/** The EC2 client of `credential` in `region`, at the endpoint and with the CA when given. */
+function ec2Client(
   credential: AwsCredential,
-  config: AwsConnector,
+  region: string,
   options: CloudClientOptions,
-): CloudClient {
-  const connector = config as AwsConnector & AwsPlacement;
-  const ec2 = new EC2Client({
-    region: connector.region,
+): EC2Client {
+  return new EC2Client({
+    region,
     ...(options.endpoint === undefined ? {} : { endpoint: options.endpoint }),
     credentials: { accessKeyId: credential.access_key, secretAccessKey: credential.secret_key },
     maxAttempts: MAX_ATTEMPTS,
@@ -135,10 +145,12 @@ export function awsClient(
       }),
     },
   });
-  const secretKey = credential.secret_key;
+}
 
-  /** One SDK call under the call deadline, its failure mapped to a CloudCallError. */
-  async function call<T>(
+/** The calls of a client of `credential`: no message holds its secret key. */
+function caller(credential: AwsCredential, options: CloudClientOptions): Call {
+  const secretKey = credential.secret_key;
+  return async function call<T>(
     operation: string,
     send: (abortSignal: AbortSignal) => Promise<T>,
     signal: AbortSignal,
@@ -156,7 +168,48 @@ export function awsClient(
         redact,
       });
     }
+  };
+}
+
+/** The region a credential's own check signs for: EC2's first, open to every account. */
+const CREDENTIAL_CHECK_REGION = "us-east-1";
+
+/**
+ * A credential checked on its own, with no connector: one DescribeRegions in us-east-1 (at the
+ * endpoint when one is set), whose signature check proves the access key (AuthFailure,
+ * InvalidClientTokenId: `access_key`) and its secret (SignatureDoesNotMatch: `secret_key`). An
+ * UnauthorizedOperation proves them too: EC2 judges what a key may do only once its signature
+ * passed, and what a connector does is that connector's check. Throws CloudCallError.
+ */
+export async function verifyAwsCredential(
+  credential: AwsCredential,
+  options: CloudClientOptions,
+  signal: AbortSignal,
+): Promise<void> {
+  const ec2 = ec2Client(credential, CREDENTIAL_CHECK_REGION, options);
+  const call = caller(credential, options);
+  try {
+    await call(
+      "DescribeRegions",
+      (abortSignal) => ec2.send(new DescribeRegionsCommand({}), { abortSignal }),
+      signal,
+    );
+  } catch (error) {
+    if (error instanceof CloudCallError && error.cloudCode === "UnauthorizedOperation") return;
+    throw error;
+  } finally {
+    ec2.destroy();
   }
+}
+
+export function awsClient(
+  credential: AwsCredential,
+  config: AwsConnector,
+  options: CloudClientOptions,
+): CloudClient {
+  const connector = config as AwsConnector & AwsPlacement;
+  const ec2 = ec2Client(credential, connector.region, options);
+  const call = caller(credential, options);
 
   /** The instance by id, or undefined while EC2 does not know it (yet, or any more). */
   async function describeOne(

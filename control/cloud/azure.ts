@@ -140,19 +140,27 @@ interface Mapping {
   secrets?: readonly string[];
   /** What a deadline that passed means, for a run of calls ("no running VM"). */
   late?: string;
+  /** The credential field a 401, 403 or 404 of this call names (a subscription read's). */
+  authField?: string;
 }
 
-interface Azure {
-  connector: AzurePlacement;
-  subscriptionId: string;
+/** A service principal signed in: its token credential and what the ARM clients are made with. */
+interface Session {
   options: CloudClientOptions;
-  compute: ComputeManagementClient;
-  network: NetworkManagementClient;
-  resources: ResourceManagementClient;
   credential: ClientSecretCredential;
   scope: string;
   authority: { last: AuthorityAnswer | undefined };
   clientSecret: string;
+  /** The options every ARM client of the session takes. */
+  armOptions: ComputeManagementClientOptionalParams;
+}
+
+interface Azure extends Session {
+  connector: AzurePlacement;
+  subscriptionId: string;
+  compute: ComputeManagementClient;
+  network: NetworkManagementClient;
+  resources: ResourceManagementClient;
 }
 
 export function azureClient(
@@ -173,11 +181,10 @@ export function azureClient(
 // ---------------------------------------------------------------------------------------------
 // The SDK clients.
 
-function connect(
+function signIn(
   credential: AzureCredential,
-  connector: AzurePlacement,
   options: CloudClientOptions & { authority: string | undefined },
-): Azure {
+): Session {
   const endpoint = (options.endpoint ?? DEFAULT_ARM_ENDPOINT).replace(/\/+$/, "");
   const scope = `${endpoint}/.default`;
   const authority = { last: undefined };
@@ -196,25 +203,37 @@ function connect(
       }),
     },
   );
-  const subscriptionId = connector.subscription_id ?? credential.subscription_id;
-  const armOptions = {
-    ...pipelineOptions(options),
-    additionalPolicies: [callTimeout(options.callTimeoutMs)],
-    endpoint,
-    $host: endpoint,
-    credentialScopes: [scope],
-  };
   return {
-    connector,
-    subscriptionId,
     options,
-    compute: new ComputeManagementClient(tokenCredential, subscriptionId, armOptions),
-    network: new NetworkManagementClient(tokenCredential, subscriptionId, armOptions),
-    resources: new ResourceManagementClient(tokenCredential, subscriptionId, armOptions),
     credential: tokenCredential,
     scope,
     authority,
     clientSecret: credential.client_secret,
+    armOptions: {
+      ...pipelineOptions(options),
+      additionalPolicies: [callTimeout(options.callTimeoutMs)],
+      endpoint,
+      $host: endpoint,
+      credentialScopes: [scope],
+    },
+  };
+}
+
+function connect(
+  credential: AzureCredential,
+  connector: AzurePlacement,
+  options: CloudClientOptions & { authority: string | undefined },
+): Azure {
+  const session = signIn(credential, options);
+  const subscriptionId = connector.subscription_id ?? credential.subscription_id;
+  const { credential: tokenCredential, armOptions } = session;
+  return {
+    ...session,
+    connector,
+    subscriptionId,
+    compute: new ComputeManagementClient(tokenCredential, subscriptionId, armOptions),
+    network: new NetworkManagementClient(tokenCredential, subscriptionId, armOptions),
+    resources: new ResourceManagementClient(tokenCredential, subscriptionId, armOptions),
   };
 }
 
@@ -597,6 +616,45 @@ async function verifyAccess(azure: Azure, signal: AbortSignal): Promise<void> {
   }
 }
 
+/** The api-version of a subscription read (Microsoft.Resources' subscriptions). */
+const SUBSCRIPTIONS_API_VERSION = "2022-12-01";
+
+/**
+ * A credential checked on its own, with no connector: a token for Resource Manager proves the
+ * tenant, the client id and the secret (Entra's refusal at the field its code names), and one
+ * read of the credential's subscription (`GET /subscriptions/<id>`) proves the principal reaches
+ * it (401, 403 or 404: `auth` at `subscription_id`). Throws CloudCallError.
+ */
+export async function verifyAzureCredential(
+  credential: AzureCredential,
+  options: CloudClientOptions & { authority: string | undefined },
+  signal: AbortSignal,
+): Promise<void> {
+  const session = signIn(credential, options);
+  await call(session, "verify", signal, {}, async (abortSignal) => {
+    await session.credential.getToken(session.scope, { abortSignal, enableCae: true });
+  });
+  // @azure/arm-resources 7 has no subscriptions client (a package of its own): the subscription
+  // is read as the resource its id names, one GET through the same pipeline.
+  const resources = new ResourceManagementClient(
+    session.credential,
+    credential.subscription_id,
+    session.armOptions,
+  );
+  await call(
+    session,
+    "verify",
+    signal,
+    { authField: "subscription_id" },
+    (abortSignal) =>
+      resources.resources.getById(
+        `subscriptions/${encodeURIComponent(credential.subscription_id)}`,
+        SUBSCRIPTIONS_API_VERSION,
+        { abortSignal },
+      ),
+  );
+}
+
 // ---------------------------------------------------------------------------------------------
 // Calls and their failures.
 
@@ -605,7 +663,7 @@ async function verifyAccess(azure: Azure, signal: AbortSignal): Promise<void> {
  * CloudCallError. Each HTTP request has the call deadline of its own besides (callTimeout).
  */
 async function call<T>(
-  azure: Azure,
+  azure: Session,
   operation: string,
   signal: AbortSignal,
   mapping: Mapping,
@@ -648,7 +706,7 @@ function redacted(text: string, secrets: readonly string[]): string {
 
 /** The CloudCallError an SDK failure is: by who refused (Entra, ARM), then status and code. */
 function cloudError(
-  azure: Azure,
+  azure: Session,
   operation: string,
   error: unknown,
   mapping: Mapping,
@@ -692,7 +750,7 @@ type Fail = (
 ) => CloudCallError;
 
 /** Entra refused the credential, or could not be asked. */
-function authorityError(azure: Azure, error: Error, fail: Fail): CloudCallError {
+function authorityError(azure: Session, error: Error, fail: Fail): CloudCallError {
   const answer = azure.authority.last;
   if (answer !== undefined && answer.status === undefined) {
     return fail("unavailable", `Entra ID did not answer: ${error.message}`);
@@ -728,7 +786,12 @@ function armError(error: RestErrorLike, mapping: Mapping, fail: Fail): CloudCall
   const message = `${code ?? `HTTP ${status}`}: ${body?.error?.message ?? error.message}`;
   const base = { status, cloudCode: code };
   if (status === undefined) return fail("unavailable", `no answer: ${error.message}`, base);
-  if (status === 401 || status === 403) return fail("auth", message, base);
+  if (status === 401 || status === 403) {
+    return fail("auth", message, { ...base, field: mapping.authField });
+  }
+  if (status === 404 && mapping.authField !== undefined) {
+    return fail("auth", message, { ...base, field: mapping.authField });
+  }
   if (status === 429 || (code !== undefined && THROTTLED_CODES.has(code))) {
     return fail("throttled", message, base);
   }

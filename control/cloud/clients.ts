@@ -13,9 +13,9 @@ import {
   isCloudProvider,
 } from "../model/cloud.ts";
 import type { CloudClient, CloudClientOptions } from "./contract.ts";
-import { awsClient } from "./aws.ts";
-import { gcpClient } from "./gcp.ts";
-import { azureClient } from "./azure.ts";
+import { awsClient, verifyAwsCredential } from "./aws.ts";
+import { gcpClient, verifyGcpCredential } from "./gcp.ts";
+import { azureClient, verifyAzureCredential } from "./azure.ts";
 
 /** Each call's own deadline: a cloud that does not answer in this long is taken as unavailable. */
 const CALL_TIMEOUT_MS = 30_000;
@@ -92,5 +92,35 @@ export function cloudClientFor(
         parsed(CLOUD_CONNECTOR_SCHEMAS.azure, config, "config"),
         { ...options, authority: settings.cloud.azureAuthority },
       );
+  }
+}
+
+/**
+ * A cloud credential's own check, with no connector (its cloud's cheapest authenticated reads,
+ * aws.ts, gcp.ts and azure.ts `verify…Credential`), with the install's endpoints and timeouts;
+ * CloudConfigError when the config does not parse. The check throws CloudCallError.
+ */
+export function credentialCheckFor(
+  settings: Pick<ControlSettings, "cloud" | "egressCaFile">,
+  provider: string,
+  credential: Readonly<Record<string, unknown>>,
+): (signal: AbortSignal) => Promise<void> {
+  if (!isCloudProvider(provider)) throw new CloudConfigError(`no cloud provider ${provider}`);
+  const options = clientOptions(settings, provider);
+  switch (provider) {
+    case "aws": {
+      const config = parsed(CLOUD_CREDENTIAL_SCHEMAS.aws, credential, "credential");
+      return (signal) => verifyAwsCredential(config, options, signal);
+    }
+    case "gcp": {
+      const config = parsed(CLOUD_CREDENTIAL_SCHEMAS.gcp, credential, "credential");
+      const gcp = { ...options, tokenUrl: settings.cloud.gcpTokenUrl };
+      return (signal) => verifyGcpCredential(config, gcp, signal);
+    }
+    case "azure": {
+      const config = parsed(CLOUD_CREDENTIAL_SCHEMAS.azure, credential, "credential");
+      const azure = { ...options, authority: settings.cloud.azureAuthority };
+      return (signal) => verifyAzureCredential(config, azure, signal);
+    }
   }
 }

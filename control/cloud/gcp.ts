@@ -87,7 +87,8 @@ export function gcpClient(
   connector: GcpConnector,
   options: GcpClientOptions,
 ): CloudClient {
-  const api = new ComputeApi(credential, connector, options);
+  const place = { project: connector.project_id ?? credential.project_id, zone: connector.zone };
+  const api = new ComputeApi(credential, place, options);
   return {
     provider: PROVIDER,
     list: (connectorId, signal) => listInstances(api, connectorId, signal),
@@ -319,9 +320,15 @@ interface Token {
 // ---------------------------------------------------------------------------------------------
 // The API: authorised calls relative to the connector's project and zone.
 
+/** Where an api's calls go: a project, and a connector's zone (none for a credential's check). */
+interface Place {
+  project: string;
+  zone?: string;
+}
+
 class ComputeApi {
   readonly project: string;
-  readonly zone: string;
+  readonly #zone: string | undefined;
   readonly #options: GcpClientOptions;
   readonly #baseUrl: string;
   readonly #tokenUrl: string;
@@ -331,13 +338,18 @@ class ComputeApi {
   /** The exchange under way, shared by every call that needs a token meanwhile. */
   #pendingToken: Promise<Token> | undefined;
 
-  constructor(credential: GcpCredential, connector: GcpConnector, options: GcpClientOptions) {
-    this.project = connector.project_id ?? credential.project_id;
-    this.zone = connector.zone;
+  constructor(credential: GcpCredential, place: Place, options: GcpClientOptions) {
+    this.project = place.project;
+    this.#zone = place.zone;
     this.#options = options;
     this.#baseUrl = (options.endpoint ?? GOOGLE_COMPUTE_URL).replace(/\/+$/, "");
     this.#tokenUrl = options.tokenUrl ?? GOOGLE_TOKEN_URL;
     this.#keyJson = credential.service_account_json;
+  }
+
+  get zone(): string {
+    if (this.#zone === undefined) throw new Error("a credential's own check has no zone");
+    return this.#zone;
   }
 
   get createTimeoutMs(): number {
@@ -389,12 +401,17 @@ class ComputeApi {
     }
   }
 
-  /** The CloudCallError for a refusing answer. */
-  failure(call: CallContext, apiName: string, answer: Answer): CloudCallError {
+  /** The CloudCallError for a refusing answer: classified by its status, unless `as` says. */
+  failure(
+    call: CallContext,
+    apiName: string,
+    answer: Answer,
+    as?: { failure: CloudFailure; field?: string },
+  ): CloudCallError {
     const error = (answer.json as GoogleErrorBody | undefined)?.error;
     const reason = error?.errors?.[0]?.reason;
     const message = error?.message ?? error?.errors?.[0]?.message;
-    const { failure, field } = classify(answer.status, reason, message);
+    const { failure, field } = as ?? classify(answer.status, reason, message);
     const code = reason ?? error?.status;
     const detail = `${apiName} answered ${answer.status}${code ? ` ${code}` : ""}: ${
       message ?? "no message"
@@ -899,5 +916,31 @@ async function verifyConnector(
     "network",
     `network ${connector.network}`,
     call,
+  );
+}
+
+/**
+ * A credential checked on its own, with no connector: the token exchange proves the key (its
+ * refusal is `auth` at `service_account_json`), and one zones.list of the credential's project
+ * (a page of one zone) proves the account reaches the project (403 or 404: `auth` at
+ * `project_id`). Throws CloudCallError.
+ */
+export async function verifyGcpCredential(
+  credential: GcpCredential,
+  options: GcpClientOptions,
+  signal: AbortSignal,
+): Promise<void> {
+  const api = new ComputeApi(credential, { project: credential.project_id }, options);
+  const call: CallContext = { operation: "verify", signal };
+  const answer = await api.request("zones.list", "GET", api.projectPath("zones"), call, {
+    query: { maxResults: "1" },
+  });
+  if (isOk(answer)) return;
+  const ofProject = answer.status === 403 || answer.status === 404;
+  throw api.failure(
+    call,
+    "zones.list",
+    answer,
+    ofProject ? { failure: "auth", field: "project_id" } : undefined,
   );
 }

@@ -44,6 +44,7 @@ import {
   holdEntries,
   isFresh,
   readEntries,
+  ROTATE_PREFIX,
   rotatePurpose,
   SCALE_PURPOSE,
 } from "../cloud/scale/creating.ts";
@@ -216,7 +217,12 @@ export class ScaleRun {
       return outcome;
     }
 
-    // Rotation: each due instance is replaced, its replacement created before it drains.
+    // Rotation: each due instance is replaced, its replacement created first; it drains once
+    // the replacement passed its checks.
+    if (await this.#settleRotations(connector, rows, entries) > 0) {
+      rows = await read(this.#o.deps, (db) => readInstanceRows(db, connectorId));
+      entries = await readEntries(redis, keys, connectorId);
+    }
     outcome.created += await this.#rotate(
       client,
       connector,
@@ -228,6 +234,7 @@ export class ScaleRun {
       signal,
     );
     rows = await read(this.#o.deps, (db) => readInstanceRows(db, connectorId));
+    entries = await readEntries(redis, keys, connectorId);
     outcome.terminated += await this.#watchDrains(client, connector, rows, state, signal);
     rows = rows.filter((row) => row.status !== ProxyStatus.terminating);
 
@@ -529,15 +536,62 @@ export class ScaleRun {
       await clearEntries(redis, keys, connector.id, [name]);
       return false;
     }
-    const saved = await this.#create(client, connector, config, name, signal);
+    const saved = await this.#create(client, connector, config, name, signal, true);
     if (saved === "failed") return "stop";
-    await moveInstanceRows(this.#o.deps, connector.id, [row.id], ProxyStatus.draining);
-    await clearEntries(redis, keys, connector.id, [name]);
-    this.#o.logger.info(
-      { connector: connector.id, replaced: row.name, by: name },
-      "Cloud instance rotated: its replacement runs, it drains",
-    );
+    if (saved !== undefined) {
+      this.#o.logger.info(
+        { connector: connector.id, replacing: row.name, by: name },
+        "Cloud instance rotating: its replacement runs; it drains once that passed its checks",
+      );
+    }
     return saved !== undefined;
+  }
+
+  /**
+   * Rotations whose replacement has a row: once the replacement passed its first check the old
+   * instance drains and the entry is cleared; a replacement that failed its checks (unhealthy,
+   * or leaving) drains itself instead, and the old instance stays until its next rotation. Until
+   * then the entry stands, so no other run rotates the proxy again, and the old instance serves:
+   * a rotation never leaves the pool without the instance it replaces.
+   */
+  async #settleRotations(
+    connector: ConnectorRow,
+    rows: readonly InstanceRow[],
+    entries: readonly CreatingEntry[],
+  ): Promise<number> {
+    const byName = new Map(rows.filter((row) => row.name !== null).map((row) => [row.name, row]));
+    let settled = 0;
+    for (const entry of entries) {
+      if (!entry.purpose.startsWith(ROTATE_PREFIX)) continue;
+      const replacement = byName.get(entry.name);
+      // Its create is under way, or its creator died: the entry's staleness settles that.
+      if (replacement === undefined) continue;
+      const oldId = entry.purpose.slice(ROTATE_PREFIX.length);
+      const old = rows.find((row) => row.id === oldId);
+      if (replacement.status === ProxyStatus.healthy) {
+        await moveInstanceRows(this.#o.deps, connector.id, [oldId], ProxyStatus.draining);
+        await clearEntries(this.#o.redis, this.#o.keys, connector.id, [entry.name]);
+        settled++;
+        this.#o.logger.info(
+          { connector: connector.id, replaced: old?.name ?? oldId, by: entry.name },
+          "Cloud instance rotated: its replacement passed its checks, it drains",
+        );
+      } else if (replacement.status === ProxyStatus.unhealthy || !isActive(replacement)) {
+        await moveInstanceRows(
+          this.#o.deps,
+          connector.id,
+          [replacement.id],
+          ProxyStatus.draining,
+        );
+        await clearEntries(this.#o.redis, this.#o.keys, connector.id, [entry.name]);
+        settled++;
+        this.#o.logger.warn(
+          { connector: connector.id, replacing: old?.name ?? oldId, by: entry.name },
+          "A rotation's replacement failed its checks: it drains, and the instance stays",
+        );
+      }
+    }
+    return settled;
   }
 
   /**
@@ -570,6 +624,8 @@ export class ScaleRun {
     config: CloudScaleConfig,
     name: string,
     signal: AbortSignal,
+    /** A rotation's replacement keeps its entry until it passed its checks (settleRotations). */
+    keepEntry = false,
   ): Promise<string | undefined | "failed"> {
     const { redis, keys } = this.#o;
     const login = {
@@ -621,7 +677,7 @@ export class ScaleRun {
       await this.#recordError(connector.id, `saving the instance's row: ${errorText(error)}`);
       return "failed";
     }
-    await clearEntries(redis, keys, connector.id, [name]);
+    if (!keepEntry) await clearEntries(redis, keys, connector.id, [name]);
     if (connector.consecutiveErrors > 0) {
       await recordConnectorError(this.#o.deps, connector.id, null);
     }

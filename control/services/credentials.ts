@@ -4,7 +4,8 @@
  * flat object of secrets its connectors' fetch templates read (`{credential.<key>}`); a
  * descriptor provider takes its descriptor's credential fields, checked against it, and is
  * checked with the vendor (when the descriptor says how) before the write's transaction opens,
- * on create and when an edit changes a field. Secret fields never leave the api in clear:
+ * on create and when an edit changes a field; a cloud credential (aws, gcp, azure) is checked
+ * with its cloud the same way, and on an edit each connector using it besides. Secret fields never leave the api in clear:
  * answers carry a mask, and a mask sent back means "unchanged".
  */
 import { and, asc, eq, sql } from "drizzle-orm";
@@ -33,7 +34,7 @@ import {
   CLOUD_CREDENTIAL_SECRETS,
   isCloudProvider,
 } from "../model/cloud.ts";
-import { verifyCloudConnector } from "../cloud/verify.ts";
+import { verifyCloudConnector, verifyCloudCredential } from "../cloud/verify.ts";
 import { verifyCredential } from "../vendors/verify.ts";
 import { changedFields, sameValue } from "./diff.ts";
 import { missingIn, requireProject } from "./scope.ts";
@@ -155,11 +156,17 @@ async function checkedConfig(
   return checked.config;
 }
 
-/** The vendor's own check of a descriptor credential: an outbound call, so outside any transaction. */
+/**
+ * The one decision of what a credential is checked with beyond its schema: a cloud credential
+ * with its cloud, a descriptor credential with its vendor, the static and provider_api ones with
+ * nothing. An outbound call, so outside any transaction.
+ */
 async function verified(deps: ServiceDeps, provider: string, config: CredentialConfig) {
-  if (provider === STATIC_PROVIDER || provider === PROVIDER_API || isCloudProvider(provider)) {
+  if (isCloudProvider(provider)) {
+    await verifyCloudCredential(deps.settings, provider, config);
     return;
   }
+  if (provider === STATIC_PROVIDER || provider === PROVIDER_API) return;
   const entry = deps.providers.get(provider);
   if (entry !== undefined) await verifyCredential(deps, entry.descriptor, config);
 }
@@ -205,6 +212,8 @@ export async function updateCredential(
     }
     config = await checkedConfig(deps, current.provider, merged);
     if (!sameValue(config, current.config)) {
+      // The credential on its own first (a refused login is shown at its field), then, for a
+      // cloud credential, each connector using it.
       await verified(deps, current.provider, config);
       if (isCloudProvider(current.provider)) await verifyUsers(deps, id, current.provider, config);
     }

@@ -9,7 +9,7 @@
  * - without a leader the periodic entries stop while run-now work goes on.
  */
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { JobKind } from "../../shared/roles.ts";
+import { JobKind, WORKER_JOB_KINDS } from "../../shared/roles.ts";
 import { WORKERS_GROUP } from "../../shared/redis-keys.ts";
 import { Cluster, type Member } from "../../testkit/cluster.ts";
 import { type Echo, startEcho } from "../../testkit/upstreams/echo.ts";
@@ -33,7 +33,12 @@ beforeAll(async () => {
   await cluster.start("api");
   [controller, worker, fault, ...tinyproxies] = await Promise.all([
     cluster.start("controller"),
-    cluster.start("worker"),
+    // Every kind but scale, so the system stats have a stream no worker takes to show.
+    cluster.start("worker", {
+      env: {
+        OCTOPROX_WORKER_JOBS: WORKER_JOB_KINDS.filter((kind) => kind !== JobKind.scale).join(","),
+      },
+    }),
     startFaultProxy(),
     startTinyproxy({ bindAddress: "127.0.0.3" }),
     startTinyproxy({ bindAddress: "127.0.0.4" }),

@@ -9,12 +9,15 @@
  * `SignatureDoesNotMatch` (403), a request more than 15 minutes off the clock `RequestExpired`.
  * A region outside `regions` in the signature's scope is `AuthorizationHeaderMalformed` (400,
  * "the region '…' is wrong"), as S3 names a region mismatch: a real unknown region has no
- * endpoint at all, and the client names the `region` field for either.
+ * endpoint at all, and the client names the `region` field for either. An opt-in region
+ * (af-south-1, ap-east-1) the account has not opted in to (`optedIn`) is `AuthFailure` (401), as
+ * EC2 answers a request signed for a region the account has not enabled.
  *
  * Actions: RunInstances (ClientToken idempotency, tags, user data), DescribeInstances (by id,
  * or by the filters `tag:<key>`, `tag-key`, `instance-state-name`, `instance-id`,
  * `client-token`, `image-id`, `instance-type`, with `*` and `?`), TerminateInstances,
- * DescribeImages and DescribeInstanceTypes. Instances live in the region that launched them.
+ * DescribeImages, DescribeInstanceTypes and DescribeRegions (`RegionName.N`, `AllRegions`).
+ * Instances live in the region that launched them.
  *
  * THE INSTANCE BOOT IS A STAND-IN: an instance starts `pending`; after `bootDelayMs` the
  * emulator runs `bootInstance` (cloud-boot.ts), which starts Debian's tinyproxy on the
@@ -45,6 +48,8 @@ export interface AwsEmulatorOptions {
   keys: readonly AwsKey[];
   /** Regions it answers for; a set of AWS's own unless told. */
   regions?: readonly string[];
+  /** The opt-in regions (AWS_OPT_IN_REGIONS) the account has enabled; none unless told. */
+  optedIn?: readonly string[];
   /** Image ids it knows; `AWS_EMULATOR_IMAGE` unless told. */
   images?: readonly string[];
   /** Instance types it knows; `AWS_EMULATOR_INSTANCE_TYPES` unless told. */
@@ -129,7 +134,11 @@ const AWS_REGIONS: readonly string[] = [
   "ap-southeast-1",
   "ap-southeast-2",
   "sa-east-1",
+  "af-south-1",
+  "ap-east-1",
 ];
+/** Regions an account uses only once it opted in to them (AWS's since 2019, two of them). */
+export const AWS_OPT_IN_REGIONS: readonly string[] = ["af-south-1", "ap-east-1"];
 
 const NAMESPACE = "http://ec2.amazonaws.com/doc/2016-11-15/";
 const MAX_BODY_BYTES = 1024 * 1024;
@@ -237,6 +246,7 @@ function authenticate(
   request: SignedRequest,
   keys: ReadonlyMap<string, string>,
   regions: ReadonlySet<string>,
+  disabled: ReadonlySet<string>,
 ): string {
   const header = request.headers.authorization;
   if (header === undefined) {
@@ -274,7 +284,8 @@ function authenticate(
     );
   }
   const secret = keys.get(accessKey);
-  if (secret === undefined) {
+  // A region the account has not opted in to knows none of its keys.
+  if (secret === undefined || disabled.has(region)) {
     throw new Ec2Error(
       "AuthFailure",
       "AWS was not able to validate the provided access credentials",
@@ -458,6 +469,8 @@ const IMAGE_ID = /^ami-[0-9a-f]{8,17}$/;
 export async function startAwsEmulator(options: AwsEmulatorOptions): Promise<AwsEmulator> {
   const keys = new Map(options.keys.map((key) => [key.accessKey, key.secretKey]));
   const regions = new Set(options.regions ?? AWS_REGIONS);
+  const optedIn = new Set(options.optedIn ?? []);
+  const disabled = new Set(AWS_OPT_IN_REGIONS.filter((region) => !optedIn.has(region)));
   const images = new Set(options.images ?? [AWS_EMULATOR_IMAGE]);
   const instanceTypes = new Set(options.instanceTypes ?? AWS_EMULATOR_INSTANCE_TYPES);
   const securityGroups = options.securityGroups && new Set(options.securityGroups);
@@ -718,12 +731,39 @@ export async function startAwsEmulator(options: AwsEmulatorOptions): Promise<Aws
     );
   };
 
+  const describeRegions = (params: URLSearchParams): string => {
+    const named = list(params, "RegionName");
+    const unknown = named.filter((region) => !regions.has(region));
+    if (unknown.length > 0) {
+      throw new Ec2Error("InvalidParameterValue", `Invalid region names: [${unknown.join(", ")}]`);
+    }
+    const all = params.get("AllRegions") === "true" || named.length > 0;
+    const shown = [...regions].filter((region) =>
+      (named.length === 0 || named.includes(region)) && (all || !disabled.has(region))
+    );
+    return items(
+      "regionInfo",
+      shown,
+      (region) =>
+        text("regionName", region) + text("regionEndpoint", `ec2.${region}.amazonaws.com`) +
+        text(
+          "optInStatus",
+          !AWS_OPT_IN_REGIONS.includes(region)
+            ? "opt-in-not-required"
+            : disabled.has(region)
+            ? "not-opted-in"
+            : "opted-in",
+        ),
+    );
+  };
+
   const actions: Readonly<Record<string, (params: URLSearchParams, region: string) => string>> = {
     RunInstances: runInstances,
     DescribeInstances: describeInstances,
     TerminateInstances: terminateInstances,
     DescribeImages: describeImages,
     DescribeInstanceTypes: describeInstanceTypes,
+    DescribeRegions: describeRegions,
   };
 
   const handle = async (request: http.IncomingMessage, response: http.ServerResponse) => {
@@ -752,6 +792,7 @@ export async function startAwsEmulator(options: AwsEmulatorOptions): Promise<Aws
         },
         keys,
         regions,
+        disabled,
       );
       const run = Object.hasOwn(actions, action) ? actions[action] : undefined;
       if (run === undefined) {

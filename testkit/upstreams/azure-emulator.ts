@@ -10,7 +10,8 @@
  * `error_codes`).
  *
  * Azure Resource Manager (`url`): `api-version` required, `Authorization: Bearer` checked, the
- * subscription, resource groups, VM sizes per location, and virtual machines, network interfaces
+ * subscription (its read, `GET /subscriptions/<id>`; another id is 404 SubscriptionNotFound),
+ * resource groups, VM sizes per location, and virtual machines, network interfaces
  * and public IPs in ARM's JSON shape. PUTs answer 201 with `Azure-AsyncOperation` (a status URL
  * answering `{"status": "InProgress" | "Succeeded" | "Failed", "error"}`), DELETEs 202 with
  * `Azure-AsyncOperation` and `Location` (202 while running, 204 once done); errors are
@@ -84,7 +85,7 @@ export interface AzureEmulator {
   /**
    * Requests so far by method and resource type: `GET virtualMachines` (one VM), `LIST
    * virtualMachines` (a page of a list), `PUT networkInterfaces`, `GET operations`, `GET vmSizes`,
-   * `GET resourceGroups`, `POST token`, `GET openid-configuration`… A copy.
+   * `GET resourceGroups`, `GET subscriptions`, `POST token`, `GET openid-configuration`… A copy.
    */
   readonly calls: Record<string, number>;
   /**
@@ -343,7 +344,10 @@ class Emulator {
   throttled = false;
   readonly #options: AzureEmulatorOptions;
   readonly #addresses: InstanceAddresses;
-  readonly #tokens = new Map<string, { clientId: string; expiresAtMs: number }>();
+  readonly #tokens = new Map<
+    string,
+    { tenantId: string; clientId: string; expiresAtMs: number }
+  >();
   readonly #operations = new Map<string, Operation>();
   readonly #vms = new Map<string, VmRecord>();
   readonly #nics = new Map<string, NicRecord>();
@@ -512,6 +516,7 @@ class Emulator {
     }
     const accessToken = randomBytes(32).toString("base64url");
     this.#tokens.set(accessToken, {
+      tenantId: tenant,
       clientId,
       expiresAtMs: Date.now() + TOKEN_LIFETIME_SECONDS * 1000,
     });
@@ -575,6 +580,7 @@ class Emulator {
         kind === "vmsizes" ? "vmSizes" : kind.replace("operationresults", "operations")
       }`;
     }
+    if (lower.length === 2) return `${method} subscriptions`;
     if (lower.length <= 4) return `${method} resourceGroups`;
     const type = segments[6] ?? "providers";
     return lower.length === 7 && method === "GET" ? `LIST ${type}` : `${method} ${type}`;
@@ -587,6 +593,7 @@ class Emulator {
     request: http.IncomingMessage,
   ): Promise<{ status: number; body?: unknown; headers?: Record<string, string> }> {
     const lower = segments.map((segment) => segment.toLowerCase());
+    if (lower.length === 2 && method === "GET") return this.#subscription(request);
     if (lower[2] === "providers" && lower[4] === "locations") {
       if (lower[6] === "vmsizes" && method === "GET") return this.#vmSizes(segments[5]);
       if (lower[6] === "operations" && method === "GET") return this.#operationStatus(segments[7]);
@@ -633,6 +640,29 @@ class Emulator {
       default:
         throw new ArmAnswerError(405, "MethodNotAllowed", `${method} is not allowed on ${type}.`);
     }
+  }
+
+  /** The subscription, as its read answers it (its tenant: the signed-in principal's). */
+  #subscription(request: http.IncomingMessage): { status: number; body: Json } {
+    const token = this.#tokens.get((request.headers.authorization ?? "").slice("Bearer ".length));
+    const id = this.#options.subscriptionId;
+    return {
+      status: 200,
+      body: {
+        id: `/subscriptions/${id}`,
+        authorizationSource: "RoleBased",
+        managedByTenants: [],
+        subscriptionId: id,
+        tenantId: token?.tenantId,
+        displayName: "Octoprox emulated subscription",
+        state: "Enabled",
+        subscriptionPolicies: {
+          locationPlacementId: "Public_2014-09-01",
+          quotaId: "PayAsYouGo_2014-09-01",
+          spendingLimit: "Off",
+        },
+      },
+    };
   }
 
   #resourceGroup(name: string): AzureResourceGroupSeed {

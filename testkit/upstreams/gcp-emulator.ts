@@ -9,6 +9,7 @@
  * address of its own in 127/8, which is the instance's `natIP`. Nothing else boots.
  *
  * What it serves, below `/compute/v1/projects/<project>`:
+ *   GET    /zones?maxResults=&pageToken=               zones.list
  *   GET    /zones/<zone>                               zones.get
  *   GET    /zones/<zone>/machineTypes/<type>           machineTypes.get
  *   GET    /global/networks/<network>                  networks.get
@@ -70,6 +71,7 @@ const LABEL_VALUE = /^[\p{Ll}\p{Lo}\p{N}_-]{0,63}$/u;
 
 export const GCP_METHODS = [
   "token",
+  "zones.list",
   "zones.get",
   "machineTypes.get",
   "networks.get",
@@ -556,6 +558,7 @@ class Emulator {
       handle,
     });
     this.routes = [
+      route("GET", "/zones", "zones.list", (r) => this.listZones(r)),
       route("GET", zone, "zones.get", (r) => this.getZone(r)),
       route("GET", `${zone}/machineTypes/([^/]+)`, "machineTypes.get", (r) => this.getType(r)),
       route("GET", "/global/networks/([^/]+)", "networks.get", (r) => this.getNetwork(r)),
@@ -664,20 +667,39 @@ class Emulator {
     return this.zones.has(zone) ? undefined : invalidField("zone", zone, "Unknown zone.");
   }
 
-  getZone({ project, params: [zone] }: ApiRequest): Reply {
-    if (!this.zones.has(zone)) return notFound(`projects/${project}/zones/${zone}`);
+  zoneJson(project: string, zone: string): Record<string, unknown> {
     const region = zone.replace(/-[a-z]$/, "");
     return {
-      status: 200,
-      body: {
-        kind: "compute#zone",
-        id: String(2000 + [...this.zones].indexOf(zone)),
-        name: zone,
-        status: "UP",
-        region: `${this.projectLink(project)}/regions/${region}`,
-        selfLink: this.zoneLink(project, zone),
-      },
+      kind: "compute#zone",
+      id: String(2000 + [...this.zones].indexOf(zone)),
+      name: zone,
+      status: "UP",
+      region: `${this.projectLink(project)}/regions/${region}`,
+      selfLink: this.zoneLink(project, zone),
     };
+  }
+
+  listZones({ project, url }: ApiRequest): Reply {
+    const asked = Number(url.searchParams.get("maxResults") ?? MAX_PAGE_SIZE);
+    const pageSize = Math.max(1, Math.min(asked || MAX_PAGE_SIZE, MAX_PAGE_SIZE));
+    const token = url.searchParams.get("pageToken");
+    const offset = token ? Number(Buffer.from(token, "base64url").toString()) || 0 : 0;
+    const zones = [...this.zones];
+    const body: Record<string, unknown> = {
+      kind: "compute#zoneList",
+      id: `projects/${project}/zones`,
+      items: zones.slice(offset, offset + pageSize).map((zone) => this.zoneJson(project, zone)),
+      selfLink: `${this.projectLink(project)}/zones`,
+    };
+    if (offset + pageSize < zones.length) {
+      body.nextPageToken = Buffer.from(String(offset + pageSize)).toString("base64url");
+    }
+    return { status: 200, body };
+  }
+
+  getZone({ project, params: [zone] }: ApiRequest): Reply {
+    if (!this.zones.has(zone)) return notFound(`projects/${project}/zones/${zone}`);
+    return { status: 200, body: this.zoneJson(project, zone) };
   }
 
   getType({ project, params: [zone, type] }: ApiRequest): Reply {

@@ -1,9 +1,9 @@
 /**
  * Cloud credentials and connectors through the api, against the three clouds' emulators: each
  * body checked by its cloud's schema (422 naming the field), secrets answered masked, the
- * connector checked against the cloud before it is saved (the cloud's refusal at the field it
- * names, a cloud that does not answer a 502), a credential change checked against each
- * connector using it, and nothing stored when refused.
+ * credential and the connector each checked against the cloud before it is saved (the cloud's
+ * refusal at the field it names, a cloud that does not answer a 502), a credential change
+ * checked on its own and against each connector using it, and nothing stored when refused.
  */
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import { type ApiHarness, startHarness } from "../../testkit/api-harness.ts";
@@ -105,6 +105,73 @@ describe("cloud credentials", () => {
     for (const answer of answers) {
       expect(answer.text).not.toMatch(/PRIVATE KEY|secret-key|client-secret/);
     }
+  });
+});
+
+describe("cloud credentials checked with their cloud", () => {
+  test.each(CLOUDS)(
+    "%s: a credential the cloud refuses is a 422 at its field, and nothing is stored",
+    async (provider) => {
+      const cloud = clouds.clouds[provider];
+      const key = JSON.parse(clouds.clouds.gcp.credential.service_account_json as string);
+      const wrong: Record<string, [Record<string, unknown>, string][]> = {
+        aws: [
+          [{ secret_key: "not-the-secret" }, "secret_key"],
+          [{ access_key: "AKIAUNKNOWNKEY000001" }, "access_key"],
+        ],
+        gcp: [
+          [
+            {
+              service_account_json: JSON.stringify({
+                ...key,
+                client_email: "nobody@octoprox-test.iam.gserviceaccount.com",
+              }),
+            },
+            "service_account_json",
+          ],
+          [{ project_id: "someone-else" }, "project_id"],
+        ],
+        azure: [
+          [{ client_secret: "not-the-secret" }, "client_secret"],
+          [{ tenant_id: "1d9f5e3b-6c2a-4da4-9f8b-2a3b4c5d6e7f" }, "tenant_id"],
+          [{ client_id: "b4c6d8e0-2f3a-4b7c-9d1e-0f9a8b7c6d5e" }, "client_id"],
+          [{ subscription_id: "7e2d3b5f-1c8a-4f60-8b4d-3e9f6a8c0d21" }, "subscription_id"],
+        ],
+      };
+      for (const [changes, field] of wrong[provider]) {
+        const answer = await h.request("POST", credentials(), {
+          token: h.tokens.editor,
+          body: {
+            name: `refused-${provider}`,
+            provider,
+            config: { ...cloud.credential, ...changes },
+          },
+        });
+        expect(answer.status, JSON.stringify(answer.body)).toBe(422);
+        expect(answer.body.detail).toHaveLength(1);
+        expect(answer.body.detail[0].field).toBe(`body.config.${field}`);
+        expect(answer.body.detail[0].message).toMatch(/^the cloud refused the credential: /);
+        expect(answer.text).not.toMatch(/not-the-secret|PRIVATE KEY/);
+      }
+      expect(await stored("credentials")).not.toContain(`refused-${provider}`);
+    },
+  );
+
+  test("a cloud that does not answer is a 502, and nothing is stored", async () => {
+    const settings = h.deps.settings.cloud as { awsEndpoint: string | undefined };
+    const endpoint = settings.awsEndpoint;
+    settings.awsEndpoint = `https://127.0.0.1:${await freePort()}`;
+    try {
+      const answer = await h.request("POST", credentials(), {
+        token: h.tokens.editor,
+        body: { name: "unanswered-aws", provider: "aws", config: clouds.clouds.aws.credential },
+      });
+      expect(answer.status).toBe(502);
+      expect(answer.body.error).toMatch(/^The cloud did not answer the check: aws DescribeRegions/);
+    } finally {
+      settings.awsEndpoint = endpoint;
+    }
+    expect(await stored("credentials")).not.toContain("unanswered-aws");
   });
 });
 
@@ -217,40 +284,28 @@ describe("cloud connectors", () => {
       expect(answer.body.detail[0].message).toMatch(/^the cloud refused it: /);
       expect(await stored("connectors")).not.toContain(`refused-${provider}`);
 
-      // A wrong secret: the credential is refused, at the connector's credential_id.
-      const wrong = await h.request("POST", credentials(), {
-        token: h.tokens.editor,
-        body: {
-          name: `wrong-${provider}`,
-          provider,
-          config: provider === "aws"
-            ? { ...cloud.credential, secret_key: "not-the-secret" }
-            : provider === "azure"
-            ? { ...cloud.credential, client_secret: "not-the-secret" }
-            : {
-              ...cloud.credential,
-              service_account_json: JSON.stringify({
-                ...JSON.parse(cloud.credential.service_account_json as string),
-                client_email: "nobody@octoprox-test.iam.gserviceaccount.com",
-              }),
-            },
-        },
-      });
-      expect(wrong.status).toBe(201);
+      // A credential the cloud takes, refused where the connector places its instances: an
+      // opt-in region the account has not enabled, a project or a subscription it cannot use.
+      // The refusal is the credential's, shown at the connector's credential_id.
+      const elsewhere: Record<string, Record<string, unknown>> = {
+        aws: { region: "ap-east-1" },
+        gcp: { project_id: "someone-else" },
+        azure: { subscription_id: "7e2d3b5f-1c8a-4f60-8b4d-3e9f6a8c0d21" },
+      };
       const refused = await h.request("POST", connectors(), {
         token: h.tokens.editor,
         body: {
-          name: `wrong-${provider}`,
+          name: `elsewhere-${provider}`,
           kind: "cloud",
           provider,
-          credential_id: wrong.body.id,
-          config: cloud.connectorConfig(),
+          credential_id: id,
+          config: cloud.connectorConfig(elsewhere[provider]),
         },
       });
       expect(refused.status, JSON.stringify(refused.body)).toBe(422);
       expect(refused.body.detail[0].field).toBe("body.credential_id");
       expect(refused.body.detail[0].message).toMatch(/^the cloud refused the credential: /);
-      expect(refused.text).not.toContain("not-the-secret");
+      expect(await stored("connectors")).not.toContain(`elsewhere-${provider}`);
     },
   );
 

@@ -2,13 +2,14 @@
  * The AWS cloud client (control/cloud/aws.ts) with the real SDK against the EC2 emulator
  * (testkit/upstreams/aws-emulator.ts), over TLS with the emulator's CA: instances whose
  * stand-in boot runs a real tinyproxy with the start-up script's login, one-call listings,
- * idempotent terminations, verification, and each failure as the scale job reads it.
+ * idempotent terminations, verification (a connector's, and a credential's on its own), and each
+ * failure as the scale job reads it.
  */
 import { randomBytes, randomUUID } from "node:crypto";
 import http from "node:http";
 import * as v from "valibot";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { awsClient } from "../../control/cloud/aws.ts";
+import { awsClient, verifyAwsCredential } from "../../control/cloud/aws.ts";
 import {
   type CloudClientOptions,
   type CloudInstance,
@@ -361,5 +362,46 @@ describe("verify", () => {
   it("trusts the CA it is given instead of the system's", async () => {
     const error = await failureOf(client({ ca: undefined }).verify(signal()));
     expect(error).toMatchObject({ operation: "DescribeImages", failure: "unavailable" });
+  });
+});
+
+describe("verifyAwsCredential", () => {
+  const check = (changes: Partial<AwsCredential> = {}, optionChanges = {}) =>
+    verifyAwsCredential({ ...credential, ...changes }, { ...options, ...optionChanges }, signal());
+
+  it("passes for a working credential with one DescribeRegions, no connector needed", async () => {
+    const before = emulator.calls.DescribeRegions ?? 0;
+    await expect(check()).resolves.toBeUndefined();
+    expect(emulator.calls.DescribeRegions).toBe(before + 1);
+  });
+
+  it("refuses a wrong secret at secret_key and an unknown access key at access_key", async () => {
+    const wrongSecret = "not-the-secret-at-all-0123456789";
+    const signature = await failureOf(check({ secret_key: wrongSecret }));
+    expect(signature).toMatchObject({
+      operation: "DescribeRegions",
+      failure: "auth",
+      field: "secret_key",
+      cloudCode: "SignatureDoesNotMatch",
+    });
+    expect(signature.message).not.toContain(wrongSecret);
+    const unknown = await failureOf(check({ access_key: "AKIAUNKNOWNKEY000001" }));
+    expect(unknown).toMatchObject({
+      failure: "auth",
+      field: "access_key",
+      cloudCode: "AuthFailure",
+    });
+  });
+
+  it("a cloud that does not answer is unavailable", async () => {
+    const error = await failureOf(check({}, { endpoint: `https://127.0.0.1:${await freePort()}` }));
+    expect(error).toMatchObject({ operation: "DescribeRegions", failure: "unavailable" });
+  });
+});
+
+describe("opt-in regions", () => {
+  it("a credential that works is refused where the account has not opted in", async () => {
+    const error = await failureOf(client({ config: { region: "ap-east-1" } }).verify(signal()));
+    expect(error).toMatchObject({ failure: "auth", field: "access_key", cloudCode: "AuthFailure" });
   });
 });

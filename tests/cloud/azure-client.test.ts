@@ -6,7 +6,7 @@
  */
 import { randomBytes } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { azureClient } from "../../control/cloud/azure.ts";
+import { azureClient, verifyAzureCredential } from "../../control/cloud/azure.ts";
 import type { CloudClient, CloudLaunch } from "../../control/cloud/contract.ts";
 import { startupScript } from "../../control/cloud/startup-script.ts";
 import type { AzureConnector, AzureCredential } from "../../control/model/cloud.ts";
@@ -381,5 +381,38 @@ describe("verify", () => {
   it("trusts the CA it is given instead of the system's", async () => {
     const error = await failureOf(client({ ca: undefined }).verify(signal()));
     expect(error.failure).toBe("unavailable");
+  });
+});
+
+describe("verifyAzureCredential", () => {
+  const check = (wrong: Partial<AzureCredential> = {}) =>
+    verifyAzureCredential({ ...credential, ...wrong }, {
+      endpoint: azure.url,
+      authority: azure.authority,
+      ca: azure.ca,
+      createTimeoutMs: 20_000,
+      pollIntervalMs: 20,
+      callTimeoutMs: 5_000,
+    }, signal());
+
+  it("passes with a token and one read of the subscription, no connector needed", async () => {
+    const before = { ...azure.calls };
+    await check();
+    expect(armCallsSince(before)).toEqual({ "GET subscriptions": 1 });
+  });
+
+  it("refuses a wrong secret, client id, tenant or subscription at that field", async () => {
+    const cases = [
+      [{ client_secret: "not-the-secret" }, "client_secret"],
+      [{ client_id: "b4c6d8e0-2f3a-4b7c-9d1e-0f9a8b7c6d5e" }, "client_id"],
+      [{ tenant_id: "1d9f5e3b-6c2a-4da4-9f8b-2a3b4c5d6e7f" }, "tenant_id"],
+      [{ subscription_id: "7e2d3b5f-1c8a-4f60-8b4d-3e9f6a8c0d21" }, "subscription_id"],
+    ] as const;
+    for (const [wrong, field] of cases) {
+      const error = await failureOf(check(wrong));
+      expect(error).toMatchObject({ failure: "auth", field });
+      expect(error.message).not.toContain(CLIENT_SECRET);
+      expect(error.message).not.toContain("not-the-secret");
+    }
   });
 });

@@ -7,7 +7,7 @@
 import { generateKeyPairSync, randomBytes, randomUUID } from "node:crypto";
 import * as v from "valibot";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { gcpClient, type GcpClientOptions } from "../../control/cloud/gcp.ts";
+import { gcpClient, type GcpClientOptions, verifyGcpCredential } from "../../control/cloud/gcp.ts";
 import type { CloudClient, CloudLaunch } from "../../control/cloud/contract.ts";
 import { instanceName } from "../../control/cloud/naming.ts";
 import { type ProxyLogin, startupScript } from "../../control/cloud/startup-script.ts";
@@ -446,5 +446,43 @@ describe("verify", () => {
     } finally {
       await secure.close();
     }
+  });
+});
+
+describe("verifyGcpCredential", () => {
+  const check = (overrides: Partial<GcpCredential> = {}) =>
+    verifyGcpCredential(credential(overrides), {
+      endpoint: emulator.url,
+      tokenUrl: emulator.tokenUrl,
+      createTimeoutMs: 20_000,
+      pollIntervalMs: 20,
+      callTimeoutMs: 5_000,
+      ca: undefined,
+    }, signal());
+
+  it("passes with a token and one zones.list page of the project, no connector needed", async () => {
+    const reads = ["token", "zones.list", "zones.get"] as const;
+    const before = reads.map((name) => emulator.calls[name]);
+    await check();
+    expect(reads.map((name, index) => emulator.calls[name] - before[index])).toEqual([1, 1, 0]);
+  });
+
+  it("refuses a key the account does not have at service_account_json", async () => {
+    const { privateKey } = generateKeyPairSync("rsa", { modulusLength: 2048 });
+    const file = JSON.parse(emulator.serviceAccount(PROJECT));
+    file.private_key = privateKey.export({ type: "pkcs8", format: "pem" }).toString();
+    const error = await failureOf(check({ service_account_json: JSON.stringify(file) }));
+    expect(error).toMatchObject({
+      failure: "auth",
+      field: "service_account_json",
+      cloudCode: "invalid_grant",
+    });
+    expect(error.message).not.toContain("PRIVATE KEY");
+  });
+
+  it("refuses a project the account may not use at project_id", async () => {
+    const error = await failureOf(check({ project_id: OTHER_PROJECT }));
+    expect(error).toMatchObject({ failure: "auth", field: "project_id", status: 403 });
+    expect(error.message).toContain("zones.list answered 403");
   });
 });

@@ -348,7 +348,7 @@ describe.each(CLOUDS)("on %s", (provider) => {
     expect(await rows(f)).toHaveLength(1);
   });
 
-  it("rotation replaces an instance at its time: the replacement first, then the old one drains and goes", async () => {
+  it("rotation replaces an instance at its time: the replacement first, and once it passed its checks the old one drains and goes", async () => {
     const f = await fleet(provider, {
       min_proxies: 1,
       max_proxies: 1,
@@ -381,10 +381,26 @@ describe.each(CLOUDS)("on %s", (provider) => {
       },
     );
     expect(edit.status, JSON.stringify(edit.body)).toBe(200);
-    const list = await rows(f);
+    // While the replacement has not passed a check, the old instance serves on, and no other
+    // run rotates it again (its entry stands).
+    let list = await rows(f);
+    expect(list.find((row) => row.id === old.id)?.status).toBe(ProxyStatus.healthy);
+    expect(list.filter((row) => row.status === ProxyStatus.initializing)).toHaveLength(1);
+    // Two active instances over a target of one, past the cooldown: the replacement still
+    // initializing holds the step, so neither is drained.
+    const waiting = await runAt(f, t += 200_000);
+    expect(waiting.created).toBe(0);
+    expect(waiting.drained).toBe(0);
+    expect(waiting.hold).toBe("initializing");
+    expect((await rows(f)).find((row) => row.id === old.id)?.status).toBe(ProxyStatus.healthy);
+    // The replacement passed: the old instance drains, then goes.
+    await checkedHealthy(f);
+    await runAt(f, t += 1000);
+    list = await rows(f);
     expect(list.find((row) => row.id === old.id)?.status).toBe(ProxyStatus.draining);
     expect(active(list)).toHaveLength(1);
     expect(names(f)).toHaveLength(2);
+    expect(await h.deps.redis.hlen(h.deps.keys.scaleCreating(f.connectorId))).toBe(0);
     for (let check = 0; check < 3; check++) await runAt(f, t += 1000);
     expect(names(f)).not.toContain(old.name);
     expect((await rows(f)).map((row) => row.id)).not.toContain(old.id);

@@ -41,11 +41,15 @@ export function credentialRoutes(deps: ApiDeps): Route[] {
       summary: "Create a credential",
       description: "`provider` is `static` (an optional default `username` and `password` for " +
         "a static list's proxies), `provider_api` (a flat object of text values, every one " +
-        "secret, that provider_api connectors' templates read as `{credential.<key>}`) or a " +
-        "descriptor of GET /api/v1/providers, whose credential " +
-        "fields `config` must hold (422 naming `body.config.<field>`). A descriptor that says " +
-        "how is checked with the vendor before anything is stored (422 on `body.config` when " +
-        "the vendor refuses). Names are unique per project regardless of case.",
+        "secret, that provider_api connectors' templates read as `{credential.<key>}`), a " +
+        "cloud (`aws`: `access_key`, `secret_key`; `gcp`: `service_account_json`, " +
+        "`project_id`; `azure`: `subscription_id`, `tenant_id`, `client_id`, `client_secret`; " +
+        "checked with the cloud before anything is stored: 422 at the field it refused, 502 " +
+        "when it does not answer; docs/cloud.md) or a descriptor of GET /api/v1/providers, " +
+        "whose credential fields `config` must hold (422 naming `body.config.<field>`). A " +
+        "descriptor that says how is checked with the vendor before anything is stored (422 " +
+        "on `body.config` when the vendor refuses). Names are unique per project regardless " +
+        "of case.",
       access: UserRole.editor,
       body: CreateCredentialBody,
       responses: {

@@ -14,7 +14,8 @@ import { runScript } from "../../core/scripts.ts";
 export const ENTRY_FRESH_MS = 600_000;
 
 export const SCALE_PURPOSE = "scale";
-export const rotatePurpose = (proxyId: string) => `rotate:${proxyId}`;
+export const ROTATE_PREFIX = "rotate:";
+export const rotatePurpose = (proxyId: string) => `${ROTATE_PREFIX}${proxyId}`;
 
 export interface CreatingEntry {
   name: string;
