@@ -5,6 +5,7 @@
  * Every cloud connector gets runs, enabled or not: a disabled or deleted one is drained and
  * emptied by them.
  */
+import { setMaxListeners } from "node:events";
 import type { Redis } from "ioredis";
 import { errorText } from "../../shared/errors.ts";
 import type { RedisKeys } from "../../shared/redis-keys.ts";
@@ -42,8 +43,12 @@ export class ScaleJob implements Job {
       }
       const started = process.cpuUsage();
       let failed = true;
+      // One run hands its signal to every cloud call it makes (an SDK adds a listener each):
+      // a signal of its own, allowed as many as a run of a large pool makes.
+      const runSignal = AbortSignal.any([signal]);
+      setMaxListeners(1000, runSignal);
       try {
-        const outcome = await this.#run.run(key.toLowerCase(), signal);
+        const outcome = await this.#run.run(key.toLowerCase(), runSignal);
         failed = false;
         this.#o.logger.debug(outcome, "Scale run");
       } catch (error) {
