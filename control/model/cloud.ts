@@ -92,11 +92,6 @@ export const CLOUD_CREDENTIAL_SECRETS: Readonly<Record<CloudProvider, readonly s
   azure: ["client_secret"],
 };
 
-export type CloudCredential =
-  | { provider: "aws"; config: AwsCredential }
-  | { provider: "gcp"; config: GcpCredential }
-  | { provider: "azure"; config: AzureCredential };
-
 // ---------------------------------------------------------------------------------------------
 // Connector configs.
 
@@ -248,8 +243,6 @@ export const CLOUD_CONNECTOR_SCHEMAS = {
   azure: AzureConnectorConfig,
 } as const;
 
-export type CloudConnectorConfig = AwsConnector | GcpConnector | AzureConnector;
-
 /** What the scale job reads of any cloud connector's config. */
 export interface CloudScaleConfig {
   instance_name: string;
@@ -258,4 +251,45 @@ export interface CloudScaleConfig {
   min_rotation_period_minutes: number;
   max_rotation_period_minutes: number;
   tags: Record<string, string>;
+}
+
+/** Why a run took no scaling step (the connector page shows it). */
+export const ScaleHold = {
+  /** The pool is at its target. */
+  atTarget: "at_target",
+  /** Backing off after cloud errors (2^errors minutes, up to 30). */
+  backoff: "backoff",
+  /** The connector's traffic limit blocks it: its rejections would read as demand. */
+  trafficBlocked: "traffic_blocked",
+  /** Within the cooldown after the last scaling action. */
+  cooldown: "cooldown",
+  /** An instance is still initializing. */
+  initializing: "initializing",
+  /** A scale entry of the creating hash remains (a step under way, or one that died). */
+  creating: "creating",
+  /** Scale-up needs traffic in the last minute. */
+  noTraffic: "no_traffic",
+  /** Scale-down waits until a whole demand window was watched. */
+  watching: "watching",
+  /** Disabled or pending deletion: drained to zero. */
+  disabled: "disabled",
+} as const;
+export type ScaleHold = (typeof ScaleHold)[keyof typeof ScaleHold];
+
+/** What held a scale run's step, in words: the connector page and the CLI say the same. */
+export const SCALE_HOLD_WORDS: Readonly<Record<ScaleHold, string>> = {
+  at_target: "at its target",
+  backoff: "backing off after cloud errors",
+  traffic_blocked: "blocked by its traffic limit",
+  cooldown: "cooling down after its last step",
+  initializing: "an instance is initializing",
+  creating: "instances are being created",
+  no_traffic: "no traffic in the last minute",
+  watching: "watching a whole demand window before scaling down",
+  disabled: "disabled or being deleted: draining to zero",
+};
+
+/** A hold in words (an unknown one as it is). */
+export function scaleHoldWords(hold: string): string {
+  return (SCALE_HOLD_WORDS as Record<string, string>)[hold] ?? hold;
 }

@@ -175,18 +175,6 @@ export async function deleteEmptiedConnector(
   });
 }
 
-/** A cloud connector's instances by status, for the pages that count them. */
-export function instanceCounts(
-  deps: ServiceDeps,
-  connectorId: string,
-): Promise<Record<string, number>> {
-  return read(deps, async (db) => {
-    const rows = await db.select({ status: proxies.status, n: sql<number>`count(*)::int` })
-      .from(proxies).where(eq(proxies.connectorId, connectorId)).groupBy(proxies.status);
-    return Object.fromEntries(rows.map((row) => [row.status, row.n]));
-  });
-}
-
 /** A cloud connector's instances as the connector page, the CLI and the api show them. */
 export interface InstancesView {
   connector_id: string;

@@ -27,26 +27,12 @@ import { JobKind } from "../../shared/roles.ts";
 import { testSettings } from "../../testkit/settings.ts";
 import { deletePrefix, TEST_REDIS_URL, testPrefix } from "../../testkit/stores.ts";
 import { envPositive, median, type Row, type Suite, type SuiteContext } from "./suite.ts";
+import { cpuNowMs, untilBoundary } from "./periods.ts";
 import { sleep } from "../../shared/async/sleep.ts";
 
 const CPU_SHARE_BUDGET_PERCENT = 1;
 const SETTLE_MS = 10_000;
 const BASELINE_MS = 20_000;
-
-/** CPU milliseconds this process has used so far. */
-function cpuNowMs(): number {
-  const usage = process.cpuUsage();
-  return (usage.user + usage.system) / 1000;
-}
-
-/** Sleeps until just past the next epoch second divisible by `periodSeconds`. */
-async function untilBoundary(periodSeconds: number): Promise<number> {
-  const periodMs = periodSeconds * 1000;
-  const next = Math.ceil((Date.now() + 1) / periodMs) * periodMs;
-  // A few milliseconds past the boundary, as the producer's own cycle lands there too.
-  await sleep(next - Date.now() + 5);
-  return next;
-}
 
 async function run(context: SuiteContext): Promise<Row[]> {
   const keyCount = envPositive("BENCH_PRODUCER_KEYS", true) ?? 20_000;

@@ -72,18 +72,13 @@ import {
   testPrefix,
 } from "../../testkit/stores.ts";
 import { envPositive, median, type Row, type Suite, type SuiteContext } from "./suite.ts";
+import { cpuNowMs, untilBoundary } from "./periods.ts";
 
 const RUN_BUDGET_MS = 1_000;
 const CPU_SHARE_BUDGET_PERCENT = 1;
 const WARM_ROUNDS = 2;
 const BASELINE_MS = 20_000;
 const HOUR = 3_600_000;
-
-/** CPU milliseconds this process has used so far. */
-function cpuNowMs(): number {
-  const usage = process.cpuUsage();
-  return (usage.user + usage.system) / 1000;
-}
 
 function nullLogger(level: string, role: string): Logger {
   return createLogger({
@@ -544,15 +539,6 @@ async function scaleRuns(context: SuiteContext): Promise<Row[]> {
 
 // ---------------------------------------------------------------------------------------------
 // The producer
-
-/** Sleeps until just past the next epoch second divisible by `periodSeconds`. */
-async function untilBoundary(periodSeconds: number): Promise<number> {
-  const periodMs = periodSeconds * 1000;
-  const next = Math.ceil((Date.now() + 1) / periodMs) * periodMs;
-  // A few milliseconds past the boundary, as the producer's own cycle lands there too.
-  await sleep(next - Date.now() + 5);
-  return next;
-}
 
 async function producerCost(context: SuiteContext): Promise<Row[]> {
   const connectorCount = envPositive("BENCH_SCALE_CONNECTORS", true) ?? 1_000;

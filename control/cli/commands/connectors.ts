@@ -14,6 +14,8 @@ import {
 } from "../command.ts";
 import { emit, formatBytes, line, pc, printFields, printTable } from "../output.ts";
 import { confirm } from "../prompt.ts";
+import { scaleHoldWords } from "../../model/cloud.ts";
+import { formatAge } from "../../core/format-age.ts";
 import { pick, resolveConnector, resolveProject } from "../resolve.ts";
 
 interface ProjectOption extends JsonOption {
@@ -222,18 +224,6 @@ export function registerConnectors(program: Command): void {
 
 type CloudInstances = v.InferOutput<typeof CloudInstancesAnswer>;
 
-const HOLDS: Record<string, string> = {
-  at_target: "at its target",
-  backoff: "backing off after cloud errors",
-  traffic_blocked: "blocked by its traffic limit",
-  cooldown: "cooling down after its last step",
-  initializing: "an instance is initializing",
-  creating: "instances are being created",
-  no_traffic: "no traffic in the last minute",
-  watching: "watching a whole demand window before scaling down",
-  disabled: "disabled or being deleted: draining to zero",
-};
-
 function printInstances(view: CloudInstances): void {
   printFields([
     ["Cloud", view.provider],
@@ -242,7 +232,7 @@ function printInstances(view: CloudInstances): void {
       `${view.instances.length} (min ${view.min_proxies ?? "–"}, max ${view.max_proxies ?? "–"})`,
     ],
     ["Target", view.target ?? "– (no run yet)"],
-    ["Holding", view.hold === null ? "–" : HOLDS[view.hold] ?? view.hold],
+    ["Holding", view.hold === null ? "–" : scaleHoldWords(view.hold)],
     [
       "Demand",
       view.demand_per_minute === null
@@ -265,7 +255,7 @@ function printInstances(view: CloudInstances): void {
         ? `draining (${instance.quiet_checks} quiet)`
         : instance.status,
       instance.address,
-      formatAge(instance.age_seconds),
+      formatAge(instance.age_seconds * 1000),
       instance.rotates_at ?? "–",
       instance.instance_id ?? "–",
     ]),
@@ -278,12 +268,6 @@ function printInstances(view: CloudInstances): void {
       view.creating.map((entry) => [entry.name, entry.purpose, entry.started_at, entry.stale]),
     );
   }
-}
-
-function formatAge(seconds: number): string {
-  if (seconds < 120) return `${seconds} s`;
-  if (seconds < 7200) return `${Math.floor(seconds / 60)} min`;
-  return `${Math.floor(seconds / 3600)} h`;
 }
 
 function printConnector(connector: Connector): void {

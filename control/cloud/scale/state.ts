@@ -10,6 +10,7 @@
 import type { Redis } from "ioredis";
 import type { RedisKeys } from "../../../shared/redis-keys.ts";
 import { DEMAND_LEVELS, DemandLevel } from "./demand.ts";
+import { ScaleHold } from "../../model/cloud.ts";
 
 /** A draining instance's last reading of its counters, and how many checks in a row it held. */
 export interface DrainWatch {
@@ -17,28 +18,7 @@ export interface DrainWatch {
   quietChecks: number;
 }
 
-/** Why a run took no scaling step (the connector page shows it). */
-export const ScaleHold = {
-  /** The pool is at its target. */
-  atTarget: "at_target",
-  /** Backing off after cloud errors (2^errors minutes, up to 30). */
-  backoff: "backoff",
-  /** The connector's traffic limit blocks it: its rejections would read as demand. */
-  trafficBlocked: "traffic_blocked",
-  /** Within the cooldown after the last scaling action. */
-  cooldown: "cooldown",
-  /** An instance is still initializing. */
-  initializing: "initializing",
-  /** A scale entry of the creating hash remains (a step under way, or one that died). */
-  creating: "creating",
-  /** Scale-up needs traffic in the last minute. */
-  noTraffic: "no_traffic",
-  /** Scale-down waits until a whole demand window was watched. */
-  watching: "watching",
-  /** Disabled or pending deletion: drained to zero. */
-  disabled: "disabled",
-} as const;
-export type ScaleHold = (typeof ScaleHold)[keyof typeof ScaleHold];
+export { ScaleHold };
 
 export interface AutoscalerState {
   listedAtMs: number | undefined;

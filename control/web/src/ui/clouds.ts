@@ -10,7 +10,9 @@ import {
   CLOUD_PROVIDERS,
   type CloudProvider,
   isCloudProvider,
+  scaleHoldWords,
 } from "../../../model/cloud.ts";
+import { formatAge } from "../../../core/format-age.ts";
 
 export { CLOUD_PROVIDERS, type CloudProvider, isCloudProvider };
 
@@ -105,28 +107,12 @@ export const CLOUD_CREDENTIAL_FIELDS: Record<CloudProvider, readonly ProviderFie
   ],
 };
 
-/** What held a scale run's step, in words. */
-export const HOLDS: Record<string, string> = {
-  at_target: "at its target",
-  backoff: "backing off after cloud errors",
-  traffic_blocked: "blocked by its traffic limit",
-  cooldown: "cooling down after its last step",
-  initializing: "an instance is initializing",
-  creating: "instances are being created",
-  no_traffic: "no traffic in the last minute",
-  watching: "watching a whole demand window before scaling down",
-  disabled: "disabled or being deleted: draining to zero",
-};
-
 export function holdText(hold: string | null): string {
   if (hold === null) return "stepped towards it at the last run";
-  return HOLDS[hold] ?? hold;
+  return scaleHoldWords(hold);
 }
 
-/** "42 s", "12 min", "5 h", "3 d". */
+/** An instance's age as the System page words a duration. */
 export function formatInstanceAge(seconds: number): string {
-  if (seconds < 120) return `${seconds} s`;
-  if (seconds < 7200) return `${Math.floor(seconds / 60)} min`;
-  if (seconds < 172_800) return `${Math.floor(seconds / 3600)} h`;
-  return `${Math.floor(seconds / 86_400)} d`;
+  return formatAge(seconds * 1000);
 }
