@@ -88,6 +88,14 @@ const UNIQUE_MESSAGES: Readonly<Record<string, { field: string; message: string 
     field: "name",
     message: "An alert channel with this name already exists",
   },
+  tunnel_devices_project_name_key: {
+    field: "name",
+    message: "A device with this name already exists in this project",
+  },
+  tunnel_devices_public_key_key: {
+    field: "public_key",
+    message: "Another device already has this public key",
+  },
   proxies_identity_key: {
     field: "url",
     message: "This proxy (scheme, host, port and username) already exists in this connector",

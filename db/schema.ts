@@ -365,6 +365,13 @@ export const connectorMetrics = pgTable("connector_metrics", {
   index("connector_metrics_tier_idx").on(t.projectId, t.bucketSeconds, t.bucketStart),
 ]);
 
+/**
+ * Connections of a tunnel device closed as encrypted DNS (the device window's own field,
+ * shared/metric-windows.ts): no request, so beside the transfer counts.
+ */
+const encryptedDnsClosed = () =>
+  bigint("encrypted_dns_closed", { mode: "number" }).notNull().default(0);
+
 /** One table for every tunnel protocol, keyed by device, without a foreign key. */
 export const tunnelDeviceMetrics = pgTable("tunnel_device_metrics", {
   id: bigserial("id", { mode: "number" }).primaryKey(),
@@ -372,6 +379,7 @@ export const tunnelDeviceMetrics = pgTable("tunnel_device_metrics", {
   deviceId: uuid("device_id").notNull(),
   protocol: text("protocol").notNull(),
   ...counts(),
+  encryptedDnsClosed: encryptedDnsClosed(),
 }, (t) => [
   index("tunnel_device_metrics_entity_idx").on(t.deviceId, t.bucketStart),
   index("tunnel_device_metrics_tier_idx").on(t.projectId, t.bucketSeconds, t.bucketStart),
@@ -416,6 +424,8 @@ export const metricTotals = pgTable("metric_totals", {
   bytesSent: bigint("bytes_sent", { mode: "number" }).notNull().default(0),
   bytesReceived: bigint("bytes_received", { mode: "number" }).notNull().default(0),
   latencySumMs: doublePrecision("latency_sum_ms").notNull().default(0),
+  /** A tunnel device's; 0 for a proxy's and a project's. */
+  encryptedDnsClosed: encryptedDnsClosed(),
   updatedAt: updatedAt(),
 }, (t) => [
   primaryKey({ columns: [t.entityKind, t.entityId] }),
@@ -870,4 +880,111 @@ export const alertDeliveryTries = pgTable("alert_delivery_tries", {
   error: text("error"),
 }, (t) => [
   index("alert_delivery_tries_delivery_idx").on(t.deliveryId, t.id),
+]);
+
+/**
+ * Tunnel devices (docs/api.md, "WireGuard devices"): the install's WireGuard identity, one row
+ * made by the first api to start (one insert wins). The private key is sealed
+ * (control/core/seal.ts) under a key drawn from OCTOPROX_INTERNAL_SECRET, bound to the row; the
+ * feed carries it opened, sealed as the feed is, to the gateways.
+ */
+export const wireguardSettings = pgTable("wireguard_settings", {
+  id: integer("id").primaryKey().default(1),
+  privateKeySealed: text("private_key_sealed").notNull(),
+  /** Base64 Curve25519 public key, as `wg` writes it: what every device trusts. */
+  publicKey: text("public_key").notNull(),
+  /** The devices' IPv4 block; its first host is the gateways' tunnel address and DNS. */
+  subnet: text("subnet").notNull().default("10.66.0.0/16"),
+  listenPort: integer("listen_port").notNull().default(51820),
+  /** The public host name or address devices dial; null until an admin sets it. */
+  endpointHost: text("endpoint_host"),
+  mtu: integer("mtu").notNull().default(1420),
+  persistentKeepaliveSeconds: integer("persistent_keepalive_seconds").notNull().default(25),
+  createdAt: createdAt(),
+  updatedAt: updatedAt(),
+}, (t) => [
+  check("wireguard_settings_single_row", sql`${t.id} = 1`),
+]);
+
+/**
+ * The install's OpenVPN identity (docs/tunnels.md, "OpenVPN"), one row made by the first api to
+ * start: a private CA whose key never leaves Postgres (sealed, bound to the row), the server
+ * certificate it signed with its key, and the tls-crypt key every device shares with the
+ * servers. Gateways get the CA certificate, the server's pair and the tls-crypt key through the
+ * feed; device certificates are signed here.
+ */
+export const openvpnSettings = pgTable("openvpn_settings", {
+  id: integer("id").primaryKey().default(1),
+  caCertificate: text("ca_certificate").notNull(),
+  caKeySealed: text("ca_key_sealed").notNull(),
+  serverCertificate: text("server_certificate").notNull(),
+  serverKeySealed: text("server_key_sealed").notNull(),
+  tlsCryptKeySealed: text("tls_crypt_key_sealed").notNull(),
+  /** The devices' IPv4 block; its first host is the gateways' tunnel address and DNS. */
+  subnet: text("subnet").notNull().default("10.67.0.0/16"),
+  /** `udp` or `tcp`: one per install, as every device's profile names it. */
+  transport: text("transport").notNull().default("udp"),
+  listenPort: integer("listen_port").notNull().default(1194),
+  /** The public host name or address devices dial; null until an admin sets it. */
+  endpointHost: text("endpoint_host"),
+  mtu: integer("mtu").notNull().default(1500),
+  keepaliveIntervalSeconds: integer("keepalive_interval_seconds").notNull().default(10),
+  keepaliveTimeoutSeconds: integer("keepalive_timeout_seconds").notNull().default(60),
+  createdAt: createdAt(),
+  updatedAt: updatedAt(),
+}, (t) => [
+  check("openvpn_settings_single_row", sql`${t.id} = 1`),
+  check("openvpn_settings_transport_check", sql`${t.transport} in ('udp', 'tcp')`),
+]);
+
+/**
+ * A device of a project: a client that joins it over a tunnel, every TCP connection of it routed
+ * with its fixed options. Its address is unique per protocol across the install (it names the
+ * device on a gateway). A WireGuard device's keys: its public key (unique), its private key
+ * sealed only when the server made the pair (a supplied public key keeps none), and the
+ * preshared key the server made, sealed; each bound to the row.
+ */
+export const tunnelDevices = pgTable("tunnel_devices", {
+  id: id(),
+  projectId: uuid("project_id").notNull().references(() => projects.id, { onDelete: "cascade" }),
+  /** `wireguard` or `openvpn`. */
+  protocol: text("protocol").notNull(),
+  name: text("name").notNull(),
+  /** The device's IPv4 address inside its protocol's subnet, dotted quad. */
+  address: text("address").notNull(),
+  enabled: boolean("enabled").notNull().default(true),
+  publicKey: text("public_key"),
+  privateKeySealed: text("private_key_sealed"),
+  presharedKeySealed: text("preshared_key_sealed"),
+  /** Fixed options, read as a username's are (shared/username.ts), stored normalised. */
+  country: text("country"),
+  state: text("state"),
+  city: text("city"),
+  sessionId: text("session_id"),
+  /** OpenVPN: the device's client certificate (PEM) the install's CA signed, and its serial. */
+  certificate: text("certificate"),
+  /** Lower-case hex without separators or leading zeros, as admission compares it. */
+  certificateSerial: text("certificate_serial"),
+  /** Written by a worker job from what gateways report; bookkeeping, not a definition. */
+  lastSeenAt: timestamp("last_seen_at", { withTimezone: true }),
+  createdAt: createdAt(),
+  updatedAt: updatedAt(),
+}, (t) => [
+  uniqueIndex("tunnel_devices_project_name_key").on(
+    t.projectId,
+    t.protocol,
+    sql`lower(${t.name})`,
+  ),
+  uniqueIndex("tunnel_devices_address_key").on(t.protocol, t.address),
+  uniqueIndex("tunnel_devices_public_key_key").on(t.publicKey),
+  check("tunnel_devices_protocol_check", sql`${t.protocol} in ('wireguard', 'openvpn')`),
+  uniqueIndex("tunnel_devices_certificate_serial_key").on(t.certificateSerial),
+  check(
+    "tunnel_devices_openvpn_certificate_check",
+    sql`${t.protocol} <> 'openvpn' or (${t.certificate} is not null and ${t.certificateSerial} is not null and ${t.privateKeySealed} is not null)`,
+  ),
+  check(
+    "tunnel_devices_wireguard_keys_check",
+    sql`${t.protocol} <> 'wireguard' or (${t.publicKey} is not null and ${t.presharedKeySealed} is not null)`,
+  ),
 ]);

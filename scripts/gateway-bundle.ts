@@ -1,8 +1,8 @@
 /**
  * The gateway as one JavaScript file for `deno run`, what `deno compile --bundle` would embed:
- * gateway/main.ts and the packages it imports (ioredis, valibot), bundled by `deno bundle`
- * (esbuild inside Deno), and the worker isolates' entry bundled beside it, since isolates load
- * it by URL, which no bundler follows. Needs no download of Deno's runtime build, only Deno.
+ * gateway/main.ts and the packages it imports (ioredis, @upstash/redis, valibot), bundled by
+ * `deno bundle` (esbuild inside Deno), and the worker isolates' entry bundled beside it, since
+ * isolates load it by URL, which no bundler follows. Needs no download of Deno's runtime build, only Deno.
  *
  * Run it with `deno run --no-config <the gateway's permissions, reading its folder> <file>`
  * (gatewayBundleRunArgs); nothing of this checkout is read at run time.

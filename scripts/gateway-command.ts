@@ -5,6 +5,7 @@
  */
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
+import { TUNNEL_PROGRAMS } from "../gateway/tunnel-plane/command-runner.ts";
 
 export const ROOT = join(dirname(fileURLToPath(import.meta.url)), "..");
 export const DENO_BIN = join(ROOT, "node_modules", ".bin", "deno");
@@ -30,6 +31,7 @@ const LDD = "/usr/bin/ldd";
 export function gatewayPermissions(
   readable: readonly string[],
   native: readonly string[] = [],
+  tunnels = false,
 ): string[] {
   return [
     "--allow-net",
@@ -38,8 +40,23 @@ export function gatewayPermissions(
     "--allow-sys=hostname",
     `--allow-read=${[...readable, HOSTS_FILE, LDD].join(",")}`,
     ...(native.length > 0 ? [`--allow-ffi=${native.join(",")}`] : []),
+    ...(tunnels ? [`--allow-run=${TUNNEL_PROGRAMS.join(",")}`] : []),
     "--unstable-net",
   ];
+}
+
+/**
+ * A gateway running a tunnel endpoint (OCTOPROX_WIREGUARD_ENABLED, OCTOPROX_OPENVPN_ENABLED)
+ * also runs the programs that make its interfaces, peers and rules, the OpenVPN daemon, and
+ * those that list the kernel's connection tracking table for a redirected connection's
+ * destination (gateway/tunnel-plane/command-runner.ts).
+ */
+
+/** Whether `env` turns a tunnel endpoint on (read as the settings read a flag). */
+export function runsTunnels(env: Readonly<Record<string, string | undefined>>): boolean {
+  const on = (name: string) =>
+    ["1", "true", "yes", "on"].includes((env[name] ?? "").trim().toLowerCase());
+  return on("OCTOPROX_WIREGUARD_ENABLED") || on("OCTOPROX_OPENVPN_ENABLED");
 }
 
 /** The folders of this checkout the gateway's code is loaded from. */
@@ -95,7 +112,11 @@ export function gatewayReadableFiles(env: Readonly<Record<string, string | undef
 export function gatewayCheckoutPermissions(
   env: Readonly<Record<string, string | undefined>>,
 ): string[] {
-  return gatewayPermissions([...CODE_FOLDERS, ...gatewayReadableFiles(env)], NATIVE_FOLDERS);
+  return gatewayPermissions(
+    [...CODE_FOLDERS, ...gatewayReadableFiles(env)],
+    NATIVE_FOLDERS,
+    runsTunnels(env),
+  );
 }
 
 /**
@@ -107,11 +128,15 @@ export function gatewayBinaryPermissions(
 ): string[] {
   const named = env.OCTOPROX_TLS_MITM_CA_CERT_PATH?.trim() ||
     env.OCTOPROX_TLS_MITM_CA_KEY_PATH?.trim();
-  return gatewayPermissions([
-    ...CODE_FOLDERS,
-    ...gatewayReadableFiles(env),
-    ...(named ? [] : [INSTALLED_CA_DIR]),
-  ], NATIVE_FOLDERS);
+  return gatewayPermissions(
+    [
+      ...CODE_FOLDERS,
+      ...gatewayReadableFiles(env),
+      ...(named ? [] : [INSTALLED_CA_DIR]),
+    ],
+    NATIVE_FOLDERS,
+    runsTunnels(env),
+  );
 }
 
 /** The worker isolates' entry: `deno compile` embeds it (workers are not found by analysis). */
@@ -144,7 +169,7 @@ export function gatewayBundleRunArgs(
   return [
     "run",
     "--no-config",
-    ...gatewayPermissions([dirname(bundle), ...gatewayReadableFiles(env)]),
+    ...gatewayPermissions([dirname(bundle), ...gatewayReadableFiles(env)], [], runsTunnels(env)),
     bundle,
   ];
 }

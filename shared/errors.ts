@@ -13,6 +13,7 @@ export const ErrorCode = {
   forbidden: "OX_FORBIDDEN",
   conflict: "OX_CONFLICT",
   stale: "OX_STALE",
+  precondition: "OX_PRECONDITION",
   unconfirmedHosts: "OX_UNCONFIRMED_HOSTS",
   backupRefused: "OX_BACKUP_REFUSED",
   idempotencyConflict: "OX_IDEMPOTENCY_CONFLICT",
@@ -25,6 +26,8 @@ export const ErrorCode = {
   providerAnswer: "OX_PROVIDER_ANSWER",
   // Stores that did not answer.
   storeUnavailable: "OX_STORE_UNAVAILABLE",
+  // The gateway's HTTP Redis transport: the REST endpoint refused a request or did not answer.
+  redisHttp: "OX_REDIS_HTTP",
   // Migrations.
   unknownRevision: "OX_UNKNOWN_REVISION",
   // Upstream connection phases (the gateway and health checks).
@@ -58,6 +61,8 @@ export const ErrorCode = {
   notLeader: "OX_NOT_LEADER",
   // The TLS interception CA could not be read or used (shared/tls/ca.ts).
   mitmCa: "OX_MITM_CA",
+  /** A program the tunnel endpoint runs (`ip`, `wg`, `nft`, `wireguard-go`) failed. */
+  tunnelCommand: "OX_TUNNEL_COMMAND",
 } as const;
 export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode];
 
@@ -136,6 +141,18 @@ export class StaleError extends OctoproxError {
   constructor(message: string) {
     super(ErrorCode.stale, message);
     this.name = "StaleError";
+  }
+}
+
+/**
+ * A request the install's state cannot serve until something else changes (409), such as a
+ * device asked for when its subnet has no free address, or a device's config before an admin
+ * set the host devices dial. Nothing was changed.
+ */
+export class PreconditionError extends OctoproxError {
+  constructor(message: string) {
+    super(ErrorCode.precondition, message);
+    this.name = "PreconditionError";
   }
 }
 
@@ -308,6 +325,31 @@ export class StoreUnavailableError extends OctoproxError {
     );
     this.name = "StoreUnavailableError";
     this.store = store;
+  }
+}
+
+/**
+ * A request of the gateway's HTTP Redis transport that Redis did not answer: the REST endpoint
+ * answered an HTTP error (`status`; its `error` text, which is Redis's or the endpoint's words),
+ * or no answer came (`status` undefined, the fetch's failure as `cause`). The message never holds
+ * the token or the commands' arguments.
+ */
+export class RedisHttpError extends OctoproxError {
+  readonly status: number | undefined;
+  constructor(message: string, status: number | undefined, options?: ErrorOptions) {
+    super(ErrorCode.redisHttp, message, options);
+    this.name = "RedisHttpError";
+    this.status = status;
+  }
+}
+
+/** A program the tunnel endpoint runs exited with an error: its name, arguments and stderr. */
+export class TunnelCommandError extends OctoproxError {
+  readonly exitCode: number | undefined;
+  constructor(message: string, exitCode: number | undefined, options?: ErrorOptions) {
+    super(ErrorCode.tunnelCommand, message, options);
+    this.name = "TunnelCommandError";
+    this.exitCode = exitCode;
   }
 }
 

@@ -6,7 +6,7 @@
  * Both keys live `ttl_ms` (three beats), so a process that dies leaves the list soon; a clean
  * stop withdraws them at once.
  */
-import type { Redis } from "ioredis";
+import type { GatewayRedis } from "./redis/contract.ts";
 import type { RedisKeys } from "./redis-keys.ts";
 
 /** What every process's snapshot starts with, control process or gateway. */
@@ -43,7 +43,7 @@ async function execOrThrow(
 
 /** Writes the registry and snapshot keys and lists the process; raises the first error. */
 export function writeInstanceKeys(
-  redis: Redis,
+  redis: GatewayRedis,
   keys: InstanceKeys,
   instance: string,
   registration: InstanceRegistration,
@@ -59,7 +59,7 @@ export function writeInstanceKeys(
 
 /** Removes the process's keys, so peers see it leave at once; raises the first error. */
 export function withdrawInstanceKeys(
-  redis: Redis,
+  redis: GatewayRedis,
   keys: InstanceKeys,
   instance: string,
 ): Promise<void> {

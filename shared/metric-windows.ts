@@ -23,7 +23,7 @@ export type FieldTypes = Readonly<Record<string, FieldType>>;
 /** The counts of a hash, field by field, as numbers. */
 export type Counts<Fields extends FieldTypes> = { [F in keyof Fields]: number };
 
-/** Transfer counts, kept per proxy, project, connector and destination host. */
+/** Transfer counts, kept per proxy, project, connector, destination host and tunnel device. */
 export const TRANSFER_FIELDS = {
   requests: FieldType.integer,
   successes: FieldType.integer,
@@ -36,6 +36,20 @@ export const TRANSFER_FIELDS = {
   latency_sum_ms: FieldType.float,
 } as const satisfies FieldTypes;
 export type TransferCounts = Counts<typeof TRANSFER_FIELDS>;
+
+/**
+ * A tunnel device's counts: its transfers (first, at their own positions, so metering adds a
+ * transfer to a device's row as to any other) and what the gateway closed of its connections.
+ */
+export const DEVICE_FIELDS = {
+  ...TRANSFER_FIELDS,
+  /**
+   * Connections closed as encrypted DNS (DNS over TLS, a well-known DNS-over-HTTPS resolver),
+   * with OCTOPROX_TUNNEL_BLOCK_ENCRYPTED_DNS on. No request: nothing was dialled.
+   */
+  encrypted_dns_closed: FieldType.integer,
+} as const satisfies FieldTypes;
+export type DeviceCounts = Counts<typeof DEVICE_FIELDS>;
 
 /** Failures of one failure key (project, connector, kind, the upstream's own status). */
 export const FAILURE_FIELDS = {
@@ -62,27 +76,36 @@ export interface MetricWindowKind<Name extends string, Key, Fields extends Field
   parseKey(text: string): Key | undefined;
 }
 
-/** Windows per entity id: proxies, projects, connectors. */
-export type EntityWindows<Name extends string> = MetricWindowKind<
-  Name,
-  string,
-  typeof TRANSFER_FIELDS
->;
+/** Windows per entity id: proxies, projects, connectors and tunnel devices. */
+export type EntityWindows<
+  Name extends string,
+  Fields extends FieldTypes = typeof TRANSFER_FIELDS,
+> = MetricWindowKind<Name, string, Fields>;
 
-function entityWindows<Name extends string>(name: Name, totalled: boolean): EntityWindows<Name> {
+function entityWindows<Name extends string, Fields extends FieldTypes>(
+  name: Name,
+  totalled: boolean,
+  fields: Fields,
+): EntityWindows<Name, Fields> {
   return {
     name,
-    fields: TRANSFER_FIELDS,
+    fields,
     totalled,
     formatKey: (id) => id,
     parseKey: (text) => (text === "" || text.includes(":") ? undefined : text),
   };
 }
 
-export const ProxyWindows = entityWindows("proxy", true);
-export const ProjectWindows = entityWindows("project", true);
+export const ProxyWindows = entityWindows("proxy", true, TRANSFER_FIELDS);
+export const ProjectWindows = entityWindows("project", true, TRANSFER_FIELDS);
 /** A connector's windows keep no running totals (its traffic usage reads the history). */
-export const ConnectorWindows = entityWindows("connector", false);
+export const ConnectorWindows = entityWindows("connector", false, TRANSFER_FIELDS);
+/**
+ * A tunnel device's windows, keyed by its id alone: the data plane meters a device without
+ * knowing its protocol, so the flush reads the device's project and protocol from its row.
+ * They hold the device's own fields: its transfers, and the encrypted DNS closed.
+ */
+export const DeviceWindows = entityWindows("device", true, DEVICE_FIELDS);
 
 export interface HostKey {
   projectId: string;
@@ -157,6 +180,7 @@ export const METERED_WINDOW_KINDS = [
   ProxyWindows,
   ProjectWindows,
   ConnectorWindows,
+  DeviceWindows,
   HostWindows,
   FailureWindows,
 ] as const;

@@ -131,6 +131,20 @@ export function redisKeys(prefix: string) {
     preflightVerdict: (projectId: string, proxyId: string) =>
       `${p}preflight:${projectId}:${proxyId}`,
 
+    // The tunnel resolver's fake-IP mapping, per block (`198.18.0.0/15`), shared by every
+    // gateway: shared/lua/fake_ip_assign.lua.
+    fakeIp: (block: string) => ({
+      names: `${p}tunnel:fakeip:${block}:names`,
+      offsets: `${p}tunnel:fakeip:${block}:offsets`,
+      recency: `${p}tunnel:fakeip:${block}:recency`,
+      next: `${p}tunnel:fakeip:${block}:next`,
+    }),
+
+    // Tunnel statuses: each gateway with a tunnel endpoint writes what its devices last did
+    // (expiring), and lists itself among the carriers; tunnel_last_seen reads them all.
+    tunnelStatus: (instance: string) => `${p}tunnel:status:${instance}`,
+    tunnelCarriers: `${p}tunnel:carriers`,
+
     // Metric windows and their indexes; the metrics flush stages under the flush's id.
     metricWindow: (kind: string, key: string) => `${p}metrics:${kind}:${key}`,
     metricIndex: (kind: string) => `${p}metrics:index:${kind}`,

@@ -43,9 +43,8 @@ export const JobKind = {
 export type JobKind = (typeof JobKind)[keyof typeof JobKind];
 export const JOB_KINDS: readonly JobKind[] = Object.values(JobKind);
 /**
- * The kinds a worker has a handler for today (control/jobs/handlers.ts builds one job of each):
- * OCTOPROX_WORKER_JOBS may name only these, and takes them all by default. The others are
- * declared for the parts still to come, and nothing would run them.
+ * The kinds a worker has a handler for (control/jobs/handlers.ts builds one job of each): every
+ * kind. OCTOPROX_WORKER_JOBS may name these, and takes them all by default.
  */
 export const WORKER_JOB_KINDS: readonly JobKind[] = [
   JobKind.health,
@@ -61,6 +60,7 @@ export const WORKER_JOB_KINDS: readonly JobKind[] = [
   JobKind.snapshot,
   JobKind.indexHygiene,
   JobKind.geoUpdate,
+  JobKind.tunnelLastSeen,
 ];
 
 /**
@@ -154,6 +154,8 @@ export const ChangeKind = {
   descriptor: "descriptor",
   /** IP databases or the attribution settings (the global section carries them). */
   geo: "geo",
+  /** A tunnel device, or the WireGuard settings (`wireguard`): the global section carries them. */
+  tunnel: "tunnel",
   all: "all",
 } as const;
 export type ChangeKind = (typeof ChangeKind)[keyof typeof ChangeKind];

@@ -5,6 +5,7 @@
  *
  * Runs unchanged on Node and Deno: it reads only the record it is given.
  */
+import { parseFakeIpRange } from "./net/fake-ip-range.ts";
 import * as v from "valibot";
 import { parseCidr } from "./net/ip.ts";
 import {
@@ -82,19 +83,31 @@ function port(defaultValue: number) {
 }
 
 /** A duration given in seconds (fractions allowed), parsed to milliseconds. */
-function seconds(defaultSeconds: number, minSeconds: number, maxSeconds = 30 * 86_400) {
+/** A number of seconds from `minSeconds` to `maxSeconds`, as milliseconds. */
+function secondsSchema(minSeconds: number, maxSeconds: number) {
   const message = `must be a number of seconds from ${minSeconds} to ${maxSeconds}`;
-  return v.optional(
-    v.pipe(
-      trimmed,
-      v.regex(/^\d+(\.\d+)?$/, message),
-      v.transform(Number),
-      v.minValue(minSeconds, message),
-      v.maxValue(maxSeconds, message),
-      v.transform((s) => Math.round(s * 1000)),
-    ),
-    String(defaultSeconds),
+  return v.pipe(
+    trimmed,
+    v.regex(/^\d+(\.\d+)?$/, message),
+    v.transform(Number),
+    v.minValue(minSeconds, message),
+    v.maxValue(maxSeconds, message),
+    v.transform((s) => Math.round(s * 1000)),
   );
+}
+
+function seconds(defaultSeconds: number, minSeconds: number, maxSeconds = 30 * 86_400) {
+  return v.optional(secondsSchema(minSeconds, maxSeconds), String(defaultSeconds));
+}
+
+/** Seconds that stay undefined when unset (a check can then refuse a value given). */
+function optionalSeconds(minSeconds: number, maxSeconds: number) {
+  return v.optional(secondsSchema(minSeconds, maxSeconds));
+}
+
+/** A Redis REST endpoint's URL (`https://`, `http://`): the gateway's HTTP transport. */
+export function isRedisRestUrl(url: string): boolean {
+  return /^https?:/i.test(url);
 }
 
 function oneOf<const T extends string>(values: readonly T[], defaultValue: T) {
@@ -121,14 +134,6 @@ function flag(defaultValue: boolean) {
 }
 
 /**
- * A setting of the spec whose job this release does not run yet: setting it stops the process,
- * rather than being accepted and doing nothing.
- */
-function unavailable(why: string) {
-  return v.optional(v.never(`is not available in this release (${why}); unset it`));
-}
-
-/**
  * Who resolves a destination's name (OCTOPROX_DESTINATION_RESOLUTION): `upstream` passes names on
  * unresolved, `gateway` resolves them once, checks the addresses and sends the upstream one.
  */
@@ -145,18 +150,6 @@ const jobKindList = v.optional(
       (kinds) => kinds.every((kind) => (JOB_KINDS as readonly string[]).includes(kind)),
       `must be a comma-separated list of job kinds (${WORKER_JOB_KINDS.join(", ")})`,
     ),
-    v.rawCheck(({ dataset, addIssue }) => {
-      if (!dataset.typed) return;
-      const idle = dataset.value.filter((kind) =>
-        !(WORKER_JOB_KINDS as readonly string[]).includes(kind)
-      );
-      if (idle.length === 0) return;
-      addIssue({
-        message: `names ${idle.join(", ")}, which no worker runs yet (a worker runs ${
-          WORKER_JOB_KINDS.join(", ")
-        })`,
-      });
-    }),
     v.minLength(1, "must name at least one job kind"),
     v.transform((kinds) => [...new Set(kinds)] as JobKind[]),
   ),
@@ -210,11 +203,41 @@ function field<TSchema extends v.GenericSchema>(
   return v.pipe(schema, v.description(description));
 }
 
-const storeFields = {
-  OCTOPROX_REDIS_URL: field(
-    urlWithSchemes(["redis", "rediss"], "Redis"),
-    "Redis URL (`redis://` or `rediss://`); `npm start` provides a local one",
+/**
+ * How often a gateway with a tunnel endpoint publishes its devices' statuses, and how often
+ * tunnel_last_seen reads them: both sides read it, and should agree.
+ */
+/** A network interface's name as Linux takes one (at most 15 characters). */
+const interfaceName = (fallback: string) =>
+  v.optional(
+    v.pipe(
+      trimmed,
+      v.regex(
+        /^[A-Za-z0-9_.-]{1,15}$/,
+        "must be an interface name of 1 to 15 letters, digits, _ . -",
+      ),
+    ),
+    fallback,
+  );
+
+/** A port from 1 to 65535, or unset (undefined: the caller's default). */
+const optionalPort = v.optional(
+  v.pipe(
+    trimmed,
+    v.regex(/^\d+$/, "must be a port number from 1 to 65535"),
+    v.transform(Number),
+    v.minValue(1, "must be a port number from 1 to 65535"),
+    v.maxValue(65535, "must be a port number from 1 to 65535"),
   ),
+);
+
+const tunnelStatusIntervalField = field(
+  seconds(10, 1, 300),
+  "How often gateways publish tunnel devices' statuses and tunnel_last_seen moves devices' " +
+    "last sighting forward",
+);
+
+const storeFields = {
   OCTOPROX_REDIS_PREFIX: field(
     v.optional(
       v.pipe(
@@ -296,8 +319,25 @@ const caCertField = field(
   "The TLS interception CA's certificate (PEM); gateways need it; `npm start` makes one",
 );
 
+/** The one description both sides' OCTOPROX_REDIS_URL share on the settings page. */
+const REDIS_URL_ABOUT =
+  "Redis URL: `redis://` or `rediss://` (TCP); a gateway also takes a Redis " +
+  "REST endpoint's `https://` URL with OCTOPROX_REDIS_TOKEN; `npm start` provides a local one";
+
 const controlFields = {
   ...storeFields,
+  // The control plane's blocking reads and consumer groups need a connection: TCP only.
+  OCTOPROX_REDIS_URL: field(
+    v.pipe(
+      urlWithSchemes(["redis", "rediss", "http", "https"], "Redis"),
+      v.check(
+        (value) => !isRedisRestUrl(value),
+        "must be a redis:// or rediss:// URL: the control plane speaks to Redis over TCP only " +
+          "(a REST endpoint's https:// URL serves gateways)",
+      ),
+    ),
+    REDIS_URL_ABOUT,
+  ),
   OCTOPROX_DATABASE_URL: field(
     urlWithSchemes(["postgres", "postgresql"], "Postgres"),
     "Postgres URL (`postgres://`); `npm start` provides a local one",
@@ -530,14 +570,27 @@ const controlFields = {
     v.optional(urlWithSchemes(["https"], "HTTPS")),
     "The Microsoft Entra authority host (tests, sovereign clouds); unset: login.microsoftonline.com",
   ),
-  OCTOPROX_TUNNEL_STATUS_INTERVAL: field(
-    unavailable("no tunnel_last_seen job runs yet"),
-    "Not available yet (no tunnel last-seen job runs): setting it stops the process",
-  ),
+  OCTOPROX_TUNNEL_STATUS_INTERVAL: tunnelStatusIntervalField,
 };
 
 const gatewayFields = {
   ...storeFields,
+  OCTOPROX_REDIS_URL: field(
+    urlWithSchemes(["redis", "rediss", "https", "http"], "Redis"),
+    REDIS_URL_ABOUT,
+  ),
+  // The HTTP transport (docs/gateway.md, "Redis over HTTP").
+  OCTOPROX_REDIS_TOKEN: field(
+    optionalText(),
+    "The Redis REST endpoint's bearer token; required with an https:// OCTOPROX_REDIS_URL, " +
+      "refused with a TCP one",
+  ),
+  OCTOPROX_FEED_POLL_INTERVAL: field(
+    // Unset stays undefined, so a TCP URL can refuse a value given (the check below).
+    optionalSeconds(0.1, 30),
+    "HTTP transport only (default 1): how often the gateway reads the feed's head, the most a " +
+      "feed edit waits to be seen",
+  ),
   OCTOPROX_GATEWAY_HOST: field(text("0.0.0.0"), "Address the gateway's listeners bind"),
   OCTOPROX_PROXY_PORT: field(port(8080), "HTTP proxy listener"),
   OCTOPROX_GATEWAY_STATUS_PORT: field(
@@ -546,6 +599,73 @@ const gatewayFields = {
   ),
   OCTOPROX_SOCKS_PORT: field(port(1080), "SOCKS5 listener"),
   OCTOPROX_SOCKS_ENABLED: field(flag(true), "Whether the SOCKS5 listener runs"),
+  // Tunnel devices (docs/tunnels.md): the gateway runs the WireGuard and OpenVPN endpoints and
+  // the plane its devices' connections pass through. It needs CAP_NET_ADMIN, and `ip`, `nft`,
+  // `conntrack`, `wg` (and `wireguard-go` without the kernel module) and `openvpn` on its PATH.
+  OCTOPROX_TUNNEL_STATUS_INTERVAL: tunnelStatusIntervalField,
+  OCTOPROX_WIREGUARD_ENABLED: field(
+    flag(false),
+    "Whether this gateway runs the WireGuard endpoint for tunnel devices",
+  ),
+  OCTOPROX_WIREGUARD_INTERFACE: field(
+    interfaceName("wg0"),
+    "The WireGuard interface the gateway makes (its own while it runs)",
+  ),
+  OCTOPROX_WIREGUARD_LISTEN_PORT: field(
+    optionalPort,
+    "UDP port of the WireGuard endpoint (default: the port devices are told, from the " +
+      "WireGuard settings)",
+  ),
+  OCTOPROX_OPENVPN_ENABLED: field(
+    flag(false),
+    "Whether this gateway runs the OpenVPN endpoint for tunnel devices (needs `openvpn`)",
+  ),
+  OCTOPROX_OPENVPN_INTERFACE: field(
+    interfaceName("ovpn0"),
+    "The tun interface the OpenVPN daemon makes (the gateway's own while it runs)",
+  ),
+  OCTOPROX_OPENVPN_LISTEN_PORT: field(
+    optionalPort,
+    "Port of the OpenVPN endpoint, UDP or TCP as the OpenVPN settings say (default: the port " +
+      "devices are told, from the OpenVPN settings)",
+  ),
+  // 8081 is the status listener's here, which binds every address: the tunnel listener's port
+  // is another, bound only on the tunnel's own address.
+  OCTOPROX_TUNNEL_TRANSPARENT_PORT: field(
+    port(8082),
+    "Port of the listener devices' TCP is redirected to (bound on the tunnel address only)",
+  ),
+  OCTOPROX_TUNNEL_DNS_PORT: field(
+    port(5353),
+    "Port of the fake-IP resolver devices' DNS is redirected to (the tunnel address only)",
+  ),
+  OCTOPROX_TUNNEL_FAKE_IP_RANGE: field(
+    v.optional(
+      v.pipe(
+        trimmed,
+        v.check((text) => {
+          try {
+            parseFakeIpRange(text);
+            return true;
+          } catch {
+            return false;
+          }
+        }, "must be an IPv4 CIDR block from /8 to /30, such as 198.18.0.0/15"),
+      ),
+      "198.18.0.0/15",
+    ),
+    "The block the tunnel resolver answers names from (one address per name in use)",
+  ),
+  OCTOPROX_TUNNEL_SNIFF_TIMEOUT: field(
+    seconds(2, 0.1, 30),
+    "How long a device connection to an address the resolver did not give waits for its TLS " +
+      "name or HTTP Host",
+  ),
+  OCTOPROX_TUNNEL_BLOCK_ENCRYPTED_DNS: field(
+    flag(true),
+    "Close devices' DNS over TLS and well-known DNS-over-HTTPS connections, so names go " +
+      "through the tunnel resolver",
+  ),
   OCTOPROX_DESTINATION_ALLOW_CIDRS: field(
     cidrList,
     "Private destinations clients may reach (comma-separated CIDR blocks)",
@@ -685,7 +805,9 @@ export function settingDocs(): SettingDoc[] {
 // ---------------------------------------------------------------------------------------------
 // The schemas, each yielding settings named for the code rather than the environment.
 
-const store = (e: v.InferOutput<v.ObjectSchema<typeof storeFields, undefined>>) => ({
+const store = (
+  e: v.InferOutput<v.ObjectSchema<typeof storeFields, undefined>> & { OCTOPROX_REDIS_URL: string },
+) => ({
   redisUrl: e.OCTOPROX_REDIS_URL,
   redisPrefix: e.OCTOPROX_REDIS_PREFIX,
   internalSecret: e.OCTOPROX_INTERNAL_SECRET,
@@ -740,6 +862,7 @@ export const ControlSettingsSchema = v.pipe(
     reconcileIntervalMs: e.OCTOPROX_RECONCILE_INTERVAL,
     feedCompileIntervalMs: e.OCTOPROX_FEED_COMPILE_INTERVAL,
     healthCheckIntervalMs: e.OCTOPROX_HEALTH_CHECK_INTERVAL,
+    tunnelStatusIntervalMs: e.OCTOPROX_TUNNEL_STATUS_INTERVAL,
     ipRefreshIntervalMs: e.OCTOPROX_IP_REFRESH_INTERVAL,
     poolIntervalMs: e.OCTOPROX_POOL_INTERVAL,
     scaleIntervalMs: e.OCTOPROX_SCALE_INTERVAL,
@@ -790,6 +913,28 @@ export type ControlSettings = v.InferOutput<typeof ControlSettingsSchema>;
 
 export const GatewaySettingsSchema = v.pipe(
   v.object(gatewayFields),
+  v.forward(
+    v.check(
+      (e) => !isRedisRestUrl(e.OCTOPROX_REDIS_URL) || e.OCTOPROX_REDIS_TOKEN !== undefined,
+      "is required with an https:// OCTOPROX_REDIS_URL (the REST endpoint's token)",
+    ),
+    ["OCTOPROX_REDIS_TOKEN"],
+  ),
+  v.forward(
+    v.check(
+      (e) => isRedisRestUrl(e.OCTOPROX_REDIS_URL) || e.OCTOPROX_REDIS_TOKEN === undefined,
+      "applies to an https:// OCTOPROX_REDIS_URL only (a redis:// URL carries its password)",
+    ),
+    ["OCTOPROX_REDIS_TOKEN"],
+  ),
+  v.forward(
+    v.check(
+      (e) => isRedisRestUrl(e.OCTOPROX_REDIS_URL) || e.OCTOPROX_FEED_POLL_INTERVAL === undefined,
+      "applies to an https:// OCTOPROX_REDIS_URL only (over TCP the feed's stream wakes the " +
+        "gateway at once)",
+    ),
+    ["OCTOPROX_FEED_POLL_INTERVAL"],
+  ),
   // One without the other is a CA a gateway cannot sign with: refused before it starts.
   v.check(
     (e) =>
@@ -823,6 +968,20 @@ export const GatewaySettingsSchema = v.pipe(
     statusPort: e.OCTOPROX_GATEWAY_STATUS_PORT,
     socksPort: e.OCTOPROX_SOCKS_PORT,
     socksEnabled: e.OCTOPROX_SOCKS_ENABLED,
+    wireguardEnabled: e.OCTOPROX_WIREGUARD_ENABLED,
+    wireguardInterface: e.OCTOPROX_WIREGUARD_INTERFACE,
+    /** Undefined: the port the WireGuard settings tell devices. */
+    wireguardListenPort: e.OCTOPROX_WIREGUARD_LISTEN_PORT,
+    openvpnEnabled: e.OCTOPROX_OPENVPN_ENABLED,
+    openvpnInterface: e.OCTOPROX_OPENVPN_INTERFACE,
+    /** Undefined: the port the OpenVPN settings tell devices. */
+    openvpnListenPort: e.OCTOPROX_OPENVPN_LISTEN_PORT,
+    tunnelTransparentPort: e.OCTOPROX_TUNNEL_TRANSPARENT_PORT,
+    tunnelDnsPort: e.OCTOPROX_TUNNEL_DNS_PORT,
+    tunnelFakeIpRange: e.OCTOPROX_TUNNEL_FAKE_IP_RANGE,
+    tunnelSniffTimeoutMs: e.OCTOPROX_TUNNEL_SNIFF_TIMEOUT,
+    tunnelBlockEncryptedDns: e.OCTOPROX_TUNNEL_BLOCK_ENCRYPTED_DNS,
+    tunnelStatusIntervalMs: e.OCTOPROX_TUNNEL_STATUS_INTERVAL,
     destinationAllowCidrs: e.OCTOPROX_DESTINATION_ALLOW_CIDRS,
     destinationResolution: e.OCTOPROX_DESTINATION_RESOLUTION as DestinationResolution,
     trustedProxies: e.OCTOPROX_TRUSTED_PROXIES,
@@ -836,6 +995,10 @@ export const GatewaySettingsSchema = v.pipe(
     isolates: e.OCTOPROX_GATEWAY_ISOLATES,
     maxProxies: e.OCTOPROX_GATEWAY_MAX_PROXIES,
     heartbeatIntervalMs: e.OCTOPROX_HEARTBEAT_INTERVAL,
+    /** The HTTP transport's bearer token (undefined over TCP). */
+    redisToken: e.OCTOPROX_REDIS_TOKEN,
+    /** How often the HTTP transport reads the feed's head (unused over TCP). */
+    feedPollIntervalMs: e.OCTOPROX_FEED_POLL_INTERVAL ?? 1_000,
     /** 0: off (the last feed serves however old its read). */
     feedMaxStaleMs: e.OCTOPROX_FEED_MAX_STALE,
     /** The api's base URL for IP database files; undefined: only the folder, if any. */

@@ -10,6 +10,7 @@ import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { CloudProvider } from "../control/model/cloud.ts";
+import type { ApiAnswer, Cluster } from "./cluster.ts";
 import { testCertificate } from "./certs.ts";
 import { InstanceAddresses } from "./upstreams/cloud-boot.ts";
 import {
@@ -243,4 +244,30 @@ export async function startTestClouds(): Promise<TestClouds> {
       return closing;
     },
   };
+}
+
+/**
+ * A credential for the test cloud and a cloud connector of `provider` on it, in the project, as
+ * an admin makes them through the API (named after the provider): both answers.
+ */
+export async function postCloudConnector(
+  cluster: Pick<Cluster, "request">,
+  projectId: string,
+  provider: CloudProvider,
+  cloud: TestCloud,
+  config: Record<string, unknown>,
+): Promise<{ credential: ApiAnswer; connector: ApiAnswer }> {
+  const credential = await cluster.request("POST", `/api/v1/projects/${projectId}/credentials`, {
+    name: provider,
+    provider,
+    config: cloud.credential,
+  });
+  const connector = await cluster.request("POST", `/api/v1/projects/${projectId}/connectors`, {
+    name: provider,
+    kind: "cloud",
+    provider,
+    credential_id: credential.body.id,
+    config: cloud.connectorConfig(config),
+  });
+  return { credential, connector };
 }

@@ -523,6 +523,19 @@ export class Cluster {
     });
   }
 
+  /**
+   * Waits until every committed write's change entry is in the change stream: its outbox row is
+   * deleted only once announced, so an empty outbox means nothing committed is still on its way.
+   */
+  async untilAnnounced(): Promise<void> {
+    await this.until(
+      async () => (await this.#sql`select 1 from change_outbox limit 1`).length === 0,
+      {
+        message: "every committed change announced",
+      },
+    );
+  }
+
   /** The newest change entry's id, `0-0` when there is none. */
   async lastChangeId(): Promise<string> {
     const [last] = await this.redis.xrevrange(this.keys.changesStream, "+", "-", "COUNT", 1);

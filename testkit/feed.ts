@@ -62,12 +62,18 @@ export interface FeedBed {
 }
 
 /** A Redis prefix of its own with a lease on it (not started) and the feed's keys. */
-export async function feedBed(options: { secret?: string; holderId?: string } = {}): Promise<
-  FeedBed
-> {
+export async function feedBed(
+  options: {
+    secret?: string;
+    holderId?: string;
+    /** Another Redis (a private server); the test bed's otherwise. */
+    redisUrl?: string;
+  } = {},
+): Promise<FeedBed> {
   const prefix = testPrefix();
   const keys = redisKeys(prefix);
-  const redis = new Redis(TEST_REDIS_URL);
+  const redisUrl = options.redisUrl ?? TEST_REDIS_URL;
+  const redis = new Redis(redisUrl);
   const secret = options.secret ?? testSecrets().internal;
   const { logger, lines } = captureLogger("controller");
   const lease = new ControllerLease({
@@ -94,7 +100,7 @@ export async function feedBed(options: { secret?: string; holderId?: string } = 
     },
     async close() {
       await lease.stop();
-      await deletePrefix(TEST_REDIS_URL, prefix);
+      await deletePrefix(redisUrl, prefix);
       redis.disconnect();
     },
   };

@@ -6,7 +6,7 @@
 import { readFileSync } from "node:fs";
 import type { Redis } from "ioredis";
 import { expect } from "vitest";
-import type { Outcome, Refusal } from "../shared/routing/contract.ts";
+import type { Client, Outcome, Refusal } from "../shared/routing/contract.ts";
 import type { MeteringPart } from "../gateway/metering/apply.ts";
 import { type LuaScript, registerScript, type ScriptClient } from "../shared/lua/loader.ts";
 import type { RequestMetering } from "../gateway/metering/metering.ts";
@@ -24,7 +24,12 @@ import type { RedisKeys } from "../shared/redis-keys.ts";
 
 /** The Node side of "each runtime reads the file": node:fs here, a text import under Deno. */
 export function loadScriptNode(
-  name: "metering_apply" | "rate_window" | "escalation_report",
+  name:
+    | "metering_apply"
+    | "rate_window"
+    | "escalation_report"
+    | "fake_ip_assign"
+    | "fake_ip_lookup",
 ): Promise<LuaScript> {
   const url = new URL(`../shared/lua/${name}.lua`, import.meta.url);
   return registerScript(name, readFileSync(url, "utf8"));
@@ -49,6 +54,15 @@ export interface TransferPlan {
   host: string;
   latencyMs: number;
   ok: boolean;
+  /** The tunnel device the client is; absent for a client that logged in by username. */
+  deviceId?: string;
+}
+
+/** The client a plan's transfers are for, as admission hands it to metering. */
+function clientOf(plan: TransferPlan): Client {
+  const client: Client = { projectId: plan.projectId, options: { user: "u" } };
+  if (plan.deviceId !== undefined) client.deviceId = plan.deviceId;
+  return client;
 }
 
 /** What the simulated clients sent and received, as Redis should count it. */
@@ -70,12 +84,14 @@ export class Tally {
 
   #windows(plan: TransferPlan): string[] {
     const k = this.#keys;
-    return [
+    const windows = [
       k.metricWindow("proxy", plan.proxyId),
       k.metricWindow("project", plan.projectId),
       k.metricWindow("connector", plan.connectorId),
       k.metricWindow("host", `${plan.projectId}:${plan.connectorId}:${this.#hostOf(plan)}`),
     ];
+    if (plan.deviceId !== undefined) windows.push(k.metricWindow("device", plan.deviceId));
+    return windows;
   }
 
   begun(plan: TransferPlan, minute = demandMinute(this.#now())): void {
@@ -120,6 +136,11 @@ export class Tally {
       add(this.counts, key, "latency_sum_ms", plan.latencyMs);
     }
     this.failed(plan, kind, vendorStatus);
+  }
+
+  /** A device's connection closed as encrypted DNS: one in its window, no request. */
+  encryptedDnsClosed(deviceId: string): void {
+    add(this.counts, this.#keys.metricWindow("device", deviceId), "encrypted_dns_closed", 1);
   }
 
   rejected(projectId: string, reason: string, minute = demandMinute(this.#now())): void {
@@ -228,12 +249,13 @@ export class SimTransfer {
   readonly #meter: ReturnType<RequestMetering["begin"]>;
   readonly #tally: Tally;
 
-  constructor(metering: RequestMetering, tally: Tally, plan: TransferPlan) {
+  /** `client`: as admission made it (a device's, say); else the plan's. */
+  constructor(metering: RequestMetering, tally: Tally, plan: TransferPlan, client?: Client) {
     this.plan = plan;
     this.#tally = tally;
     this.#meter = metering.begin({
       kind: "connect",
-      client: { projectId: plan.projectId, options: { user: "u" } },
+      client: client ?? clientOf(plan),
       target: { host: plan.host, port: 443 },
       upstream: {
         proxyId: plan.proxyId,
@@ -285,7 +307,7 @@ export function failedAttempt(
   note: Partial<FailureNote> = {},
 ): FailedAttempt {
   return {
-    client: { projectId: plan.projectId, options: { user: "u" } },
+    client: clientOf(plan),
     target: { host: plan.host, port: 443 },
     upstream: {
       proxyId: plan.proxyId,

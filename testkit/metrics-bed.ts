@@ -40,6 +40,8 @@ export interface MetricsBed {
   script: LuaScript;
   /** Inserts a project with `connectors` connectors of `proxies` proxies each. */
   seed(connectors?: number, proxies?: number): Promise<SeededProject>;
+  /** Inserts a WireGuard device of the project (keys that open nothing); answers its id. */
+  seedDevice(projectId: string): Promise<string>;
   /** A metering writer on this bed's Redis (publish with `publishNow`). */
   metering(): RequestMetering;
   close(): Promise<void>;
@@ -66,6 +68,7 @@ export async function startMetricsBed(options: BedOptions = {}): Promise<Metrics
   const script = await loadMeteringScriptNode();
   const meters: RequestMetering[] = [];
   let seeded = 0;
+  let devices = 0;
   return {
     database,
     databaseUrl: url,
@@ -100,6 +103,16 @@ export async function startMetricsBed(options: BedOptions = {}): Promise<Metrics
       }
       return { projectId, connectorIds, proxyIds };
     },
+    async seedDevice(projectId) {
+      devices += 1;
+      const deviceId = randomUUID();
+      const address = `10.66.${Math.floor(devices / 250)}.${2 + (devices % 250)}`;
+      await database.sql`insert into tunnel_devices (id, project_id, protocol, name, address,
+          public_key, preshared_key_sealed)
+        values (${deviceId}, ${projectId}, 'wireguard', ${`device ${devices}`}, ${address},
+          ${`public-${deviceId}`}, 'sealed')`;
+      return deviceId;
+    },
     metering() {
       const m = new RequestMetering({
         redis,
@@ -125,6 +138,8 @@ export interface Transfer {
   projectId: string;
   connectorId: string;
   proxyId: string;
+  /** The tunnel device the client was, if one. */
+  deviceId?: string;
   host: string;
   sent: number;
   received: number;
@@ -137,7 +152,7 @@ export function meter(metering: RequestMetering, transfers: readonly Transfer[])
   for (const t of transfers) {
     const m = metering.begin({
       kind: "connect",
-      client: { projectId: t.projectId, options: { user: "u" } },
+      client: { projectId: t.projectId, options: { user: "u" }, deviceId: t.deviceId },
       target: { host: t.host, port: 443 },
       upstream: {
         proxyId: t.proxyId,
@@ -167,6 +182,18 @@ export function meter(metering: RequestMetering, transfers: readonly Transfer[])
   }
 }
 
+/** A device's connections closed as encrypted DNS, `count` of them, as the listener reports. */
+export function closeEncryptedDns(
+  metering: RequestMetering,
+  projectId: string,
+  deviceId: string,
+  count: number,
+): void {
+  for (let i = 0; i < count; i++) {
+    metering.encryptedDnsClosed({ projectId, options: { user: "u" }, deviceId });
+  }
+}
+
 /** The sums a set of transfers must come to. */
 export function sums(transfers: readonly Transfer[]) {
   let requests = 0, successes = 0, failures = 0, sent = 0, received = 0, latency = 0;
@@ -188,6 +215,20 @@ export function sums(transfers: readonly Transfer[]) {
   };
 }
 
+/** The usage object the api answers for a set of transfers (control/metrics/usage-model.ts). */
+export function usageOfTransfers(transfers: readonly Transfer[]) {
+  const s = sums(transfers);
+  return {
+    requests: s.requests,
+    successes: s.successes,
+    failures: s.failures,
+    success_rate: s.requests ? Math.round((s.successes / s.requests) * 1e4) / 1e4 : null,
+    bytes_sent: s.bytes_sent,
+    bytes_received: s.bytes_received,
+    avg_latency_ms: s.requests ? Math.round((s.latency_sum_ms / s.requests) * 10) / 10 : null,
+  };
+}
+
 /** A row of counts as numbers, in the fields' own names. */
 function counts(row: Record<string, unknown>) {
   return {
@@ -203,7 +244,12 @@ function counts(row: Record<string, unknown>) {
 /** The history a table holds for one column's value, summed. */
 export async function historySums(
   database: Database,
-  table: "proxy_metrics" | "project_metrics" | "connector_metrics" | "host_metrics",
+  table:
+    | "proxy_metrics"
+    | "project_metrics"
+    | "connector_metrics"
+    | "tunnel_device_metrics"
+    | "host_metrics",
   column: string,
   value: string,
 ) {
@@ -214,11 +260,24 @@ export async function historySums(
   return counts(rows[0]);
 }
 
-export async function totalsOf(database: Database, kind: "proxy" | "project", id: string) {
+export async function totalsOf(
+  database: Database,
+  kind: "proxy" | "project" | "tunnel_device",
+  id: string,
+) {
   const rows = await database.sql`select requests, successes, failures, bytes_sent,
     bytes_received, latency_sum_ms from metric_totals where entity_kind = ${kind}
     and entity_id = ${id}`;
   return rows[0] ? counts(rows[0]) : undefined;
+}
+
+/** A device's encrypted DNS closed: its history summed, and its totals' (undefined: no row). */
+export async function encryptedDnsClosedOf(database: Database, deviceId: string) {
+  const [history] = await database.sql`select coalesce(sum(encrypted_dns_closed), 0)::int as n
+    from tunnel_device_metrics where device_id = ${deviceId}`;
+  const [totals] = await database.sql`select encrypted_dns_closed::int as n from metric_totals
+    where entity_kind = 'tunnel_device' and entity_id = ${deviceId}`;
+  return { history: history.n as number, totals: totals?.n as number | undefined };
 }
 
 /** The next default sequence: ids made in one millisecond (or at one offset) stay distinct. */

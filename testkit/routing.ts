@@ -136,6 +136,30 @@ export async function untilEveryExit(
 }
 
 /**
+ * Waits until each gateway serves each of `places` (a username with its place's options, such as
+ * `-cc-de`) through that place's one exit.
+ */
+export async function untilEachPlaceServed(
+  cluster: Cluster,
+  gateways: readonly Gateway[],
+  url: string,
+  places: readonly { name: string; credentials: Credentials; exit: string }[],
+): Promise<void> {
+  for (const gateway of gateways) {
+    for (const place of places) {
+      await untilAnswer(
+        cluster,
+        gateway,
+        place.credentials,
+        url,
+        (answer) => answer.status === 200 && exitOf(answer) === place.exit,
+        { message: `${gateway.instance} to serve ${place.name} through ${place.exit}` },
+      );
+    }
+  }
+}
+
+/**
  * Waits until a GET of `url` through the gateway gives an answer `accept` takes, and answers
  * it. Each poll is `probes` real requests at once, each on a connection of its own (which a
  * gateway of several isolates spreads over them), and holds when every one is accepted.

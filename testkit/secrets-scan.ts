@@ -25,6 +25,8 @@ import { type FeedKeys, open } from "../shared/feed/codec.ts";
 /** A field whose name says it holds a secret (`password`, `access_token`, `api_key`, ...). */
 const SECRET_FIELD =
   /(^|_)(password|passphrase|secret|token|api_?key|key|credentials?|access_token|client_secret)$/i;
+/** Fields named like a secret that are public by definition (a WireGuard device's public key). */
+const PUBLIC_FIELD = /(^|_)public_key$/i;
 
 /** Shorter values (a role, a mode) are not secrets the scan can tell apart from plain words. */
 const MIN_SECRET_LENGTH = 8;
@@ -166,7 +168,10 @@ export class SecretsScan {
       if (typeof inner === "string") {
         // A bare `key` is often a name (a descriptor's credential field's key); a secret one (a
         // distribution key) is long.
-        if (SECRET_FIELD.test(field) && (field !== "key" || inner.length >= MIN_KEY_LENGTH)) {
+        if (
+          SECRET_FIELD.test(field) && !PUBLIC_FIELD.test(field) &&
+          (field !== "key" || inner.length >= MIN_KEY_LENGTH)
+        ) {
           const username = record.username;
           if (typeof username === "string") this.addPair(name, username, inner);
           else found(name, inner);

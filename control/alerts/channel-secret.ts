@@ -4,20 +4,11 @@
  * open). Restored into an install with another internal secret, it no longer opens: deliveries
  * say so in their log, and a new channel gets a new secret.
  */
-import { deriveSealKey, openWith, sealWith } from "../core/seal.ts";
+import { openWith, sealKeyOf, sealWith } from "../core/seal.ts";
 
 const LABEL = "octoprox/alerts/channel-secret/v1";
 
-const keys = new Map<string, Buffer>();
-
-function keyOf(internalSecret: string): Buffer {
-  let key = keys.get(internalSecret);
-  if (key === undefined) {
-    key = deriveSealKey(internalSecret, LABEL);
-    keys.set(internalSecret, key);
-  }
-  return key;
-}
+const keyOf = (internalSecret: string) => sealKeyOf(internalSecret, LABEL);
 
 export function sealChannelSecret(internalSecret: string, channelId: string, secret: string) {
   return sealWith(keyOf(internalSecret), channelId, secret);

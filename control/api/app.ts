@@ -44,6 +44,8 @@ import { sequenceRoutes } from "./routes/sequences.ts";
 import { systemRoutes } from "./routes/system.ts";
 import { tokenRoutes } from "./routes/tokens.ts";
 import { userRoutes } from "./routes/users.ts";
+import { wireguardRoutes } from "./routes/wireguard.ts";
+import { openvpnRoutes } from "./routes/openvpn.ts";
 
 /** A request id we take from the client: short and of safe characters, else we make one. */
 const SANE_REQUEST_ID = /^[A-Za-z0-9._-]{1,128}$/;
@@ -80,6 +82,8 @@ export function apiRoutes(deps: ApiDeps): Route[] {
     ...backupRoutes(deps),
     ...alertRoutes(deps),
     ...auditRoutes(deps),
+    ...wireguardRoutes(deps),
+    ...openvpnRoutes(deps),
   ];
   let document: Record<string, unknown> | undefined;
   routes.push(defineRoute({

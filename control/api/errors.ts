@@ -20,6 +20,7 @@ import {
   IdempotencyConflictError,
   MitmCaError,
   NotFoundError,
+  PreconditionError,
   StaleError,
   StoreUnavailableError,
   UnauthorizedError,
@@ -100,6 +101,7 @@ export function errorResponse(error: unknown, c: Context<AppEnv>, logger: Logger
   }
   if (error instanceof ConflictError) return json(c, 400, { error: error.message });
   if (error instanceof StaleError) return json(c, 409, { error: error.message });
+  if (error instanceof PreconditionError) return json(c, 409, { error: error.message });
   if (error instanceof IdempotencyConflictError) return json(c, 409, { error: error.message });
   if (error instanceof EgressRefusedError) return json(c, 422, { error: error.message });
   // A cloud that did not answer, or failed itself, while a connector was checked against it.

@@ -164,7 +164,7 @@ function operation(route: Route): JsonObject {
   if (parameters.length > 0) result.parameters = parameters;
   if (route.body) {
     result.requestBody = {
-      required: true,
+      required: route.bodyOptional !== true,
       content: { "application/json": { schema: jsonSchema(route.body) } },
     };
   } else if (route.textBody) {

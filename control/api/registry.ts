@@ -93,6 +93,8 @@ export interface RouteSpec<
   description?: string;
   access: TAccess;
   body?: TBody;
+  /** An empty body reads as `{}`: for a body whose every field may be left out. */
+  bodyOptional?: boolean;
   /** A text/plain body instead of JSON, such as an upload. */
   textBody?: { maxBytes: number; description: string };
   /** Raw bytes instead of JSON (a binary file, taken as sent). */
@@ -125,6 +127,7 @@ export interface Route {
   description?: string;
   access: Access;
   body?: AnySchema;
+  bodyOptional?: boolean;
   textBody?: { maxBytes: number; description: string };
   fileBody?: { maxBytes: number; description: string };
   maxBodyBytes?: number;
@@ -151,6 +154,7 @@ const SINGULAR: Readonly<Record<string, string>> = {
   databases: "IP database",
   rules: "Alert rule",
   channels: "Alert channel",
+  peers: "Device",
 };
 
 /** The entity a path parameter names: the collection before it (`/projects/:id` → Project). */
@@ -180,6 +184,7 @@ export function defineRoute<
     description: spec.description,
     access: spec.access,
     body: spec.body,
+    bodyOptional: spec.bodyOptional,
     textBody: spec.textBody,
     fileBody: spec.fileBody,
     maxBodyBytes: spec.maxBodyBytes,
@@ -215,7 +220,8 @@ export function defineRoute<
         const issue = unstorableText("body", text);
         if (issue) throw new ValidationError([issue]);
       } else if (spec.body) {
-        const json = parseJsonObject(await c.req.text());
+        const raw = await c.req.text();
+        const json = spec.bodyOptional && raw.trim() === "" ? {} : parseJsonObject(raw);
         const issues = unstorableIssues("body", json);
         if (issues.length > 0) refuse(spec.credentials, json, issues);
         try {

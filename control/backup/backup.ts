@@ -67,6 +67,12 @@ export const DEFINITION_TABLES = [
   "alert_channels",
   "alert_rules",
   "alert_rule_channels",
+  // The install's WireGuard and OpenVPN identities and the projects' devices, their keys sealed
+  // under the internal secret as they are at rest: restored into an install with another, they
+  // no longer open (the feed leaves them out) until rotated.
+  "wireguard_settings",
+  "openvpn_settings",
+  "tunnel_devices",
   // Who changed what: restored with the definitions it tells of (the import adds its own entry).
   "audit_log",
 ] as const;

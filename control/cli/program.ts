@@ -9,6 +9,7 @@ import { registerAuth } from "./commands/auth.ts";
 import { registerBackup } from "./commands/backup.ts";
 import { registerConfig } from "./commands/config.ts";
 import { registerConnectors } from "./commands/connectors.ts";
+import { registerDevices } from "./commands/devices.ts";
 import { registerDistributionKeys } from "./commands/distribution-keys.ts";
 import { registerExits } from "./commands/exits.ts";
 import { registerExtract } from "./commands/extract.ts";
@@ -25,6 +26,8 @@ import { registerUsage } from "./commands/usage.ts";
 import { registerProviders } from "./commands/providers.ts";
 import { registerSequence } from "./commands/sequence.ts";
 import { registerUsers } from "./commands/users.ts";
+import { registerOpenvpn } from "./commands/openvpn.ts";
+import { registerWireguard } from "./commands/wireguard.ts";
 
 export function buildProgram(): Command {
   const program = new Command("octoprox")
@@ -53,6 +56,7 @@ export function buildProgram(): Command {
   registerConnectors(program);
   registerSequence(program);
   registerProxies(program);
+  registerDevices(program);
   registerUsage(program);
   registerInspect(program);
   registerDomains(program);
@@ -64,6 +68,8 @@ export function buildProgram(): Command {
   registerProviders(program);
   registerGeo(program);
   registerExits(program);
+  registerWireguard(program);
+  registerOpenvpn(program);
   registerUsers(program);
   registerConfig(program);
   registerBackup(program);

@@ -19,14 +19,6 @@ export interface JobSpec {
   keyed: boolean;
 }
 
-/**
- * The spec's periods of kinds without a handler yet. They are no settings: a setting would be
- * accepted and do nothing (shared/settings.ts refuses their variables until the handlers exist).
- */
-const SPEC_PERIOD_MS = {
-  tunnelLastSeen: 10_000,
-} as const;
-
 /** Periods are whole seconds, at least one. */
 const wholeSeconds = (ms: number) => Math.max(1, Math.round(ms / 1000)) * 1000;
 
@@ -123,7 +115,8 @@ export const JOB_CATALOGUE: Readonly<Record<JobKind, JobSpec>> = {
     kind: K.tunnelLastSeen,
     batchSize: 1,
     concurrency: () => 1,
-    periodMs: () => SPEC_PERIOD_MS.tunnelLastSeen,
+    // Gateways publish at the same interval (shared/tunnel-status.ts); a run reads their last.
+    periodMs: (s) => wholeSeconds(s.tunnelStatusIntervalMs),
     keyed: false,
   },
   [K.indexHygiene]: {

@@ -17,6 +17,22 @@ export function deriveSealKey(internalSecret: string, label: string): Buffer {
   return Buffer.from(hkdfSync("sha256", internalSecret, SALT, label, 32));
 }
 
+const derived = new Map<string, Buffer>();
+
+/**
+ * `deriveSealKey`, once per label and secret in the process: a key sealing row after row (a
+ * device's keys, a channel's secret) is derived on first use and kept.
+ */
+export function sealKeyOf(internalSecret: string, label: string): Buffer {
+  const name = `${label}\u0000${internalSecret}`;
+  let key = derived.get(name);
+  if (key === undefined) {
+    key = deriveSealKey(internalSecret, label);
+    derived.set(name, key);
+  }
+  return key;
+}
+
 /** AES-256-GCM of `plain` under `key`, `boundTo` as associated data. */
 export function sealWith(key: Buffer, boundTo: string, plain: string): string {
   const nonce = randomBytes(NONCE_BYTES);

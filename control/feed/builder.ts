@@ -242,6 +242,7 @@ export class FeedBuilder extends BroadcastFollower {
         defaultStrategy: this.#o.defaultStrategy,
         providers: this.#providers,
         logger: this.logger,
+        internalSecret: this.#o.internalSecret,
       });
     } catch (error) {
       this.#dirty = true;

@@ -5,10 +5,10 @@
  * digests) and the keys the job producers publish, so no producer reads Postgres.
  *
  * Stable bytes: every object is written with its keys in the order of its schema in
- * shared/feed/models.ts, and every list in one order (projects and connectors by id, proxies by
- * creation time then id, country and domain lists sorted; a sequence's connectors in its own
- * order, which is its meaning), so an unchanged definition compiles to the same JSON, keeps its
- * digest and publishes nothing.
+ * shared/feed/models.ts, and every list in one order (projects, connectors and tunnel devices by
+ * id, proxies by creation time then id, country and domain lists sorted; a sequence's connectors
+ * in its own order, which is its meaning), so an unchanged definition compiles to the same JSON,
+ * keeps its digest and publishes nothing.
  *
  * The runtime section is not compiled from Postgres: it is a read of what other roles keep in
  * Redis (`readRuntimeSection`), filtered to what the compile holds, and read again on every
@@ -59,6 +59,7 @@ import { readProviderApiConfig } from "../provider-api/config.ts";
 import { feedGeo, readFeedGeo } from "../geo/feed-part.ts";
 import { errorText } from "../../shared/errors.ts";
 import { shippedFile } from "../geo/shipped.ts";
+import { feedTunnels, readFeedTunnels } from "./tunnels.ts";
 
 /** A section as the publisher takes it: its JSON and the digest of that JSON. */
 export interface SectionText {
@@ -111,6 +112,12 @@ export interface CompileOptions {
    * the feed carries rather than a copy of them.
    */
   projectId?: string;
+  /**
+   * OCTOPROX_INTERNAL_SECRET: opens the WireGuard keys sealed at rest for the global section's
+   * `tunnels` part (control/feed/tunnels.ts). A compile without it (the routing preview, which
+   * routes no device) leaves the part out.
+   */
+  internalSecret?: string;
 }
 
 /** Proxies leaving the pool are not checked: a check must never undo a drain. */
@@ -214,6 +221,9 @@ export async function compile(
       version: providerDescriptors.version,
     }).from(providerDescriptors).orderBy(asc(providerDescriptors.id));
     const geoRows = await readFeedGeo(tx);
+    const tunnelRows = options.internalSecret === undefined
+      ? undefined
+      : await readFeedTunnels(tx, only);
     return {
       compiledAt,
       projectRows,
@@ -224,6 +234,7 @@ export async function compile(
       cloud,
       descriptorRows,
       geoRows,
+      tunnelRows,
     };
   }, READ_SNAPSHOT);
 
@@ -314,6 +325,14 @@ export async function compile(
         return undefined;
       }),
     ),
+    // Devices and the WireGuard identity, keys opened; absent without the secret that opens them.
+    ...(read.tunnelRows === undefined || options.internalSecret === undefined ? {} : {
+      tunnels: feedTunnels(
+        read.tunnelRows,
+        options.internalSecret,
+        (key, fields, message) => warnOnce(logger, key, fields, message),
+      ),
+    }),
   };
 
   // One section per connector, disabled and pending-deletion ones included (the router skips

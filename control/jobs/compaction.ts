@@ -13,10 +13,10 @@
  * different orders can deadlock: Postgres aborts one, whose entry is delivered again.
  *
  * Then the retentions: each project's rows past its metrics_retention_days (0 keeps them; its
- * per-site judging counts by their UTC day too),
- * the running totals of entities that are gone, metric_flushes rows older than a day, and the
- * raw observations and exit IPs past the install's geo retentions (control/geo/
- * observation-retention.ts).
+ * per-site judging counts by their UTC day too), the history of its tunnel devices that are gone
+ * (that table has no foreign key to take it with them), the running totals of entities that are
+ * gone, metric_flushes rows older than a day, and the raw observations and exit IPs past the
+ * install's geo retentions (control/geo/observation-retention.ts).
  * Nothing is recorded about a run: each run checks what is due and does it.
  */
 import { type Database, reservedTransaction } from "../../db/client.ts";
@@ -50,7 +50,7 @@ export const FLUSH_RECORD_MS = DAY_MS;
 export interface CompactionOutcome {
   /** Source rows folded, per tier (by the width they had). */
   folded: Record<number, number>;
-  /** Rows past their project's retention. */
+  /** Rows past their project's retention, and history rows of tunnel devices that are gone. */
   expired: number;
   totalsRemoved: number;
   flushRecordsRemoved: number;
@@ -166,6 +166,11 @@ export class CompactionJob implements Job {
           delete from domain_metrics where project_id = ${project.id} and day < ${day}::date`;
         outcome.expired += sites.count;
       }
+      // A proxy's history goes with it; a device's, keyed without a foreign key, goes here.
+      const devices = await sql`
+        delete from tunnel_device_metrics m where m.project_id = ${project.id}
+          and not exists (select 1 from tunnel_devices d where d.id = m.device_id)`;
+      outcome.expired += devices.count;
     }
     signal?.throwIfAborted();
     // Totals keep counting past the history's retention, but not past their entity.
@@ -173,7 +178,9 @@ export class CompactionJob implements Job {
       delete from metric_totals t
       where (t.entity_kind = 'proxy' and not exists (select 1 from proxies p where p.id = t.entity_id))
         or (t.entity_kind = 'project'
-          and not exists (select 1 from projects p where p.id = t.entity_id))`;
+          and not exists (select 1 from projects p where p.id = t.entity_id))
+        or (t.entity_kind = 'tunnel_device'
+          and not exists (select 1 from tunnel_devices d where d.id = t.entity_id))`;
     outcome.totalsRemoved = gone.count;
     const flushes = await sql`delete from metric_flushes where committed_at < ${
       new Date(nowMs - FLUSH_RECORD_MS).toISOString()

@@ -3,6 +3,7 @@
  * joins the producers and the runners once it is listed in WORKER_JOB_KINDS (shared/roles.ts)
  * and built here.
  */
+import { TunnelLastSeenJob } from "./tunnel-last-seen.ts";
 import { type JobKind, JobKind as K } from "../../shared/roles.ts";
 import type { ControlDeps } from "../core/deps.ts";
 import type { ObservationSink } from "../geo/observation.ts";
@@ -237,6 +238,16 @@ export function buildJobs(
         break;
       case K.geoUpdate:
         jobs.push(new GeoUpdateJob({ deps, logger: deps.logger.child({ job: kind }) }));
+        break;
+      case K.tunnelLastSeen:
+        jobs.push(
+          new TunnelLastSeenJob({
+            database: deps.database,
+            redis: deps.redis,
+            keys: deps.keys,
+            logger: deps.logger.child({ job: kind }),
+          }),
+        );
         break;
       case K.indexHygiene:
         jobs.push(

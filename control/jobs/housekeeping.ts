@@ -30,7 +30,8 @@ export interface IndexHygieneOptions {
 /**
  * index_hygiene, every minute, in steps; a failed step ends the run and the next minute's run
  * repeats every step:
- * 1. the instance index loses the members whose registry keys expired;
+ * 1. the instance index loses the members whose registry keys expired, and the tunnel carriers
+ *    index those whose status keys did;
  * 2. stopped consumers of the work streams (nothing pending, idle an hour) are removed; a live
  *    worker resets its idle time at least every 20 seconds, and consumer names are fresh for
  *    each process, so only stopped processes qualify;
@@ -85,18 +86,25 @@ export class IndexHygieneJob implements Job {
   }
 
   async pruneInstances(): Promise<number> {
-    const { redis, keys } = this.#o;
-    const members = await redis.smembers(keys.instanceIndex);
+    const { keys } = this.#o;
+    return await this.#prune(keys.instanceIndex, keys.instance) +
+      await this.#prune(keys.tunnelCarriers, keys.tunnelStatus);
+  }
+
+  /** Removes from `index` the members whose key (`keyOf`) expired. */
+  async #prune(index: string, keyOf: (id: string) => string): Promise<number> {
+    const { redis } = this.#o;
+    const members = await redis.smembers(index);
     if (members.length === 0) return 0;
     const pipeline = redis.pipeline();
-    for (const id of members) pipeline.exists(keys.instance(id));
+    for (const id of members) pipeline.exists(keyOf(id));
     const replies = (await pipeline.exec()) ?? [];
     const gone = members.filter((_, i) => {
       const [error, exists] = replies[i] ?? [];
       if (error) throw error;
       return Number(exists) === 0;
     });
-    if (gone.length > 0) await redis.srem(keys.instanceIndex, ...gone);
+    if (gone.length > 0) await redis.srem(index, ...gone);
     return gone.length;
   }
 

@@ -1,14 +1,18 @@
 /**
  * What one metrics flush writes, gathered from its staged windows into one set of columns per
- * history table (the shape of a multi-row insert through unnest: one array a column). A window
- * whose key this release cannot read, or whose ids are no uuids, is counted and dropped: one
- * foreign key in Redis must never fail every flush after it.
+ * history table (the shape of a multi-row insert through unnest: one array a column). Each
+ * table's counts are its window kind's fields (shared/metric-windows.ts), a column each in the
+ * kind's declaration order, so a kind with fields of its own (a tunnel device's) brings them
+ * along. A window whose key this release cannot read, or whose ids are no uuids, is counted and
+ * dropped: one foreign key in Redis must never fail every flush after it.
  */
-import { TRANSFER_FIELDS } from "../../shared/metric-windows.ts";
 import {
   ConnectorWindows,
+  DeviceWindows,
+  type EntityWindows,
   FailureWindows,
   fieldNames,
+  type FieldTypes,
   HostWindows,
   ProjectWindows,
   ProxyWindows,
@@ -16,47 +20,31 @@ import {
 import { isUuid } from "../core/store.ts";
 import type { StagedWindow } from "./staging.ts";
 
-/** The transfer counts of one table's rows, a column each, in TRANSFER_FIELDS order. */
-export interface TransferColumns {
-  requests: number[];
-  successes: number[];
-  failures: number[];
-  bytesSent: number[];
-  bytesReceived: number[];
-  latencySumMs: number[];
+/** One array per field of a kind, in its declaration order: `counts[field][row]`. */
+export type CountColumns = number[][];
+
+function countColumns(fields: FieldTypes): CountColumns {
+  return fieldNames(fields).map(() => []);
 }
 
-const TRANSFER_NAMES = fieldNames(TRANSFER_FIELDS);
-
-function transferColumns(): TransferColumns {
-  return {
-    requests: [],
-    successes: [],
-    failures: [],
-    bytesSent: [],
-    bytesReceived: [],
-    latencySumMs: [],
-  };
+/** A window's values (in its kind's field order) appended to the columns, a field each. */
+function pushCounts(columns: CountColumns, values: readonly number[]): void {
+  columns.forEach((column, field) => column.push(values[field] ?? 0));
 }
 
-function pushTransfer(columns: TransferColumns, values: readonly number[]): void {
-  const at = (name: (typeof TRANSFER_NAMES)[number]) => values[TRANSFER_NAMES.indexOf(name)] ?? 0;
-  columns.requests.push(at("requests"));
-  columns.successes.push(at("successes"));
-  columns.failures.push(at("failures"));
-  columns.bytesSent.push(at("bytes_sent"));
-  columns.bytesReceived.push(at("bytes_received"));
-  columns.latencySumMs.push(at("latency_sum_ms"));
-}
-
-export interface EntityRows extends TransferColumns {
+export interface EntityRows {
+  /** The window kind the rows are of: their fields are its own. */
+  kind: EntityWindows<string, FieldTypes>;
   ids: string[];
+  counts: CountColumns;
 }
 
-export interface HostRows extends TransferColumns {
+export interface HostRows {
   projectIds: string[];
   connectorIds: string[];
   hosts: string[];
+  /** HostWindows' fields: the transfer counts. */
+  counts: CountColumns;
 }
 
 export interface FailureRows {
@@ -68,11 +56,21 @@ export interface FailureRows {
   counts: number[];
 }
 
+function entityRows(kind: EntityWindows<string, FieldTypes>): EntityRows {
+  return { kind, ids: [], counts: countColumns(kind.fields) };
+}
+
 export class FlushRows {
-  readonly proxies: EntityRows = { ids: [], ...transferColumns() };
-  readonly projects: EntityRows = { ids: [], ...transferColumns() };
-  readonly connectors: EntityRows = { ids: [], ...transferColumns() };
-  readonly hosts: HostRows = { projectIds: [], connectorIds: [], hosts: [], ...transferColumns() };
+  readonly proxies = entityRows(ProxyWindows);
+  readonly projects = entityRows(ProjectWindows);
+  readonly connectors = entityRows(ConnectorWindows);
+  readonly devices = entityRows(DeviceWindows);
+  readonly hosts: HostRows = {
+    projectIds: [],
+    connectorIds: [],
+    hosts: [],
+    counts: countColumns(HostWindows.fields),
+  };
   readonly failures: FailureRows = {
     projectIds: [],
     connectorIds: [],
@@ -85,18 +83,20 @@ export class FlushRows {
 
   get windows(): number {
     return this.proxies.ids.length + this.projects.ids.length + this.connectors.ids.length +
-      this.hosts.hosts.length + this.failures.kinds.length;
+      this.devices.ids.length + this.hosts.hosts.length + this.failures.kinds.length;
   }
 
   add(window: StagedWindow): void {
     const { kind, keyText, values } = window;
     switch (kind.name) {
       case ProxyWindows.name:
-        return this.#entity(this.proxies, ProxyWindows.parseKey(keyText), values);
+        return this.#entity(this.proxies, keyText, values);
       case ProjectWindows.name:
-        return this.#entity(this.projects, ProjectWindows.parseKey(keyText), values);
+        return this.#entity(this.projects, keyText, values);
       case ConnectorWindows.name:
-        return this.#entity(this.connectors, ConnectorWindows.parseKey(keyText), values);
+        return this.#entity(this.connectors, keyText, values);
+      case DeviceWindows.name:
+        return this.#entity(this.devices, keyText, values);
       case HostWindows.name: {
         const key = HostWindows.parseKey(keyText);
         if (!key || !isUuid(key.projectId) || !isUuid(key.connectorId)) {
@@ -106,7 +106,7 @@ export class FlushRows {
         this.hosts.projectIds.push(key.projectId);
         this.hosts.connectorIds.push(key.connectorId);
         this.hosts.hosts.push(key.host);
-        pushTransfer(this.hosts, values);
+        pushCounts(this.hosts.counts, values);
         return;
       }
       case FailureWindows.name: {
@@ -127,12 +127,13 @@ export class FlushRows {
     }
   }
 
-  #entity(rows: EntityRows, id: string | undefined, values: readonly number[]): void {
+  #entity(rows: EntityRows, keyText: string, values: readonly number[]): void {
+    const id = rows.kind.parseKey(keyText);
     if (id === undefined || !isUuid(id)) {
       this.unreadable += 1;
       return;
     }
     rows.ids.push(id.toLowerCase());
-    pushTransfer(rows, values);
+    pushCounts(rows.counts, values);
   }
 }

@@ -7,6 +7,16 @@
  */
 import type postgres from "postgres";
 import { reservedTransaction } from "../../db/client.ts";
+import {
+  ConnectorWindows,
+  DeviceWindows,
+  type EntityWindows,
+  fieldNames,
+  FieldType,
+  type FieldTypes,
+  ProjectWindows,
+  ProxyWindows,
+} from "../../shared/metric-windows.ts";
 import { type EntityRows, type FailureRows, FlushRows, type HostRows } from "./flush-rows.ts";
 import type { StagedWindow } from "./staging.ts";
 
@@ -36,7 +46,10 @@ export interface CommitResult {
   /** Windows whose key this release cannot read: dropped. */
   unreadable: number;
   /** History rows written per table (windows of removed parents are dropped). */
-  written: Record<"proxies" | "projects" | "connectors" | "hosts" | "failures", number>;
+  written: Record<
+    "proxies" | "projects" | "connectors" | "devices" | "hosts" | "failures",
+    number
+  >;
 }
 
 /**
@@ -56,7 +69,7 @@ export async function commitFlush(
       committed: false,
       windows: 0,
       unreadable: 0,
-      written: { proxies: 0, projects: 0, connectors: 0, hosts: 0, failures: 0 },
+      written: { proxies: 0, projects: 0, connectors: 0, devices: 0, hosts: 0, failures: 0 },
     };
     const recorded = await tx`
       insert into metric_flushes (flush_id) values (${flushId})
@@ -77,6 +90,7 @@ export async function commitFlush(
         bucketStart,
         rows.connectors,
       );
+      written.devices += await insertEntities(tx, DEVICE_HISTORY, bucketStart, rows.devices);
       written.hosts += await insertHosts(tx, bucketStart, rows.hosts);
       written.failures += await insertFailures(tx, bucketStart, rows.failures);
     }
@@ -84,32 +98,25 @@ export async function commitFlush(
   }) as CommitResult;
 }
 
-/** The transfer columns of an unnest, after the rows' own key columns. */
-function transfers(rows: EntityRows | HostRows) {
-  return [
-    rows.requests,
-    rows.successes,
-    rows.failures,
-    rows.bytesSent,
-    rows.bytesReceived,
-    rows.latencySumMs,
-  ];
-}
-
 /**
- * An entity's history table: where its rows go, its parent (locked as a foreign key check would
- * lock it, so a window whose parent is gone is dropped), the history's columns and where each
- * comes from (`w.` the window, `parent.` the parent row), and the running totals it adds to.
+ * An entity's history table: the window kind it is written from (each of the kind's fields
+ * goes to the history's column, and the totals', of the same name), where its rows go, its
+ * parent (locked as a foreign key check would lock it, so a window whose parent is gone is
+ * dropped), the history's other columns and where each comes from (`w.` the window, `parent.`
+ * the parent row), and the running totals it adds to (metric_totals holds a column for every
+ * field of a totalled kind).
  */
 interface EntityTable {
+  kind: EntityWindows<string, FieldTypes>;
   history: string;
   parent: string;
   parentColumns: readonly string[];
   columns: readonly (readonly [column: string, value: string])[];
-  totals?: "proxy" | "project";
+  totals?: "proxy" | "project" | "tunnel_device";
 }
 
 const PROXY_HISTORY: EntityTable = {
+  kind: ProxyWindows,
   history: "proxy_metrics",
   parent: "proxies",
   // A proxy's row records the status its parent lookup reads.
@@ -122,6 +129,7 @@ const PROXY_HISTORY: EntityTable = {
 };
 
 const PROJECT_HISTORY: EntityTable = {
+  kind: ProjectWindows,
   history: "project_metrics",
   parent: "projects",
   parentColumns: [],
@@ -131,47 +139,70 @@ const PROJECT_HISTORY: EntityTable = {
 
 /** A connector keeps no running totals: its usage reads the history, which outlives proxies. */
 const CONNECTOR_HISTORY: EntityTable = {
+  kind: ConnectorWindows,
   history: "connector_metrics",
   parent: "connectors",
   parentColumns: ["project_id"],
   columns: [["project_id", "parent.project_id"], ["connector_id", "w.id"]],
 };
 
-const COUNT_COLUMNS = [
-  "requests",
-  "successes",
-  "failures",
-  "bytes_sent",
-  "bytes_received",
-  "latency_sum_ms",
-] as const;
+/**
+ * One table for every tunnel protocol: the window names the device alone (metering does not
+ * know its protocol), so the project and the protocol come from the device's row. Its counts
+ * are the transfers and the encrypted DNS closed.
+ */
+const DEVICE_HISTORY: EntityTable = {
+  kind: DeviceWindows,
+  history: "tunnel_device_metrics",
+  parent: "tunnel_devices",
+  parentColumns: ["project_id", "protocol"],
+  columns: [
+    ["project_id", "parent.project_id"],
+    ["device_id", "w.id"],
+    ["protocol", "parent.protocol"],
+  ],
+  totals: "tunnel_device",
+};
+
+/** A table's counted columns: its window kind's fields, with each one's unnest array type. */
+function countColumns(table: EntityTable): { name: string; array: string }[] {
+  const fields = table.kind.fields;
+  return fieldNames(fields).map((name) => ({
+    name,
+    array: fields[name] === FieldType.float ? "float8[]" : "bigint[]",
+  }));
+}
 
 /**
- * One entity table's statement: $1 the ids, $2 to $7 the counts (COUNT_COLUMNS order), $8 the
- * bucket's start, $9 its width. Answers the history rows written as `written`.
+ * One entity table's statement: $1 the ids, then the counts (a parameter per field of the
+ * table's window kind, in its order), then the bucket's start and its width. Answers the history
+ * rows written as `written`.
  */
 function entityStatement(table: EntityTable): string {
-  const counts = COUNT_COLUMNS.join(", ");
+  const fields = countColumns(table);
+  const names = fields.map((f) => f.name);
+  const counts = names.join(", ");
+  const bucketAt = fields.length + 2;
   const parentColumns = ["p.id", ...table.parentColumns.map((c) => `p.${c}`)].join(", ");
   const columns = [...table.columns.map(([c]) => c), "bucket_start", "bucket_seconds", counts];
   const values = [
     ...table.columns.map(([, v]) => v),
-    "$8::timestamptz",
-    "$9::int",
-    ...COUNT_COLUMNS.map((c) => `w.${c}`),
+    `$${bucketAt}::timestamptz`,
+    `$${bucketAt + 1}::int`,
+    ...names.map((c) => `w.${c}`),
   ];
+  const arrays = ["$1::uuid[]", ...fields.map((f, i) => `$${i + 2}::${f.array}`)].join(", ");
   const totals = table.totals === undefined ? "" : `, totals as (
       insert into metric_totals as t (entity_kind, entity_id, ${counts})
-      select '${table.totals}', w.id, ${COUNT_COLUMNS.map((c) => `w.${c}`).join(", ")}
+      select '${table.totals}', w.id, ${names.map((c) => `w.${c}`).join(", ")}
       from w join parent on parent.id = w.id
       on conflict (entity_kind, entity_id) do update set
-        ${COUNT_COLUMNS.map((c) => `${c} = t.${c} + excluded.${c}`).join(",\n        ")},
+        ${names.map((c) => `${c} = t.${c} + excluded.${c}`).join(",\n        ")},
         updated_at = now()
       returning 1
     )`;
   return `with w as (
-      select * from unnest($1::uuid[], $2::bigint[], $3::bigint[], $4::bigint[], $5::bigint[],
-        $6::bigint[], $7::float8[]) as w(id, ${counts})
+      select * from unnest(${arrays}) as w(id, ${counts})
     ), parent as (
       select ${parentColumns} from ${table.parent} p where p.id in (select id from w)
       for key share
@@ -183,15 +214,21 @@ function entityStatement(table: EntityTable): string {
     select (select count(*) from history)::int as written`;
 }
 
-const ENTITY_TABLES: readonly EntityTable[] = [PROXY_HISTORY, PROJECT_HISTORY, CONNECTOR_HISTORY];
+const ENTITY_TABLES: readonly EntityTable[] = [
+  PROXY_HISTORY,
+  PROJECT_HISTORY,
+  CONNECTOR_HISTORY,
+  DEVICE_HISTORY,
+];
 
 const STATEMENTS = new Map<EntityTable, string>(ENTITY_TABLES.map((t) => [t, entityStatement(t)]));
 
 /**
  * The running totals the flushes would have added up from the history now held: for each
- * entity table that keeps totals, its rows summed per entity (the column the window's id fills),
- * replacing every total. For a restore, which brings history but not totals; run it inside the
- * restore's transaction. Answers the rows written.
+ * entity table that keeps totals, its rows summed per entity (the column the window's id fills)
+ * that still exists (a device's history has no foreign key to go with it), replacing every
+ * total. For a restore, which brings history but not totals; run it inside the restore's
+ * transaction. Answers the rows written.
  */
 export async function recomputeTotals(tx: Sql): Promise<number> {
   await tx`delete from metric_totals`;
@@ -199,10 +236,12 @@ export async function recomputeTotals(tx: Sql): Promise<number> {
   for (const table of ENTITY_TABLES) {
     if (table.totals === undefined) continue;
     const entity = table.columns.find(([, value]) => value === "w.id")![0];
+    const names = countColumns(table).map((f) => f.name);
     const result = await tx.unsafe(
-      `insert into metric_totals (entity_kind, entity_id, ${COUNT_COLUMNS.join(", ")})
-       select '${table.totals}', ${entity}, ${COUNT_COLUMNS.map((c) => `sum(${c})`).join(", ")}
-       from ${table.history} group by ${entity}`,
+      `insert into metric_totals (entity_kind, entity_id, ${names.join(", ")})
+       select '${table.totals}', ${entity}, ${names.map((c) => `sum(${c})`).join(", ")}
+       from ${table.history} where ${entity} in (select id from ${table.parent})
+       group by ${entity}`,
     );
     written += result.count;
   }
@@ -218,7 +257,7 @@ async function insertEntities(
   if (rows.ids.length === 0) return 0;
   const result = await tx.unsafe(STATEMENTS.get(table)!, [
     rows.ids,
-    ...transfers(rows),
+    ...rows.counts,
     bucket.toISOString(),
     FLUSH_BUCKET_SECONDS,
   ] as never[]);
@@ -228,7 +267,8 @@ async function insertEntities(
 async function insertHosts(tx: TxSql, bucket: Date, rows: HostRows): Promise<number> {
   const at = bucket.toISOString();
   if (rows.hosts.length === 0) return 0;
-  const [requests, successes, failures, sent, received, latency] = transfers(rows);
+  // HostWindows' fields, in their order (TRANSFER_FIELDS).
+  const [requests, successes, failures, sent, received, latency] = rows.counts;
   const result = await tx`
     with w as (
       select * from unnest(

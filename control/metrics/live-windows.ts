@@ -8,17 +8,16 @@ import type { Redis } from "ioredis";
 import { errorText } from "../../shared/errors.ts";
 import {
   ConnectorWindows,
-  type EntityWindows,
+  DeviceWindows,
   ProjectWindows,
   ProxyWindows,
   readCounts,
-  TRANSFER_FIELDS,
   windowKey,
 } from "../../shared/metric-windows.ts";
 import type { RedisKeys } from "../../shared/redis-keys.ts";
 import type { Logger } from "../core/logging.ts";
 import { redisDeadline } from "../core/redis.ts";
-import type { Counts } from "./usage-model.ts";
+import { type Counts, type CountsOf, countsShape, type UsageKind } from "./usage-model.ts";
 
 export interface LiveWindowsOptions {
   redis: Redis;
@@ -27,17 +26,19 @@ export interface LiveWindowsOptions {
   deadlineMs: number;
 }
 
-export type LiveKind = "project" | "connector" | "proxy";
+export type LiveKind = UsageKind;
 
-const KINDS: Readonly<Record<LiveKind, EntityWindows<string>>> = {
+/** Each kind's windows: a device's hold its own fields beside the transfer counts. */
+const KINDS = {
   project: ProjectWindows,
   connector: ConnectorWindows,
   proxy: ProxyWindows,
-};
+  device: DeviceWindows,
+} as const satisfies Record<LiveKind, unknown>;
 
-export interface LiveRead {
+export interface LiveRead<C extends Counts = Counts> {
   /** The window's counts per id (ids without a window are absent). */
-  counts: Map<string, Counts>;
+  counts: Map<string, C>;
   /** False when Redis did not answer: the view shows its totals alone. */
   included: boolean;
 }
@@ -50,8 +51,8 @@ export class LiveWindows {
     this.#o = options;
   }
 
-  async read(kind: LiveKind, ids: readonly string[]): Promise<LiveRead> {
-    const counts = new Map<string, Counts>();
+  async read<K extends LiveKind>(kind: K, ids: readonly string[]): Promise<LiveRead<CountsOf<K>>> {
+    const counts = new Map<string, CountsOf<K>>();
     if (ids.length === 0) return { counts, included: true };
     const { redis, keys, deadlineMs } = this.#o;
     try {
@@ -63,17 +64,10 @@ export class LiveWindows {
           return hash as Record<string, string>;
         });
       });
+      const shape = countsShape(kind);
       replies.forEach((fields, i) => {
         if (Object.keys(fields).length === 0) return;
-        const c = readCounts(TRANSFER_FIELDS, fields);
-        counts.set(ids[i], {
-          requests: c.requests,
-          successes: c.successes,
-          failures: c.failures,
-          bytesSent: c.bytes_sent,
-          bytesReceived: c.bytes_received,
-          latencySumMs: c.latency_sum_ms,
-        });
+        counts.set(ids[i], shape.ofRow(readCounts(KINDS[kind].fields, fields)));
       });
       this.#failing = false;
       return { counts, included: true };

@@ -3,10 +3,12 @@
  * a day, hours into six hours after a week, six hours into days after 30 days. A bucket starts
  * at floor(epoch / width) * width, the same bucketing compaction writes and reads group by, so a
  * read at a tier's width never splits one of its rows. The six history tables share one shape
- * and are described here once, for compaction, retention and reads alike.
+ * (a tunnel device's adds the encrypted DNS closed to the transfer counts) and are described
+ * here once, for compaction, retention and reads alike.
  */
 
 import { BUCKET_WIDTHS, type BucketWidth } from "../model/metrics.ts";
+import { DeviceWindows, fieldNames, TRANSFER_FIELDS } from "../../shared/metric-windows.ts";
 
 export const DAY_MS = 86_400_000;
 
@@ -64,14 +66,8 @@ export interface HistoryTable {
   latest: readonly string[];
 }
 
-const TRANSFER_COLUMNS = [
-  "requests",
-  "successes",
-  "failures",
-  "bytes_sent",
-  "bytes_received",
-  "latency_sum_ms",
-] as const;
+/** A history table's counts are its window kind's fields, a column each of the same name. */
+const TRANSFER_COLUMNS = fieldNames(TRANSFER_FIELDS);
 
 export const HISTORY_TABLES: readonly HistoryTable[] = [
   {
@@ -90,7 +86,8 @@ export const HISTORY_TABLES: readonly HistoryTable[] = [
   {
     name: "tunnel_device_metrics",
     series: ["project_id", "device_id", "protocol"],
-    counts: TRANSFER_COLUMNS,
+    // The transfers and the encrypted DNS closed.
+    counts: fieldNames(DeviceWindows.fields),
     latest: [],
   },
   {

@@ -1,16 +1,20 @@
 /**
- * Usage reads: requests, successes, failures, bytes and latency per project, connector, proxy
- * and destination host, as all-time totals and as series over a window. Postgres first, in one
- * short session, then Redis, so a slow Redis never holds a pooled connection:
+ * Usage reads: requests, successes, failures, bytes and latency per project, connector, proxy,
+ * tunnel device and destination host, as all-time totals and as series over a window. Postgres
+ * first, in one short session, then Redis, so a slow Redis never holds a pooled connection:
  *
- * - totals: a project's and a proxy's are their metric_totals row (a primary-key lookup, and
- *   they keep counting past the history's retention); a connector's and a host's are their
- *   history summed (a connector keeps no totals: its history outlives its proxies);
+ * - totals: a project's, a proxy's and a tunnel device's are their metric_totals row (a
+ *   primary-key lookup, and they keep counting past the history's retention); a connector's and
+ *   a host's are their history summed (a connector keeps no totals: its history outlives its
+ *   proxies);
  * - series: the history in buckets of the window's width (floor(epoch / width) * width, the
- *   bucketing compaction writes), empty buckets as zeros;
- * - then the live window of a project, connector or proxy (what gateways added since the last
- *   flush) is added to its total and to the last bucket of a window ending now. Without Redis
- *   the totals alone, logged once. Hosts are read from the history only.
+ *   bucketing compaction writes), empty buckets as zeros; a device's of its protocol alone;
+ * - then the live window of a project, connector, proxy or device (what gateways added since
+ *   the last flush) is added to its total and to the last bucket of a window ending now. Without
+ *   Redis the totals alone, logged once. Hosts are read from the history only.
+ *
+ * A tunnel device's totals and series also carry its connections closed as encrypted DNS (its
+ * counts' shape, usage-model.ts); every other entity's keep the transfer counts alone.
  */
 import type postgres from "postgres";
 import type { Database } from "../../db/client.ts";
@@ -18,14 +22,18 @@ import { translatePostgresError } from "../../db/errors.ts";
 import type { LiveKind, LiveRead, LiveWindows } from "./live-windows.ts";
 import type { Window } from "./ranges.ts";
 import {
-  addCounts,
   type Counts,
+  type CountsOf,
   countsOfRow,
+  type CountsShape,
+  countsShape,
+  type DeviceUsage,
   type SumRow,
   SUMS_SQL,
+  TRANSFER_SHAPE,
   type Usage,
+  type UsageOf,
   usageOf,
-  ZERO_COUNTS,
 } from "./usage-model.ts";
 
 export interface UsageReaderOptions {
@@ -38,27 +46,39 @@ const SERIES_TABLES = {
   project: { table: "project_metrics", column: "project_id" },
   connector: { table: "connector_metrics", column: "connector_id" },
   proxy: { table: "proxy_metrics", column: "proxy_id" },
+  device: { table: "tunnel_device_metrics", column: "device_id" },
 } as const satisfies Record<LiveKind, { table: string; column: string }>;
 
-export interface Totals {
-  usage: Usage;
+/** The kinds with running totals, and their `metric_totals.entity_kind`. */
+const TOTALS_KINDS = {
+  project: "project",
+  proxy: "proxy",
+  device: "tunnel_device",
+} as const satisfies Partial<Record<LiveKind, string>>;
+type TotalledKind = keyof typeof TOTALS_KINDS;
+
+export interface Totals<U extends Usage = Usage> {
+  usage: U;
   /** Whether the live window was added (false: Redis did not answer). */
   live_included: boolean;
 }
 
-export interface SeriesPoint extends Usage {
+export type SeriesPoint<U extends Usage = Usage> = U & {
   /** The bucket's start, ISO 8601. */
   t: string;
-}
+};
 
-export interface Series {
+export interface Series<U extends Usage = Usage> {
   range: string;
   bucket_seconds: number;
   from: string;
   to: string;
   live_included: boolean;
-  points: SeriesPoint[];
+  points: SeriesPoint<U>[];
 }
+
+/** A tunnel device's series: its points carry the encrypted DNS closed too. */
+export type DeviceSeries = Series<DeviceUsage>;
 
 export interface HostUsage extends Usage {
   host: string;
@@ -73,29 +93,34 @@ export interface HostFilter {
 }
 
 /** Sums rows of a window's buckets into its points, zeros where a bucket has no row. */
-function fillPoints(window: Window, rows: readonly (SumRow & { t: string | number })[]) {
+function fillPoints<C extends Counts>(
+  shape: CountsShape<C, Usage>,
+  window: Window,
+  rows: readonly (SumRow & { t: string | number })[],
+) {
   const widthMs = window.widthSeconds * 1000;
-  const byStart = new Map<number, Counts>();
-  for (const row of rows) byStart.set(Number(row.t) * 1000, countsOfRow(row));
-  const points: { startMs: number; counts: Counts }[] = [];
+  const byStart = new Map<number, C>();
+  for (const row of rows) byStart.set(Number(row.t) * 1000, shape.ofRow(row));
+  const points: { startMs: number; counts: C }[] = [];
   for (let start = window.fromMs; start < window.toMs; start += widthMs) {
-    points.push({ startMs: start, counts: byStart.get(start) ?? { ...ZERO_COUNTS } });
+    points.push({ startMs: start, counts: byStart.get(start) ?? shape.zero() });
   }
   return points;
 }
 
-function seriesOf(
+function seriesOf<C extends Counts, U extends Usage>(
+  shape: CountsShape<C, U>,
   window: Window,
-  points: { startMs: number; counts: Counts }[],
+  points: { startMs: number; counts: C }[],
   liveIncluded: boolean,
-): Series {
+): Series<U> {
   return {
     range: window.range,
     bucket_seconds: window.widthSeconds,
     from: new Date(window.fromMs).toISOString(),
     to: new Date(window.toMs).toISOString(),
     live_included: liveIncluded,
-    points: points.map((p) => ({ t: new Date(p.startMs).toISOString(), ...usageOf(p.counts) })),
+    points: points.map((p) => ({ t: new Date(p.startMs).toISOString(), ...shape.usage(p.counts) })),
   };
 }
 
@@ -118,15 +143,20 @@ export class UsageReader {
     }
   }
 
-  /** All-time totals of projects or proxies (metric_totals), by id. */
-  async #stored(kind: "project" | "proxy", ids: readonly string[]): Promise<Map<string, Counts>> {
+  /** All-time totals of projects, proxies or tunnel devices (metric_totals), by id. */
+  async #stored<K extends TotalledKind>(
+    kind: K,
+    ids: readonly string[],
+  ): Promise<Map<string, CountsOf<K>>> {
+    const shape = countsShape(kind);
     const rows = await this.#postgres((sql) =>
-      sql<(SumRow & { id: string })[]>`
-        select entity_id::text as id, requests::text, successes::text, failures::text,
-          bytes_sent::text, bytes_received::text, latency_sum_ms
-        from metric_totals where entity_kind = ${kind} and entity_id = any(${ids as string[]}::uuid[])`
+      sql.unsafe<(SumRow & { id: string })[]>(
+        `select entity_id::text as id, ${shape.totalsSql}
+        from metric_totals where entity_kind = $1 and entity_id = any($2::uuid[])`,
+        [TOTALS_KINDS[kind], ids as string[]],
+      )
     );
-    return new Map(rows.map((row) => [row.id, countsOfRow(row)]));
+    return new Map(rows.map((row) => [row.id, shape.ofRow(row)]));
   }
 
   /** Connectors' history summed over everything retained, by id. */
@@ -142,58 +172,80 @@ export class UsageReader {
   }
 
   /** The live windows of entities of one kind (soft: empty, not included, without Redis). */
-  live(kind: LiveKind, ids: readonly string[]): Promise<LiveRead> {
+  live<K extends LiveKind>(kind: K, ids: readonly string[]): Promise<LiveRead<CountsOf<K>>> {
     return this.#o.live.read(kind, ids);
   }
 
   /** Totals of entities of one kind, live windows added. */
-  async totals(kind: LiveKind, ids: readonly string[]): Promise<{
-    totals: Map<string, Counts>;
+  async totals<K extends LiveKind>(kind: K, ids: readonly string[]): Promise<{
+    totals: Map<string, CountsOf<K>>;
     liveIncluded: boolean;
   }> {
+    const shape = countsShape(kind);
     const stored = kind === "connector"
-      ? await this.#connectorSums(ids)
-      : await this.#stored(kind, ids);
+      ? await this.#connectorSums(ids) as Map<string, CountsOf<K>>
+      : await this.#stored(kind as K & TotalledKind, ids);
     const live = await this.#o.live.read(kind, ids);
-    const totals = new Map<string, Counts>();
+    const totals = new Map<string, CountsOf<K>>();
     for (const id of ids) {
-      const base = stored.get(id) ?? { ...ZERO_COUNTS };
+      const base = stored.get(id) ?? shape.zero();
       const window = live.counts.get(id);
-      totals.set(id, window ? addCounts(base, window) : base);
+      totals.set(id, window ? shape.add(base, window) : base);
     }
     return { totals, liveIncluded: live.included };
   }
 
-  async total(kind: LiveKind, id: string): Promise<Totals> {
+  async total<K extends LiveKind>(kind: K, id: string): Promise<Totals<UsageOf<K>>> {
     const { totals, liveIncluded } = await this.totals(kind, [id]);
-    return { usage: usageOf(totals.get(id)!), live_included: liveIncluded };
+    return { usage: countsShape(kind).usage(totals.get(id)!), live_included: liveIncluded };
   }
 
   /** One entity's series over a window. */
-  async series(kind: LiveKind, id: string, window: Window): Promise<Series> {
+  series(kind: Exclude<LiveKind, "device">, id: string, window: Window): Promise<Series> {
+    return this.#series(kind, id, window);
+  }
+
+  /**
+   * A tunnel device's series over a window: its rows of `protocol` alone (one table serves
+   * every protocol), its live window added as any entity's.
+   */
+  deviceSeries(deviceId: string, protocol: string, window: Window): Promise<DeviceSeries> {
+    return this.#series("device", deviceId, window, protocol);
+  }
+
+  async #series<K extends LiveKind>(
+    kind: K,
+    id: string,
+    window: Window,
+    protocol?: string,
+  ): Promise<Series<UsageOf<K>>> {
+    const shape = countsShape(kind);
     const { table, column } = SERIES_TABLES[kind];
     const width = window.widthSeconds;
+    const params = [id, new Date(window.fromMs).toISOString(), new Date(window.toMs).toISOString()];
+    if (protocol !== undefined) params.push(protocol);
     const rows = await this.#postgres((sql) =>
       sql.unsafe<(SumRow & { t: string })[]>(
         `select (floor(extract(epoch from bucket_start) / ${width}) * ${width})::bigint::text as t,
-          ${SUMS_SQL}
+          ${shape.sumsSql}
         from ${table}
         where ${column} = $1 and bucket_seconds <= ${width}
           and bucket_start >= $2 and bucket_start < $3
+          ${protocol === undefined ? "" : "and protocol = $4"}
         group by 1 order by 1`,
-        [id, new Date(window.fromMs).toISOString(), new Date(window.toMs).toISOString()],
+        params,
       )
     );
-    const points = fillPoints(window, rows);
+    const points = fillPoints(shape, window, rows);
     let liveIncluded = true;
     if (window.live && points.length > 0) {
       const live = await this.#o.live.read(kind, [id]);
       liveIncluded = live.included;
       const counts = live.counts.get(id);
       const last = points[points.length - 1];
-      if (counts) last.counts = addCounts(last.counts, counts);
+      if (counts) last.counts = shape.add(last.counts, counts);
     }
-    return seriesOf(window, points, liveIncluded);
+    return seriesOf(shape, window, points, liveIncluded);
   }
 
   /**
@@ -271,7 +323,12 @@ export class UsageReader {
     );
     return hosts.map((host) => ({
       host,
-      series: seriesOf(window, fillPoints(window, rows.filter((r) => r.host === host)), true),
+      series: seriesOf(
+        TRANSFER_SHAPE,
+        window,
+        fillPoints(TRANSFER_SHAPE, window, rows.filter((r) => r.host === host)),
+        true,
+      ),
     }));
   }
 

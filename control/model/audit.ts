@@ -23,6 +23,9 @@ export const AUDIT_ENTITIES = [
   "alert_rule",
   "alert_rule_channel",
   "alert_channel",
+  "tunnel_device",
+  "wireguard_settings",
+  "openvpn_settings",
   "backup",
 ] as const;
 export type AuditEntity = (typeof AUDIT_ENTITIES)[number];

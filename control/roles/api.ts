@@ -7,6 +7,8 @@ import type { ApiDeps } from "../api/deps.ts";
 import { createApp } from "../api/app.ts";
 import { Extraction } from "../provider-api/extraction/extraction.ts";
 import { seedFirstAdmin } from "../services/users.ts";
+import { ensureOpenvpnSettings } from "../services/openvpn-settings.ts";
+import { ensureWireguardSettings } from "../services/wireguard-settings.ts";
 import { reloadConfigFile } from "../config/reload.ts";
 import { Store } from "../../shared/errors.ts";
 import { HttpServer } from "../core/http-server.ts";
@@ -75,6 +77,9 @@ export class ApiRuntime extends BaseRuntime {
 
   protected override async beforeLoops(): Promise<void> {
     const seeded = await seedFirstAdmin(this.#deps);
+    // The install's WireGuard and OpenVPN identities, made once: the first api's insert wins.
+    await ensureWireguardSettings(this.#deps);
+    await ensureOpenvpnSettings(this.#deps);
     if (seeded.created) {
       this.logger.info({ username: seeded.username }, "First admin created");
     }

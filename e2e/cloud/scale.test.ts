@@ -19,7 +19,13 @@ import { randomBytes } from "node:crypto";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { Cluster, type Gateway } from "../../testkit/cluster.ts";
 import { exitOf, viaProxy } from "../../testkit/clients/proxy-client.ts";
-import { CLOUDS, startTestClouds, type TestCloud, type TestClouds } from "../../testkit/clouds.ts";
+import {
+  CLOUDS,
+  postCloudConnector,
+  startTestClouds,
+  type TestCloud,
+  type TestClouds,
+} from "../../testkit/clouds.ts";
 import { freePort } from "../../testkit/ports.ts";
 import { type Origin, startOrigin } from "../../testkit/upstreams/origin.ts";
 import { SteadyLoad, untilAnswer, withOptions } from "../../testkit/routing.ts";
@@ -112,23 +118,14 @@ async function fleet(
   const connectorIds: string[] = [];
   for (const provider of providers) {
     const cloud = clouds.clouds[provider];
-    const credential = await cluster.request(
-      "POST",
-      `/api/v1/projects/${project.body.id}/credentials`,
-      { name: provider, provider, config: cloud.credential },
+    const { credential, connector } = await postCloudConnector(
+      cluster,
+      project.body.id,
+      provider,
+      cloud,
+      { instance_name: name, ...config },
     );
     expect(credential.status, JSON.stringify(credential.body)).toBe(201);
-    const connector = await cluster.request(
-      "POST",
-      `/api/v1/projects/${project.body.id}/connectors`,
-      {
-        name: provider,
-        kind: "cloud",
-        provider,
-        credential_id: credential.body.id,
-        config: cloud.connectorConfig({ instance_name: name, ...config }),
-      },
-    );
     expect(connector.status, JSON.stringify(connector.body)).toBe(201);
     connectorIds.push(connector.body.id);
   }

@@ -11,7 +11,12 @@
 import { randomBytes } from "node:crypto";
 import { afterAll, afterEach, beforeAll, expect, it } from "vitest";
 import { Cluster, type Member } from "../../testkit/cluster.ts";
-import { CLOUDS, startTestClouds, type TestClouds } from "../../testkit/clouds.ts";
+import {
+  CLOUDS,
+  postCloudConnector,
+  startTestClouds,
+  type TestClouds,
+} from "../../testkit/clouds.ts";
 import { freePort } from "../../testkit/ports.ts";
 import { JobKind, WORKER_JOB_KINDS } from "../../shared/roles.ts";
 
@@ -60,22 +65,11 @@ it(
       const cloud = clouds.clouds[provider];
       // Launches hang in the cloud until the worker is gone.
       cloud.slowCreates(true);
-      const credential = await cluster.request(
-        "POST",
-        `/api/v1/projects/${project.body.id}/credentials`,
-        { name: provider, provider, config: cloud.credential },
-      );
-      const connector = await cluster.request(
-        "POST",
-        `/api/v1/projects/${project.body.id}/connectors`,
-        {
-          name: provider,
-          kind: "cloud",
-          provider,
-          credential_id: credential.body.id,
-          config: cloud.connectorConfig({ instance_name: name, min_proxies: 1, max_proxies: 1 }),
-        },
-      );
+      const { connector } = await postCloudConnector(cluster, project.body.id, provider, cloud, {
+        instance_name: name,
+        min_proxies: 1,
+        max_proxies: 1,
+      });
       expect(connector.status, JSON.stringify(connector.body)).toBe(201);
       connectors.push(connector.body.id);
     }

@@ -25,7 +25,9 @@
  *
  * - known requests (GETs of fixed sizes up to 3 MB, POSTs with known bodies, a chunked answer,
  *   tunnels with known bytes both ways, one refusal) give per-proxy, per-connector, per-project
- *   and per-host windows, demand and rejections equal to the clients' counts, exactly;
+ *   and per-host windows, demand and rejections equal to the clients' counts, exactly: through a
+ *   gateway of one isolate, of two, and of one on the HTTP Redis transport (the Upstash REST
+ *   stand-in, testkit/upstreams/upstash-rest.ts, in front of the same Redis);
  * - the same under steady traffic through a 20 s Redis outage (the server stopped and started
  *   again on its port): nothing lost, nothing counted twice;
  * - the same when Redis stops answering (frozen with SIGSTOP) past the gateway's send timeout
@@ -63,6 +65,7 @@ import { basicAuth, type Credentials } from "../../testkit/clients/proxy-client.
 import { type Sink, startSink } from "../../testkit/upstreams/sink.ts";
 import { startTinyproxy, type Tinyproxy } from "../../testkit/upstreams/tinyproxy.ts";
 import { waitForStatuses } from "../../testkit/routing.ts";
+import { startUpstashRest, type UpstashRest } from "../../testkit/upstreams/upstash-rest.ts";
 
 const EXITS = ["127.0.0.2", "127.0.0.3"];
 const COUNTRIES = ["DE", "FR"];
@@ -77,6 +80,9 @@ let cluster: Cluster;
 let gateway: Gateway;
 /** The same gateway serving from two isolates, each with its own batch writer. */
 let gatewayTwoIsolates: Gateway;
+/** A gateway on the HTTP Redis transport, through `rest`. */
+let gatewayHttp: Gateway;
+let rest: UpstashRest;
 let origin: Origin;
 let sink: Sink;
 let tinyproxies: Tinyproxy[];
@@ -96,6 +102,10 @@ beforeAll(async () => {
     Promise.all(EXITS.map((bindAddress) => startTinyproxy({ bindAddress }))),
     redis.start(),
   ]);
+  rest = await startUpstashRest({
+    redisUrl: redis.url,
+    token: `rest-${randomBytes(12).toString("hex")}`,
+  });
   // The windows are read where the gateways write them: no worker flushes them into Postgres.
   cluster = await Cluster.create({
     redisUrl: redis.url,
@@ -106,9 +116,12 @@ beforeAll(async () => {
     },
   });
   await cluster.start("all");
-  [gateway, gatewayTwoIsolates] = await Promise.all([
+  [gateway, gatewayTwoIsolates, gatewayHttp] = await Promise.all([
     cluster.startGateway(),
     cluster.startGateway({ env: { OCTOPROX_GATEWAY_ISOLATES: "2" } }),
+    cluster.startGateway({
+      env: { OCTOPROX_REDIS_URL: rest.url, OCTOPROX_REDIS_TOKEN: rest.token },
+    }),
   ]);
 });
 
@@ -122,7 +135,7 @@ afterAll(async () => {
   if (frozen !== undefined) process.kill(frozen, "SIGCONT");
   await redis?.start().catch(() => {});
   await cluster?.close();
-  await Promise.all([origin, sink, ...(tinyproxies ?? [])].map((server) => server?.close()));
+  await Promise.all([origin, sink, rest, ...(tinyproxies ?? [])].map((server) => server?.close()));
   await redis?.stop();
   if (folder) await rm(folder, { recursive: true, force: true });
 });
@@ -268,9 +281,9 @@ async function tunnel(
 
 /**
  * A project with two connectors, one proxy each (DE, FR), made through the API; waits until the
- * gateway routes each country through its exit. Those waits are requests too: counted.
+ * gateway (`via`) routes each country through its exit. Those waits are requests too: counted.
  */
-async function createMeteredProject(tally: Tally): Promise<MeteredProject> {
+async function createMeteredProject(tally: Tally, via = gateway): Promise<MeteredProject> {
   const username = `m${randomBytes(4).toString("hex")}`;
   const password = `pw-${randomBytes(8).toString("hex")}`;
   const created = await cluster.request("POST", "/api/v1/projects", {
@@ -305,7 +318,7 @@ async function createMeteredProject(tally: Tally): Promise<MeteredProject> {
   await waitForStatuses(cluster, project.proxyIds, "healthy");
   for (const proxy of [DE, FR]) {
     const exchange = await cluster.until(async () => {
-      const connection = await RawConnection.open(gateway.proxyPort);
+      const connection = await RawConnection.open(via.proxyPort);
       try {
         const answer = await forward(connection, as(project, proxy, username), "GET", "/ip");
         // 407: the project is not in this gateway's feed yet (no project to count it under).
@@ -460,12 +473,13 @@ describe("metering counts in Redis", () => {
   it.each([
     ["one isolate", () => gateway],
     ["two isolates", () => gatewayTwoIsolates],
+    ["Redis over HTTP", () => gatewayHttp],
   ])("match what the clients sent and received, exactly (%s)", async (_, pick) => {
     const via = pick();
     const isolates = via === gatewayTwoIsolates ? 2 : 1;
     expect(cluster.redisUrl).not.toBe(TEST_REDIS_URL);
     const tally = new Tally();
-    const project = await createMeteredProject(tally);
+    const project = await createMeteredProject(tally, via);
 
     const http = async (proxy: number, requests: [string, string, number?][]) => {
       const connection = await RawConnection.open(via.proxyPort);

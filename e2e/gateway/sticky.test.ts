@@ -40,7 +40,7 @@ import {
   viaProxy,
 } from "../../testkit/clients/proxy-client.ts";
 import { startTinyproxy, type Tinyproxy } from "../../testkit/upstreams/tinyproxy.ts";
-import { untilAnswer, waitForStatuses } from "../../testkit/routing.ts";
+import { untilAnswer, untilEachPlaceServed, waitForStatuses } from "../../testkit/routing.ts";
 
 const EXITS = ["127.0.0.2", "127.0.0.3", "127.0.0.4"];
 const COUNTRIES = ["DE", "FR", "NL"];
@@ -151,18 +151,16 @@ async function exitsVia(gateway: Gateway, credentials: Credentials, count: numbe
 
 /** Waits until each gateway serves `-cc-<country>` through that country's one exit. */
 async function everyCountryServed(through: readonly Gateway[]): Promise<void> {
-  for (const gateway of through) {
-    for (const [index, country] of COUNTRIES.entries()) {
-      await untilAnswer(
-        cluster,
-        gateway,
-        as({ country }),
-        ipUrl(),
-        (answer) => answer.status === 200 && exitOf(answer) === EXITS[index],
-        { message: `${gateway.instance} to serve ${country} through ${EXITS[index]}` },
-      );
-    }
-  }
+  await untilEachPlaceServed(
+    cluster,
+    through,
+    ipUrl(),
+    COUNTRIES.map((country, index) => ({
+      name: country,
+      credentials: as({ country }),
+      exit: EXITS[index],
+    })),
+  );
 }
 
 /** The proxy id the session's binding in Redis names, or null. */

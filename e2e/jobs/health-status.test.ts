@@ -33,10 +33,13 @@ beforeAll(async () => {
   await cluster.start("api");
   [controller, worker, fault, ...tinyproxies] = await Promise.all([
     cluster.start("controller"),
-    // Every kind but scale, so the system stats have a stream no worker takes to show.
+    // Every kind but scale and provision, so the system stats have streams no worker takes to
+    // show: scale's, which the test writes to, and provision's, which nobody writes to.
     cluster.start("worker", {
       env: {
-        OCTOPROX_WORKER_JOBS: WORKER_JOB_KINDS.filter((kind) => kind !== JobKind.scale).join(","),
+        OCTOPROX_WORKER_JOBS: WORKER_JOB_KINDS.filter((kind) =>
+          kind !== JobKind.scale && kind !== JobKind.provision
+        ).join(","),
       },
     }),
     startFaultProxy(),
@@ -64,12 +67,9 @@ describe("health status by the checks", () => {
     await cluster.until(async () => (await cluster.status(id)) === "healthy", {
       message: "the proxy to turn healthy",
     });
-    // A status is written before the change entry that announces it: wait for this one's (the
-    // add made the first), so it is not taken for one of the moves counted below.
-    await cluster.until(async () => {
-      const entries = await cluster.changes();
-      return entries.filter((c) => c.ref === connector.connectorId).length >= 2;
-    }, { message: "the change entry of the proxy turning healthy" });
+    // A status is written before the change entry that announces it: wait for this one's, so it
+    // is not taken for one of the moves counted below.
+    await cluster.untilAnnounced();
     const lastChange = await cluster.lastChangeId();
 
     fault.setMode(FaultMode.refuse);
@@ -227,7 +227,7 @@ describe("health status by the checks", () => {
     expect(unhandledStats.oldestAgeMs).toBeGreaterThanOrEqual(0);
     expect(unhandledStats.oldestAgeMs).toBeLessThanOrEqual(readAt - addedAt + 1_000);
     // Streams nobody wrote to are shown empty, with their group missing.
-    expect(stats.work_streams.data["jobs.tunnel_last_seen"]).toMatchObject({
+    expect(stats.work_streams.data["jobs.provision"]).toMatchObject({
       length: 0,
       pending: 0,
       backlog: 0,

@@ -81,6 +81,8 @@ describe("run-now health checks", () => {
       message: "the proxy to turn healthy",
     });
     const before = await cluster.proxyRow(id);
+    // The turn to healthy is committed; its announcement may still be on its way.
+    await cluster.untilAnnounced();
     const lastChange = await cluster.lastChangeId();
     const connectionsBefore = fault.connectionsSeen;
 
@@ -99,6 +101,7 @@ describe("run-now health checks", () => {
     // One check: one connection to the proxy, one failure counted, one status move announced.
     expect(fault.connectionsSeen - connectionsBefore).toBe(1);
     expect((await cluster.softHealth(id))?.failures).toBe("1");
+    await cluster.untilAnnounced();
     expect(await cluster.changes(lastChange)).toEqual([
       expect.objectContaining({ kind: "proxy", ref: connector.connectorId }),
     ]);

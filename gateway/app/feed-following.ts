@@ -4,7 +4,6 @@
  * delta to the process's other isolates, and holds the listeners back until the first one is
  * applied (or refused: strict mode).
  */
-import type { Redis } from "ioredis";
 import type { FeedKeys } from "../../shared/feed/codec.ts";
 import type { FeedSections } from "../../shared/feed/models.ts";
 import type { RedisKeys } from "../../shared/redis-keys.ts";
@@ -14,6 +13,7 @@ import { type SectionsDelta, sectionsDelta } from "../../shared/routing/feed-sha
 import type { CoreRouter } from "../../shared/routing/router.ts";
 import type { RoutingSnapshot } from "../../shared/routing/snapshot.ts";
 import type { Logger } from "../base/log.ts";
+import type { RedisConnection } from "../redis/connection.ts";
 import { FeedFollower, type FeedLogger, type FeedUpdate } from "../feed/follower.ts";
 import { strictModeCheck } from "./feed-strict-mode.ts";
 
@@ -23,8 +23,8 @@ const FEED_RECHECK_MS = 30_000;
 export interface FeedFollowingOptions {
   settings: GatewaySettings;
   logger: Logger;
-  /** The process's client, shared with the main isolate. */
-  redis: Redis;
+  /** The process's connection, shared with the main isolate. */
+  connection: RedisConnection;
   keys: RedisKeys;
   feedKeys: FeedKeys;
   /** The main isolate's router, which each feed is applied to. */
@@ -49,7 +49,11 @@ export function followFeed(o: FeedFollowingOptions): FeedFollowing {
   const sharing = new FeedSharing(logger);
   const strict = strictModeCheck(settings.host, logger);
   const follower = new FeedFollower({
-    redis: o.redis,
+    redis: o.connection.redis,
+    // TCP wakes on the feed's stream; HTTP cannot block, so it reads the head every interval.
+    wait: o.connection.blockingReader === undefined
+      ? { pollIntervalMs: settings.feedPollIntervalMs }
+      : { blockingReader: o.connection.blockingReader },
     keys: o.keys,
     feedKeys: o.feedKeys,
     stopWaitMs: settings.redisRequestTimeoutMs,

@@ -34,6 +34,7 @@ import type { IsolatePool } from "./isolates.ts";
 import { buildListeners, type ProxyListener, STOP_WAIT_MS } from "./listener.ts";
 import { StartRefused } from "./start-refused.ts";
 import type { MitmCa } from "../../shared/tls/ca.ts";
+import type { TunnelPlane } from "../tunnel-plane/plane.ts";
 import { CA_EXPIRY_METRIC, type MitmCaOverlap, watchCaExpiry } from "./mitm-ca.ts";
 import type { Logger } from "../base/log.ts";
 import {
@@ -58,6 +59,10 @@ export interface RoutingCore {
    * (gateway/net/session/admission-steps.ts).
    */
   admissionSteps?: readonly AdmissionStep[];
+  /** The steps a tunnel device's connection runs between its device and the guard. */
+  deviceAdmissionSteps?: readonly AdmissionStep[];
+  /** The tunnel plane, when this gateway runs a tunnel endpoint (OCTOPROX_WIREGUARD_ENABLED). */
+  tunnels?: TunnelPlane;
   /**
    * Resolves once the first feed is applied: the proxy port is bound then. Rejects with
    * `StartRefused` when that feed is one the gateway must not serve.
@@ -149,6 +154,15 @@ export class GatewayProcess {
     });
     this.#listener = listeners.http;
     this.#socks = listeners.socks;
+    const tunnels = core.tunnels;
+    tunnels?.useListeners((hostname, port, plane) =>
+      listeners.transparent(
+        hostname,
+        port,
+        { plane, clientStep: tunnels.deviceStep() },
+        core.deviceAdmissionSteps ?? [],
+      )
+    );
     this.metrics.addGauge("octoprox_gateway_ready", () => (this.unready() ? 0 : 1));
     this.metrics.addGauge("octoprox_gateway_log_lines_dropped", () => logger.droppedLines);
     const mitmCa = options.mitmCa;
@@ -372,6 +386,7 @@ export class GatewayProcess {
     await Promise.all([
       step("proxy listener", () => this.#listener.close()),
       step("SOCKS5 listener", () => this.#socks?.close() ?? Promise.resolve()),
+      step("tunnel listeners", () => core.tunnels?.closeListeners() ?? Promise.resolve()),
       step("worker isolates", () => this.#options.isolates?.stop() ?? Promise.resolve()),
     ]);
     // Withdrawn before the core closes its Redis client, so peers see the process leave at once.

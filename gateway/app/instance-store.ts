@@ -3,14 +3,14 @@
  * (shared/instance-registry.ts), over the routing core's client, each call under the request
  * deadline so a Redis that is gone cannot hold a beat or the stop.
  */
-import type { Redis } from "ioredis";
+import type { GatewayRedis } from "../../shared/redis/contract.ts";
 import { withdrawInstanceKeys, writeInstanceKeys } from "../../shared/instance-registry.ts";
 import type { RedisKeys } from "../../shared/redis-keys.ts";
 import { withDeadline } from "../../shared/async/deadline.ts";
 import type { InstanceStore } from "./heartbeat.ts";
 
 export function redisInstanceStore(
-  redis: Redis,
+  redis: GatewayRedis,
   keys: RedisKeys,
   instance: string,
   deadlineMs: number,

@@ -9,7 +9,6 @@ import { DomainCounts } from "../blocking/domain-counts.ts";
 import { Cooldowns } from "../blocking/cooldowns.ts";
 import { Escalations } from "../blocking/escalations.ts";
 import { loadEscalationScript } from "../blocking/lua.ts";
-import type { Redis } from "ioredis";
 import { deriveFeedKeys } from "../../shared/feed/codec.ts";
 import { LoopLagTimer } from "../../shared/loop-lag.ts";
 import { redisKeys } from "../../shared/redis-keys.ts";
@@ -43,7 +42,7 @@ import {
   type OwedAtStop,
   owedAtStop,
 } from "./isolate-writers.ts";
-import { connectRedis } from "./redis.ts";
+import { connectRedis, type RedisConnection } from "../redis/connection.ts";
 
 /** What one isolate serves with. */
 export interface IsolateCore {
@@ -57,6 +56,11 @@ export interface IsolateCore {
    * (gateway/net/session/admission-steps.ts): the client's address, the header options.
    */
   admissionSteps: readonly AdmissionStep[];
+  /**
+   * A tunnel device's: the project limits alone (a device is named by its tunnel address and
+   * carries its options in the feed, so neither address rules nor header options apply).
+   */
+  deviceAdmissionSteps: readonly AdmissionStep[];
   hooks?: TransferHooks;
   /** Exits cooled down per site after block verdicts, synced with every gateway. */
   cooldowns: Cooldowns;
@@ -88,8 +92,8 @@ export interface IsolateCore {
 export interface IsolateCoreOptions {
   /** The counts to route on: a worker's follows the main isolate's (dispatch.ts `follow`). */
   dispatch?: Dispatch;
-  /** A Redis client to use (the main isolate's, shared with the follower); else its own. */
-  redis?: Redis;
+  /** A Redis connection to use (the main isolate's, shared with the follower); else its own. */
+  connection?: RedisConnection;
   /** Tells the isolates of one process apart in Redis client names (0 is the main one). */
   isolate?: number;
   /** Hands a quarantine this isolate's rate limiter tripped to the process's other isolates. */
@@ -109,7 +113,9 @@ export async function buildIsolateCore(
 ): Promise<IsolateCore> {
   const feedKeys = await deriveFeedKeys(settings.internalSecret);
   const isolate = options.isolate ?? 0;
-  const redis = options.redis ?? connectRedis(settings, `octoprox-gateway:${instance}:${isolate}`);
+  const connection = options.connection ??
+    connectRedis(settings, `octoprox-gateway:${instance}:${isolate}`);
+  const redis = connection.redis;
   const keys = redisKeys(settings.redisPrefix);
   const router = buildIsolateRouter({
     settings,
@@ -173,7 +179,7 @@ export async function buildIsolateCore(
   preflight.start();
   loopLag.start();
   // A client handed in is its owner's to close.
-  const ownRedis = options.redis === undefined ? redis : undefined;
+  const ownRedis = options.connection === undefined ? connection : undefined;
   const stopping: IsolateStop = {
     isolate,
     router,
@@ -191,6 +197,9 @@ export async function buildIsolateCore(
     serving: preflight.router,
     guard,
     admissionSteps: admissionSteps(settings, router, writers.requestRate),
+    deviceAdmissionSteps: [
+      projectLimitsStep({ router, dispatch: router.dispatch, rate: writers.requestRate }),
+    ],
     hooks: writers.metering,
     cooldowns,
     domains,
@@ -205,6 +214,7 @@ export async function buildIsolateCore(
       ...cooldowns.samples(),
       ...domains.samples(),
       ...escalations.samples(),
+      ...(ownRedis?.samples() ?? []),
     ],
     state: () => isolateState(isolate, writers, loopLag),
     owed: () => owedAtStop(writers, {}),
@@ -247,8 +257,8 @@ interface IsolateStop {
   escalations: Escalations;
   loopLag: LoopLagTimer;
   logger: Logger;
-  /** The isolate's own Redis client, disconnected at the end; none when it was handed in. */
-  ownRedis: Redis | undefined;
+  /** The isolate's own Redis connection, closed at the end; none when it was handed in. */
+  ownRedis: RedisConnection | undefined;
 }
 
 async function stopIsolate(s: IsolateStop): Promise<void> {
@@ -275,7 +285,7 @@ async function stopIsolate(s: IsolateStop): Promise<void> {
       s.escalations.close(),
     ]);
   } finally {
-    s.ownRedis?.disconnect();
+    s.ownRedis?.close();
   }
   // One line with what Redis did not take (sizes only), whether or not anything is owed.
   const owed = owedAtStop(writers, before);

@@ -2,7 +2,7 @@
  * One isolate's router (shared/routing/router.ts): feed passwords checked with the feed keys,
  * sticky bindings in Redis, and provisioning asked of the workers through their job stream.
  */
-import type { Redis } from "ioredis";
+import type { GatewayRedis } from "../../shared/redis/contract.ts";
 import { type FeedKeys, verifyPassword } from "../../shared/feed/codec.ts";
 import { type RedisKeys, STREAM_CAPS } from "../../shared/redis-keys.ts";
 import { JobKind } from "../../shared/roles.ts";
@@ -18,7 +18,7 @@ import type { Logger } from "../base/log.ts";
 export interface IsolateRouterOptions {
   settings: GatewaySettings;
   logger: Logger;
-  redis: Redis;
+  redis: GatewayRedis;
   keys: RedisKeys;
   feedKeys: FeedKeys;
   /** The counts to route on: a worker's follows the main isolate's (dispatch.ts `follow`). */
@@ -46,7 +46,11 @@ export function buildIsolateRouter(o: IsolateRouterOptions): CoreRouter {
 }
 
 /** Asks by adding a provision job for the key to the workers' stream, under the deadline. */
-function provisionRequests(redis: Redis, keys: RedisKeys, timeoutMs: number): ProvisionRequests {
+function provisionRequests(
+  redis: GatewayRedis,
+  keys: RedisKeys,
+  timeoutMs: number,
+): ProvisionRequests {
   return {
     ask: async (key) => {
       await withDeadline("provision request", timeoutMs, () =>

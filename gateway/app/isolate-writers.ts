@@ -3,7 +3,7 @@
  * the proxies' rate windows, the projects' request-rate buckets and the failure examples; and
  * what they still owe Redis (counts, never contents) when the isolate stops.
  */
-import type { Redis } from "ioredis";
+import type { GatewayRedis } from "../../shared/redis/contract.ts";
 import type { RedisKeys } from "../../shared/redis-keys.ts";
 import type { GatewaySettings } from "../../shared/settings.ts";
 import type { CoreRouter } from "../../shared/routing/router.ts";
@@ -42,7 +42,7 @@ export interface IsolateWriters {
 export interface IsolateWritersOptions {
   settings: GatewaySettings;
   logger: Logger;
-  redis: Redis;
+  redis: GatewayRedis;
   keys: RedisKeys;
   router: CoreRouter;
   /** The isolate as a writer: `<instance>:<isolate>`. */

@@ -20,7 +20,9 @@ import { ProxyHeaderPolicy } from "../net/io/proxy-prelude.ts";
 import { UpstreamPool } from "../net/io/upstream-pool.ts";
 import { Admission } from "../net/session/admission-pipeline.ts";
 import type { AdmissionStep } from "../base/admission.ts";
-import { admissionSteps } from "../net/session/admission-steps.ts";
+import { admissionSteps, destinationStep } from "../net/session/admission-steps.ts";
+import { TransparentSession } from "../net/tunnel/transparent-session.ts";
+import type { TransparentPlane } from "../net/tunnel/transparent-contract.ts";
 import { ClientSession } from "../net/session/client-session.ts";
 import type { NetContext } from "../net/session/contract.ts";
 import type { TransferHooks } from "../base/transfer-hooks.ts";
@@ -32,7 +34,12 @@ import { Socks5Session } from "../net/tunnel/socks5-session.ts";
 import type { Logger } from "../base/log.ts";
 import type { GatewayMetrics } from "../base/metrics.ts";
 
-export const ListenerProtocol = { http: "http", socks5: "socks5" } as const;
+export const ListenerProtocol = {
+  http: "http",
+  socks5: "socks5",
+  /** Tunnel devices' redirected connections (gateway/net/tunnel/transparent-session.ts). */
+  transparent: "transparent",
+} as const;
 export type ListenerProtocol = (typeof ListenerProtocol)[keyof typeof ListenerProtocol];
 
 export interface ProxyListenerOptions extends NetLimits {
@@ -62,12 +69,28 @@ export interface ProxyListenerOptions extends NetLimits {
   budget?: ConnectionBudget;
   /** SO_REUSEPORT, so isolates of one process each accept on the same port (Linux). */
   reusePort?: boolean;
+  /**
+   * The transparent listener's: the tunnel plane its sessions ask, and the step that names the
+   * client (the device) in place of the credentials.
+   */
+  transparent?: { plane: TransparentPlane; clientStep: AdmissionStep };
 }
 
 /** What one isolate serves on: the HTTP proxy listener and, when enabled, the SOCKS5 one. */
 export interface IsolateListeners {
   http: ProxyListener;
   socks: ProxyListener | undefined;
+  /**
+   * Makes a transparent listener for the tunnel plane (bound at once on `hostname:port`), with
+   * the listeners' bounds, budget and interception: its admission is the device step, `steps`
+   * (the project limits) and the destination guard.
+   */
+  transparent(
+    hostname: string,
+    port: number,
+    transparent: { plane: TransparentPlane; clientStep: AdmissionStep },
+    steps: readonly AdmissionStep[],
+  ): ProxyListener;
 }
 
 export interface IsolateListenerParts {
@@ -122,6 +145,19 @@ export function buildListeners(
   };
   return {
     http: new ProxyListener(shared),
+    transparent(hostname, port, transparent, steps) {
+      const listener = new ProxyListener({
+        ...shared,
+        hostname,
+        port,
+        protocol: ListenerProtocol.transparent,
+        transparent,
+        admissionSteps: steps,
+        reusePort: false,
+      });
+      listener.start();
+      return listener;
+    },
     socks: settings.socksEnabled
       ? new ProxyListener({
         ...shared,
@@ -143,6 +179,8 @@ interface ServedConnection extends Slotted {
   checkIdle(nowMs: number, idleMs: number): void;
   /** Turns TCP keepalive on for its legs (those not on yet). */
   keepAlive(): void;
+  /** A tunnel device's connection: the device's tunnel address. */
+  readonly deviceAddress?: string;
 }
 
 const SWEEP_INTERVAL_MS = 1_000;
@@ -166,12 +204,21 @@ export class ProxyListener {
     this.#budget = options.budget ?? new ConnectionBudget(options.maxClientConnections);
     this.#ctx = {
       router: options.router,
-      // Every listener runs the same steps (HTTP forwarding, CONNECT, SOCKS5).
-      admission: new Admission(admissionSteps({
-        router: options.router,
-        guard: options.guard,
-        core: options.admissionSteps,
-      })),
+      // Every listener runs the same steps (HTTP forwarding, CONNECT, SOCKS5); the transparent
+      // one names the client by its device rather than its credentials.
+      admission: new Admission(
+        options.transparent === undefined
+          ? admissionSteps({
+            router: options.router,
+            guard: options.guard,
+            core: options.admissionSteps,
+          })
+          : [
+            options.transparent.clientStep,
+            ...(options.admissionSteps ?? []),
+            destinationStep(options.guard),
+          ],
+      ),
       proxyHeaders: new ProxyHeaderPolicy(options.trustedProxies ?? [], options.logger),
       logger: options.logger,
       metrics: options.metrics,
@@ -223,6 +270,14 @@ export class ProxyListener {
     this.#sweeper = setInterval(() => this.#sweep(), SWEEP_INTERVAL_MS);
     Deno.unrefTimer(this.#sweeper);
     return listener.addr;
+  }
+
+  /** Cancels the device sessions whose device `gone` names (removed or disabled by a feed). */
+  cancelWhere(gone: (deviceAddress: string) => boolean): void {
+    for (const session of this.#sessions.values()) {
+      const device = session.deviceAddress;
+      if (device !== undefined && gone(device)) session.cancel();
+    }
   }
 
   /** Stops accepting, cancels every session, waits for them (at most STOP_WAIT_MS). */
@@ -288,7 +343,10 @@ export class ProxyListener {
       }
       let session: ServedConnection;
       try {
-        session = this.#options.protocol === ListenerProtocol.socks5
+        const transparent = this.#options.transparent;
+        session = transparent !== undefined
+          ? new TransparentSession(conn, this.#ctx, transparent.plane)
+          : this.#options.protocol === ListenerProtocol.socks5
           ? new Socks5Session(conn, this.#ctx)
           : new ClientSession(conn, this.#ctx);
       } catch (error) {

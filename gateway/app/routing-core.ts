@@ -7,7 +7,9 @@
  * applied feed to the others (`shareWith`).
  */
 import { deriveFeedKeys } from "../../shared/feed/codec.ts";
-import { DEFAULT_FEED_GEO } from "../../shared/feed/models.ts";
+import { DEFAULT_FEED_GEO, NO_FEED_TUNNELS } from "../../shared/feed/models.ts";
+import { TunnelPlane } from "../tunnel-plane/plane.ts";
+import { loadFakeIpScripts } from "../tunnel-plane/lua.ts";
 import { geoMetrics } from "../geo/metrics.ts";
 import { redisKeys } from "../../shared/redis-keys.ts";
 import type { GatewaySettings } from "../../shared/settings.ts";
@@ -22,7 +24,7 @@ import type { RoutingCore } from "./gateway.ts";
 import { redisInstanceStore } from "./instance-store.ts";
 import { buildIsolateCore } from "./isolate-core.ts";
 import type { OwedAtStop } from "./isolate-writers.ts";
-import { connectRedis } from "./redis.ts";
+import { connectRedis } from "../redis/connection.ts";
 import { geoSync } from "./geo-wiring.ts";
 import type { GeoView } from "../geo/contract.ts";
 
@@ -50,29 +52,44 @@ export async function buildRoutingCore(
   instance: string,
 ): Promise<WiredCore> {
   const feedKeys = await deriveFeedKeys(settings.internalSecret);
-  const redis = connectRedis(settings, `octoprox-gateway:${instance}`);
+  const connection = connectRedis(settings, `octoprox-gateway:${instance}`);
   const keys = redisKeys(settings.redisPrefix);
   // Set by shareTripsWith once the workers exist, which is after the core is built.
   let shareTrip: ((proxyId: string, untilMs: number) => void) | undefined;
   const freshness = new FeedFreshness(settings.feedMaxStaleMs);
   const geo = geoSync(settings, logger, feedKeys);
   const isolate = await buildIsolateCore(settings, logger, instance, {
-    redis,
+    connection,
     shareTrip: (proxyId, untilMs) => shareTrip?.(proxyId, untilMs),
     freshness,
     // Preflight judges exits with the databases in force here, in the main isolate.
     geo,
   });
   const { router } = isolate;
+  // Before the first feed: its global section hands the plane its devices.
+  const tunnels = settings.wireguardEnabled || settings.openvpnEnabled
+    ? new TunnelPlane({
+      settings,
+      redis: connection.redis,
+      keys,
+      scripts: await loadFakeIpScripts(),
+      projects: router,
+      logger,
+      instance,
+    })
+    : undefined;
   const feed = followFeed({
     settings,
     logger,
-    redis,
+    connection,
     keys,
     feedKeys,
     router,
     freshness,
-    onApplied: (snapshot) => geo.offer(snapshot.sections.global.geo ?? DEFAULT_FEED_GEO),
+    onApplied: (snapshot) => {
+      geo.offer(snapshot.sections.global.geo ?? DEFAULT_FEED_GEO);
+      void tunnels?.apply(snapshot.sections.global.tunnels ?? NO_FEED_TUNNELS);
+    },
   });
   const { follower } = feed;
   return {
@@ -80,12 +97,14 @@ export async function buildRoutingCore(
     serving: isolate.serving,
     guard: isolate.guard,
     admissionSteps: isolate.admissionSteps,
+    deviceAdmissionSteps: isolate.deviceAdmissionSteps,
+    tunnels,
     hooks: isolate.hooks,
     cooldowns: isolate.cooldowns,
     domains: isolate.domains,
     escalations: isolate.escalations,
     firstApplied: feed.firstApplied,
-    instances: redisInstanceStore(redis, keys, instance, settings.redisRequestTimeoutMs),
+    instances: redisInstanceStore(connection.redis, keys, instance, settings.redisRequestTimeoutMs),
     feedState: () => feedState(follower.stats()),
     freshness,
     geo,
@@ -97,19 +116,30 @@ export async function buildRoutingCore(
     },
     start() {
       void geo.start();
+      tunnels?.start();
       return follower.start();
     },
     owed: () => isolate.owed(),
     async stop() {
       try {
         // Together: each is bounded by the request deadline, so the core's stop takes one.
-        await Promise.all([follower.stop(), isolate.stop(), geo.stop()]);
+        await Promise.all([
+          follower.stop(),
+          isolate.stop(),
+          geo.stop(),
+          tunnels?.stop() ?? Promise.resolve(),
+        ]);
       } finally {
-        redis.disconnect();
+        connection.close();
       }
     },
     metrics: (others = []) =>
       feedMetrics(follower.stats(), freshness) + geoMetrics(geo.stats()) +
-      renderSamples([isolate.samples(), ...others]),
+      renderSamples([
+        isolate.samples(),
+        connection.samples(),
+        tunnels?.samples() ?? [],
+        ...others,
+      ]),
   };
 }

@@ -76,6 +76,10 @@ export const METRIC_HELP: Readonly<Record<string, string>> = {
     "When the feed in force was compiled, in seconds since the epoch (the controller's clock).",
   // Request metering (gateway/metering/metering.ts).
   octoprox_gateway_metering_sends_total: "Metering batches sent to Redis, by result.",
+  octoprox_gateway_redis_http_requests_total:
+    "Requests to the Redis REST endpoint (HTTP transport only), by result.",
+  octoprox_gateway_redis_http_bytes_total:
+    "Bytes of request and answer bodies exchanged with the Redis REST endpoint (HTTP transport only).",
   octoprox_gateway_metering_consecutive_failures: "Metering sends failed in a row.",
   octoprox_gateway_metering_owed_parts: "Metering batches Redis has not confirmed yet.",
   octoprox_gateway_metering_pending_rows: "Metering rows waiting for the next batch.",

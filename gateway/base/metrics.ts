@@ -8,7 +8,13 @@ import type { GatewayIsolateSnapshot } from "../../shared/gateway-snapshot.ts";
 import { helpLine } from "./metric-help.ts";
 
 /** `socks5`: a SOCKS5 CONNECT, counted with the status its HTTP twin would have had. */
-export const RequestKind = { http: "http", connect: "connect", socks5: "socks5" } as const;
+export const RequestKind = {
+  http: "http",
+  connect: "connect",
+  socks5: "socks5",
+  /** A tunnel device's connection, through the transparent listener. */
+  device: "device",
+} as const;
 export type RequestKind = (typeof RequestKind)[keyof typeof RequestKind];
 
 export const RequestOutcome = {
@@ -163,6 +169,7 @@ export class GatewayMetrics {
     http: new Histogram(DURATION_BUCKETS_SECONDS),
     connect: new Histogram(DURATION_BUCKETS_SECONDS),
     socks5: new Histogram(DURATION_BUCKETS_SECONDS),
+    device: new Histogram(DURATION_BUCKETS_SECONDS),
   };
   readonly #upstreamConnect = new Histogram(CONNECT_BUCKETS_SECONDS);
   /** Extra gauges others add (readiness, the logger). */
@@ -241,6 +248,7 @@ export class GatewayMetrics {
         http: this.#durations.http.data(),
         connect: this.#durations.connect.data(),
         socks5: this.#durations.socks5.data(),
+        device: this.#durations.device.data(),
       },
       upstreamConnect: this.#upstreamConnect.data(),
       interception: this.interceptionSeries?.() ?? [],

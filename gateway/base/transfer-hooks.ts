@@ -16,8 +16,11 @@ import type {
   UpstreamChoice,
 } from "../../shared/routing/contract.ts";
 
-/** `http` a forwarded request, `connect` an HTTP CONNECT tunnel, `socks5` a SOCKS5 one. */
-export type RequestProtocol = "http" | "connect" | "socks5";
+/**
+ * `http` a forwarded request, `connect` an HTTP CONNECT tunnel, `socks5` a SOCKS5 one, `device`
+ * a tunnel device's connection.
+ */
+export type RequestProtocol = "http" | "connect" | "socks5" | "device";
 
 export interface TransferStart {
   kind: "http" | "connect";
@@ -78,6 +81,12 @@ export interface TransferHooks {
   ): void;
   /** One failed attempt, told once the request ended (its note says what the client got). */
   attemptFailed?(attempt: FailedAttempt): void;
+  /**
+   * A tunnel device's connection closed as encrypted DNS (DNS over TLS, a well-known
+   * DNS-over-HTTPS resolver) before anything was dialled: no request, counted for the device
+   * (`client.deviceId`). Only the transparent listener's sessions call it.
+   */
+  encryptedDnsClosed?(client: Client): void;
   /**
    * Whether an exchange of the project inside an intercepted tunnel is captured now (asked
    * before the request builds its capture: the Inspector keeps a sample).

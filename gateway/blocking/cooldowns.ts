@@ -8,7 +8,7 @@
  * Failing open: while Redis is away, cool-downs stay local (each gateway keeps its own), the ones
  * not written are kept to write later (up to a bound), and nothing on the request path waits.
  */
-import type { Redis } from "ioredis";
+import type { GatewayRedis } from "../../shared/redis/contract.ts";
 import { type CycleResult, Loop } from "../../shared/async/loop.ts";
 import { errorText } from "../../shared/errors.ts";
 import { type RedisKeys, STREAM_CAPS } from "../../shared/redis-keys.ts";
@@ -30,7 +30,7 @@ const MAX_PENDING = 10_000;
 const READ_COUNT = 1_000;
 
 export interface CooldownSyncOptions {
-  redis: Redis;
+  redis: GatewayRedis;
   keys: RedisKeys;
   /** The gateway's logger's shape (base/log.ts), the two levels used. */
   logger: {
@@ -42,7 +42,7 @@ export interface CooldownSyncOptions {
 }
 
 export class Cooldowns extends Loop implements CooldownBook {
-  readonly #redis: Redis;
+  readonly #redis: GatewayRedis;
   readonly #key: string;
   readonly #logger: CooldownSyncOptions["logger"];
   readonly #now: () => number;

@@ -6,7 +6,7 @@
  * the bound of fields held), so a short outage loses nothing; past the bound, new fields are
  * dropped and counted.
  */
-import type { Redis } from "ioredis";
+import type { GatewayRedis } from "../../shared/redis/contract.ts";
 import { withDeadline } from "../../shared/async/deadline.ts";
 import { errorText } from "../../shared/errors.ts";
 import { countDay, DOMAIN_COUNTS_DAYS, type RedisKeys } from "../../shared/redis-keys.ts";
@@ -22,7 +22,7 @@ const MAX_FIELDS = 50_000;
 const MAX_RANKED = 10_000;
 
 export interface DomainCountsOptions {
-  redis: Pick<Redis, "pipeline">;
+  redis: Pick<GatewayRedis, "pipeline">;
   keys: Pick<RedisKeys, "domainCounts">;
   /** The gateway's logger's shape (base/log.ts), the two levels used. */
   logger: {

@@ -11,7 +11,7 @@
  * Failing open: while Redis is away, sites keep the tier last read, the counts are kept (merged,
  * up to a bound) for the next write, and nothing on the request path waits.
  */
-import type { Redis } from "ioredis";
+import type { GatewayRedis } from "../../shared/redis/contract.ts";
 import { type CycleResult, Loop } from "../../shared/async/loop.ts";
 import { type EscalationLevel, readEscalationState } from "../../shared/blocking/escalation.ts";
 import { errorText } from "../../shared/errors.ts";
@@ -55,7 +55,7 @@ interface Held {
 }
 
 export interface EscalationsOptions {
-  redis: Pick<Redis, "evalsha" | "eval" | "mget" | "hgetall">;
+  redis: Pick<GatewayRedis, "evalsha" | "eval" | "mget" | "hgetall">;
   keys: Pick<RedisKeys, "escalation" | "escalationVersion">;
   /** The gateway's logger's shape (base/log.ts), the two levels used. */
   logger: {

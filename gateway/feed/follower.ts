@@ -19,12 +19,15 @@
  * repeated entry costs one read at most.
  *
  * Runtime-neutral: runs under Deno in the gateway and under Node in the tests. It takes the
- * Redis client (ioredis) and a logger; it makes one duplicate connection for its blocking read.
- * It runs on the `Loop` base (shared/async/loop.ts): a cycle reads the head, the wait for the next
- * duty is the blocking read of the stream, and the back-off after a failure ends early on a new
- * entry.
+ * Redis client (either transport, shared/redis/contract.ts) and a logger. It runs on the `Loop`
+ * base (shared/async/loop.ts): a cycle reads the head; the wait for the next duty is either
+ *
+ * - a blocking read of the stream on a connection of its own (TCP): an edit is seen at once,
+ *   and the back-off after a failure ends early on a new entry; or
+ * - a wait of the poll interval (HTTP, which cannot block): an edit is seen within one interval
+ *   and one read, at one GET of the head per interval.
  */
-import type { Redis } from "ioredis";
+import type { BlockingStreamReader, GatewayRedis } from "../../shared/redis/contract.ts";
 import {
   constantTimeEqual,
   FeedIntegrityError,
@@ -73,9 +76,15 @@ export interface FeedUpdate {
   first: boolean;
 }
 
+/** How the follower waits for the next edit: on the stream (TCP), or a poll of the head (HTTP). */
+export type FeedWait =
+  | { blockingReader: () => BlockingStreamReader }
+  | { pollIntervalMs: number };
+
 export interface FeedFollowerOptions {
   /** The process's client: the head, manifest and section reads. */
-  redis: Redis;
+  redis: Pick<GatewayRedis, "get" | "multi">;
+  wait: FeedWait;
   keys: Pick<RedisKeys, "feedHead" | "feedManifest" | "feedSections" | "feedStream">;
   feedKeys: FeedKeys;
   logger: FeedLogger;
@@ -130,7 +139,10 @@ export class FeedFollower extends Loop {
   readonly #o: FeedFollowerOptions;
   readonly #recheckMs: number;
   readonly #stopWaitMs: number;
-  #reader: Redis | undefined;
+  /** Polling (HTTP): the wait between reads of the head; undefined on the stream (TCP). */
+  readonly #pollMs: number | undefined;
+  #reader: BlockingStreamReader | undefined;
+  #started = false;
   #stopped: Promise<void> | undefined;
   /** The last cycle read the head: the next waits for an entry (or the re-check) first. */
   #synced = false;
@@ -157,6 +169,7 @@ export class FeedFollower extends Loop {
     this.#o = options;
     this.#recheckMs = options.recheckIntervalMs ?? 30_000;
     this.#stopWaitMs = options.stopWaitMs ?? 2_000;
+    this.#pollMs = "pollIntervalMs" in options.wait ? options.wait.pollIntervalMs : undefined;
   }
 
   /** True once the first feed is applied; stays true (a gateway keeps its last feed). */
@@ -194,10 +207,10 @@ export class FeedFollower extends Loop {
    * runs on until `stop()`, and a loop that broke is logged here.
    */
   override start(): Promise<void> {
-    if (this.#reader !== undefined || this.#stopped !== undefined) return Promise.resolve();
-    this.#reader = this.#o.redis.duplicate();
-    // Errors surface on the commands; an 'error' event nobody hears must not end the process.
-    this.#reader.on("error", () => {});
+    if (this.#started || this.#stopped !== undefined) return Promise.resolve();
+    this.#started = true;
+    const wait = this.#o.wait;
+    if ("blockingReader" in wait) this.#reader = wait.blockingReader();
     super.start().catch((error) => {
       this.#o.logger.error({ error: errorText(error) }, "Feed follower stopped on an error");
     });
@@ -216,7 +229,7 @@ export class FeedFollower extends Loop {
       // A blocked read cannot be cancelled on its connection; closing the connection ends it,
       // but not a read queued while the client reconnects (ioredis leaves it pending for ever),
       // so the loop stops waiting on the stop signal, not on the read.
-      this.#reader?.disconnect();
+      this.#reader?.close();
       await stopping;
       // A read of the head on the process's client fails at the client's next reconnect; the
       // stop waits for it a bounded while only.
@@ -247,7 +260,10 @@ export class FeedFollower extends Loop {
    */
   protected override async cycle(signal: AbortSignal): Promise<CycleResult> {
     try {
-      this.#position ??= await abortable(this.#tail(this.#reader!), signal);
+      const reader = this.#reader;
+      if (reader !== undefined) {
+        this.#position ??= await abortable(reader.tail(this.#o.keys.feedStream), signal);
+      }
       await abortable(this.syncNow(), signal);
     } catch (error) {
       // A stop is not a failure.
@@ -265,22 +281,19 @@ export class FeedFollower extends Loop {
   protected override async nextDuty(signal: AbortSignal): Promise<void> {
     if (!this.#synced) return;
     this.#synced = false;
+    if (this.#pollMs !== undefined) {
+      // Polling: the next cycle reads the head after one interval (a stop ends the wait).
+      await sleep(this.#pollMs, signal).catch(() => {});
+      return;
+    }
+    const reader = this.#reader!;
     const startedAt = Date.now();
     try {
-      const reply = await abortable(
-        this.#reader!.xread(
-          "COUNT",
-          1000,
-          "BLOCK",
-          this.#recheckMs,
-          "STREAMS",
-          this.#o.keys.feedStream,
-          this.#position!,
-        ),
+      const last = await abortable(
+        reader.after(this.#o.keys.feedStream, this.#position!, this.#recheckMs),
         signal,
       );
-      const entries = reply?.[0]?.[1];
-      if (entries && entries.length > 0) this.#position = entries[entries.length - 1][0];
+      if (last !== undefined) this.#position = last;
     } catch (error) {
       if (signal.aborted) return;
       this.recordFailure(startedAt, error);
@@ -295,25 +308,16 @@ export class FeedFollower extends Loop {
    * away), the rest of the back-off is slept.
    */
   protected override async backOff(delayMs: number, signal: AbortSignal): Promise<void> {
-    const reader = this.#reader!;
+    const reader = this.#reader;
     const until = Date.now() + delayMs;
-    if (this.#position !== undefined) {
+    if (reader !== undefined && this.#position !== undefined) {
       try {
-        const reply = await abortable(
-          reader.xread(
-            "COUNT",
-            1000,
-            "BLOCK",
-            delayMs,
-            "STREAMS",
-            this.#o.keys.feedStream,
-            this.#position,
-          ),
+        const last = await abortable(
+          reader.after(this.#o.keys.feedStream, this.#position, delayMs),
           signal,
         );
-        const entries = reply?.[0]?.[1];
-        if (entries && entries.length > 0) {
-          this.#position = entries[entries.length - 1][0];
+        if (last !== undefined) {
+          this.#position = last;
           return;
         }
       } catch {
@@ -322,12 +326,6 @@ export class FeedFollower extends Loop {
     }
     // A stop ends the wait (sleep rejects for nothing else).
     await sleep(Math.max(0, until - Date.now()), signal).catch(() => {});
-  }
-
-  /** The id of the stream's last entry, `0-0` when it has none. */
-  async #tail(reader: Redis): Promise<string> {
-    const last = await reader.xrevrange(this.#o.keys.feedStream, "+", "-", "COUNT", 1);
-    return last[0]?.[0] ?? "0-0";
   }
 
   async #sync(): Promise<SyncOutcome> {

@@ -5,7 +5,7 @@
  * write is never waited for. What a verdict is worth on a later request is the checker's call
  * (preflight-check.ts): the cache only keeps it.
  */
-import type { Redis } from "ioredis";
+import type { GatewayRedis } from "../../shared/redis/contract.ts";
 import { withDeadline } from "../../shared/async/deadline.ts";
 import type { RedisKeys } from "../../shared/redis-keys.ts";
 
@@ -51,14 +51,14 @@ export interface VerdictCacheStats {
 }
 
 export class VerdictCache {
-  readonly #redis: Pick<Redis, "get" | "set">;
+  readonly #redis: Pick<GatewayRedis, "get" | "set">;
   readonly #keys: Pick<RedisKeys, "preflightVerdict">;
   readonly #timeoutMs: number;
   #readFailures = 0;
   #writeFailures = 0;
 
   constructor(options: {
-    redis: Pick<Redis, "get" | "set">;
+    redis: Pick<GatewayRedis, "get" | "set">;
     keys: Pick<RedisKeys, "preflightVerdict">;
     /** The request deadline (OCTOPROX_REDIS_REQUEST_TIMEOUT). */
     timeoutMs: number;

@@ -4,7 +4,7 @@
  * and the publisher of its sightings. The isolate core starts it and closes it (the last
  * sightings sent under the request deadline).
  */
-import type { Redis } from "ioredis";
+import type { GatewayRedis } from "../../shared/redis/contract.ts";
 import type { RedisKeys } from "../../shared/redis-keys.ts";
 import type { GatewaySettings } from "../../shared/settings.ts";
 import type { CoreRouter } from "../../shared/routing/router.ts";
@@ -33,7 +33,7 @@ export interface Preflight {
 export interface PreflightOptions {
   settings: GatewaySettings;
   core: CoreRouter;
-  redis: Redis;
+  redis: GatewayRedis;
   keys: RedisKeys;
   logger: Logger;
   /** The isolate as a writer and the sightings' instance: `<instance>:<isolate>`. */

@@ -8,6 +8,7 @@
  */
 import {
   DEMAND_FIELDS,
+  DEVICE_FIELDS,
   FAILURE_FIELDS,
   fieldNames,
   type FieldTypes,
@@ -26,6 +27,8 @@ function positions<Fields extends FieldTypes>(fields: Fields): { [F in keyof Fie
 }
 
 export const TransferField = positions(TRANSFER_FIELDS);
+/** A device's row: the transfer fields at TransferField's positions, then its own. */
+export const DeviceField = positions(DEVICE_FIELDS);
 export const DemandField = positions(DEMAND_FIELDS);
 export const FailureField = positions(FAILURE_FIELDS);
 
@@ -91,7 +94,7 @@ export const DELTA_KINDS: readonly DeltaKindName[] = [
 export interface MeteringCaps {
   /** Distinct hosts per window (default 10,000); the rest fold into `(other)`. */
   maxHosts: number;
-  /** Distinct proxies, projects, connectors or failure keys per window. */
+  /** Distinct proxies, projects, connectors, tunnel devices or failure keys per window. */
   maxEntities: number;
   /** Distinct project minutes per window (an outage of an hour with many projects fits). */
   maxDemandRows: number;
@@ -121,6 +124,7 @@ export class MeteringWindow {
       proxy: new DeltaRows(transferWidth, caps.maxEntities, overflow),
       project: new DeltaRows(transferWidth, caps.maxEntities, overflow),
       connector: new DeltaRows(transferWidth, caps.maxEntities, overflow),
+      device: new DeltaRows(fieldNames(DEVICE_FIELDS).length, caps.maxEntities, overflow),
       host: new DeltaRows(transferWidth, caps.maxHosts, overflow),
       failure: new DeltaRows(fieldNames(FAILURE_FIELDS).length, caps.maxEntities, overflow),
       demand: new DeltaRows(fieldNames(DEMAND_FIELDS).length, caps.maxDemandRows, overflow),

@@ -18,7 +18,7 @@
  *
  * Runtime-neutral: the caller passes the Redis client (ioredis) and a logger.
  */
-import type { Redis } from "ioredis";
+import type { GatewayRedis } from "../../shared/redis/contract.ts";
 import { encodeFailureExample, type FailureExample } from "../../shared/failure-examples.ts";
 import { FAILURE_KINDS, type FailureKind } from "../../shared/failure-kinds.ts";
 import { type RedisKeys, STREAM_CAPS } from "../../shared/redis-keys.ts";
@@ -41,7 +41,7 @@ export interface FailureRecorder {
 }
 
 export interface FailureLogOptions {
-  redis: Pick<Redis, "pipeline">;
+  redis: Pick<GatewayRedis, "pipeline">;
   keys: Pick<RedisKeys, "failures">;
   intervalMs?: number;
   /** Each write's deadline (OCTOPROX_REDIS_REQUEST_TIMEOUT, 2 s). */
@@ -140,7 +140,7 @@ export class FailureLog extends HeldWriteLoop implements FailureRecorder {
     this.#pending = new Map();
     this.#pendingExamples = 0;
     this.#writes++;
-    const cap = String(STREAM_CAPS.failures);
+    const cap = STREAM_CAPS.failures;
     let replies: [Error | null, unknown][] | null;
     try {
       replies = await withDeadline("failure examples write", this.#o.writeTimeoutMs, () => {

@@ -33,6 +33,8 @@ export interface MeterSink {
 
 export class Meter implements TransferMeter, Slotted {
   readonly keys: MeterKeys;
+  /** The tunnel device's window (full Redis key) when the client is a device; else undefined. */
+  readonly deviceKey: string | undefined;
   /** Connect-to-first-byte latency the transfer began with. */
   readonly latencyMs: number;
   /** Bytes not reported yet, client to upstream and upstream to client. */
@@ -57,9 +59,16 @@ export class Meter implements TransferMeter, Slotted {
   #finished = false;
   readonly #sink: MeterSink;
 
-  constructor(sink: MeterSink, keys: MeterKeys, latencyMs: number, start: TransferStart) {
+  constructor(
+    sink: MeterSink,
+    keys: MeterKeys,
+    deviceKey: string | undefined,
+    latencyMs: number,
+    start: TransferStart,
+  ) {
     this.#sink = sink;
     this.keys = keys;
+    this.deviceKey = deviceKey;
     this.latencyMs = latencyMs;
     this.upstream = start.upstream;
     this.interrupt = start.interrupt;

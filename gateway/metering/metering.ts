@@ -2,13 +2,15 @@
  * RequestMetering: the socket layer's transfer hooks, counting into memory, and the batch
  * publisher that adds the counts to Redis every interval (5 s) in one script call.
  *
- * Counted per proxy, project, connector and destination host: requests, successes, failures,
- * bytes sent (client to upstream), bytes received (upstream to client) and summed latency, when
- * a transfer finishes (bytes also while it runs), and when an attempt through a proxy failed
- * before any transfer began (one request, one failure, its time until the failure as latency);
- * per project and minute, the demand (transfers begun and rejections); per failure key (project,
- * connector, kind, the upstream's status), every failure: a refusal (no connector), a failed
- * attempt, a transfer that ended failed. Each failure is also described to the failure log
+ * Counted per proxy, project, connector, destination host and tunnel device (for a client that
+ * is one, `Client.deviceId`): requests, successes, failures, bytes sent (client to upstream),
+ * bytes received (upstream to client) and summed latency, when a transfer finishes (bytes also
+ * while it runs), and when an attempt through a proxy failed before any transfer began (one
+ * request, one failure, its time until the failure as latency); per tunnel device also its
+ * connections closed as encrypted DNS (no request: nothing was dialled); per project and
+ * minute, the demand (transfers begun and rejections); per failure key (project, connector,
+ * kind, the upstream's status), every failure: a refusal (no connector), a failed attempt, a
+ * transfer that ended failed. Each failure is also described to the failure log
  * (failure-log.ts), once. A finished transfer through a rate-limited connector is also handed to
  * the rate limiter (rate-limiter.ts). The receivers touch only memory and never throw. In-flight
  * counts and the strategies' outcomes are dispatch's, not metering's.
@@ -34,6 +36,7 @@ import { counterSample, gaugeSample, type MetricSample } from "../base/metrics.t
 import {
   ConnectorWindows,
   demandMinute,
+  DeviceWindows,
   FailureWindows,
   HostWindows,
   OTHER_HOST,
@@ -48,6 +51,7 @@ import { type ApplyLives, applyPart, cutParts, DEFAULT_LIVES, type MeteringPart 
 import {
   DEFAULT_CAPS,
   DemandField,
+  DeviceField,
   FailureField,
   MAX_ASKS_PER_WINDOW,
   type MeteringCaps,
@@ -73,6 +77,8 @@ const MAX_HOST_CHARS = 255;
 const MAX_CACHED_HOSTS = 1024;
 /** Projects whose demand key for the current minute is kept. */
 const MAX_CACHED_PROJECTS = 4096;
+/** Tunnel devices whose window key is kept. */
+const MAX_CACHED_DEVICES = 4096;
 
 export interface RequestMeteringOptions {
   redis: ScriptClient;
@@ -173,6 +179,7 @@ export class RequestMetering implements TransferHooks {
   readonly #demandKeys = new BoundedMap<string, { minute: number; key: string }>(
     MAX_CACHED_PROJECTS,
   );
+  readonly #deviceKeys = new BoundedMap<string, string>(MAX_CACHED_DEVICES);
   readonly #overflow: OverflowCounts = { hostsFolded: 0, rowsDropped: 0 };
   readonly #publisher: BatchPublisher<MeteringPart>;
   readonly #sink: MeterSink;
@@ -259,6 +266,7 @@ export class RequestMetering implements TransferHooks {
       const meter = new Meter(
         this.#sink,
         this.#keysFor(start),
+        this.#deviceKey(start.client),
         latencyMs,
         start,
       );
@@ -315,6 +323,31 @@ export class RequestMetering implements TransferHooks {
     return meterKeys;
   }
 
+  /**
+   * A device's window key, kept apart from the row keys: those are shared by every client of a
+   * project, a device's belongs to its own transfers.
+   */
+  #deviceKey(client: Client): string | undefined {
+    const id = client.deviceId;
+    if (id === undefined) return undefined;
+    return this.#deviceKeys.getOrBuild(
+      id,
+      () => this.#keys.metricWindow(DeviceWindows.name, DeviceWindows.formatKey(id)),
+    );
+  }
+
+  /** A device's connection closed as encrypted DNS: one in its window, no request. */
+  encryptedDnsClosed(client: Client): void {
+    try {
+      const deviceKey = this.#deviceKey(client);
+      if (deviceKey === undefined) return;
+      const row = this.#window.kinds.device.row(deviceKey);
+      if (row) row[DeviceField.encrypted_dns_closed] += 1;
+    } catch {
+      // Never raise on the request path.
+    }
+  }
+
   rejected(
     refusal: Refusal,
     client: Client | undefined,
@@ -366,6 +399,7 @@ export class RequestMetering implements TransferHooks {
     try {
       this.#attemptsFailed++;
       const keys = this.#keysFor(attempt);
+      const deviceKey = this.#deviceKey(attempt.client);
       const kinds = this.#window.kinds;
       const elapsedMs = Number.isFinite(attempt.elapsedMs) ? Math.max(0, attempt.elapsedMs) : 0;
       for (
@@ -374,6 +408,7 @@ export class RequestMetering implements TransferHooks {
           kinds.project.row(keys.project),
           kinds.connector.row(keys.connector),
           kinds.host.row(keys.host, keys.otherHost),
+          deviceKey === undefined ? undefined : kinds.device.row(deviceKey),
         ]
       ) {
         if (!row) continue;
@@ -510,6 +545,7 @@ export class RequestMetering implements TransferHooks {
       kinds.project.row(meter.keys.project),
       kinds.connector.row(meter.keys.connector),
       kinds.host.row(meter.keys.host, meter.keys.otherHost),
+      meter.deviceKey === undefined ? undefined : kinds.device.row(meter.deviceKey),
     ];
     meter.rows = rows;
     meter.rowsWindow = window;

@@ -9,7 +9,7 @@
  *
  * Runtime-neutral: the caller passes the Redis client (ioredis) and a logger.
  */
-import type { Redis } from "ioredis";
+import type { GatewayRedis } from "../../shared/redis/contract.ts";
 import { encodeMitmCapture, type MitmCapture } from "../../shared/mitm-captures.ts";
 import { type RedisKeys, STREAM_CAPS } from "../../shared/redis-keys.ts";
 import { withDeadline } from "../../shared/async/deadline.ts";
@@ -36,7 +36,7 @@ export interface CaptureRecorder {
 }
 
 export interface MitmCaptureLogOptions {
-  redis: Pick<Redis, "pipeline">;
+  redis: Pick<GatewayRedis, "pipeline">;
   keys: Pick<RedisKeys, "mitmRequests">;
   intervalMs?: number;
   /** Each write's deadline (OCTOPROX_REDIS_REQUEST_TIMEOUT). */
@@ -93,7 +93,7 @@ export class MitmCaptureLog extends HeldWriteLoop implements CaptureRecorder {
     this.#perProject.clear();
     if (batch.length === 0) return;
     this.#pending = [];
-    const cap = String(STREAM_CAPS.mitmRequests);
+    const cap = STREAM_CAPS.mitmRequests;
     let replies: [Error | null, unknown][] | null;
     try {
       replies = await withDeadline("interception captures write", this.#o.writeTimeoutMs, () => {

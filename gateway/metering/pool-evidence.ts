@@ -13,7 +13,7 @@
  * that fails drops its counts (counted): evidence is a hint, and the pool's checks still come.
  * Runtime-neutral: the caller passes the Redis client (ioredis) and a logger.
  */
-import type { Redis } from "ioredis";
+import type { GatewayRedis } from "../../shared/redis/contract.ts";
 import { AttemptFailureKind, type FailureKind } from "../../shared/failure-kinds.ts";
 import type { RedisKeys } from "../../shared/redis-keys.ts";
 import { withDeadline } from "../../shared/async/deadline.ts";
@@ -42,7 +42,7 @@ export interface EvidenceRecorder {
 }
 
 export interface PoolEvidenceOptions {
-  redis: Pick<Redis, "pipeline">;
+  redis: Pick<GatewayRedis, "pipeline">;
   keys: Pick<RedisKeys, "poolEvidence">;
   /** Whether a connector is a provider-API one (the snapshot in force says). */
   isPool: (connectorId: string) => boolean;

@@ -11,7 +11,7 @@
  * under the request deadline; a write that fails is counted and the next second's carries the
  * counts again. Runtime-neutral.
  */
-import type { Redis } from "ioredis";
+import type { GatewayRedis } from "../../shared/redis/contract.ts";
 import type { RedisKeys } from "../../shared/redis-keys.ts";
 import type { RoutingSnapshot } from "../../shared/routing/snapshot.ts";
 import { ConnectorKind } from "../../shared/roles.ts";
@@ -24,7 +24,7 @@ export const POOL_HOLDS_INTERVAL_MS = 1_000;
 const HELD_TTL_MS = 60_000;
 
 export interface PoolHoldsOptions {
-  redis: Pick<Redis, "pipeline">;
+  redis: Pick<GatewayRedis, "pipeline">;
   keys: Pick<RedisKeys, "poolHeld">;
   /** This gateway process's instance id: its field in each hash. */
   instance: string;

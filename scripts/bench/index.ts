@@ -30,6 +30,7 @@ import { attributionSuite } from "./attribution.ts";
 import { metricsSuite } from "./metrics.ts";
 import { producersSuite } from "./producers.ts";
 import { scaleSuite } from "./scale.ts";
+import { scaleOutSuite } from "./scale-out.ts";
 import { providersSuite } from "./providers.ts";
 import { scalingSuite } from "./scaling.ts";
 import { singleInstanceSuite } from "./single-instance.ts";
@@ -40,6 +41,8 @@ import { tlsCaSuite } from "./tls-ca.ts";
 import { tlsInterceptSuite } from "./tls-intercept.ts";
 import { trafficSuite } from "./traffic.ts";
 import { tunnelOpsSuite } from "./tunnel-ops.ts";
+import { tunnelDnsSuite } from "./tunnel-dns.ts";
+import { tunnelConnectSuite } from "./tunnel-connect.ts";
 import { webSuite } from "./web.ts";
 import { writesSuite } from "./writes.ts";
 import { passes, type Row, type Suite } from "./suite.ts";
@@ -72,6 +75,7 @@ export const SUITES: readonly Suite[] = [
   scalingSuite,
   producersSuite,
   scaleSuite,
+  scaleOutSuite,
   healthSuite,
   metricsSuite,
   telemetrySuite,
@@ -81,6 +85,8 @@ export const SUITES: readonly Suite[] = [
   extractSuite,
   webSuite,
   startSuite,
+  tunnelDnsSuite,
+  tunnelConnectSuite,
 ];
 
 function firstLine(error: unknown): string {

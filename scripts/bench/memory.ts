@@ -20,6 +20,7 @@ import net from "node:net";
 import type { FeedProxy } from "../../shared/feed/models.ts";
 import { type FeedBed, feedBed } from "../../testkit/feed.ts";
 import {
+  BENCH_AUTHORIZATION,
   BENCH_LOGIN,
   type FeedConnectorSpec,
   httpProxyRow,
@@ -136,7 +137,7 @@ export interface IdleTunnels {
 
 /** Idle tunnels through the gateway at `port` to `target`, logged in with BENCH_LOGIN. */
 export function idleTunnels(port: number, target: string): IdleTunnels {
-  const authorization = `Basic ${btoa(`${BENCH_LOGIN.username}:${BENCH_LOGIN.password}`)}`;
+  const authorization = BENCH_AUTHORIZATION;
   const sockets: net.Socket[] = [];
   let closed = 0;
   return {

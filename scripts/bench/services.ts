@@ -113,6 +113,10 @@ async function startPortPrinter(
 // The gateway on a published feed.
 
 export const BENCH_LOGIN = { username: "bench", password: "bench-pass" };
+/** BENCH_LOGIN's Proxy-Authorization. */
+export const BENCH_AUTHORIZATION = `Basic ${
+  btoa(`${BENCH_LOGIN.username}:${BENCH_LOGIN.password}`)
+}`;
 
 export interface FeedConnectorSpec {
   id: string;
@@ -294,7 +298,7 @@ export async function startRoutedGateway(
       origin,
       upstream,
       bed,
-      authorization: `Basic ${btoa(`${BENCH_LOGIN.username}:${BENCH_LOGIN.password}`)}`,
+      authorization: BENCH_AUTHORIZATION,
       stop,
     };
   } catch (error) {

@@ -144,13 +144,21 @@ export function peakBytes(pid: number): Promise<number | undefined> {
   return statusBytes(pid, "VmHWM");
 }
 
-/** A process's CPU time so far (user plus system), in milliseconds, or undefined once gone. */
-export async function cpuMillis(pid: number): Promise<number | undefined> {
+/**
+ * A process's CPU time so far (user plus system), in milliseconds, or undefined once gone; with
+ * `children`, the CPU of the children it waited for too (programs it ran to their end).
+ */
+export async function cpuMillis(
+  pid: number,
+  options: { children?: boolean } = {},
+): Promise<number | undefined> {
   try {
     const stat = await readFile(`/proc/${pid}/stat`, "utf8");
     // The command name may hold spaces and parentheses: fields count from its closing one.
     const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-    const ticks = Number(fields[11]) + Number(fields[12]); // utime, stime (fields 14 and 15)
+    // utime, stime (fields 14 and 15); cutime, cstime (16 and 17).
+    const ticks = Number(fields[11]) + Number(fields[12]) +
+      (options.children ? Number(fields[13]) + Number(fields[14]) : 0);
     return (ticks / CLOCK_TICKS) * 1000;
   } catch {
     return undefined;
@@ -159,7 +167,7 @@ export async function cpuMillis(pid: number): Promise<number | undefined> {
 
 /** Total CPU milliseconds of several processes (those gone count nothing). */
 export async function cpuMillisOf(pids: readonly number[]): Promise<number> {
-  const times = await Promise.all(pids.map(cpuMillis));
+  const times = await Promise.all(pids.map((pid) => cpuMillis(pid)));
   return times.reduce<number>((sum, t) => sum + (t ?? 0), 0);
 }
 

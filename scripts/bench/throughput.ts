@@ -133,7 +133,7 @@ interface Target {
   authorization?: string;
 }
 
-interface Point {
+export interface Point {
   report: LoadReport;
   targetCpuMs: number;
   sharedCpuMs: number;
@@ -169,8 +169,12 @@ const LABELS: Record<string, string> = {
 /** Variants of another target: measured at saturation only. */
 const SATURATION_ONLY = new Set(["gateway-rate", "relay-dial"]);
 
-async function measure(
-  target: Target,
+/**
+ * One closed- or open-loop load through a target (its load generator in a child process), with
+ * the CPU its processes, the shared ones and the machine spent over the measured window.
+ */
+export async function measure(
+  target: Pick<Target, "service">,
   shared: readonly number[],
   options: LoadOptions,
 ): Promise<Point> {

@@ -51,7 +51,13 @@ import { testMitmCa } from "../../testkit/mitm-ca.ts";
 import { freePort, portAccepts } from "../../testkit/ports.ts";
 import { type Service, stopChild, track } from "../../testkit/upstreams/daemon.ts";
 import { waitUntil } from "../../testkit/wait.ts";
-import { BENCH_LOGIN, httpProxyRow, startDenoService, startGateway } from "./services.ts";
+import {
+  BENCH_AUTHORIZATION,
+  BENCH_LOGIN,
+  httpProxyRow,
+  startDenoService,
+  startGateway,
+} from "./services.ts";
 import {
   cpuMillisOf,
   envPositive,
@@ -313,7 +319,7 @@ async function run(context: SuiteContext): Promise<Row[]> {
         service: gateway,
         connectTo: { host: "127.0.0.1", port: gateway.port },
         proxy: {
-          authorization: `Basic ${btoa(`${BENCH_LOGIN.username}:${BENCH_LOGIN.password}`)}`,
+          authorization: BENCH_AUTHORIZATION,
         },
         caFile: installCa.certPath,
       },

@@ -102,9 +102,9 @@ export const STACKS: readonly Stack[] = [
     layers: [
       {
         name: "base",
-        paths: ["gateway/base"],
+        paths: ["gateway/base", "gateway/redis"],
         about: "Contracts net, policy and app share: admission, transfer hooks, metrics, " +
-          "the log and the scrubber.",
+          "the log and the scrubber; the two Redis transports (TCP and HTTP).",
       },
       {
         name: "net",
@@ -121,9 +121,11 @@ export const STACKS: readonly Stack[] = [
           "gateway/metering",
           "gateway/feed",
           "gateway/geo",
+          "gateway/tunnel-plane",
         ],
         about: "Admission steps and what follows the cluster: client access, limits, " +
-          "metering, the routing feed, the IP databases, the cool-downs block verdicts set.",
+          "metering, the routing feed, the IP databases, the cool-downs block verdicts set, " +
+          "the tunnel plane's resolver.",
       },
       {
         name: "app",

@@ -157,6 +157,89 @@ export const DEFAULT_FEED_GEO: FeedGeo = {
   databases: [],
 };
 
+/**
+ * The install's WireGuard identity and what a gateway's endpoint runs with: one key pair for
+ * every gateway (devices trust one server key), the device subnet (the gateway's own tunnel
+ * address is its first host) and the port devices are told to dial.
+ */
+export const FeedWireguardSchema = v.object({
+  /** Base64 Curve25519 keys, as `wg` writes them. */
+  private_key: v.string(),
+  public_key: v.string(),
+  /** IPv4 CIDR block, such as `10.66.0.0/16`. */
+  subnet: v.string(),
+  listen_port: v.number(),
+  mtu: v.number(),
+  persistent_keepalive_seconds: v.number(),
+});
+export type FeedWireguard = v.InferOutput<typeof FeedWireguardSchema>;
+
+/**
+ * A device: a client that joins its project over a tunnel and whose every TCP connection is
+ * routed with its fixed options. Its tunnel address names it on a gateway (a tunnel delivers
+ * only packets from a device's own address). `protocol` is text, so a protocol a later release
+ * adds cannot make a gateway refuse the global section; a gateway skips one it does not run.
+ */
+export const FeedTunnelDeviceSchema = v.object({
+  id: v.string(),
+  project_id: v.string(),
+  protocol: v.string(),
+  name: v.string(),
+  /** The device's IPv4 address inside its protocol's subnet. */
+  address: v.string(),
+  /** A disabled device is kept in the feed and refused by every gateway. */
+  enabled: v.boolean(),
+  /** WireGuard: the device's public key and the preshared key (base64); null otherwise. */
+  public_key: v.nullable(v.string()),
+  preshared_key: v.nullable(v.string()),
+  /** Fixed options, read as a username's are: ISO 3166-1 upper case, subdivision upper case,
+   * city slug, session id; null when not set. */
+  country: v.nullable(v.string()),
+  state: v.nullable(v.string()),
+  city: v.nullable(v.string()),
+  session_id: v.nullable(v.string()),
+  /**
+   * OpenVPN: the serial of the device's certificate on record (lower-case hex, no separators or
+   * leading zeros), the one a gateway admits; null otherwise. Absent in an earlier release's feed.
+   */
+  certificate_serial: v.optional(v.nullable(v.string()), null),
+});
+export type FeedTunnelDevice = v.InferOutput<typeof FeedTunnelDeviceSchema>;
+
+/**
+ * The install's OpenVPN identity and what a gateway's daemon runs with: the CA certificate
+ * devices are checked against (never the CA's key), the server's certificate and key, the
+ * tls-crypt key, the device subnet (the gateway's tunnel address is its first host), the
+ * transport, MTU and keepalive.
+ */
+export const FeedOpenvpnSchema = v.object({
+  ca_certificate: v.string(),
+  server_certificate: v.string(),
+  server_key: v.string(),
+  tls_crypt_key: v.string(),
+  subnet: v.string(),
+  /** `udp` or `tcp`. */
+  transport: v.string(),
+  listen_port: v.number(),
+  mtu: v.number(),
+  keepalive_interval_seconds: v.number(),
+  keepalive_timeout_seconds: v.number(),
+});
+export type FeedOpenvpn = v.InferOutput<typeof FeedOpenvpnSchema>;
+
+export const FeedTunnelsSchema = v.object({
+  /** Null until the install's WireGuard identity exists. */
+  wireguard: v.nullable(FeedWireguardSchema),
+  /** Every device of every project, by id. */
+  devices: v.array(FeedTunnelDeviceSchema),
+  /** Null until the install's OpenVPN identity exists; absent in an earlier release's feed. */
+  openvpn: v.optional(v.nullable(FeedOpenvpnSchema), null),
+});
+export type FeedTunnels = v.InferOutput<typeof FeedTunnelsSchema>;
+
+/** What a feed without a `tunnels` part (an earlier release's) means: none. */
+export const NO_FEED_TUNNELS: FeedTunnels = { wireguard: null, devices: [], openvpn: null };
+
 export const GlobalSectionSchema = v.object({
   schema: v.literal(SCHEMA_VERSION),
   default_strategy: v.picklist(STRATEGIES),
@@ -166,6 +249,8 @@ export const GlobalSectionSchema = v.object({
   descriptors: v.optional(v.array(FeedDescriptorSchema), []),
   /** Absent: DEFAULT_FEED_GEO. */
   geo: v.optional(FeedGeoSchema),
+  /** Absent: NO_FEED_TUNNELS. */
+  tunnels: v.optional(FeedTunnelsSchema),
 });
 export type GlobalSection = v.InferOutput<typeof GlobalSectionSchema>;
 

@@ -43,7 +43,7 @@ export interface LuaScript {
   readonly sha1: string;
 }
 
-/** The two commands a script call needs; ioredis's client has both. */
+/** The two commands a script call needs: ioredis's client and the gateway's HTTP transport. */
 export interface ScriptClient {
   evalsha(sha1: string, numberOfKeys: number, ...keysAndArgs: string[]): Promise<unknown>;
   eval(lua: string, numberOfKeys: number, ...keysAndArgs: string[]): Promise<unknown>;
@@ -66,8 +66,12 @@ export async function registerScript(name: string, lua: string): Promise<LuaScri
   return { name, lua, sha1: await sha1Hex(lua) };
 }
 
+/**
+ * Redis's NOSCRIPT reply, as ioredis words it (the reply itself) and as the HTTP transport does
+ * (`@upstash/redis` puts "Command failed: " before a pipelined command's reply).
+ */
 function isNoScript(error: unknown): boolean {
-  return error instanceof Error && error.message.startsWith("NOSCRIPT");
+  return error instanceof Error && /(^|: )NOSCRIPT\b/.test(error.message);
 }
 
 /** Runs a script by its digest, sending the source only when Redis does not know it. */

@@ -49,6 +49,8 @@ export interface Client {
   interception?: Interception;
   /** The project's response judging; absent when it has no rule on or in shadow. */
   blocking?: CompiledBlocking;
+  /** The tunnel device the client is (its transfers count in its own window too); else absent. */
+  deviceId?: string;
 }
 
 /** The modes a gateway intercepts with. */

@@ -26,6 +26,8 @@ function fixturePermissions(env: Readonly<Record<string, string | undefined>>): 
       ["/etc/hosts", join(ROOT, "testkit", "gateway", "fixture"), ...gatewayReadableFiles(env)]
         .join(",")
     }`,
+    // As the gateway runs: SO_REUSEPORT, and UDP sockets (the tunnel plane's resolver).
+    "--unstable-net",
   ];
 }
 

@@ -33,6 +33,13 @@ export interface TinyproxyOptions {
    * stays the same. A free port otherwise.
    */
   port?: number;
+  /**
+   * A network namespace (testkit/netns.ts) to run in: it resolves names through the
+   * namespace's own hosts file, and `listenAddress` and `bindAddress` are its addresses.
+   */
+  netns?: string;
+  /** Clients allowed besides loopback (CIDR blocks), such as a gateway in another namespace. */
+  allow?: readonly string[];
 }
 
 export interface Tinyproxy {
@@ -72,6 +79,7 @@ function config(options: TinyproxyOptions, port: number, logPath: string): strin
     "Timeout 120",
     `MaxClients ${options.maxClients ?? 512}`,
     "Allow 127.0.0.0/8",
+    ...(options.allow ?? []).map((cidr) => `Allow ${cidr}`),
     `LogFile "${logPath}"`,
     `LogLevel ${options.logLevel ?? "Info"}`,
     "DisableViaHeader Yes",
@@ -138,9 +146,12 @@ export async function startTinyproxy(options: TinyproxyOptions = {}): Promise<Ti
       port = options.port ?? await freePort();
       await writeFile(configPath, config(options, port, logPath));
       output = "";
-      const started = spawn(TINYPROXY_BIN, ["-d", "-c", configPath], {
-        stdio: ["ignore", "pipe", "pipe"],
-      });
+      const command = ["-d", "-c", configPath];
+      const started = options.netns === undefined
+        ? spawn(TINYPROXY_BIN, command, { stdio: ["ignore", "pipe", "pipe"] })
+        : spawn("ip", ["netns", "exec", options.netns, TINYPROXY_BIN, ...command], {
+          stdio: ["ignore", "pipe", "pipe"],
+        });
       child = started;
       track(started);
       const collect = (chunk: Buffer) => {

@@ -378,6 +378,32 @@ describe("each declared answer is what the route answers", () => {
     expect(deleted.status).toBe(202);
   });
 
+  test("WireGuard: the settings and a project's devices", async () => {
+    await call("GET", "/api/v1/wireguard/settings", { token: h.tokens.viewer });
+    await call("PUT", "/api/v1/wireguard/settings", { body: { endpoint_host: "vpn.example" } });
+    await call("POST", "/api/v1/wireguard/settings/rotate-key");
+    const base = `/api/v1/projects/${projectId}/wireguard/peers`;
+    const device = await call("POST", base, { body: { name: "phone", country: "de" } });
+    await call("GET", base, { token: h.tokens.viewer });
+    await call("GET", `${base}/${device.body.id}`, { token: h.tokens.viewer });
+    await call("GET", `${base}/${device.body.id}/metrics/history`, { token: h.tokens.viewer });
+    await call("PATCH", `${base}/${device.body.id}`, { body: { enabled: false } });
+    await call("POST", `${base}/${device.body.id}/rotate-keys`);
+  });
+
+  test("OpenVPN: the settings and a project's devices", async () => {
+    await call("GET", "/api/v1/openvpn/settings", { token: h.tokens.viewer });
+    await call("PUT", "/api/v1/openvpn/settings", { body: { endpoint_host: "vpn.example" } });
+    await call("POST", "/api/v1/openvpn/settings/rotate-identity");
+    const base = `/api/v1/projects/${projectId}/openvpn/peers`;
+    const device = await call("POST", base, { body: { name: "tablet", country: "de" } });
+    await call("GET", base, { token: h.tokens.viewer });
+    await call("GET", `${base}/${device.body.id}`, { token: h.tokens.viewer });
+    await call("GET", `${base}/${device.body.id}/metrics/history`, { token: h.tokens.viewer });
+    await call("PATCH", `${base}/${device.body.id}`, { body: { enabled: false } });
+    await call("POST", `${base}/${device.body.id}/rotate-certificate`);
+  });
+
   test("every declared answer was checked", () => {
     const declared = routes.filter((route) =>
       Object.entries(route.responses).some(([status, answer]) =>

@@ -25,6 +25,10 @@ let connectorId: string;
 let spareId: string;
 let proxyIds: string[];
 let apiToken: string;
+const deviceIds: string[] = [];
+let openvpnDeviceId: string;
+/** A device's own public key (any 32 bytes in base64 is one). */
+const LAPTOP_KEY = Buffer.alloc(32, 7).toString("base64");
 
 beforeAll(async () => {
   h = await startHarness();
@@ -102,6 +106,37 @@ beforeAll(async () => {
     },
   });
   expect(rule.status, rule.text).toBe(201);
+  // WireGuard: the install's identity and two devices, one with the keys the server made (its
+  // private key kept) and one with its own public key; their keys go and come back sealed.
+  for (
+    const body of [{ name: "phone", country: "de" }, { name: "laptop", public_key: LAPTOP_KEY }]
+  ) {
+    const device = await h.request("POST", `/api/v1/projects/${projectId}/wireguard/peers`, {
+      token: h.tokens.editor,
+      body,
+    });
+    expect(device.status, device.text).toBe(201);
+    deviceIds.push(device.body.id);
+  }
+  expect(
+    (await h.request("PUT", "/api/v1/wireguard/settings", {
+      token: h.tokens.admin,
+      body: { endpoint_host: "vpn.example.com" },
+    })).status,
+  ).toBe(200);
+  // OpenVPN: the install's CA and a device with its certificate and sealed key.
+  const tablet = await h.request("POST", `/api/v1/projects/${projectId}/openvpn/peers`, {
+    token: h.tokens.editor,
+    body: { name: "tablet" },
+  });
+  expect(tablet.status, tablet.text).toBe(201);
+  openvpnDeviceId = tablet.body.id;
+  expect(
+    (await h.request("PUT", "/api/v1/openvpn/settings", {
+      token: h.tokens.admin,
+      body: { endpoint_host: "vpn.example.com" },
+    })).status,
+  ).toBe(200);
 
   // History of every table, as flushes and compaction leave it (minute and hour rows).
   const sql = h.deps.database.sql;
@@ -132,8 +167,8 @@ beforeAll(async () => {
       bucket_start, bucket_seconds, count)
     values (${projectId}, null, 'auth', null, '2025-01-01T10:00:00.123456Z', 60, 3)`;
   await sql`insert into tunnel_device_metrics (project_id, device_id, protocol, bucket_start,
-      bucket_seconds, requests)
-    values (${projectId}, gen_random_uuid(), 'wireguard', '2025-01-01T10:00:00Z', 60, 5)`;
+      bucket_seconds, requests, bytes_sent, latency_sum_ms)
+    values (${projectId}, ${deviceIds[0]}, 'wireguard', '2025-01-01T10:00:00Z', 60, 5, 500, 60)`;
   await sql`insert into domain_metrics (project_id, day, site, connector, count, value)
     values (${projectId}, '2025-01-01', 'shop.example', ${connectorId}, 'blocked', 3)`;
 
@@ -200,6 +235,28 @@ function importBackup(backup: unknown, passphrase = PASSPHRASE, token = h.tokens
   return h.request("POST", IMPORT, { token, body: { passphrase, backup } });
 }
 
+/** The OpenVPN device's profile: the CA, its certificate and key, the tls-crypt key. */
+async function openvpnProfile(): Promise<string> {
+  const answer = await h.request(
+    "GET",
+    `/api/v1/projects/${projectId}/openvpn/peers/${openvpnDeviceId}/config`,
+    { token: h.tokens.editor },
+  );
+  expect(answer.status, answer.text).toBe(200);
+  return answer.text;
+}
+
+/** The first device's config file, keys and all. */
+async function deviceConfig(): Promise<string> {
+  const answer = await h.request(
+    "GET",
+    `/api/v1/projects/${projectId}/wireguard/peers/${deviceIds[0]}/config`,
+    { token: h.tokens.editor },
+  );
+  expect(answer.status, answer.text).toBe(200);
+  return answer.text;
+}
+
 /** Changes the install, so an import has something to put back. */
 async function changeThings(): Promise<void> {
   await h.deps.database.sql`update config_revision set revision = revision + 1`;
@@ -219,6 +276,21 @@ async function changeThings(): Promise<void> {
   });
   expect(interception.status, interception.text).toBe(200);
   await h.deps.database.sql`update distribution_keys set revoked_at = now()`;
+  // New keys for the server and a device, another device gone.
+  for (
+    const [path, expected] of [
+      ["/api/v1/wireguard/settings/rotate-key", 200],
+      ["/api/v1/openvpn/settings/rotate-identity", 200],
+      [`/api/v1/projects/${projectId}/wireguard/peers/${deviceIds[0]}/rotate-keys`, 200],
+    ] as const
+  ) {
+    expect((await h.request("POST", path, { token: h.tokens.admin })).status).toBe(expected);
+  }
+  expect(
+    (await h.request("DELETE", `/api/v1/projects/${projectId}/wireguard/peers/${deviceIds[1]}`, {
+      token: h.tokens.admin,
+    })).status,
+  ).toBe(204);
   const sequence = await h.request("PUT", `/api/v1/projects/${projectId}/sequence`, {
     token: h.tokens.admin,
     body: { connector_ids: [spareId, connectorId] },
@@ -252,6 +324,8 @@ describe("export then import", () => {
   test("restores every row as it was, the totals from the history, with one `all` entry", async () => {
     const before = await snapshot();
     expect(before.proxies).toHaveLength(2);
+    const configBefore = await deviceConfig();
+    const profileBefore = await openvpnProfile();
     const exported = await exportBackup();
     expect(exported.headers.get("content-disposition")).toMatch(
       /^attachment; filename="octoprox-backup-\d{4}-\d{2}-\d{2}T\d{2}-\d{2}-\d{2}Z\.json"$/,
@@ -298,6 +372,9 @@ describe("export then import", () => {
         alert_channels: 1,
         alert_rules: 1,
         alert_rule_channels: 1,
+        wireguard_settings: 1,
+        openvpn_settings: 1,
+        tunnel_devices: 3,
         audit_log: before.audit_log.length,
         proxy_metrics: 4,
         project_metrics: 2,
@@ -325,8 +402,11 @@ describe("export then import", () => {
       },
     });
     expect((await h.changes()).slice(entriesBefore)).toEqual([{ kind: "all", ref: "*" }]);
+    // The sealed keys came back as they were, and open: the device's config is the same file.
+    expect(await deviceConfig()).toBe(configBefore);
+    expect(await openvpnProfile()).toBe(profileBefore);
 
-    // The totals are the history's sums, per proxy and per project.
+    // The totals are the history's sums, per proxy, project and tunnel device.
     const totals = await h.deps.database.sql`
       select entity_kind, entity_id::text, requests::int, bytes_sent::int, latency_sum_ms
       from metric_totals order by entity_kind, requests`;
@@ -351,6 +431,13 @@ describe("export then import", () => {
         requests: 22,
         bytes_sent: 2200,
         latency_sum_ms: 275,
+      },
+      {
+        entity_kind: "tunnel_device",
+        entity_id: deviceIds[0],
+        requests: 5,
+        bytes_sent: 500,
+        latency_sum_ms: 60,
       },
     ]);
     const usage = await h.request("GET", `/api/v1/projects/${projectId}/proxies/${proxyIds[1]}`, {
@@ -401,6 +488,9 @@ describe("export then import", () => {
       "alert_channels",
       "alert_rules",
       "alert_rule_channels",
+      "wireguard_settings",
+      "openvpn_settings",
+      "tunnel_devices",
       "audit_log",
     ]);
     const after = await snapshot();
@@ -540,6 +630,9 @@ describe("refusals change nothing", () => {
       JSON.stringify({ table: "alert_channels", rows: 0 }),
       JSON.stringify({ table: "alert_rules", rows: 0 }),
       JSON.stringify({ table: "alert_rule_channels", rows: 0 }),
+      JSON.stringify({ table: "wireguard_settings", rows: 0 }),
+      JSON.stringify({ table: "openvpn_settings", rows: 0 }),
+      JSON.stringify({ table: "tunnel_devices", rows: 0 }),
       JSON.stringify({ table: "audit_log", rows: 0 }),
     ];
     const crafted = await sealBackup(PASSPHRASE, {

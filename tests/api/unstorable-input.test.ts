@@ -5,6 +5,7 @@
  * field, an over-long string or a number past its column a 4xx, and the login a 401; nothing is
  * written and no error-level line is logged. The same input without the fault still works.
  */
+import { generateKeyPairSync } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import { apiRoutes } from "../../control/api/app.ts";
 import type { Route } from "../../control/api/registry.ts";
@@ -23,6 +24,15 @@ let backup: Record<string, unknown>;
 let databaseId: string;
 let ruleId: string;
 let channelId: string;
+let peerId: string;
+let openvpnPeerId: string;
+
+/** A WireGuard public key as a device makes it (base64 of the raw 32 bytes). */
+function devicePublicKey(): string {
+  const jwk = generateKeyPairSync("x25519").publicKey.export({ format: "jwk" });
+  return Buffer.from(jwk.x!, "base64url").toString("base64");
+}
+const DEVICE_KEYS = [devicePublicKey(), devicePublicKey()];
 
 const PASSPHRASE = "correct horse battery staple";
 
@@ -79,6 +89,8 @@ beforeAll(async () => {
     allow_private_address: true,
   });
   ruleId = await post("/api/v1/alerts/rules", { name: "Fixture rule", kind: "traffic_limit" });
+  peerId = await post(`${base}/wireguard/peers`, { name: "Fixture device" });
+  openvpnPeerId = await post(`${base}/openvpn/peers`, { name: "Fixture tablet" });
   backup = json<Record<string, unknown>>(
     await h.request("POST", "/api/v1/backup/export", {
       token: h.tokens.admin,
@@ -229,6 +241,54 @@ const EXAMPLES: Record<string, () => Record<string, unknown>> = {
     allow_private_address: true,
   }),
   "PATCH /api/v1/alerts/channels/:id": () => ({ name: "Fixture channel", format: "json" }),
+  "PUT /api/v1/wireguard/settings": () => ({
+    subnet: "10.66.0.0/16",
+    listen_port: 51820,
+    endpoint_host: "vpn.example.com",
+    mtu: 1420,
+    persistent_keepalive_seconds: 25,
+  }),
+  "POST /api/v1/projects/:id/wireguard/peers": () => ({
+    name: "Probe phone",
+    country: "de",
+    state: "be",
+    city: "Berlin",
+    session_id: "probe-1",
+    public_key: DEVICE_KEYS[0],
+  }),
+  "PATCH /api/v1/projects/:id/wireguard/peers/:peer": () => ({
+    name: "Fixture device",
+    enabled: true,
+    country: "fr",
+    city: "Paris",
+    session_id: "s-2",
+  }),
+  "POST /api/v1/projects/:id/wireguard/peers/:peer/rotate-keys": () => ({
+    public_key: DEVICE_KEYS[1],
+  }),
+  "PUT /api/v1/openvpn/settings": () => ({
+    subnet: "10.67.0.0/16",
+    transport: "udp",
+    listen_port: 1194,
+    endpoint_host: "vpn.example.com",
+    mtu: 1500,
+    keepalive_interval_seconds: 10,
+    keepalive_timeout_seconds: 60,
+  }),
+  "POST /api/v1/projects/:id/openvpn/peers": () => ({
+    name: "Probe tablet",
+    country: "de",
+    state: "be",
+    city: "Berlin",
+    session_id: "probe-2",
+  }),
+  "PATCH /api/v1/projects/:id/openvpn/peers/:peer": () => ({
+    name: "Fixture tablet",
+    enabled: true,
+    country: "fr",
+    city: "Paris",
+    session_id: "s-3",
+  }),
 };
 
 /**
@@ -277,6 +337,7 @@ function pathOf(route: Route): string {
       : projectId,
     cid: route.path.includes("/credentials/") ? credentialId : connectorId,
     pid: route.path.includes("/providers/") ? "probe-vendor" : proxyId,
+    peer: route.path.includes("/openvpn/") ? openvpnPeerId : peerId,
     keyId: crypto.randomUUID(),
     lease: crypto.randomUUID(),
   };

@@ -19,7 +19,12 @@ import { freePort } from "../../testkit/ports.ts";
 import { encodeFailureExample, type FailureExample } from "../../shared/failure-examples.ts";
 import { STREAM_CAPS } from "../../shared/redis-keys.ts";
 import { loadMeteringScriptNode } from "../../testkit/metering.ts";
-import { meter, sums, type Transfer } from "../../testkit/metrics-bed.ts";
+import {
+  meter,
+  sums,
+  type Transfer,
+  usageOfTransfers as usage,
+} from "../../testkit/metrics-bed.ts";
 import { type ApiHarness, startHarness } from "../../testkit/api-harness.ts";
 
 let h: ApiHarness;
@@ -110,19 +115,6 @@ function transfer(i: number): Transfer {
 }
 
 const get = (path: string) => h.request("GET", path, { token: h.tokens.viewer });
-
-function usage(transfers: readonly Transfer[]) {
-  const s = sums(transfers);
-  return {
-    requests: s.requests,
-    successes: s.successes,
-    failures: s.failures,
-    success_rate: s.requests ? Math.round((s.successes / s.requests) * 1e4) / 1e4 : null,
-    bytes_sent: s.bytes_sent,
-    bytes_received: s.bytes_received,
-    avg_latency_ms: s.requests ? Math.round((s.latency_sum_ms / s.requests) * 10) / 10 : null,
-  };
-}
 
 describe("usage reads", () => {
   const flushed: Transfer[] = [];

@@ -8,6 +8,7 @@ import { Redis } from "ioredis";
 import { FeedBuilder } from "../../control/feed/builder.ts";
 import type { PublishResult } from "../../control/feed/publisher.ts";
 import { FeedFollower, type FeedUpdate } from "../../gateway/feed/follower.ts";
+import { blockingReader } from "../../gateway/redis/tcp.ts";
 import { deletePrefix, TEST_REDIS_URL } from "../../testkit/stores.ts";
 import { waitUntil } from "../../testkit/wait.ts";
 import {
@@ -69,6 +70,7 @@ function follower(bed: FeedBed) {
   const noop = () => {};
   const made = new FeedFollower({
     redis,
+    wait: { blockingReader: () => blockingReader(redis) },
     keys: bed.keys,
     feedKeys: bed.feedKeys,
     logger: { info: noop, warn: noop, error: noop },

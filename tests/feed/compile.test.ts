@@ -19,6 +19,12 @@ import {
   insertProject,
   insertProxy,
 } from "../../testkit/feed.ts";
+import {
+  KeyPlace,
+  newKeyPair,
+  newPresharedKey,
+  sealWireguardKey,
+} from "../../control/services/wireguard-keys.ts";
 
 let db: FeedDatabase;
 let bed: FeedBed;
@@ -284,6 +290,142 @@ describe("compile", () => {
       ).toHaveLength(1);
     } finally {
       await sql`update projects set strategy = 'round_robin' where id = ${ids.labs}`;
+    }
+  });
+});
+
+describe("the tunnel part", () => {
+  it("carries the WireGuard identity and every device by id, keys opened; never a device's private key", async () => {
+    const sql = db.database.sql;
+    const withSecret = () => ({ ...options(), internalSecret: bed.secret });
+    // No identity yet: an empty part (a gateway runs no WireGuard).
+    const empty = JSON.parse(
+      (await compile(db.database, withSecret())).sections.get("global")!.json,
+    );
+    expect((empty as GlobalSection).tunnels).toEqual({
+      wireguard: null,
+      devices: [],
+      openvpn: null,
+    });
+    // Without the secret the keys open under, the part is left out.
+    expect(JSON.parse((await compile(db.database, options())).sections.get("global")!.json))
+      .not.toHaveProperty("tunnels");
+
+    const server = newKeyPair();
+    const seal = (place: string, key: string, secret = bed.secret) =>
+      sealWireguardKey(secret, place, key);
+    await sql`insert into wireguard_settings (id, private_key_sealed, public_key, endpoint_host)
+      values (1, ${seal(KeyPlace.server, server.privateKey)}, ${server.publicKey}, 'vpn.test')`;
+    const device = (id: string, address: string, secret = bed.secret) => {
+      const pair = newKeyPair();
+      const psk = newPresharedKey();
+      return {
+        pair,
+        psk,
+        row: {
+          id,
+          address,
+          public_key: pair.publicKey,
+          private_key_sealed: seal(KeyPlace.devicePrivate(id), pair.privateKey, secret),
+          preshared_key_sealed: seal(KeyPlace.devicePreshared(id), psk, secret),
+        },
+      };
+    };
+    // Made out of id order; one sealed under another install's secret (a restored backup).
+    const ids2 = ["f0000000-0000-4000-8000-000000000002", "10000000-0000-4000-8000-000000000001"];
+    const phone = device(ids2[0], "10.66.0.2");
+    const laptop = device(ids2[1], "10.66.0.3");
+    const foreign = device("a0000000-0000-4000-8000-000000000003", "10.66.0.4", "another secret");
+    for (
+      const [project, made, options] of [
+        [ids.shop, phone, { name: "phone", country: "US", state: "NY", city: "new_york" }],
+        [ids.labs, laptop, { name: "laptop", enabled: false, session_id: "s-9" }],
+        [ids.labs, foreign, { name: "restored" }],
+      ] as const
+    ) {
+      await sql`insert into tunnel_devices ${
+        sql({ project_id: project, protocol: "wireguard", ...made.row, ...options })
+      }`;
+    }
+    try {
+      const compileLogged = () => compile(db.database, { ...withSecret(), logger: bed.logger });
+      const compiled = await compileLogged();
+      const json = compiled.sections.get("global")!.json;
+      const global = JSON.parse(json) as GlobalSection;
+      expect(Object.keys(global)).toEqual([
+        "schema",
+        "default_strategy",
+        "projects",
+        "descriptors",
+        "geo",
+        "tunnels",
+      ]);
+      expect(global.tunnels).toEqual({
+        wireguard: {
+          private_key: server.privateKey,
+          public_key: server.publicKey,
+          subnet: "10.66.0.0/16",
+          listen_port: 51820,
+          mtu: 1420,
+          persistent_keepalive_seconds: 25,
+        },
+        devices: [
+          {
+            id: ids2[1],
+            project_id: ids.labs,
+            protocol: "wireguard",
+            name: "laptop",
+            address: "10.66.0.3",
+            enabled: false,
+            public_key: laptop.pair.publicKey,
+            preshared_key: laptop.psk,
+            country: null,
+            state: null,
+            city: null,
+            session_id: "s-9",
+            certificate_serial: null,
+          },
+          {
+            id: ids2[0],
+            project_id: ids.shop,
+            protocol: "wireguard",
+            name: "phone",
+            address: "10.66.0.2",
+            enabled: true,
+            public_key: phone.pair.publicKey,
+            preshared_key: phone.psk,
+            country: "US",
+            state: "NY",
+            city: "new_york",
+            session_id: null,
+            certificate_serial: null,
+          },
+        ],
+        openvpn: null,
+      });
+      for (const made of [phone, laptop]) expect(json).not.toContain(made.pair.privateKey);
+      // The device whose keys do not open is left out, said once.
+      await compileLogged();
+      expect(bed.lines.filter((l) => String(l.msg).startsWith("Device left out of the feed")))
+        .toHaveLength(1);
+      // A one-project compile carries that project's devices only.
+      const shop = JSON.parse(
+        (await compile(db.database, { ...withSecret(), projectId: ids.shop })).sections
+          .get("global")!.json,
+      ) as GlobalSection;
+      expect(shop.tunnels!.devices.map((d) => d.id)).toEqual([ids2[0]]);
+      // A server key that does not open leaves the identity out, the devices in.
+      await sql`update wireguard_settings set private_key_sealed = ${
+        seal(KeyPlace.server, server.privateKey, "another secret")
+      }`;
+      const unopened = JSON.parse(
+        (await compile(db.database, withSecret())).sections.get("global")!.json,
+      );
+      expect((unopened as GlobalSection).tunnels!.wireguard).toBeNull();
+      expect((unopened as GlobalSection).tunnels!.devices).toHaveLength(2);
+    } finally {
+      await sql`delete from tunnel_devices`;
+      await sql`delete from wireguard_settings`;
     }
   });
 });

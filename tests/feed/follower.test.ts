@@ -9,6 +9,10 @@ import { Redis } from "ioredis";
 import type { SectionText } from "../../control/feed/compile.ts";
 import { FeedPublisher } from "../../control/feed/publisher.ts";
 import { FeedFollower, type FeedUpdate } from "../../gateway/feed/follower.ts";
+import { blockingReader } from "../../gateway/redis/tcp.ts";
+import { HttpRedis } from "../../gateway/redis/http.ts";
+import { RestRequester } from "../../gateway/redis/rest-requester.ts";
+import { startUpstashRest, type UpstashRest } from "../../testkit/upstreams/upstash-rest.ts";
 import {
   deriveFeedKeys,
   type FeedKeys,
@@ -86,8 +90,16 @@ async function texts(keys: FeedKeys, content: Record<string, unknown>) {
   return out;
 }
 
+/** The HTTP transport's poll of the head in these tests. */
+const POLL_MS = 200;
+
 async function setup(
-  options: { followerSecret?: string; backoff?: { initialMs: number; maxMs: number } } = {},
+  options: {
+    followerSecret?: string;
+    backoff?: { initialMs: number; maxMs: number };
+    /** Follow over the HTTP transport (a REST stand-in), polling the head every POLL_MS. */
+    http?: boolean;
+  } = {},
 ) {
   const bed: FeedBed = await feedBed();
   cleanups.push(() => bed.close());
@@ -103,8 +115,23 @@ async function setup(
   const logLines: { level: string; message: string; fields: Record<string, unknown> }[] = [];
   const log = (level: string) => (fields: Record<string, unknown>, message: string) =>
     logLines.push({ level, message, fields });
+  let rest: UpstashRest | undefined;
+  if (options.http) {
+    rest = await startUpstashRest({ redisUrl: TEST_REDIS_URL, token: "follower-token-0123" });
+    cleanups.push(() => rest!.close());
+  }
   const follower = new FeedFollower({
-    redis: gatewayRedis,
+    ...(rest === undefined
+      ? {
+        redis: gatewayRedis,
+        wait: { blockingReader: () => blockingReader(gatewayRedis) },
+      }
+      : {
+        redis: new HttpRedis(
+          new RestRequester({ url: rest.url, token: rest.token, timeoutMs: 2_000 }),
+        ),
+        wait: { pollIntervalMs: POLL_MS },
+      }),
     keys: bed.keys,
     feedKeys: options.followerSecret ? await deriveFeedKeys(options.followerSecret) : bed.feedKeys,
     logger: { info: log("info"), warn: log("warn"), error: log("error") },
@@ -120,8 +147,49 @@ async function setup(
   });
   const publish = async (content: Record<string, unknown>, at = Date.now()) =>
     await publisher.publish(await texts(bed.feedKeys, content), at);
-  return { bed, publisher, publish, follower, updates, logLines };
+  return { bed, publisher, publish, follower, updates, logLines, rest };
 }
+
+describe("feed follower over HTTP", () => {
+  it("polls the head, fetches the changed sections' bytes, and applies each edit within a poll", async () => {
+    const t = await setup({ http: true });
+    await t.publish({
+      global: globalSection(["p"]),
+      runtime: runtimeSection(),
+      "connector:a": connector("a", ["10.0.0.1"]),
+    });
+    t.follower.start();
+    await waitUntil(() => t.follower.ready, { message: "the first feed over HTTP" });
+    expect(t.updates[0].sections.connectors.get("a")!.proxies.map((p) => p.host)).toEqual([
+      "10.0.0.1",
+    ]);
+    for (const host of ["10.0.0.2", "10.0.0.3"]) {
+      const published = await t.publish({
+        global: globalSection(["p"]),
+        runtime: runtimeSection(),
+        "connector:a": connector("a", [host]),
+      });
+      const publishedAt = performance.now();
+      await waitUntil(() => t.follower.stats().applied_digest === published.headDigest, {
+        intervalMs: 5,
+        message: "the edit over HTTP",
+      });
+      // One interval, and the reads (each a request to the REST server).
+      expect(performance.now() - publishedAt).toBeLessThan(POLL_MS + 500);
+      expect([...t.updates.at(-1)!.changed]).toEqual(["connector:a"]);
+      expect(t.updates.at(-1)!.sections.connectors.get("a")!.proxies[0].host).toBe(host);
+    }
+    // Idle, a poll is one request: a GET of the head.
+    const before = t.rest!.total;
+    const reads = t.follower.stats().head_reads;
+    await waitUntil(() => t.follower.stats().head_reads >= reads + 5, {
+      message: "five polls",
+    });
+    const polls = t.follower.stats().head_reads - reads;
+    expect(t.rest!.total - before).toBeLessThanOrEqual(polls + 1);
+    expect(t.follower.stats().failures).toBe(0);
+  });
+});
 
 describe("feed follower", () => {
   it("applies the first feed, then fetches only the sections that changed", async () => {
@@ -382,6 +450,7 @@ describe("feed follower without Redis", () => {
     cleanups.push(() => redis.disconnect());
     const follower = new FeedFollower({
       redis,
+      wait: { blockingReader: () => blockingReader(redis) },
       keys: redisKeys(testPrefix()),
       feedKeys: await deriveFeedKeys(testSecrets().internal),
       logger: { info: () => {}, warn: () => {}, error: () => {} },

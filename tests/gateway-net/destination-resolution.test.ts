@@ -26,6 +26,8 @@ import { type FaultProxy, startFaultProxy } from "../../testkit/upstreams/fault-
 import { startTinyproxy, type Tinyproxy } from "../../testkit/upstreams/tinyproxy.ts";
 import { freePort } from "../../testkit/ports.ts";
 import { parseHostsFile } from "../../shared/routing/hosts-file.ts";
+import { DnsRcode, DnsType, readQuery, writeAnswer } from "../../shared/dns/message.ts";
+import { parseIPv4 } from "../../shared/net/ip.ts";
 import {
   CREDENTIALS,
   type FixtureUpstream,
@@ -46,30 +48,19 @@ interface RebindingDns {
   close(): Promise<void>;
 }
 
-function readName(message: Buffer, offset: number): { name: string; end: number } {
-  const labels: string[] = [];
-  let at = offset;
-  while (message[at] !== 0) {
-    const length = message[at];
-    labels.push(message.subarray(at + 1, at + 1 + length).toString("ascii"));
-    at += 1 + length;
-  }
-  return { name: labels.join(".").toLowerCase(), end: at + 1 };
-}
-
 async function startRebindingDns(): Promise<RebindingDns> {
   const socket = dgram.createSocket("udp4");
   const counts = new Map<string, number>();
   /** The answer of each query id, so a resent query is answered the same (not a new turn). */
   const answered = new Map<string, string>();
   socket.on("message", (query, peer) => {
-    const id = query.readUInt16BE(0);
-    const { name, end } = readName(query, 12);
-    const type = query.readUInt16BE(end);
-    const question = query.subarray(12, end + 4);
+    const read = readQuery(query);
+    if (!read.ok) return;
+    const { header, question, questionBytes } = read;
+    const { name } = question;
     let address: string | undefined;
-    if (type === 1 && name.endsWith(".rebind.test")) {
-      const key = `${peer.address}:${peer.port}:${id}:${name}`;
+    if (question.type === DnsType.a && name.endsWith(".rebind.test")) {
+      const key = `${peer.address}:${peer.port}:${header.id}:${name}`;
       address = answered.get(key);
       if (address === undefined) {
         const turn = counts.get(name) ?? 0;
@@ -78,25 +69,15 @@ async function startRebindingDns(): Promise<RebindingDns> {
         answered.set(key, address);
       }
     }
-    const known = name.endsWith(".rebind.test");
-    const header = Buffer.alloc(12);
-    header.writeUInt16BE(id, 0);
-    // A response, recursion desired and available; NXDOMAIN for a name not ours.
-    header.writeUInt16BE(0x8180 | (known ? 0 : 3), 2);
-    header.writeUInt16BE(1, 4);
-    header.writeUInt16BE(address === undefined ? 0 : 1, 6);
-    const parts = [header, question];
-    if (address !== undefined) {
-      const record = Buffer.alloc(16);
-      record.writeUInt16BE(0xc00c, 0); // the question's name
-      record.writeUInt16BE(1, 2); // A
-      record.writeUInt16BE(1, 4); // IN
-      record.writeUInt32BE(0, 6); // TTL 0: nothing may keep it
-      record.writeUInt16BE(4, 10);
-      address.split(".").forEach((part, index) => record.writeUInt8(Number(part), 12 + index));
-      parts.push(record);
-    }
-    socket.send(Buffer.concat(parts), peer.port, peer.address);
+    // NXDOMAIN for a name not ours; TTL 0 on an answer: nothing may keep it.
+    const answer = writeAnswer({
+      id: header.id,
+      queryFlags: header.flags,
+      rcode: name.endsWith(".rebind.test") ? DnsRcode.noError : DnsRcode.nxDomain,
+      questionBytes,
+      ...(address === undefined ? {} : { a: { address: parseIPv4(address)!, ttlSeconds: 0 } }),
+    });
+    socket.send(answer, peer.port, peer.address);
   });
   await new Promise<void>((resolve) => socket.bind(0, "127.0.0.1", resolve));
   return {

@@ -64,13 +64,19 @@ describe("a project's request-rate limit", () => {
     const keys = freshKeys();
     const client = new CountingClient(redis);
     const gate = limiter(keys, client);
-    const rate = { requests_per_second: 50, burst: 100 };
+    // A slow refill, so what the bucket regains while a loaded machine runs the test is
+    // bounded by the elapsed time and stays far below the burst.
+    const rate = { requests_per_second: 5, burst: 100 };
+    const started = performance.now();
+    const refilled = () =>
+      Math.floor((rate.requests_per_second * (performance.now() - started)) / 1_000);
     const first = await admitted(Array.from({ length: 150 }, () => gate.admit("p1", rate)));
-    expect(first).toBe(100);
+    expect(first).toBeGreaterThanOrEqual(100);
+    expect(first).toBeLessThanOrEqual(100 + refilled());
     const calls = client.calls;
     // Over the limit: refused from memory, no call per refusal.
     const refused = await admitted(Array.from({ length: 200 }, () => gate.admit("p1", rate)));
-    expect(refused).toBe(0);
+    expect(refused).toBeLessThanOrEqual(refilled() - (first - 100));
     expect(client.calls - calls).toBeLessThanOrEqual(1);
   });
 

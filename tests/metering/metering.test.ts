@@ -1,24 +1,36 @@
 /**
  * Request metering against a real Redis (the test bed's, under a prefix of this file's own):
- * exact counts, bytes reported mid-transfer, batches applied once after a lost reply, the host
- * cap, the stop, and the script as the gateway loads it under Deno.
+ * exact counts, a tunnel device's own window (with its connections closed as encrypted DNS),
+ * bytes reported mid-transfer, batches applied once after a lost reply, the host cap, the stop,
+ * and the script as the gateway loads it under Deno.
  */
 import { execFile } from "node:child_process";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import { promisify } from "node:util";
 import { Redis } from "ioredis";
+import * as v from "valibot";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { applyPart, type MeteringPart } from "../../gateway/metering/apply.ts";
 import { meteredHost, RequestMetering } from "../../gateway/metering/metering.ts";
 import { renderSamples } from "../../gateway/base/metrics.ts";
 import type { LuaScript, ScriptClient } from "../../shared/lua/loader.ts";
 import { type RedisKeys, redisKeys } from "../../shared/redis-keys.ts";
-import { DEMAND_TTL_SECONDS, OTHER_HOST } from "../../shared/metric-windows.ts";
+import {
+  DEMAND_TTL_SECONDS,
+  DEVICE_FIELDS,
+  OTHER_HOST,
+  readCounts,
+  TRANSFER_FIELDS,
+} from "../../shared/metric-windows.ts";
+import { DeviceDirectory } from "../../gateway/tunnel-plane/devices.ts";
+import { FeedTunnelDeviceSchema } from "../../shared/feed/models.ts";
+import type { ProjectEntry } from "../../shared/routing/snapshot.ts";
 import { deletePrefix, TEST_REDIS_URL, testPrefix } from "../../testkit/stores.ts";
 import { waitUntil } from "../../testkit/wait.ts";
 import {
   Clock,
   expectSameCounts,
+  failedAttempt,
   loadMeteringScriptNode,
   partCounts,
   plan,
@@ -195,6 +207,79 @@ describe("request metering", () => {
     expect(renderSamples([m.samples()])).toContain(
       'octoprox_gateway_metering_sends_total{result="confirmed"} 3',
     );
+    await m.close();
+  });
+
+  it("counts a tunnel device's connections in its own window too, failed attempts and encrypted DNS closed included", async () => {
+    const keys = freshKeys();
+    const clock = new Clock();
+    const tally = new Tally(keys, { now: clock.now });
+    const m = metering(keys, clock);
+    // A device's client, as the gateway admits the device by its tunnel address.
+    const directory = new DeviceDirectory({
+      project: (id) => (id === "p1" ? { id: "p1", username: "acme" } as ProjectEntry : undefined),
+    });
+    // Read as a gateway reads the feed's device.
+    const device = v.parse(FeedTunnelDeviceSchema, {
+      id: "d1",
+      project_id: "p1",
+      protocol: "wireguard",
+      name: "phone",
+      address: "10.66.0.2",
+      enabled: true,
+      public_key: null,
+      preshared_key: null,
+      country: null,
+      state: null,
+      city: null,
+      session_id: null,
+    });
+    directory.apply([device], new Set(["wireguard"]));
+    const client = directory.admit("10.66.0.2")!.client;
+    expect(client.deviceId).toBe("d1");
+
+    const phone = plan({ deviceId: "d1", host: "shop.example", latencyMs: 7.5 });
+    const first = new SimTransfer(m, tally, phone, client);
+    first.bytes(300, 4_000);
+    first.finish();
+    const second = new SimTransfer(m, tally, { ...phone, proxyId: "x2", ok: false }, client);
+    second.bytes(20, 0);
+    second.finish();
+    m.attemptFailed(failedAttempt(phone));
+    tally.attemptFailed(phone, "upstream_unreachable", null);
+    // Two connections closed as encrypted DNS: counted for the device, and no request.
+    m.encryptedDnsClosed(client);
+    m.encryptedDnsClosed(client);
+    tally.encryptedDnsClosed("d1");
+    tally.encryptedDnsClosed("d1");
+    // A client that logged in by username counts in no device's window.
+    const other = new SimTransfer(m, tally, plan({ host: "shop.example" }));
+    other.bytes(1, 1);
+    other.finish();
+    m.encryptedDnsClosed({ projectId: "p1", options: { user: "u" } });
+    expect(await m.publishNow()).toBe(true);
+
+    expectSameCounts(await readRedis(redis, keys), tally.counts);
+    const window = keys.metricWindow("device", "d1");
+    expect(await redis.smembers(keys.metricIndex("device"))).toEqual([window]);
+    expect(readCounts(DEVICE_FIELDS, await redis.hgetall(window))).toEqual({
+      requests: 3,
+      successes: 1,
+      failures: 2,
+      bytes_sent: 320,
+      bytes_received: 4_000,
+      latency_sum_ms: 22.5,
+      encrypted_dns_closed: 2,
+    });
+    // The project and its demand count no request for them.
+    expect(readCounts(TRANSFER_FIELDS, await redis.hgetall(keys.metricWindow("project", "p1"))))
+      .toMatchObject({ requests: 4 });
+
+    // A window of encrypted DNS closed alone is written and listed as any other.
+    m.encryptedDnsClosed(client);
+    expect(await m.publishNow()).toBe(true);
+    expect(await redis.hget(window, "encrypted_dns_closed")).toBe("3");
+    expect(await redis.smembers(keys.metricIndex("device"))).toEqual([window]);
     await m.close();
   });
 

@@ -1,9 +1,11 @@
 /**
  * Compaction and retention over real Postgres: minute rows fold into hours after a day, hours
- * into six hours after a week, six hours into days after 30 days, in one pass however long it
- * did not run; two passes at once fold each row exactly once and keep every sum; retentions
- * trim a project's history past its metrics_retention_days, the totals of entities that are
- * gone and day-old flush records. Also the system snapshot's cadence and retention.
+ * into six hours after a week, six hours into days after 30 days (every count summed, a tunnel
+ * device's encrypted DNS closed included), in one pass however long it did not run; two passes
+ * at once fold each row exactly once and keep every sum; retentions trim a project's history
+ * past its metrics_retention_days, the totals of entities that are gone, the history of tunnel
+ * devices that are gone, and day-old flush records. Also the system snapshot's cadence and
+ * retention.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { CompactionJob } from "../../control/jobs/compaction.ts";
@@ -30,11 +32,19 @@ function compaction(database: Database = bed.database, now = NOW): CompactionJob
   return new CompactionJob({ database, logger: bed.logger, now: () => now });
 }
 
+/** Each project's one device, made with its first rows. */
+const devices = new Map<string, string>();
+
 /** Minute rows for every table of a project: `minutes` of them, a minute apart, ending at `endMs`. */
 async function minuteRows(project: SeededProject, endMs: number, minutes: number) {
   const sql = bed.database.sql;
   const proxyId = project.proxyIds[0][0];
   const connectorId = project.connectorIds[0];
+  let deviceId = devices.get(project.projectId);
+  if (deviceId === undefined) {
+    deviceId = await bed.seedDevice(project.projectId);
+    devices.set(project.projectId, deviceId);
+  }
   for (let i = 0; i < minutes; i++) {
     const at = new Date(endMs - (i + 1) * 60_000).toISOString();
     const n = i + 1;
@@ -50,6 +60,12 @@ async function minuteRows(project: SeededProject, endMs: number, minutes: number
       bucket_seconds, requests, successes, failures, bytes_sent, bytes_received, latency_sum_ms)
       values (${project.projectId}, ${connectorId}, ${at}::timestamptz, 60, ${n}, ${n}, 0,
         ${10 * n}, ${100 * n}, ${n * 1.5})`;
+    // A device's rows carry the encrypted DNS closed too, summed as the other counts.
+    await sql`insert into tunnel_device_metrics (project_id, device_id, protocol, bucket_start,
+      bucket_seconds, requests, successes, failures, bytes_sent, bytes_received, latency_sum_ms,
+      encrypted_dns_closed)
+      values (${project.projectId}, ${deviceId}, 'wireguard', ${at}::timestamptz, 60, ${n}, ${n},
+        0, ${10 * n}, ${100 * n}, ${n * 1.5}, ${2 * n})`;
     await sql`insert into host_metrics (project_id, connector_id, host, bucket_start,
       bucket_seconds, requests, successes, failures, bytes_sent, bytes_received, latency_sum_ms)
       values (${project.projectId}, ${connectorId}, ${i % 2 ? "a.example" : "b.example"},
@@ -93,15 +109,19 @@ describe("compaction", () => {
     await minuteRows(project, NOW, 60);
     const before = await shape(project);
     const outcome = await compaction().compact();
-    expect(outcome.folded[60]).toBeGreaterThanOrEqual(180 * 5);
+    expect(outcome.folded[60]).toBeGreaterThanOrEqual(180 * HISTORY_TABLES.length);
     const after = await shape(project);
     for (const table of HISTORY_TABLES) {
       expect(after[table.name].sums).toEqual(before[table.name].sums);
-      if (table.name === "tunnel_device_metrics") continue;
       // The fresh hour stays in minutes; the old minutes became hour rows.
       expect(after[table.name].widths["60"]).toBe(60);
       expect(after[table.name].widths["3600"]).toBeGreaterThanOrEqual(3);
     }
+    // A device's encrypted DNS closed folds with its other counts: 2n in each minute's row.
+    const sumTo = (n: number) => (n * (n + 1)) / 2;
+    expect(after.tunnel_device_metrics.sums.encrypted_dns_closed).toBe(
+      2 * (sumTo(180) + sumTo(60)),
+    );
     const hours = await bed.database.sql`select bucket_start::text, requests::int, status
       from proxy_metrics where project_id = ${project.projectId} and bucket_seconds = 3600
       order by bucket_start`;
@@ -126,7 +146,6 @@ describe("compaction", () => {
     const after = await shape(project);
     for (const table of HISTORY_TABLES) {
       expect(after[table.name].sums).toEqual(before[table.name].sums);
-      if (table.name === "tunnel_device_metrics") continue;
       expect(Object.keys(after[table.name].widths)).toEqual(["86400"]);
     }
   });
@@ -154,9 +173,9 @@ describe("compaction", () => {
       for (const table of HISTORY_TABLES) {
         expect(after[table.name].sums).toEqual(before[table.name].sums);
       }
-      // Every minute row was folded once, by one of the passes: 600 per table of five.
+      // Every minute row was folded once, by one of the passes: 600 per table of six.
       const rerun = await compaction().compact();
-      expect(folded + rerun.folded[60]).toBe(600 * 5);
+      expect(folded + rerun.folded[60]).toBe(600 * HISTORY_TABLES.length);
       expect(after.proxy_metrics.widths["60"]).toBeUndefined();
     } finally {
       await other.close();
@@ -183,7 +202,7 @@ describe("compaction", () => {
     expect(NOW - new Date(await oldest(forever)).getTime()).toBeGreaterThan(5 * DAY_MS);
   });
 
-  it("removes the totals of entities that are gone and flush records older than a day", async () => {
+  it("removes the totals of entities that are gone, gone devices' history, and flush records older than a day", async () => {
     const project = await bed.seed(1, 2);
     const [kept, removed] = project.proxyIds[0];
     const sql = bed.database.sql;
@@ -194,14 +213,31 @@ describe("compaction", () => {
     await sql`insert into metric_totals (entity_kind, entity_id, requests) values
       ('project', ${project.projectId}, 10)`;
     await sql`delete from proxies where id = ${removed}`;
+    // Devices: their history has no foreign key, so a gone device's goes with its totals here.
+    const keptDevice = await bed.seedDevice(project.projectId);
+    const goneDevice = await bed.seedDevice(project.projectId);
+    for (const id of [keptDevice, goneDevice]) {
+      await sql`insert into metric_totals (entity_kind, entity_id, requests) values
+        ('tunnel_device', ${id}, 3)`;
+      await sql`insert into tunnel_device_metrics (project_id, device_id, protocol, bucket_start,
+        bucket_seconds, requests) values (${project.projectId}, ${id}, 'wireguard',
+        ${new Date(NOW - 60_000).toISOString()}::timestamptz, 60, 3)`;
+    }
+    await sql`delete from tunnel_devices where id = ${goneDevice}`;
     await sql`insert into metric_flushes (flush_id, committed_at) values
       ('1-0', ${new Date(NOW - DAY_MS - 60_000).toISOString()}::timestamptz),
       ('2-0', ${new Date(NOW - 60_000).toISOString()}::timestamptz)`;
     const outcome = await compaction().compact();
-    expect(outcome.totalsRemoved).toBe(1);
+    expect(outcome.totalsRemoved).toBe(2);
     const totals = await sql`select entity_id::text from metric_totals
-      where entity_id in (${kept}, ${removed}, ${project.projectId}) order by entity_kind`;
-    expect(totals.map((r) => r.entity_id).sort()).toEqual([kept, project.projectId].sort());
+      where entity_id in (${kept}, ${removed}, ${project.projectId}, ${keptDevice}, ${goneDevice})`;
+    expect(totals.map((r) => r.entity_id).sort()).toEqual(
+      [kept, project.projectId, keptDevice].sort(),
+    );
+    const history = await sql`select device_id::text from tunnel_device_metrics
+      where project_id = ${project.projectId}`;
+    expect(history.map((r) => r.device_id)).toEqual([keptDevice]);
+    expect(outcome.expired).toBeGreaterThanOrEqual(1);
     const flushes = await sql`select flush_id from metric_flushes where flush_id in ('1-0', '2-0')`;
     expect(flushes.map((r) => r.flush_id)).toEqual(["2-0"]);
   });

@@ -1,9 +1,10 @@
 /**
  * The metrics flush against real Postgres and Redis, windows written by the gateway's own
- * metering: exact history and totals, and the spec's cases: a redelivery of the same entry, a
- * give-up before and after the commit, two flushes at once, a parent removed meanwhile, and a
- * Postgres outage in the middle of a flush (a private server this file stops). No count is lost
- * or written twice.
+ * metering: exact history and totals (a tunnel device's with its row's project and protocol,
+ * and its connections closed as encrypted DNS), and the spec's cases: a redelivery of the same
+ * entry, a give-up before and after the commit, two flushes at once, a parent removed meanwhile
+ * (a device too), and a Postgres outage in the middle of a flush (a private server this file
+ * stops). No count is lost or written twice.
  */
 import { chmod, mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
@@ -17,6 +18,7 @@ import { freePort } from "../../testkit/ports.ts";
 import { StoreUnavailableError } from "../../shared/errors.ts";
 import {
   ConnectorWindows,
+  DeviceWindows,
   ProjectWindows,
   ProxyWindows,
   readCounts,
@@ -24,6 +26,8 @@ import {
   windowKey,
 } from "../../shared/metric-windows.ts";
 import {
+  closeEncryptedDns,
+  encryptedDnsClosedOf,
   entryId,
   historySums,
   meter,
@@ -107,7 +111,10 @@ async function expectHistory(project: SeededProject, transfers: readonly Transfe
   );
 }
 
-async function liveWindow(kind: typeof ProjectWindows | typeof ConnectorWindows, id: string) {
+async function liveWindow(
+  kind: typeof ProjectWindows | typeof ConnectorWindows | typeof DeviceWindows,
+  id: string,
+) {
   return readCounts(TRANSFER_FIELDS, await bed.redis.hgetall(windowKey(bed.keys, kind, id)));
 }
 
@@ -220,8 +227,12 @@ describe("the metrics flush", () => {
 
   it("a give-up before the commit hands the counts back, by field type, for the next flush", async () => {
     const project = await bed.seed(1, 2);
-    const transfers = traffic(project, 9);
-    await metered(transfers);
+    const deviceId = await bed.seedDevice(project.projectId);
+    const transfers = traffic(project, 9).map((t, i) => (i < 3 ? { ...t, deviceId } : t));
+    const m = bed.metering();
+    meter(m, transfers);
+    closeEncryptedDns(m, project.projectId, deviceId, 4);
+    expect(await m.publishNow()).toBe(true);
     const flushId = entryId();
     const staging = new FlushStaging({ redis: bed.redis, keys: bed.keys });
     await staging.take(flushId);
@@ -233,11 +244,19 @@ describe("the metrics flush", () => {
     expect(await liveWindow(ProjectWindows, project.projectId)).toEqual(sums(transfers));
     const connector = project.connectorIds[0];
     expect(await liveWindow(ConnectorWindows, connector)).toEqual(sums(transfers));
+    // A device's window with its own field too.
+    expect(
+      readCounts(
+        DeviceWindows.fields,
+        await bed.redis.hgetall(windowKey(bed.keys, DeviceWindows, deviceId)),
+      ),
+    ).toEqual({ ...sums(transfers.slice(0, 3)), encrypted_dns_closed: 4 });
     // And metering keeps adding to them as to any window: integers stay integers.
     const more = traffic(project, 2, 9);
     await metered(more);
     expect((await job().flush(entryId(Date.now() + 7))).result).toBe("committed");
     await expectHistory(project, [...transfers, ...more]);
+    expect(await encryptedDnsClosedOf(bed.database, deviceId)).toEqual({ history: 4, totals: 4 });
     // A second give-up of the same flush finds nothing to give back.
     await job().giveUp({ ids: [flushId], keys: ["all"], deliveries: 7 });
     await expectHistory(project, [...transfers, ...more]);
@@ -306,6 +325,66 @@ describe("the metrics flush", () => {
     expect((await job().flush(entryId(Date.now() + 1))).result).toBe("committed");
     expect(await historySums(bed.database, "connector_metrics", "connector_id", removedConnector))
       .toMatchObject({ requests: 0 });
+  });
+
+  it("writes a tunnel device's window with the project and protocol of its row, and its totals", async () => {
+    const project = await bed.seed(1, 2);
+    const deviceId = await bed.seedDevice(project.projectId);
+    const fromDevice = traffic(project, 6).map((t) => ({ ...t, deviceId }));
+    const byUsername = traffic(project, 4, 2);
+    const m = bed.metering();
+    meter(m, [...fromDevice, ...byUsername]);
+    // Three of the device's connections closed as encrypted DNS: no requests.
+    closeEncryptedDns(m, project.projectId, deviceId, 3);
+    expect(await m.publishNow()).toBe(true);
+    const flushId = entryId();
+    const outcome = await job().flush(flushId);
+    expect(outcome.result).toBe("committed");
+    expect(outcome.written!.devices).toBe(1);
+    expect(await historySums(bed.database, "tunnel_device_metrics", "device_id", deviceId))
+      .toEqual(sums(fromDevice));
+    expect(await totalsOf(bed.database, "tunnel_device", deviceId)).toEqual(sums(fromDevice));
+    expect(await encryptedDnsClosedOf(bed.database, deviceId)).toEqual({ history: 3, totals: 3 });
+    // No other table holds it: the project's totals count no request for it.
+    expect(await totalsOf(bed.database, "project", project.projectId))
+      .toEqual(sums([...fromDevice, ...byUsername]));
+    // The window names the device alone: the row's project and protocol are the device's.
+    const rows = await bed.database.sql`select project_id::text, protocol, bucket_start,
+      bucket_seconds from tunnel_device_metrics where device_id = ${deviceId}`;
+    expect(rows.map((r) => [r.project_id, r.protocol, new Date(r.bucket_start).getTime()]))
+      .toEqual([[project.projectId, "wireguard", flushBucket(flushId).getTime()]]);
+    expect(rows[0].bucket_seconds).toBe(60);
+    // The project, its connector and proxies count the device's transfers as any client's.
+    await expectHistory(project, [...fromDevice, ...byUsername]);
+    expect(await liveWindow(DeviceWindows, deviceId)).toMatchObject({ requests: 0 });
+    // A window of encrypted DNS closed alone is a row of its own, added to the totals.
+    closeEncryptedDns(m, project.projectId, deviceId, 2);
+    expect(await m.publishNow()).toBe(true);
+    expect((await job().flush(entryId(Date.now() + 60_000))).written!.devices).toBe(1);
+    expect(await encryptedDnsClosedOf(bed.database, deviceId)).toEqual({ history: 5, totals: 5 });
+    expect(await totalsOf(bed.database, "tunnel_device", deviceId)).toEqual(sums(fromDevice));
+  });
+
+  it("drops the window of a device deleted before the flush, and writes the rest", async () => {
+    const project = await bed.seed(1, 1);
+    const kept = await bed.seedDevice(project.projectId);
+    const gone = await bed.seedDevice(project.projectId);
+    const keptTraffic = traffic(project, 3).map((t) => ({ ...t, deviceId: kept }));
+    const goneTraffic = traffic(project, 2, 4).map((t) => ({ ...t, deviceId: gone }));
+    await metered([...keptTraffic, ...goneTraffic]);
+    await bed.database.sql`delete from tunnel_devices where id = ${gone}`;
+    const outcome = await job().flush(entryId());
+    expect(outcome.result).toBe("committed");
+    expect(outcome.written!.devices).toBe(1);
+    expect(await historySums(bed.database, "tunnel_device_metrics", "device_id", gone))
+      .toMatchObject({ requests: 0 });
+    expect(await totalsOf(bed.database, "tunnel_device", gone)).toBeUndefined();
+    expect(await historySums(bed.database, "tunnel_device_metrics", "device_id", kept))
+      .toEqual(sums(keptTraffic));
+    // Taken from Redis all the same, and still counted for the project.
+    expect(await bed.redis.exists(windowKey(bed.keys, DeviceWindows, gone))).toBe(0);
+    expect(await totalsOf(bed.database, "project", project.projectId))
+      .toEqual(sums([...keptTraffic, ...goneTraffic]));
   });
 
   it("drops windows whose keys this release cannot read, and flushes the rest", async () => {

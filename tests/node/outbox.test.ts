@@ -106,7 +106,11 @@ describe("the outbox", () => {
       message: "the relay to announce the write",
     });
     expect(await announced(project.id)).toEqual([{ kind: "project", ref: project.id }]);
-    expect(await sql`select id from change_outbox`).toEqual([]);
+    // The relay announces, then commits the delete: the row goes a moment after the entry shows.
+    await waitUntil(async () => (await sql`select id from change_outbox`).length === 0, {
+      timeoutMs: 5_000,
+      message: "the relay to delete the row it announced",
+    });
     // Its count on /metrics (read from the process's last heartbeat snapshot).
     await waitUntil(async () =>
       /^octoprox_outbox_relayed_total(\{[^}]*\})? 1$/m.test(

@@ -39,21 +39,12 @@ describe("settings at start", () => {
     expect(stderr).toEqual(["octoprox: OCTOPROX_DATABASE_URL is required but not set"]);
   });
 
-  it.each([
-    ["OCTOPROX_TUNNEL_STATUS_INTERVAL", "tunnel_last_seen"],
-  ])("%s, whose %s job this release does not run, exits 2 naming it", async (name, job) => {
-    // A valid period: the setting is refused for what it would not do, not for its value.
-    const { exit, stderr, stdout } = await runWith({ ...valid(), [name]: "60" });
-    expect(exit.code).toBe(2);
-    expect(stderr).toEqual([
-      `octoprox: ${name} is not available in this release (no ${job} job runs yet); unset it`,
-    ]);
-    expect(stdout).toEqual([]);
-  });
-
-  it("an unavailable setting left empty counts as unset", () => {
-    expect(parseControlSettings({ ...valid(), OCTOPROX_TUNNEL_STATUS_INTERVAL: "" }).role)
-      .toBe("all");
+  it("takes the tunnel status interval on both sides", () => {
+    expect(parseControlSettings({ ...valid(), OCTOPROX_TUNNEL_STATUS_INTERVAL: "3" }))
+      .toMatchObject({ tunnelStatusIntervalMs: 3_000 });
+    expect(parseControlSettings(valid()).tunnelStatusIntervalMs).toBe(10_000);
+    expect(() => parseControlSettings({ ...valid(), OCTOPROX_TUNNEL_STATUS_INTERVAL: "0" }))
+      .toThrow(/OCTOPROX_TUNNEL_STATUS_INTERVAL must be a number of seconds from 1 to 300/);
   });
 
   it("the metrics jobs' intervals are still taken", () => {
@@ -97,17 +88,7 @@ describe("OCTOPROX_WORKER_JOBS", () => {
       .toEqual(["pool", "health"]);
   });
 
-  it("refuses a kind no worker runs yet: the process exits 2 naming it", async () => {
-    const { exit, stderr } = await runWith({
-      ...valid(),
-      OCTOPROX_WORKER_JOBS: "health,tunnel_last_seen",
-    });
-    expect(exit.code).toBe(2);
-    expect(stderr).toEqual([
-      `octoprox: OCTOPROX_WORKER_JOBS names tunnel_last_seen, which no worker runs yet (a worker runs ${
-        WORKER_JOB_KINDS.join(", ")
-      })`,
-    ]);
+  it("refuses a job kind that does not exist", () => {
     expect(() => parseControlSettings({ ...valid(), OCTOPROX_WORKER_JOBS: "nonsense" })).toThrow(
       /OCTOPROX_WORKER_JOBS must be a comma-separated list of job kinds/,
     );
@@ -135,5 +116,59 @@ describe("OCTOPROX_FEED_MAX_STALE", () => {
         /OCTOPROX_FEED_MAX_STALE must be 0 \(off\) or a number of seconds from 1 to 86400/,
       );
     }
+  });
+});
+
+describe("the gateway's Redis over HTTP", () => {
+  const gateway = (env: Record<string, string | undefined>) =>
+    parseGatewaySettings({ OCTOPROX_INTERNAL_SECRET: "x".repeat(32), ...env });
+
+  it("takes a REST endpoint's URL with its token, and polls the feed every second unless told", () => {
+    const settings = gateway({
+      OCTOPROX_REDIS_URL: "https://eu1-example.upstash.io",
+      OCTOPROX_REDIS_TOKEN: "AXXXtoken",
+    });
+    expect(settings.redisUrl).toBe("https://eu1-example.upstash.io");
+    expect(settings.redisToken).toBe("AXXXtoken");
+    expect(settings.feedPollIntervalMs).toBe(1_000);
+    expect(
+      gateway({
+        OCTOPROX_REDIS_URL: "http://127.0.0.1:8079",
+        OCTOPROX_REDIS_TOKEN: "t",
+        OCTOPROX_FEED_POLL_INTERVAL: "0.25",
+      }).feedPollIntervalMs,
+    ).toBe(250);
+  });
+
+  it("refuses an HTTP URL without a token, and a token or a poll interval with a TCP URL", () => {
+    expect(() => gateway({ OCTOPROX_REDIS_URL: "https://eu1-example.upstash.io" })).toThrow(
+      /^OCTOPROX_REDIS_TOKEN is required with an https:\/\/ OCTOPROX_REDIS_URL/,
+    );
+    expect(() => gateway({ OCTOPROX_REDIS_URL: "redis://127.0.0.1:1", OCTOPROX_REDIS_TOKEN: "t" }))
+      .toThrow(/^OCTOPROX_REDIS_TOKEN applies to an https:\/\/ OCTOPROX_REDIS_URL only/);
+    expect(() =>
+      gateway({ OCTOPROX_REDIS_URL: "redis://127.0.0.1:1", OCTOPROX_FEED_POLL_INTERVAL: "1" })
+    ).toThrow(/^OCTOPROX_FEED_POLL_INTERVAL applies to an https:\/\/ OCTOPROX_REDIS_URL only/);
+    for (const bad of ["0.05", "31", "often"]) {
+      expect(() =>
+        gateway({
+          OCTOPROX_REDIS_URL: "https://eu1-example.upstash.io",
+          OCTOPROX_REDIS_TOKEN: "t",
+          OCTOPROX_FEED_POLL_INTERVAL: bad,
+        })
+      ).toThrow(/^OCTOPROX_FEED_POLL_INTERVAL must be a number of seconds from 0.1 to 30/);
+    }
+  });
+
+  it("is refused by the control plane, which speaks TCP only: exit 2 naming it", async () => {
+    const { exit, stderr } = await runWith({
+      ...valid(),
+      OCTOPROX_REDIS_URL: "https://eu1-example.upstash.io",
+    });
+    expect(exit.code).toBe(2);
+    expect(stderr).toEqual([
+      "octoprox: OCTOPROX_REDIS_URL must be a redis:// or rediss:// URL: the control plane " +
+      "speaks to Redis over TCP only (a REST endpoint's https:// URL serves gateways)",
+    ]);
   });
 });

@@ -52,6 +52,16 @@ export const UsageAnswer = v.strictObject({
 });
 export type Usage = v.InferOutput<typeof UsageAnswer>;
 
+/** A tunnel device's usage: the usage counts and what the gateway closed of its connections. */
+export const DeviceCountsAnswer = v.strictObject({
+  ...UsageAnswer.entries,
+  /**
+   * Connections closed as encrypted DNS (DNS over TLS, a well-known DNS-over-HTTPS resolver)
+   * while the install blocks it; no requests, since nothing was dialled.
+   */
+  encrypted_dns_closed: count,
+});
+
 /** The fields of a page of a list; `items` is the page's own. */
 export const PAGE_FIELDS = {
   total: count,

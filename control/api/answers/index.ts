@@ -8,6 +8,7 @@ import { ConnectorAnswer, PoolAnswer } from "./connectors.ts";
 import { CredentialAnswer } from "./credentials.ts";
 import { DistributionKeyAnswer } from "./distribution-keys.ts";
 import {
+  DeviceSeriesAnswer,
   FailureExampleAnswer,
   FailureReportAnswer,
   SeriesAnswer,
@@ -21,6 +22,8 @@ import { ProxyAnswer, UploadReportAnswer } from "./proxies.ts";
 import { SequenceAnswer } from "./sequences.ts";
 import { SystemStatsAnswer } from "./system.ts";
 import { TokenAnswer, UserAnswer } from "./users.ts";
+import { DeviceAnswer, WireguardSettingsAnswer } from "./wireguard.ts";
+import { OpenvpnDeviceAnswer, OpenvpnSettingsAnswer } from "./openvpn.ts";
 
 export const NAMED_ANSWERS: Readonly<Record<string, AnySchema>> = {
   Usage: UsageAnswer,
@@ -40,10 +43,15 @@ export const NAMED_ANSWERS: Readonly<Record<string, AnySchema>> = {
   ProviderType: ProviderTypeAnswer,
   Provider: ProviderAnswer,
   Series: SeriesAnswer,
+  DeviceSeries: DeviceSeriesAnswer,
   SplitRow: SplitRowAnswer,
   FailureReport: FailureReportAnswer,
   FailureExample: FailureExampleAnswer,
   MitmCapture: MitmCaptureAnswer,
   SystemPoint: SystemPointAnswer,
   SystemStats: SystemStatsAnswer,
+  WireguardSettings: WireguardSettingsAnswer,
+  Device: DeviceAnswer,
+  OpenvpnSettings: OpenvpnSettingsAnswer,
+  OpenvpnDevice: OpenvpnDeviceAnswer,
 };

@@ -2,7 +2,7 @@
 import * as v from "valibot";
 import { FAILURE_KINDS } from "../../../shared/failure-kinds.ts";
 import { SPLIT_EXCLUSIONS } from "../../model/metrics.ts";
-import { count, id, PAGE_FIELDS, timestamp, UsageAnswer } from "./common.ts";
+import { count, DeviceCountsAnswer, id, PAGE_FIELDS, timestamp, UsageAnswer } from "./common.ts";
 
 /** An entity's usage over everything retained. */
 export const TotalsAnswer = v.strictObject({
@@ -11,20 +11,29 @@ export const TotalsAnswer = v.strictObject({
   live_included: v.boolean(),
 });
 
+/** Counts over time, one point per bucket (zeros where a bucket has none). */
+function seriesAnswer<TCounts extends v.ObjectEntries>(counts: TCounts) {
+  return v.strictObject({
+    range: v.string(),
+    bucket_seconds: count,
+    from: timestamp,
+    to: timestamp,
+    live_included: v.boolean(),
+    points: v.array(v.strictObject({
+      /** The bucket's start. */
+      t: timestamp,
+      ...counts,
+    })),
+  });
+}
+
 /** Usage over time, one point per bucket (zeros where a bucket has none). */
-export const SeriesAnswer = v.strictObject({
-  range: v.string(),
-  bucket_seconds: count,
-  from: timestamp,
-  to: timestamp,
-  live_included: v.boolean(),
-  points: v.array(v.strictObject({
-    /** The bucket's start. */
-    t: timestamp,
-    ...UsageAnswer.entries,
-  })),
-});
+export const SeriesAnswer = seriesAnswer(UsageAnswer.entries);
 export type Series = v.InferOutput<typeof SeriesAnswer>;
+
+/** A tunnel device's usage over time: each point with its encrypted DNS closed too. */
+export const DeviceSeriesAnswer = seriesAnswer(DeviceCountsAnswer.entries);
+export type DeviceSeries = v.InferOutput<typeof DeviceSeriesAnswer>;
 
 /** A project's all-time usage and its pool as it stands. */
 export const ProjectMetricsAnswer = v.strictObject({

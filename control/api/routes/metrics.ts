@@ -8,15 +8,16 @@ import { UserRole } from "../../../shared/roles.ts";
 import { failureExamples, failureSummary } from "../../metrics/failures.ts";
 import { LiveWindows } from "../../metrics/live-windows.ts";
 import { ProjectUsage } from "../../metrics/project-usage.ts";
-import { type RangeName, windowOf } from "../../metrics/ranges.ts";
+import { type RangeName, type Window, windowOf } from "../../metrics/ranges.ts";
 import { systemHistory } from "../../metrics/system-history.ts";
-import { UsageReader } from "../../metrics/usage.ts";
+import { type DeviceSeries, type Series, UsageReader } from "../../metrics/usage.ts";
 import { getConnector } from "../../services/connectors.ts";
 import { getProject } from "../../services/projects.ts";
 import { getProxy } from "../../services/proxies.ts";
 import type { ApiDeps } from "../deps.ts";
 import { answer, defineRoute, type Route } from "../registry.ts";
 import {
+  DeviceSeriesAnswer,
   FailureExamplesAnswer,
   FailureReportAnswer,
   HostHistoryAnswer,
@@ -51,6 +52,70 @@ const HISTORY_NOTE = "`range` (1h, 6h, 24h, 7d, 30d, 90d; default 24h) back from
   "width finer than the range's oldest rows is a 422. Empty buckets are zeros. A window " +
   "ending now adds the live counts to its last bucket.";
 
+export interface HistoryRoute<S = Series> {
+  path: string;
+  tag: string;
+  summary: string;
+  /** What the series is of, said before the query's note. */
+  about?: string;
+  /** The series over the query's window; raises NotFoundError for an entity not there. */
+  series(params: Readonly<Record<string, string>>, window: Window): Promise<S>;
+}
+
+/** What every usage series route shares: its place, its query and its note. */
+function historySpec(spec: HistoryRoute<unknown>) {
+  return {
+    method: "get",
+    path: spec.path,
+    tag: spec.tag,
+    summary: spec.summary,
+    description: spec.about === undefined ? HISTORY_NOTE : `${spec.about} ${HISTORY_NOTE}`,
+    access: UserRole.viewer,
+    query: HistoryQuery,
+  } as const;
+}
+
+/**
+ * A usage series route (a project's, a connector's, a proxy's): one query, read into its
+ * window before anything else (a bad range is a 422 first), one answer shape.
+ */
+export function historyRoute(spec: HistoryRoute): Route {
+  return defineRoute({
+    ...historySpec(spec),
+    responses: {
+      200: answer(
+        "`{range, bucket_seconds, from, to, live_included, points: [{t, ...usage}]}`",
+        SeriesAnswer,
+      ),
+    },
+    async handler({ c, params, query }) {
+      const window = windowOf(query.range as RangeName, query.bucket_seconds, query.end);
+      return c.json(await spec.series(params, window));
+    },
+  });
+}
+
+/**
+ * A tunnel device's usage series route: a project's history query, its points carrying the
+ * device's encrypted DNS closed beside the usage.
+ */
+export function deviceHistoryRoute(spec: HistoryRoute<DeviceSeries>): Route {
+  return defineRoute({
+    ...historySpec(spec),
+    responses: {
+      200: answer(
+        "`{range, bucket_seconds, from, to, live_included, points: [{t, ...usage, " +
+          "encrypted_dns_closed}]}`",
+        DeviceSeriesAnswer,
+      ),
+    },
+    async handler({ c, params, query }) {
+      const window = windowOf(query.range as RangeName, query.bucket_seconds, query.end);
+      return c.json(await spec.series(params, window));
+    },
+  });
+}
+
 interface EntityRoutes {
   /** The totals route's path; the series is at `<path>/history`. */
   path: string;
@@ -62,14 +127,19 @@ interface EntityRoutes {
   id(params: Readonly<Record<string, string>>): string;
 }
 
-export function metricsRoutes(deps: ApiDeps): Route[] {
+/** The api's usage reader: flushed history and totals, with the live windows from Redis. */
+export function usageReaderOf(deps: ApiDeps): UsageReader {
   const live = new LiveWindows({
     redis: deps.redis,
     keys: deps.keys,
     logger: deps.logger,
     deadlineMs: deps.settings.redisRequestTimeoutMs,
   });
-  const usage = new UsageReader({ database: deps.database, live });
+  return new UsageReader({ database: deps.database, live });
+}
+
+export function metricsRoutes(deps: ApiDeps): Route[] {
+  const usage = usageReaderOf(deps);
   const project = new ProjectUsage({
     database: deps.database,
     redis: deps.redis,
@@ -97,19 +167,13 @@ export function metricsRoutes(deps: ApiDeps): Route[] {
         return c.json(await usage.total(spec.entity, spec.id(params)));
       },
     }),
-    defineRoute({
-      method: "get",
+    historyRoute({
       path: `${spec.path}/history`,
       tag: "metrics",
       summary: `${spec.entity === "proxy" ? "A proxy's" : "A connector's"} usage over time`,
-      description: HISTORY_NOTE,
-      access: UserRole.viewer,
-      query: HistoryQuery,
-      responses: { 200: answer("The series", SeriesAnswer) },
-      async handler({ c, params, query }) {
-        const window = windowOf(query.range as RangeName, query.bucket_seconds, query.end);
+      async series(params, window) {
         await spec.exists(params);
-        return c.json(await usage.series(spec.entity, spec.id(params), window));
+        return await usage.series(spec.entity, spec.id(params), window);
       },
     }),
   ];
@@ -137,24 +201,13 @@ export function metricsRoutes(deps: ApiDeps): Route[] {
         return c.json({ ...totals, pool: await project.pool(params.id) });
       },
     }),
-    defineRoute({
-      method: "get",
+    historyRoute({
       path: `${PROJECT}/metrics/history`,
       tag: "metrics",
       summary: "A project's usage over time",
-      description: HISTORY_NOTE,
-      access: UserRole.viewer,
-      query: HistoryQuery,
-      responses: {
-        200: answer(
-          "`{range, bucket_seconds, from, to, live_included, points: [{t, ...usage}]}`",
-          SeriesAnswer,
-        ),
-      },
-      async handler({ c, params, query }) {
-        const window = windowOf(query.range as RangeName, query.bucket_seconds, query.end);
+      async series(params, window) {
         await getProject(deps, params.id);
-        return c.json(await usage.series("project", params.id, window));
+        return await usage.series("project", params.id, window);
       },
     }),
     defineRoute({

@@ -1,8 +1,10 @@
 /** `usage` (a project's totals and a sparkline of its requests) and `failures` (the summary). */
 import { type Command, Option } from "commander";
 import type { FailureReport, ProjectMetrics, Series } from "../../api/answers/metrics.ts";
+import type { Usage } from "../../api/answers/common.ts";
 import { connect, type JsonOption, leaf, outputOf } from "../command.ts";
 import {
+  type Cell,
   emit,
   formatBytes,
   formatCount,
@@ -22,7 +24,8 @@ interface RangeOptions extends JsonOption {
   range: string;
 }
 
-function rangeOption(): Option {
+/** `--range`: the history ranges the API reads, 24h by default. */
+export function rangeOption(): Option {
   return new Option("--range <range>", "the window").choices(RANGES).default("24h");
 }
 
@@ -44,19 +47,9 @@ export function registerUsage(program: Command): void {
         }),
       ]);
       emit(outputOf(options), { project, totals, history }, () => {
-        const usage = totals.usage;
         line(`${pc.bold(project.name)}: usage since the start`);
         printFields([
-          ["Requests", usage.requests],
-          ["Successes", usage.successes],
-          ["Failures", usage.failures],
-          ["Success rate", formatPercent(usage.success_rate)],
-          ["Sent", formatBytes(usage.bytes_sent)],
-          ["Received", formatBytes(usage.bytes_received)],
-          [
-            "Avg latency",
-            usage.avg_latency_ms === null ? null : `${Math.round(usage.avg_latency_ms)} ms`,
-          ],
+          ...usageFields(totals.usage),
           [
             "Proxies",
             `${formatCount(totals.pool.total)} (${
@@ -121,7 +114,24 @@ export function registerUsage(program: Command): void {
     });
 }
 
-function printHistory(history: Series): void {
+/** A usage object as label and value lines (a project's, a device's). */
+export function usageFields(usage: Usage): [string, Cell][] {
+  return [
+    ["Requests", usage.requests],
+    ["Successes", usage.successes],
+    ["Failures", usage.failures],
+    ["Success rate", formatPercent(usage.success_rate)],
+    ["Sent", formatBytes(usage.bytes_sent)],
+    ["Received", formatBytes(usage.bytes_received)],
+    [
+      "Avg latency",
+      usage.avg_latency_ms === null ? null : `${Math.round(usage.avg_latency_ms)} ms`,
+    ],
+  ];
+}
+
+/** A series' requests as a sparkline (devices' usage prints the same). */
+export function printHistory(history: Series): void {
   const values = history.points.map((point) => point.requests);
   const total = values.reduce((sum, value) => sum + value, 0);
   const peak = Math.max(0, ...values);

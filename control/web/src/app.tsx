@@ -15,6 +15,8 @@ import { Tokens } from "./pages/tokens.tsx";
 import { Users } from "./pages/users.tsx";
 import { Audit } from "./pages/audit.tsx";
 import { Alerts } from "./pages/alerts.tsx";
+import { WireguardSettings } from "./pages/wireguard-settings.tsx";
+import { OpenvpnSettings } from "./pages/openvpn-settings.tsx";
 import { SessionProvider, useSession } from "./session.tsx";
 import { applyTheme, currentTheme, setTheme, type Theme } from "./theme.ts";
 
@@ -51,6 +53,8 @@ function Shell() {
           <Route path="/users" component={Users} />
           <Route path="/audit" component={Audit} />
           <Route path="/alerts" component={Alerts} />
+          <Route path="/wireguard" component={WireguardSettings} />
+          <Route path="/openvpn" component={OpenvpnSettings} />
           <Route path="/tokens" component={Tokens} />
           <Route default component={NotFound} />
         </Router>
@@ -77,6 +81,8 @@ function TopBar() {
         {session.isAdmin ? <a href="/users">Users</a> : null}
         {session.isAdmin ? <a href="/audit">Audit</a> : null}
         {session.isAdmin ? <a href="/alerts">Alerts</a> : null}
+        {session.isAdmin ? <a href="/wireguard">WireGuard</a> : null}
+        {session.isAdmin ? <a href="/openvpn">OpenVPN</a> : null}
         <a href="/tokens">API tokens</a>
       </nav>
       <div class="account">

@@ -8,8 +8,11 @@
  * The upstream may still close it as we send: GET and HEAD are then retried once on a fresh
  * connection (gateway/net/http/forward.ts), other methods are not. So a request that cannot be
  * sent again takes only a leg used within UPSTREAM_POOL_UNRETRIED_IDLE_MS, well inside the
- * shortest common upstream idle timeout (Node's 5 s), where that race does not fall.
+ * shortest common upstream idle timeout (Node's 5 s), where that race does not fall. An upstream
+ * that closes every leg as soon as it answered (tinyproxy) is learned and its legs not kept for
+ * a while (pool-bounds.ts): there the race would fall on every request.
  */
+import { ClosingHabits } from "./closing-habits.ts";
 import type { Leg } from "./leg.ts";
 
 export { upstreamPoolKey } from "./upstream-key.ts";
@@ -39,6 +42,9 @@ export class UpstreamPool {
   readonly #maxIdle: number;
   readonly #idleMs: number;
   readonly #idle = new Map<string, IdleEntry[]>();
+  readonly #habits = new ClosingHabits();
+  /** Legs taken from the pool: one given back again carried a second request. */
+  readonly #reused = new WeakSet<Leg>();
   #sweeper: ReturnType<typeof setInterval> | undefined;
   #closed = false;
 
@@ -72,6 +78,7 @@ export class UpstreamPool {
       entry.gone = true;
       if (usable) {
         found = entry.leg;
+        this.#reused.add(found);
         break;
       }
       entry.leg.close();
@@ -83,6 +90,12 @@ export class UpstreamPool {
   /** Keeps `leg` for the next request to `key`, or closes it (pool full, closed, leg closed). */
   give(key: string, leg: Leg): void {
     if (this.#closed || leg.closed) {
+      leg.close();
+      return;
+    }
+    // It answered a request after being kept: this upstream keeps its connections.
+    if (this.#reused.has(leg)) this.#habits.reused(key);
+    if (!this.#habits.keeps(key)) {
       leg.close();
       return;
     }
@@ -104,6 +117,7 @@ export class UpstreamPool {
       if (entry.gone) return;
       this.#remove(key, entry);
       leg.close();
+      this.#habits.closedIdle(key, entry.sinceMs, this.#reused.has(leg));
     });
     this.#startSweeper();
   }

@@ -19,6 +19,7 @@ import {
   isAdmissionRefusal,
 } from "../../base/admission.ts";
 import type { RequestProtocol } from "../../base/transfer-hooks.ts";
+import { type RequestKind, RequestOutcome } from "../../base/metrics.ts";
 
 const NO_HEADERS: readonly HeaderField[] = Object.freeze([]);
 
@@ -200,4 +201,43 @@ export class Admission {
     }
     return this.run(ticket, through);
   }
+}
+
+/** A step failed with an error (a bug, not a refusal): the caller closes or answers a failure. */
+export const ADMISSION_ERROR = Symbol("admission error");
+
+/** What a session's admission step loop needs of its listener's context. */
+export interface AdmissionContext {
+  admission: Admission;
+  logger: { error(message: string, fields?: Readonly<Record<string, unknown>>): void };
+  metrics: { request(kind: RequestKind, outcome: RequestOutcome, status: number): void };
+}
+
+/**
+ * Runs the ticket's steps through `through`'s stage for a session of `kind` (SOCKS5's, a tunnel
+ * device's): undefined when they admit, their refusal, or ADMISSION_ERROR when a step failed with
+ * an error, which is logged and counted as a failed request here. Waits only for a step that
+ * answers with a Promise.
+ */
+export function admitThrough(
+  ctx: AdmissionContext,
+  ticket: AdmissionTicket,
+  through: AdmissionStage,
+  kind: RequestKind,
+): MaybePromise<Refusal | undefined | typeof ADMISSION_ERROR> {
+  const failed = (error: unknown): typeof ADMISSION_ERROR => {
+    ctx.logger.error("Admission failed with an error", {
+      step: ctx.admission.failedStep(ticket),
+      error,
+    });
+    ctx.metrics.request(kind, RequestOutcome.failed, 500);
+    return ADMISSION_ERROR;
+  };
+  let result: MaybePromise<Refusal | undefined>;
+  try {
+    result = ctx.admission.run(ticket, through);
+  } catch (error) {
+    return failed(error);
+  }
+  return result instanceof Promise ? result.catch(failed) : result;
 }

@@ -35,7 +35,7 @@ import { Leg, tuneTcp } from "../io/leg.ts";
 import { readPrelude } from "../io/proxy-prelude.ts";
 import { RequestKind, RequestOutcome } from "../../base/metrics.ts";
 import { AdmissionStage, type ClientAddress } from "../../base/admission.ts";
-import { AdmissionTicket } from "../session/admission-pipeline.ts";
+import { ADMISSION_ERROR, AdmissionTicket, admitThrough } from "../session/admission-pipeline.ts";
 import type {
   AttachedUpstream,
   InnerTunnel,
@@ -55,9 +55,6 @@ export const SOCKS_HANDSHAKE_TIMEOUT_MS = 10_000;
 const HANDSHAKE_BUFFER_BYTES = 1024;
 const COLON = 0x3a;
 const SUCCEEDED = encodeSocks5Reply(Socks5Reply.succeeded);
-
-/** A step failed with an error (a bug, not a refusal): the client hears a general failure. */
-const ADMISSION_ERROR = Symbol("admission error");
 
 interface Parsed {
   consumed: number;
@@ -329,30 +326,6 @@ export class Socks5Session implements InterceptSession {
   }
 
   /**
-   * Runs admission's steps of `through`'s stage: undefined when they admit, their refusal, or
-   * ADMISSION_ERROR when a step failed with an error (logged and counted here; the caller
-   * sends the failure reply). Waits only for a step that answers with a Promise.
-   */
-  #admit(through: AdmissionStage): MaybePromise<Refusal | undefined | typeof ADMISSION_ERROR> {
-    let result: MaybePromise<Refusal | undefined>;
-    try {
-      result = this.ctx.admission.run(this.#admission, through);
-    } catch (error) {
-      return this.#admissionFailed(error);
-    }
-    return result instanceof Promise
-      ? result.catch((error) => this.#admissionFailed(error))
-      : result;
-  }
-
-  #admissionFailed(error: unknown): typeof ADMISSION_ERROR {
-    const step = this.ctx.admission.failedStep(this.#admission);
-    this.ctx.logger.error("Admission failed with an error", { step, error });
-    this.ctx.metrics.request(RequestKind.socks5, RequestOutcome.failed, 500);
-    return ADMISSION_ERROR;
-  }
-
-  /**
    * The next client message; undefined when the client left, the deadline passed, or the bytes
    * can never be one (answered with the parser's reply, if it has one, and closed).
    */
@@ -390,6 +363,11 @@ export class Socks5Session implements InterceptSession {
       if (count === null) return undefined;
       this.#end += count;
     }
+  }
+
+  /** Admission's steps through `through`'s stage (admission-pipeline.ts `admitThrough`). */
+  #admit(through: AdmissionStage): MaybePromise<Refusal | undefined | typeof ADMISSION_ERROR> {
+    return admitThrough(this.ctx, this.#admission, through, RequestKind.socks5);
   }
 
   /** Answers a refusal of the router or the guard, and tells metering. */

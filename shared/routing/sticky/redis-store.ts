@@ -3,12 +3,12 @@
  * bound proxy id, expiring with the session's life. Works on any client with ioredis's `get` and
  * `set` (Deno and Node alike); the gateway passes its shared command client.
  */
-import type { Redis } from "ioredis";
+import type { GatewayRedis } from "../../redis/contract.ts";
 import type { RedisKeys } from "../../redis-keys.ts";
 import type { StickyStore } from "./store.ts";
 
 /** The two commands this store sends. */
-export type StickyRedis = Pick<Redis, "get" | "set">;
+export type StickyRedis = Pick<GatewayRedis, "get" | "set">;
 
 /** Proxy ids are UUIDs; anything far longer in the key is not ours and is ignored. */
 const MAX_PROXY_ID_LENGTH = 256;

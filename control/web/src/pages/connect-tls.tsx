@@ -8,7 +8,8 @@
 import { useState } from "preact/hooks";
 import type { Project } from "../../../api/answers/projects.ts";
 import type { TlsCaStatus } from "../../../api/answers/tls-ca.ts";
-import { token } from "../api/client.ts";
+import { CopyButton } from "../ui/copy-button.tsx";
+import { saveAnswer } from "../ui/download.ts";
 import { ErrorNote } from "../ui/status.tsx";
 import { Time } from "../ui/time.tsx";
 import { useApi } from "../ui/use-api.ts";
@@ -57,41 +58,6 @@ export function tlsLines(where: Where, spki: string): [string, string][] {
   ];
 }
 
-/** Saves an API answer as a file: fetched with the token, handed to the browser as a download. */
-async function save(path: string, name: string): Promise<void> {
-  const bearer = token();
-  const response = await fetch(path, {
-    headers: bearer ? { authorization: `Bearer ${bearer}` } : {},
-  });
-  if (!response.ok) throw new Error(`${response.status} ${response.statusText}`);
-  const url = URL.createObjectURL(await response.blob());
-  const link = document.createElement("a");
-  link.href = url;
-  link.download = name;
-  document.body.append(link);
-  link.click();
-  link.remove();
-  setTimeout(() => URL.revokeObjectURL(url), 10_000);
-}
-
-function CopyButton({ text, label }: { text: string; label: string }) {
-  const [copied, setCopied] = useState(false);
-  const copy = async () => {
-    try {
-      await navigator.clipboard.writeText(text);
-      setCopied(true);
-      setTimeout(() => setCopied(false), 1_500);
-    } catch {
-      // No clipboard here (an insecure origin): the text stays selectable beside the button.
-    }
-  };
-  return (
-    <button type="button" class="link" onClick={copy} aria-label={`Copy ${label}`}>
-      {copied ? "Copied" : "Copy"}
-    </button>
-  );
-}
-
 export function TlsInterception({ project, where }: { project: Project; where: Where }) {
   const status = useApi<TlsCaStatus>("/system/tls-ca");
   const [failure, setFailure] = useState<string | undefined>();
@@ -101,7 +67,9 @@ export function TlsInterception({ project, where }: { project: Project; where: W
   const mode = project.tls_mitm_mode;
   const download = (path: string, name: string) => () => {
     setFailure(undefined);
-    save(path, name).catch((error: Error) => setFailure(`The download failed: ${error.message}`));
+    saveAnswer(path, name).catch((error: Error) =>
+      setFailure(`The download failed: ${error.message}`)
+    );
   };
   return (
     <section class="tls-interception" aria-label="TLS interception">

@@ -7,6 +7,7 @@ import { useApi } from "../ui/use-api.ts";
 import { Connect } from "./connect.tsx";
 import { Connectors } from "./connectors.tsx";
 import { Credentials } from "./credentials.tsx";
+import { Devices } from "./devices.tsx";
 import { DistributionKeys } from "./distribution-keys.tsx";
 import { ExitLocations } from "./exit-locations.tsx";
 import { Failures } from "./failures.tsx";
@@ -26,6 +27,7 @@ const TABS = [
   ["exits", "Exit locations"],
   ["usage", "Usage"],
   ["connect", "Connect"],
+  ["devices", "Devices"],
   ["failures", "Failures"],
   ["inspector", "Inspector"],
   ["domains", "Domains"],
@@ -75,6 +77,8 @@ export function Project() {
         ? <Usage projectId={id} />
         : tab === "connect"
         ? <Connect project={project} />
+        : tab === "devices"
+        ? <Devices projectId={id} />
         : tab === "failures"
         ? <Failures projectId={id} />
         : tab === "inspector"

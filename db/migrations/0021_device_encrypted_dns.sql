@@ -1,0 +1,2 @@
+ALTER TABLE "metric_totals" ADD COLUMN "encrypted_dns_closed" bigint DEFAULT 0 NOT NULL;--> statement-breakpoint
+ALTER TABLE "tunnel_device_metrics" ADD COLUMN "encrypted_dns_closed" bigint DEFAULT 0 NOT NULL;
