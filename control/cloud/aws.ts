@@ -9,19 +9,8 @@
  * abort rejects with its signal's reason, as withDeadline does.
  */
 import https from "node:https";
-import {
-  type _InstanceType as InstanceType,
-  DescribeImagesCommand,
-  DescribeInstancesCommand,
-  DescribeInstanceTypesCommand,
-  DescribeRegionsCommand,
-  EC2Client,
-  EC2ServiceException,
-  type Instance,
-  RunInstancesCommand,
-  type Tag,
-  TerminateInstancesCommand,
-} from "@aws-sdk/client-ec2";
+import type * as Ec2Sdk from "@aws-sdk/client-ec2";
+import type { _InstanceType as InstanceType, EC2Client, Instance, Tag } from "@aws-sdk/client-ec2";
 import { withDeadline } from "../../shared/async/deadline.ts";
 import { sleep } from "../../shared/async/sleep.ts";
 import { CloudCallError, type CloudFailure, DeadlineError } from "../../shared/errors.ts";
@@ -124,13 +113,27 @@ type Call = <T>(
   timeoutMs?: number,
 ) => Promise<T>;
 
+/** The SDK once a call loaded it, which any of its errors implies. */
+let loadedSdk: typeof Ec2Sdk | undefined;
+
+/**
+ * The SDK, loaded at the first call rather than with the module: loading it costs about a second
+ * of CPU, which every CLI command and control process would otherwise pay for a cloud it may
+ * never call.
+ */
+async function ec2Sdk(): Promise<typeof Ec2Sdk> {
+  loadedSdk ??= await import("@aws-sdk/client-ec2");
+  return loadedSdk;
+}
+
 /** The EC2 client of `credential` in `region`, at the endpoint and with the CA when given. */
 function ec2Client(
+  sdk: typeof Ec2Sdk,
   credential: AwsCredential,
   region: string,
   options: CloudClientOptions,
 ): EC2Client {
-  return new EC2Client({
+  return new sdk.EC2Client({
     region,
     ...(options.endpoint === undefined ? {} : { endpoint: options.endpoint }),
     credentials: { accessKeyId: credential.access_key, secretAccessKey: credential.secret_key },
@@ -186,12 +189,13 @@ export async function verifyAwsCredential(
   options: CloudClientOptions,
   signal: AbortSignal,
 ): Promise<void> {
-  const ec2 = ec2Client(credential, CREDENTIAL_CHECK_REGION, options);
+  const sdk = await ec2Sdk();
+  const ec2 = ec2Client(sdk, credential, CREDENTIAL_CHECK_REGION, options);
   const call = caller(credential, options);
   try {
     await call(
       "DescribeRegions",
-      (abortSignal) => ec2.send(new DescribeRegionsCommand({}), { abortSignal }),
+      (abortSignal) => ec2.send(new sdk.DescribeRegionsCommand({}), { abortSignal }),
       signal,
     );
   } catch (error) {
@@ -208,8 +212,14 @@ export function awsClient(
   options: CloudClientOptions,
 ): CloudClient {
   const connector = config as AwsConnector & AwsPlacement;
-  const ec2 = ec2Client(credential, connector.region, options);
   const call = caller(credential, options);
+  let client: EC2Client | undefined;
+  /** The SDK and this connector's client, made at the first call. */
+  async function connected(): Promise<{ sdk: typeof Ec2Sdk; ec2: EC2Client }> {
+    const sdk = await ec2Sdk();
+    client ??= ec2Client(sdk, credential, connector.region, options);
+    return { sdk, ec2: client };
+  }
 
   /** The instance by id, or undefined while EC2 does not know it (yet, or any more). */
   async function describeOne(
@@ -217,11 +227,14 @@ export function awsClient(
     signal: AbortSignal,
     timeoutMs: number,
   ): Promise<Instance | undefined> {
+    const { sdk, ec2 } = await connected();
     try {
       const answer = await call(
         "DescribeInstances",
         (abortSignal) =>
-          ec2.send(new DescribeInstancesCommand({ InstanceIds: [instanceId] }), { abortSignal }),
+          ec2.send(new sdk.DescribeInstancesCommand({ InstanceIds: [instanceId] }), {
+            abortSignal,
+          }),
         signal,
         {},
         timeoutMs,
@@ -239,6 +252,7 @@ export function awsClient(
   }
 
   async function list(connectorId: string, signal: AbortSignal): Promise<CloudInstance[]> {
+    const { sdk, ec2 } = await connected();
     const found: CloudInstance[] = [];
     const seenTokens = new Set<string>();
     let nextToken: string | undefined;
@@ -247,7 +261,7 @@ export function awsClient(
         "DescribeInstances",
         (abortSignal) =>
           ec2.send(
-            new DescribeInstancesCommand({
+            new sdk.DescribeInstancesCommand({
               Filters: [
                 { Name: `tag:${CONNECTOR_TAG}`, Values: [connectorId] },
                 { Name: "instance-state-name", Values: ["pending", "running"] },
@@ -275,6 +289,7 @@ export function awsClient(
     launch: CloudLaunch,
     signal: AbortSignal,
   ): Promise<CloudInstance & { address: string }> {
+    const { sdk, ec2 } = await connected();
     const startedMs = Date.now();
     const userData = Buffer.from(launch.startupScript, "utf8").toString("base64");
     const context = { secrets: [launch.startupScript, userData] };
@@ -282,7 +297,7 @@ export function awsClient(
       "RunInstances",
       (abortSignal) =>
         ec2.send(
-          new RunInstancesCommand({
+          new sdk.RunInstancesCommand({
             MinCount: 1,
             MaxCount: 1,
             // The creation name: a launch retried with it returns the first one's instance.
@@ -368,12 +383,15 @@ export function awsClient(
         `${id} is no AWS instance id`,
       );
     }
+    const { sdk, ec2 } = await connected();
     let state: string | undefined;
     try {
       const answer = await call(
         "TerminateInstances",
         (abortSignal) =>
-          ec2.send(new TerminateInstancesCommand({ InstanceIds: [instanceId] }), { abortSignal }),
+          ec2.send(new sdk.TerminateInstancesCommand({ InstanceIds: [instanceId] }), {
+            abortSignal,
+          }),
         signal,
       );
       state = answer.TerminatingInstances?.find((each) => each.InstanceId === instanceId)
@@ -402,10 +420,11 @@ export function awsClient(
   }
 
   async function verify(signal: AbortSignal): Promise<void> {
+    const { sdk, ec2 } = await connected();
     const images = await call(
       "DescribeImages",
       (abortSignal) =>
-        ec2.send(new DescribeImagesCommand({ ImageIds: [connector.ami_id] }), { abortSignal }),
+        ec2.send(new sdk.DescribeImagesCommand({ ImageIds: [connector.ami_id] }), { abortSignal }),
       signal,
       { refusedField: "ami_id" },
     );
@@ -425,7 +444,7 @@ export function awsClient(
       "DescribeInstanceTypes",
       (abortSignal) =>
         ec2.send(
-          new DescribeInstanceTypesCommand({
+          new sdk.DescribeInstanceTypesCommand({
             InstanceTypes: [connector.instance_type as InstanceType],
           }),
           { abortSignal },
@@ -508,7 +527,7 @@ function cloudError(operation: string, error: unknown, mapping: Mapping): CloudC
   if (error instanceof DeadlineError) {
     return fail("timeout", `no answer within ${error.timeoutMs} ms`);
   }
-  if (error instanceof EC2ServiceException) {
+  if (loadedSdk !== undefined && error instanceof loadedSdk.EC2ServiceException) {
     const code = error.name;
     const status = error.$metadata.httpStatusCode;
     const message = `${code}: ${error.message}`;

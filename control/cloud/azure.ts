@@ -12,20 +12,18 @@
  * never the client secret or the custom data. A caller's own abort rejects with its signal's
  * reason, as withDeadline does.
  */
-import {
+import type * as ComputeSdk from "@azure/arm-compute";
+import type {
   ComputeManagementClient,
-  type ComputeManagementClientOptionalParams,
-  type VirtualMachine,
+  ComputeManagementClientOptionalParams,
+  VirtualMachine,
 } from "@azure/arm-compute";
-import { NetworkManagementClient } from "@azure/arm-network";
-import { ResourceManagementClient } from "@azure/arm-resources";
-import {
-  AggregateAuthenticationError,
-  AuthenticationError,
-  AuthenticationRequiredError,
-  ClientSecretCredential,
-  CredentialUnavailableError,
-} from "@azure/identity";
+import type * as NetworkSdk from "@azure/arm-network";
+import type { NetworkManagementClient } from "@azure/arm-network";
+import type * as ResourcesSdk from "@azure/arm-resources";
+import type { ResourceManagementClient } from "@azure/arm-resources";
+import type * as IdentitySdk from "@azure/identity";
+import type { ClientSecretCredential } from "@azure/identity";
 import { withDeadline } from "../../shared/async/deadline.ts";
 import { sleep } from "../../shared/async/sleep.ts";
 import { CloudCallError, type CloudFailure, DeadlineError } from "../../shared/errors.ts";
@@ -168,27 +166,59 @@ export function azureClient(
   config: AzureConnector,
   options: CloudClientOptions & { authority: string | undefined },
 ): CloudClient {
-  const azure = connect(credential, config as AzureConnector & AzurePlacement, options);
+  let azure: Azure | undefined;
+  /** The signed-in clients, made at the first call. */
+  const connected = async () =>
+    azure ??= await connect(credential, config as AzureConnector & AzurePlacement, options);
   return {
     provider: PROVIDER,
-    list: (connectorId, signal) => listInstances(azure, connectorId, signal),
-    create: (launch, signal) => createInstance(azure, launch, signal),
-    terminate: (id, signal) => terminateInstance(azure, id, signal),
-    verify: (signal) => verifyAccess(azure, signal),
+    list: async (connectorId, signal) => listInstances(await connected(), connectorId, signal),
+    create: async (launch, signal) => createInstance(await connected(), launch, signal),
+    terminate: async (id, signal) => terminateInstance(await connected(), id, signal),
+    verify: async (signal) => verifyAccess(await connected(), signal),
   };
 }
 
 // ---------------------------------------------------------------------------------------------
 // The SDK clients.
 
+interface AzureSdks {
+  compute: typeof ComputeSdk;
+  network: typeof NetworkSdk;
+  resources: typeof ResourcesSdk;
+  identity: typeof IdentitySdk;
+}
+
+/** The SDKs once a call loaded them, which any of their errors implies. */
+let loadedSdks: AzureSdks | undefined;
+
+/**
+ * The SDKs, loaded at the first call rather than with the module: loading them costs about a
+ * second of CPU, which every CLI command and control process would otherwise pay for a cloud it
+ * may never call.
+ */
+async function azureSdks(): Promise<AzureSdks> {
+  if (loadedSdks === undefined) {
+    const [compute, network, resources, identity] = await Promise.all([
+      import("@azure/arm-compute"),
+      import("@azure/arm-network"),
+      import("@azure/arm-resources"),
+      import("@azure/identity"),
+    ]);
+    loadedSdks = { compute, network, resources, identity };
+  }
+  return loadedSdks;
+}
+
 function signIn(
+  sdks: AzureSdks,
   credential: AzureCredential,
   options: CloudClientOptions & { authority: string | undefined },
 ): Session {
   const endpoint = (options.endpoint ?? DEFAULT_ARM_ENDPOINT).replace(/\/+$/, "");
   const scope = `${endpoint}/.default`;
   const authority = { last: undefined };
-  const tokenCredential = new ClientSecretCredential(
+  const tokenCredential = new sdks.identity.ClientSecretCredential(
     credential.tenant_id,
     credential.client_id,
     credential.client_secret,
@@ -219,21 +249,26 @@ function signIn(
   };
 }
 
-function connect(
+async function connect(
   credential: AzureCredential,
   connector: AzurePlacement,
   options: CloudClientOptions & { authority: string | undefined },
-): Azure {
-  const session = signIn(credential, options);
+): Promise<Azure> {
+  const sdks = await azureSdks();
+  const session = signIn(sdks, credential, options);
   const subscriptionId = connector.subscription_id ?? credential.subscription_id;
   const { credential: tokenCredential, armOptions } = session;
   return {
     ...session,
     connector,
     subscriptionId,
-    compute: new ComputeManagementClient(tokenCredential, subscriptionId, armOptions),
-    network: new NetworkManagementClient(tokenCredential, subscriptionId, armOptions),
-    resources: new ResourceManagementClient(tokenCredential, subscriptionId, armOptions),
+    compute: new sdks.compute.ComputeManagementClient(tokenCredential, subscriptionId, armOptions),
+    network: new sdks.network.NetworkManagementClient(tokenCredential, subscriptionId, armOptions),
+    resources: new sdks.resources.ResourceManagementClient(
+      tokenCredential,
+      subscriptionId,
+      armOptions,
+    ),
   };
 }
 
@@ -630,13 +665,14 @@ export async function verifyAzureCredential(
   options: CloudClientOptions & { authority: string | undefined },
   signal: AbortSignal,
 ): Promise<void> {
-  const session = signIn(credential, options);
+  const sdks = await azureSdks();
+  const session = signIn(sdks, credential, options);
   await call(session, "verify", signal, {}, async (abortSignal) => {
     await session.credential.getToken(session.scope, { abortSignal, enableCae: true });
   });
   // @azure/arm-resources 7 has no subscriptions client (a package of its own): the subscription
   // is read as the resource its id names, one GET through the same pipeline.
-  const resources = new ResourceManagementClient(
+  const resources = new sdks.resources.ResourceManagementClient(
     session.credential,
     credential.subscription_id,
     session.armOptions,
@@ -727,9 +763,13 @@ function cloudError(
   if (error instanceof DeadlineError) {
     return fail("timeout", `no answer within ${error.timeoutMs} ms`);
   }
+  const identity = loadedSdks?.identity;
   if (
-    error instanceof AuthenticationError || error instanceof AuthenticationRequiredError ||
-    error instanceof AggregateAuthenticationError || error instanceof CredentialUnavailableError
+    identity !== undefined &&
+    (error instanceof identity.AuthenticationError ||
+      error instanceof identity.AuthenticationRequiredError ||
+      error instanceof identity.AggregateAuthenticationError ||
+      error instanceof identity.CredentialUnavailableError)
   ) {
     return authorityError(azure, error, fail);
   }
