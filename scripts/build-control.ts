@@ -12,9 +12,11 @@
  * builds again only when one changed: `npm start`, the tests and the bin call it, so a checkout
  * never runs a stale build. `npm run build:control` builds both.
  */
+import { execFile } from "node:child_process";
 import { mkdir, readFile, rename, stat, writeFile } from "node:fs/promises";
 import { dirname, join, relative, sep } from "node:path";
 import { fileURLToPath } from "node:url";
+import { promisify } from "node:util";
 import { build, type Plugin } from "esbuild";
 import {
   CONTROL_BUILD_DIR,
@@ -128,6 +130,24 @@ export async function ensureControlBuild(name: ControlBuild): Promise<boolean> {
  */
 export function controlCommand(): [string, ...string[]] {
   return [process.execPath, "--enable-source-maps", controlBundlePath("main")];
+}
+
+/**
+ * Runs `node --import <probe> ...args` to its exit with no OCTOPROX_* setting (a control process
+ * then stops at its settings check, every module loaded) and answers what it wrote to stderr:
+ * how the start bench and the start tests read what a start cost or loaded.
+ */
+export async function probedStart(probe: string, args: readonly string[]): Promise<string> {
+  const env: NodeJS.ProcessEnv = {};
+  for (const [key, value] of Object.entries(process.env)) {
+    if (!key.startsWith("OCTOPROX_")) env[key] = value;
+  }
+  const result = await promisify(execFile)(process.execPath, ["--import", probe, ...args], {
+    cwd: ROOT,
+    env,
+    timeout: 60_000,
+  }).catch((error: { stderr?: string }) => ({ stderr: error.stderr ?? "" }));
+  return result.stderr;
 }
 
 if (process.argv[1] === fileURLToPath(import.meta.url)) {

@@ -7,10 +7,7 @@
  * figures say what the build saves each start, which a test suite starting hundreds of processes,
  * and an operator's scripts running the CLI, pay.
  */
-import { execFile } from "node:child_process";
-import { promisify } from "node:util";
-import { ensureControlBuild } from "../build-control.ts";
-import { ROOT } from "../gateway-command.ts";
+import { ensureControlBuild, probedStart } from "../build-control.ts";
 import { median, type Row, type Suite, type SuiteContext } from "./suite.ts";
 
 /** Loaded before anything else: writes the process's CPU so far (µs) to stderr at exit. */
@@ -21,16 +18,9 @@ const CPU_PROBE = "data:text/javascript," +
 
 /** Runs `node ...args` to its exit, with no OCTOPROX_* setting; answers its CPU in ms. */
 async function cpuOfRun(args: readonly string[]): Promise<number> {
-  const env: NodeJS.ProcessEnv = {};
-  for (const [key, value] of Object.entries(process.env)) {
-    if (!key.startsWith("OCTOPROX_")) env[key] = value;
-  }
-  const result = await promisify(execFile)(process.execPath, ["--import", CPU_PROBE, ...args], {
-    cwd: ROOT,
-    env,
-  }).catch((error: { stderr?: string }) => ({ stderr: error.stderr ?? "" }));
-  const match = /cpu-us (\d+)/.exec(result.stderr);
-  if (!match) throw new Error(`node ${args.join(" ")} reported no CPU: ${result.stderr}`);
+  const stderr = await probedStart(CPU_PROBE, args);
+  const match = /cpu-us (\d+)/.exec(stderr);
+  if (!match) throw new Error(`node ${args.join(" ")} reported no CPU: ${stderr}`);
   return Number(match[1]) / 1000;
 }
 

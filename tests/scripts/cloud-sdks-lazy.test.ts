@@ -4,12 +4,9 @@
  * control process would pay for clouds it may never call. A probe loaded first lists, as the
  * process exits, the CommonJS modules it loaded (both SDKs are CommonJS under Node).
  */
-import { execFile } from "node:child_process";
-import { promisify } from "node:util";
 import { describe, expect, it } from "vitest";
-import { controlCommand, ensureControlBuild } from "../../scripts/build-control.ts";
+import { controlCommand, ensureControlBuild, probedStart } from "../../scripts/build-control.ts";
 import { controlBundlePath } from "../../scripts/control-build-fresh.js";
-import { ROOT } from "../../scripts/gateway-command.ts";
 
 const LOADED_PROBE = "data:text/javascript," + encodeURIComponent(
   'import { createRequire } from "node:module";' +
@@ -19,19 +16,11 @@ const LOADED_PROBE = "data:text/javascript," + encodeURIComponent(
 
 const CLOUD_SDK = /node_modules\/@(aws-sdk|azure)\//;
 
-/** Runs `node <probe> ...args` to its exit with no OCTOPROX_* setting; the modules it loaded. */
+/** The modules a start of `node ...args` loaded, with no OCTOPROX_* setting. */
 async function modulesLoaded(args: readonly string[]): Promise<string[]> {
-  const env: NodeJS.ProcessEnv = {};
-  for (const [key, value] of Object.entries(process.env)) {
-    if (!key.startsWith("OCTOPROX_")) env[key] = value;
-  }
-  const result = await promisify(execFile)(process.execPath, ["--import", LOADED_PROBE, ...args], {
-    cwd: ROOT,
-    env,
-    timeout: 30_000,
-  }).catch((error: { stderr?: string }) => ({ stderr: error.stderr ?? "" }));
-  const line = result.stderr.split("\n").find((each) => each.startsWith("loaded "));
-  if (line === undefined) throw new Error(`no list of loaded modules: ${result.stderr}`);
+  const stderr = await probedStart(LOADED_PROBE, args);
+  const line = stderr.split("\n").find((each) => each.startsWith("loaded "));
+  if (line === undefined) throw new Error(`no list of loaded modules: ${stderr}`);
   return JSON.parse(line.slice("loaded ".length)) as string[];
 }
 
