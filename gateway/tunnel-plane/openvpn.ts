@@ -13,6 +13,7 @@
  * daemon's settings starts it again at once: sessions drop and devices reconnect by themselves.
  */
 import type { FeedOpenvpn, FeedTunnelDevice } from "../../shared/feed/models.ts";
+import { Serial } from "../../shared/async/serial.ts";
 import { sleep } from "../../shared/async/sleep.ts";
 import { RestartBackoff } from "./restart.ts";
 import { certificateSerial } from "../../shared/tunnel-status.ts";
@@ -66,7 +67,7 @@ export class OpenvpnEndpoint {
   #stopping = false;
   readonly #backoff = new RestartBackoff();
   #restarting: Promise<void> | undefined;
-  #queue: Promise<void> = Promise.resolve();
+  readonly #applying = new Serial();
   #refused = 0;
   #admitted = 0;
 
@@ -94,9 +95,7 @@ export class OpenvpnEndpoint {
    * caller logs it; the next feed, or the back-off, tries again).
    */
   apply(identity: FeedOpenvpn, devices: readonly FeedTunnelDevice[]): Promise<void> {
-    const run = this.#queue.then(() => this.#apply(identity, devices));
-    this.#queue = run.catch(() => {});
-    return run;
+    return this.#applying.run(() => this.#apply(identity, devices));
   }
 
   async #apply(identity: FeedOpenvpn, devices: readonly FeedTunnelDevice[]): Promise<void> {
@@ -337,7 +336,7 @@ export class OpenvpnEndpoint {
   async stop(): Promise<void> {
     if (this.#stopping) return;
     this.#stopping = true;
-    await this.#queue;
+    await this.#applying.settled();
     await this.#stopDaemon();
     try {
       this.#management?.close();

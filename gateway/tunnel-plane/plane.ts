@@ -10,6 +10,7 @@
  * disabled by a feed has its peer removed (its session killed) and its connections cut in the
  * same apply.
  */
+import { Serial } from "../../shared/async/serial.ts";
 import type { FeedTunnels } from "../../shared/feed/models.ts";
 import {
   fakeIpOffset,
@@ -115,7 +116,7 @@ export class TunnelPlane implements TransparentPlane {
   /** The interfaces attached, by name. */
   readonly #attachments = new Map<string, Attachment>();
   /** One attach at a time: two endpoints may come up together. */
-  #attaching: Promise<void> = Promise.resolve();
+  readonly #attaching = new Serial();
   readonly #counts = new Map<string, DeviceCounts>();
   #stopping: Promise<void> | undefined;
   #applyFailures = 0;
@@ -291,9 +292,7 @@ export class TunnelPlane implements TransparentPlane {
 
   /** The interface is up at `address`: a resolver, a listener and the rules go there. */
   #attach(iface: string, address: string, subnet: string): Promise<void> {
-    const run = this.#attaching.then(() => this.#attachNow(iface, address, subnet));
-    this.#attaching = run.catch(() => {});
-    return run;
+    return this.#attaching.run(() => this.#attachNow(iface, address, subnet));
   }
 
   async #attachNow(iface: string, address: string, subnet: string): Promise<void> {

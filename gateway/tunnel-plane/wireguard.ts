@@ -17,6 +17,7 @@ import {
   type PeerStatus,
   wireguardConfig,
 } from "./wireguard-config.ts";
+import { Serial } from "../../shared/async/serial.ts";
 import { sleep } from "../../shared/async/sleep.ts";
 import { RestartBackoff } from "./restart.ts";
 import type { Logger } from "../base/log.ts";
@@ -50,7 +51,7 @@ export class WireguardEndpoint {
   readonly #backoff = new RestartBackoff();
   #restarting: Promise<void> | undefined;
   /** One change at a time: an apply waits for the one under way. */
-  #queue: Promise<void> = Promise.resolve();
+  readonly #applying = new Serial();
 
   constructor(options: WireguardEndpointOptions) {
     this.#o = options;
@@ -66,9 +67,7 @@ export class WireguardEndpoint {
    * again).
    */
   apply(identity: FeedWireguard, devices: readonly FeedTunnelDevice[]): Promise<void> {
-    const run = this.#queue.then(() => this.#apply(identity, devices));
-    this.#queue = run.catch(() => {});
-    return run;
+    return this.#applying.run(() => this.#apply(identity, devices));
   }
 
   async #apply(identity: FeedWireguard, devices: readonly FeedTunnelDevice[]): Promise<void> {
@@ -188,7 +187,7 @@ export class WireguardEndpoint {
   async stop(): Promise<void> {
     if (this.#stopping) return;
     this.#stopping = true;
-    await this.#queue;
+    await this.#applying.settled();
     this.#up = false;
     const child = this.#userspace;
     this.#userspace = undefined;

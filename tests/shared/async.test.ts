@@ -1,6 +1,6 @@
 /**
  * The async toolkit (shared/async): sleep with an abort, a deadline's expiry and its cause, retry's
- * back-off and abort, the Loop base's close and its failing cycles. Fake timers where time
+ * back-off and abort, the Loop base's close and its failing cycles, Serial's order. Fake timers where time
  * matters, so nothing guesses how long a real wait takes.
  */
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
@@ -8,6 +8,7 @@ import { abortable, anySignal } from "../../shared/async/abort.ts";
 import { DeadlineError, withDeadline } from "../../shared/async/deadline.ts";
 import { type CycleResult, Loop, LoopState } from "../../shared/async/loop.ts";
 import { backoffDelayMs, retry } from "../../shared/async/retry.ts";
+import { Serial } from "../../shared/async/serial.ts";
 import { sleep } from "../../shared/async/sleep.ts";
 import { ErrorCode, OctoproxError, StoreUnavailableError } from "../../shared/errors.ts";
 
@@ -246,5 +247,35 @@ describe("Loop", () => {
     await vi.advanceTimersByTimeAsync(10_000);
     expect(loop.cycles).toBe(1);
     expect(vi.getTimerCount()).toBe(0);
+  });
+});
+
+describe("Serial", () => {
+  it("starts each task once the one before settled, a failure reaching only its caller", async () => {
+    const serial = new Serial();
+    const events: string[] = [];
+    let finishFirst!: () => void;
+    const first = serial.run(async () => {
+      events.push("first started");
+      await new Promise<void>((resolve) => (finishFirst = resolve));
+      events.push("first ended");
+      throw new Error("first failed");
+    });
+    const second = serial.run(() => {
+      events.push("second started");
+      return Promise.resolve(2);
+    });
+    let settled = false;
+    const all = serial.settled().then(() => (settled = true));
+    await vi.advanceTimersByTimeAsync(0);
+    expect(events).toEqual(["first started"]);
+    expect(settled).toBe(false);
+
+    finishFirst();
+    await expect(first).rejects.toThrow("first failed");
+    expect(await second).toBe(2);
+    await all;
+    expect(events).toEqual(["first started", "first ended", "second started"]);
+    expect(settled).toBe(true);
   });
 });
