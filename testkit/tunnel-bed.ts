@@ -7,10 +7,12 @@
  * e2e tests and the `tunnel-connect` bench share it.
  */
 import { randomBytes } from "node:crypto";
+import postgres from "postgres";
 import { Cluster, type Gateway } from "./cluster.ts";
 import { Netns, netnsAvailable } from "./netns.ts";
 import { freePort } from "./ports.ts";
 import { waitForStatuses } from "./routing.ts";
+import { TEST_ADMIN_DATABASE_URL } from "./stores.ts";
 import { type Origin, startOrigin } from "./upstreams/origin.ts";
 import { startTinyproxy, type Tinyproxy } from "./upstreams/tinyproxy.ts";
 import { startWireguardDevice, type WireguardDevice } from "./wireguard-device.ts";
@@ -31,6 +33,25 @@ export const SUBNET = "10.66.0.0/16";
 export const GATEWAY_ADDRESS = "10.66.0.1";
 export const OPENVPN_SUBNET = "10.67.0.0/16";
 export const OPENVPN_GATEWAY_ADDRESS = "10.67.0.1";
+
+/** The advisory lock a bed holds for its life (any number no other test takes). */
+const BED_LOCK = 720_466_204;
+
+/**
+ * The bed's addresses are fixed (its exits', its links', its tunnels' subnets), so two beds at
+ * once, in two test files run side by side, would take each other's: a bed waits for the one
+ * before it, through a Postgres session lock, which a process that dies gives up with its session.
+ */
+async function holdBedLock(): Promise<{ close(): Promise<void> }> {
+  const sql = postgres(TEST_ADMIN_DATABASE_URL, { max: 1, onnotice: () => {} });
+  try {
+    await sql`select pg_advisory_lock(${BED_LOCK})`;
+  } catch (error) {
+    await sql.end();
+    throw error;
+  }
+  return { close: () => sql.end() };
+}
 
 export interface TunnelBedOptions {
   /** OCTOPROX_TUNNEL_STATUS_INTERVAL for every process, in seconds (10 unless said). */
@@ -53,8 +74,10 @@ export class TunnelBed {
   readonly gatewayEnv: Record<string, string>;
   gateway: Gateway | undefined;
   readonly #started: (WireguardDevice | OpenvpnDevice)[] = [];
+  readonly #lock: { close(): Promise<void> };
 
   private constructor(
+    lock: { close(): Promise<void> },
     parts: Omit<
       TunnelBed,
       | "gateway"
@@ -77,12 +100,14 @@ export class TunnelBed {
     this.projectId = parts.projectId;
     this.credentials = parts.credentials;
     this.gatewayEnv = parts.gatewayEnv;
+    this.#lock = lock;
   }
 
   /** Makes the namespaces, the exits, the origin, the cluster and the project (not the gateway). */
   static async start(options: TunnelBedOptions = {}): Promise<TunnelBed> {
     const refused = await netnsAvailable();
     if (refused !== undefined) throw new Error(`This machine refuses tunnel tests: ${refused}`);
+    const lock = await holdBedLock();
     const made: { close(): Promise<unknown> }[] = [];
     try {
       const upstreams = await Netns.create("up");
@@ -153,7 +178,7 @@ export class TunnelBed {
         proxyIds.push(proxy.body.id);
       }
       await waitForStatuses(cluster, proxyIds, "healthy");
-      return new TunnelBed({
+      return new TunnelBed(lock, {
         cluster,
         upstreams,
         devices,
@@ -179,6 +204,7 @@ export class TunnelBed {
       });
     } catch (error) {
       await Promise.allSettled(made.map((part) => part.close()));
+      await lock.close();
       throw error;
     }
   }
@@ -285,6 +311,8 @@ export class TunnelBed {
     ]);
     // A namespace left behind would hold its addresses against the next run.
     await Promise.allSettled([this.upstreams.close(), this.devices.close()]);
+    // The next bed may take the addresses now.
+    await this.#lock.close().catch(() => {});
     const failed = steps.find((step) => step.status === "rejected");
     if (failed !== undefined) throw failed.reason;
   }
